@@ -1,0 +1,66 @@
+"""The ``livecam`` command line. The only module that calls ``sys.exit``.
+
+Each subcommand lives in ``livecam/subcommands/<name>.py`` with ``add_parser(subparsers)`` and
+``run(args) -> int``. Those modules import heavy packages (mediapipe, torch, av) inside ``run``,
+so ``livecam --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from livecam import __version__
+from livecam.errors import ConfigError, LivecamError, UsageError
+
+# Order is the order shown by --help.
+SUBCOMMANDS = ("run", "doctor")
+
+log = logging.getLogger("livecam")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="livecam",
+        description="Real-time face swap into a virtual camera (OBS, Zoom, Meet).",
+        epilog="Run `livecam COMMAND --help` for a command's options. "
+        "Start with `livecam doctor`, then `livecam demo`.",
+    )
+    parser.add_argument("--version", action="version", version=f"livecam {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in SUBCOMMANDS:
+        module = importlib.import_module(f"livecam.subcommands.{name}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        sys.exit(2)
+    try:
+        code = args.func(args)
+    except (ConfigError, UsageError) as exc:
+        print(f"livecam: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except LivecamError as exc:
+        print(f"livecam: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The config schema: one frozen dataclass per section.
+
+Every field is a :func:`knob` with its help text; ``config.yaml`` at the repository root
+documents the same keys with the same defaults (a test keeps the two in step).
+Each section belongs to one part of the package; edit only your own section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from livecam.config.fields import knob
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    width: int = knob(1280, "Width asked of a camera, px (the camera may give another).",
+                      range=(16, 8192))
+    height: int = knob(720, "Height asked of a camera, px.", range=(16, 8192))
+    fps: float = knob(30.0, "Frame rate asked of a camera; also the rate of `synthetic` and of "
+                      "`image:` sources, and the pace of `file:` sources in real time.",
+                      range=(1.0, 240.0))
+    fourcc: str = knob("MJPG", "Pixel format asked of a camera (MJPG gives full frame rates "
+                       "at 720p/1080p on most USB cameras; YUYV is often limited to 5-10 fps).")
+    loop: bool = knob(True, "Restart `file:` inputs at their end instead of stopping.")
+    reconnect_initial_s: float = knob(0.5, "First wait before reopening a lost camera, s; "
+                                      "doubles after each failure.", range=(0.01, 60.0))
+    reconnect_max_s: float = knob(5.0, "Longest wait between reopen attempts, s.",
+                                  range=(0.01, 600.0))
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    fps: float = knob(0.0, "Frames per second sent to the sink; 0 = the input's rate.",
+                      range=(0.0, 240.0))
+    width: int = knob(0, "Output width, px; 0 = the input's width.", range=(0, 8192))
+    height: int = knob(0, "Output height, px; 0 = the input's height.", range=(0, 8192))
+    device: str = knob("", "Virtual camera device, e.g. /dev/video10 (Linux); empty = the "
+                       "backend's default (first v4l2loopback device, OBS virtual camera).")
+    backend: str = knob("", "pyvirtualcam backend name (v4l2loopback, obs, unitycapture, "
+                        "akvcam); empty = the platform's default.")
+    file_codec: str = knob("libx264", "Video codec for `file:` outputs (PyAV encoder name).")
+    file_crf: int = knob(20, "Quality of `file:` outputs (x264 CRF: lower = better, larger).",
+                         range=(0, 51))
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    realtime: bool = knob(True, "Live mode: keep only the newest frame at every hop and drop the "
+                          "rest (bounded latency). false = process every frame in order, no "
+                          "drops, as fast as possible (for files).")
+    status_interval_s: float = knob(1.0, "Seconds between status lines (fps, latency, drops); "
+                                    "0 = off.", range=(0.0, 3600.0))
+    stage_error_log_interval_s: float = knob(5.0, "A failing stage is logged at most once per "
+                                             "this many seconds; its frame goes out unswapped.",
+                                             range=(0.0, 3600.0))
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    level: str = knob("INFO", "Log level.", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    json: bool = knob(False, "Write logs as one JSON object per line (for daemons).")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration of one run. Immutable: runtime changes go through commands."""
+
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)

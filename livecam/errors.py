@@ -1,0 +1,39 @@
+"""The error tree.
+
+Every error livecam raises on purpose derives from :class:`LivecamError`; leaves also inherit
+the matching builtin so callers can catch either. Messages say what to do, not only what failed.
+"""
+
+from __future__ import annotations
+
+
+class LivecamError(Exception):
+    """Root of every error livecam raises on purpose."""
+
+
+class ConfigError(LivecamError, ValueError):
+    """A config key, value or command-line option is wrong; the message names the dotted key."""
+
+
+class UsageError(LivecamError, ValueError):
+    """A command-line argument is wrong (bad --input/--output spec, missing file, ...)."""
+
+
+class CaptureError(LivecamError, RuntimeError):
+    """A frame source could not be opened or read."""
+
+
+class OutputError(LivecamError, RuntimeError):
+    """A frame sink (virtual camera, file, window) could not be opened or written."""
+
+
+class DependencyError(LivecamError, ImportError):
+    """An optional package is missing; the message names the extra to install."""
+
+
+class ModelError(LivecamError, RuntimeError):
+    """A model file is missing, corrupt or does not match its manifest."""
+
+
+class IdentityError(LivecamError, ValueError):
+    """An identity name or photo is unusable; the message says why and what to do."""

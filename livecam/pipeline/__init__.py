@@ -1,0 +1,1 @@
+"""Pipeline: the stage protocol, the scheduler thread, slots and metrics."""

@@ -1,0 +1,1 @@
+"""One module per ``livecam`` subcommand: ``add_parser(subparsers)`` and ``run(args) -> int``."""

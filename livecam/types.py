@@ -1,0 +1,161 @@
+"""The data that flows through the pipeline: :class:`Frame`, :class:`Faces`, :class:`Packet`.
+
+All are immutable containers. Stages return new objects and never write into their inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+ImageBGR = npt.NDArray[np.uint8]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One captured image.
+
+    ``image_bgr`` is (H, W, 3) uint8 in BGR order and is never copied by the pipeline.
+    ``t_capture_ns`` is ``time.perf_counter_ns()`` when the frame left the source.
+    ``index`` counts frames read from the source, starting at 0; it only grows.
+    """
+
+    index: int
+    t_capture_ns: int
+    image_bgr: ImageBGR
+
+    @property
+    def height_px(self) -> int:
+        return int(self.image_bgr.shape[0])
+
+    @property
+    def width_px(self) -> int:
+        return int(self.image_bgr.shape[1])
+
+
+def _empty(shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+    return np.zeros(shape, dtype=dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class Faces:
+    """The faces found in one frame, one array per field (N faces).
+
+    - ``boxes_xyxy``: (N, 4) float32, pixels, x1 y1 x2 y2.
+    - ``scores``: (N,) float32 in [0, 1].
+    - ``keypoints_xy``: (N, 6, 2) float32 pixels: detector keypoints (right eye, left eye, nose
+      tip, mouth centre, right ear tragion, left ear tragion: BlazeFace order), or (N, 0, 2).
+    - ``landmarks_xy``: (N, K, 2) float32 pixels, K = 468 or 478 (face mesh) or 0 (none yet).
+    - ``landmarks_z``: (N, K) float32, relative depth in the same pixel scale (smaller = nearer).
+    - ``track_ids``: (N,) int64, -1 where the face is not tracked.
+
+    Indexing with a boolean mask or an index array returns a new ``Faces``.
+    """
+
+    boxes_xyxy: FloatArray = field(default_factory=lambda: _empty((0, 4)))
+    scores: FloatArray = field(default_factory=lambda: _empty((0,)))
+    keypoints_xy: FloatArray = field(default_factory=lambda: _empty((0, 0, 2)))
+    landmarks_xy: FloatArray = field(default_factory=lambda: _empty((0, 0, 2)))
+    landmarks_z: FloatArray = field(default_factory=lambda: _empty((0, 0)))
+    track_ids: IntArray = field(default_factory=lambda: np.zeros((0,), dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        n = len(self.boxes_xyxy)
+        if self.boxes_xyxy.shape != (n, 4):
+            raise ValueError(f"boxes_xyxy must be (N, 4), got {self.boxes_xyxy.shape}")
+        for name in ("scores", "track_ids"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} rows, boxes have {n}")
+        for name in ("keypoints_xy", "landmarks_xy", "landmarks_z"):
+            arr = getattr(self, name)
+            if len(arr) not in (0, n) or (len(arr) == 0 and n != 0 and arr.ndim < 2):
+                raise ValueError(f"{name} has {len(arr)} rows, boxes have {n}")
+
+    @classmethod
+    def empty(cls) -> Faces:
+        return cls()
+
+    def __len__(self) -> int:
+        return len(self.boxes_xyxy)
+
+    def __getitem__(self, index: Any) -> Faces:
+        """Select faces by boolean mask, index array or slice; returns a new object."""
+        if isinstance(index, (int, np.integer)):
+            index = [int(index)]
+
+        def pick(arr: np.ndarray) -> np.ndarray:
+            if len(arr) == 0 and len(self) != 0:
+                # optional field absent: keep it absent but with the right trailing shape
+                return arr
+            return np.asarray(arr[index])
+
+        return Faces(
+            boxes_xyxy=pick(self.boxes_xyxy),
+            scores=pick(self.scores),
+            keypoints_xy=pick(self.keypoints_xy),
+            landmarks_xy=pick(self.landmarks_xy),
+            landmarks_z=pick(self.landmarks_z),
+            track_ids=pick(self.track_ids),
+        )
+
+    def with_fields(self, **changes: Any) -> Faces:
+        """A copy with some fields replaced (the arrays themselves are not copied)."""
+        return replace(self, **changes)
+
+    @property
+    def has_landmarks(self) -> bool:
+        return self.landmarks_xy.ndim == 3 and self.landmarks_xy.shape[1] > 0 and len(
+            self.landmarks_xy
+        ) == len(self)
+
+    @property
+    def areas_px(self) -> FloatArray:
+        w = np.clip(self.boxes_xyxy[:, 2] - self.boxes_xyxy[:, 0], 0, None)
+        h = np.clip(self.boxes_xyxy[:, 3] - self.boxes_xyxy[:, 1], 0, None)
+        return (w * h).astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeState:
+    """What may change during a run, only through commands (see ``livecam.control.commands``).
+
+    ``active_identity`` is a name from the identity library or None (pass through).
+    ``bypass`` sends the real face through. ``track_identities`` maps track id -> identity name.
+    """
+
+    active_identity: str | None = None
+    bypass: bool = False
+    track_identities: tuple[tuple[int, str], ...] = ()
+    generation: int = 0
+
+    def identity_for_track(self, track_id: int) -> str | None:
+        for tid, name in self.track_identities:
+            if tid == track_id:
+                return name
+        return self.active_identity
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    """What one stage hands the next for one frame.
+
+    ``image_bgr`` is the picture as it will be sent (the captured image until a stage changes it);
+    ``faces`` is what analysis found; ``state`` is the runtime state the frame is processed under.
+    """
+
+    frame: Frame
+    image_bgr: ImageBGR
+    faces: Faces = field(default_factory=Faces)
+    state: RuntimeState = field(default_factory=RuntimeState)
+
+    @classmethod
+    def from_frame(cls, frame: Frame, state: RuntimeState | None = None) -> Packet:
+        return cls(frame=frame, image_bgr=frame.image_bgr, state=state or RuntimeState())
+
+    def with_fields(self, **changes: Any) -> Packet:
+        return replace(self, **changes)
