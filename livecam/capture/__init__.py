@@ -1,0 +1,60 @@
+"""Capture: frame sources and the capture thread that feeds the pipeline the newest frame."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from livecam.capture.base import FrameSource
+from livecam.config.schema import CaptureConfig
+from livecam.errors import UsageError
+
+INPUT_HELP = (
+    "camera:0 | camera:/dev/video2 | file:PATH (video) | image:PATH | synthetic[:WxH]"
+)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A parsed ``--input`` value."""
+
+    kind: str  # camera | file | image | synthetic
+    target: str = ""
+
+
+def parse_input(text: str) -> InputSpec:
+    """Parse ``--input``; raises :class:`UsageError` with the accepted forms."""
+    kind, _, target = text.partition(":")
+    if kind == "synthetic":
+        return InputSpec("synthetic", target)
+    if kind in ("camera", "file", "image") and target:
+        return InputSpec(kind, target)
+    raise UsageError(f"--input {text!r} is not understood; use {INPUT_HELP}")
+
+
+def make_source(spec: InputSpec, config: CaptureConfig) -> FrameSource:
+    """Build (not open) the source for ``spec``. Imports OpenCV lazily."""
+    from livecam.capture import sources
+
+    if spec.kind == "camera":
+        device: int | str = int(spec.target) if spec.target.isdigit() else spec.target
+        return sources.CameraSource(device=device, width=config.width, height=config.height,
+                                    fps=config.fps, fourcc=config.fourcc)
+    if spec.kind == "file":
+        return sources.FileSource(path=Path(spec.target), fps_fallback=config.fps)
+    if spec.kind == "image":
+        return sources.ImageSource(path=Path(spec.target), fps=config.fps)
+    width, height = config.width, config.height
+    if spec.target:
+        try:
+            w_text, h_text = spec.target.lower().split("x")
+            width, height = int(w_text), int(h_text)
+        except ValueError:
+            raise UsageError(f"--input synthetic:{spec.target}: size must be WxH, "
+                             "e.g. synthetic:1920x1080") from None
+        if not (16 <= width <= 8192 and 16 <= height <= 8192):
+            raise UsageError(f"--input synthetic:{spec.target}: size must be 16..8192 px")
+    return sources.SyntheticSource(width=width, height=height, fps=config.fps)
+
+
+__all__ = ["INPUT_HELP", "FrameSource", "InputSpec", "make_source", "parse_input"]

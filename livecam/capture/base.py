@@ -1,0 +1,37 @@
+"""The frame-source protocol used by the capture thread."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from livecam.types import ImageBGR
+
+
+@runtime_checkable
+class FrameSource(Protocol):
+    """Something that yields BGR images: a camera, a video file, a still image, a test pattern.
+
+    Only the capture thread calls these methods. ``open`` raises ``CaptureError`` with a message
+    that says what to do. ``read`` returns an (H, W, 3) uint8 BGR image, ``None`` at the end of a
+    finite source, and raises ``CaptureError`` when a live source is lost (the capture thread then
+    reopens it with backoff). ``close`` is idempotent.
+    """
+
+    #: True for cameras: frames arrive at the device's pace and the source may be lost/reopened.
+    live: bool
+
+    def open(self) -> None: ...
+
+    def read(self) -> ImageBGR | None: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def fps(self) -> float:
+        """Frames per second the source delivers (or should be paced at)."""
+        ...
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        """(width, height) of the frames, known after ``open``."""
+        ...

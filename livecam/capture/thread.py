@@ -1,0 +1,113 @@
+"""The capture thread: reads a source, stamps frames and hands the newest to the pipeline."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from livecam.capture.base import FrameSource
+from livecam.errors import CaptureError
+from livecam.pipeline.mailbox import Mailbox
+from livecam.pipeline.metrics import Metrics
+from livecam.types import Frame
+
+log = logging.getLogger(__name__)
+
+
+class CaptureThread:
+    """Owns ``source`` after ``start``: opens it (again, with backoff, when a live source is
+    lost), reads frames, stamps ``t_capture_ns`` and puts them in ``outbox``.
+
+    Non-live sources are paced to their fps when ``realtime`` is true (a file then behaves like a
+    camera) and read as fast as the pipeline takes them otherwise. At the end of a finite source
+    the thread restarts it when ``loop`` is true, else closes ``outbox``. ``stop`` returns within
+    about ``join_timeout_s`` even if a read is blocked inside the driver.
+    """
+
+    def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
+                 realtime: bool, loop: bool, reconnect_initial_s: float,
+                 reconnect_max_s: float) -> None:
+        self._source = source
+        self._outbox = outbox
+        self._metrics = metrics
+        self._realtime = realtime
+        self._loop = loop
+        self._backoff = (reconnect_initial_s, reconnect_max_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="livecam-capture", daemon=True)
+        self._is_open = False
+
+    def start(self, *, already_open: bool = False) -> None:
+        """Start reading. Pass ``already_open=True`` when the caller opened the source (to
+        report open errors at start-up rather than in the thread)."""
+        self._is_open = already_open
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Ask the thread to end without waiting for it (see ``stop``)."""
+        self._stop.set()
+        self._outbox.close()
+
+    def stop(self, join_timeout_s: float = 0.5) -> None:
+        self._stop.set()
+        self._outbox.close()
+        self._thread.join(join_timeout_s)
+        if self._thread.is_alive():
+            log.warning("capture thread is blocked in a read; leaving it to finish on its own")
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _open_with_backoff(self) -> bool:
+        delay_s, max_s = self._backoff
+        while not self._stop.is_set():
+            try:
+                self._source.open()
+                self._is_open = True
+                return True
+            except CaptureError as exc:
+                log.warning("%s; retrying in %.1f s", exc, delay_s)
+                self._stop.wait(delay_s)
+                delay_s = min(delay_s * 2, max_s)
+        return False
+
+    def _run(self) -> None:
+        index = 0
+        period_ns = int(1e9 / max(self._source.fps, 1e-3))
+        next_ns = time.perf_counter_ns()
+        try:
+            while not self._stop.is_set():
+                if not self._is_open and not self._open_with_backoff():
+                    break
+                try:
+                    image = self._source.read()
+                except CaptureError as exc:
+                    log.warning("%s; reopening", exc)
+                    self._metrics.count("capture_lost")
+                    self._source.close()
+                    self._is_open = False
+                    continue
+                if image is None:
+                    self._source.close()
+                    self._is_open = False
+                    if not self._loop:
+                        break
+                    continue
+                if self._realtime and not self._source.live:
+                    now_ns = time.perf_counter_ns()
+                    if next_ns > now_ns:
+                        self._stop.wait((next_ns - now_ns) / 1e9)
+                    # a late frame restarts the grid rather than bursting to catch up
+                    next_ns = max(next_ns, now_ns - period_ns) + period_ns
+                frame = Frame(index=index, t_capture_ns=time.perf_counter_ns(), image_bgr=image)
+                index += 1
+                self._metrics.count("captured")
+                while not self._outbox.put(frame, timeout_s=0.1):
+                    if self._stop.is_set() or self._outbox.closed:
+                        return
+        finally:
+            self._source.close()
+            self._is_open = False
+            self._outbox.close()

@@ -1,0 +1,1 @@
+"""Control: commands and their sources (hotkeys, the local API, signals)."""

@@ -1,0 +1,47 @@
+"""Output: frame sinks (virtual camera, file, window, null) and the pacing output thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from livecam.config.schema import OutputConfig
+from livecam.errors import UsageError
+from livecam.output.base import FrameSink
+
+OUTPUT_HELP = "virtualcam | file:PATH.mp4 | window | null"
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """A parsed ``--output`` value."""
+
+    kind: str  # virtualcam | file | window | null
+    target: str = ""
+
+
+def parse_output(text: str) -> OutputSpec:
+    """Parse ``--output``; raises :class:`UsageError` with the accepted forms."""
+    kind, _, target = text.partition(":")
+    if kind in ("virtualcam", "window", "null") and not target:
+        return OutputSpec(kind)
+    if kind == "file" and target:
+        return OutputSpec("file", target)
+    raise UsageError(f"--output {text!r} is not understood; use {OUTPUT_HELP}")
+
+
+def make_sink(spec: OutputSpec, config: OutputConfig) -> FrameSink:
+    """Build (not open) the sink for ``spec``."""
+    from livecam.output import sinks
+
+    if spec.kind == "virtualcam":
+        return sinks.VirtualCamSink(device=config.device, backend=config.backend)
+    if spec.kind == "file":
+        return sinks.FileSink(path=Path(spec.target), codec=config.file_codec,
+                              crf=config.file_crf)
+    if spec.kind == "window":
+        return sinks.WindowSink()
+    return sinks.NullSink()
+
+
+__all__ = ["OUTPUT_HELP", "FrameSink", "OutputSpec", "make_sink", "parse_output"]

@@ -1,0 +1,164 @@
+"""Frame sinks: virtual camera (pyvirtualcam), video file (PyAV), preview window, null."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from livecam.errors import OutputError
+from livecam.types import ImageBGR
+
+log = logging.getLogger(__name__)
+
+
+def virtualcam_help() -> str:
+    """What to do on this platform when no virtual camera device exists."""
+    if sys.platform.startswith("linux"):
+        return ("install v4l2loopback and create a device: `sudo apt install v4l2loopback-dkms` "
+                "then `sudo modprobe v4l2loopback devices=1 exclusive_caps=1 "
+                "card_label=livecam` (exclusive_caps=1 is needed for Chrome, Meet and Zoom)")
+    if sys.platform == "darwin":
+        return ("install OBS Studio (28 or newer), start its Virtual Camera once (Start Virtual "
+                "Camera) so macOS registers it, then stop it and run livecam again")
+    return ("install OBS Studio (28 or newer); its installer registers the OBS Virtual Camera "
+            "that livecam writes to (do not start it in OBS while livecam uses it)")
+
+
+class VirtualCamSink:
+    """A virtual camera through pyvirtualcam: v4l2loopback on Linux, OBS Virtual Camera on
+    Windows and macOS, or any backend registered with ``pyvirtualcam.register_backend``."""
+
+    def __init__(self, *, device: str = "", backend: str = "") -> None:
+        self._device = device or None
+        self._backend = backend or None
+        self._cam: Any = None
+
+    def open(self, *, width: int, height: int, fps: float) -> None:
+        import pyvirtualcam
+
+        if self._backend is not None and self._backend not in pyvirtualcam.camera.BACKENDS:
+            known = ", ".join(pyvirtualcam.camera.BACKENDS)
+            raise OutputError(f"output.backend {self._backend!r} is not a pyvirtualcam backend "
+                              f"here (available: {known})")
+        try:
+            self._cam = pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.BGR,
+                                            device=self._device, backend=self._backend)
+        except Exception as exc:  # pyvirtualcam raises RuntimeError listing every backend
+            said = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise OutputError(f"no virtual camera could be opened ({said}). To fix: "
+                              f"{virtualcam_help()}") from None
+        log.info("virtual camera: %s (%s) %dx%d@%g", self._cam.device, self._cam.backend, width,
+                 height, fps)
+
+    @property
+    def device(self) -> str:
+        return "" if self._cam is None else str(self._cam.device)
+
+    def send(self, image_bgr: ImageBGR) -> None:
+        self._cam.send(image_bgr)
+
+    def close(self) -> None:
+        if self._cam is not None:
+            self._cam.close()
+            self._cam = None
+
+
+class FileSink:
+    """An H.264 (or ``codec``) video file written with PyAV at a constant frame rate."""
+
+    def __init__(self, *, path: Path, codec: str = "libx264", crf: int = 20) -> None:
+        self._path = path
+        self._codec = codec
+        self._crf = crf
+        self._container: Any = None
+        self._stream: Any = None
+
+    def open(self, *, width: int, height: int, fps: float) -> None:
+        import av
+
+        if width % 2 or height % 2:
+            raise OutputError(f"file output needs an even size for H.264, got {width}x{height}: "
+                              "set output.width/output.height")
+        if not self._path.parent.is_dir():
+            raise OutputError(f"output folder {self._path.parent} does not exist")
+        try:
+            self._container = av.open(str(self._path), mode="w")
+            stream = self._container.add_stream(self._codec,
+                                                rate=Fraction(fps).limit_denominator(1001))
+        except (av.error.FFmpegError, ValueError, OSError) as exc:
+            raise OutputError(f"cannot write {self._path}: {exc}") from None
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        if self._codec in ("libx264", "libx265"):
+            stream.options = {"crf": str(self._crf), "preset": "veryfast"}
+        self._stream = stream
+
+    def send(self, image_bgr: ImageBGR) -> None:
+        import av
+
+        frame = av.VideoFrame.from_ndarray(image_bgr, format="bgr24")
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+
+    def close(self) -> None:
+        if self._container is None:
+            return
+        try:
+            for packet in self._stream.encode(None):
+                self._container.mux(packet)
+        finally:
+            self._container.close()
+            self._container = None
+
+
+class WindowSink:
+    """An OpenCV preview window. Keys pressed in it go to ``on_key`` (output thread)."""
+
+    def __init__(self, *, title: str = "livecam", on_key: Callable[[int], None] | None = None):
+        self._title = title
+        self._on_key = on_key
+        self._open = False
+
+    def open(self, *, width: int, height: int, fps: float) -> None:
+        if sys.platform.startswith("linux") and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        ):
+            raise OutputError("--output window needs a display (no DISPLAY is set); use "
+                              "--output virtualcam or --output file:out.mp4")
+        import cv2
+
+        cv2.namedWindow(self._title, cv2.WINDOW_NORMAL)
+        cv2.resizeWindow(self._title, width, height)
+        self._open = True
+
+    def send(self, image_bgr: ImageBGR) -> None:
+        import cv2
+
+        cv2.imshow(self._title, image_bgr)
+        key = cv2.waitKey(1)
+        if key >= 0 and self._on_key is not None:
+            self._on_key(key & 0xFF)
+
+    def close(self) -> None:
+        if self._open:
+            import cv2
+
+            cv2.destroyWindow(self._title)
+            self._open = False
+
+
+class NullSink:
+    """Discards frames (benchmarks, headless analysis)."""
+
+    def open(self, *, width: int, height: int, fps: float) -> None:
+        return None
+
+    def send(self, image_bgr: ImageBGR) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,161 @@
+"""``livecam doctor``: what this machine has for livecam, and what to do about what is missing.
+
+Always exits 0: missing things are reported, not errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: ``ok`` true/false/None (None = informational)."""
+
+    topic: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="check cameras, virtual cameras, GPU and engines",
+                       description="Report the cameras, virtual-camera backends, GPU, CUDA, "
+                       "TensorRT and onnxruntime found on this machine, each with what to do "
+                       "when it is missing. Exits 0 even when things are missing.")
+    p.set_defaults(func=run)
+
+
+def _v4l2_devices() -> list[tuple[str, str, bool]]:
+    """(path, name, is_loopback) for each /dev/video* on Linux."""
+    out = []
+    for path in sorted(glob.glob("/dev/video*")):
+        node = Path("/sys/class/video4linux") / Path(path).name
+        name = (node / "name").read_text().strip() if (node / "name").exists() else "?"
+        # v4l2loopback devices are virtual: their sysfs device has no parent bus
+        real = (node / "device").exists()
+        out.append((path, name, not real))
+    return out
+
+
+def check_cameras() -> list[Check]:
+    if sys.platform.startswith("linux"):
+        devices = [d for d in _v4l2_devices() if not d[2]]
+        if not devices:
+            return [Check("cameras", False, "no /dev/video* camera found",
+                          "plug in a webcam; use --input file:PATH or --input synthetic to try "
+                          "livecam without one")]
+        return [Check("cameras", True, ", ".join(f"{p} ({n})" for p, n, _ in devices),
+                      "use --input camera:/dev/videoN")]
+    return [Check("cameras", None, "not listed on this platform",
+                  "try --input camera:0, camera:1, ...")]
+
+
+def check_virtualcam() -> list[Check]:
+    import pyvirtualcam
+
+    backends = ", ".join(pyvirtualcam.camera.BACKENDS) or "none"
+    checks = [Check("virtual camera backends", bool(pyvirtualcam.camera.BACKENDS), backends)]
+    if sys.platform.startswith("linux"):
+        from livecam.output.sinks import virtualcam_help
+
+        loop = [d for d in _v4l2_devices() if d[2]]
+        if loop:
+            checks.append(Check("v4l2loopback devices", True,
+                                ", ".join(f"{p} ({n})" for p, n, _ in loop),
+                                "use --set output.device=/dev/videoN to pick one"))
+        else:
+            checks.append(Check("v4l2loopback devices", False, "none", virtualcam_help()))
+    return checks
+
+
+def _module_version(name: str) -> str | None:
+    if importlib.util.find_spec(name) is None:
+        return None
+    module = __import__(name)
+    return str(getattr(module, "__version__", "installed"))
+
+
+def check_gpu() -> list[Check]:
+    checks = []
+    smi = shutil.which("nvidia-smi")
+    checks.append(Check("NVIDIA driver", smi is not None, smi or "nvidia-smi not found",
+                        "" if smi else "no NVIDIA GPU driver: livecam runs on the CPU (classic "
+                        "swap); for the GPU pipeline install the NVIDIA driver"))
+    torch_version = _module_version("torch")
+    if torch_version is None:
+        checks.append(Check("torch", False, "not installed",
+                            "pip install 'livecam[torch]' (with a CUDA build) for the torch "
+                            "engine backend"))
+    else:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        name = torch.cuda.get_device_name(0) if cuda else "no CUDA device"
+        checks.append(Check("torch CUDA", cuda, f"torch {torch_version}: {name}",
+                            "" if cuda else "install a CUDA build of torch to use the GPU"))
+    trt = _module_version("tensorrt")
+    checks.append(Check("TensorRT", trt is not None, trt or "not installed",
+                        "" if trt else "pip install tensorrt (NVIDIA GPUs) for the fastest "
+                        "engine backend; livecam falls back to torch or onnxruntime only when "
+                        "engine.backend is auto"))
+    ort = _module_version("onnxruntime")
+    if ort is None:
+        checks.append(Check("onnxruntime", False, "not installed", "pip install onnxruntime"))
+    else:
+        import onnxruntime
+
+        providers = ", ".join(onnxruntime.get_available_providers())
+        checks.append(Check("onnxruntime", True, f"{ort}: {providers}"))
+    return checks
+
+
+def check_models() -> list[Check]:
+    spec = importlib.util.find_spec("mediapipe")
+    if spec is None or spec.origin is None:
+        return [Check("mediapipe face models", False, "mediapipe not installed",
+                      "pip install mediapipe==0.10.21")]
+    root = Path(spec.origin).parent / "modules"
+    found = sorted(p.name for p in root.glob("face_*/*.tflite"))
+    return [Check("mediapipe face models", bool(found), ", ".join(found) or "none found",
+                  "" if found else "reinstall mediapipe==0.10.21 (later releases ship no "
+                  "models)")]
+
+
+def check_display() -> list[Check]:
+    if sys.platform.startswith("linux"):
+        display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        return [Check("display (hotkeys, preview)", bool(display), display or "none",
+                      "" if display else "headless: hotkeys and --output window are off; use "
+                      "`livecam daemon` and `livecam ctl`")]
+    return [Check("display (hotkeys, preview)", True, "desktop session assumed")]
+
+
+CHECKS: tuple[Callable[[], list[Check]], ...] = (
+    check_cameras, check_virtualcam, check_gpu, check_models, check_display,
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    mark = {True: "ok  ", False: "MISS", None: "info"}
+    for check_fn in CHECKS:
+        try:
+            checks = check_fn()
+        except Exception as exc:  # doctor reports; it must not crash on a broken package
+            checks = [Check(check_fn.__name__.removeprefix("check_"), False,
+                            f"check failed: {type(exc).__name__}: {exc}")]
+        for c in checks:
+            print(f"[{mark[c.ok]}] {c.topic}: {c.detail}")
+            if c.fix and c.ok is not True:
+                print(f"       -> {c.fix}")
+            elif c.fix and c.ok:
+                print(f"       ({c.fix})")
+    return 0
