@@ -1,0 +1,165 @@
+"""MediaPipe BlazeFace face detection, with tiling so small faces in wide frames are found.
+
+BlazeFace sees a letterboxed 128x128 (short range) or 192x192 (full range) picture, so in a
+1280x720 frame the full-range model misses faces narrower than ~160 px (measured). Searching
+overlapping square tiles as well as the whole frame finds faces down to ~1/8 of the tile size.
+Tiles can be spread over several calls (``tiles_per_call``) to bound the cost of one call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from livecam.types import Faces, ImageBGR
+
+# Tile overlap as a fraction of the tile: a face up to this fraction of a tile is whole in one.
+_TILE_OVERLAP = 0.3
+# Detections whose box comes this close to a tile's inner edge are cut faces: another tile
+# holds them whole.
+_EDGE_MARGIN_PX = 2.0
+_MERGE_OVERLAP = 0.5
+
+
+class BlazeFaceDetector:
+    """Finds faces in BGR frames. ``detect`` returns boxes, scores and 6 keypoints.
+
+    ``model``: ``short``, ``full`` or ``auto`` (both, merged). Only one thread may call
+    :meth:`detect` at a time.
+    """
+
+    def __init__(self, *, model: str = "full", min_score: float = 0.5, max_faces: int = 4,
+                 tile_size_px: int = 384, tiles_per_call: int = 0) -> None:
+        if model not in ("short", "full", "auto"):
+            raise ValueError(f"model must be short, full or auto, got {model!r}")
+        self.model = model
+        self.min_score = min_score
+        self.max_faces = max_faces
+        self.tile_size_px = tile_size_px
+        self.tiles_per_call = tiles_per_call
+        self._short: Any = None
+        self._full: Any = None
+        self._next_tile = 0
+
+    def open(self) -> None:
+        if self._short is not None or self._full is not None:
+            return
+        import mediapipe as mp
+
+        make = mp.solutions.face_detection.FaceDetection
+        if self.model in ("short", "auto"):
+            self._short = make(model_selection=0, min_detection_confidence=self.min_score)
+        # Tiles always use the full-range model: a tile's faces are small relative to it.
+        self._full = make(model_selection=1, min_detection_confidence=self.min_score)
+
+    def close(self) -> None:
+        for name in ("_short", "_full"):
+            solution = getattr(self, name)
+            setattr(self, name, None)
+            if solution is not None:
+                solution.close()
+
+    def __enter__(self) -> BlazeFaceDetector:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def tiles(self, width_px: int, height_px: int) -> list[tuple[int, int, int]]:
+        """Tiles (x0, y0, side) covering the frame, or [] when the frame needs none."""
+        side = self.tile_size_px
+        if side <= 0 or max(width_px, height_px) <= side * 1.25:
+            return []
+        return [(x, y, side) for y in _starts(height_px, side) for x in _starts(width_px, side)]
+
+    def detect(self, image_bgr: ImageBGR, *, all_tiles: bool = False) -> Faces:
+        """Faces in one frame, best first, at most ``max_faces``; ``track_ids`` are -1.
+
+        ``keypoints_xy`` is (N, 6, 2) px in BlazeFace order (image-left eye, image-right eye,
+        nose tip, mouth centre, image-left ear tragion, image-right ear tragion).
+        ``all_tiles`` searches every tile now (for still photos).
+        """
+        if self._full is None:
+            raise RuntimeError("BlazeFaceDetector.open() was not called")
+        if image_bgr.ndim != 3 or image_bgr.shape[2] != 3 or min(image_bgr.shape[:2]) < 8:
+            return Faces.empty()
+        h, w = image_bgr.shape[:2]
+        rgb = np.ascontiguousarray(image_bgr[:, :, ::-1])
+        found: list[tuple[np.ndarray, float, np.ndarray]] = []
+        if self._short is not None:
+            found += _run(self._short, rgb, 0, 0, w, h, inner_edges=None)
+        if self.model in ("full", "auto"):
+            found += _run(self._full, rgb, 0, 0, w, h, inner_edges=None)
+        tiles = self.tiles(w, h)
+        if tiles:
+            count = len(tiles) if all_tiles or self.tiles_per_call <= 0 else min(
+                self.tiles_per_call, len(tiles))
+            for _ in range(count):
+                x0, y0, side = tiles[self._next_tile % len(tiles)]
+                self._next_tile = (self._next_tile + 1) % len(tiles)
+                x1, y1 = min(w, x0 + side), min(h, y0 + side)
+                inner = (x0 > 0, y0 > 0, x1 < w, y1 < h)
+                found += _run(self._full, np.ascontiguousarray(rgb[y0:y1, x0:x1]), x0, y0,
+                              x1 - x0, y1 - y0, inner_edges=inner)
+        return _merge(found, self.max_faces)
+
+
+def _starts(length: int, side: int) -> list[int]:
+    if length <= side:
+        return [0]
+    n = math.ceil((length - side) / (side * (1 - _TILE_OVERLAP))) + 1
+    return [round(i * (length - side) / (n - 1)) for i in range(n)]
+
+
+def _run(solution: Any, rgb: np.ndarray, x0: int, y0: int, w: int, h: int,
+         inner_edges: tuple[bool, bool, bool, bool] | None,
+         ) -> list[tuple[np.ndarray, float, np.ndarray]]:
+    result = solution.process(rgb)
+    out: list[tuple[np.ndarray, float, np.ndarray]] = []
+    for det in result.detections or ():
+        loc = det.location_data
+        bb = loc.relative_bounding_box
+        box = np.array([bb.xmin * w + x0, bb.ymin * h + y0, (bb.xmin + bb.width) * w + x0,
+                        (bb.ymin + bb.height) * h + y0], np.float32)
+        kps = np.array([[k.x * w + x0, k.y * h + y0] for k in loc.relative_keypoints],
+                       np.float32).reshape(-1, 2)
+        if kps.shape != (6, 2):
+            continue
+        if inner_edges is not None:
+            left, top, right, bottom = inner_edges
+            if ((left and box[0] <= x0 + _EDGE_MARGIN_PX) or (top and box[1] <= y0 + _EDGE_MARGIN_PX)
+                    or (right and box[2] >= x0 + w - _EDGE_MARGIN_PX)
+                    or (bottom and box[3] >= y0 + h - _EDGE_MARGIN_PX)):
+                continue
+        out.append((box, float(det.score[0]), kps))
+    return out
+
+
+def _merge(found: list[tuple[np.ndarray, float, np.ndarray]], max_faces: int) -> Faces:
+    """Greedy suppression by overlap over the smaller box, best score first."""
+    found = sorted(found, key=lambda item: -item[1])
+    kept: list[tuple[np.ndarray, float, np.ndarray]] = []
+    for box, score, kps in found:
+        if all(_overlap_of_smaller(box, other[0]) < _MERGE_OVERLAP for other in kept):
+            kept.append((box, score, kps))
+    kept = kept[:max_faces]
+    if not kept:
+        return Faces.empty()
+    return Faces(
+        boxes_xyxy=np.stack([k[0] for k in kept]).astype(np.float32),
+        scores=np.array([k[1] for k in kept], np.float32),
+        keypoints_xy=np.stack([k[2] for k in kept]).astype(np.float32),
+        track_ids=np.full(len(kept), -1, np.int64),
+    )
+
+
+def _overlap_of_smaller(a: np.ndarray, b: np.ndarray) -> float:
+    iw = max(0.0, float(min(a[2], b[2]) - max(a[0], b[0])))
+    ih = max(0.0, float(min(a[3], b[3]) - max(a[1], b[1])))
+    area_a = max(0.0, float((a[2] - a[0]) * (a[3] - a[1])))
+    area_b = max(0.0, float((b[2] - b[0]) * (b[3] - b[1])))
+    smaller = min(area_a, area_b)
+    return iw * ih / smaller if smaller > 0 else 0.0

@@ -1,0 +1,62 @@
+"""The ``analysis`` config section: face detection, landmarks, tracking, smoothing, selection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livecam.config.fields import knob
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    detector_model: str = knob(
+        "full",
+        "MediaPipe BlazeFace model: `short` (faces within ~2 m, fastest), `full` (faces up to "
+        "~5 m), `auto` (both on the whole frame, merged: slowest, finds the most).",
+        choices=("short", "full", "auto"),
+    )
+    min_detection_score: float = knob(
+        0.5, "Detector score below which a face is ignored. Lower finds more faces in poor "
+        "light and more false ones.", range=(0.05, 1.0))
+    max_faces: int = knob(4, "Most faces analysed per frame (the largest are kept).",
+                          range=(1, 64))
+    tile_size_px: int = knob(
+        384, "Square tile size for finding small faces: frames longer than this are also "
+        "searched in overlapping tiles of this size (the full-range model sees ~1/8 of its "
+        "input as its smallest face, so 384 finds faces down to ~50 px). 0 = no tiling.",
+        range=(0, 4096))
+    tiles_per_detection: int = knob(
+        2, "Tiles searched per detection run, taken in turn, so a wide frame is covered every "
+        "few runs at a bounded cost. 0 = all tiles every run (slow; photos use all).",
+        range=(0, 256))
+    detect_every_n_frames: int = knob(
+        5, "Run the detector every N frames; between runs, faces are followed from their own "
+        "landmarks. A face entering is found within N frames. 1 = detect every frame "
+        "(slower, more landmark jitter).", range=(1, 300))
+    refine_landmarks: bool = knob(
+        False, "478 landmarks with irises (face mesh with attention) instead of 468; slower.")
+    smoothing: bool = knob(True, "Smooth landmarks over time per track (One Euro filter).")
+    smooth_min_cutoff_hz: float = knob(
+        0.3, "One Euro cutoff for a still face, Hz. Lower = steadier still face, more lag "
+        "when motion starts.", range=(0.001, 100.0))
+    smooth_beta: float = knob(
+        0.05, "One Euro speed coefficient, per (face widths per second). Higher = less lag in "
+        "fast motion, more jitter in it.", range=(0.0, 100.0))
+    smooth_derivative_cutoff_hz: float = knob(
+        1.0, "Cutoff of the speed estimate that drives the One Euro filter, Hz.",
+        range=(0.001, 100.0))
+    select: str = knob(
+        "all", "Which faces go on to the swap: `all`, `largest`, `center` (nearest the "
+        "frame centre), `reference` (only faces matching `reference_photos`; needs the "
+        "livecam[identity] extra).", choices=("all", "largest", "center", "reference"))
+    reference_photos: tuple[str, ...] = knob(
+        (), "Photos of the person to keep when `select: reference` (one face each).")
+    reference_max_distance: float = knob(
+        0.6, "Largest dlib embedding distance still counted as the reference person (same "
+        "person ~0.2-0.5, different people 0.6-0.9).", range=(0.0, 2.0))
+    reference_recheck_frames: int = knob(
+        30, "A track that did not match the reference is checked again after this many "
+        "frames (each check costs ~60 ms per face on a laptop CPU).", range=(1, 100000))
+    tracker_file: str = knob(
+        "", "ByteTrack settings YAML (see trackers/bytetrack.yaml for every key); empty = "
+        "the built-in defaults, which equal trackers/bytetrack.yaml.")
