@@ -1,0 +1,241 @@
+"""ByteTrack (Zhang et al., ECCV 2022) on numpy + scipy's Hungarian solver.
+
+Each :meth:`ByteTracker.update`: predict every track with the Kalman filter; match confident
+detections to tracked and lost tracks (IoU, optionally times score); match weak detections to
+the tracked ones still unmatched; confirm or drop tracks born last frame; start tracks from
+confident leftovers; forget tracks lost for longer than the buffer. Ids count from 1 per
+tracker instance. The tracker never writes into its inputs; it returns a new result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from livecam.track.kalman import KalmanBoxFilter, xyah_to_xyxy, xyxy_to_xyah
+from livecam.track.settings import ByteTrackSettings
+from livecam.types import FloatArray, IntArray
+
+
+class TrackState(Enum):
+    TRACKED = 1
+    LOST = 2
+    REMOVED = 3
+
+
+@dataclass(eq=False)
+class _Track:
+    track_id: int
+    mean: np.ndarray
+    cov: np.ndarray
+    score: float
+    start_frame: int
+    last_frame: int
+    state: TrackState = TrackState.TRACKED
+    confirmed: bool = False
+    det_index: int = -1
+    emitted: bool = False
+
+    def box_xyxy(self) -> np.ndarray:
+        return xyah_to_xyxy(self.mean[None, :4])[0]
+
+
+@dataclass(frozen=True, slots=True)
+class TrackResult:
+    """Tracks alive after one update (M of them), each matched to a detection this frame.
+
+    ``track_ids`` (M,) int64; ``det_indices`` (M,) int64 index into the detections passed to
+    ``update``; ``boxes_xyxy`` (M, 4) float32 Kalman-filtered boxes; ``is_new`` (M,) bool, true
+    on the frame a track is confirmed (its first output).
+    """
+
+    track_ids: IntArray
+    det_indices: IntArray
+    boxes_xyxy: FloatArray
+    is_new: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.track_ids)
+
+
+def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:
+    """(len(a), len(b)) IoU of boxes given as (N, 4) x1 y1 x2 y2."""
+    a = np.asarray(a_xyxy, dtype=np.float64).reshape(-1, 4)
+    b = np.asarray(b_xyxy, dtype=np.float64).reshape(-1, 4)
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((len(a), len(b)))
+    iw = np.clip(np.minimum(a[:, None, 2], b[None, :, 2])
+                 - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    ih = np.clip(np.minimum(a[:, None, 3], b[None, :, 3])
+                 - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = iw * ih
+    area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
+    area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def _assign(similarity: np.ndarray, min_similarity: float,
+            ) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Hungarian matching maximising similarity; pairs below ``min_similarity`` are refused."""
+    rows, cols = similarity.shape
+    if rows == 0 or cols == 0:
+        return [], list(range(rows)), list(range(cols))
+    cost = np.where(similarity >= min_similarity, 1.0 - similarity, 1e6)
+    r, c = linear_sum_assignment(cost)
+    pairs = [(int(i), int(j)) for i, j in zip(r, c, strict=True) if cost[i, j] < 1e5]
+    used_r = {i for i, _ in pairs}
+    used_c = {j for _, j in pairs}
+    return pairs, [i for i in range(rows) if i not in used_r], [
+        j for j in range(cols) if j not in used_c]
+
+
+class ByteTracker:
+    """Multi-object tracker over boxes with scores. Only one thread may call :meth:`update`."""
+
+    def __init__(self, settings: ByteTrackSettings | None = None) -> None:
+        self.settings = settings or ByteTrackSettings()
+        self._kf = KalmanBoxFilter(
+            position_noise_weight=self.settings.kalman_position_noise_weight,
+            velocity_noise_weight=self.settings.kalman_velocity_noise_weight)
+        self._tracked: list[_Track] = []
+        self._lost: list[_Track] = []
+        self._frame = 0
+        self._next_id = 1
+
+    def reset(self) -> None:
+        """Forget every track; ids start again at 1."""
+        self._tracked, self._lost = [], []
+        self._frame = 0
+        self._next_id = 1
+
+    @property
+    def has_live_tracks(self) -> bool:
+        """True while any track is tracked (matched in the latest frame)."""
+        return any(t.state is TrackState.TRACKED for t in self._tracked)
+
+    def predicted_boxes(self) -> dict[int, np.ndarray]:
+        """Current Kalman box (4,) px of every tracked or lost track, by id (no prediction step)."""
+        return {t.track_id: t.box_xyxy() for t in self._tracked + self._lost}
+
+    def velocities_px(self) -> dict[int, tuple[float, float]]:
+        """Kalman centre velocity (px per frame) of tracked tracks, by id."""
+        return {t.track_id: (float(t.mean[4]), float(t.mean[5])) for t in self._tracked}
+
+    def update(self, boxes_xyxy: np.ndarray, scores: np.ndarray) -> TrackResult:
+        """Advance one frame with this frame's detections: (N, 4) px boxes, (N,) scores."""
+        s = self.settings
+        boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
+        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+        if len(boxes) != len(scores):
+            raise ValueError(f"{len(boxes)} boxes but {len(scores)} scores")
+        self._frame += 1
+        frame = self._frame
+        high = np.flatnonzero(scores >= s.high_score_threshold)
+        low = np.flatnonzero((scores >= s.low_score_threshold) & (scores < s.high_score_threshold))
+        for t in self._tracked + self._lost:
+            t.det_index = -1
+
+        unconfirmed = [t for t in self._tracked if not t.confirmed]
+        confirmed = [t for t in self._tracked if t.confirmed]
+        pool = confirmed + self._lost
+        self._predict(pool)
+        self._predict(unconfirmed)
+
+        def similarity(tracks: list[_Track], det_idx: np.ndarray) -> np.ndarray:
+            sim = iou_matrix(np.array([t.box_xyxy() for t in tracks]).reshape(-1, 4),
+                             boxes[det_idx])
+            if s.fuse_detection_score and sim.size:
+                sim = sim * scores[det_idx][None, :]
+            return sim
+
+        # First association: confident detections with tracked and lost tracks.
+        pairs, free_tracks, free_high = _assign(similarity(pool, high),
+                                                s.first_association_min_iou)
+        for ti, di in pairs:
+            self._apply(pool[ti], int(high[di]), boxes, scores, frame)
+        # Second association: weak detections with tracks still tracked and unmatched.
+        rest = [pool[i] for i in free_tracks if pool[i].state is TrackState.TRACKED]
+        pairs2, free_rest, _ = _assign(iou_matrix(
+            np.array([t.box_xyxy() for t in rest]).reshape(-1, 4), boxes[low]),
+            s.second_association_min_iou)
+        for ti, di in pairs2:
+            self._apply(rest[ti], int(low[di]), boxes, scores, frame)
+        for i in free_rest:
+            rest[i].state = TrackState.LOST
+        # Tracks born last frame: confirmed by a confident leftover, else dropped.
+        left_high = high[free_high]
+        pairs3, free_unconf, free_left = _assign(similarity(unconfirmed, left_high),
+                                                 s.unconfirmed_association_min_iou)
+        for ti, di in pairs3:
+            self._apply(unconfirmed[ti], int(left_high[di]), boxes, scores, frame)
+        for i in free_unconf:
+            unconfirmed[i].state = TrackState.REMOVED
+        # New tracks from confident detections nobody claimed.
+        born: list[_Track] = []
+        for di in left_high[free_left]:
+            if scores[di] < s.new_track_score_threshold:
+                continue
+            mean, cov = self._kf.initiate(xyxy_to_xyah(boxes[di])[0])
+            track = _Track(self._next_id, mean, cov, float(scores[di]), frame, frame,
+                           confirmed=frame == 1, det_index=int(di))
+            self._next_id += 1
+            born.append(track)
+
+        everyone = confirmed + unconfirmed + self._lost + born
+        for t in everyone:
+            if t.state is TrackState.LOST and frame - t.last_frame > s.lost_track_buffer_frames:
+                t.state = TrackState.REMOVED
+        self._tracked = [t for t in everyone if t.state is TrackState.TRACKED]
+        self._lost = [t for t in everyone if t.state is TrackState.LOST]
+        self._drop_duplicates()
+        out = [t for t in self._tracked if t.confirmed]
+        is_new = np.array([not t.emitted for t in out], bool)
+        for t in out:
+            t.emitted = True
+        return TrackResult(
+            track_ids=np.array([t.track_id for t in out], np.int64),
+            det_indices=np.array([t.det_index for t in out], np.int64),
+            boxes_xyxy=np.array([t.box_xyxy() for t in out], np.float32).reshape(-1, 4),
+            is_new=is_new,
+        )
+
+    def _predict(self, tracks: list[_Track]) -> None:
+        if not tracks:
+            return
+        means = np.stack([t.mean for t in tracks])
+        covs = np.stack([t.cov for t in tracks])
+        for i, t in enumerate(tracks):
+            if t.state is not TrackState.TRACKED:
+                means[i, 7] = 0.0  # a lost face's height does not keep changing
+        means, covs = self._kf.predict(means, covs)
+        for i, t in enumerate(tracks):
+            t.mean, t.cov = means[i], covs[i]
+
+    def _apply(self, track: _Track, det: int, boxes: np.ndarray, scores: np.ndarray,
+               frame: int) -> None:
+        track.mean, track.cov = self._kf.update(track.mean, track.cov, xyxy_to_xyah(boxes[det])[0])
+        track.state = TrackState.TRACKED
+        track.confirmed = True
+        track.score = float(scores[det])
+        track.last_frame = frame
+        track.det_index = det
+
+    def _drop_duplicates(self) -> None:
+        if not self._tracked or not self._lost:
+            return
+        iou = iou_matrix(np.array([t.box_xyxy() for t in self._tracked]),
+                         np.array([t.box_xyxy() for t in self._lost]))
+        drop_tracked: set[int] = set()
+        drop_lost: set[int] = set()
+        for i, j in zip(*np.nonzero(iou > self.settings.duplicate_track_min_iou), strict=True):
+            a, b = self._tracked[i], self._lost[j]
+            if a.last_frame - a.start_frame > b.last_frame - b.start_frame:
+                drop_lost.add(int(j))
+            else:
+                drop_tracked.add(int(i))
+        self._tracked = [t for i, t in enumerate(self._tracked) if i not in drop_tracked]
+        self._lost = [t for j, t in enumerate(self._lost) if j not in drop_lost]

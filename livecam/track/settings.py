@@ -1,0 +1,60 @@
+"""ByteTrack settings: a frozen dataclass whose defaults equal ``trackers/bytetrack.yaml``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from livecam.config.fields import knob
+from livecam.config.loader import build
+from livecam.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ByteTrackSettings:
+    """Every knob is explained, with what turning it up or down trades, in
+    ``trackers/bytetrack.yaml`` (the same names and defaults)."""
+
+    high_score_threshold: float = knob(0.6, "Score for the first association and new tracks.",
+                                       range=(0.0, 1.0))
+    low_score_threshold: float = knob(0.3, "Lowest score used, in the second association.",
+                                      range=(0.0, 1.0))
+    new_track_score_threshold: float = knob(0.7, "Score needed to start a track.",
+                                            range=(0.0, 1.0))
+    first_association_min_iou: float = knob(0.2, "Min IoU, confident detections.",
+                                            range=(0.0, 1.0))
+    second_association_min_iou: float = knob(0.5, "Min IoU, weak detections.",
+                                             range=(0.0, 1.0))
+    unconfirmed_association_min_iou: float = knob(0.3, "Min IoU to confirm a new track.",
+                                                  range=(0.0, 1.0))
+    fuse_detection_score: bool = knob(True, "Multiply IoU by detection score when matching.")
+    lost_track_buffer_frames: int = knob(60, "Frames a lost track waits to come back.",
+                                         range=(0, 100000))
+    duplicate_track_min_iou: float = knob(0.85, "IoU above which two live tracks are one.",
+                                          range=(0.0, 1.0))
+    kalman_position_noise_weight: float = knob(0.05, "Position noise / box height.",
+                                               range=(1e-6, 10.0))
+    kalman_velocity_noise_weight: float = knob(0.00625, "Velocity noise / box height.",
+                                               range=(1e-6, 10.0))
+
+    def __post_init__(self) -> None:
+        if self.low_score_threshold > self.high_score_threshold:
+            raise ConfigError("bytetrack: low_score_threshold must not exceed "
+                              "high_score_threshold")
+
+
+def load_bytetrack_settings(path: str | Path | None) -> ByteTrackSettings:
+    """Settings from a YAML file (every key optional), or the defaults for None / ''."""
+    if path is None or str(path) == "":
+        return ByteTrackSettings()
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"tracker file {path} does not exist (see trackers/bytetrack.yaml "
+                          "for a template)") from None
+    except yaml.YAMLError:
+        raise ConfigError(f"tracker file {path} is not valid YAML") from None
+    return build(ByteTrackSettings, data, prefix=f"{path.name}: ")

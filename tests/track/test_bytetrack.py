@@ -1,0 +1,137 @@
+"""Plain numpy: given these detections, expect these track ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from livecam.errors import ConfigError
+from livecam.track import ByteTracker, ByteTrackSettings, iou_matrix, load_bytetrack_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _box(cx: float, cy: float, size: float = 80.0) -> list[float]:
+    return [cx - size / 2, cy - size / 2, cx + size / 2, cy + size / 2]
+
+
+def _ids_by_x(tracker: ByteTracker, centres: list[tuple[float, float]],
+              scores: list[float] | None = None) -> dict[int, int]:
+    """Update with boxes at ``centres``; map detection index -> track id."""
+    boxes = np.array([_box(x, y) for x, y in centres]).reshape(-1, 4)
+    result = tracker.update(boxes, np.array(scores or [0.9] * len(centres)))
+    return {int(d): int(t) for d, t in zip(result.det_indices, result.track_ids, strict=True)}
+
+
+def test_iou_matrix_values() -> None:
+    a = np.array([[0, 0, 10, 10]], float)
+    b = np.array([[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30]], float)
+    np.testing.assert_allclose(iou_matrix(a, b), [[1.0, 50 / 150, 0.0]])
+    assert iou_matrix(np.zeros((0, 4)), b).shape == (0, 3)
+
+
+def test_first_frame_tracks_start_at_once_and_keep_ids_while_moving() -> None:
+    tracker = ByteTracker()
+    first = _ids_by_x(tracker, [(100, 100), (400, 100)])
+    assert sorted(first.values()) == [1, 2]
+    for step in range(1, 30):
+        ids = _ids_by_x(tracker, [(100 + 4 * step, 100), (400 - 4 * step, 100)])
+        assert ids == first
+
+
+def test_a_new_face_is_unconfirmed_for_one_frame_then_gets_the_next_id() -> None:
+    tracker = ByteTracker()
+    _ids_by_x(tracker, [(100, 100)])
+    assert _ids_by_x(tracker, [(100, 100), (500, 300)]) == {0: 1}  # unconfirmed: not output
+    assert _ids_by_x(tracker, [(100, 100), (500, 300)]) == {0: 1, 1: 2}
+
+
+def test_a_one_frame_false_hit_never_becomes_a_track() -> None:
+    tracker = ByteTracker()
+    _ids_by_x(tracker, [(100, 100)])
+    _ids_by_x(tracker, [(100, 100), (500, 300)])
+    for _ in range(5):
+        assert _ids_by_x(tracker, [(100, 100)]) == {0: 1}
+    assert _ids_by_x(tracker, [(100, 100), (800, 300)]) == {0: 1}
+    assert _ids_by_x(tracker, [(100, 100), (800, 300)]) == {0: 1, 1: 3}
+
+
+def test_weak_detections_keep_a_track_alive_but_never_start_one() -> None:
+    tracker = ByteTracker()
+    _ids_by_x(tracker, [(100, 100)])
+    # half-hidden: score 0.4 is below the high threshold but above the low one
+    for step in range(5):
+        assert _ids_by_x(tracker, [(100 + step, 100)], [0.4]) == {0: 1}
+    fresh = ByteTracker()
+    for _ in range(5):
+        assert _ids_by_x(fresh, [(300, 300)], [0.4]) == {}
+    assert _ids_by_x(fresh, [(300, 300)], [0.1]) == {}
+
+
+def test_a_hidden_face_comes_back_with_its_id_along_its_predicted_path() -> None:
+    tracker = ByteTracker()
+    for step in range(10):
+        _ids_by_x(tracker, [(100 + 5 * step, 200)])
+    for _step in range(10, 25):  # hidden for 15 frames while it keeps moving
+        assert _ids_by_x(tracker, []) == {}
+    assert _ids_by_x(tracker, [(100 + 5 * 25, 200)]) == {0: 1}
+
+
+def test_a_track_lost_longer_than_the_buffer_is_forgotten() -> None:
+    tracker = ByteTracker(ByteTrackSettings(lost_track_buffer_frames=5))
+    _ids_by_x(tracker, [(100, 100)])
+    _ids_by_x(tracker, [(100, 100)])
+    for _ in range(7):
+        _ids_by_x(tracker, [])
+    _ids_by_x(tracker, [(100, 100)])
+    assert _ids_by_x(tracker, [(100, 100)]) == {0: 2}
+
+
+def test_ids_are_per_tracker_instance() -> None:
+    a, b = ByteTracker(), ByteTracker()
+    assert _ids_by_x(a, [(100, 100)]) == {0: 1}
+    assert _ids_by_x(b, [(100, 100)]) == {0: 1}
+    a.reset()
+    assert _ids_by_x(a, [(300, 100)]) == {0: 1}
+
+
+def test_update_does_not_write_into_its_inputs() -> None:
+    tracker = ByteTracker()
+    boxes = np.array([_box(100, 100)], np.float32)
+    scores = np.array([0.9], np.float32)
+    before = boxes.copy(), scores.copy()
+    tracker.update(boxes, scores)
+    tracker.update(boxes, scores)
+    np.testing.assert_array_equal(boxes, before[0])
+    np.testing.assert_array_equal(scores, before[1])
+
+
+def test_mismatched_lengths_are_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        ByteTracker().update(np.zeros((2, 4)), np.zeros(3))
+
+
+def test_bytetrack_yaml_documents_every_setting_with_its_default() -> None:
+    text = (REPO / "trackers" / "bytetrack.yaml").read_text()
+    data = yaml.safe_load(text)
+    assert load_bytetrack_settings(REPO / "trackers" / "bytetrack.yaml") == ByteTrackSettings()
+    assert set(data) == set(ByteTrackSettings.__dataclass_fields__)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line and not line.startswith("#") and ":" in line:
+            assert lines[i - 1].startswith("#"), f"undocumented: {line}"
+
+
+def test_bad_tracker_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_bytetrack_settings(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("high_score_thresold: 0.5\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_bytetrack_settings(bad)
+    bad.write_text("high_score_threshold: 0.2\nlow_score_threshold: 0.5\n")
+    with pytest.raises(ConfigError, match="must not exceed"):
+        load_bytetrack_settings(bad)
