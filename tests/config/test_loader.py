@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_and_overrides() -> None:
-    cfg = load_config(None, ["capture.fps=60", "output.device=/dev/video10", "pipeline.realtime=false"])
+    cfg = load_config(
+        None, ["capture.fps=60", "output.device=/dev/video10", "pipeline.realtime=false"]
+    )
     assert cfg.capture.fps == 60.0 and isinstance(cfg.capture.fps, float)
     assert cfg.output.device == "/dev/video10"
     assert cfg.pipeline.realtime is False

@@ -1,0 +1,108 @@
+"""The capture thread: reopens a lost camera with backoff, stops promptly."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from livecam.capture.thread import CaptureThread
+from livecam.errors import CaptureError
+from livecam.pipeline.mailbox import Mailbox, MailboxClosed
+from livecam.pipeline.metrics import Metrics
+from livecam.types import Frame
+
+
+class FlakyCamera:
+    """A fake live source (no camera exists on CI): fails to open ``open_failures`` times, then
+    delivers ``frames_per_session`` frames and 'disconnects', again and again."""
+
+    live = True
+
+    def __init__(self, open_failures: int, frames_per_session: int) -> None:
+        self.open_failures = open_failures
+        self.frames_per_session = frames_per_session
+        self.opens = 0
+        self.open_attempts = 0
+        self._left = 0
+        self._image = np.zeros((8, 8, 3), np.uint8)
+
+    def open(self) -> None:
+        self.open_attempts += 1
+        if self.open_failures > 0:
+            self.open_failures -= 1
+            raise CaptureError("fake camera unplugged")
+        self.opens += 1
+        self._left = self.frames_per_session
+
+    def read(self) -> np.ndarray:
+        if self._left == 0:
+            raise CaptureError("fake camera lost")
+        self._left -= 1
+        time.sleep(0.002)
+        return self._image
+
+    def close(self) -> None:
+        return None
+
+    fps = 30.0
+    size_px = (8, 8)
+
+
+def test_lost_camera_is_reopened_with_backoff() -> None:
+    cam = FlakyCamera(open_failures=3, frames_per_session=5)
+    box: Mailbox[Frame] = Mailbox(policy="block")
+    metrics = Metrics()
+    t = CaptureThread(source=cam, outbox=box, metrics=metrics, realtime=True, loop=False,
+                      reconnect_initial_s=0.01, reconnect_max_s=0.04)
+    t.start()
+    indices = []
+    t0 = time.perf_counter()
+    while len(indices) < 15 and time.perf_counter() - t0 < 5:
+        frame = box.get(timeout_s=0.5)
+        if frame is not None:
+            indices.append(frame.index)
+    t.stop()
+    assert indices[:15] == list(range(15))  # numbering continues across reconnects
+    assert cam.opens >= 3  # lost twice at least, reopened each time
+    assert cam.open_attempts >= cam.opens + 3
+    assert metrics.counter("capture_lost") >= 2
+
+
+class BlockedCamera:
+    """A fake source whose read blocks forever, like a wedged USB driver."""
+
+    live = True
+    fps = 30.0
+    size_px = (8, 8)
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def open(self) -> None:
+        return None
+
+    def read(self) -> np.ndarray:
+        self.release.wait()
+        return np.zeros((8, 8, 3), np.uint8)
+
+    def close(self) -> None:
+        return None
+
+
+def test_stop_returns_while_read_is_blocked() -> None:
+    cam = BlockedCamera()
+    box: Mailbox[Frame] = Mailbox()
+    t = CaptureThread(source=cam, outbox=box, metrics=Metrics(), realtime=True, loop=False,
+                      reconnect_initial_s=0.01, reconnect_max_s=0.01)
+    t.start(already_open=True)
+    time.sleep(0.1)
+    t0 = time.perf_counter()
+    t.stop(join_timeout_s=0.5)
+    assert time.perf_counter() - t0 < 1.0
+    # consumers see a closed mailbox: no more frames
+    with pytest.raises(MailboxClosed):
+        box.get(timeout_s=0)
+    cam.release.set()

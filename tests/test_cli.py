@@ -1,0 +1,63 @@
+"""The installed ``livecam`` command, run as a user runs it (subprocesses)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import pytest
+
+
+def livecam(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "livecam.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_help_lists_commands() -> None:
+    result = livecam("--help")
+    assert result.returncode == 0
+    for command in ("run", "doctor"):
+        assert command in result.stdout
+    assert "--input" in livecam("run", "--help").stdout
+
+
+def test_help_does_not_import_heavy_packages() -> None:
+    code = ("import sys; from livecam.cli import build_parser; build_parser(); "
+            "heavy = [m for m in ('mediapipe', 'torch', 'onnxruntime', 'av', 'cv2', 'tensorrt') "
+            "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_doctor_reports_and_exits_zero() -> None:
+    result = livecam("doctor")
+    assert result.returncode == 0, result.stderr
+    for topic in ("cameras", "virtual camera", "torch", "TensorRT", "onnxruntime"):
+        assert topic in result.stdout
+
+
+def test_run_synthetic_to_file(tmp_path: Path) -> None:
+    out = tmp_path / "x.mp4"
+    result = livecam("run", "--input", "synthetic:320x240", "--output", f"file:{out}",
+                     "--frames", "20", "--set", "capture.fps=60")
+    assert result.returncode == 0, result.stderr
+    with av.open(str(out)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="v4l2loopback advice is Linux's")
+def test_missing_virtual_camera_says_how_to_create_one() -> None:
+    # CI has no v4l2loopback device, which is exactly the situation this message is for.
+    result = livecam("run", "--input", "synthetic:320x240", "--output", "virtualcam",
+                     "--frames", "1")
+    assert result.returncode == 1
+    assert "modprobe v4l2loopback" in result.stderr and "exclusive_caps=1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_input_file_is_one_clear_line(tmp_path: Path) -> None:
+    result = livecam("run", "--input", f"file:{tmp_path}/none.mp4", "--output", "null")
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr and "Traceback" not in result.stderr
