@@ -1,0 +1,44 @@
+"""Config sections ``engine`` (the backend running neural models) and ``models`` (their files)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livecam.config.fields import knob
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    backend: str = knob("auto", "Engine for neural models. auto = tensorrt if installed, else "
+                        "torch on a CUDA GPU, else onnxruntime; the choice and why are logged "
+                        "at start and shown by `livecam doctor`. Naming a backend that is not "
+                        "installed is an error, never a silent fallback.",
+                        choices=("auto", "tensorrt", "torch", "onnxruntime"))
+    device: str = knob("auto", "Where models run: auto (a CUDA GPU when present), cuda, cpu.",
+                       choices=("auto", "cuda", "cpu"))
+    precision: str = knob("fp16", "Compute precision on GPUs: fp16 is ~2x faster than fp32 and "
+                          "within 1e-2 of it; CPUs always compute fp32 with onnxruntime.",
+                          choices=("fp16", "fp32"))
+    cuda_graphs: bool = knob(True, "torch backend: replay a captured CUDA graph per batch size "
+                             "(cuts launch overhead: ~1.5 vs ~2.7 ms per face at batch 1 on an "
+                             "H200); costs one capture per new batch size.")
+    cache_dir: str = knob("", "Built TensorRT engines and the timing cache; empty = the user "
+                          "cache dir (e.g. ~/.cache/livecam/engines).")
+    tensorrt_workspace_mb: int = knob(4096, "TensorRT builder workspace, MiB. More lets the "
+                                      "builder try more tactics.", range=(64, 65536))
+    tensorrt_build_if_missing: bool = knob(True, "Build a missing TensorRT engine at start "
+                                           "(minutes) instead of failing with a pointer to "
+                                           "`livecam engines build`.")
+    max_batch: int = knob(8, "Most faces sent through the swapper in one call.", range=(1, 64))
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    dir: str = knob("", "Directory of downloaded model files; empty = the user data dir (e.g. "
+                    "~/.local/share/livecam/models).")
+    manifests_dir: str = knob("", "Directory of model manifests (*.yaml); empty = engines/ "
+                              "beside the livecam package.")
+    fetch_timeout_s: float = knob(30.0, "Network timeout of one download request, s.",
+                                  range=(1.0, 600.0))
+    fetch_retries: int = knob(3, "Attempts per download source (each resumes the last).",
+                              range=(1, 20))

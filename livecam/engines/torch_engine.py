@@ -1,0 +1,229 @@
+"""The torch backend: the ONNX graph executed by torch, fp16 and CUDA graphs on a GPU.
+
+The GPU pipeline calls :meth:`TorchEngine.run_torch` with device tensors on its own CUDA
+stream; :meth:`TorchEngine.run` is the host-array convenience every backend has. On a CPU the
+same code runs eagerly (tests, parity checks).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from livecam.engines.protocol import EngineBase, TensorSpec, check_feeds
+from livecam.errors import DependencyError, ModelError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Captured:
+    graph: Any  # torch.cuda.CUDAGraph
+    static_inputs: list[Any]
+    static_outputs: tuple[Any, ...]
+
+
+def _specs(values: Any) -> tuple[TensorSpec, ...]:
+    from onnx import TensorProto
+
+    out = []
+    for v in values:
+        dims: list[int | str] = []
+        for d in v.type.tensor_type.shape.dim:
+            dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or "N"))
+        elem = v.type.tensor_type.elem_type
+        dtype = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16"}.get(elem, str(elem))
+        out.append(TensorSpec(v.name, tuple(dims), dtype))
+    return tuple(out)
+
+
+class TorchEngine(EngineBase):
+    """Runs an ONNX file with torch (see :mod:`livecam.engines.torch_graph`).
+
+    - ``device``: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
+    - ``precision``: ``"fp16"`` computes in float16 (weights converted at load), ``"fp32"``.
+    - ``cuda_graphs``: capture one CUDA graph per input shape on first use and replay it after;
+      only on CUDA. Outputs of a replay live in the graph's static buffers and are overwritten by
+      the next call with the same shape: copy them before then.
+    - ``channels_last``: NHWC memory layout for 4-D tensors (faster fp16 convolutions on GPUs).
+
+    Only the pipeline thread calls ``run``/``run_torch``.
+    """
+
+    backend = "torch"
+
+    def __init__(self, model_path: str | Path, *, device: str = "auto", precision: str = "fp16",
+                 cuda_graphs: bool = True, channels_last: bool | None = None) -> None:
+        if precision not in ("fp16", "fp32"):
+            raise ValueError(f"precision must be fp16 or fp32, got {precision!r}")
+        self.model_path = Path(model_path)
+        self.requested_device = device
+        self.precision = precision
+        self.cuda_graphs = cuda_graphs
+        self.channels_last = channels_last
+        self._module: Any = None
+        self._device: Any = None
+        self._inputs: tuple[TensorSpec, ...] = ()
+        self._outputs: tuple[TensorSpec, ...] = ()
+        self._graphs: dict[tuple[tuple[int, ...], ...], _Captured] = {}
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
+
+    @property
+    def device(self) -> Any:
+        """The torch.device the model runs on (after ``open``)."""
+        return self._device
+
+    @property
+    def float_dtype(self) -> Any:
+        import torch
+
+        return torch.float16 if self.precision == "fp16" else torch.float32
+
+    def open(self) -> None:
+        if self._module is not None:
+            return
+        try:
+            import torch
+        except ImportError as exc:
+            raise DependencyError("the torch engine needs torch: pip install 'livecam[torch]' "
+                                  "(a CUDA build for GPUs)") from exc
+        from livecam.engines.torch_graph import OnnxGraphModule, load_onnx
+
+        device = self.requested_device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise DependencyError("engine.device is cuda but torch sees no CUDA GPU: install a "
+                                  "CUDA build of torch, or set engine.device: cpu")
+        self._device = torch.device(device)
+        try:
+            model = load_onnx(self.model_path)
+        except Exception as exc:  # onnx raises DecodeError and friends
+            raise ModelError(f"cannot read ONNX model {self.model_path}: {exc}") from exc
+        initializer_names = {i.name for i in model.graph.initializer}
+        self._inputs = _specs([i for i in model.graph.input if i.name not in initializer_names])
+        self._outputs = _specs(model.graph.output)
+        module = OnnxGraphModule(model, float_dtype=self.float_dtype).eval()
+        if self._use_channels_last:
+            for name, buf in list(module.named_buffers()):
+                if buf.dim() == 4 and buf.dtype.is_floating_point:
+                    setattr(module, name, buf.contiguous(memory_format=torch.channels_last))
+        self._module = module.to(self._device)
+        log.debug("torch engine opened %s on %s (%s)", self.model_path.name, self._device,
+                  self.precision)
+
+    @property
+    def _use_channels_last(self) -> bool:
+        if self.channels_last is not None:
+            return self.channels_last
+        return self._device is not None and self._device.type == "cuda"
+
+    def close(self) -> None:
+        self._graphs.clear()
+        self._module = None
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Host arrays in, float32 host arrays out; see :class:`Engine`."""
+        import torch
+
+        check_feeds(self._inputs, feeds)
+        tensors = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
+                   for k, v in feeds.items()}
+        if self._device.type == "cuda":
+            tensors = {k: v.pin_memory().to(self._device, non_blocking=True)
+                       for k, v in tensors.items()}
+        outs = self.run_torch(tensors)
+        return {k: v.float().cpu().numpy() for k, v in outs.items()}
+
+    def run_torch(self, feeds: Mapping[str, Any], stream: Any = None) -> dict[str, Any]:
+        """Run on device tensors, on ``stream`` (a ``torch.cuda.Stream``; None = current).
+
+        ``feeds`` maps input names to tensors on :attr:`device` (any float dtype; cast here).
+        Returns output tensors in the compute dtype (float16 for fp16), on the same device.
+        With CUDA graphs the outputs are the graph's static buffers (see the class docstring).
+        Work is queued on ``stream`` and not waited for: synchronise on it before reading.
+        """
+        import torch
+
+        if self._module is None:
+            raise RuntimeError("engine is not open: call open() first")
+        ordered = [feeds[s.name] for s in self._inputs]
+        with torch.inference_mode():
+            if self._device.type != "cuda":
+                return self._named(self._module(*self._prepare(ordered)))
+            with torch.cuda.stream(stream) if stream is not None else _nullcontext():
+                if not self.cuda_graphs:
+                    return self._named(self._module(*self._prepare(ordered)))
+                captured = self._capture(ordered)
+                for dst, src in zip(captured.static_inputs, ordered, strict=True):
+                    dst.copy_(src)
+                captured.graph.replay()
+                return self._named(captured.static_outputs)
+
+    def warmup(self, batch_sizes: tuple[int, ...] = (1,)) -> None:
+        """Capture (or just run) each batch size once now, so the first frame is not slow."""
+        import torch
+
+        for n in batch_sizes:
+            feeds = {s.name: torch.zeros((n, *[d if isinstance(d, int) else 1
+                                                for d in s.shape[1:]]), device=self._device)
+                     for s in self._inputs}
+            self.run_torch(feeds)
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)
+
+    def _prepare(self, tensors: list[Any]) -> list[Any]:
+        import torch
+
+        out = []
+        for t in tensors:
+            t = t.to(self._device, self.float_dtype) if t.dtype.is_floating_point else t
+            if self._use_channels_last and t.dim() == 4:
+                t = t.contiguous(memory_format=torch.channels_last)
+            out.append(t)
+        return out
+
+    def _named(self, values: tuple[Any, ...]) -> dict[str, Any]:
+        return {s.name: v for s, v in zip(self._outputs, values, strict=True)}
+
+    def _capture(self, tensors: list[Any]) -> _Captured:
+        import torch
+
+        key = tuple(tuple(t.shape) for t in tensors)
+        captured = self._graphs.get(key)
+        if captured is not None:
+            return captured
+        static_inputs = self._prepare([t.clone() for t in tensors])
+        side = torch.cuda.Stream(self._device)
+        side.wait_stream(torch.cuda.current_stream(self._device))
+        with torch.cuda.stream(side):
+            for _ in range(2):  # let cuDNN pick its algorithms before capture
+                self._module(*static_inputs)
+        torch.cuda.current_stream(self._device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_outputs = self._module(*static_inputs)
+        captured = _Captured(graph, static_inputs, tuple(static_outputs))
+        self._graphs[key] = captured
+        log.debug("captured a CUDA graph for %s shapes %s", self.model_path.name, key)
+        return captured
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

@@ -1,0 +1,221 @@
+"""Execute an ONNX graph with torch: :class:`OnnxGraphModule`.
+
+Written here rather than taken from onnx2torch because that package imports torchvision, which
+breaks beside the torch builds we run on. The executor is a plain ``torch.nn.Module``:
+
+- Initializers and ``Constant`` nodes become constants; every node whose inputs are all constant
+  is evaluated once at load time on the CPU (constant folding).
+- A placement pass splits values into *host* values (shapes and what is computed from them:
+  ``Shape`` -> ``Gather`` -> ``Concat`` -> ``Reshape``'s shape input) and *device* values (the
+  tensors). Host values stay small CPU int64/float32 tensors, so the device path never waits on
+  the GPU and the whole forward can be captured in a CUDA graph for a fixed input shape.
+- Device constants are registered as buffers in the compute dtype (float32 or float16), so
+  ``module.to(device)`` places them and floats are computed in one dtype throughout. Every ONNX
+  ``Cast`` to a float type casts to the compute dtype, so fp16-exported graphs (with Cast nodes at
+  their inputs/outputs) run in either precision.
+- Intermediate values are dropped after their last use to keep peak memory low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from livecam.engines.torch_ops import HOST_INPUTS, OPS, OpContext
+
+_HOST_CTX = OpContext(float_dtype=torch.float32, device=torch.device("cpu"))
+_SHAPE_OPS = frozenset({"Shape", "Size"})
+
+
+@dataclass(frozen=True)
+class _Node:
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any]
+    host: bool
+    free_after: tuple[str, ...]
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    from onnx import helper
+
+    out = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    out["_n_outputs"] = len(node.output)
+    return out
+
+
+def _to_tensor(array: np.ndarray) -> torch.Tensor:
+    if array.dtype == np.float16 or array.dtype == np.float64:
+        array = array.astype(np.float32)
+    return torch.from_numpy(np.array(array, copy=True, order="C"))
+
+
+def load_onnx(path: str | Path) -> Any:
+    """Load an ONNX model (external data included) from ``path``."""
+    import onnx
+
+    return onnx.load(str(path))
+
+
+class OnnxGraphModule(torch.nn.Module):
+    """An ONNX graph as a torch module.
+
+    ``forward(*inputs)`` takes one tensor per graph input, in graph order (float inputs are cast
+    to ``float_dtype``), and returns a tuple with one tensor per graph output, in the compute
+    dtype. Shapes may differ from the declared ones where the graph allows (a batch of N).
+    Raises :class:`NotImplementedError` naming every unsupported op at construction.
+    """
+
+    def __init__(self, model: Any, *, float_dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        from onnx import numpy_helper
+
+        graph = model.graph
+        self.float_dtype = float_dtype
+        consts: dict[str, torch.Tensor] = {
+            init.name: _to_tensor(numpy_helper.to_array(init)) for init in graph.initializer
+        }
+        self.input_names = tuple(i.name for i in graph.input if i.name not in consts)
+        self.output_names = tuple(o.name for o in graph.output)
+        missing = sorted({n.op_type for n in graph.node if n.op_type not in OPS
+                          and n.op_type != "Constant"})
+        if missing:
+            raise NotImplementedError(
+                f"the torch engine cannot run ops {', '.join(missing)} of graph {graph.name!r}; "
+                "use engine.backend: onnxruntime for this model")
+        raw = self._fold(graph, consts)
+        self._consts_cpu = self._used_consts(raw, consts)
+        self._nodes = self._place(raw)
+        self._buffer_names: dict[str, str] = {}
+        for node in self._nodes:
+            for pos, name in enumerate(node.inputs):
+                if (name in self._consts_cpu and not node.host
+                        and pos not in HOST_INPUTS.get(node.op, ())
+                        and name not in self._buffer_names):
+                    value = self._consts_cpu[name]
+                    if value.dtype.is_floating_point:
+                        value = value.to(float_dtype)
+                    buffer = f"const_{len(self._buffer_names)}"
+                    self.register_buffer(buffer, value.clone(), persistent=False)
+                    self._buffer_names[name] = buffer
+
+    @staticmethod
+    def _fold(graph: Any, consts: dict[str, torch.Tensor]) -> list[tuple[str, tuple[str, ...],
+                                                                       tuple[str, ...], dict]]:
+        from onnx import numpy_helper
+
+        kept = []
+        for node in graph.node:
+            attrs = _attrs(node)
+            if node.op_type == "Constant":
+                consts[node.output[0]] = _constant_value(attrs, numpy_helper)
+                continue
+            inputs = tuple(node.input)
+            outputs = tuple(node.output)
+            if node.op_type not in _SHAPE_OPS and all(not n or n in consts for n in inputs):
+                args = [consts[n] if n else None for n in inputs]
+                with torch.no_grad():
+                    values = OPS[node.op_type](args, attrs, _HOST_CTX)
+                consts.update(zip(outputs, values, strict=False))
+                continue
+            kept.append((node.op_type, inputs, outputs, attrs))
+        return kept
+
+    def _used_consts(self, raw: list[Any], consts: dict[str, torch.Tensor]
+                     ) -> dict[str, torch.Tensor]:
+        used = {n for _, inputs, _, _ in raw for n in inputs} | set(self.output_names)
+        return {k: v for k, v in consts.items() if k in used}
+
+    def _place(self, raw: list[Any]) -> list[_Node]:
+        host_values: set[str] = set()
+        last_use: dict[str, int] = {}
+        for i, (_, inputs, _, _) in enumerate(raw):
+            for name in inputs:
+                if name and name not in self._consts_cpu:
+                    last_use[name] = i
+        frees: dict[int, list[str]] = {}
+        for name, i in last_use.items():
+            if name not in self.output_names:
+                frees.setdefault(i, []).append(name)
+        nodes = []
+        for i, (op, inputs, outputs, attrs) in enumerate(raw):
+            runtime = [n for n in inputs if n and n not in self._consts_cpu]
+            host = op in _SHAPE_OPS or all(n in host_values for n in runtime)
+            if host and op not in _SHAPE_OPS:
+                # a node fed only by host values computes shapes, unless it is fed by nothing
+                host = bool(runtime)
+            if host:
+                host_values.update(outputs)
+            nodes.append(_Node(op, inputs, outputs, attrs, host, tuple(frees.get(i, ()))))
+        return nodes
+
+    @property
+    def device(self) -> torch.device:
+        for buf in self.buffers():
+            return buf.device
+        return torch.device("cpu")
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"expected {len(self.input_names)} inputs {self.input_names}, "
+                             f"got {len(inputs)}")
+        device = inputs[0].device if inputs else self.device
+        ctx = OpContext(float_dtype=self.float_dtype, device=device)
+        env: dict[str, torch.Tensor] = {}
+        for name, tensor in zip(self.input_names, inputs, strict=True):
+            env[name] = tensor.to(self.float_dtype) if tensor.dtype.is_floating_point else tensor
+        for node in self._nodes:
+            host_pos = HOST_INPUTS.get(node.op, frozenset())
+            args: list[Any] = []
+            for pos, name in enumerate(node.inputs):
+                args.append(self._arg(node, pos, name, env, host_pos, device))
+            values = OPS[node.op](args, node.attrs, _HOST_CTX if node.host else ctx)
+            for out, value in zip(node.outputs, values, strict=False):
+                env[out] = value
+            for name in node.free_after:
+                env.pop(name, None)
+        return tuple(self._output(name, env, device) for name in self.output_names)
+
+    def _arg(self, node: _Node, pos: int, name: str, env: dict[str, torch.Tensor],
+             host_pos: frozenset[int], device: torch.device) -> torch.Tensor | None:
+        if not name:
+            return None
+        if name in env:
+            value = env[name]
+            if node.host or pos in host_pos:
+                # a data-dependent shape: reading it waits on the device (not graph-capturable)
+                return value if value.device.type == "cpu" else value.cpu()
+            if value.device != device:  # a host value used as data (rare): move it once
+                value = value.to(device)
+                if value.dtype.is_floating_point:
+                    value = value.to(self.float_dtype)
+            return value
+        if node.host or pos in host_pos:
+            return self._consts_cpu[name]
+        return getattr(self, self._buffer_names[name])  # type: ignore[no-any-return]
+
+    def _output(self, name: str, env: dict[str, torch.Tensor],
+                device: torch.device) -> torch.Tensor:
+        if name in env:
+            return env[name]
+        value = self._consts_cpu[name].to(device)
+        return value.to(self.float_dtype) if value.dtype.is_floating_point else value
+
+
+def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> torch.Tensor:
+    if "value" in attrs:
+        return _to_tensor(numpy_helper.to_array(attrs["value"]))
+    if "value_float" in attrs:
+        return torch.tensor(float(attrs["value_float"]), dtype=torch.float32)
+    if "value_floats" in attrs:
+        return torch.tensor(list(attrs["value_floats"]), dtype=torch.float32)
+    if "value_int" in attrs:
+        return torch.tensor(int(attrs["value_int"]), dtype=torch.int64)
+    if "value_ints" in attrs:
+        return torch.tensor(list(attrs["value_ints"]), dtype=torch.int64)
+    raise NotImplementedError(f"Constant with attributes {sorted(attrs)} is not supported")

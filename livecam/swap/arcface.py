@@ -1,0 +1,110 @@
+"""ArcFace identity embeddings for the neural swap (w600k_r50 and same-shaped recognizers).
+
+Preprocessing follows insightface 2.1's ``ArcFaceONNX.get``: 5-point similarity alignment to the
+112x112 template, RGB, ``(x - 127.5) / 127.5``. Embeddings of identities are cached in memory by
+the photos' sha256 and the recognizer, and optionally on disk (``cache_dir``), so switching
+identities during a run costs nothing after the first time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from livecam.engines.protocol import Engine
+from livecam.swap.align import align_matrix, warp_crop
+from livecam.swap.neural import crops_to_blob
+from livecam.types import ImageBGR
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float32]
+
+
+class ArcFaceEmbedder:
+    """Raw (unnormalised) 512-d embeddings of faces given their 5 keypoints.
+
+    ``engine`` runs the recognizer (input (N, 3, S, S), output (N, 512)); ``size_px`` is its
+    input size. Any one thread at a time.
+    """
+
+    def __init__(self, engine: Engine, *, size_px: int = 112, mean: float = 127.5,
+                 std: float = 127.5) -> None:
+        self.engine = engine
+        self.size_px = size_px
+        self.mean, self.std = mean, std
+
+    def open(self) -> None:
+        self.engine.open()
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def aligned(self, image_bgr: ImageBGR, kps_xy: np.ndarray) -> npt.NDArray[np.uint8]:
+        """(N, S, S, 3) uint8 BGR crops for keypoints (N, 5, 2) px (ArcFace order)."""
+        return np.stack([warp_crop(image_bgr, align_matrix(k, self.size_px), self.size_px)
+                         for k in np.asarray(kps_xy, dtype=np.float32).reshape(-1, 5, 2)])
+
+    def embed(self, image_bgr: ImageBGR, kps_xy: np.ndarray) -> FloatArray:
+        """(N, 512) float32 embeddings of the faces at keypoints (N, 5, 2) in ``image_bgr``."""
+        crops = self.aligned(image_bgr, kps_xy)
+        blob = crops_to_blob(crops, self.mean, self.std)
+        name = self.engine.inputs[0].name
+        rows = [self.engine.run({name: blob[i:i + 1]})[self.engine.outputs[0].name]
+                for i in range(len(blob))]
+        return np.concatenate(rows).astype(np.float32)
+
+
+def normed(v: np.ndarray) -> FloatArray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+class IdentityEmbeddings:
+    """name -> (512,) normalised mean embedding of an identity's photos, cached.
+
+    ``load_identity(name)`` returns a :class:`livecam.identity.model.Identity` (photos with
+    ``texture_bgr`` and 468/478 ``landmarks_xy``); ``five_point`` maps landmarks (N, K, 2) to
+    ArcFace keypoints (N, 5, 2). ``recognizer_id`` (e.g. the model's sha256) keys the disk
+    cache so embeddings from another recognizer are never reused. Pipeline thread only.
+    """
+
+    def __init__(self, embedder: ArcFaceEmbedder, load_identity: Callable[[str], object],
+                 five_point: Callable[[np.ndarray], np.ndarray], *, recognizer_id: str,
+                 cache_dir: str | Path | None = None) -> None:
+        self.embedder = embedder
+        self.load_identity = load_identity
+        self.five_point = five_point
+        self.recognizer_id = recognizer_id
+        self.cache_dir = Path(cache_dir) / recognizer_id[:16] if cache_dir else None
+        self._memory: dict[tuple[str, ...], FloatArray] = {}
+
+    def __call__(self, name: str) -> FloatArray | None:
+        identity = self.load_identity(name)
+        photos = getattr(identity, "photos", ())
+        if not photos:
+            return None
+        key = tuple(sorted(p.sha256 for p in photos))
+        cached = self._memory.get(key)
+        if cached is not None:
+            return cached
+        vectors = [self._photo_embedding(p) for p in photos]
+        mean = normed(np.mean([normed(v) for v in vectors], axis=0))
+        self._memory[key] = mean
+        return mean
+
+    def _photo_embedding(self, photo: object) -> FloatArray:
+        sha = str(getattr(photo, "sha256"))  # noqa: B009 -- duck-typed IdentityPhoto
+        path = self.cache_dir / f"{sha}.npy" if self.cache_dir else None
+        if path is not None and path.is_file():
+            return np.load(path).astype(np.float32)
+        landmarks = np.asarray(getattr(photo, "landmarks_xy"), dtype=np.float32)  # noqa: B009
+        kps = self.five_point(landmarks[None])
+        vector = self.embedder.embed(getattr(photo, "texture_bgr"), kps)[0]  # noqa: B009
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, vector)
+        return vector
