@@ -5,3 +5,37 @@ Entry points: :func:`livecam.analysis.photo.analyze_photo` for still photos and
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from livecam.config.analysis import AnalysisConfig
+    from livecam.pipeline.stage import Stage
+
+
+def build_stages(config: Any, *, fps: float | None = None) -> list[Stage]:
+    """The analysis stages for the pipeline (today one :class:`AnalysisStage`), not yet opened.
+
+    ``config`` is the whole :class:`livecam.config.Config` or its ``analysis`` section; the
+    One Euro filter's time step comes from ``fps`` (default: ``config.capture.fps``, else 30).
+    Reference photos for ``select: reference`` are read here; a missing dlib raises
+    :class:`livecam.errors.DependencyError` naming the ``livecam[identity]`` extra.
+    """
+    from livecam.analysis.select import FaceSelector, reference_embeddings_from_photos
+    from livecam.analysis.stage import AnalysisStage
+    from livecam.track.settings import load_bytetrack_settings
+
+    analysis: AnalysisConfig = getattr(config, "analysis", config)
+    if fps is None:
+        capture = getattr(config, "capture", None)
+        fps = float(capture.fps) if capture is not None else 30.0
+    references = None
+    if analysis.select == "reference":
+        references = reference_embeddings_from_photos(analysis.reference_photos) \
+            if analysis.reference_photos else None
+    selector = FaceSelector(analysis.select, reference_embeddings=references,
+                            max_distance=analysis.reference_max_distance,
+                            recheck_frames=analysis.reference_recheck_frames)
+    return [AnalysisStage(analysis, fps=fps,
+                          tracker_settings=load_bytetrack_settings(analysis.tracker_file),
+                          selector=selector)]
