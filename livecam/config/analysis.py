@@ -15,9 +15,6 @@ class AnalysisConfig:
         "~5 m), `auto` (both on the whole frame, merged: slowest, finds the most).",
         choices=("short", "full", "auto"),
     )
-    min_detection_score: float = knob(
-        0.5, "Detector score below which a face is ignored. Lower finds more faces in poor "
-        "light and more false ones.", range=(0.05, 1.0))
     max_faces: int = knob(4, "Most faces analysed per frame (the largest are kept).",
                           range=(1, 64))
     tile_size_px: int = knob(
@@ -40,15 +37,16 @@ class AnalysisConfig:
         0.3, "One Euro cutoff for a still face, Hz. Lower = steadier still face, more lag "
         "when motion starts.", range=(0.001, 100.0))
     smooth_beta: float = knob(
-        0.05, "One Euro speed coefficient, per (face widths per second). Higher = less lag in "
-        "fast motion, more jitter in it.", range=(0.0, 100.0))
+        0.1, "One Euro speed coefficient: cutoff rise in Hz per px/s of face speed. Higher = "
+        "less lag in fast motion, more jitter in it.", range=(0.0, 100.0))
     smooth_derivative_cutoff_hz: float = knob(
         1.0, "Cutoff of the speed estimate that drives the One Euro filter, Hz.",
         range=(0.001, 100.0))
     select: str = knob(
         "all", "Which faces go on to the swap: `all`, `largest`, `center` (nearest the "
         "frame centre), `reference` (only faces matching `reference_photos`; needs the "
-        "livecam[identity] extra).", choices=("all", "largest", "center", "reference"))
+        "livecam[identity] extra). The detector's own score floor is the tracker's "
+        "low_score_threshold (trackers/bytetrack.yaml).", choices=("all", "largest", "center", "reference"))
     reference_photos: tuple[str, ...] = knob(
         (), "Photos of the person to keep when `select: reference` (one face each).")
     reference_max_distance: float = knob(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from livecam.config.analysis import AnalysisConfig
 from livecam.config.fields import knob
 
 
@@ -70,3 +71,4 @@ class Config:
     output: OutputConfig = field(default_factory=OutputConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
