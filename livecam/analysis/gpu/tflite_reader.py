@@ -168,9 +168,9 @@ def _densify(values: np.ndarray, shape: tuple[int, ...], sparsity: _Table) -> np
     block_map = sparsity.vector(1, np.int32).tolist()
     dims = sparsity.tables(2)
     rank = len(shape)
-    # Each traversal slot k walks either an original dim or a block dim (k >= rank).
+    # Each traversal slot walks either an original dim or a block dim (id >= rank).
     dense_sizes: list[int] = []
-    for k, dim in enumerate(dims):
+    for dim in dims:
         if dim.scalar(0, "b", 0) == 0:
             dense_sizes.append(dim.scalar(1, "i", 0))
         else:

@@ -185,8 +185,9 @@ class TfliteGraphModule(nn.Module):
             self._add("prelu", (x,), out, {"alpha": self._buffer(alpha)}, rank4=rank4)
         elif name == "RESHAPE":
             new_shape = list(self._tensor(out).shape)
-            self._add("reshape", (x,), out, {"shape": tuple(new_shape[1:]), "from4": rank4,
-                                              "to4": len(new_shape) == 4}, rank4=len(new_shape) == 4)
+            to4 = len(new_shape) == 4
+            self._add("reshape", (x,), out,
+                      {"shape": tuple(new_shape[1:]), "from4": rank4, "to4": to4}, rank4=to4)
         elif name == "CONCATENATION":
             axis = opts["axis"] % len(in_shape)
             if rank4:
@@ -220,12 +221,13 @@ class TfliteGraphModule(nn.Module):
     # ---- execution ------------------------------------------------------------------------
     def _value(self, values: list[torch.Tensor | None], ref: tuple[str, Any]) -> torch.Tensor:
         if ref[0] == "buf":
-            return getattr(self, ref[1])  # type: ignore[no-any-return]
+            buffer: torch.Tensor = getattr(self, ref[1])
+            return buffer
         value = values[ref[1]]
         assert value is not None
         return value
 
-    def forward(self, image_nchw: torch.Tensor) -> tuple[torch.Tensor, ...]:  # noqa: C901
+    def forward(self, image_nchw: torch.Tensor) -> tuple[torch.Tensor, ...]:
         values: list[torch.Tensor | None] = [None] * self._n_tensors
         values[self.input_index] = image_nchw
         for step in self.steps:
@@ -271,7 +273,7 @@ class TfliteGraphModule(nn.Module):
                 y = F.interpolate(x, size=p["size"], mode="bilinear", align_corners=False)
             elif step.kind == "d2s":
                 assert x is not None
-                # TF's DEPTH_TO_SPACE orders channels (by, bx, c); torch's pixel_shuffle (c, by, bx).
+                # TF orders DEPTH_TO_SPACE channels (by, bx, c); torch's pixel_shuffle (c, by, bx).
                 bs = p["block"]
                 n, c, h, w = x.shape
                 y = (x.reshape(n, bs, bs, c // (bs * bs), h, w).permute(0, 3, 4, 1, 5, 2)

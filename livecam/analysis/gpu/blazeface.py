@@ -1,0 +1,155 @@
+"""MediaPipe's BlazeFace face detector as one batched torch module.
+
+The whole of MediaPipe's ``FaceDetection`` graph runs here on tensors: letterbox crop
+(ImageToTensor, BORDER_ZERO, range [-1, 1]), the network (weights read from the ``.tflite``),
+anchor decoding (TensorsToDetections: reverse_output_order, sigmoid with clipping at 100),
+weighted non-max suppression (NonMaxSuppressionCalculator, WEIGHTED, IoU > 0.3) and projection
+back to frame pixels. Outputs have a fixed size (``max_faces`` slots with a validity mask), so
+one call serves many frames and the module can be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from livecam.analysis.gpu.anchors import (
+    FULL_RANGE_ANCHORS,
+    SHORT_RANGE_ANCHORS,
+    SsdAnchorOptions,
+    ssd_anchor_cells,
+)
+from livecam.analysis.gpu.nms import weighted_nms
+from livecam.analysis.gpu.sampling import rotated_rect_grid, sample_bilinear_u8
+from livecam.analysis.gpu.tflite_torch import TfliteGraphModule
+from livecam.errors import ModelError
+
+NUM_KEYPOINTS = 6
+
+
+@dataclass(frozen=True)
+class BlazeFaceSpec:
+    """One BlazeFace variant: its model file (under mediapipe/modules/) and decoding options."""
+
+    model_relpath: str
+    anchors: SsdAnchorOptions
+    min_score: float
+
+
+SHORT_RANGE = BlazeFaceSpec("face_detection/face_detection_short_range.tflite",
+                            SHORT_RANGE_ANCHORS, 0.5)
+# Thresholds are the graphs' own (0.5 short, 0.6 full range). mediapipe 0.10.21's python
+# FaceDetection(min_detection_confidence=...) does not reach them (measured: any value from 0.2
+# to 0.7 gives the same detections), so these are what MediaPipe users actually get.
+FULL_RANGE = BlazeFaceSpec("face_detection/face_detection_full_range_sparse.tflite",
+                           FULL_RANGE_ANCHORS, 0.6)
+
+
+class FaceDetections(NamedTuple):
+    """Detections for B frames in ``max_faces`` fixed slots, best score first.
+
+    boxes_xyxy_px (B, F, 4), keypoints_xy_px (B, F, 6, 2) in frame pixels (MediaPipe's
+    keypoint order: right eye, left eye (of the subject), nose tip, mouth, right and left
+    ear tragion), scores (B, F) in the model dtype, valid (B, F) bool. Slots past the last
+    valid one hold zeros.
+    """
+
+    boxes_xyxy_px: torch.Tensor
+    keypoints_xy_px: torch.Tensor
+    scores: torch.Tensor
+    valid: torch.Tensor
+
+
+class BlazeFaceDetector(nn.Module):
+    """BlazeFace on a batch of uint8 frames (see the module docstring).
+
+    Build with :func:`livecam.analysis.gpu.models.load_blazeface`, then ``.to(device, dtype)``.
+    ``forward(images_bhwc_bgr)`` takes (B, H, W, 3) uint8 BGR frames on the module's device;
+    every frame of one call shares H and W. One caller per CUDA stream.
+
+    ``max_candidates`` is how many top-scoring anchors enter NMS (raise it for crowds: each
+    face typically lights 5-30 anchors); ``nms_iterations`` bounds the fixed-point NMS (see
+    :func:`weighted_nms`); ``max_faces`` is the number of output slots.
+    """
+
+    def __init__(self, net: TfliteGraphModule, spec: BlazeFaceSpec, *, max_faces: int = 8,
+                 max_candidates: int = 128, nms_iterations: int = 16,
+                 min_score: float | None = None, min_suppression_iou: float = 0.3) -> None:
+        super().__init__()
+        self.net = net
+        self.spec = spec
+        self.input_size_px = spec.anchors.input_size_px
+        self.max_faces = max_faces
+        self.max_candidates = max_candidates
+        self.nms_iterations = nms_iterations
+        self.min_score = spec.min_score if min_score is None else min_score
+        self.min_suppression_iou = min_suppression_iou
+        if not spec.anchors.fixed_anchor_size:
+            raise ModelError("BlazeFaceDetector decodes fixed-size anchors only (as MediaPipe's "
+                             "face detectors use)")
+        # Anchor cells kept as integers so that .half() cannot round the centres (a 1e-3
+        # error there is 0.2 px at 192).
+        self.register_buffer("anchor_cells", torch.from_numpy(ssd_anchor_cells(spec.anchors)))
+        self.anchor_offset = spec.anchors.anchor_offset
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The network's dtype (float32, or float16 after ``.half()``)."""
+        return next(self.net.buffers()).dtype
+
+    def preprocess(self, images_bhwc_bgr: torch.Tensor) -> torch.Tensor:
+        """Letterboxed (B, 3, S, S) RGB network input in [-1, 1], in the module dtype."""
+        batch, height, width, _ = images_bhwc_bgr.shape
+        device = images_bhwc_bgr.device
+        side = float(max(height, width))
+        center = torch.tensor([[width / 2.0, height / 2.0]], device=device).expand(batch, 2)
+        size = torch.full((batch, 2), side, device=device)
+        grid = rotated_rect_grid(center, size, torch.zeros(batch, device=device),
+                                 self.input_size_px)
+        index = torch.arange(batch, device=device)
+        pixels = sample_bilinear_u8(images_bhwc_bgr, index, grid, border_zero=True,
+                                    channel_order=(2, 1, 0))
+        return (pixels * (2.0 / 255.0) - 1.0).to(self.dtype)
+
+    def decode(self, raw_boxes: torch.Tensor, raw_scores: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Network outputs -> boxes (B, N, 4) xyxy and keypoints (B, N, 6, 2) in [0, 1] tensor
+        coordinates, scores (B, N). All in float32: decoding in fp16 would cost ~0.1 px."""
+        scale = float(self.input_size_px)
+        raw = raw_boxes.float()
+        anchor_cells: torch.Tensor = self.anchor_cells  # type: ignore[assignment]
+        cells = anchor_cells.float()
+        anchor_xy = (cells[:, 0:2] + self.anchor_offset) / cells[:, 2:3]  # (N, 2); size is 1
+        points = raw[..., 4:].reshape(*raw.shape[:2], NUM_KEYPOINTS, 2) / scale
+        keypoints = points + anchor_xy[None, :, None, :]
+        center = raw[..., 0:2] / scale + anchor_xy[None]
+        half = raw[..., 2:4] / scale / 2.0
+        boxes = torch.cat((center - half, center + half), dim=-1)
+        scores = torch.sigmoid(raw_scores.float()[..., 0].clamp(-100.0, 100.0))
+        return boxes, keypoints, scores
+
+    def forward(self, images_bhwc_bgr: torch.Tensor) -> FaceDetections:
+        batch, height, width, _ = images_bhwc_bgr.shape
+        raw_boxes, raw_scores = self.net(self.preprocess(images_bhwc_bgr))
+        boxes, keypoints, scores = self.decode(raw_boxes, raw_scores)
+        valid = (scores >= self.min_score) & (boxes[..., 2] >= boxes[..., 0]) & (
+            boxes[..., 3] >= boxes[..., 1])
+        out_boxes, out_points, out_scores, out_valid = weighted_nms(
+            boxes, keypoints.flatten(2), scores, valid, max_out=self.max_faces,
+            max_candidates=self.max_candidates, iou_threshold=self.min_suppression_iou,
+            iterations=self.nms_iterations)
+        # Letterbox: the square ROI of side max(H, W) is centred on the frame.
+        side = float(max(height, width))
+        offset = torch.tensor([(width - side) / 2.0, (height - side) / 2.0],
+                              device=boxes.device)
+        boxes_px = out_boxes.reshape(batch, -1, 2, 2) * side + offset
+        points_px = out_points.reshape(batch, -1, NUM_KEYPOINTS, 2) * side + offset
+        mask = out_valid[..., None].float()
+        return FaceDetections(
+            boxes_xyxy_px=boxes_px.reshape(batch, -1, 4) * mask,
+            keypoints_xy_px=points_px * mask[..., None],
+            scores=(out_scores * mask[..., 0]).to(self.dtype),
+            valid=out_valid)
