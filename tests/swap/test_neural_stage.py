@@ -1,0 +1,64 @@
+"""The neural swap stage: start-up checks and per-frame behaviour on a real photo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.config.engine import EngineConfig, ModelsConfig
+from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
+from livecam.errors import ModelError
+from livecam.swap.neural import InswapperModel, NeuralSwapStage, build_neural_stage
+from livecam.testing.standins import build_inswapper
+from livecam.types import Frame, Packet, RuntimeState
+
+
+def test_neural_mode_without_models_fails_at_start_naming_fetch(tmp_path: Path) -> None:
+    stage = build_neural_stage(EngineConfig(backend="onnxruntime", device="cpu"),
+                               ModelsConfig(dir=str(tmp_path)), lambda name: None)
+    with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
+        stage.open()
+
+
+@pytest.fixture(scope="module")
+def astronaut_packet(astronaut_bgr: np.ndarray) -> Packet:
+    from livecam.analysis.photo import analyze_photo
+
+    faces = analyze_photo(astronaut_bgr)
+    assert len(faces) == 1
+    faces = faces.with_fields(track_ids=np.array([7], dtype=np.int64))
+    return Packet(frame=Frame(0, 0, astronaut_bgr), image_bgr=astronaut_bgr, faces=faces,
+                  state=RuntimeState(active_identity="someone"))
+
+
+def test_stage_swaps_only_the_face(tmp_path: Path, astronaut_packet: Packet) -> None:
+    model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
+    embedding = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    asked: list[str] = []
+
+    def source_embedding(name: str) -> np.ndarray:
+        asked.append(name)
+        return embedding
+
+    stage = NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(model_path, device="cpu"),
+                                           model_path), source_embedding)
+    with stage:
+        out = stage.process(astronaut_packet)
+        bypassed = stage.process(astronaut_packet.with_fields(
+            state=RuntimeState(active_identity="someone", bypass=True)))
+        nobody = stage.process(astronaut_packet.with_fields(state=RuntimeState()))
+    assert asked == ["someone"]
+    before = astronaut_packet.image_bgr
+    assert out.image_bgr is not before and before is astronaut_packet.frame.image_bgr
+    changed = (out.image_bgr != before).any(axis=-1)
+    x1, y1, x2, y2 = astronaut_packet.faces.boxes_xyxy[0]
+    ys, xs = np.nonzero(changed)
+    assert changed.sum() > 1000
+    # every changed pixel lies near the face box (the mask never leaks over the frame)
+    pad = 0.5 * max(x2 - x1, y2 - y1)
+    assert xs.min() >= x1 - pad and xs.max() <= x2 + pad
+    assert ys.min() >= y1 - pad and ys.max() <= y2 + pad
+    assert bypassed.image_bgr is before
+    assert nobody.image_bgr is before
