@@ -126,12 +126,16 @@ class RuntimeState:
 
     ``active_identity`` is a name from the identity library or None (pass through).
     ``bypass`` sends the real face through. ``track_identities`` maps track id -> identity name.
+    ``identities`` lists the library's names in display order (hotkey 1 = first); commands that
+    select by index or step next/previous resolve against it, and a reload replaces it.
+    ``generation`` grows by one with every change, so a reader can tell two states apart.
     """
 
     active_identity: str | None = None
     bypass: bool = False
     track_identities: tuple[tuple[int, str], ...] = ()
     generation: int = 0
+    identities: tuple[str, ...] = ()
 
     def identity_for_track(self, track_id: int) -> str | None:
         for tid, name in self.track_identities:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from livecam.config.analysis import AnalysisConfig
+from livecam.config.control import ControlConfig
 from livecam.config.fields import knob
 
 
@@ -72,3 +73,4 @@ class Config:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)

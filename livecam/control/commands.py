@@ -3,13 +3,20 @@
 Every source of control (hotkeys, the control API, signals, the preview window) produces these
 objects and puts them on one :class:`CommandQueue`; the pipeline thread drains it between frames
 and applies each command to the current :class:`~livecam.types.RuntimeState`.
+
+``apply`` is always pure. A few commands also act on the world outside the state (reload the
+identity library and config, save a snapshot, quit); they implement :class:`EffectCommand` and
+the scheduler calls their ``perform(hooks)`` with the app's :class:`ControlHooks` before
+applying them. Keeping the two apart means every state transition is unit-testable with plain
+values, and every side effect is in one named hook.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from livecam.types import RuntimeState
 
@@ -20,14 +27,84 @@ class Command(Protocol):
     def apply(self, state: RuntimeState) -> RuntimeState: ...
 
 
+class ControlHooks(Protocol):
+    """Side effects the app performs for commands (implemented by :class:`livecam.app.App`).
+
+    Called on the pipeline thread between frames, so each must return quickly: slow work
+    (re-reading the identity library, opening new stages) is started in the background.
+    """
+
+    def request_reload(self) -> None:
+        """Re-read the config file and the identity library, then swap in new stages."""
+        ...
+
+    def save_snapshot(self, path: str) -> None:
+        """Write the last frame sent to the output to ``path`` (PNG or JPEG by suffix)."""
+        ...
+
+
+@runtime_checkable
+class EffectCommand(Protocol):
+    """A command with a side effect outside the runtime state."""
+
+    def perform(self, hooks: ControlHooks) -> None: ...
+
+    def apply(self, state: RuntimeState) -> RuntimeState: ...
+
+
+def _bump(state: RuntimeState, **changes: object) -> RuntimeState:
+    return replace(state, generation=state.generation + 1, **changes)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class SelectIdentity:
-    """Make ``name`` the active identity (None = swap nothing)."""
+    """Make ``name`` the active identity (None = swap nothing).
+
+    Sources validate ``name`` against ``state.identities`` before queueing (the API answers 404
+    for an unknown name); an identity removed in between simply swaps nothing.
+    """
 
     name: str | None
 
     def apply(self, state: RuntimeState) -> RuntimeState:
-        return replace(state, active_identity=self.name, generation=state.generation + 1)
+        return _bump(state, active_identity=self.name)
+
+
+@dataclass(frozen=True)
+class SelectIdentityIndex:
+    """Make the ``index``-th identity (0-based, in ``state.identities`` order) active.
+
+    An index past the end changes nothing: hotkey 7 with five identities is a no-op, not an
+    error, because the list can shrink under a reload while the key is held.
+    """
+
+    index: int
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        if not 0 <= self.index < len(state.identities):
+            return state
+        return _bump(state, active_identity=state.identities[self.index])
+
+
+@dataclass(frozen=True)
+class StepIdentity:
+    """Move ``step`` places through ``state.identities`` (+1 next, -1 previous), wrapping.
+
+    From no identity (or one no longer in the list) +1 goes to the first, -1 to the last.
+    """
+
+    step: int
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        names = state.identities
+        if not names or self.step == 0:
+            return state
+        if state.active_identity in names:
+            at = names.index(state.active_identity)
+            new = names[(at + self.step) % len(names)]
+        else:
+            new = names[0] if self.step > 0 else names[-1]
+        return _bump(state, active_identity=new)
 
 
 @dataclass(frozen=True)
@@ -37,28 +114,117 @@ class SetBypass:
     on: bool
 
     def apply(self, state: RuntimeState) -> RuntimeState:
-        return replace(state, bypass=self.on, generation=state.generation + 1)
+        return _bump(state, bypass=self.on)
+
+
+@dataclass(frozen=True)
+class ToggleBypass:
+    """Flip bypass (the hotkey's verb: one key turns it on and off)."""
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        return _bump(state, bypass=not state.bypass)
+
+
+@dataclass(frozen=True)
+class AssignTrack:
+    """Give track (person) ``track_id`` its own identity; ``name=None`` removes the assignment
+    so the track follows ``active_identity`` again."""
+
+    track_id: int
+    name: str | None
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        kept = tuple((tid, n) for tid, n in state.track_identities if tid != self.track_id)
+        if self.name is not None:
+            kept = tuple(sorted((*kept, (self.track_id, self.name))))
+        return _bump(state, track_identities=kept)
+
+
+@dataclass(frozen=True)
+class SetIdentityList:
+    """Replace the known identity names (queued by a reload once the library has been read).
+
+    The active identity and track assignments are kept even when their name disappeared: the
+    swap stage then passes those faces through, and the status shows the name as missing, which
+    is less surprising mid-stream than jumping to another face.
+    """
+
+    names: tuple[str, ...]
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        return _bump(state, identities=tuple(self.names))
+
+
+@dataclass(frozen=True)
+class Reload:
+    """Re-read the config file and the identity library (SIGHUP, ``livecam ctl reload``)."""
+
+    def perform(self, hooks: ControlHooks) -> None:
+        hooks.request_reload()
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        return state
+
+
+@dataclass(frozen=True)
+class SaveSnapshot:
+    """Save the last output frame to ``path`` (chosen by the source so it can report it)."""
+
+    path: str
+
+    def perform(self, hooks: ControlHooks) -> None:
+        hooks.save_snapshot(self.path)
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        return state
 
 
 @dataclass(frozen=True)
 class Quit:
-    """Stop the run after the current frame."""
+    """Stop the run after the current frame (handled by the scheduler itself)."""
 
     def apply(self, state: RuntimeState) -> RuntimeState:
         return state
+
+
+class Ticket:
+    """Returned by :meth:`CommandQueue.put`: lets the sender wait until its command took effect.
+
+    ``state`` is the runtime state right after the command was applied and ``frames_sent`` the
+    number of frames the output had sent at that moment, so every later frame is processed under
+    the new state (the control API reports both; the switching test measures from them).
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.state: RuntimeState | None = None
+        self.frames_sent = -1
+
+    def resolve(self, state: RuntimeState, frames_sent: int) -> None:
+        """Called by the pipeline thread once the command is applied."""
+        self.state, self.frames_sent = state, frames_sent
+        self._event.set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until applied (True) or ``timeout_s`` passed (False). Any thread may call."""
+        return self._event.wait(timeout_s)
 
 
 class CommandQueue:
     """Thread-safe FIFO of commands; any thread may ``put``, the pipeline thread drains it."""
 
     def __init__(self, maxsize: int = 256) -> None:
-        self._queue: queue.Queue[Command] = queue.Queue(maxsize=maxsize)
+        self._queue: queue.Queue[tuple[Command, Ticket]] = queue.Queue(maxsize=maxsize)
 
-    def put(self, command: Command) -> None:
-        self._queue.put(command, timeout=1.0)
+    def put(self, command: Command) -> Ticket:
+        """Queue ``command``; raises ``queue.Full`` after 1 s if the pipeline is not draining."""
+        ticket = Ticket()
+        self._queue.put((command, ticket), timeout=1.0)
+        return ticket
 
-    def drain(self) -> list[Command]:
-        out: list[Command] = []
+    def drain(self) -> list[tuple[Command, Ticket]]:
+        """Everything queued so far, oldest first (pipeline thread)."""
+        out: list[tuple[Command, Ticket]] = []
         while True:
             try:
                 out.append(self._queue.get_nowait())

@@ -7,7 +7,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from livecam.control.commands import Command, CommandQueue, Quit
+from livecam.control.commands import (
+    Command,
+    CommandQueue,
+    ControlHooks,
+    EffectCommand,
+    Quit,
+    Ticket,
+)
 from livecam.pipeline.mailbox import Mailbox, MailboxClosed
 from livecam.pipeline.metrics import Metrics
 from livecam.pipeline.stage import Stage
@@ -28,8 +35,11 @@ class Scheduler:
     def __init__(self, *, stages: Sequence[Stage], inbox: Mailbox[Frame],
                  outbox: Mailbox[Packet], commands: CommandQueue, metrics: Metrics,
                  state: RuntimeState, error_log_interval_s: float = 5.0,
-                 on_quit: Callable[[], None] | None = None) -> None:
+                 on_quit: Callable[[], None] | None = None,
+                 hooks: ControlHooks | None = None) -> None:
         self._stages = list(stages)
+        self._pending_stages: list[Stage] | None = None
+        self._hooks = hooks
         self._inbox = inbox
         self._outbox = outbox
         self._commands = commands
@@ -63,20 +73,54 @@ class Scheduler:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def apply_commands(self) -> None:
-        for command in self._commands.drain():
-            self._apply(command)
+    def replace_stages(self, stages: Sequence[Stage]) -> None:
+        """Install already-opened ``stages`` before the next frame (any thread may call; a
+        reload opens them off the pipeline thread). The pipeline thread closes the old ones."""
+        with self._state_lock:
+            stale, self._pending_stages = self._pending_stages, list(stages)
+        for stage in stale or ():
+            stage.close()
 
-    def _apply(self, command: Command) -> None:
+    def close_stages(self) -> None:
+        """Close the current and any not-yet-installed stages (idempotent; after ``stop``)."""
+        with self._state_lock:
+            stages = self._stages + (self._pending_stages or [])
+            self._pending_stages = None
+        for stage in stages:
+            stage.close()
+
+    def _install_pending_stages(self) -> None:
+        with self._state_lock:
+            pending, self._pending_stages = self._pending_stages, None
+        if pending is None:
+            return
+        old, self._stages = self._stages, pending
+        for stage in old:
+            if stage not in pending:
+                stage.close()
+        log.info("stages now: %s", ", ".join(s.name for s in pending))
+
+    def apply_commands(self) -> None:
+        for command, ticket in self._commands.drain():
+            self._apply(command, ticket)
+
+    def _apply(self, command: Command, ticket: Ticket | None = None) -> None:
         if isinstance(command, Quit):
             log.info("quit requested")
             self._stop.set()
             if self._on_quit is not None:
                 self._on_quit()
-            return
-        with self._state_lock:
-            self._state = command.apply(self._state)
-        log.info("command %s", command)
+        else:
+            if isinstance(command, EffectCommand) and self._hooks is not None:
+                try:
+                    command.perform(self._hooks)
+                except Exception as exc:  # a failed snapshot must not stop the pipeline
+                    log.error("command %s failed: %s", command, exc)
+            with self._state_lock:
+                self._state = command.apply(self._state)
+            log.info("command %s", command)
+        if ticket is not None:
+            ticket.resolve(self._state, self._metrics.counter("sent"))
 
     def process(self, frame: Frame) -> Packet:
         """Run every stage on ``frame`` (pipeline thread only)."""
@@ -104,6 +148,7 @@ class Scheduler:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                self._install_pending_stages()
                 self.apply_commands()
                 try:
                     frame = self._inbox.get(timeout_s=0.05)

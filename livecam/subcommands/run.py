@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
 
 from livecam.capture import INPUT_HELP
 from livecam.output import OUTPUT_HELP
 from livecam.subcommands.common import add_config_options, config_from_args
 
+if TYPE_CHECKING:
+    from livecam.app import App
+    from livecam.config import Config
+
 log = logging.getLogger("livecam")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``livecam run`` and ``livecam daemon``."""
+    p.add_argument("--input", default="camera:0", metavar="SPEC",
+                   help=f"where frames come from: {INPUT_HELP} (default: camera:0)")
+    p.add_argument("--output", default="virtualcam", metavar="SPEC",
+                   help=f"where frames go: {OUTPUT_HELP} (default: virtualcam)")
+    p.add_argument("--identity", metavar="NAME",
+                   help="identity to swap in from the start (see `livecam identity list`); "
+                   "switch later with hotkeys, the panel or `livecam ctl select`")
+    add_config_options(p)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,27 +35,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run the live pipeline into a virtual camera, file or window",
         description="Capture frames, swap faces and send the result to a virtual camera (pick "
         "'livecam' as the camera in OBS, Zoom or Meet), a video file or a preview window. "
-        "Stops on Ctrl-C, after --frames output frames, or at the end of a non-looping file.",
+        "Stops on Ctrl-C, after --frames output frames, or at the end of a non-looping file. "
+        "Hotkeys, the preview window's keys and the control API (`livecam ctl`) switch "
+        "identities while it runs.",
     )
-    p.add_argument("--input", default="camera:0", metavar="SPEC",
-                   help=f"where frames come from: {INPUT_HELP} (default: camera:0)")
-    p.add_argument("--output", default="virtualcam", metavar="SPEC",
-                   help=f"where frames go: {OUTPUT_HELP} (default: virtualcam)")
+    add_run_options(p)
     p.add_argument("--frames", type=int, metavar="N",
                    help="stop after N frames have been sent to the output")
-    add_config_options(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool) -> App:
+    """The app for ``run``/``daemon`` options: controls on, hotkeys only outside the daemon,
+    reloads re-reading the same ``--config``/``--set``."""
     from livecam.app import build_app
+    from livecam.config import load_config
+    from livecam.control.catalog import LibraryCatalog
+    from livecam.errors import UsageError
+    from livecam.types import RuntimeState
+
+    names = LibraryCatalog(config.identity).names()
+    if args.identity is not None and args.identity not in names:
+        known = ", ".join(names) or "none yet"
+        raise UsageError(f"--identity {args.identity!r}: no such identity (known: {known}); "
+                         f"add it with `livecam identity add {args.identity} PHOTO`")
+    state = RuntimeState(active_identity=args.identity, identities=names)
+    overrides = list(args.overrides)
+    return build_app(config, input_spec=args.input, output_spec=args.output,
+                     max_frames=getattr(args, "frames", None), state=state, controls=True,
+                     hotkeys=not daemon, api_required=daemon, wait_for_source=daemon,
+                     config_loader=lambda: load_config(args.config, overrides))
+
+
+def run(args: argparse.Namespace) -> int:
     from livecam.errors import UsageError
 
     if args.frames is not None and args.frames < 1:
         raise UsageError("--frames must be at least 1")
     config = config_from_args(args)
-    app = build_app(config, input_spec=args.input, output_spec=args.output,
-                    max_frames=args.frames)
+    app = build_from_args(args, config, daemon=False)
     try:
         app.run()
     except KeyboardInterrupt:

@@ -1,0 +1,43 @@
+"""The ``control`` config section: hotkeys, the local control API and panel, the daemon."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livecam.config.fields import knob
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    hotkeys: bool = knob(
+        True, "Global hotkeys (pynput) where a display exists; `livecam daemon` never uses "
+        "them. Plain keys fire while you type in any program: bind combinations such as "
+        "`<ctrl>+<alt>+1` if that gets in the way.")
+    keys_select: tuple[str, ...] = knob(
+        ("1", "2", "3", "4", "5", "6", "7", "8", "9"),
+        "Keys selecting identity 1, 2, ... in `livecam identity list` order (pynput syntax: "
+        "`a`, `<f1>`, `<ctrl>+<alt>+1`). Also work in the preview window (single keys only).")
+    key_next: str = knob("]", "Key for the next identity.")
+    key_previous: str = knob("[", "Key for the previous identity.")
+    key_bypass: str = knob("b", "Key that turns bypass (show the real face) on and off.")
+    key_snapshot: str = knob("", "Key that saves a snapshot of the output; empty = none.")
+    api: bool = knob(True, "Serve the control API and panel (`livecam ctl`, OBS dock).")
+    api_address: str = knob(
+        "127.0.0.1:8765", "HOST:PORT the control API listens on. Keep 127.0.0.1 (this machine "
+        "only) unless you need remote control: every request needs the token either way.")
+    token_file: str = knob(
+        "", "File holding the API token (created with mode 0600 on first start); empty = "
+        "`api-token` in the user config dir (~/.config/livecam on Linux).")
+    status_push_interval_s: float = knob(
+        0.5, "Seconds between status pushes to the panel (server-sent events); state changes "
+        "are pushed at once.", range=(0.05, 60.0))
+    preview_width_px: int = knob(
+        320, "Width of the panel's live preview, px (JPEG; height follows the aspect ratio). "
+        "0 = no preview.", range=(0, 1920))
+    preview_fps: float = knob(5.0, "Preview refreshes per second in the panel.",
+                              range=(0.2, 30.0))
+    snapshot_dir: str = knob(
+        "", "Folder for snapshots; empty = `snapshots` in the user data dir.")
+    lock_dir: str = knob(
+        "", "Folder for the daemon's device lock files; empty = the user runtime dir "
+        "($XDG_RUNTIME_DIR/livecam on Linux).")

@@ -1,0 +1,82 @@
+"""Global hotkeys through pynput, where a display exists.
+
+Without a display (a server, `livecam daemon`, an SSH session) or without pynput, hotkeys are
+off and one log line says why; nothing else changes. pynput calls back on its own listener
+thread, which only queues commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from livecam.control.commands import CommandQueue
+from livecam.control.keymap import CommandFactory
+
+log = logging.getLogger(__name__)
+
+
+def display_missing_reason() -> str | None:
+    """Why global hotkeys cannot work here, or None when a display is there."""
+    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        if os.environ.get("WAYLAND_DISPLAY"):
+            return ("Wayland without XWayland's DISPLAY: global hotkeys need X11; use the "
+                    "panel or `livecam ctl`")
+        return "no display (DISPLAY is not set): use the control panel or `livecam ctl`"
+    return None
+
+
+class HotkeySource:
+    """Turns global key presses into commands on ``commands``.
+
+    ``start`` returns False (after one log line) when hotkeys cannot work here; ``stop`` is
+    idempotent. Construct and start/stop from the main thread.
+    """
+
+    def __init__(self, keymap: dict[str, CommandFactory], commands: CommandQueue) -> None:
+        self._keymap = dict(keymap)
+        self._commands = commands
+        self._listener: Any = None
+
+    @property
+    def active(self) -> bool:
+        return self._listener is not None
+
+    def start(self) -> bool:
+        reason = display_missing_reason()
+        if reason is None:
+            try:
+                from pynput import keyboard
+            except ImportError as exc:  # pynput imports its X backend at import time
+                reason = f"pynput is not usable ({exc}): pip install pynput"
+        if reason is not None:
+            log.info("hotkeys off: %s", reason)
+            return False
+        mapping = {self._canonical(k): self._callback(f) for k, f in self._keymap.items()}
+        try:
+            listener = keyboard.GlobalHotKeys(mapping)
+            listener.start()
+            listener.wait()
+        except Exception as exc:  # an X server without RECORD, a refused connection, ...
+            log.info("hotkeys off: the key listener could not start (%s)", exc)
+            return False
+        self._listener = listener
+        log.info("hotkeys on: %s", ", ".join(sorted(self._keymap)))
+        return True
+
+    @staticmethod
+    def _canonical(binding: str) -> str:
+        # pynput wants "<ctrl>+<alt>+1"; plain characters are fine as they are
+        return binding.strip().lower() if len(binding.strip()) > 1 else binding.strip()
+
+    def _callback(self, factory: CommandFactory) -> Any:
+        def fire() -> None:
+            self._commands.put(factory())
+        return fire
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None

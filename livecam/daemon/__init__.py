@@ -1,0 +1,1 @@
+"""Headless daemon support: device locks and the signal-driven service loop."""

@@ -1,0 +1,163 @@
+"""``livecam ctl``: control a running ``livecam run`` or ``livecam daemon`` through its API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+from livecam.subcommands.common import add_config_options
+
+_TIMEOUT_S = 5.0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ctl", help="control a running livecam (select, next, bypass, status, ...)",
+        description="Send a command to a running `livecam run` or `livecam daemon` through its "
+        "control API. The address and token file come from the same config (control.api_address"
+        ", control.token_file) or from --url/--token-file. Exits 1 when no livecam answers or "
+        "the token is refused, 2 for an unknown identity or a bad argument.")
+    p.add_argument("--url", help="API base URL (default: from control.api_address)")
+    p.add_argument("--token-file", help="token file (default: from control.token_file)")
+    p.add_argument("--json", action="store_true", help="print the server's JSON reply")
+    add_config_options(p)
+    acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
+    acts.required = True
+    acts.add_parser("status", help="fps, latency, identity, tracks, backend")
+    acts.add_parser("identities", help="list the identities with their hotkey numbers")
+    sel = acts.add_parser("select", help="select an identity by name or --number")
+    sel.add_argument("name", nargs="?", help="identity name (`none` = swap nothing)")
+    sel.add_argument("--number", type=int, help="1 = first identity (as hotkey 1)")
+    acts.add_parser("next", help="next identity")
+    acts.add_parser("prev", help="previous identity")
+    byp = acts.add_parser("bypass", help="show the real face (on) or swap again (off)")
+    byp.add_argument("mode", choices=("on", "off", "toggle"))
+    asg = acts.add_parser("assign", help="give track TRACK its own identity (`none` clears)")
+    asg.add_argument("track", type=int)
+    asg.add_argument("name")
+    acts.add_parser("reload", help="re-read the config file and the identity library")
+    acts.add_parser("snapshot", help="save the current output frame (prints the path)")
+    acts.add_parser("quit", help="stop livecam")
+    acts.add_parser("metrics", help="print the Prometheus metrics text")
+    acts.add_parser("panel-url", help="print the panel URL with the token (for an OBS dock)")
+    p.set_defaults(func=run)
+
+
+def _base_url(address: str) -> str:
+    from livecam.control.api import parse_address
+
+    host, port = parse_address(address)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # a wildcard bind is reachable on loopback
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None
+             ) -> bytes:
+    from livecam.errors import LivecamError, UsageError
+
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
+            return bytes(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            message = exc.reason
+        if exc.code in (400, 404):
+            raise UsageError(str(message)) from None
+        if exc.code == 401:
+            raise LivecamError(f"the control API refused the token ({message}); if livecam "
+                               "runs as another user or with another control.token_file, pass "
+                               "--token-file") from None
+        raise LivecamError(f"control API error {exc.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LivecamError(f"no livecam control API at {url.split('/api')[0]} ({reason}): "
+                           "start `livecam run` or `livecam daemon`, or check "
+                           "control.api_address / --url") from None
+
+
+def _print_state(reply: dict[str, Any]) -> None:
+    state = reply.get("state", reply)
+    print(f"identity: {state.get('active_identity') or 'none'}  bypass: "
+          f"{'on' if state.get('bypass') else 'off'}")
+    if not reply.get("applied", True):
+        print("(not applied within 2 s: is the pipeline stuck?)", file=sys.stderr)
+
+
+def _print_status(s: dict[str, Any]) -> None:
+    lat = s["latency_ms"]
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    tracks = ", ".join(f"{t['track_id']}->{t['identity'] or '-'}" for t in s["tracks"])
+    print(f"identity: {s['active_identity'] or 'none'}  bypass: "
+          f"{'on' if s['bypass'] else 'off'}")
+    print(f"fps: in {s['fps_in']:.1f} out {s['fps_out']:.1f}  latency p50 {ms(lat['p50'])} ms "
+          f"p99 {ms(lat['p99'])} ms")
+    print(f"tracks: {tracks or 'none'}")
+    print(f"identities: {', '.join(s['identities']) or 'none'}")
+    print(f"backend: {s['backend']}  output: {s['output']} {s['width']}x{s['height']} "
+          f"@ {s['fps']:g}")
+    print(f"frames: {s['frames']['sent']} sent, {s['frames']['dropped_capture']} + "
+          f"{s['frames']['dropped_output']} dropped")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from livecam.config import load_config
+    from livecam.control.auth import read_token, token_path
+    from livecam.errors import UsageError
+
+    config = load_config(args.config, args.overrides)
+    base = (args.url or _base_url(config.control.api_address)).rstrip("/")
+    token = read_token(Path(args.token_file) if args.token_file
+                       else token_path(config.control.token_file))
+    action = args.action
+    if action == "panel-url":
+        print(f"{base}/panel?token={token}")
+        return 0
+    if action in ("status", "identities", "metrics"):
+        path = {"status": "/api/status", "identities": "/api/identities",
+                "metrics": "/metrics"}[action]
+        raw = _request(base + path, token)
+        if action == "metrics":
+            sys.stdout.write(raw.decode())
+        elif args.json:
+            print(raw.decode())
+        elif action == "status":
+            _print_status(json.loads(raw))
+        else:
+            for item in json.loads(raw):
+                print(f"{item['index'] + 1}  {item['name']}")
+        return 0
+    body: dict[str, Any] = {}
+    if action == "select":
+        if args.number is not None:
+            body = {"index": args.number - 1}
+        elif args.name is not None:
+            body = {"name": None if args.name == "none" else args.name}
+        else:
+            raise UsageError("select needs a NAME or --number N")
+    elif action == "bypass":
+        body = {} if args.mode == "toggle" else {"on": args.mode == "on"}
+    elif action == "assign":
+        body = {"track_id": args.track, "name": None if args.name == "none" else args.name}
+    reply = json.loads(_request(f"{base}/api/{action}", token, "POST", body))
+    if args.json:
+        print(json.dumps(reply))
+    elif action == "snapshot":
+        print(reply["path"])
+    else:
+        _print_state(reply)
+    return 0
