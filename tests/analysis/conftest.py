@@ -1,4 +1,7 @@
-"""Real face photos from installed packages, loaded at test time (never committed)."""
+"""insightface's six-person photo, loaded at test time from the installed wheel (never committed).
+
+``astronaut_bgr`` comes from tests/conftest.py.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def astronaut_bgr() -> np.ndarray:
-    from skimage.data import astronaut
-
-    return np.ascontiguousarray(astronaut()[:, :, ::-1])
-
-
-@pytest.fixture(scope="session")
 def t1_bgr() -> np.ndarray:
-    insightface_data = pytest.importorskip("insightface.data")
-    return np.ascontiguousarray(insightface_data.get_image("t1"))
+    from insightface.data import get_image
+
+    return np.ascontiguousarray(get_image("t1"))
