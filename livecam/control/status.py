@@ -60,19 +60,22 @@ class StatusReporter:
         self._extra = dict(extra or {})
         self._lock = threading.Lock()
         self._t_start_ns = time.perf_counter_ns()
-        self._history: deque[tuple[int, int, int]] = deque()
+        # (t_ns, captured, sent); the first sample is taken now, so rates right after start
+        # are averaged over the reporter's whole life instead of over two close requests
+        self._history: deque[tuple[int, int, int]] = deque([self._sample()])
+
+    def _sample(self) -> tuple[int, int, int]:
+        m = self._target.metrics
+        return time.perf_counter_ns(), m.counter("captured"), m.counter("sent")
 
     def _rates(self) -> tuple[float, float]:
-        m = self._target.metrics
-        now = (time.perf_counter_ns(), m.counter("captured"), m.counter("sent"))
+        now = self._sample()
         with self._lock:
             self._history.append(now)
-            # keep the newest sample that is at least a window old as the reference point
+            # the reference is the newest sample at least a window old (or the oldest one)
             while len(self._history) > 2 and now[0] - self._history[1][0] >= _RATE_WINDOW_NS:
                 self._history.popleft()
             t0, captured0, sent0 = self._history[0]
-        if now[0] == t0:
-            t0, captured0, sent0 = self._t_start_ns, 0, 0
         dt_s = max((now[0] - t0) / 1e9, 1e-9)
         return (now[1] - captured0) / dt_s, (now[2] - sent0) / dt_s
 

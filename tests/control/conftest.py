@@ -1,0 +1,93 @@
+"""A real running app (synthetic input, null output) with the control API on a free port."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.app import App, build_app
+from livecam.config import Config
+from livecam.control.api import ControlServer
+from livecam.types import RuntimeState
+
+NAMES = ("alice", "bob", "carol")
+
+
+class PhotoCatalog:
+    """Identity names with thumbnails cut from a real photo (the identity library's own tests
+    cover the library; here only names and JPEG bytes matter)."""
+
+    def __init__(self, photo_bgr: np.ndarray, names: tuple[str, ...]) -> None:
+        self._names = names
+        ok, buf = cv2.imencode(".jpg", cv2.resize(photo_bgr, (64, 64)))
+        assert ok
+        self._jpeg = buf.tobytes()
+
+    def names(self) -> tuple[str, ...]:
+        return self._names
+
+    def thumbnail_jpeg(self, name: str) -> bytes | None:
+        return self._jpeg if name in self._names else None
+
+
+@dataclass
+class Running:
+    app: App
+    server: ControlServer
+    token: str
+    token_file: Path
+    snapshots: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def call(self, path: str, *, method: str = "GET", body: dict[str, Any] | None = None,
+             token: str | None = "default", query_token: str | None = None
+             ) -> tuple[int, bytes, dict[str, str]]:
+        """(status, body, headers); HTTP errors are returned, not raised."""
+        token = self.token if token == "default" else token
+        url = self.url + path + (f"?token={query_token}" if query_token is not None else "")
+        data = None if body is None and method == "GET" else json.dumps(body or {}).encode()
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status, resp.read(), dict(resp.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(), dict(exc.headers)
+
+    def json(self, path: str, **kw: Any) -> Any:
+        status, body, _ = self.call(path, **kw)
+        assert status == 200, (status, body)
+        return json.loads(body)
+
+
+@pytest.fixture
+def running(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray) -> Iterator[Running]:
+    control = dataclasses.replace(fast_config.control, api_address="127.0.0.1:0",
+                                  status_push_interval_s=0.1)
+    config = dataclasses.replace(fast_config, control=control)
+    app = build_app(config, input_spec="synthetic:160x120", output_spec="null",
+                    state=RuntimeState(identities=NAMES))
+    token_file = tmp_path / "cfg" / "api-token"
+    server = ControlServer(target=app, catalog=PhotoCatalog(astronaut_bgr, NAMES),
+                           token_file=token_file, config=control,
+                           snapshot_dir=tmp_path / "snaps")
+    app.controls.append(server)
+    app.start()
+    try:
+        yield Running(app, server, token_file.read_text().strip(), token_file,
+                      tmp_path / "snaps")
+    finally:
+        app.stop()

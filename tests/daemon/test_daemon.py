@@ -1,0 +1,121 @@
+"""`livecam daemon` as a subprocess, driven by `livecam ctl`, output through a recording
+virtual camera (see plugin/sitecustomize.py for why it is recorded, not real)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.daemon.conftest import Daemon
+
+SYNTHETIC = ["--input", "synthetic:160x120", "--output", "virtualcam",
+             "--set", "output.backend=recording"]
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigterm_while_streaming_exits_within_a_second_with_0(
+        new_daemon: Callable[[], Daemon]) -> None:
+    d = new_daemon().start(*SYNTHETIC)
+    d.wait_ready(min_frames=30)
+    assert d.proc is not None
+    sent_before = len(d.frames())
+    t0 = time.perf_counter()
+    d.proc.send_signal(signal.SIGTERM)
+    code = d.proc.wait(5)
+    elapsed_s = time.perf_counter() - t0
+    print(f"SIGTERM -> exit: {elapsed_s * 1000:.0f} ms, code {code}")
+    assert code == 0 and elapsed_s < 1.0
+    assert len(d.frames()) >= sent_before  # it was streaming up to the signal
+    err = d.proc.stderr.read() if d.proc.stderr else ""
+    records = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert records and all({"t", "level", "logger", "msg"} <= r.keys() for r in records)
+    assert any("stopped (SIGTERM)" in r["msg"] for r in records)
+    assert not [line for line in err.splitlines() if line and not line.startswith("{")]
+
+
+def test_ctl_drives_the_daemon_status_metrics_and_bypass(new_daemon: Callable[[], Daemon]
+                                                          ) -> None:
+    d = new_daemon().start(*SYNTHETIC)
+    d.wait_ready(min_frames=30)
+    token_file = d.root / "config" / "livecam" / "api-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    time.sleep(1.0)
+    s = d.status()
+    assert 20 <= s["fps_out"] <= 40 and 0 < s["latency_ms"]["p50"] <= s["latency_ms"]["p99"]
+    assert s["latency_ms"]["p99"] < 500 and s["output"] == "virtualcam"
+    assert (s["width"], s["height"]) == (160, 120) and s["bypass"] is False
+    human = d.ctl("status").stdout
+    assert "fps: in" in human and "latency p50" in human
+    metrics = d.ctl("metrics").stdout
+    assert 'livecam_frames_total{kind="sent"}' in metrics and "livecam_fps" in metrics
+    assert d.ctl("bypass", "on").stdout.strip() == "identity: none  bypass: on"
+    assert d.status()["bypass"] is True
+    # the recording camera got what the daemon says it sent (it keeps sending meanwhile)
+    before = len(d.frames())
+    sent = d.status()["frames"]["sent"]
+    assert before <= sent <= len(d.frames())
+    # unknown identity: exit 2, one line; state unchanged
+    bad = d.ctl("select", "nobody", check=False)
+    assert bad.returncode == 2 and "no identity 'nobody'" in bad.stderr
+    assert "Traceback" not in bad.stderr and d.status()["active_identity"] is None
+    # a wrong token: exit 1, nothing changes
+    wrong = d.root / "wrong-token"
+    wrong.write_text("not-the-token\n")
+    refused = d.ctl("--token-file", str(wrong), "bypass", "off", check=False)
+    assert refused.returncode == 1 and "refused the token" in refused.stderr
+    assert d.status()["bypass"] is True
+    snap = Path(d.ctl("snapshot").stdout.strip())
+    time.sleep(0.2)
+    assert snap.parent == d.root / "data" / "livecam" / "snapshots"
+    image = cv2.imread(str(snap))
+    assert image is not None and image.shape == (120, 160, 3)
+
+
+def test_second_daemon_on_the_same_virtual_camera_is_refused(
+        new_daemon: Callable[[], Daemon]) -> None:
+    first = new_daemon().start(*SYNTHETIC)
+    first.wait_ready()
+    second = new_daemon().start(*SYNTHETIC)
+    assert second.proc is not None and first.proc is not None
+    code = second.proc.wait(30)
+    err = second.proc.stderr.read() if second.proc.stderr else ""
+    assert code == 1
+    assert f"already used by another livecam (pid {first.proc.pid}" in err
+    assert "Traceback" not in err
+    # a different virtual camera device is fine
+    third = new_daemon().start(*SYNTHETIC, "--set", "output.device=/dev/video11")
+    third.wait_ready()
+    # once the first exits, its device is free again
+    first.stop()
+    fourth = new_daemon().start(*SYNTHETIC)
+    fourth.wait_ready()
+
+
+def test_ctl_without_a_daemon_says_what_to_do(new_daemon: Callable[[], Daemon]) -> None:
+    d = new_daemon()
+    token = d.root / "config" / "livecam" / "api-token"
+    token.parent.mkdir(parents=True)
+    token.write_text("x\n")
+    result = d.ctl("status", check=False)
+    assert result.returncode == 1
+    assert "no livecam control API at" in result.stderr and "livecam daemon" in result.stderr
+
+
+def test_frames_arrive_as_sent(new_daemon: Callable[[], Daemon]) -> None:
+    d = new_daemon().start(*SYNTHETIC)
+    d.wait_ready(min_frames=20)
+    frames = d.frames()
+    assert frames.shape[1:] == (120, 160, 3)
+    # the synthetic pattern moves, so consecutive new frames differ
+    diffs = [np.abs(a.astype(int) - b).mean() for a, b in itertools.pairwise(frames[5:16])]
+    assert max(diffs) > 1
