@@ -54,9 +54,27 @@ class HotkeySource:
         if reason is not None:
             log.info("hotkeys off: %s", reason)
             return False
-        mapping = {self._canonical(k): self._callback(f) for k, f in self._keymap.items()}
         try:
-            listener = keyboard.GlobalHotKeys(mapping)
+            hotkeys = [keyboard.HotKey(keyboard.HotKey.parse(self._canonical(k)),
+                                       self._callback(f)) for k, f in self._keymap.items()]
+        except ValueError as exc:
+            log.warning("hotkeys off: a binding in the control section is not valid pynput "
+                        "syntax (%s); use e.g. `b`, `<f1>`, `<ctrl>+<alt>+1`", exc)
+            return False
+        # pynput's GlobalHotKeys ignores injected key events; a Stream Deck or a macro tool
+        # sends exactly those, so this listener feeds the same HotKey objects with all events.
+        listener: Any = None
+
+        def on_press(key: Any, _injected: bool = False) -> None:
+            for hotkey in hotkeys:
+                hotkey.press(listener.canonical(key))
+
+        def on_release(key: Any, _injected: bool = False) -> None:
+            for hotkey in hotkeys:
+                hotkey.release(listener.canonical(key))
+
+        try:
+            listener = keyboard.Listener(on_press=on_press, on_release=on_release)
             listener.start()
             listener.wait()
         except Exception as exc:  # an X server without RECORD, a refused connection, ...
@@ -68,7 +86,7 @@ class HotkeySource:
 
     @staticmethod
     def _canonical(binding: str) -> str:
-        # pynput wants "<ctrl>+<alt>+1"; plain characters are fine as they are
+        # pynput wants "<ctrl>+<alt>+1"; plain characters are kept as they are (case matters)
         return binding.strip().lower() if len(binding.strip()) > 1 else binding.strip()
 
     def _callback(self, factory: CommandFactory) -> Any:
