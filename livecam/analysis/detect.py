@@ -130,7 +130,8 @@ def _run(solution: Any, rgb: np.ndarray, x0: int, y0: int, w: int, h: int,
             continue
         if inner_edges is not None:
             left, top, right, bottom = inner_edges
-            if ((left and box[0] <= x0 + _EDGE_MARGIN_PX) or (top and box[1] <= y0 + _EDGE_MARGIN_PX)
+            m = _EDGE_MARGIN_PX
+            if ((left and box[0] <= x0 + m) or (top and box[1] <= y0 + m)
                     or (right and box[2] >= x0 + w - _EDGE_MARGIN_PX)
                     or (bottom and box[3] >= y0 + h - _EDGE_MARGIN_PX)):
                 continue

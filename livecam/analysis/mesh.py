@@ -140,10 +140,10 @@ def _crop(image_bgr: ImageBGR, roi: Roi) -> tuple[np.ndarray, int, int] | None:
     """
     h, w = image_bgr.shape[:2]
     bx1, by1, bx2, by2 = roi.bounds_xyxy()
-    x0 = max(0, int(math.floor(bx1)) - 2)
-    y0 = max(0, int(math.floor(by1)) - 2)
-    x1 = min(w, int(math.ceil(bx2)) + 2)
-    y1 = min(h, int(math.ceil(by2)) + 2)
+    x0 = max(0, math.floor(bx1) - 2)
+    y0 = max(0, math.floor(by1) - 2)
+    x1 = min(w, math.ceil(bx2) + 2)
+    y1 = min(h, math.ceil(by2) + 2)
     if x1 - x0 < 2 or y1 - y0 < 2:
         return None
     crop_rgb = np.ascontiguousarray(image_bgr[y0:y1, x0:x1, ::-1])
