@@ -73,21 +73,25 @@ class Running:
         return json.loads(body)
 
 
-@pytest.fixture
-def running(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray) -> Iterator[Running]:
-    control = dataclasses.replace(fast_config.control, api_address="127.0.0.1:0",
+def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
+                  input_spec: str = "synthetic:160x120") -> Running:
+    control = dataclasses.replace(config.control, api_address="127.0.0.1:0",
                                   status_push_interval_s=0.1)
-    config = dataclasses.replace(fast_config, control=control)
-    app = build_app(config, input_spec="synthetic:160x120", output_spec="null",
-                    state=RuntimeState(identities=NAMES))
+    config = dataclasses.replace(config, control=control)
+    app = build_app(config, input_spec=input_spec, output_spec="null",
+                    state=RuntimeState(identities=catalog.names()))
     token_file = tmp_path / "cfg" / "api-token"
-    server = ControlServer(target=app, catalog=PhotoCatalog(astronaut_bgr, NAMES),
-                           token_file=token_file, config=control,
+    server = ControlServer(target=app, catalog=catalog, token_file=token_file, config=control,
                            snapshot_dir=tmp_path / "snaps")
     app.controls.append(server)
     app.start()
+    return Running(app, server, token_file.read_text().strip(), token_file, tmp_path / "snaps")
+
+
+@pytest.fixture
+def running(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray) -> Iterator[Running]:
+    r = start_running(fast_config, tmp_path, PhotoCatalog(astronaut_bgr, NAMES))
     try:
-        yield Running(app, server, token_file.read_text().strip(), token_file,
-                      tmp_path / "snaps")
+        yield r
     finally:
-        app.stop()
+        r.app.stop()

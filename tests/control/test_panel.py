@@ -1,0 +1,107 @@
+"""The control panel in a real headless Chromium (Debian's `chromium`, driven by playwright).
+
+Clicking an identity must switch it (checked through /api/status, not the page), and the run
+saves a screenshot of the page in the test's output folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.config import Config
+from tests.control.conftest import Running, start_running
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason="chromium is not installed (apt-get install chromium)"),
+]
+
+
+class FacesCatalog:
+    """Four real people from insightface's bundled group photo, one per identity button."""
+
+    def __init__(self) -> None:
+        from insightface.data import get_image
+
+        group = get_image("t1")  # BGR, 1280x886, six people
+        cascade = cv2.CascadeClassifier(cv2.data.haarcascades +  # type: ignore[attr-defined]
+                                        "haarcascade_frontalface_default.xml")
+        # faces here are 110-140 px wide; the size floor and 12 neighbours keep a hand out
+        boxes = cascade.detectMultiScale(cv2.cvtColor(group, cv2.COLOR_BGR2GRAY), 1.2, 12,
+                                         minSize=(90, 90))
+        assert len(boxes) >= 3, "the group photo should show at least three faces"
+        self._thumbs: dict[str, bytes] = {}
+        for name, (x, y, w, h) in zip(("alice", "bob", "carol", "dave"),
+                                      sorted(boxes.tolist())[:4], strict=False):
+            crop = group[max(0, y - h // 4):y + h + h // 4, max(0, x - w // 4):x + w + w // 4]
+            self._thumbs[name] = cv2.imencode(".jpg", cv2.resize(crop, (96, 96)))[1].tobytes()
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._thumbs)
+
+    def thumbnail_jpeg(self, name: str) -> bytes | None:
+        return self._thumbs.get(name)
+
+
+@pytest.fixture
+def panel_app(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray
+              ) -> Iterator[Running]:
+    photo = tmp_path / "astronaut.png"
+    cv2.imwrite(str(photo), cv2.resize(astronaut_bgr, (640, 360)))
+    r = start_running(fast_config, tmp_path, FacesCatalog(), input_spec=f"image:{photo}")
+    try:
+        yield r
+    finally:
+        r.app.stop()
+
+
+def test_clicking_an_identity_switches_it(panel_app: Running, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url = f"{panel_app.url}/panel?token={panel_app.token}"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            # an OBS dock is narrow: 360 px wide
+            page = browser.new_page(viewport={"width": 360, "height": 640})
+            page.goto(url)
+            page.wait_for_selector(".identity[data-name='carol']")
+            assert panel_app.json("/api/status")["active_identity"] is None
+            page.click(".identity[data-name='carol']")
+            deadline = time.monotonic() + 5
+            while panel_app.json("/api/status")["active_identity"] != "carol":
+                assert time.monotonic() < deadline, "the click did not select carol"
+                time.sleep(0.05)
+            page.wait_for_selector(".identity.active[data-name='carol']")
+            page.click("#bypass")
+            page.wait_for_selector("#bypass.on")
+            assert panel_app.json("/api/status")["bypass"] is True
+            page.click("#prev")
+            page.wait_for_selector(".identity.active[data-name='bob']")
+            assert panel_app.json("/api/status")["active_identity"] == "bob"
+            # the live preview and the thumbnails really loaded (not broken images)
+            page.wait_for_function("document.getElementById('preview').naturalWidth > 0")
+            assert page.evaluate("document.getElementById('preview').naturalWidth") == 320
+            widths = page.evaluate("[...document.querySelectorAll('.identity img')]"
+                                   ".map(i => i.naturalWidth)")
+            assert widths == [96] * len(widths) and len(widths) >= 3
+            page.wait_for_selector("#conn:text('live')")
+            shot = tmp_path / "control-panel.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    image = cv2.imread(str(shot))
+    assert image is not None and image.shape[1] == 360
+    print(f"panel screenshot: {shot}")
