@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class EngineBase:
     def close(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> EngineBase:
+    def __enter__(self) -> Self:
         self.open()
         return self
 

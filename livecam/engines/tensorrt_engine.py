@@ -99,7 +99,7 @@ def configure(trt: Any, builder: Any, network: Any, *, precision: str,
 
 
 def _progress_monitor(trt: Any, progress: ProgressFn) -> Any:
-    class Monitor(trt.IProgressMonitor):  # type: ignore[misc,name-defined]
+    class Monitor(trt.IProgressMonitor):
         def __init__(self) -> None:
             trt.IProgressMonitor.__init__(self)
 
@@ -217,7 +217,8 @@ class TensorRTEngine(EngineBase):
             raise ModelError(f"TensorRT could not load the cached engine for {self.model_name}; "
                              f"run `livecam engines clear` and build again")
         self._context = self._engine.create_execution_context()
-        specs_in, specs_out = [], []
+        specs_in: list[TensorSpec] = []
+        specs_out: list[TensorSpec] = []
         for i in range(self._engine.num_io_tensors):
             name = self._engine.get_tensor_name(i)
             shape = tuple(int(d) if d >= 0 else "N" for d in self._engine.get_tensor_shape(name))

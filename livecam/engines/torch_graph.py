@@ -197,7 +197,7 @@ class OnnxGraphModule(torch.nn.Module):
             return value
         if node.host or pos in host_pos:
             return self._consts_cpu[name]
-        return getattr(self, self._buffer_names[name])  # type: ignore[no-any-return]
+        return getattr(self, self._buffer_names[name])
 
     def _output(self, name: str, env: dict[str, torch.Tensor],
                 device: torch.device) -> torch.Tensor:

@@ -44,6 +44,8 @@ HOST_INPUTS: dict[str, frozenset[int]] = {
     "Squeeze": frozenset({1}), "ReduceMean": frozenset({1}), "ReduceSum": frozenset({1}),
     "ReduceMax": frozenset({1}), "Expand": frozenset({1}), "ConstantOfShape": frozenset({0}),
     "Tile": frozenset({1}), "Clip": frozenset({1, 2}), "Split": frozenset({1}),
+    # a scalar exponent read on the host keeps .item() from syncing inside a CUDA graph capture
+    "Pow": frozenset({1}),
 }
 
 OPS: dict[str, OpFn] = {}
@@ -92,12 +94,12 @@ def _div(a: list[Any], _attrs: dict[str, Any], _ctx: OpContext) -> list[Tensor]:
 @_op("Pow")
 def _pow(a: list[Any], _attrs: dict[str, Any], _ctx: OpContext) -> list[Tensor]:
     exponent = a[1]
-    if exponent.numel() == 1 and exponent.device.type == "cpu":
+    if exponent.numel() == 1:
         value = float(exponent.reshape(()).item())
         if value == 2.0:  # x*x is exact and faster than pow
             return [a[0] * a[0]]
         return [a[0] ** value]
-    return [a[0] ** exponent.to(a[0].dtype)]
+    return [a[0] ** exponent.to(a[0].device, a[0].dtype)]
 
 
 def _unary(fn: Callable[[Tensor], Tensor]) -> OpFn:
@@ -317,6 +319,7 @@ def _pad(a: list[Any], attrs: dict[str, Any], _ctx: OpContext) -> list[Tensor]:
 @_op("Resize", "Upsample")
 def _resize(a: list[Any], attrs: dict[str, Any], _ctx: OpContext) -> list[Tensor]:
     x = a[0]
+    scales: list[float] | None
     if len(a) == 2:  # Upsample(X, scales)
         scales, sizes = [float(v) for v in a[1].tolist()], None
     else:

@@ -98,4 +98,6 @@ def warp_crop(image_bgr: ImageBGR, matrix: np.ndarray, size_px: int) -> ImageBGR
     """The aligned (size, size, 3) crop: bilinear, black outside the image (as insightface)."""
     import cv2
 
-    return cv2.warpAffine(image_bgr, matrix, (size_px, size_px), borderValue=0.0)
+    warped = cv2.warpAffine(image_bgr, np.asarray(matrix, dtype=np.float64), (size_px, size_px),
+                            borderValue=(0.0, 0.0, 0.0))
+    return np.asarray(warped, dtype=np.uint8)

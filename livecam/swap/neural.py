@@ -77,7 +77,7 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray) ->
     import cv2
 
     size = face_bgr.shape[0]
-    inverse = cv2.invertAffineTransform(matrix)
+    inverse = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
     h, w = image_bgr.shape[:2]
     corners = np.array([[0, 0, 1], [size, 0, 1], [0, size, 1], [size, size, 1]], np.float64)
     mapped = corners @ inverse.T
@@ -94,17 +94,18 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray) ->
     roi_inverse[:, 2] -= (x0, y0)
     roi_size = (x1 - x0, y1 - y0)
     white = np.full((size, size), 255, dtype=np.float32)
-    fake = cv2.warpAffine(face_bgr, roi_inverse, roi_size, borderValue=0.0)
-    mask = cv2.warpAffine(white, roi_inverse, roi_size, borderValue=0.0)
+    zero = (0.0, 0.0, 0.0)
+    fake = np.asarray(cv2.warpAffine(face_bgr, roi_inverse, roi_size, borderValue=zero))
+    mask = np.asarray(cv2.warpAffine(white, roi_inverse, roi_size, borderValue=zero), np.float32)
     mask[mask > 20] = 255
     rows, cols = np.where(mask == 255)
     if len(rows) == 0:
         return out
     mask_size = int(np.sqrt((rows.max() - rows.min()) * (cols.max() - cols.min())))
     k = max(mask_size // 10, 10)
-    mask = cv2.erode(mask, np.ones((k, k), np.uint8), iterations=1)
+    mask = np.asarray(cv2.erode(mask, np.ones((k, k), np.uint8), iterations=1), np.float32)
     k = max(mask_size // 20, 5)
-    mask = cv2.GaussianBlur(mask, (2 * k + 1, 2 * k + 1), 0)
+    mask = np.asarray(cv2.GaussianBlur(mask, (2 * k + 1, 2 * k + 1), 0), np.float32)
     mask /= 255
     alpha = mask[:, :, None]
     roi = out[y0:y1, x0:x1]
@@ -278,11 +279,11 @@ def build_neural_stage(engine_config: object, models_config: object,
             return self._engine
 
         @property
-        def inputs(self) -> tuple:  # type: ignore[type-arg]
+        def inputs(self) -> tuple:
             return self._get().inputs
 
         @property
-        def outputs(self) -> tuple:  # type: ignore[type-arg]
+        def outputs(self) -> tuple:
             return self._get().outputs
 
         def open(self) -> None:
@@ -292,7 +293,7 @@ def build_neural_stage(engine_config: object, models_config: object,
             if self._engine is not None:
                 self._engine.close()
 
-        def run(self, feeds):  # type: ignore[no-untyped-def]
+        def run(self, feeds):
             return self._get().run(feeds)
 
     def require_models() -> None:

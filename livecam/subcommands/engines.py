@@ -1,0 +1,74 @@
+"""``livecam engines list | build NAME | clear [NAME]``: TensorRT engines and the backend choice."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from livecam.subcommands.common import add_config_options, config_from_args
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("engines", help="show the engine backend; build or clear TensorRT "
+                            "engines", description="Built TensorRT engines are cached in "
+                            "engine.cache_dir, keyed by model sha256, GPU, TensorRT version, "
+                            "precision and profiles.")
+    add_config_options(parser)
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs.add_parser("list", help="backends available here and cached engines")
+    build = verbs.add_parser("build", help="build a TensorRT engine now (takes minutes)")
+    build.add_argument("name")
+    clear = verbs.add_parser("clear", help="delete cached engines (of one model, or all)")
+    clear.add_argument("name", nargs="?")
+    parser.set_defaults(func=run)
+
+
+def _progress(phase: str, step: int, total: int) -> None:
+    if step == 0:
+        print(f"  {phase} ({total} steps)", file=sys.stderr, flush=True)
+    elif step < 0:
+        print(f"  {phase}: done", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from livecam.engines.engine_cache import EngineCache
+    from livecam.engines.registry import (
+        choose_backend,
+        engine_cache_dir,
+        model_store,
+        probe_backends,
+    )
+
+    config = config_from_args(args)
+    cache = EngineCache(engine_cache_dir(config.engine))
+    if args.verb == "list":
+        for name, (ok, why) in probe_backends(config.engine.device).items():
+            print(f"  {name:12s} {'available' if ok else 'unavailable':12s} {why}")
+        choice = choose_backend(config.engine.backend, config.engine.device)
+        print(f"engine.backend {config.engine.backend} -> {choice.name}: {choice.reason}")
+        print(f"engine cache: {cache.root}")
+        for entry in cache.entries():
+            key = entry.key
+            print(f"  {entry.model_name:20s} {key.precision} {key.gpu_name} "
+                  f"sm{key.compute_capability} TensorRT {key.tensorrt_version} "
+                  f"{entry.size_bytes / 2**20:.0f} MiB")
+        return 0
+    if args.verb == "clear":
+        removed = cache.clear(args.name)
+        print(f"removed {removed} engine(s) from {cache.root}")
+        return 0
+    from livecam.engines.tensorrt_engine import build_engine, make_key
+
+    store = model_store(config.models)
+    manifest = store.manifest(args.name)
+    digest = store.verify(args.name)
+    precision = "fp32" if config.engine.precision == "fp32" else manifest.trt_precision
+    key = make_key(digest, precision, manifest.trt_profiles(), manifest.trt_fp32_layers)
+    if cache.load(args.name, key) is not None:
+        print(f"{args.name}: an engine for this GPU and TensorRT is already cached")
+        return 0
+    build_engine(store.path(args.name), cache=cache, model_name=args.name, key=key,
+                 workspace_mb=config.engine.tensorrt_workspace_mb, progress=_progress)
+    print(f"{args.name}: engine built into {cache.root}")
+    return 0

@@ -1,0 +1,83 @@
+"""``livecam models list | fetch NAME | verify [NAME] | import NAME PATH``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from livecam.subcommands.common import add_config_options, config_from_args
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser("models", help="list, fetch, verify or import neural model files",
+                            description="Model files (inswapper_128, w600k_r50, ...) live in "
+                            "models.dir; each is checked against its manifest's sha256.")
+    add_config_options(parser)
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs.add_parser("list", help="show every known model and whether it is installed")
+    fetch = verbs.add_parser("fetch", help="download a model (resumes; verifies sha256)")
+    fetch.add_argument("name")
+    verify = verbs.add_parser("verify", help="re-hash installed models")
+    verify.add_argument("name", nargs="?")
+    imp = verbs.add_parser("import", help="adopt a model file you already have")
+    imp.add_argument("name")
+    imp.add_argument("path")
+    imp.add_argument("--move", action="store_true", help="move the file instead of copying")
+    parser.set_defaults(func=run)
+
+
+def _progress() -> Any:
+    last = [0.0]
+
+    def show(done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.2 and (total is None or done < total):
+            return
+        last[0] = now
+        if total:
+            print(f"\r  {done / 2**20:8.1f} / {total / 2**20:.1f} MiB "
+                  f"({100 * done / total:5.1f}%)", end="", file=sys.stderr, flush=True)
+        else:
+            print(f"\r  {done / 2**20:8.1f} MiB", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    from livecam.engines.fetch import fetch_model
+    from livecam.engines.registry import model_store
+
+    config = config_from_args(args)
+    store = model_store(config.models)
+    if args.verb == "list":
+        print(f"models dir: {store.models_dir}")
+        for name in sorted(store.manifests):
+            manifest = store.manifests[name]
+            present = store.path(name).is_file()
+            sha = "sha256 documented" if manifest.accepted_sha256 else "no public sha256"
+            state = "installed" if present else "not installed"
+            print(f"  {name:20s} {manifest.kind:10s} {state:14s} {sha}")
+        return 0
+    if args.verb == "fetch":
+        path = fetch_model(store, args.name, progress=_progress(),
+                           retries=config.models.fetch_retries,
+                           timeout_s=config.models.fetch_timeout_s)
+        print(f"\n{args.name}: verified, at {path}")
+        return 0
+    if args.verb == "import":
+        path = store.adopt(args.name, args.path, move=args.move)
+        print(f"{args.name}: verified, at {path}")
+        return 0
+    names = [args.name] if args.name else sorted(store.manifests)
+    bad = 0
+    for name in names:
+        if not store.path(name).is_file():
+            if args.name:
+                raise store.missing_error(name)
+            continue
+        status = store.status(name)
+        bad += not status.verified
+        print(f"  {name:20s} {'ok' if status.verified else 'FAILED'}  {status.detail}")
+    return 1 if bad else 0
