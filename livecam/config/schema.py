@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from livecam.config.analysis import AnalysisConfig
 from livecam.config.control import ControlConfig
+from livecam.config.engine import EngineConfig, ModelsConfig
 from livecam.config.fields import knob
 
 
@@ -74,3 +75,5 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
