@@ -13,6 +13,8 @@ from livecam.config.analysis import AnalysisConfig
 from livecam.config.control import ControlConfig
 from livecam.config.engine import EngineConfig, ModelsConfig
 from livecam.config.fields import knob
+from livecam.config.identity import IdentityConfig
+from livecam.config.swap import SwapConfig
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Config:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    swap: SwapConfig = field(default_factory=SwapConfig)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)

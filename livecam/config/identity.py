@@ -1,0 +1,28 @@
+"""The ``identity`` config section: where the identity library lives and what photos pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livecam.config.fields import knob
+
+
+@dataclass(frozen=True)
+class IdentityConfig:
+    library_dir: str = knob("", "Folder of the identity library; empty = the user data dir "
+                            "(platformdirs: ~/.local/share/livecam/identities on Linux).")
+    min_face_px: int = knob(64, "Smallest face accepted in a source photo (face width, px); "
+                            "smaller faces are refused.", range=(16, 4096))
+    warn_face_px: int = knob(160, "Faces narrower than this (px) are accepted with a warning: "
+                             "they look blurry when swapped onto a larger live face.",
+                             range=(16, 4096))
+    warn_turn_deg: float = knob(20.0, "A source photo whose head is turned (yaw or pitch) more "
+                                "than this many degrees gets a warning (a 3/4 view leaves parts "
+                                "of the face uncovered).", range=(0.0, 90.0))
+    max_photo_megapixels: float = knob(100.0, "Photos larger than this are refused before "
+                                       "analysis (protects memory).", range=(1.0, 1000.0))
+    analysis_max_side_px: int = knob(2048, "Photos are scaled down to at most this side before "
+                                     "face detection.", range=(256, 16384))
+    texture_face_px: int = knob(384, "Face width the stored source texture is scaled to (at "
+                                "most); larger keeps detail for big live faces, costs memory.",
+                                range=(64, 2048))

@@ -1,0 +1,202 @@
+"""The classic swap of one face: warp, mask, colour, blend.
+
+:class:`ClassicFaceSwapper` is the per-face worker the swap stage calls. Per face and frame it
+does only what depends on the live face: one dense warp (``warp.py``), a mask built on the
+warp's coarse grid (face oval, minus the target's open mouth and, when asked, its eyes, minus
+the forehead when asked), a colour gain on the same grid, one upsample of each and one blend
+over the face box. Everything about the source was precomputed in :class:`SourceFace`.
+
+Only the pipeline thread calls :meth:`ClassicFaceSwapper.swap_into`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from livecam.config.swap import SwapConfig
+from livecam.swap import blend, colour, geometry
+from livecam.swap.mesh import MeshTopology
+from livecam.swap.source import SourceFace
+from livecam.swap.warp import DenseWarper, WarpResult
+
+FloatArray = npt.NDArray[np.float32]
+ImageBGR = npt.NDArray[np.uint8]
+
+# Brow points whose line the forehead-less mask cuts along (MediaPipe: mid right/left brow).
+_BROW_LINE = (105, 334)
+_FIXED = 4  # sub-pixel bits for cv2.fillPoly on the coarse grid
+
+
+@dataclass(frozen=True, slots=True)
+class FaceSwapInfo:
+    """What happened to one face (for logs, tests and the benchmark)."""
+
+    swapped: bool
+    fade: float  # 1 = fully swapped, 0 = faded out
+    kept_mouth: bool
+    kept_eyes: bool
+    source_sha256: str
+
+
+def smoothstep(edge0: float, edge1: float, x: float) -> float:
+    if edge1 <= edge0:
+        return 0.0 if x < edge0 else 1.0
+    t = min(max((x - edge0) / (edge1 - edge0), 0.0), 1.0)
+    return t * t * (3.0 - 2.0 * t)
+
+
+def uncovered_turn_deg(source: geometry.HeadPose, target: geometry.HeadPose) -> float:
+    """How far (degrees) the live face shows parts of the head the source photo does not.
+
+    A side of the face the source turns away from is foreshortened in its texture; the live
+    face needs it when it turns that side towards the camera. So a frontal source covers a
+    live face turned either way up to where the mesh itself gets unreliable (the ``|yaw| - 20``
+    term), while a source turned 40° left cannot cover a live face looking straight on.
+    Pitch has no trustworthy zero from the mesh alone, so only the pitch difference counts.
+    """
+    ys, yt = source.yaw_deg, target.yaw_deg
+    uncovered_yaw = max(max(0.0, ys) - max(0.0, yt), max(0.0, -ys) - max(0.0, -yt))
+    uncovered_pitch = abs(target.pitch_deg - source.pitch_deg)
+    return max(uncovered_yaw, uncovered_pitch, abs(yt) - 20.0)
+
+
+class ClassicFaceSwapper:
+    """Swaps one face at a time; holds only the topology, the warper and the config."""
+
+    def __init__(self, config: SwapConfig, topology: MeshTopology) -> None:
+        self.config = config
+        self.topology = topology
+        self.warper = DenseWarper(topology, step_px=config.grid_step_px)
+
+    def fade_for(self, source: SourceFace, pose: geometry.HeadPose) -> float:
+        """1 while the source photo covers the live face, falling smoothly to 0 at
+        ``fade_end_deg`` of "uncovered turn" (see :func:`uncovered_turn_deg`)."""
+        turn = uncovered_turn_deg(source.pose, pose)
+        return 1.0 - smoothstep(self.config.fade_start_deg, self.config.fade_end_deg, turn)
+
+    def swap_into(self, out_bgr: ImageBGR, target_bgr: ImageBGR, source: SourceFace,
+                  landmarks_xy: FloatArray, landmarks_z: FloatArray) -> FaceSwapInfo:
+        """Swap ``source`` onto the face with ``landmarks_xy`` (468+, 2) / ``landmarks_z``.
+
+        Reads the live picture from ``target_bgr`` and writes only ``out_bgr`` (same shape; it
+        may be the same array when the caller does not need the original any more).
+        """
+        cfg = self.config
+        xy = landmarks_xy[:468]
+        z = landmarks_z[:468]
+        pose = geometry.head_pose(xy, z)
+        fade = self.fade_for(source, pose)
+        info = FaceSwapInfo(False, fade, False, False, source.photo_sha256)
+        if fade <= 0.0:
+            return info
+        frame_hw = (int(target_bgr.shape[0]), int(target_bgr.shape[1]))
+        warp = self.warper.warp(source.mesh, xy, z, frame_hw)
+        if warp is None:
+            return info
+        face_w = max(geometry.face_width_px(xy), 8.0)
+        step = warp.step_px
+        mask, kept_mouth, kept_eyes = self._mask_coarse(warp, source, xy)
+        x1, y1, x2, y2 = warp.box_xyxy
+        size = (x2 - x1, y2 - y1)
+        target_box = target_bgr[y1:y2, x1:x2]
+        face = self._colour(warp, target_box, mask, face_w, size)
+        if cfg.blend == "seamless":
+            hard = np.asarray(cv2.resize(mask, size, interpolation=cv2.INTER_NEAREST), np.uint8)
+            erode = max(1, int(face_w * cfg.feather * 0.5))
+            hard = np.asarray(cv2.erode(hard, np.ones((erode, erode), np.uint8)), np.uint8)
+            face_u8 = np.clip(face, 0, 255).astype(np.uint8)
+            if fade < 1.0:
+                # Poisson blending has no opacity: mix the faded face first
+                face_u8 = np.asarray(cv2.addWeighted(face_u8, fade, target_box, 1.0 - fade, 0.0),
+                                     np.uint8)
+            blend.seamless_paste_into(out_bgr, face_u8, hard, warp.box_xyxy)
+        else:
+            feather_px = cfg.feather * face_w / step
+            alpha_coarse = blend.feather_mask(mask, erode_px=feather_px * 0.75 + 1.0,
+                                              blur_px=feather_px)
+            alpha = np.asarray(cv2.resize(alpha_coarse, size, interpolation=cv2.INTER_LINEAR),
+                               np.float32)
+            if fade < 1.0:
+                alpha *= fade
+            blend.paste_back_into(out_bgr, face, alpha, warp.box_xyxy)
+        return FaceSwapInfo(True, fade, kept_mouth, kept_eyes, source.photo_sha256)
+
+    def _grid(self, warp: WarpResult, points_xy: FloatArray) -> npt.NDArray[np.int32]:
+        x1, y1 = warp.box_xyxy[:2]
+        grid = (points_xy - np.array([x1, y1], np.float32) + 0.5) / warp.step_px - 0.5
+        return np.round(grid * (1 << _FIXED)).astype(np.int32)
+
+    def _mask_coarse(self, warp: WarpResult, source: SourceFace,
+                     xy: FloatArray) -> tuple[npt.NDArray[np.uint8], bool, bool]:
+        """Hard 0/255 mask on the coarse grid: face oval ∩ mesh, minus kept regions."""
+        cfg = self.config
+        topo = self.topology
+        mask = np.zeros(warp.coarse_shape, np.uint8)
+        cv2.fillPoly(mask, [self._grid(warp, xy[topo.face_oval])], (255,), cv2.LINE_8, _FIXED)
+        mask[warp.tri_id_coarse == 0] = 0
+        if not cfg.forehead:
+            self._cut_forehead(mask, warp, xy)
+        kept_mouth = False
+        if cfg.keep_mouth and geometry.mouth_openness(xy) > cfg.mouth_open_threshold:
+            kept_mouth = True
+            self._cut_loop(mask, warp, xy[topo.mouth_inner], cfg.mouth_size)
+        kept_eyes = False
+        if cfg.keep_eyes == "always":
+            kept_eyes = True
+        elif cfg.keep_eyes == "auto":
+            target_open = geometry.eye_openness(xy)
+            thr = cfg.eye_closed_threshold
+            kept_eyes = min(source.eyes_open) < thr <= max(target_open)
+        if kept_eyes:
+            for loop in (topo.eye_right, topo.eye_left):
+                self._cut_loop(mask, warp, xy[loop], 1.25)
+        return mask, kept_mouth, kept_eyes
+
+    def _cut_loop(self, mask: npt.NDArray[np.uint8], warp: WarpResult, loop_xy: FloatArray,
+                  scale: float) -> None:
+        centre = loop_xy.mean(axis=0)
+        grown = centre + (loop_xy - centre) * scale
+        cv2.fillPoly(mask, [self._grid(warp, grown)], (0,), cv2.LINE_8, _FIXED)
+
+    def _cut_forehead(self, mask: npt.NDArray[np.uint8], warp: WarpResult,
+                      xy: FloatArray) -> None:
+        """Zero everything above a line just over the eyebrows (follows head roll)."""
+        a, b = xy[_BROW_LINE[0]], xy[_BROW_LINE[1]]
+        along = b - a
+        length = float(np.linalg.norm(along))
+        if length < 1e-6:
+            return
+        along /= length
+        up = np.array([along[1], -along[0]], np.float32)  # image "up" for an upright face
+        if float(np.dot(up, xy[10] - xy[152])) < 0:  # make it point from chin to forehead
+            up = -up
+        lift = 0.12 * length
+        p, q = a + up * lift - along * length * 2, b + up * lift + along * length * 2
+        far = length * 10
+        quad = np.array([p, q, q + up * far, p + up * far], np.float32)
+        cv2.fillPoly(mask, [self._grid(warp, quad)], (0,), cv2.LINE_8, _FIXED)
+
+    def _colour(self, warp: WarpResult, target_box: ImageBGR, mask: npt.NDArray[np.uint8],
+                face_w: float, size: tuple[int, int]) -> npt.NDArray[np.float32]:
+        """The warped face, colour matched, as float32 (h, w, 3) over the box."""
+        cfg = self.config
+        warped = warp.warped_bgr
+        if cfg.colour == "none":
+            return warped.astype(np.float32)
+        wc, hc = warp.coarse_shape[1], warp.coarse_shape[0]
+        small_src = np.asarray(cv2.resize(warped, (wc, hc), interpolation=cv2.INTER_AREA),
+                               np.uint8)
+        small_tgt = np.asarray(cv2.resize(target_box, (wc, hc), interpolation=cv2.INTER_AREA),
+                               np.uint8)
+        weight = (mask > 0).astype(np.float32)
+        if cfg.colour == "meanstd":
+            scale, offset = colour.meanstd_transfer(small_src, small_tgt, weight)
+            return colour.apply_lab_affine(warped, scale, offset).astype(np.float32)
+        blur = cfg.colour_blur * face_w / warp.step_px
+        gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)
+        gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
+        return warped.astype(np.float32) * gain_full

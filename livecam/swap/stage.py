@@ -1,0 +1,156 @@
+"""The classic swap stage: every selected face gets its identity's face, warped and blended.
+
+Which identity a face gets is decided per frame from ``packet.state`` (so hotkeys and control
+commands switch it without a restart): a runtime per-track assignment first, then
+``swap.assign`` (people in order of appearance), then the active identity. ``bypass`` or no
+identity sends the frame through untouched. An identity that cannot be loaded (removed, cache
+damaged) is not fatal: frames go out unswapped and a log line says why, at most once per
+``swap.missing_log_interval_s``; the load is retried after that interval.
+
+Only the pipeline thread calls :meth:`ClassicSwapStage.process`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from livecam.config.swap import SwapConfig
+from livecam.errors import IdentityError
+from livecam.identity.model import Identity, IdentitySource
+from livecam.pipeline.stage import StageBase
+from livecam.swap import geometry
+from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
+from livecam.swap.mesh import MeshTopology
+from livecam.swap.source import SourceFace, nearest_pose
+from livecam.types import Packet
+
+log = logging.getLogger(__name__)
+
+_MAX_REMEMBERED_TRACKS = 4096
+
+
+def source_faces(identity: Identity, topology: MeshTopology,
+                 mirror_fill: bool = False) -> tuple[SourceFace, ...]:
+    """Precompute the swap's per-photo data for every photo of ``identity``."""
+    return tuple(
+        SourceFace.build(photo_sha256=p.sha256, texture_bgr=p.texture_bgr,
+                         landmarks_xy=p.landmarks_xy, landmarks_z=p.landmarks_z,
+                         topology=topology, mirror_fill=mirror_fill)
+        for p in identity.photos
+    )
+
+
+class ClassicSwapStage(StageBase):
+    """Swaps the faces of each packet (needs ``faces.landmarks_xy`` from the analysis stages).
+
+    ``identities`` loads an identity by name (an :class:`~livecam.identity.IdentityLibrary` or
+    :class:`~livecam.identity.IdentityCollection`). ``clock`` returns seconds (injectable so
+    tests can check the rate limit without sleeping).
+    """
+
+    name = "swap"
+
+    def __init__(self, config: SwapConfig, identities: IdentitySource, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.identities = identities
+        self._clock = clock
+        self._swapper: ClassicFaceSwapper | None = None
+        self._loaded: dict[str, tuple[SourceFace, ...]] = {}
+        self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, why)
+        self._last_log: dict[str, float] = {}
+        self._appearance: dict[int, int] = {}
+        self.last_infos: tuple[FaceSwapInfo, ...] = ()
+
+    def open(self) -> None:
+        if self._swapper is None:
+            from livecam.swap.mesh import build_topology
+
+            self._swapper = ClassicFaceSwapper(self.config, build_topology())
+
+    def close(self) -> None:
+        self._swapper = None
+        self._loaded.clear()
+        self._failed.clear()
+
+    def _identity_for(self, packet: Packet, track_id: int) -> str | None:
+        state = packet.state
+        for tid, name in state.track_identities:
+            if tid == track_id:
+                return name
+        if self.config.assign and track_id >= 0:
+            order = self._appearance.get(track_id)
+            if order is None and len(self._appearance) < _MAX_REMEMBERED_TRACKS:
+                order = self._appearance[track_id] = len(self._appearance)
+            if order is not None and order < len(self.config.assign):
+                return self.config.assign[order]
+        return state.active_identity
+
+    def _warn(self, key: str, message: str) -> None:
+        now = self._clock()
+        last = self._last_log.get(key)
+        if last is None or now - last >= self.config.missing_log_interval_s:
+            self._last_log[key] = now
+            log.warning("%s", message)
+
+    def _faces_of(self, name: str) -> tuple[SourceFace, ...] | None:
+        cached = self._loaded.get(name)
+        if cached is not None:
+            return cached
+        failed = self._failed.get(name)
+        now = self._clock()
+        if failed is None or now - failed[0] >= self.config.missing_log_interval_s:
+            assert self._swapper is not None
+            try:
+                faces = source_faces(self.identities.load(name), self._swapper.topology,
+                                     self.config.mirror_fill)
+            except IdentityError as exc:
+                self._failed[name] = (now, str(exc))
+            else:
+                self._failed.pop(name, None)
+                self._loaded[name] = faces
+                log.info("identity %s loaded (%d photo(s))", name, len(faces))
+                return faces
+        why = self._failed[name][1]
+        self._warn(f"missing:{name}", f"identity {name!r} is unavailable, frames go out "
+                   f"unswapped: {why}")
+        return None
+
+    def process(self, packet: Packet) -> Packet:
+        if self._swapper is None:
+            raise RuntimeError("ClassicSwapStage.process called before open()")
+        faces = packet.faces
+        self.last_infos = ()
+        if packet.state.bypass or len(faces) == 0:
+            return packet
+        if not faces.has_landmarks:
+            self._warn("no-landmarks", "faces arrive without a face mesh; the classic swap "
+                       "needs the analysis stages' landmarks (frames go out unswapped)")
+            return packet
+        target = packet.image_bgr
+        out: np.ndarray | None = None
+        infos = []
+        has_z = faces.landmarks_z.ndim == 2 and faces.landmarks_z.shape[0] == len(faces)
+        for i in range(len(faces)):
+            name = self._identity_for(packet, int(faces.track_ids[i]))
+            if name is None:
+                continue
+            choices = self._faces_of(name)
+            if choices is None:
+                continue
+            xy = faces.landmarks_xy[i]
+            z = faces.landmarks_z[i] if has_z else np.zeros(len(xy), np.float32)
+            source = choices[0]
+            if len(choices) > 1:
+                source = nearest_pose(choices, geometry.head_pose(xy[:468], z[:468]))
+            if out is None:
+                out = target.copy()  # stages never write into their input
+            infos.append(self._swapper.swap_into(out, target, source, xy, z))
+        self.last_infos = tuple(infos)
+        if out is None:
+            return packet
+        return packet.with_fields(image_bgr=out)

@@ -1,0 +1,200 @@
+"""Piecewise-affine warp of a source face texture onto a target mesh: one dense map, one remap.
+
+Per frame, for one face: the affine map of every triangle (target -> source) is solved in one
+vectorised step, a triangle-id image of the face box is rasterised on a coarse grid (painter's
+order by depth, so a turned head hides its far side instead of folding over), the map is
+evaluated per grid point, upsampled bilinearly (exact for a piecewise-linear map except along
+triangle edges, where it stays continuous) and applied with ONE ``cv2.remap``. A per-triangle
+``warpAffine`` gives the same picture several times slower.
+
+Only the pipeline thread calls :meth:`DenseWarper.warp`; the warper keeps no per-frame state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from livecam.swap.mesh import MeshTopology
+
+FloatArray = npt.NDArray[np.float32]
+ImageBGR = npt.NDArray[np.uint8]
+
+_SUBPIXEL_BITS = 4  # fillConvexPoly fixed-point bits: 1/16 px vertex precision
+
+
+@dataclass(frozen=True)
+class SourceMesh:
+    """A source face ready to warp, built once per photo (see ``livecam.identity``).
+
+    - ``texture_bgr``: (h, w, 3) uint8 crop of the photo around the face.
+    - ``landmarks_xy``: (468, 2) float32, pixels in ``texture_bgr``.
+    - ``tri_xy``: (T, 3, 2) float32 triangle corners in ``texture_bgr`` (gathered once).
+    - ``tri_area2``: (T,) float32 twice the signed area of each source triangle.
+    """
+
+    texture_bgr: ImageBGR
+    landmarks_xy: FloatArray
+    tri_xy: FloatArray
+    tri_area2: FloatArray
+
+    @classmethod
+    def build(cls, texture_bgr: ImageBGR, landmarks_xy: FloatArray,
+              topology: MeshTopology) -> SourceMesh:
+        tri = landmarks_xy[topology.triangles].astype(np.float32)
+        return cls(texture_bgr=texture_bgr, landmarks_xy=landmarks_xy.astype(np.float32),
+                   tri_xy=tri, tri_area2=_area2(tri))
+
+
+def _area2(tri_xy: FloatArray) -> FloatArray:
+    e1 = tri_xy[:, 1] - tri_xy[:, 0]
+    e2 = tri_xy[:, 2] - tri_xy[:, 0]
+    return (e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class WarpResult:
+    """The source texture warped onto the target face box.
+
+    - ``box_xyxy``: (x1, y1, x2, y2) ints, the warped region in frame pixels (inside the frame).
+    - ``warped_bgr``: (y2-y1, x2-x1, 3) uint8.
+    - ``tri_id_coarse``: (hc, wc) int32 triangle index + 1 per coarse grid point (0 = outside).
+    - ``step_px``: coarse grid spacing; coarse point (i, j) sits at frame pixel
+      ``(x1 + (j + 0.5) * step - 0.5, y1 + (i + 0.5) * step - 0.5)``, so ``cv2.resize`` with
+      ``INTER_LINEAR`` upsamples coarse images onto the box exactly.
+    """
+
+    box_xyxy: tuple[int, int, int, int]
+    warped_bgr: ImageBGR
+    tri_id_coarse: npt.NDArray[np.int32]
+    step_px: int
+
+    @property
+    def coarse_shape(self) -> tuple[int, int]:
+        return self.tri_id_coarse.shape[0], self.tri_id_coarse.shape[1]
+
+    @property
+    def full_shape(self) -> tuple[int, int]:
+        return self.warped_bgr.shape[0], self.warped_bgr.shape[1]
+
+
+def face_box(landmarks_xy: FloatArray, frame_hw: tuple[int, int], step_px: int,
+             margin: float = 0.04) -> tuple[int, int, int, int] | None:
+    """The mesh's bounding box (plus a margin), clipped to the frame, sized to whole grid steps.
+
+    Returns None when less than one grid cell of the face is inside the frame.
+    """
+    h, w = frame_hw
+    lo = landmarks_xy.min(axis=0)
+    hi = landmarks_xy.max(axis=0)
+    pad = (hi - lo) * margin + 2.0
+    x1 = max(int(np.floor(lo[0] - pad[0])), 0)
+    y1 = max(int(np.floor(lo[1] - pad[1])), 0)
+    x2 = min(int(np.ceil(hi[0] + pad[0])), w)
+    y2 = min(int(np.ceil(hi[1] + pad[1])), h)
+    # whole grid steps so the coarse grid upsamples exactly; shrink rather than leave the frame
+    x2 = x1 + (x2 - x1) // step_px * step_px
+    y2 = y1 + (y2 - y1) // step_px * step_px
+    if x2 - x1 < step_px * 2 or y2 - y1 < step_px * 2:
+        return None
+    return x1, y1, x2, y2
+
+
+class DenseWarper:
+    """Warps a :class:`SourceMesh` onto target landmarks (see the module docstring).
+
+    ``step_px`` is the coarse-grid spacing: 1 rasterises every pixel, 2-4 is several times
+    cheaper and differs from it only within a pixel or two of triangle edges.
+    """
+
+    def __init__(self, topology: MeshTopology, *, step_px: int = 2) -> None:
+        if step_px < 1:
+            raise ValueError(f"step_px must be >= 1, got {step_px}")
+        self.topology = topology
+        self.step_px = step_px
+
+    def affines(self, source: SourceMesh, target_tri_xy: FloatArray) -> FloatArray:
+        """(T, 2, 3) float32 affine maps, target pixel -> source pixel, one per triangle.
+
+        Degenerate target triangles (a closed eye's hole fill) get the identity; they cover no
+        grid point, so it is never used.
+        """
+        t0 = target_tri_xy[:, 0]
+        et = np.stack([target_tri_xy[:, 1] - t0, target_tri_xy[:, 2] - t0], axis=2)  # (T,2,2)
+        es = np.stack([source.tri_xy[:, 1] - source.tri_xy[:, 0],
+                       source.tri_xy[:, 2] - source.tri_xy[:, 0]], axis=2)
+        det = et[:, 0, 0] * et[:, 1, 1] - et[:, 0, 1] * et[:, 1, 0]
+        ok = np.abs(det) > 1e-6
+        safe = np.where(ok, det, 1.0)
+        inv = np.empty_like(et)
+        inv[:, 0, 0] = et[:, 1, 1] / safe
+        inv[:, 0, 1] = -et[:, 0, 1] / safe
+        inv[:, 1, 0] = -et[:, 1, 0] / safe
+        inv[:, 1, 1] = et[:, 0, 0] / safe
+        lin = np.einsum("tij,tjk->tik", es, inv)
+        lin[~ok] = np.eye(2, dtype=np.float32)
+        off = source.tri_xy[:, 0] - np.einsum("tij,tj->ti", lin, t0)
+        return np.concatenate([lin, off[:, :, None]], axis=2).astype(np.float32)
+
+    def warp(self, source: SourceMesh, landmarks_xy: FloatArray, landmarks_z: FloatArray,
+             frame_hw: tuple[int, int]) -> WarpResult | None:
+        """Warp ``source`` onto a face with ``landmarks_xy`` (468, 2) / ``landmarks_z`` (468,).
+
+        Returns None when the face is (almost) entirely outside a frame of ``frame_hw``.
+        """
+        step = self.step_px
+        box = face_box(landmarks_xy, frame_hw, step)
+        if box is None:
+            return None
+        x1, y1, x2, y2 = box
+        wc, hc = (x2 - x1) // step, (y2 - y1) // step
+        tris = self.topology.triangles
+        target_tri = landmarks_xy[tris]  # (T,3,2)
+        area2 = _area2(target_tri)
+        # a triangle whose winding flips against the source's faces away from the camera
+        visible = (area2 * source.tri_area2 > 0) & (np.abs(area2) > 1e-3)
+        depth = landmarks_z[tris].mean(axis=1)
+        order = np.argsort(-depth[visible], kind="stable")  # far first, near ones paint over
+        draw_ids = np.flatnonzero(visible)[order]
+        # triangle corners on the coarse grid, in fixed point for sub-pixel accurate fills
+        scale = float(1 << _SUBPIXEL_BITS)
+        grid_xy = (target_tri - np.array([x1, y1], np.float32) + 0.5) / step - 0.5
+        grid_fixed = np.round(grid_xy * scale).astype(np.int32)
+        tri_id = np.zeros((hc, wc), np.int32)
+        fill = cv2.fillConvexPoly
+        for t in draw_ids.tolist():
+            fill(tri_id, grid_fixed[t], t + 1, cv2.LINE_8, _SUBPIXEL_BITS)
+        table = np.empty((len(tris) + 1, 2, 3), np.float32)
+        table[1:] = self.affines(source, target_tri)
+        table[0] = _similarity(landmarks_xy, source.landmarks_xy)  # outside the mesh
+        coeff = table[tri_id]  # (hc, wc, 2, 3)
+        xs = (x1 + (np.arange(wc, dtype=np.float32) + 0.5) * step - 0.5)[None, :]
+        ys = (y1 + (np.arange(hc, dtype=np.float32) + 0.5) * step - 0.5)[:, None]
+        map_x = coeff[..., 0, 0] * xs + coeff[..., 0, 1] * ys + coeff[..., 0, 2]
+        map_y = coeff[..., 1, 0] * xs + coeff[..., 1, 1] * ys + coeff[..., 1, 2]
+        if step > 1:
+            size = (x2 - x1, y2 - y1)
+            map_x = cv2.resize(map_x, size, interpolation=cv2.INTER_LINEAR)
+            map_y = cv2.resize(map_y, size, interpolation=cv2.INTER_LINEAR)
+        warped = np.asarray(cv2.remap(source.texture_bgr, map_x, map_y, cv2.INTER_LINEAR,
+                                      borderMode=cv2.BORDER_REPLICATE), np.uint8)
+        return WarpResult(box_xyxy=box, warped_bgr=warped, tri_id_coarse=tri_id, step_px=step)
+
+
+def _similarity(target_xy: FloatArray, source_xy: FloatArray) -> FloatArray:
+    """Least-squares similarity target -> source: the map used just outside the mesh."""
+    t = target_xy[::4].astype(np.float64)
+    s = source_xy[::4].astype(np.float64)
+    tm, sm = t.mean(axis=0), s.mean(axis=0)
+    tc, sc = t - tm, s - sm
+    denom = float((tc**2).sum())
+    if denom < 1e-9:
+        return np.array([[1, 0, 0], [0, 1, 0]], np.float32)
+    a = float((tc * sc).sum()) / denom  # scale * cos
+    b = float((tc[:, 0] * sc[:, 1] - tc[:, 1] * sc[:, 0]).sum()) / denom  # scale * sin
+    lin = np.array([[a, -b], [b, a]])
+    off = sm - lin @ tm
+    return np.concatenate([lin, off[:, None]], axis=1).astype(np.float32)

@@ -1,0 +1,90 @@
+"""Judge identity transfer of the classic swap with an independent recognizer (dlib ResNet).
+
+Every ordered pair of 8 real faces that ship offline (astronaut, six people in insightface's
+t1.jpg, Tom Hanks) is swapped, for each blend mode; the swapped face should be closer to the
+source than to the target person. Prints a table, writes JSON and (with --grid) a before/after
+grid PNG.
+
+    python scripts/judge_swap.py --json judge.json --grid docs/classic-swap-grid.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from livecam.config.swap import SwapConfig
+from livecam.swap.classic import ClassicFaceSwapper
+from livecam.swap.mesh import build_topology
+from livecam.testing.face_judge import FaceJudge
+from livecam.testing.swap_eval import judge_pairs, real_faces, source_from, summarise, swap_pair
+
+
+def face_tile(image: np.ndarray, xy: np.ndarray, size: int) -> np.ndarray:
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    c = (lo + hi) / 2
+    half = max(hi - lo) * 0.75
+    m = np.array([[size / (2 * half), 0, size / 2 - c[0] * size / (2 * half)],
+                  [0, size / (2 * half), size / 2 - c[1] * size / (2 * half)]], np.float32)
+    return cv2.warpAffine(image, m, (size, size), flags=cv2.INTER_AREA,
+                          borderMode=cv2.BORDER_REPLICATE)
+
+
+def grid(config: SwapConfig, faces: list, topology, size: int = 112) -> np.ndarray:
+    """Rows = targets, columns = sources; first column/row = the originals."""
+    swapper = ClassicFaceSwapper(config, topology)
+    sources = [source_from(f, topology) for f in faces]
+    n = len(faces)
+    canvas = np.full(((n + 1) * size, (n + 1) * size, 3), 255, np.uint8)
+    for i, f in enumerate(faces):
+        canvas[0:size, (i + 1) * size:(i + 2) * size] = face_tile(f.image_bgr, f.landmarks_xy,
+                                                                  size)
+    for j, t in enumerate(faces):
+        y = (j + 1) * size
+        canvas[y:y + size, 0:size] = face_tile(t.image_bgr, t.landmarks_xy, size)
+        for i, s in enumerate(sources):
+            if i == j:
+                continue
+            out = swap_pair(swapper, s, t)
+            canvas[y:y + size, (i + 1) * size:(i + 2) * size] = face_tile(out, t.landmarks_xy,
+                                                                          size)
+    return canvas
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--grid", type=Path, help="write a before/after grid PNG here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    faces = real_faces()
+    topology = build_topology()
+    judge = FaceJudge()
+    report: dict = {"faces": [f.label for f in faces], "modes": {}}
+    print(f"{'blend':10} {'pairs':>5} {'closer to source':>17} {'mean d(source)':>15} "
+          f"{'mean d(target)':>15}")
+    for mode in ("feather", "seamless"):
+        config = replace(SwapConfig(), blend=mode)
+        results = judge_pairs(config, faces, topology, judge)
+        summary = summarise(results)
+        report["modes"][mode] = {"summary": summary, "pairs": [asdict(r) for r in results]}
+        print(f"{mode:10} {int(summary['pairs']):>5} {summary['closer_to_source']:>17.3f} "
+              f"{summary['mean_d_source']:>15.3f} {summary['mean_d_target']:>15.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    if args.grid:
+        feather = grid(replace(SwapConfig(), blend="feather"), faces, topology)
+        cv2.imwrite(str(args.grid), feather)
+        print(f"grid written to {args.grid} (rows: targets, columns: sources)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
