@@ -74,11 +74,12 @@ class Running:
 
 
 def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
-                  input_spec: str = "synthetic:160x120") -> Running:
+                  input_spec: str = "synthetic:160x120", output_spec: str = "null",
+                  stages: list[Any] | None = None) -> Running:
     control = dataclasses.replace(config.control, api_address="127.0.0.1:0",
                                   status_push_interval_s=0.1)
     config = dataclasses.replace(config, control=control)
-    app = build_app(config, input_spec=input_spec, output_spec="null",
+    app = build_app(config, input_spec=input_spec, output_spec=output_spec, stages=stages,
                     state=RuntimeState(identities=catalog.names()))
     token_file = tmp_path / "cfg" / "api-token"
     server = ControlServer(target=app, catalog=catalog, token_file=token_file, config=control,
