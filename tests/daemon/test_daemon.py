@@ -119,3 +119,31 @@ def test_frames_arrive_as_sent(new_daemon: Callable[[], Daemon]) -> None:
     # the synthetic pattern moves, so consecutive new frames differ
     diffs = [np.abs(a.astype(int) - b).mean() for a, b in itertools.pairwise(frames[5:16])]
     assert max(diffs) > 1
+
+
+def test_sighup_picks_up_a_newly_added_identity(new_daemon: Callable[[], Daemon],
+                                                astronaut_bgr: np.ndarray) -> None:
+    from livecam.identity.library import IdentityLibrary
+
+    d = new_daemon().start(*SYNTHETIC)
+    d.wait_ready()
+    assert d.status()["identities"] == []
+    assert d.ctl("select", "astro", check=False).returncode == 2
+    photo = d.root / "astronaut.png"
+    cv2.imwrite(str(photo), astronaut_bgr)
+    # the daemon's library: XDG_DATA_HOME/livecam/identities, as `livecam identity add` uses
+    IdentityLibrary(d.root / "data" / "livecam" / "identities").add("astro", [photo],
+                                                                    force=True)
+    assert d.status()["identities"] == []  # not before the reload
+    assert d.proc is not None
+    t0 = time.perf_counter()
+    d.proc.send_signal(signal.SIGHUP)
+    while d.status()["identities"] != ["astro"]:
+        assert time.perf_counter() - t0 < 20, "SIGHUP did not reload the identity library"
+        time.sleep(0.1)
+    print(f"SIGHUP -> identity listed: {time.perf_counter() - t0:.2f} s (includes ctl start-up)")
+    assert d.ctl("select", "astro").stdout.strip() == "identity: astro  bypass: off"
+    assert d.proc.poll() is None  # still running, still sending
+    sent = d.status()["frames"]["sent"]
+    time.sleep(0.5)
+    assert d.status()["frames"]["sent"] > sent
