@@ -210,10 +210,11 @@ class TorchEngine(EngineBase):
         side.wait_stream(torch.cuda.current_stream(self._device))
         with torch.cuda.stream(side):
             for _ in range(2):  # let cuDNN pick its algorithms before capture
-                self._module(*static_inputs)
+                with self._module.recording_host_values() as host_values:
+                    self._module(*static_inputs)
         torch.cuda.current_stream(self._device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with self._module.replaying_host_values(host_values), torch.cuda.graph(graph):
             static_outputs = self._module(*static_inputs)
         captured = _Captured(graph, static_inputs, tuple(static_outputs))
         self._graphs[key] = captured

@@ -18,6 +18,8 @@ breaks beside the torch builds we run on. The executor is a plain ``torch.nn.Mod
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,9 @@ class OnnxGraphModule(torch.nn.Module):
                 f"the torch engine cannot run ops {', '.join(missing)} of graph {graph.name!r}; "
                 "use engine.backend: onnxruntime for this model")
         raw = self._fold(graph, consts)
+        # device->host reads (data-dependent shapes) of one eager run, for CUDA-graph capture
+        self._host_record: dict[tuple[int, int], torch.Tensor] | None = None
+        self._host_replay: dict[tuple[int, int], torch.Tensor] | None = None
         self._consts_cpu = self._used_consts(raw, consts)
         self._nodes = self._place(raw)
         self._buffer_names: dict[str, str] = {}
@@ -154,6 +159,27 @@ class OnnxGraphModule(torch.nn.Module):
             nodes.append(_Node(op, inputs, outputs, attrs, host, tuple(frees.get(i, ()))))
         return nodes
 
+    @contextmanager
+    def recording_host_values(self) -> Iterator[dict[tuple[int, int], torch.Tensor]]:
+        """Remember every device->host read of the runs inside the block (see
+        :meth:`replaying_host_values`)."""
+        record: dict[tuple[int, int], torch.Tensor] = {}
+        self._host_record = record
+        try:
+            yield record
+        finally:
+            self._host_record = None
+
+    @contextmanager
+    def replaying_host_values(self, record: dict[tuple[int, int], torch.Tensor]) -> Iterator[None]:
+        """Use recorded host values instead of reading the device: a CUDA graph cannot capture
+        a device->host copy. Valid only for inputs of the shapes the record was made with."""
+        self._host_replay = record
+        try:
+            yield
+        finally:
+            self._host_replay = None
+
     @property
     def device(self) -> torch.device:
         for buf in self.buffers():
@@ -169,11 +195,11 @@ class OnnxGraphModule(torch.nn.Module):
         env: dict[str, torch.Tensor] = {}
         for name, tensor in zip(self.input_names, inputs, strict=True):
             env[name] = tensor.to(self.float_dtype) if tensor.dtype.is_floating_point else tensor
-        for node in self._nodes:
+        for index, node in enumerate(self._nodes):
             host_pos = HOST_INPUTS.get(node.op, frozenset())
             args: list[Any] = []
             for pos, name in enumerate(node.inputs):
-                args.append(self._arg(node, pos, name, env, host_pos, device))
+                args.append(self._arg(index, node, pos, name, env, host_pos, device))
             values = OPS[node.op](args, node.attrs, _HOST_CTX if node.host else ctx)
             for out, value in zip(node.outputs, values, strict=False):
                 env[out] = value
@@ -181,15 +207,23 @@ class OnnxGraphModule(torch.nn.Module):
                 env.pop(name, None)
         return tuple(self._output(name, env, device) for name in self.output_names)
 
-    def _arg(self, node: _Node, pos: int, name: str, env: dict[str, torch.Tensor],
+    def _arg(self, index: int, node: _Node, pos: int, name: str, env: dict[str, torch.Tensor],
              host_pos: frozenset[int], device: torch.device) -> torch.Tensor | None:
         if not name:
             return None
         if name in env:
             value = env[name]
             if node.host or pos in host_pos:
-                # a data-dependent shape: reading it waits on the device (not graph-capturable)
-                return value if value.device.type == "cpu" else value.cpu()
+                if value.device.type == "cpu":
+                    return value
+                # a data-dependent shape: reading it waits on the device, so under CUDA-graph
+                # capture the value recorded in an eager run of the same shapes is used
+                if self._host_replay is not None:
+                    return self._host_replay[(index, pos)]
+                host = value.cpu()
+                if self._host_record is not None:
+                    self._host_record[(index, pos)] = host
+                return host
             if value.device != device:  # a host value used as data (rare): move it once
                 value = value.to(device)
                 if value.dtype.is_floating_point:

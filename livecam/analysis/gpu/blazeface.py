@@ -105,7 +105,10 @@ class BlazeFaceDetector(nn.Module):
         batch, height, width, _ = images_bhwc_bgr.shape
         device = images_bhwc_bgr.device
         side = float(max(height, width))
-        center = torch.tensor([[width / 2.0, height / 2.0]], device=device).expand(batch, 2)
+        # filled on the device (no host->device copy), so a CUDA graph can capture this
+        center = torch.empty((batch, 2), device=device)
+        center[:, 0] = width / 2.0
+        center[:, 1] = height / 2.0
         size = torch.full((batch, 2), side, device=device)
         grid = rotated_rect_grid(center, size, torch.zeros(batch, device=device),
                                  self.input_size_px)
@@ -143,8 +146,9 @@ class BlazeFaceDetector(nn.Module):
             iterations=self.nms_iterations)
         # Letterbox: the square ROI of side max(H, W) is centred on the frame.
         side = float(max(height, width))
-        offset = torch.tensor([(width - side) / 2.0, (height - side) / 2.0],
-                              device=boxes.device)
+        offset = torch.empty(2, device=boxes.device)  # filled on the device: graph-capturable
+        offset[0] = (width - side) / 2.0
+        offset[1] = (height - side) / 2.0
         boxes_px = out_boxes.reshape(batch, -1, 2, 2) * side + offset
         points_px = out_points.reshape(batch, -1, NUM_KEYPOINTS, 2) * side + offset
         mask = out_valid[..., None].float()

@@ -54,7 +54,10 @@ def sample_bilinear_u8(images_bhwc: torch.Tensor, image_index: torch.Tensor, gri
     x0 = x0f.long()
     y0 = y0f.long()
     flat = images_bhwc.reshape(-1)
-    channels = torch.tensor(channel_order, device=images_bhwc.device, dtype=torch.long)
+    # filled on the device (no host->device copy), so a CUDA graph can capture this
+    channels = torch.empty(len(channel_order), device=images_bhwc.device, dtype=torch.long)
+    for i, c in enumerate(channel_order):
+        channels[i] = c
     base = image_index.long()[:, None, None] * (height * width)
 
     def tap(xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
