@@ -1,0 +1,129 @@
+"""insightface's paste-back (``INSwapper.get(paste_back=True)``) on tensors, static shapes.
+
+The CPU twin is :func:`livecam.swap.neural.paste_back`: warp a white crop into the frame,
+threshold it (> 20 -> 255), erode it with a k1 x k1 square and Gaussian-blur it with a
+(2 k2 + 1) kernel, where k1 = max(size // 10, 10), k2 = max(size // 20, 5) and ``size`` is the
+geometric mean of the mask's bounding box; then ``alpha * face + (1 - alpha) * frame``,
+truncated to uint8. Kernel sizes depend on the face size, which a CUDA graph cannot have as a
+shape, so:
+
+- the threshold region is computed analytically: a bilinear white square sampled at crop
+  coordinates (u, v) is 255 * cov(u) * cov(v) with cov(t) = clamp(min(t + 1, s - t), 0, 1);
+- erosion of that convex region by a box is exact from the box's four corners (a box lies in a
+  convex set iff its corners do); the region's thin fringe (values <= 20, one pixel wide)
+  is taken as 0, which changes alpha by < 0.1 at most on that one-pixel band before blurring;
+- the Gaussian is a separable convolution with per-face weights of a fixed maximum length,
+  zero beyond each face's own radius, built on the device from the measured size.
+
+All of it runs on a ``window_px`` square around each face (see ``livecam.swap.gpu.blend``).
+Any thread that owns the tensors; no host syncs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from livecam.swap.gpu.blend import window_origins
+from livecam.swap.gpu.warp import affine_grid_px, sample_bilinear_hwc
+
+_SUBPIXEL_STEPS = 32.0
+
+
+def _white_value(coords: torch.Tensor, size: int) -> torch.Tensor:
+    """Bilinear sample of a white (255) size x size image with a zero border at crop coords."""
+    pos = torch.round(coords * _SUBPIXEL_STEPS) / _SUBPIXEL_STEPS
+    cov = torch.minimum(pos + 1.0, size - pos).clamp(0.0, 1.0)
+    return 255.0 * cov[..., 0] * cov[..., 1]
+
+
+def gaussian_weights(ksize: torch.Tensor, max_ksize: int) -> torch.Tensor:
+    """(N, max_ksize) float32 centred Gaussian taps of OpenCV's ``getGaussianKernel(ksize, 0)``
+    for odd per-face ``ksize`` (N,) (sigma = 0.3 ((ksize - 1) / 2 - 1) + 0.8), zero-padded."""
+    half = max_ksize // 2
+    x = torch.arange(-half, half + 1, device=ksize.device, dtype=torch.float64)[None, :]
+    k = ksize.double()[:, None]
+    sigma = 0.3 * ((k - 1.0) * 0.5 - 1.0) + 0.8
+    w = torch.exp(-(x * x) / (2.0 * sigma * sigma)) * (x.abs() <= (k - 1.0) / 2.0).double()
+    return (w / w.sum(dim=1, keepdim=True)).float()
+
+
+def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
+                       faces_nhwc: torch.Tensor, matrix_2x3: torch.Tensor,
+                       face_valid: torch.Tensor, *, window_px: int) -> torch.Tensor:
+    """Paste N swapped crops into their frames in place, as insightface does; returns frames.
+
+    - ``frames_bhwc_u8`` (B, H, W, 3) uint8 BGR, written in place, faces one after the other.
+    - ``frame_index`` (N,) int64; ``face_valid`` (N,) bool (False: the slot is padding and
+      leaves the frame untouched).
+    - ``faces_nhwc`` (N, s, s, 3) float BGR with integer values 0..255 (the uint8 model output).
+    - ``matrix_2x3`` (N, 2, 3) frame px -> crop px.
+
+    Also returns nothing about clipping; use :func:`mask_fits_window` for that.
+    """
+    batch, height, width, _ = frames_bhwc_u8.shape
+    n, size = faces_nhwc.shape[0], faces_nhwc.shape[1]
+    win = min(window_px, height, width)
+    origin = window_origins(matrix_2x3, size, win, height, width)
+    grid = affine_grid_px(matrix_2x3, win, win, origin)  # (N, win, win, 2) crop coords
+    crop_index = torch.arange(n, device=faces_nhwc.device)
+    fake = sample_bilinear_hwc(faces_nhwc, crop_index, grid, border="constant",
+                               round_uint8=True)
+    inside = _white_value(grid, size) > 20.0  # the "== 255" set after thresholding
+    # size of the mask: sqrt of its bounding box (pixel-index extents, as np.where gives)
+    ys = torch.arange(win, device=grid.device, dtype=torch.float32)[None, :, None].expand_as(
+        inside)
+    xs = torch.arange(win, device=grid.device, dtype=torch.float32)[None, None, :].expand_as(
+        inside)
+    big = float(win * 4)
+    y_lo = torch.where(inside, ys, big).amin(dim=(1, 2))
+    y_hi = torch.where(inside, ys, -big).amax(dim=(1, 2))
+    x_lo = torch.where(inside, xs, big).amin(dim=(1, 2))
+    x_hi = torch.where(inside, xs, -big).amax(dim=(1, 2))
+    extent = ((y_hi - y_lo).clamp(min=0) * (x_hi - x_lo).clamp(min=0)).double()
+    mask_size = torch.floor(torch.sqrt(extent))
+    k1 = torch.clamp(torch.floor(mask_size / 10), min=10)
+    k2 = torch.clamp(torch.floor(mask_size / 20), min=5)
+    # erosion by a k1 x k1 box anchored at k1 // 2: corners at offsets lo and hi
+    lo = -torch.floor(k1 / 2).float()
+    hi = (k1 - 1).float() + lo
+    m = matrix_2x3.float()
+    lin = m[:, :, :2]
+
+    def corner_inside(dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        shift = torch.stack((lin[:, 0, 0] * dx + lin[:, 0, 1] * dy,
+                             lin[:, 1, 0] * dx + lin[:, 1, 1] * dy), dim=-1)
+        return _white_value(grid + shift[:, None, None, :], size) > 20.0
+
+    eroded = (corner_inside(lo, lo) & corner_inside(hi, lo) & corner_inside(lo, hi)
+              & corner_inside(hi, hi)).float() * 255.0
+    max_k2 = max(5, win // 20 + 1)
+    max_ksize = 2 * max_k2 + 1
+    taps = gaussian_weights(2 * k2 + 1, max_ksize)  # (N, K)
+    pad = max_ksize // 2
+    blurred = F.conv2d(eroded[None], taps[:, None, :, None], padding=(pad, 0), groups=n)
+    blurred = F.conv2d(blurred, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
+    alpha = (blurred / 255.0 * face_valid[:, None, None].float())[..., None]
+    flat = frames_bhwc_u8.reshape(batch * height * width, 3)
+    yy = torch.arange(win, device=flat.device)[None, :, None]
+    xx = torch.arange(win, device=flat.device)[None, None, :]
+    pixel = (frame_index.long()[:, None, None] * (height * width)
+             + (origin[:, 1, None, None] + yy) * width + origin[:, 0, None, None] + xx)
+    for i in range(n):
+        idx = pixel[i].reshape(-1)
+        roi = flat[idx].float()
+        a = alpha[i].reshape(-1, 1)
+        merged = a * fake[i].reshape(-1, 3) + (1.0 - a) * roi
+        flat[idx] = merged.clamp(0.0, 255.0).to(torch.uint8)  # truncates, like astype
+    return frames_bhwc_u8
+
+
+def mask_fits_window(matrix_2x3: torch.Tensor, size_px: int, window_px: int) -> torch.Tensor:
+    """(N,) bool: the crop's footprint in the frame fits in a ``window_px`` square, so the GPU
+    paste-back equals the CPU one for that face (it is cut at the window otherwise)."""
+    from livecam.swap.gpu.warp import invert_affine
+
+    inv = invert_affine(matrix_2x3.double()).float()
+    lin = inv[:, :, :2].abs()
+    span = lin.sum(dim=-1) * float(size_px)  # (N, 2): bbox width/height of the rotated square
+    return (span.amax(dim=-1) + 2.0) <= float(window_px)
