@@ -107,8 +107,8 @@ class BlazeFaceDetector(nn.Module):
         side = float(max(height, width))
         # filled on the device (no host->device copy), so a CUDA graph can capture this
         center = torch.empty((batch, 2), device=device)
-        center[:, 0] = width / 2.0
-        center[:, 1] = height / 2.0
+        center[:, 0].fill_(width / 2.0)
+        center[:, 1].fill_(height / 2.0)
         size = torch.full((batch, 2), side, device=device)
         grid = rotated_rect_grid(center, size, torch.zeros(batch, device=device),
                                  self.input_size_px)
@@ -147,8 +147,8 @@ class BlazeFaceDetector(nn.Module):
         # Letterbox: the square ROI of side max(H, W) is centred on the frame.
         side = float(max(height, width))
         offset = torch.empty(2, device=boxes.device)  # filled on the device: graph-capturable
-        offset[0] = (width - side) / 2.0
-        offset[1] = (height - side) / 2.0
+        offset[0:1].fill_((width - side) / 2.0)
+        offset[1:2].fill_((height - side) / 2.0)
         boxes_px = out_boxes.reshape(batch, -1, 2, 2) * side + offset
         points_px = out_points.reshape(batch, -1, NUM_KEYPOINTS, 2) * side + offset
         mask = out_valid[..., None].float()

@@ -57,7 +57,7 @@ def sample_bilinear_u8(images_bhwc: torch.Tensor, image_index: torch.Tensor, gri
     # filled on the device (no host->device copy), so a CUDA graph can capture this
     channels = torch.empty(len(channel_order), device=images_bhwc.device, dtype=torch.long)
     for i, c in enumerate(channel_order):
-        channels[i] = c
+        channels[i:i + 1].fill_(c)
     base = image_index.long()[:, None, None] * (height * width)
 
     def tap(xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
