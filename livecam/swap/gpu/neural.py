@@ -80,14 +80,25 @@ class GpuInswapper:
         rgb = crops_nhwc.flip(-1).permute(0, 3, 1, 2)
         return ((rgb - self.mean) * float(np.float32(1.0 / self.std))).contiguous()
 
+    def predict(self, blob: torch.Tensor, latents: torch.Tensor,
+                stream: Any = None) -> torch.Tensor:
+        """The generator's raw output (N, 3, s, s), RGB in [0, 1], in the engine's dtype. With
+        an engine running CUDA graphs this is its static buffer: use it before the next call."""
+        assert self._names is not None, "predict() before open()"
+        image, latent, out = self._names
+        return self.engine.run_torch({image: blob, latent: latents}, stream)[out]
+
+    @staticmethod
+    def to_faces(pred: torch.Tensor) -> torch.Tensor:
+        """(N, s, s, 3) float BGR with integer values: the uint8 output, truncated like
+        insightface's ``astype(np.uint8)``."""
+        faces = torch.clamp(255.0 * pred.float(), 0.0, 255.0).floor()
+        return faces.permute(0, 2, 3, 1).flip(-1)
+
     def generate(self, blob: torch.Tensor, latents: torch.Tensor,
                  stream: Any = None) -> torch.Tensor:
         """Swapped faces (N, s, s, 3) float BGR with integer values (the uint8 output)."""
-        assert self._names is not None, "generate() before open()"
-        image, latent, out = self._names
-        pred = self.engine.run_torch({image: blob, latent: latents}, stream)[out]
-        faces = torch.clamp(255.0 * pred.float(), 0.0, 255.0).floor()
-        return faces.permute(0, 2, 3, 1).flip(-1)
+        return self.to_faces(self.predict(blob, latents, stream))
 
     def colour_match(self, faces_nhwc: torch.Tensor, crops_nhwc: torch.Tensor) -> torch.Tensor:
         """The faces with the target crop's low-frequency light (see ``lowfreq_gain``)."""
