@@ -23,12 +23,14 @@ class SwapConfig:
     colour_blur: float = knob(0.5, "Blur size of the lowfreq colour transfer, as a fraction of "
                               "the face width. Smaller follows local light more closely but "
                               "lets more of the target's own look through.", range=(0.02, 1.0))
-    feather: float = knob(0.04, "Width of the soft mask edge, as a fraction of the face width. "
+    feather: float = knob(0.03, "Width of the soft mask edge, as a fraction of the face width. "
                           "Wider hides the seam better but shows more of the target around the "
                           "edge.", range=(0.0, 0.5))
-    forehead: bool = knob(True, "Swap the forehead too. false cuts the mask just above the "
-                          "eyebrows (for a target with a fringe, or a source whose forehead is "
-                          "covered by hair).")
+    forehead: str = knob("auto", "Swap the forehead: swap, cut (the mask stops just above the "
+                         "eyebrows: for a live face with a fringe), or auto (cut when the "
+                         "source photo's forehead is covered by hair, which would otherwise "
+                         "show as a band across the live forehead).",
+                         choices=("auto", "swap", "cut"))
     keep_mouth: bool = knob(True, "Keep the target's own mouth interior (teeth, tongue) when "
                             "the mouth opens; the source photo's mouth cannot open.")
     mouth_size: float = knob(1.0, "Size of the kept mouth region relative to the inner lips. "
@@ -51,10 +53,11 @@ class SwapConfig:
     fade_end_deg: float = knob(55.0, "Head turn at which the swap has faded out completely "
                                "(the source texture cannot cover the face any more).",
                                range=(0.0, 180.0))
-    grid_step_px: int = knob(2, "Spacing of the grid the warp map is computed on, px; 1 = "
-                             "every pixel (slowest), 2-4 differ only within a pixel or two of "
-                             "triangle edges.", range=(1, 8))
-    assign: list[str] = knob([], "Identities for people in order of appearance (first person "
+    grid_step_px: int = knob(2, "Smallest spacing of the grid the warp map is computed on, px "
+                             "(faces wider than 160 px get a coarser grid, ~80 cells across); "
+                             "1 = every pixel (slowest); the map is exact at grid points and "
+                             "linear between them.", range=(1, 8))
+    assign: tuple[str, ...] = knob((), "Identities for people in order of appearance (first person "
                              "seen gets the first name, ...); people beyond the list get the "
                              "active identity. Empty = everyone gets the active identity.")
     missing_log_interval_s: float = knob(5.0, "A missing or unusable identity is logged at "

@@ -29,6 +29,8 @@ ImageBGR = npt.NDArray[np.uint8]
 # Brow points whose line the forehead-less mask cuts along (MediaPipe: mid right/left brow).
 _BROW_LINE = (105, 334)
 _FIXED = 4  # sub-pixel bits for cv2.fillPoly on the coarse grid
+_FOREHEAD_SKIN_MIN = 0.4  # forehead: auto cuts below this share of skin-like samples
+_GRID_CELLS = 80  # warp grid cells across the face width (at least swap.grid_step_px apart)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +96,12 @@ class ClassicFaceSwapper:
         if fade <= 0.0:
             return info
         frame_hw = (int(target_bgr.shape[0]), int(target_bgr.shape[1]))
-        warp = self.warper.warp(source.mesh, xy, z, frame_hw)
+        face_w = max(geometry.face_width_px(xy), 8.0)
+        # about _GRID_CELLS grid cells across the face whatever its size: the cost stays flat
+        step = max(cfg.grid_step_px, int(face_w // _GRID_CELLS))
+        warp = self.warper.warp(source.mesh, xy, z, frame_hw, step_px=step)
         if warp is None:
             return info
-        face_w = max(geometry.face_width_px(xy), 8.0)
         step = warp.step_px
         mask, kept_mouth, kept_eyes = self._mask_coarse(warp, source, xy)
         x1, y1, x2, y2 = warp.box_xyxy
@@ -108,7 +112,7 @@ class ClassicFaceSwapper:
             hard = np.asarray(cv2.resize(mask, size, interpolation=cv2.INTER_NEAREST), np.uint8)
             erode = max(1, int(face_w * cfg.feather * 0.5))
             hard = np.asarray(cv2.erode(hard, np.ones((erode, erode), np.uint8)), np.uint8)
-            face_u8 = np.clip(face, 0, 255).astype(np.uint8)
+            face_u8 = face
             if fade < 1.0:
                 # Poisson blending has no opacity: mix the faded face first
                 face_u8 = np.asarray(cv2.addWeighted(face_u8, fade, target_box, 1.0 - fade, 0.0),
@@ -138,7 +142,8 @@ class ClassicFaceSwapper:
         mask = np.zeros(warp.coarse_shape, np.uint8)
         cv2.fillPoly(mask, [self._grid(warp, xy[topo.face_oval])], (255,), cv2.LINE_8, _FIXED)
         mask[warp.tri_id_coarse == 0] = 0
-        if not cfg.forehead:
+        if cfg.forehead == "cut" or (cfg.forehead == "auto"
+                                     and source.forehead_skin < _FOREHEAD_SKIN_MIN):
             self._cut_forehead(mask, warp, xy)
         kept_mouth = False
         if cfg.keep_mouth and geometry.mouth_openness(xy) > cfg.mouth_open_threshold:
@@ -174,19 +179,19 @@ class ClassicFaceSwapper:
         up = np.array([along[1], -along[0]], np.float32)  # image "up" for an upright face
         if float(np.dot(up, xy[10] - xy[152])) < 0:  # make it point from chin to forehead
             up = -up
-        lift = 0.12 * length
+        lift = 0.1 * length
         p, q = a + up * lift - along * length * 2, b + up * lift + along * length * 2
         far = length * 10
         quad = np.array([p, q, q + up * far, p + up * far], np.float32)
         cv2.fillPoly(mask, [self._grid(warp, quad)], (0,), cv2.LINE_8, _FIXED)
 
     def _colour(self, warp: WarpResult, target_box: ImageBGR, mask: npt.NDArray[np.uint8],
-                face_w: float, size: tuple[int, int]) -> npt.NDArray[np.float32]:
-        """The warped face, colour matched, as float32 (h, w, 3) over the box."""
+                face_w: float, size: tuple[int, int]) -> ImageBGR:
+        """The warped face, colour matched, (h, w, 3) uint8 over the box."""
         cfg = self.config
         warped = warp.warped_bgr
         if cfg.colour == "none":
-            return warped.astype(np.float32)
+            return warped
         wc, hc = warp.coarse_shape[1], warp.coarse_shape[0]
         small_src = np.asarray(cv2.resize(warped, (wc, hc), interpolation=cv2.INTER_AREA),
                                np.uint8)
@@ -195,8 +200,9 @@ class ClassicFaceSwapper:
         weight = (mask > 0).astype(np.float32)
         if cfg.colour == "meanstd":
             scale, offset = colour.meanstd_transfer(small_src, small_tgt, weight)
-            return colour.apply_lab_affine(warped, scale, offset).astype(np.float32)
+            return colour.apply_lab_affine(warped, scale, offset)
         blur = cfg.colour_blur * face_w / warp.step_px
         gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)
         gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
-        return warped.astype(np.float32) * gain_full
+        # mixed-type multiply saturates to uint8 in one pass
+        return np.asarray(cv2.multiply(warped, gain_full, dtype=cv2.CV_8U), np.uint8)

@@ -28,6 +28,7 @@ class SourceFace:
     landmarks_z: FloatArray
     pose: geometry.HeadPose
     eyes_open: tuple[float, float]
+    forehead_skin: float = 1.0  # share of forehead samples that look like the cheeks' skin
 
     @classmethod
     def build(cls, *, photo_sha256: str, texture_bgr: ImageBGR, landmarks_xy: FloatArray,
@@ -50,7 +51,36 @@ class SourceFace:
             landmarks_z=z,
             pose=geometry.head_pose(xy, z),
             eyes_open=geometry.eye_openness(xy),
+            forehead_skin=forehead_skin_fraction(texture_bgr, xy),
         )
+
+
+# Forehead and cheek sample points (MediaPipe indices) for the hair-over-forehead check.
+_FOREHEAD = (151, 108, 337, 69, 299, 9, 107, 336, 67, 297, 109, 338, 10)
+_CHEEKS = (50, 280, 205, 425, 101, 330)
+_SKIN_LAB_DISTANCE = 25.0
+
+
+def forehead_skin_fraction(texture_bgr: ImageBGR, landmarks_xy: FloatArray) -> float:
+    """Share of forehead sample patches whose Lab colour is within 25 of the cheeks' median.
+
+    A fringe or hair over the forehead scores low (the astronaut photo: 0.23; clear foreheads
+    0.5-1.0); ``swap.forehead: auto`` then cuts the mask above the brows.
+    """
+    import cv2
+
+    lab = np.asarray(cv2.cvtColor(texture_bgr, cv2.COLOR_BGR2LAB), np.float32)
+    h, w = lab.shape[:2]
+    r = max(1, int(geometry.face_width_px(landmarks_xy) * 0.03))
+
+    def patch_median(i: int) -> FloatArray:
+        x, y = (int(v) for v in landmarks_xy[i])
+        x, y = min(max(x, r), w - r - 1), min(max(y, r), h - r - 1)
+        return np.median(lab[y - r:y + r + 1, x - r:x + r + 1].reshape(-1, 3), axis=0)
+
+    cheek = np.median([patch_median(i) for i in _CHEEKS], axis=0)
+    dist = [float(np.linalg.norm(patch_median(i) - cheek)) for i in _FOREHEAD]
+    return float(np.mean(np.asarray(dist) < _SKIN_LAB_DISTANCE))
 
 
 def nearest_pose(faces: tuple[SourceFace, ...], pose: geometry.HeadPose) -> SourceFace:

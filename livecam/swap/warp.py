@@ -13,6 +13,7 @@ Only the pipeline thread calls :meth:`DenseWarper.warp`; the warper keeps no per
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -140,12 +141,13 @@ class DenseWarper:
         return np.concatenate([lin, off[:, :, None]], axis=2).astype(np.float32)
 
     def warp(self, source: SourceMesh, landmarks_xy: FloatArray, landmarks_z: FloatArray,
-             frame_hw: tuple[int, int]) -> WarpResult | None:
+             frame_hw: tuple[int, int], *, step_px: int | None = None) -> WarpResult | None:
         """Warp ``source`` onto a face with ``landmarks_xy`` (468, 2) / ``landmarks_z`` (468,).
 
-        Returns None when the face is (almost) entirely outside a frame of ``frame_hw``.
+        ``step_px`` overrides the grid spacing for this call (a large face can take a coarser
+        grid). Returns None when the face is (almost) entirely outside a frame of ``frame_hw``.
         """
-        step = self.step_px
+        step = self.step_px if step_px is None else max(1, int(step_px))
         box = face_box(landmarks_xy, frame_hw, step)
         if box is None:
             return None
@@ -156,12 +158,17 @@ class DenseWarper:
         area2 = _area2(target_tri)
         # a triangle whose winding flips against the source's faces away from the camera
         visible = (area2 * source.tri_area2 > 0) & (np.abs(area2) > 1e-3)
+        grid_xy = (target_tri - np.array([x1, y1], np.float32) + 0.5) / step - 0.5
+        # a triangle whose bounding box holds no grid point cannot change the id image; on a
+        # coarse grid that skips most of the small eye and lip triangles (one call each)
+        lo = np.ceil(grid_xy.min(axis=1) - 0.5)
+        hi = np.floor(grid_xy.max(axis=1) + 0.5)
+        visible &= (hi >= lo).all(axis=1)
         depth = landmarks_z[tris].mean(axis=1)
         order = np.argsort(-depth[visible], kind="stable")  # far first, near ones paint over
         draw_ids = np.flatnonzero(visible)[order]
         # triangle corners on the coarse grid, in fixed point for sub-pixel accurate fills
         scale = float(1 << _SUBPIXEL_BITS)
-        grid_xy = (target_tri - np.array([x1, y1], np.float32) + 0.5) / step - 0.5
         grid_fixed = np.round(grid_xy * scale).astype(np.int32)
         tri_id = np.zeros((hc, wc), np.int32)
         fill = cv2.fillConvexPoly
@@ -171,16 +178,15 @@ class DenseWarper:
         table[1:] = self.affines(source, target_tri)
         table[0] = _similarity(landmarks_xy, source.landmarks_xy)  # outside the mesh
         coeff = table[tri_id]  # (hc, wc, 2, 3)
-        xs = (x1 + (np.arange(wc, dtype=np.float32) + 0.5) * step - 0.5)[None, :]
-        ys = (y1 + (np.arange(hc, dtype=np.float32) + 0.5) * step - 0.5)[:, None]
-        map_x = coeff[..., 0, 0] * xs + coeff[..., 0, 1] * ys + coeff[..., 0, 2]
-        map_y = coeff[..., 1, 0] * xs + coeff[..., 1, 1] * ys + coeff[..., 1, 2]
+        xs = (x1 + (np.arange(wc, dtype=np.float32) + 0.5) * step - 0.5)[None, :, None]
+        ys = (y1 + (np.arange(hc, dtype=np.float32) + 0.5) * step - 0.5)[:, None, None]
+        # (hc, wc, 2): source x and y interleaved, the CV_32FC2 layout remap takes directly
+        grid_map = coeff[..., 0] * xs + coeff[..., 1] * ys + coeff[..., 2]
         if step > 1:
-            size = (x2 - x1, y2 - y1)
-            map_x = cv2.resize(map_x, size, interpolation=cv2.INTER_LINEAR)
-            map_y = cv2.resize(map_y, size, interpolation=cv2.INTER_LINEAR)
-        warped = np.asarray(cv2.remap(source.texture_bgr, map_x, map_y, cv2.INTER_LINEAR,
-                                      borderMode=cv2.BORDER_REPLICATE), np.uint8)
+            grid_map = cv2.resize(grid_map, (x2 - x1, y2 - y1), interpolation=cv2.INTER_LINEAR)
+        remap: Any = cv2.remap  # the stubs lack the (map1=CV_32FC2, map2=None) form
+        warped = np.asarray(remap(source.texture_bgr, grid_map, None, cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_REPLICATE), np.uint8)
         return WarpResult(box_xyxy=box, warped_bgr=warped, tri_id_coarse=tri_id, step_px=step)
 
 
