@@ -1,0 +1,180 @@
+"""Synthetic frames for the GPU benchmark: real face photos composited into 1080p pictures.
+
+:func:`load_photos` reads a folder of photos (or, where the packages are installed, the
+photos that ship inside scikit-image and insightface). :func:`find_faces` runs the torch
+BlazeFace on tiles of each photo. :func:`build_scene` cuts square regions around faces, scales
+them into cells of a smooth synthetic background and records where each face went, as ROIs
+for the face mesh (MediaPipe's detection-to-ROI rule) so tracking starts on the first tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PHOTO_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
+@dataclass(frozen=True)
+class FaceInPhoto:
+    photo: np.ndarray  # (h, w, 3) uint8 BGR
+    box_xyxy: np.ndarray  # (4,) px
+    keypoints_xy: np.ndarray  # (6, 2) px
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Frames (variants for the slots: each (B, H, W, 3) uint8 BGR), ROIs (F, 4) as
+    (cx, cy, size, rotation) and the frame of each face (F,)."""
+
+    n_faces: int
+    frames_bgr: list[np.ndarray]
+    rois: np.ndarray
+    face_frame_index: np.ndarray
+
+
+def load_photos(folder: Path | None) -> list[np.ndarray]:
+    """BGR uint8 photos from ``folder``, or from installed packages when it is None."""
+    import cv2
+
+    photos: list[np.ndarray] = []
+    if folder is not None:
+        for path in sorted(folder.iterdir()):
+            if path.suffix.lower() in PHOTO_SUFFIXES:
+                image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+                if image is not None and min(image.shape[:2]) >= 96:
+                    photos.append(image)
+        if not photos:
+            raise SystemExit(f"no usable photos (.png/.jpg, >= 96 px) in {folder}")
+        return photos
+    try:
+        import skimage.data
+
+        photos.append(np.ascontiguousarray(skimage.data.astronaut()[:, :, ::-1]))
+    except ImportError:
+        pass
+    try:
+        from insightface.data import get_image
+
+        photos.append(get_image("t1"))
+    except Exception:  # insightface missing or its data not readable: skimage suffices
+        pass
+    if not photos:
+        raise SystemExit("no photos: pass --photos DIR (scikit-image/insightface not installed)")
+    return photos
+
+
+def find_faces(detector: Any, photos: list[np.ndarray], device: Any,
+               tile_px: int = 384) -> list[FaceInPhoto]:
+    """Faces in each photo: the whole photo plus overlapping tiles, duplicates dropped."""
+    import torch
+
+    found: list[FaceInPhoto] = []
+    for photo in photos:
+        h, w = photo.shape[:2]
+        views = [(0, 0, w, h)]
+        step = tile_px // 2
+        if max(h, w) > tile_px * 1.5:
+            views += [(x, y, min(x + tile_px, w), min(y + tile_px, h))
+                      for y in range(0, max(h - step, 1), step)
+                      for x in range(0, max(w - step, 1), step)]
+        cands: list[tuple[float, np.ndarray, np.ndarray]] = []
+        for x1, y1, x2, y2 in views:
+            view = np.ascontiguousarray(photo[y1:y2, x1:x2])
+            with torch.inference_mode():
+                det = detector(torch.from_numpy(view).to(device)[None])
+            valid = det.valid[0].cpu().numpy()
+            boxes = det.boxes_xyxy_px[0].float().cpu().numpy()
+            kps = det.keypoints_xy_px[0].float().cpu().numpy()
+            scores = det.scores[0].float().cpu().numpy()
+            for j in np.flatnonzero(valid):
+                off = np.array([x1, y1], np.float32)
+                cands.append((float(scores[j]), boxes[j] + np.tile(off, 2), kps[j] + off))
+        cands.sort(key=lambda c: -c[0])
+        kept: list[tuple[float, np.ndarray, np.ndarray]] = []
+        for cand in cands:
+            if all(_iou(cand[1], k[1]) < 0.3 for k in kept):
+                kept.append(cand)
+        found += [FaceInPhoto(photo, box, kp) for _, box, kp in kept
+                  if box[2] - box[0] >= 24]
+    found.sort(key=lambda f: -(f.box_xyxy[2] - f.box_xyxy[0]))
+    return found
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def _background(height: int, width: int, seed: int) -> np.ndarray:
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    small = rng.integers(40, 200, (9, 16, 3)).astype(np.uint8)
+    image = cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC)
+    noise = rng.integers(-6, 7, image.shape)
+    return np.clip(image.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+
+
+def _cells(n_faces: int, height: int, width: int) -> list[tuple[int, int, int]]:
+    """(x, y, side) squares where faces go."""
+    if n_faces == 1:
+        side = int(height * 0.8)
+        return [((width - side) // 2, (height - side) // 2, side)]
+    cols = int(np.ceil(np.sqrt(n_faces)))
+    rows = int(np.ceil(n_faces / cols))
+    side = int(min(height / rows, width / cols) * 0.96)
+    gap_x = (width - cols * side) // (cols + 1)
+    gap_y = (height - rows * side) // (rows + 1)
+    return [(gap_x + c * (side + gap_x), gap_y + r * (side + gap_y), side)
+            for r in range(rows) for c in range(cols)][:n_faces]
+
+
+def build_scene(faces: list[FaceInPhoto], n_faces: int, height: int, width: int, *,
+                variants: int = 2, seed: int = 0) -> Scene:
+    """A one-frame scene with ``n_faces`` faces (photos reused round-robin); ``variants``
+    copies shifted by 2 px each, so consecutive ticks see slightly different frames."""
+    import cv2
+    import torch
+
+    from livecam.analysis.gpu.facemesh import rois_from_detections
+
+    if not faces:
+        raise SystemExit("no face found in the photos: give photos with a visible face")
+    base = _background(height, width, seed)
+    boxes, kps = [], []
+    for i, (x, y, side) in enumerate(_cells(n_faces, height, width)):
+        face = faces[i % len(faces)]
+        bx1, by1, bx2, by2 = face.box_xyxy
+        centre = np.array([(bx1 + bx2) / 2, (by1 + by2) / 2])
+        region = 2.4 * max(bx2 - bx1, by2 - by1)
+        scale = side / region
+        # photo px -> frame px: a similarity putting the region into the cell
+        m = np.array([[scale, 0, x + side / 2 - scale * centre[0]],
+                      [0, scale, y + side / 2 - scale * centre[1]]], np.float64)
+        cell = cv2.warpAffine(face.photo, m, (width, height), flags=cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_REFLECT)
+        base[y:y + side, x:x + side] = cell[y:y + side, x:x + side]
+        boxes.append(face.box_xyxy.reshape(2, 2) * scale + m[:, 2])
+        kps.append(face.keypoints_xy * scale + m[:, 2])
+    rois = rois_from_detections(torch.from_numpy(np.stack(boxes).reshape(-1, 4)).float(),
+                                torch.from_numpy(np.stack(kps)).float())
+    roi_rows = torch.cat((rois.center_xy_px, rois.size_px[:, None], rois.rotation_rad[:, None]),
+                         dim=1).numpy().astype(np.float32)
+    frames = [np.roll(base, shift=(2 * v, 2 * v), axis=(0, 1))[None] for v in range(variants)]
+    return Scene(n_faces, frames, roi_rows, np.zeros(n_faces, np.int64))
+
+
+def tile_streams(scene: Scene, n_streams: int) -> Scene:
+    """``n_streams`` copies of a one-frame scene, as one tick of ``n_streams`` streams."""
+    frames = [np.ascontiguousarray(np.broadcast_to(f, (n_streams, *f.shape[1:])))
+              for f in scene.frames_bgr]
+    rois = np.tile(scene.rois, (n_streams, 1))
+    index = np.repeat(np.arange(n_streams, dtype=np.int64), scene.n_faces)
+    return Scene(scene.n_faces * n_streams, frames, rois, index)
