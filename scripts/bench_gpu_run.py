@@ -95,28 +95,28 @@ def _alloc_count(device: Any) -> int:
 
 
 def run_paced(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dict[str, Any]:
-    """Ticks at 30 per second (every stream delivers a frame each 33.3 ms)."""
+    """Ticks at 30 per second (every stream delivers a frame each 33.3 ms); each tick's
+    result is waited for as soon as it is submitted, so its latency is measured exactly."""
     first: dict[Any, bool] = {}
     fill = fill_for(scene, latents, first)
-    host, late = [], 0
+    host, gpu, late = [], [], 0
     period = BUDGET_MS / 1000.0
     t_next = time.perf_counter()
     for _ in range(ticks):
         now = time.perf_counter()
         if now < t_next:
             time.sleep(t_next - now)
-        elif now - t_next > period:
-            late += 1
+        elif now - t_next > 0.25 * period:
+            late += 1  # the previous tick overran its period: the streams would back up
         t_next += period
-        if sched.ring_full:
-            host.append(sched.collect().host_latency_ms)
         sched.submit(fill, scene.n_faces)
-    while sched.in_flight:
-        host.append(sched.collect().host_latency_ms)
+        r = sched.collect()
+        host.append(r.host_latency_ms)
+        gpu.append(r.gpu_latency_ms)
     warm = min(5, ticks // 5)
     stats = percentiles(host[warm:])
-    return {"latency_ms": stats, "late_ticks": late,
-            "holds": bool(stats["p99"] <= BUDGET_MS and late == 0)}
+    return {"latency_ms": stats, "gpu_latency_ms": percentiles(gpu[warm:]), "late_ticks": late,
+            "holds": bool(stats["p99"] <= BUDGET_MS and late <= ticks // 50)}
 
 
 def run_stages(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dict[str, float]:
@@ -396,7 +396,9 @@ def run_benchmark(args: Any, photos: list[np.ndarray], work: Path,
                                          width, args)
 
     def do_floor() -> None:
-        report["floor"] = measure_floor(engine16, device, quick)
+        # the fp32 engine runs eagerly, so torch's FLOP counter sees every op (a graph replay
+        # would hide them)
+        report["floor"] = measure_floor(engine32, device, quick)
 
     def do_streams() -> None:
         if args.small and not cuda:

@@ -1,9 +1,14 @@
 """Fixtures for the GPU pipeline tests: real MediaPipe weights, a stand-in generator and frames
 with a real face. The tests run the pipeline on the CPU (the same code as on CUDA: no streams,
-no pinned memory, no graphs); CUDA-only checks are marked ``gpu``."""
+no pinned memory, no graphs); CUDA-only checks are marked ``gpu``.
+
+On a GPU machine without mediapipe/scikit-image, point ``LIVECAM_MEDIAPIPE_MODULES`` and
+``LIVECAM_TEST_PHOTOS`` at what ``scripts/export_bench_assets.py`` wrote.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,22 @@ def cpu_engine(inswapper_dyn_path: Path) -> Any:
 def make_program(engine: Any, max_faces: int, device: str = "cpu") -> FrameProgram:
     precision = "fp16" if device == "cuda" else "fp32"
     return build_program(engine, device=device, max_faces=max_faces,
+                         models_dir=os.environ.get("LIVECAM_MEDIAPIPE_MODULES"),
                          options=ProgramOptions(precision=precision, window_px=320))
+
+
+@pytest.fixture(scope="session")
+def astronaut_bgr() -> np.ndarray:
+    """skimage's astronaut, or ``$LIVECAM_TEST_PHOTOS/astronaut.png`` where scikit-image is
+    not installed (the GPU machine)."""
+    folder = os.environ.get("LIVECAM_TEST_PHOTOS")
+    if folder:
+        image = cv2.imread(os.path.join(folder, "astronaut.png"), cv2.IMREAD_COLOR)
+        assert image is not None, f"no astronaut.png in {folder}"
+        return image
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut()[:, :, ::-1])
 
 
 @pytest.fixture(scope="session")
