@@ -92,8 +92,10 @@ def face_box(landmarks_xy: FloatArray, frame_hw: tuple[int, int], step_px: int,
     lo = landmarks_xy.min(axis=0)
     hi = landmarks_xy.max(axis=0)
     pad = (hi - lo) * margin + 2.0
-    x1 = max(int(np.floor(lo[0] - pad[0])), 0)
-    y1 = max(int(np.floor(lo[1] - pad[1])), 0)
+    # the grid is anchored to the frame (origin on a multiple of the step), not to the face:
+    # a face that moves by a hair keeps the same grid points, so a still face cannot flicker
+    x1 = max(int(np.floor(lo[0] - pad[0])) // step_px * step_px, 0)
+    y1 = max(int(np.floor(lo[1] - pad[1])) // step_px * step_px, 0)
     x2 = min(int(np.ceil(hi[0] + pad[0])), w)
     y2 = min(int(np.ceil(hi[1] + pad[1])), h)
     # whole grid steps so the coarse grid upsamples exactly; shrink rather than leave the frame

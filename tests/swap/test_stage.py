@@ -1,0 +1,156 @@
+"""The swap stage: identity per face from the runtime state, live switching, missing identities."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import pytest
+
+from livecam.config import load_config
+from livecam.config.identity import IdentityConfig
+from livecam.config.swap import SwapConfig
+from livecam.errors import IdentityError
+from livecam.identity import Identity, IdentityCollection, IdentityPhoto
+from livecam.identity.photo import prepare_face
+from livecam.swap import build_swap_stages
+from livecam.swap.stage import ClassicSwapStage
+from livecam.testing.swap_eval import RealFace
+from livecam.types import Faces, Frame, Packet, RuntimeState
+
+
+def _identity(name: str, *faces: RealFace) -> Identity:
+    photos = []
+    for face in faces:
+        prep = prepare_face(face.image_bgr, face.label.encode(), face.landmarks_xy,
+                            face.landmarks_z, IdentityConfig(), label=face.label)
+        photos.append(IdentityPhoto(sha256=prep.sha256, texture_bgr=prep.texture_bgr,
+                                    landmarks_xy=prep.landmarks_xy,
+                                    landmarks_z=prep.landmarks_z))
+    return Identity(name=name, photos=tuple(photos))
+
+
+@pytest.fixture(scope="module")
+def library(by_label: dict[str, RealFace]) -> IdentityCollection:
+    return IdentityCollection({
+        "astro": _identity("astro", by_label["astronaut"]),
+        "chandler": _identity("chandler", by_label["t1-3"]),
+        "multi": _identity("multi", by_label["t1-4"], by_label["t1-5"]),
+    })
+
+
+def _packet(by_label: dict[str, RealFace], state: RuntimeState,
+            labels: tuple[str, ...] = ("t1-0", "t1-2"), track_ids: tuple[int, ...] = (7, 9),
+            ) -> Packet:
+    image = by_label[labels[0]].image_bgr  # all t1 faces share one photo
+    xy = np.stack([by_label[k].landmarks_xy for k in labels])
+    z = np.stack([by_label[k].landmarks_z for k in labels])
+    boxes = np.concatenate([xy.min(axis=1), xy.max(axis=1)], axis=1).astype(np.float32)
+    faces = Faces(boxes_xyxy=boxes, scores=np.ones(len(labels), np.float32),
+                  landmarks_xy=xy, landmarks_z=z, track_ids=np.asarray(track_ids, np.int64))
+    return Packet(frame=Frame(0, 0, image), image_bgr=image, faces=faces, state=state)
+
+
+def _face_diff(packet: Packet, out: Packet, face: RealFace) -> float:
+    x1, y1 = face.landmarks_xy.min(axis=0).astype(int)
+    x2, y2 = face.landmarks_xy.max(axis=0).astype(int)
+    a = out.image_bgr[y1:y2, x1:x2].astype(int)
+    b = packet.image_bgr[y1:y2, x1:x2].astype(int)
+    return float(np.abs(a - b).mean())
+
+
+def test_factory_builds_the_classic_stage_lazily(library: IdentityCollection) -> None:
+    stages = build_swap_stages(load_config(None), library)
+    assert [type(s) for s in stages] == [ClassicSwapStage]
+
+
+def test_active_identity_swaps_every_face_and_switches_live(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    with ClassicSwapStage(SwapConfig(), library) as stage:
+        none = stage.process(_packet(by_label, RuntimeState()))
+        assert none.image_bgr is none.frame.image_bgr  # nothing active: untouched
+        p = _packet(by_label, RuntimeState(active_identity="astro"))
+        astro = stage.process(p)
+        assert len(stage.last_infos) == 2 and all(i.swapped for i in stage.last_infos)
+        assert _face_diff(p, astro, by_label["t1-0"]) > 5
+        assert _face_diff(p, astro, by_label["t1-2"]) > 5
+        assert (p.image_bgr == by_label["t1-0"].image_bgr).all()  # input not written
+        # switching is just a new state on the next packet
+        chandler = stage.process(_packet(by_label, RuntimeState(active_identity="chandler")))
+        assert _face_diff(astro, chandler, by_label["t1-2"]) > 3
+        bypass = stage.process(_packet(by_label, RuntimeState(active_identity="astro",
+                                                              bypass=True)))
+        assert bypass.image_bgr is bypass.frame.image_bgr
+
+
+def test_per_track_identities_and_assign_by_appearance(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    config = SwapConfig(assign=("chandler",))
+    with ClassicSwapStage(config, library) as stage:
+        state = RuntimeState(active_identity="astro")
+        stage.process(_packet(by_label, state))
+        # first track seen (7) gets assign[0]; the second falls back to the active identity
+        shas = [i.source_sha256 for i in stage.last_infos]
+        chandler_sha = library.load("chandler").photos[0].sha256
+        astro_sha = library.load("astro").photos[0].sha256
+        assert shas == [chandler_sha, astro_sha]
+        # a runtime per-track choice wins over the config
+        state = dataclasses.replace(state, track_identities=((7, "astro"), (9, "chandler")))
+        stage.process(_packet(by_label, state))
+        assert [i.source_sha256 for i in stage.last_infos] == [astro_sha, chandler_sha]
+
+
+def test_multi_photo_identity_uses_the_nearest_pose(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    photos = library.load("multi").photos  # t1-4 turned ~34 deg, t1-5 ~15 deg
+    with ClassicSwapStage(SwapConfig(), library) as stage:
+        stage.process(_packet(by_label, RuntimeState(active_identity="multi"),
+                              labels=("t1-1", "t1-2"), track_ids=(1, 2)))
+        # t1-1 is turned ~29 deg: nearest is t1-4; t1-2 is near frontal: nearest is t1-5
+        assert [i.source_sha256 for i in stage.last_infos] == [photos[0].sha256,
+                                                                photos[1].sha256]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class _Flaky:
+    """An identity source that fails until ``fixed`` (the file reappears)."""
+
+    def __init__(self, good: Identity) -> None:
+        self.good = good
+        self.fixed = False
+        self.calls = 0
+
+    def load(self, name: str) -> Identity:
+        self.calls += 1
+        if not self.fixed:
+            raise IdentityError(f"identity {name!r}: cached files are missing")
+        return self.good
+
+
+def test_missing_identity_streams_unswapped_and_says_why_rate_limited(
+        by_label: dict[str, RealFace], library: IdentityCollection,
+        caplog: pytest.LogCaptureFixture) -> None:
+    clock = _Clock()
+    flaky = _Flaky(library.load("astro"))
+    state = RuntimeState(active_identity="ghost")
+    with ClassicSwapStage(SwapConfig(missing_log_interval_s=5.0), flaky, clock=clock) as stage:
+        caplog.set_level(logging.WARNING, logger="livecam.swap.stage")
+        for _ in range(10):
+            out = stage.process(_packet(by_label, state))
+            assert out.image_bgr is out.frame.image_bgr  # streams on, unswapped
+            clock.t += 0.1
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and "'ghost'" in lines[0] and "missing" in lines[0]
+        assert flaky.calls == 1  # not retried on every frame
+        clock.t += 5.0
+        flaky.fixed = True
+        out = stage.process(_packet(by_label, state))
+        assert out.image_bgr is not out.frame.image_bgr  # recovered without a restart
