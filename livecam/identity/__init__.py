@@ -26,7 +26,7 @@ def identity_from_photo(path: str | Path, config: IdentityConfig | None = None,
     cfg = config or IdentityConfig()
     image, data = read_photo(path, max_megapixels=cfg.max_photo_megapixels)
     prep = prepare_photo(image, data, cfg, label=str(path))
-    for warning in prep.warnings:
+    for warning in (*prep.warnings, *prep.notes):
         logging.getLogger(__name__).warning("%s: %s", path, warning)
     photo = IdentityPhoto(sha256=prep.sha256, texture_bgr=prep.texture_bgr,
                           landmarks_xy=prep.landmarks_xy, landmarks_z=prep.landmarks_z,

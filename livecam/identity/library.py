@@ -80,7 +80,7 @@ class AddResult:
     entry: IdentityEntry
     added_sha256: tuple[str, ...]
     skipped_sha256: tuple[str, ...]  # photos already in this identity
-    warnings: tuple[str, ...]  # "PHOTO: problem" lines
+    warnings: tuple[str, ...]  # "PHOTO: problem" lines (quality warnings, then notes)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -169,6 +169,7 @@ class IdentityLibrary:
         if warnings and not force:
             raise IdentityError("photo problems (nothing was added; pass --force to add "
                                 "anyway): " + "; ".join(warnings))
+        warnings += tuple(f"{path}: {n}" for path, p in prepared for n in p.notes)
         try:
             existing = list(self.get(name).photos)
             created = self.get(name).created

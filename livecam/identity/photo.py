@@ -44,6 +44,7 @@ class PreparedPhoto:
     - ``thumb_bgr``: (128, 128, 3) uint8 square thumbnail of the face.
     - ``face_width_px``: face width in the original photo.
     - ``warnings``: quality problems, each a sentence; empty when the photo is good.
+    - ``notes``: remarks that are not problems (several faces: the largest was used).
     """
 
     sha256: str
@@ -53,6 +54,7 @@ class PreparedPhoto:
     thumb_bgr: ImageBGR
     face_width_px: float
     warnings: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 def sha256_of(data: bytes) -> str:
@@ -127,19 +129,18 @@ def prepare_photo(image_bgr: ImageBGR, data: bytes, config: IdentityConfig, *,
     if len(faces) == 0:
         raise IdentityError(f"{label}: no face found; use a sharp, well-lit photo where the "
                             "face is clearly visible and roughly frontal")
-    extra = (f"{len(faces)} faces found; using the largest",) if len(faces) > 1 else ()
+    notes = (f"{len(faces)} faces found; using the largest",) if len(faces) > 1 else ()
     return prepare_face(image_bgr, data, faces.landmarks_xy[0, :468] / scale,
-                        faces.landmarks_z[0, :468] / scale, config, label=label,
-                        extra_warnings=extra)
+                        faces.landmarks_z[0, :468] / scale, config, label=label, notes=notes)
 
 
 def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
                  landmarks_z: FloatArray, config: IdentityConfig, *, label: str = "photo",
-                 extra_warnings: tuple[str, ...] = ()) -> PreparedPhoto:
+                 notes: tuple[str, ...] = ()) -> PreparedPhoto:
     """Like :func:`prepare_photo` for a face whose mesh is already known: ``landmarks_xy``
     (468, 2) / ``landmarks_z`` (468,) float32 in ``image_bgr`` pixels. ``data`` is hashed for
     the cache key."""
-    warnings = list(extra_warnings)
+    warnings: list[str] = []
     xy = np.asarray(landmarks_xy, np.float32)[:468]
     z = np.asarray(landmarks_z, np.float32)[:468]
     width = geometry.face_width_px(xy)
@@ -151,7 +152,8 @@ def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
         warnings.append(f"face is only {width:.0f} px wide (under {config.warn_face_px}): it "
                         "will look blurry on a larger live face")
     pose = geometry.head_pose(xy, z)
-    if max(abs(pose.yaw_deg), abs(pose.pitch_deg)) > config.warn_turn_deg:
+    # the mesh gives pitch only up to a person-dependent offset (~10°), so pitch gets slack
+    if abs(pose.yaw_deg) > config.warn_turn_deg or abs(pose.pitch_deg) > config.warn_turn_deg + 15:
         warnings.append(f"head is turned (yaw {pose.yaw_deg:.0f}°, pitch {pose.pitch_deg:.0f}°):"
                         " a frontal photo covers the face better")
     eyes = geometry.eye_openness(xy)
@@ -179,5 +181,5 @@ def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
                        np.uint8)
     return PreparedPhoto(sha256=sha256_of(data), texture_bgr=crop, landmarks_xy=tex_xy,
                          landmarks_z=tex_z, thumb_bgr=thumb, face_width_px=width,
-                         warnings=tuple(warnings))
+                         warnings=tuple(warnings), notes=notes)
 

@@ -1,0 +1,43 @@
+"""``livecam identity``, run as a user runs it; the library lives in tmp_path (--set)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def livecam(lib: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "livecam.cli", "identity", "--set",
+                           f"identity.library_dir={lib}", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_identity_commands_end_to_end(tmp_path: Path, photos: dict[str, Path]) -> None:
+    lib = tmp_path / "lib"
+    empty = livecam(lib, "list")
+    assert empty.returncode == 0 and "no identities" in empty.stdout
+    added = livecam(lib, "add", "alice", str(photos["good"]))
+    assert added.returncode == 0, added.stderr
+    assert "1 photo(s) added" in added.stdout
+    listed = livecam(lib, "list", "--json")
+    assert json.loads(listed.stdout)[0]["name"] == "alice"
+    shown = livecam(lib, "show", "alice")
+    assert "thumbnail:" in shown.stdout and str(photos["good"]) in shown.stdout
+    removed = livecam(lib, "remove", "alice")
+    assert removed.returncode == 0 and json.loads(livecam(lib, "list", "--json").stdout) == []
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, photos: dict[str, Path]) -> None:
+    lib = tmp_path / "lib"
+    for args, words in ((("add", "x", str(photos["corrupt"])), "not an image"),
+                        (("add", "../x", str(photos["good"])), "path separator"),
+                        (("add", "x", str(photos["grey"])), "--force"),
+                        (("show", "nobody"), "no identity named")):
+        result = livecam(lib, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        # mediapipe's C++ side prints its own start-up lines to stderr; ours is one line
+        lines = [ln for ln in result.stderr.splitlines() if ln.startswith("livecam")]
+        assert len(lines) == 1 and words in lines[0] and "Traceback" not in result.stderr
+    assert not (lib / "identities").exists() or not any((lib / "identities").iterdir())
