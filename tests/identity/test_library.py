@@ -14,11 +14,6 @@ from livecam.errors import IdentityError, LivecamError
 from livecam.identity import IdentityLibrary, identity_from_photo, validate_name
 
 
-def _nothing_added(library: IdentityLibrary) -> bool:
-    return library.names() == [] and not (library.root / "photos").exists() or not any(
-        (library.root / "photos").iterdir())
-
-
 def test_add_list_load_remove(library: IdentityLibrary, photos: dict[str, Path]) -> None:
     result = library.add("alice", [photos["good"]])
     assert len(result.added_sha256) == 1 and result.warnings == ()
@@ -31,7 +26,7 @@ def test_add_list_load_remove(library: IdentityLibrary, photos: dict[str, Path])
     photo = identity.photos[0]
     assert photo.landmarks_xy.shape == (468, 2) and photo.landmarks_z.shape == (468,)
     h, w = photo.texture_bgr.shape[:2]
-    assert 0 <= photo.landmarks_xy.min() and photo.landmarks_xy[:, 0].max() < w
+    assert photo.landmarks_xy.min() >= 0 and photo.landmarks_xy[:, 0].max() < w
     assert photo.landmarks_xy[:, 1].max() < h
     # the key is the file's sha256; the same bytes again add nothing
     again = library.add("alice", [photos["good"]])
@@ -113,7 +108,7 @@ def test_huge_photos(library: IdentityLibrary, tmp_path: Path) -> None:
     with pytest.raises(IdentityError, match="no face"):
         library.add("h", [huge])
     strict = IdentityLibrary(library.root, IdentityConfig(max_photo_megapixels=50.0))
-    with pytest.raises(IdentityError, match="8000x8000 .* above identity.max_photo_megapixels"):
+    with pytest.raises(IdentityError, match=r"8000x8000 .* above identity\.max_photo_megapixels"):
         strict.add("h", [huge])
     assert library.names() == []
 
