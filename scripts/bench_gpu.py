@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="where the stand-in ONNX is built (default: a temp dir)")
     parser.add_argument("--slots", type=int, default=2, help="slot ring size (>= 2)")
+    parser.add_argument("--detect-every", type=int, default=5,
+                        help="run the detector every N ticks, as the CPU analysis stage's "
+                             "default (faces are followed from their landmarks in between); "
+                             "the baseline does the same")
     parser.add_argument("--no-graphs", action="store_true", help="never capture CUDA graphs")
     parser.add_argument("--max-streams", type=int, default=64,
                         help="largest stream count the concurrency search tries")

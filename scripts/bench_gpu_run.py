@@ -49,8 +49,9 @@ def run_latency(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> di
     first: dict[Any, bool] = {}
     fill = fill_for(scene, latents, first)
     host, gpu, fits, present = [], [], [], []
-    for _ in range(ticks):
-        sched.submit(fill, scene.n_faces)
+    every = _detect_every(sched)
+    for k in range(ticks):
+        sched.submit(fill, scene.n_faces, detect=k % every == 0)
         r = sched.collect()
         host.append(r.host_latency_ms)
         gpu.append(r.gpu_latency_ms)
@@ -64,6 +65,7 @@ def run_latency(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> di
 def run_throughput(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dict[str, Any]:
     first: dict[Any, bool] = {}
     fill = fill_for(scene, latents, first)
+    every = _detect_every(sched)
     for _ in range(sched.n_slots):  # fill the ring before timing
         sched.submit(fill, scene.n_faces)
     while sched.in_flight:
@@ -71,10 +73,10 @@ def run_throughput(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) ->
     host = []
     allocs = _alloc_count(sched.device)
     t0 = time.perf_counter()
-    for _ in range(ticks):
+    for k in range(ticks):
         if sched.ring_full:
             host.append(sched.collect().host_latency_ms)
-        sched.submit(fill, scene.n_faces)
+        sched.submit(fill, scene.n_faces, detect=k % every == 0)
     while sched.in_flight:
         host.append(sched.collect().host_latency_ms)
     wall = time.perf_counter() - t0
@@ -101,15 +103,16 @@ def run_paced(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dict
     fill = fill_for(scene, latents, first)
     host, gpu, late = [], [], 0
     period = BUDGET_MS / 1000.0
+    every = _detect_every(sched)
     t_next = time.perf_counter()
-    for _ in range(ticks):
+    for k in range(ticks):
         now = time.perf_counter()
         if now < t_next:
             time.sleep(t_next - now)
         elif now - t_next > 0.25 * period:
             late += 1  # the previous tick overran its period: the streams would back up
         t_next += period
-        sched.submit(fill, scene.n_faces)
+        sched.submit(fill, scene.n_faces, detect=k % every == 0)
         r = sched.collect()
         host.append(r.host_latency_ms)
         gpu.append(r.gpu_latency_ms)
@@ -117,6 +120,10 @@ def run_paced(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dict
     stats = percentiles(host[warm:])
     return {"latency_ms": stats, "gpu_latency_ms": percentiles(gpu[warm:]), "late_ticks": late,
             "holds": bool(stats["p99"] <= BUDGET_MS and late <= ticks // 50)}
+
+
+def _detect_every(sched: Any) -> int:
+    return max(1, int(getattr(sched, "detect_every", 1)))
 
 
 def run_stages(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dict[str, float]:
@@ -153,9 +160,10 @@ def run_baseline(baseline: Any, scene: Scene, latents: np.ndarray, ticks: int
     times = []
     out = frame
     t_all = time.perf_counter()
-    for _ in range(ticks):
+    every = max(1, int(getattr(baseline, "detect_every", 1)))
+    for k in range(ticks):
         t0 = time.perf_counter_ns()
-        out, rois = baseline.process(frame, rois, latents[:scene.n_faces])
+        out, rois = baseline.process(frame, rois, latents[:scene.n_faces], detect=k % every == 0)
         times.append((time.perf_counter_ns() - t0) / 1e6)
     wall = time.perf_counter() - t_all
     warm = min(2, ticks // 3)
@@ -208,8 +216,10 @@ def _scheduler(modules: dict[str, Any], scene: Scene, height: int, width: int, a
                            detector=modules["detector"],
                            roi_state=torch.zeros((scene.n_faces, 4), device=device))
     shape = SlotShape(n_frames, height, width, scene.n_faces)
-    return GpuScheduler(program, shape, device, n_slots=args.slots,
-                        use_graphs=not args.no_graphs)
+    sched = GpuScheduler(program, shape, device, n_slots=args.slots,
+                         use_graphs=not args.no_graphs)
+    sched.detect_every = args.detect_every  # type: ignore[attr-defined]  # read by the runs
+    return sched
 
 
 def search_streams(modules: dict[str, Any], scene1: Scene, latents: np.ndarray, height: int,
@@ -355,8 +365,10 @@ def run_benchmark(args: Any, photos: list[np.ndarray], work: Path,
         "model": {"path": onnx_path.name, "parameters": count_parameters(onnx_path),
                   "precision": precision, "size": size},
         "slots": args.slots, "graphs": not args.no_graphs, "quick": quick,
+        "detect_every": args.detect_every,
         "photos": len(photos), "faces_found_in_photos": len(faces), "workloads": {}}
     baseline = NaiveBaseline(modules32["program"])
+    baseline.detect_every = args.detect_every  # type: ignore[attr-defined]
     report["errors"] = {}
     scene1 = build_scene(faces, 1, height, width)
 

@@ -30,12 +30,12 @@ class NaiveBaseline:
         self.program = program
         self.device = program.roi_state.device
 
-    def process(self, frame_bgr: np.ndarray, rois: np.ndarray, latents: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def process(self, frame_bgr: np.ndarray, rois: np.ndarray, latents: np.ndarray, *,
+                detect: bool = True) -> tuple[np.ndarray, np.ndarray]:
         prog, sw, dev = self.program, self.program.swapper, self.device
         with torch.inference_mode():
             frames = torch.from_numpy(frame_bgr).to(dev)[None]  # blocking, pageable
-            if prog.detector is not None:
+            if detect and prog.detector is not None:
                 det = prog.detector(frames)
                 det.valid.cpu()  # the host reads detections before going on
             swapped = frames.clone()

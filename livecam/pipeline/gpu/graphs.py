@@ -1,8 +1,9 @@
 """CUDA-graph capture of the frame program, per (slot, face-count bucket).
 
-A graph replays fixed device addresses, so each slot (its own buffers) and each face count
-(its own shapes) gets its own graphs. What is captured depends on the generator engine, and
-capture falls back rather than fails, recording what happened (:attr:`GraphRunner.modes`):
+A graph replays fixed device addresses, so each slot (its own buffers), each face count (its
+own shapes) and each detection flag (ticks with and without the detector) gets its own
+graphs. What is captured depends on the generator engine, and capture falls back rather than
+fails, recording what happened (:attr:`GraphRunner.modes`):
 
 1. ``graph``: the whole tick in one graph. Needs an engine whose forward is capturable inside
    someone else's graph (``cuda_graphs=False`` and no host reads).
@@ -65,27 +66,29 @@ class GraphRunner:
     program: FrameProgram
     use_graphs: bool = True
     warmup_runs: int = 2
-    _entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
+    _entries: dict[tuple[int, int, bool], _Entry] = field(default_factory=dict)
 
     @property
     def modes(self) -> dict[str, str]:
-        """``"slot/bucket" -> mode`` (with the capture errors that led there) for reports."""
-        return {f"{s}/{b}": e.mode + (f" ({e.error})" if e.error else "")
-                for (s, b), e in sorted(self._entries.items())}
+        """``"slot/bucket[/detect]" -> mode`` (with the capture errors that led there)."""
+        return {f"{s}/{b}{'/detect' if d else ''}": e.mode + (f" ({e.error})" if e.error else "")
+                for (s, b, d), e in sorted(self._entries.items())}
 
-    def prepare(self, slot: Slot, n_faces: int) -> str:
-        """Capture (or decide not to) for this slot and bucket now; returns the mode."""
-        key = (slot.index, n_faces)
+    def prepare(self, slot: Slot, n_faces: int, detect: bool = True) -> str:
+        """Capture (or decide not to) for this slot, bucket and detection flag; returns the
+        mode."""
+        key = (slot.index, n_faces, detect)
         if key not in self._entries:
             with torch.inference_mode():
-                self._entries[key] = self._capture(slot, n_faces)
+                self._entries[key] = self._capture(slot, n_faces, detect)
         return self._entries[key].mode
 
-    def run(self, slot: Slot, n_faces: int) -> None:
-        """Queue the program for ``n_faces`` (a bucket) on the current stream."""
-        key = (slot.index, n_faces)
+    def run(self, slot: Slot, n_faces: int, detect: bool = True) -> None:
+        """Queue the program for ``n_faces`` (a bucket) on the current stream; ``detect`` runs
+        the detector this tick."""
+        key = (slot.index, n_faces, detect)
         if key not in self._entries:
-            self.prepare(slot, n_faces)
+            self.prepare(slot, n_faces, detect)
         entry = self._entries[key]
         with torch.inference_mode():
             if entry.mode == "graph":
@@ -96,12 +99,12 @@ class GraphRunner:
                 entry.pred_static.copy_(self.program.generate(entry.staged))
                 entry.graphs[1].replay()
             else:
-                self.program.run(slot, n_faces)
+                self.program.run(slot, n_faces, detect=detect)
 
     def _engine_graphs(self) -> bool:
         return bool(getattr(self.program.swapper.engine, "cuda_graphs", False))
 
-    def _capture(self, slot: Slot, n_faces: int) -> _Entry:
+    def _capture(self, slot: Slot, n_faces: int, detect: bool) -> _Entry:
         if not (self.use_graphs and slot.cuda):
             return _Entry("eager")
         saved = self.program.roi_state.clone()
@@ -112,9 +115,9 @@ class GraphRunner:
             modes = ("graph",)
         for mode in modes:
             try:
-                self._warm_up(slot, n_faces)
-                entry = (self._capture_whole(slot, n_faces) if mode == "graph"
-                         else self._capture_segmented(slot, n_faces))
+                self._warm_up(slot, n_faces, detect)
+                entry = (self._capture_whole(slot, n_faces, detect) if mode == "graph"
+                         else self._capture_segmented(slot, n_faces, detect))
             except Exception as exc:  # capture refuses host syncs etc.: fall back, say why
                 torch.cuda.synchronize(slot.device)
                 errors.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
@@ -127,28 +130,28 @@ class GraphRunner:
             return entry
         return _Entry("eager", error="; ".join(errors))
 
-    def _warm_up(self, slot: Slot, n_faces: int) -> None:
+    def _warm_up(self, slot: Slot, n_faces: int, detect: bool) -> None:
         """Eager runs on a side stream: cuDNN picks algorithms, the engine captures itself."""
         side = torch.cuda.Stream(slot.device)
         side.wait_stream(torch.cuda.current_stream(slot.device))
         with torch.cuda.stream(side):
             for _ in range(self.warmup_runs):
-                self.program.run(slot, n_faces)
+                self.program.run(slot, n_faces, detect=detect)
         torch.cuda.current_stream(slot.device).wait_stream(side)
         torch.cuda.synchronize(slot.device)
 
-    def _capture_whole(self, slot: Slot, n_faces: int) -> _Entry:
+    def _capture_whole(self, slot: Slot, n_faces: int, detect: bool) -> _Entry:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self.program.run(slot, n_faces)
+            self.program.run(slot, n_faces, detect=detect)
         torch.cuda.synchronize(slot.device)
         return _Entry("graph", (graph,))
 
-    def _capture_segmented(self, slot: Slot, n_faces: int) -> _Entry:
+    def _capture_segmented(self, slot: Slot, n_faces: int, detect: bool) -> _Entry:
         program = self.program
         first = torch.cuda.CUDAGraph()
         with torch.cuda.graph(first):
-            staged = program.stage(slot, n_faces)
+            staged = program.stage(slot, n_faces, detect=detect)
         assert staged is not None
         # the generator runs eagerly between the graphs (or replays its own graph)
         side = torch.cuda.Stream(slot.device)

@@ -4,7 +4,9 @@
 static number of face slots (a *bucket*), so it can be captured in a CUDA graph per
 (slot, bucket). It is split in two halves with a buffer boundary between them:
 
-- :meth:`FrameProgram.analyse`: BlazeFace on every frame (detections for the host tracker),
+- :meth:`FrameProgram.analyse`: BlazeFace on every frame of ticks that ask for it (every few
+  ticks, as MediaPipe's tracking mode and the CPU analysis stage do; detections feed the host
+  tracker),
   the face mesh on each face slot's ROI, and the next tick's ROI from the new landmarks
   (MediaPipe's tracking mode). ROIs chain from tick to tick on the device (``roi_state``); the
   host overrides a row (``roi_override``) when its tracker starts a new face.
@@ -72,11 +74,13 @@ class FrameProgram:
         self.roi_state = roi_state
         self.five_point = FivePointFromMesh().to(roi_state.device)
 
-    def analyse(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> None:
-        """Detections for every frame and landmarks for the first ``n_faces`` face slots."""
+    def analyse(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
+                detect: bool = True) -> None:
+        """Detections for every frame (when ``detect``; the detection outputs keep their last
+        values otherwise) and landmarks for the first ``n_faces`` face slots."""
         frames = slot.frames_dev
         fd = slot.faces_dev
-        if self.detector is not None:
+        if detect and self.detector is not None:
             det = self.detector(frames)
             d = min(fd.det_boxes.shape[1], det.boxes_xyxy_px.shape[1])
             fd.det_boxes[:, :d].copy_(det.boxes_xyxy_px[:, :d])
@@ -101,9 +105,10 @@ class FrameProgram:
         self.roi_state[:n].copy_(roi_next)
         mark("landmarks")
 
-    def stage(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> Staged | None:
+    def stage(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
+              detect: bool = True) -> Staged | None:
         """Analysis, then everything before the generator: 5 points, alignment, crops, blob."""
-        self.analyse(slot, n_faces, mark)
+        self.analyse(slot, n_faces, mark, detect=detect)
         if n_faces == 0:
             return None
         n = n_faces
@@ -134,8 +139,9 @@ class FrameProgram:
         sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid)
         mark("paste")
 
-    def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> None:
+    def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
+            detect: bool = True) -> None:
         """The whole tick eagerly (or inside one capture)."""
-        staged = self.stage(slot, n_faces, mark)
+        staged = self.stage(slot, n_faces, mark, detect=detect)
         if staged is not None:
             self.finish(slot, staged, self.generate(staged, mark), mark)

@@ -42,13 +42,15 @@ class TickResult:
 
     ``frames_bgr`` (B, H, W, 3) uint8; ``landmarks_px`` (n, 468, 3) float32; ``presence`` (n,);
     ``fits`` (n,) bool; ``det_boxes_xyxy`` (B, D, 4), ``det_scores`` (B, D), ``det_valid``
-    (B, D); ``host_latency_ms`` from submit (upload queued) to outputs in host memory as seen by
-    the host; ``gpu_latency_ms`` the same span measured by CUDA events (NaN on CPU).
+    (B, D), fresh when ``detected``; ``host_latency_ms`` from submit (upload queued) to
+    outputs in host memory as seen by the host; ``gpu_latency_ms`` the same span measured by
+    CUDA events (NaN on CPU).
     """
 
     tick: int
     slot: int
     n_faces: int
+    detected: bool
     frames_bgr: np.ndarray
     landmarks_px: np.ndarray
     presence: np.ndarray
@@ -77,7 +79,7 @@ class GpuScheduler:
         self.runner = GraphRunner(program, use_graphs=use_graphs)
         self.buckets = face_buckets(shape.max_faces)
         self.ring: SlotRing | None = None
-        self._queue: collections.deque[tuple[Slot, int]] = collections.deque()
+        self._queue: collections.deque[tuple[Slot, int, bool]] = collections.deque()
         self._last: Slot | None = None
         self._tick = 0
 
@@ -107,19 +109,24 @@ class GpuScheduler:
     def ring_full(self) -> bool:
         return len(self._queue) >= self.n_slots
 
-    def warmup(self, face_counts: tuple[int, ...] | None = None) -> dict[str, str]:
-        """Capture graphs for ``face_counts`` (default: every bucket) on every slot now."""
+    def warmup(self, face_counts: tuple[int, ...] | None = None,
+               detect: tuple[bool, ...] = (True, False)) -> dict[str, str]:
+        """Capture graphs for ``face_counts`` (default: every bucket) and the detection flags
+        on every slot now; returns the modes (see ``GraphRunner.modes``)."""
         self.open()
         assert self.ring is not None
         counts = self.buckets if face_counts is None else tuple(
             bucket_for(n, self.buckets) for n in face_counts)
         for slot in self.ring.slots:
             for n in counts:
-                self.runner.prepare(slot, n)
+                for flag in detect:
+                    self.runner.prepare(slot, n, flag)
         return self.runner.modes
 
-    def submit(self, fill: Callable[[Slot], Any], n_faces: int) -> int:
+    def submit(self, fill: Callable[[Slot], Any], n_faces: int, *, detect: bool = True) -> int:
         """Queue one tick with ``n_faces`` face slots in use; returns its tick number.
+        ``detect`` runs the detector this tick (the app does it every few ticks; the detection
+        outputs of the slot keep older values otherwise, see ``TickResult.detected``).
 
         ``fill(slot)`` writes the inputs into the slot's host buffers first
         (``slot.frames_in_host``, ``slot.faces_host.*``; rows past ``n_faces`` are ignored).
@@ -140,23 +147,23 @@ class GpuScheduler:
         with slot.on_stream():
             if slot.cuda and self._last is not None:
                 slot.stream.wait_event(self._last.computed)
-            self.runner.run(slot, bucket)
+            self.runner.run(slot, bucket, detect)
             if slot.cuda:
                 slot.computed.record(slot.stream)
         slot.download()
-        self._queue.append((slot, n_faces))
+        self._queue.append((slot, n_faces, detect))
         self._last = slot
         self._tick += 1
         return slot.tick
 
     def collect(self) -> TickResult:
         """Wait for the oldest tick in flight and return it."""
-        slot, n = self._queue.popleft()
+        slot, n, detected = self._queue.popleft()
         slot.wait()
         t_ready = time.perf_counter_ns()
         fh = slot.faces_host
         return TickResult(
-            tick=slot.tick, slot=slot.index, n_faces=n,
+            tick=slot.tick, slot=slot.index, n_faces=n, detected=detected,
             frames_bgr=slot.frames_out_host.numpy(),
             landmarks_px=fh.landmarks[:n].numpy(), presence=fh.presence[:n].numpy(),
             roi_next=fh.roi_next[:n].numpy(), fits=fh.fits[:n].numpy(),

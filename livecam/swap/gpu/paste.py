@@ -8,10 +8,14 @@ truncated to uint8. Kernel sizes depend on the face size, which a CUDA graph can
 shape, so:
 
 - the threshold region is computed analytically: a bilinear white square sampled at crop
-  coordinates (u, v) is 255 * cov(u) * cov(v) with cov(t) = clamp(min(t + 1, s - t), 0, 1);
-- erosion of that convex region by a box is exact from the box's four corners (a box lies in a
-  convex set iff its corners do); the region's thin fringe (values <= 20, one pixel wide)
-  is taken as 0, which changes alpha by < 0.1 at most on that one-pixel band before blurring;
+  coordinates (u, v) is 255 * cov(u) * cov(v) with cov(t) = clamp(min(t + 1, s - t), 0, 1),
+  taken as the rectangle where each coverage exceeds 20/255 (the two differ on sub-pixel
+  corner patches only);
+- erosion of that convex region by a box is exact from the box's corners (a box lies in a
+  convex set iff its corners do), and since (u, v) is affine in (x, y) the extreme corners
+  along u and v are known per face: four comparisons per pixel. The region's thin fringe
+  (values <= 20, one pixel wide) is taken as 0, which changes alpha by < 0.1 at most on that
+  one-pixel band before blurring;
 - the Gaussian is a separable convolution with per-face weights of a fixed maximum length,
   zero beyond each face's own radius, built on the device from the measured size.
 
@@ -27,14 +31,7 @@ import torch.nn.functional as F
 from livecam.swap.gpu.blend import window_origins
 from livecam.swap.gpu.warp import affine_grid_px, sample_bilinear_hwc
 
-_SUBPIXEL_STEPS = 32.0
-
-
-def _white_value(coords: torch.Tensor, size: int) -> torch.Tensor:
-    """Bilinear sample of a white (255) size x size image with a zero border at crop coords."""
-    pos = torch.round(coords * _SUBPIXEL_STEPS) / _SUBPIXEL_STEPS
-    cov = torch.minimum(pos + 1.0, size - pos).clamp(0.0, 1.0)
-    return 255.0 * cov[..., 0] * cov[..., 1]
+_THRESHOLD = 20.0 / 255.0  # insightface: mask[mask > 20] = 255 on a 0..255 white crop
 
 
 def gaussian_weights(ksize: torch.Tensor, max_ksize: int) -> torch.Tensor:
@@ -69,34 +66,39 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     crop_index = torch.arange(n, device=faces_nhwc.device)
     fake = sample_bilinear_hwc(faces_nhwc, crop_index, grid, border="constant",
                                round_uint8=True)
-    inside = _white_value(grid, size) > 20.0  # the "== 255" set after thresholding
+    # the thresholded white crop: cov(u) * cov(v) > 20 / 255, taken as the rectangle where
+    # each coverage alone exceeds it (they differ on sub-pixel corner patches only)
+    lo_edge = _THRESHOLD - 1.0
+    hi_edge = size - _THRESHOLD
+    u, v = grid[..., 0], grid[..., 1]
+    inside = (u > lo_edge) & (u < hi_edge) & (v > lo_edge) & (v < hi_edge)
     # size of the mask: sqrt of its bounding box (pixel-index extents, as np.where gives)
-    ys = torch.arange(win, device=grid.device, dtype=torch.float32)[None, :, None].expand_as(
-        inside)
-    xs = torch.arange(win, device=grid.device, dtype=torch.float32)[None, None, :].expand_as(
-        inside)
+    steps = torch.arange(win, device=grid.device, dtype=torch.float32)
     big = float(win * 4)
-    y_lo = torch.where(inside, ys, big).amin(dim=(1, 2))
-    y_hi = torch.where(inside, ys, -big).amax(dim=(1, 2))
-    x_lo = torch.where(inside, xs, big).amin(dim=(1, 2))
-    x_hi = torch.where(inside, xs, -big).amax(dim=(1, 2))
-    extent = ((y_hi - y_lo).clamp(min=0) * (x_hi - x_lo).clamp(min=0)).double()
+
+    def span(hit: torch.Tensor) -> torch.Tensor:  # (N, win) bool -> (N,) last - first hit
+        hit_f = hit.float()
+        return ((steps * hit_f - big * (1 - hit_f)).amax(1)
+                - (steps * hit_f + big * (1 - hit_f)).amin(1))
+
+    y_span = span(inside.any(dim=2))
+    x_span = span(inside.any(dim=1))
+    extent = (y_span.clamp(min=0) * x_span.clamp(min=0)).double()
     mask_size = torch.floor(torch.sqrt(extent))
     k1 = torch.clamp(torch.floor(mask_size / 10), min=10)
     k2 = torch.clamp(torch.floor(mask_size / 20), min=5)
-    # erosion by a k1 x k1 box anchored at k1 // 2: corners at offsets lo and hi
+    # erosion by a k1 x k1 box anchored at k1 // 2 (offsets lo..hi): a box lies in the convex
+    # region iff its corners do, and along u (and v) the extreme corners are known per face
     lo = -torch.floor(k1 / 2).float()
     hi = (k1 - 1).float() + lo
-    m = matrix_2x3.float()
-    lin = m[:, :, :2]
-
-    def corner_inside(dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-        shift = torch.stack((lin[:, 0, 0] * dx + lin[:, 0, 1] * dy,
-                             lin[:, 1, 0] * dx + lin[:, 1, 1] * dy), dim=-1)
-        return _white_value(grid + shift[:, None, None, :], size) > 20.0
-
-    eroded = (corner_inside(lo, lo) & corner_inside(hi, lo) & corner_inside(lo, hi)
-              & corner_inside(hi, hi)).float() * 255.0
+    lin = matrix_2x3[:, :, :2].float()  # d(u, v) / d(x, y)
+    reach_min = (torch.minimum(lin[:, :, 0] * lo[:, None], lin[:, :, 0] * hi[:, None])
+                 + torch.minimum(lin[:, :, 1] * lo[:, None], lin[:, :, 1] * hi[:, None]))
+    reach_max = (torch.maximum(lin[:, :, 0] * lo[:, None], lin[:, :, 0] * hi[:, None])
+                 + torch.maximum(lin[:, :, 1] * lo[:, None], lin[:, :, 1] * hi[:, None]))
+    near = grid + reach_min[:, None, None, :]  # (N, win, win, 2): the corner nearest 0
+    far = grid + reach_max[:, None, None, :]
+    eroded = ((near > lo_edge).all(dim=-1) & (far < hi_edge).all(dim=-1)).float() * 255.0
     max_k2 = max(5, win // 20 + 1)
     max_ksize = 2 * max_k2 + 1
     taps = gaussian_weights(2 * k2 + 1, max_ksize)  # (N, K)

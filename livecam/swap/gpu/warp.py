@@ -23,18 +23,16 @@ BORDERS = ("constant", "replicate")
 
 
 def invert_affine(matrix_2x3: torch.Tensor) -> torch.Tensor:
-    """Inverse of (..., 2, 3) affine matrices (``cv2.invertAffineTransform``), same dtype."""
-    a, b, tx = matrix_2x3[..., 0, 0], matrix_2x3[..., 0, 1], matrix_2x3[..., 0, 2]
-    c, d, ty = matrix_2x3[..., 1, 0], matrix_2x3[..., 1, 1], matrix_2x3[..., 1, 2]
-    det = a * d - b * c
-    inv_det = torch.where(det != 0, 1.0 / torch.where(det != 0, det, torch.ones_like(det)),
-                          torch.zeros_like(det))
-    ia, ib, ic, id_ = d * inv_det, -b * inv_det, -c * inv_det, a * inv_det
-    itx = -(ia * tx + ib * ty)
-    ity = -(ic * tx + id_ * ty)
-    row0 = torch.stack((ia, ib, itx), dim=-1)
-    row1 = torch.stack((ic, id_, ity), dim=-1)
-    return torch.stack((row0, row1), dim=-2)
+    """Inverse of (..., 2, 3) affine matrices (``cv2.invertAffineTransform``), same dtype.
+    A singular matrix gives zeros (no exception: this runs inside CUDA graphs)."""
+    lin = matrix_2x3[..., :2]
+    shift = matrix_2x3[..., 2:]
+    a, b = lin[..., 0, 0], lin[..., 0, 1]
+    c, d = lin[..., 1, 0], lin[..., 1, 1]
+    det = (a * d - b * c)[..., None, None]
+    adj = torch.stack((d, -b, -c, a), dim=-1).reshape(lin.shape)
+    inv_lin = torch.where(det != 0, adj / torch.where(det != 0, det, 1.0), 0.0)
+    return torch.cat((inv_lin, -(inv_lin @ shift)), dim=-1)
 
 
 def affine_grid_px(matrix_2x3: torch.Tensor, height_px: int, width_px: int,
@@ -53,25 +51,22 @@ def affine_grid_px(matrix_2x3: torch.Tensor, height_px: int, width_px: int,
     m = matrix_2x3.double() if opencv_fixed_point else matrix_2x3.float()
     dtype = m.dtype
     device = m.device
-    xs = torch.arange(width_px, device=device, dtype=dtype)[None, None, :]
-    ys = torch.arange(height_px, device=device, dtype=dtype)[None, :, None]
+    xs = torch.arange(width_px, device=device, dtype=dtype)[None, None, :]  # (1, 1, w)
+    ys = torch.arange(height_px, device=device, dtype=dtype)[None, None, :]  # (1, 1, h)
     if origin_xy_px is not None:
-        xs = xs + origin_xy_px[:, 0, None, None].to(dtype)
-        ys = ys + origin_xy_px[:, 1, None, None].to(dtype)
-
-    def coef(i: int, j: int) -> torch.Tensor:
-        return m[:, i, j, None, None]
-
-    if not opencv_fixed_point:
-        sx = coef(0, 0) * xs + coef(0, 1) * ys + coef(0, 2)
-        sy = coef(1, 0) * xs + coef(1, 1) * ys + coef(1, 2)
-        return torch.stack((sx, sy), dim=-1)
-    scale = 1024.0  # OpenCV AB_SCALE; + 16 = half of one 1/32 step, then >> 5
-    sx = torch.floor((torch.round(coef(0, 0) * xs * scale)
-                      + torch.round((coef(0, 1) * ys + coef(0, 2)) * scale) + 16.0) / 32.0)
-    sy = torch.floor((torch.round(coef(1, 0) * xs * scale)
-                      + torch.round((coef(1, 1) * ys + coef(1, 2)) * scale) + 16.0) / 32.0)
-    return (torch.stack((sx, sy), dim=-1) / _SUBPIXEL_STEPS).float()
+        xs = xs + origin_xy_px[:, None, 0, None].to(dtype)  # (N, 1, w)
+        ys = ys + origin_xy_px[:, None, 1, None].to(dtype)
+    # both output coordinates at once: row r of M gives source x (r = 0) and y (r = 1)
+    x_term = m[:, :, 0, None] * xs  # (N, 2, w)
+    y_term = m[:, :, 1, None] * ys + m[:, :, 2, None]  # (N, 2, h)
+    if opencv_fixed_point:
+        scale = 1024.0  # OpenCV AB_SCALE; + 16 = half of one 1/32 step, then >> 5
+        x_term = torch.round(x_term * scale)
+        y_term = torch.round(y_term * scale) + 16.0
+        src = torch.floor((y_term[:, :, :, None] + x_term[:, :, None, :]) / 32.0) / 32.0
+    else:
+        src = y_term[:, :, :, None] + x_term[:, :, None, :]  # (N, 2, h, w)
+    return src.permute(0, 2, 3, 1).float()
 
 
 def sample_bilinear_hwc(images_bhwc: torch.Tensor, image_index: torch.Tensor,
@@ -92,27 +87,22 @@ def sample_bilinear_hwc(images_bhwc: torch.Tensor, image_index: torch.Tensor,
     pos = grid_xy.float()
     if opencv_subpixel:
         pos = torch.round(pos * _SUBPIXEL_STEPS) / _SUBPIXEL_STEPS
-    x0f = torch.floor(pos[..., 0])
-    y0f = torch.floor(pos[..., 1])
-    fx = (pos[..., 0] - x0f)[..., None]
-    fy = (pos[..., 1] - y0f)[..., None]
-    # clamp far-away positions first so the int conversion cannot overflow
-    x0 = x0f.clamp(-2, width + 1).long()
-    y0 = y0f.clamp(-2, height + 1).long()
-    flat = images_bhwc.reshape(batch * height * width, channels)
-    base = image_index.long().reshape(-1, 1, 1) * (height * width)
-
-    def tap(xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
-        xc = xi.clamp(0, width - 1)
-        yc = yi.clamp(0, height - 1)
-        value = flat[base + yc * width + xc].float()
-        if border == "constant":
-            inside = ((xi >= 0) & (xi < width) & (yi >= 0) & (yi < height))[..., None]
-            value = torch.where(inside, value, torch.full_like(value, border_value))
-        return value
-
-    top = tap(x0, y0) * (1 - fx) + tap(x0 + 1, y0) * fx
-    bottom = tap(x0, y0 + 1) * (1 - fx) + tap(x0 + 1, y0 + 1) * fx
+    p0 = torch.floor(pos)
+    frac = pos - p0  # (N, h, w, 2)
+    # the four taps in one gather: offsets (0,0), (1,0), (0,1), (1,1); far-away positions are
+    # clamped first so the integer conversion cannot overflow
+    step = torch.arange(4, device=pos.device)
+    tx = p0[..., 0].clamp(-2, width + 1).long()[..., None] + step % 2  # (N, h, w, 4)
+    ty = p0[..., 1].clamp(-2, height + 1).long()[..., None] + step // 2
+    index = (image_index.long().reshape(-1, 1, 1, 1) * (height * width)
+             + ty.clamp(0, height - 1) * width + tx.clamp(0, width - 1))
+    values = images_bhwc.reshape(batch * height * width, channels)[index].float()  # (N,h,w,4,C)
+    if border == "constant":
+        inside = (tx >= 0) & (tx < width) & (ty >= 0) & (ty < height)
+        values = torch.where(inside[..., None], values, border_value)
+    fx, fy = frac[..., 0:1], frac[..., 1:2]  # (N, h, w, 1)
+    top = values[..., 0, :] * (1 - fx) + values[..., 1, :] * fx
+    bottom = values[..., 2, :] * (1 - fx) + values[..., 3, :] * fx
     out = top * (1 - fy) + bottom * fy
     if round_uint8 is None:
         round_uint8 = images_bhwc.dtype == torch.uint8

@@ -137,3 +137,20 @@ def test_slot_shapes_and_buckets() -> None:
     assert slot.faces_dev.landmarks.shape == (3, 468, 3)
     assert slot.faces_host.det_boxes.shape == (2, 5, 4)
     assert slot.frames_dev.dtype == torch.uint8
+
+
+def test_detector_runs_only_on_ticks_that_ask(cpu_engine: Any, face_frame: FaceFrame) -> None:
+    program = make_program(cpu_engine, 1)
+    with GpuScheduler(program, SlotShape(1, HEIGHT, WIDTH, 1), "cpu", n_slots=2) as sched:
+        fill = fill_with(face_frame.frame_bgr[None], face_frame.rois, face_frame.latents, ONE,
+                         True)
+        sched.submit(fill, 1, detect=False)
+        skipped = sched.collect()
+        assert not skipped.detected and not skipped.det_valid.any()
+        assert skipped.presence[0] > 0.9  # the mesh ran from the given ROI all the same
+        sched.submit(fill, 1, detect=True)
+        found = sched.collect()
+        assert found.detected and int(found.det_valid[0].sum()) == 1
+        box = found.det_boxes_xyxy[0, 0]
+        centre = face_frame.rois[0, :2]
+        assert box[0] < centre[0] < box[2] and box[1] < centre[1] < box[3]
