@@ -109,6 +109,11 @@ class FrameProgram:
               detect: bool = True) -> Staged | None:
         """Analysis, then everything before the generator: 5 points, alignment, crops, blob."""
         self.analyse(slot, n_faces, mark, detect=detect)
+        return self.prepare_swap(slot, n_faces, mark)
+
+    def prepare_swap(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> Staged | None:
+        """From landmarks in the slot's buffers to the generator's input (the second half of
+        :meth:`stage`)."""
         if n_faces == 0:
             return None
         n = n_faces
