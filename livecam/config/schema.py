@@ -13,6 +13,7 @@ from livecam.config.analysis import AnalysisConfig
 from livecam.config.control import ControlConfig
 from livecam.config.engine import EngineConfig, ModelsConfig
 from livecam.config.fields import knob
+from livecam.config.gpu import GpuConfig
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
 
@@ -81,3 +82,4 @@ class Config:
     control: ControlConfig = field(default_factory=ControlConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from livecam.config.gpu import GpuConfig
 from livecam.pipeline.gpu.program import FrameProgram
 from livecam.swap.gpu.neural import GpuInswapper
 
@@ -38,6 +39,12 @@ class ProgramOptions:
     max_detections: int = 8
     window_px: int = 640
     colour_blur_px: float = 0.0
+
+    @classmethod
+    def from_config(cls, gpu: GpuConfig) -> ProgramOptions:
+        """The options of the ``gpu`` config section."""
+        return cls(precision=gpu.precision, detector_range=gpu.detector_range,
+                   window_px=gpu.paste_window_px, colour_blur_px=gpu.colour_blur_px)
 
 
 def build_program(engine: Any, *, device: torch.device | str, max_faces: int,

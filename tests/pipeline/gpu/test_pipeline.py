@@ -154,3 +154,16 @@ def test_detector_runs_only_on_ticks_that_ask(cpu_engine: Any, face_frame: FaceF
         box = found.det_boxes_xyxy[0, 0]
         centre = face_frame.rois[0, :2]
         assert box[0] < centre[0] < box[2] and box[1] < centre[1] < box[3]
+
+
+def test_program_options_follow_the_gpu_config_section() -> None:
+    from livecam.config import load_config
+    from livecam.pipeline.gpu.build import ProgramOptions
+
+    config = load_config(None, ["gpu.paste_window_px=512", "gpu.detector_range=full",
+                                "gpu.precision=fp32", "gpu.colour_blur_px=9"])
+    options = ProgramOptions.from_config(config.gpu)
+    assert (options.window_px, options.detector_range, options.precision,
+            options.colour_blur_px) == (512, "full", "fp32", 9.0)
+    with pytest.raises(ValueError, match=r"gpu\.slots"):
+        load_config(None, ["gpu.slots=1"])

@@ -1,0 +1,39 @@
+"""Config section ``gpu``: the all-GPU frame pipeline (``livecam.pipeline.gpu``).
+
+Read by :meth:`livecam.pipeline.gpu.build.ProgramOptions.from_config` and the scheduler that
+the app builds when the pipeline runs on a CUDA GPU; the generator's own engine settings stay
+in ``engine``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from livecam.config.fields import knob
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """All-GPU pipeline: slots, CUDA graphs, analysis on the GPU, paste-back window."""
+
+    slots: int = knob(2, "Frames in flight on the GPU (each slot has its own CUDA stream and "
+                      "buffers). 2 overlaps one frame's upload/compute with the previous "
+                      "frame's download; more adds latency without adding throughput unless "
+                      "the host is slow.", range=(2, 8))
+    max_faces: int = knob(4, "Faces per frame the GPU buffers and CUDA graphs are sized for; "
+                          "more faces than this are left unswapped.", range=(1, 64))
+    cuda_graphs: bool = knob(True, "Capture the per-frame work as CUDA graphs (one per slot, "
+                             "face-count bucket and detection flag), so a frame costs a few "
+                             "graph launches instead of ~1000 kernel launches from Python.")
+    precision: str = knob("fp16", "Precision of the face detector and face mesh on the GPU.",
+                          choices=("fp16", "fp32"))
+    detector_range: str = knob("short", "BlazeFace model on the GPU: short (faces within ~2 m, "
+                               "128 px input) or full (~5 m, 192 px).",
+                               choices=("short", "full"))
+    paste_window_px: int = knob(640, "Side of the frame square around each face that the "
+                                "paste-back works in, px. It must exceed the face's crop "
+                                "footprint (about 1.8x the face width, more when the head is "
+                                "rolled); larger costs more per face.", range=(64, 4096))
+    colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
+                                 "live one on the 128 px crop: blur size, px; 0 = off (as "
+                                 "insightface).", range=(0.0, 128.0))
