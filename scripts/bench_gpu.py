@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-graphs", action="store_true", help="never capture CUDA graphs")
     parser.add_argument("--max-streams", type=int, default=64,
                         help="largest stream count the concurrency search tries")
-    parser.add_argument("--budget-s", type=float, default=420.0,
+    parser.add_argument("--budget-s", type=float, default=300.0,
                         help="skip the remaining measurements after this many seconds")
     parser.add_argument("--out", type=Path, default=Path("bench_gpu.json"), help="JSON output")
     args = parser.parse_args(argv)

@@ -289,7 +289,7 @@ def search_streams(modules: dict[str, Any], scene1: Scene, latents: np.ndarray, 
 
     results: dict[int, dict[str, Any]] = {}
 
-    def trial(n: int) -> bool:
+    def measure(n: int) -> bool:
         scene = tile_streams(scene1, n)
         lat = np.tile(latents[:1], (n, 1))
         sched = _scheduler(modules, scene, height, width, args)
@@ -300,6 +300,9 @@ def search_streams(modules: dict[str, Any], scene1: Scene, latents: np.ndarray, 
                 res["modes"] = sorted(set(m.split(" ")[0] for m in modes.values()))
         except torch.cuda.OutOfMemoryError as exc:
             res = {"holds": False, "error": f"out of memory: {str(exc)[:120]}"}
+        except Exception as exc:  # one bad trial must not lose the others
+            log.exception("streams trial %d failed", n)
+            res = {"holds": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         finally:
             del sched
             gc.collect()
@@ -311,6 +314,14 @@ def search_streams(modules: dict[str, Any], scene1: Scene, latents: np.ndarray, 
 
     good, bad = 0, None
     n = 1
+    deadline = getattr(args, "deadline", float("inf"))
+
+    def trial(n: int) -> bool:
+        if time.perf_counter() > deadline:
+            results.setdefault(n, {"holds": False, "error": "skipped: past the time budget"})
+            return False
+        return measure(n)
+
     while n <= args.max_streams:
         if trial(n):
             good = n
@@ -429,6 +440,7 @@ def run_benchmark(args: Any, photos: list[np.ndarray], work: Path,
     baseline = NaiveBaseline(modules32["program"])
     baseline.detect_every = args.detect_every  # type: ignore[attr-defined]
     report["errors"] = {}
+    args.deadline = t_start + args.budget_s + 90.0  # the streams search stops there
     scene1 = build_scene(faces, 1, height, width)
 
     def section(name: str, fn: Any) -> None:
