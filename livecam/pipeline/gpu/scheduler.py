@@ -31,8 +31,9 @@ import numpy as np
 import torch
 
 from livecam.pipeline.gpu.graphs import GraphRunner, bucket_for, face_buckets
-from livecam.pipeline.gpu.program import FrameProgram
+from livecam.pipeline.gpu.program import PRESENCE_THRESHOLD, FrameProgram
 from livecam.pipeline.gpu.slots import Slot, SlotRing, SlotShape
+from livecam.types import Faces
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class TickResult:
     """One finished tick. Arrays are views of the slot's pinned host buffers, valid until the
     scheduler submits to that slot again (``n_slots`` ticks later).
 
-    ``frames_bgr`` (B, H, W, 3) uint8; ``landmarks_px`` (n, 468, 3) float32; ``presence`` (n,);
+    ``frames_bgr`` (B, H, W, 3) uint8; ``frame_index`` (n,) int64, the frame of each face;
+    ``landmarks_px`` (n, 468, 3) float32; ``presence`` (n,);
     ``fits`` (n,) bool; ``det_boxes_xyxy`` (B, D, 4), ``det_scores`` (B, D), ``det_valid``
     (B, D), fresh when ``detected``; ``host_latency_ms`` from submit (upload queued) to
     outputs in host memory as seen by the host; ``gpu_latency_ms`` the same span measured by
@@ -52,6 +54,7 @@ class TickResult:
     n_faces: int
     detected: bool
     frames_bgr: np.ndarray
+    frame_index: np.ndarray
     landmarks_px: np.ndarray
     presence: np.ndarray
     roi_next: np.ndarray
@@ -61,6 +64,24 @@ class TickResult:
     det_valid: np.ndarray
     host_latency_ms: float
     gpu_latency_ms: float
+
+
+    def faces(self, frame: int = 0, *, min_presence: float = PRESENCE_THRESHOLD) -> Faces:
+        """The faces the mesh found in frame ``frame`` of this tick, as :class:`Faces` for the
+        host-side tracker: boxes around the landmarks, presence as score, keypoints in
+        BlazeFace order from the mesh, ``track_ids`` -1. Copies out of the slot's buffers."""
+        from livecam.analysis.landmarks import six_keypoints
+
+        keep = (self.frame_index == frame) & (self.presence >= min_presence)
+        lm = np.ascontiguousarray(self.landmarks_px[keep], dtype=np.float32)
+        if len(lm) == 0:
+            return Faces.empty()
+        xy = lm[..., :2]
+        boxes = np.concatenate([xy.min(axis=1), xy.max(axis=1)], axis=1)
+        return Faces(boxes_xyxy=boxes, scores=self.presence[keep].astype(np.float32),
+                     keypoints_xy=six_keypoints(xy), landmarks_xy=xy.copy(),
+                     landmarks_z=lm[..., 2].copy(),
+                     track_ids=np.full(len(lm), -1, np.int64))
 
 
 class GpuScheduler:
@@ -164,7 +185,7 @@ class GpuScheduler:
         fh = slot.faces_host
         return TickResult(
             tick=slot.tick, slot=slot.index, n_faces=n, detected=detected,
-            frames_bgr=slot.frames_out_host.numpy(),
+            frames_bgr=slot.frames_out_host.numpy(), frame_index=fh.frame_index[:n].numpy(),
             landmarks_px=fh.landmarks[:n].numpy(), presence=fh.presence[:n].numpy(),
             roi_next=fh.roi_next[:n].numpy(), fits=fh.fits[:n].numpy(),
             det_boxes_xyxy=fh.det_boxes.numpy(), det_scores=fh.det_scores.numpy(),

@@ -53,6 +53,11 @@ def test_tick_equals_cpu_neural_swap(cpu_engine: Any, face_frame: FaceFrame,
     assert (ref != face_frame.frame_bgr).any(axis=-1).mean() > 0.05
     assert diff.mean() < 0.1 and (diff > 3).mean() < 2e-3
     assert bool(result.fits.all())
+    # what goes to the host tracker: one face with the mesh's landmarks and a box around them
+    faces = result.faces(0)
+    assert len(faces) == 1 and faces.has_landmarks
+    np.testing.assert_allclose(faces.landmarks_xy[0], lm[0])
+    assert len(result.faces(1)) == 0
 
 
 @pytest.mark.slow
