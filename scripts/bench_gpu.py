@@ -97,10 +97,11 @@ def print_table(report: dict[str, Any]) -> None:
               f"{row['throughput']['frames_per_s']:.1f} | "
               f"{base.get('latency_ms', {}).get('p50', float('nan')):.1f} | "
               f"{base.get('frames_per_s', float('nan')):.1f} | {speed:.1f}x |")
-    print("\nper-stage GPU ms (each stage its own CUDA graph, events between; median):")
+    print("\nper-stage ms (graphs: each stage its own CUDA graph, replayed back to back with "
+          "CUDA events between, median; eager: an eager run):")
     for key, row in report["workloads"].items():
         stages = ", ".join(f"{k} {v:.3f}" for k, v in row["stages_ms"].items())
-        print(f"  {key}: {stages}")
+        print(f"  {key} [{row.get('stages_source', '?')}]: {stages}")
     print("per-stage ms of an eager run (includes Python dispatch gaps):")
     for key, row in report["workloads"].items():
         stages = ", ".join(f"{k} {v:.3f}" for k, v in row.get("stages_eager_ms", {}).items())
