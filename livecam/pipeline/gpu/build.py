@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from livecam.config.gpu import GpuConfig
 from livecam.pipeline.gpu.program import FrameProgram
 from livecam.swap.gpu.neural import GpuInswapper
+
+if TYPE_CHECKING:  # livecam.config imports yaml, which the GPU machine may not have
+    from livecam.config.gpu import GpuConfig
 
 
 @dataclass(frozen=True)
