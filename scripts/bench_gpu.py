@@ -112,6 +112,11 @@ def print_table(report: dict[str, Any]) -> None:
               f"{parity['landmarks_mean_px']:.3f} px, frame mean |diff| "
               f"{parity['frame_mean_abs']:.3f}, max {parity['frame_max_abs']}, "
               f">3 levels {parity['frame_frac_over_3'] * 100:.3f}% of values")
+        if "swap_maths_vs_cpu_mean_abs" in parity:
+            print(f"swap maths on this device vs the CPU code (OpenCV), fp32: mean |diff| "
+                  f"{parity['swap_maths_vs_cpu_mean_abs']:.3f}, max "
+                  f"{parity['swap_maths_vs_cpu_max_abs']}, >3 levels "
+                  f"{parity['swap_maths_vs_cpu_frac_over_3'] * 100:.3f}% of values")
     streams = report.get("streams", {})
     print(f"\nconcurrent 1080p30 streams holding p99 <= 33 ms: {streams.get('max_streams')} "
           f"(tried: {streams.get('tried')})")
