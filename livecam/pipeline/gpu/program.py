@@ -1,14 +1,13 @@
 """The per-tick GPU work: detect, landmarks, align, generate, colour, paste, all on the device.
 
-:class:`FrameProgram` runs on one :class:`~livecam.pipeline.gpu.slots.Slot`'s device buffers for a
-static number of face slots (a *bucket*), so it can be captured in a CUDA graph per
-(slot, bucket). It is split in two halves with a buffer boundary between them:
+:class:`FrameProgram` runs on one :class:`~livecam.pipeline.gpu.slots.Slot`'s device buffers
+for a static number of face slots (a *bucket*), so it can be captured in CUDA graphs per
+(slot, bucket, detection flag). Its parts:
 
 - :meth:`FrameProgram.analyse`: BlazeFace on every frame of ticks that ask for it (every few
-  ticks, as MediaPipe's tracking mode and the CPU analysis stage do; detections feed the host
-  tracker),
-  the face mesh on each face slot's ROI, and the next tick's ROI from the new landmarks
-  (MediaPipe's tracking mode). ROIs chain from tick to tick on the device (``roi_state``); the
+  ticks, as the CPU analysis stage does; detections feed the host tracker), the face mesh on
+  each face slot's ROI, and the next tick's ROI from the new landmarks (MediaPipe's tracking
+  mode). ROIs chain from tick to tick on the device (``roi_state``); the
   host overrides a row (``roi_override``) when its tracker starts a new face.
 - :meth:`FrameProgram.stage` (analysis, then 5 points from the mesh, alignment, crops),
   :meth:`FrameProgram.generate` (one batched generator call for every face of every frame) and
