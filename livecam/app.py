@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from livecam.capture import FrameSource, make_source, parse_input
 from livecam.capture.thread import CaptureThread
@@ -30,6 +30,9 @@ from livecam.pipeline.passthrough import PassThrough
 from livecam.pipeline.scheduler import Scheduler
 from livecam.pipeline.stage import Stage
 from livecam.types import Frame, ImageBGR, Packet, RuntimeState
+
+if TYPE_CHECKING:
+    from livecam.identity import IdentitySource
 
 log = logging.getLogger(__name__)
 
@@ -319,23 +322,40 @@ class App:
             raise self.output_error
 
 
-def build_stages(config: Config, state: RuntimeState) -> list[Stage]:
-    """The per-frame stages for this config; a no-op stage when nothing is to be swapped."""
-    return [PassThrough()]
+def build_stages(config: Config, state: RuntimeState,
+                 identities: IdentitySource | None = None) -> list[Stage]:
+    """The per-frame stages: analysis then swap, or one no-op stage when there is no identity
+    at all (none in the library, none given with ``--source``).
+
+    ``identities`` loads identities by name (default: the library from ``config.identity``).
+    Nothing is opened here; the swap stage reads the active identity from each packet's state,
+    so identities switch live without rebuilding stages.
+    """
+    if not state.identities and state.active_identity is None:
+        return [PassThrough()]
+    from livecam.analysis import build_stages as build_analysis_stages
+    from livecam.identity import IdentityLibrary
+    from livecam.swap import build_swap_stages
+
+    if identities is None:
+        identities = IdentityLibrary.from_config(config.identity)
+    return [*build_analysis_stages(config), *build_swap_stages(config, identities)]
 
 
 def build_app(config: Config, *, input_spec: str, output_spec: str,
               max_frames: int | None = None, state: RuntimeState | None = None,
               stages: Sequence[Stage] | None = None, controls: bool = False,
               hotkeys: bool = True, api_required: bool = False, wait_for_source: bool = False,
-              config_loader: Callable[[], Config] | None = None) -> App:
+              config_loader: Callable[[], Config] | None = None,
+              identities: IdentitySource | None = None) -> App:
     """Parse the specs and wire an :class:`App` (nothing is opened yet).
 
     With ``controls`` (``livecam run``, ``livecam daemon``) the app also gets: the identity
     names from the library, key bindings in the preview window, global hotkeys (when
     ``hotkeys`` and ``control.hotkeys``; the daemon passes ``hotkeys=False``), the control API
     (``control.api``; a taken address fails the start only with ``api_required``), and
-    reloads that re-read the config through ``config_loader``.
+    reloads that re-read the config through ``config_loader``. ``identities`` replaces the
+    library as the source of identities (``--source PHOTO`` puts a one-off identity in front).
     """
     out_spec = parse_output(output_spec)
     source = make_source(parse_input(input_spec), config.capture)
@@ -345,7 +365,7 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     if not controls:
         sink = make_sink(out_spec, config.output)
         if stages is None:
-            stages = build_stages(config, state)
+            stages = build_stages(config, state, identities)
         return App(config, source=source, sink=sink, stages=stages, state=state,
                    max_frames=max_frames, commands=commands, wait_for_source=wait_for_source,
                    input_label=input_spec, output_label=output_spec)
@@ -370,9 +390,12 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
         sink = WindowSink(on_key=WindowKeys(keymap, commands).on_key)
     else:
         sink = make_sink(out_spec, config.output)
-    factory = build_stages if stages is None else None
+    factory: StageFactory | None = None
     if stages is None:
-        stages = build_stages(config, state)
+        def factory(cfg: Config, st: RuntimeState) -> list[Stage]:
+            return build_stages(cfg, st, identities)
+
+        stages = factory(config, state)
     app = App(config, source=source, sink=sink, stages=stages, state=state,
               max_frames=max_frames, commands=commands, stage_factory=factory,
               config_loader=config_loader, identity_names=catalog.names,

@@ -46,7 +46,8 @@ class AnalysisConfig:
         "all", "Which faces go on to the swap: `all`, `largest`, `center` (nearest the "
         "frame centre), `reference` (only faces matching `reference_photos`; needs the "
         "livecam[identity] extra). The detector's own score floor is the tracker's "
-        "low_score_threshold (trackers/bytetrack.yaml).", choices=("all", "largest", "center", "reference"))
+        "low_score_threshold (trackers/bytetrack.yaml).",
+        choices=("all", "largest", "center", "reference"))
     reference_photos: tuple[str, ...] = knob(
         (), "Photos of the person to keep when `select: reference` (one face each).")
     reference_max_distance: float = knob(

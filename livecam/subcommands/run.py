@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("livecam")
 
+#: The name ``--source PHOTO`` gives its one-off identity (hotkeys and `ctl` see it first).
+ONE_OFF_NAME = "source"
+
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``livecam run`` and ``livecam daemon``."""
@@ -26,6 +29,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--identity", metavar="NAME",
                    help="identity to swap in from the start (see `livecam identity list`); "
                    "switch later with hotkeys, the panel or `livecam ctl select`")
+    p.add_argument("--source", metavar="PHOTO",
+                   help="a one-off source face from PHOTO (not stored in the library), active "
+                   "from the start; `livecam identity add` keeps one for later runs")
     add_config_options(p)
 
 
@@ -54,14 +60,25 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool) -
     from livecam.errors import UsageError
     from livecam.types import RuntimeState
 
-    names = LibraryCatalog(config.identity).names()
+    names = tuple(LibraryCatalog(config.identity).names())
     if args.identity is not None and args.identity not in names:
         known = ", ".join(names) or "none yet"
         raise UsageError(f"--identity {args.identity!r}: no such identity (known: {known}); "
                          f"add it with `livecam identity add {args.identity} PHOTO`")
-    state = RuntimeState(active_identity=args.identity, identities=names)
+    active = args.identity
+    identities = None
+    if getattr(args, "source", None):
+        from livecam.identity import IdentityCollection, IdentityLibrary, identity_from_photo
+
+        if args.identity is not None:
+            raise UsageError("use either --identity NAME or --source PHOTO, not both")
+        one_off = identity_from_photo(args.source, config.identity, name=ONE_OFF_NAME)
+        identities = IdentityCollection({ONE_OFF_NAME: one_off},
+                                        IdentityLibrary.from_config(config.identity))
+        active, names = ONE_OFF_NAME, (ONE_OFF_NAME, *names)
+    state = RuntimeState(active_identity=active, identities=names)
     overrides = list(args.overrides)
-    return build_app(config, input_spec=args.input, output_spec=args.output,
+    return build_app(config, input_spec=args.input, output_spec=args.output, identities=identities,
                      max_frames=getattr(args, "frames", None), state=state, controls=True,
                      hotkeys=not daemon, api_required=daemon, wait_for_source=daemon,
                      config_loader=lambda: load_config(args.config, overrides))

@@ -27,8 +27,8 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
     """
     if config.swap.mode == "neural":
         neural = importlib.import_module("livecam.swap.neural")
-        stages: list[Stage] = neural.build_neural_stages(config, identities)
-        return stages
+        return [neural.build_neural_stage(config.engine, config.models, identities.load,
+                                          model_name=config.swap.model)]
     from livecam.swap.stage import ClassicSwapStage
 
     return [ClassicSwapStage(config.swap, identities)]

@@ -11,6 +11,7 @@ import yaml
 
 from livecam.cli import main
 from livecam.config import Config, load_config
+from livecam.config.document import render
 from livecam.config.loader import build
 from livecam.errors import ConfigError
 
@@ -122,6 +123,8 @@ def test_config_yaml_documents_every_key_with_its_default() -> None:
     assert _yaml_keys(data) == _schema_keys(Config)
     # loading the documented file gives exactly the built-in defaults
     assert build(Config, data) == Config()
+    # and the file is what the schema's help texts render to (no hand edits drifting apart)
+    assert text == render(), "regenerate: python -m livecam.config.document > config.yaml"
     # every key carries a comment that explains it, on its line or just above it
     lines = text.splitlines()
     for i, line in enumerate(lines):
