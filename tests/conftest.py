@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
 from livecam.config import Config, load_config
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point the user data/config/cache dirs (platformdirs follows XDG on Linux) at a temporary
+    folder for the whole run, subprocesses included, so no test reads or writes the real home
+    (identity library, control token, models, engine cache)."""
+    root = tmp_path_factory.mktemp("home")
+    saved = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "XDG_CONFIG_HOME",
+                                            "XDG_CACHE_HOME")}
+    for key in saved:
+        os.environ[key] = str(root / key.lower())
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture
