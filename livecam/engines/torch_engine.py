@@ -51,6 +51,8 @@ class TorchEngine(EngineBase):
       only on CUDA. Outputs of a replay live in the graph's static buffers and are overwritten by
       the next call with the same shape: copy them before then.
     - ``channels_last``: NHWC memory layout for 4-D tensors (faster fp16 convolutions on GPUs).
+    - ``fuse``: replace decomposed instance-norm / AdaIN chains by one fused op (fewer kernels;
+      see :mod:`livecam.engines.torch_fuse`).
 
     Only the pipeline thread calls ``run``/``run_torch``.
     """
@@ -58,7 +60,8 @@ class TorchEngine(EngineBase):
     backend = "torch"
 
     def __init__(self, model_path: str | Path, *, device: str = "auto", precision: str = "fp16",
-                 cuda_graphs: bool = True, channels_last: bool | None = None) -> None:
+                 cuda_graphs: bool = True, channels_last: bool | None = None,
+                 fuse: bool = True) -> None:
         if precision not in ("fp16", "fp32"):
             raise ValueError(f"precision must be fp16 or fp32, got {precision!r}")
         self.model_path = Path(model_path)
@@ -66,6 +69,7 @@ class TorchEngine(EngineBase):
         self.precision = precision
         self.cuda_graphs = cuda_graphs
         self.channels_last = channels_last
+        self.fuse = fuse
         self._module: Any = None
         self._device: Any = None
         self._inputs: tuple[TensorSpec, ...] = ()
@@ -115,7 +119,7 @@ class TorchEngine(EngineBase):
         initializer_names = {i.name for i in model.graph.initializer}
         self._inputs = _specs([i for i in model.graph.input if i.name not in initializer_names])
         self._outputs = _specs(model.graph.output)
-        module = OnnxGraphModule(model, float_dtype=self.float_dtype).eval()
+        module = OnnxGraphModule(model, float_dtype=self.float_dtype, fuse=self.fuse).eval()
         if self._use_channels_last:
             for name, buf in list(module.named_buffers()):
                 if buf.dim() == 4 and buf.dtype.is_floating_point:
