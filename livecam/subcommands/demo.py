@@ -57,25 +57,15 @@ def _parse_size(text: str) -> tuple[int, int]:
 
 
 def build_clip(n_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
-    """Frames (H, W, 3) uint8 BGR: two t1.jpg people moving and scaling, each slowly rotating.
-
-    Composites only each face's own region (the generic clip maker in ``livecam.testing``
-    warps whole frames, ~10x slower, too slow for a one-minute demo).
-    """
-    import cv2
+    """Frames (H, W, 3) uint8 BGR: two t1.jpg people moving and scaling, each slowly rotating."""
     import insightface.data
 
-    from livecam.testing.clips import background, face_sprites
+    from livecam.testing.clips import face_sprites
 
     w, h = size
     sprites = face_sprites(insightface.data.get_image("t1"))
     # two of the six that face the camera (sprites are largest first)
     chosen = [sprites[0], sprites[2]] if len(sprites) > 2 else sprites[:2]
-    base = background(size).astype(np.int16)
-    rng = np.random.default_rng(1)
-    # a few backdrops with different sensor noise, cycled (fresh noise per frame costs more)
-    backdrops = [np.clip(base + rng.normal(0, 2.0, (h, w, 3)), 0, 255).astype(np.uint8)
-                 for _ in range(4)]
     s = np.linspace(0.0, 1.0, n_frames)
     fw = 0.16 * w
     paths = [  # centre x, centre y, face width, roll (degrees), per frame
@@ -84,10 +74,32 @@ def build_clip(n_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
         (0.74 * w - 0.12 * w * s, 0.55 * h - 0.10 * h * s, fw * (1.3 - 0.4 * s),
          -10 * np.sin(2 * np.pi * s)),
     ]
+    return compose_clip(chosen, paths[: len(chosen)], size)
+
+
+def compose_clip(sprites: list[Any], paths: list[tuple[Any, ...]],
+                 size: tuple[int, int], noise_sigma: float = 2.0) -> list[np.ndarray]:
+    """Draw face sprites (``livecam.testing.clips.FaceSprite``) along ``paths``.
+
+    Each path is (centre_x, centre_y, face_width_px, roll_deg), arrays of one value per frame.
+    Composites only each face's own region (the generic clip maker in ``livecam.testing``
+    warps whole frames, ~10x slower, too slow for a one-minute demo). Returns (H, W, 3) uint8.
+    """
+    import cv2
+
+    from livecam.testing.clips import background
+
+    w, h = size
+    n_frames = len(paths[0][0])
+    base = background(size).astype(np.int16)
+    rng = np.random.default_rng(1)
+    # a few backdrops with different sensor noise, cycled (fresh noise per frame costs more)
+    backdrops = [np.clip(base + rng.normal(0, noise_sigma, (h, w, 3)), 0, 255).astype(np.uint8)
+                 for _ in range(4)]
     frames = []
     for t in range(n_frames):
         canvas = backdrops[t % len(backdrops)].copy()
-        for sprite, (cx, cy, width, roll) in zip(chosen, paths, strict=False):
+        for sprite, (cx, cy, width, roll) in zip(sprites, paths, strict=True):
             fb = sprite.face_box_xyxy
             scale = float(width[t]) / float(fb[2] - fb[0])
             centre = ((fb[0] + fb[2]) / 2, (fb[1] + fb[3]) / 2)

@@ -98,7 +98,7 @@ class ClassicFaceSwapper:
         frame_hw = (int(target_bgr.shape[0]), int(target_bgr.shape[1]))
         face_w = max(geometry.face_width_px(xy), 8.0)
         # about _GRID_CELLS grid cells across the face whatever its size: the cost stays flat
-        step = max(cfg.grid_step_px, int(face_w // _GRID_CELLS))
+        step = max(cfg.grid_step_px, int(np.ceil(face_w / _GRID_CELLS)))
         warp = self.warper.warp(source.mesh, xy, z, frame_hw, step_px=step)
         if warp is None:
             return info
