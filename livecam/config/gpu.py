@@ -16,6 +16,12 @@ from livecam.config.fields import knob
 class GpuConfig:
     """All-GPU pipeline: slots, CUDA graphs, analysis on the GPU, paste-back window."""
 
+    pipeline: str = knob("auto", "When `livecam run` uses the all-GPU pipeline (face detection, "
+                         "face mesh, neural swap and paste-back as one torch program, ByteTrack "
+                         "on the host) instead of the CPU analysis and swap stages: auto = when "
+                         "swap.mode is neural and torch sees a CUDA GPU; always = whenever "
+                         "swap.mode is neural, on the CPU too (slow: for CI and checks); never "
+                         "= the CPU stages.", choices=("auto", "always", "never"))
     slots: int = knob(2, "Frames in flight on the GPU (each slot has its own CUDA stream and "
                       "buffers). 2 overlaps one frame's upload/compute with the previous "
                       "frame's download; more adds latency without adding throughput unless "

@@ -1,0 +1,446 @@
+"""The all-GPU pipeline as one :class:`~livecam.pipeline.stage.Stage` for ``livecam run``.
+
+:class:`GpuSwapStage` replaces the CPU analysis and neural swap stages when ``swap.mode`` is
+``neural`` and :func:`gpu_pipeline_wanted` says so (``gpu.pipeline``). Per frame it fills one
+slot of a :class:`~livecam.pipeline.gpu.scheduler.GpuScheduler` (the frame, each face slot's
+ROI, latent and validity), and the :class:`~livecam.pipeline.gpu.program.FrameProgram` does the
+rest on the torch device (CUDA when present, else the CPU: the same code CI runs): BlazeFace
+every ``analysis.detect_every_n_frames`` frames, the face mesh on every face slot, alignment,
+one generator call and the insightface paste-back. Only boxes and landmarks come back for the
+host-side :class:`~livecam.track.bytetrack.ByteTracker`.
+
+How faces are followed (as the CPU analysis stage does it):
+
+- Each face slot ("row") is one face: a track, or a face just found by the detector. The stage
+  keeps every row's ROI on the host and writes it with ``roi_override`` each frame: the ROI
+  the program computed from the row's landmarks (``TickResult.roi_next``), moved by the track's
+  Kalman velocity. (With one frame in flight the host always has it in time.)
+- On a detection frame, detections that no row covers become new rows, and the frame is run
+  once more with them, so a face is meshed (and starts its track) on the frame it is first
+  detected. The detector gives no eye keypoints to the host, so a new row's first ROI is upright.
+- Rows whose mesh lost the face are dropped; the detector finds the face again and ByteTrack
+  gives it its old id back (its lost-track buffer).
+- A face is swapped once it has a track id: from the frame after it was first seen, as with
+  the CPU stages (ByteTrack confirms a track on its second frame). ``packet.state`` picks each
+  track's identity (``identity_for_track``); ``bypass`` still follows faces but swaps none.
+
+The stage keeps one frame in flight (``process`` returns that frame's result), so the slots'
+overlap of consecutive frames is not used here. Only the pipeline thread calls ``process``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from livecam.analysis.roi import ROI_SCALE, boxes_from_landmarks
+from livecam.errors import IdentityError
+from livecam.pipeline.stage import StageBase
+from livecam.types import Faces, Packet
+
+if TYPE_CHECKING:
+    from livecam.config import Config
+    from livecam.config.gpu import GpuConfig
+    from livecam.identity.model import IdentitySource
+    from livecam.pipeline.gpu.scheduler import GpuScheduler, TickResult
+    from livecam.pipeline.stage import Stage
+    from livecam.track.settings import ByteTrackSettings
+
+log = logging.getLogger(__name__)
+
+# Mesh presence below this means the face was lost (the program's own paste rule).
+PRESENCE_THRESHOLD = 0.5
+# Two observations overlapping this much are one face seen twice.
+SAME_FACE_IOU = 0.3
+LATENT_DIM = 512
+
+EmbeddingFn = Callable[[str], "np.ndarray | None"]
+
+
+def gpu_pipeline_wanted(config: Config) -> bool:
+    """Whether ``livecam run`` should use :func:`build_gpu_stages` for this config:
+    ``swap.mode: neural`` and ``gpu.pipeline`` always, or auto with a CUDA GPU visible to torch
+    (auto imports torch to ask; it is installed wherever the neural swap runs on a GPU)."""
+    if config.swap.mode != "neural" or config.gpu.pipeline == "never":
+        return False
+    if config.gpu.pipeline == "always":
+        return True
+    if config.engine.device == "cpu":
+        return False
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+@dataclass
+class _Row:
+    """One face slot: ``roi`` (4,) float32 (centre x, centre y, side, rotation rad) for the
+    next frame, ``track_id`` (-1 until ByteTrack names it), ``score`` of the detection that
+    started it, ``unconfirmed`` frames seen without a confirmed track."""
+
+    roi: np.ndarray
+    track_id: int
+    score: float
+    unconfirmed: int = 0
+
+
+class GpuSwapStage(StageBase):
+    """Detect, follow and swap faces on the torch device (see the module docstring).
+
+    ``engine``: an unopened torch-side generator engine (``TorchEngine``: ``open``,
+    ``run_torch``, ``device`` after open); ``model_path`` its ONNX file (its ``emap``).
+    ``source_embedding(name)`` gives an identity's (512,) ArcFace embedding or None, and may
+    raise :class:`IdentityError` (the frame then goes out unswapped, logged at most once per
+    ``missing_log_interval_s``). ``require_models()`` runs first in ``open`` and raises
+    :class:`ModelError` naming ``livecam models fetch`` for a missing model. ``models_dir``:
+    MediaPipe's ``modules`` folder (None = the installed mediapipe).
+
+    ``process`` returns ``faces`` as the CPU analysis stage does: ``boxes_xyxy`` (N, 4) around
+    the landmarks, ``scores`` (N,), ``keypoints_xy`` (N, 6, 2), ``landmarks_xy`` (N, 468, 2),
+    ``landmarks_z`` (N, 468), ``track_ids`` (N,) >= 1 (raw mesh landmarks: the swap used them on
+    the device, so they are not smoothed). ``last_timings_ms`` holds the latest frame's split.
+    """
+
+    name = "gpu"
+    backend = "torch"
+
+    def __init__(self, engine: Any, model_path: str | Path, source_embedding: EmbeddingFn, *,
+                 gpu: GpuConfig, detect_every_n_frames: int = 5,
+                 tracker_settings: ByteTrackSettings | None = None,
+                 models_dir: str | Path | None = None,
+                 require_models: Callable[[], object] | None = None,
+                 missing_log_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self.model_path = Path(model_path)
+        self.source_embedding = source_embedding
+        self.gpu = gpu
+        self.detect_every_n_frames = max(1, detect_every_n_frames)
+        self.tracker_settings = tracker_settings
+        self.models_dir = models_dir
+        self.require_models = require_models
+        self.missing_log_interval_s = missing_log_interval_s
+        self._clock = clock
+        self.last_timings_ms: dict[str, float] = {}
+        self.last_frame_detected = False
+        self.graph_modes: dict[str, str] = {}
+        self._program: Any = None
+        self._tracker: Any = None
+        self._emap: np.ndarray | None = None
+        self._scheduler: GpuScheduler | None = None
+        self._frame_hw: tuple[int, int] = (0, 0)
+        self._rows: list[_Row] = []
+        self._since_detection = 0
+        self._latents: dict[str, np.ndarray] = {}
+        self._failed: dict[str, float] = {}  # identity name -> when its load last failed
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        if self._program is not None:
+            return
+        if self.require_models is not None:
+            self.require_models()
+        from livecam.pipeline.gpu.build import ProgramOptions, build_program
+        from livecam.swap.neural import read_emap
+        from livecam.track.bytetrack import ByteTracker
+
+        self.engine.open()
+        device = self.engine.device
+        options = ProgramOptions.from_config(self.gpu)
+        if device.type != "cuda":
+            options = replace(options, precision="fp32")  # CPU fp16 convolutions crawl
+        self._emap = read_emap(self.model_path)
+        self._program = build_program(self.engine, device=device, max_faces=self.gpu.max_faces,
+                                      models_dir=self.models_dir, options=options)
+        self._tracker = ByteTracker(self.tracker_settings)
+        log.info("GPU pipeline on %s: %d face slots, detector every %d frames, CUDA graphs %s",
+                 device, self.gpu.max_faces, self.detect_every_n_frames,
+                 "on" if self.gpu.cuda_graphs and device.type == "cuda" else "off")
+
+    def close(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.close()
+        self._scheduler = None
+        self._frame_hw = (0, 0)
+        self._program = None
+        self._tracker = None
+        self._rows = []
+        self._latents.clear()
+        self._failed.clear()
+        if hasattr(self.engine, "close"):
+            self.engine.close()
+
+    def _scheduler_for(self, height_px: int, width_px: int) -> GpuScheduler:
+        """The scheduler for this frame size (a new size re-allocates the slots and graphs)."""
+        if self._scheduler is not None and self._frame_hw == (height_px, width_px):
+            return self._scheduler
+        from livecam.pipeline.gpu.scheduler import GpuScheduler
+        from livecam.pipeline.gpu.slots import SlotShape
+
+        if self._scheduler is not None:
+            self._scheduler.close()
+        device = self.engine.device
+        shape = SlotShape(1, height_px, width_px, self.gpu.max_faces)
+        sched = GpuScheduler(self._program, shape, device, n_slots=self.gpu.slots,
+                             use_graphs=self.gpu.cuda_graphs and device.type == "cuda")
+        sched.open()
+        if device.type == "cuda":
+            t0 = time.perf_counter()
+            self.graph_modes = sched.warmup()
+            log.info("GPU pipeline %dx%d: graphs captured in %.1f s (%s)", width_px, height_px,
+                     time.perf_counter() - t0, sorted(set(self.graph_modes.values())))
+        self._scheduler, self._frame_hw = sched, (height_px, width_px)
+        self._rows = []  # ROIs of another frame size mean nothing here
+        return sched
+
+    # -- per frame ------------------------------------------------------------------------
+
+    def process(self, packet: Packet) -> Packet:
+        if self._program is None:
+            raise RuntimeError("GpuSwapStage.process called before open()")
+        image = packet.image_bgr
+        if (image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8
+                or min(image.shape[:2]) < 16):
+            return packet.with_fields(faces=Faces.empty())
+        t0 = time.perf_counter_ns()
+        sched = self._scheduler_for(int(image.shape[0]), int(image.shape[1]))
+        detect = not self._rows or self._since_detection + 1 >= self.detect_every_n_frames
+        rows = self._rows
+        latents, valid = self._plan(rows, packet)
+        result = self._tick(sched, image, rows, latents, valid, detect)
+        ticks = 1
+        if detect:
+            self._since_detection = 0
+            found = self._new_rows(result, rows)
+            if found:
+                rows = [r for r, p in zip(rows, result.presence, strict=True)
+                        if p >= PRESENCE_THRESHOLD] + found
+                rows = rows[: self.gpu.max_faces]
+                latents, valid = self._plan(rows, packet)
+                result = self._tick(sched, image, rows, latents, valid, False)
+                ticks = 2
+        else:
+            self._since_detection += 1
+        self.last_frame_detected = detect
+        t1 = time.perf_counter_ns()
+        swapped = bool((valid & (result.presence >= PRESENCE_THRESHOLD)).any())
+        out = result.frames_bgr[0].copy() if swapped else packet.image_bgr
+        faces = self._track(result, rows)
+        t2 = time.perf_counter_ns()
+        self.last_timings_ms = {"gpu": (t1 - t0) / 1e6, "track": (t2 - t1) / 1e6,
+                                "total": (t2 - t0) / 1e6, "ticks": float(ticks)}
+        return packet.with_fields(image_bgr=out, faces=faces)
+
+    def _tick(self, sched: GpuScheduler, image: np.ndarray, rows: list[_Row],
+              latents: np.ndarray, valid: np.ndarray, detect: bool) -> TickResult:
+        n = len(rows)
+        rois = np.stack([r.roi for r in rows]) if rows else np.zeros((0, 4), np.float32)
+
+        def fill(slot: Any) -> None:
+            slot.frames_in_host.numpy()[0] = image
+            fh = slot.faces_host
+            fh.frame_index.numpy()[:n] = 0
+            fh.roi.numpy()[:n] = rois
+            fh.roi_override.numpy()[:n] = True
+            fh.latents.numpy()[:n] = latents
+            fh.valid.numpy()[:n] = valid
+
+        sched.submit(fill, n, detect=detect)
+        return sched.collect()
+
+    def _plan(self, rows: list[_Row], packet: Packet) -> tuple[np.ndarray, np.ndarray]:
+        """Latents (n, 512) float32 and swap flags (n,) bool of the rows for this frame."""
+        latents = np.zeros((len(rows), LATENT_DIM), np.float32)
+        valid = np.zeros(len(rows), bool)
+        if packet.state.bypass:
+            return latents, valid
+        for i, row in enumerate(rows):
+            if row.track_id < 0:
+                continue  # no confirmed track yet: followed, swapped from the next frame on
+            name = packet.state.identity_for_track(row.track_id)
+            latent = self._latent(name) if name else None
+            if latent is not None:
+                latents[i], valid[i] = latent, True
+        return latents, valid
+
+    def _latent(self, name: str) -> np.ndarray | None:
+        """inswapper's (512,) source latent of an identity, cached; None when unusable."""
+        cached = self._latents.get(name)
+        if cached is not None:
+            return cached
+        failed = self._failed.get(name)
+        if failed is not None and self._clock() - failed < self.missing_log_interval_s:
+            return None
+        from livecam.swap.neural import latents_from_embeddings
+
+        assert self._emap is not None
+        try:
+            embedding = self.source_embedding(name)
+        except IdentityError as exc:
+            self._failed[name] = self._clock()
+            log.warning("identity %r is unavailable, its faces go out unswapped: %s", name, exc)
+            return None
+        if embedding is None:
+            self._failed[name] = self._clock()
+            log.warning("identity %r has no usable photo, its faces go out unswapped", name)
+            return None
+        self._failed.pop(name, None)
+        latent = latents_from_embeddings(np.asarray(embedding)[None], self._emap)[0]
+        self._latents[name] = latent
+        return latent
+
+    # -- following faces on the host ------------------------------------------------------
+
+    def _new_rows(self, result: TickResult, rows: list[_Row]) -> list[_Row]:
+        """Rows for this frame's confident detections that no present row covers."""
+        from livecam.track.bytetrack import iou_matrix
+
+        present = result.presence >= PRESENCE_THRESHOLD
+        covered = [boxes_from_landmarks(result.landmarks_px[present][:, :, :2])]
+        valid = result.det_valid[0]
+        boxes = result.det_boxes_xyxy[0][valid].astype(np.float32)
+        scores = result.det_scores[0][valid].astype(np.float32)
+        threshold = self._tracker.settings.high_score_threshold
+        room = self.gpu.max_faces - int(present.sum())
+        found: list[_Row] = []
+        for j in np.argsort(-scores):
+            if scores[j] < threshold or len(found) >= room:
+                break
+            box = boxes[j]
+            taken = np.concatenate(covered)
+            cx, cy = 0.5 * (box[0] + box[2]), 0.5 * (box[1] + box[3])
+            inside = ((taken[:, 0] <= cx) & (cx <= taken[:, 2]) & (taken[:, 1] <= cy)
+                      & (cy <= taken[:, 3]))
+            if len(taken) and (inside.any() or iou_matrix(box[None], taken).max() > SAME_FACE_IOU):
+                continue
+            side = float(max(box[2] - box[0], box[3] - box[1])) * ROI_SCALE
+            found.append(_Row(np.array([cx, cy, side, 0.0], np.float32), -1, float(scores[j])))
+            covered.append(box[None])
+        return found
+
+    def _track(self, result: TickResult, rows: list[_Row]) -> Faces:
+        """ByteTrack on the rows' meshes; sets the next frame's rows; the frame's Faces."""
+        from livecam.analysis.landmarks import six_keypoints
+        from livecam.track.bytetrack import iou_matrix
+
+        settings = self._tracker.settings
+        # observations: present rows, a row repeating a better one (two ROIs that slid onto
+        # one face) dropped; tracked rows first, then by detection score
+        order = sorted((i for i in range(len(rows))
+                        if result.presence[i] >= PRESENCE_THRESHOLD),
+                       key=lambda i: (rows[i].track_id < 0, -rows[i].score))
+        kept: list[int] = []
+        for i in order:
+            box = boxes_from_landmarks(result.landmarks_px[i:i + 1, :, :2])
+            if kept and iou_matrix(box, boxes_from_landmarks(
+                    result.landmarks_px[kept][:, :, :2])).max() > SAME_FACE_IOU:
+                continue
+            kept.append(i)
+        lm = result.landmarks_px[kept].astype(np.float32)
+        boxes = boxes_from_landmarks(lm[:, :, :2])
+        scores = np.array([rows[i].score for i in kept], np.float32)
+        tracks = self._tracker.update(boxes, scores)
+        velocities = self._tracker.velocities_px()
+        next_rows: list[_Row] = []
+        for tid, det in zip(tracks.track_ids, tracks.det_indices, strict=True):
+            i = kept[int(det)]
+            vx, vy = velocities.get(int(tid), (0.0, 0.0))
+            roi = result.roi_next[i].astype(np.float32) + np.array([vx, vy, 0, 0], np.float32)
+            next_rows.append(_Row(roi, int(tid), rows[i].score))
+        claimed = {int(d) for d in tracks.det_indices}
+        for k, i in enumerate(kept):
+            row = rows[i]
+            # a face seen once has a track born but not yet confirmed: mesh it once more
+            if (k not in claimed and row.unconfirmed == 0
+                    and row.score >= settings.new_track_score_threshold):
+                next_rows.append(_Row(result.roi_next[i].astype(np.float32), -1, row.score, 1))
+        self._rows = next_rows[: self.gpu.max_faces]
+        if len(tracks) == 0:
+            return Faces.empty()
+        picked = lm[tracks.det_indices]
+        xy = np.ascontiguousarray(picked[:, :, :2])
+        return Faces(boxes_xyxy=boxes_from_landmarks(xy), scores=scores[tracks.det_indices],
+                     keypoints_xy=six_keypoints(xy), landmarks_xy=xy,
+                     landmarks_z=np.ascontiguousarray(picked[:, :, 2]),
+                     track_ids=tracks.track_ids.astype(np.int64))
+
+
+def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
+    """``[GpuSwapStage]`` for ``swap.mode: neural`` from the config (cheap; nothing opened).
+
+    The generator (``swap.model``) runs with the torch engine on ``engine.device`` (auto: CUDA
+    when torch sees a GPU, else the CPU, in fp32 there); ArcFace (the model's recognizer) runs
+    on the configured engine backend, once per identity photo, cached on disk as the CPU neural
+    stage does. Both files are verified in ``open()``: a missing or corrupt one raises
+    :class:`ModelError` naming ``livecam models fetch``. ``identities`` loads identities by
+    name (the library, or an ``IdentityCollection``).
+    """
+    from livecam.analysis.landmarks import five_point
+    from livecam.engines.registry import (
+        choose_backend,
+        create_engine,
+        engine_cache_dir,
+        model_store,
+    )
+    from livecam.engines.torch_engine import TorchEngine
+    from livecam.swap.arcface import ArcFaceEmbedder, IdentityEmbeddings
+    from livecam.track.settings import load_bytetrack_settings
+
+    engine_cfg = config.engine
+    store = model_store(config.models)
+    swapper = store.manifest(getattr(config.swap, "model", "inswapper_128"))
+    recognizer = store.manifest(swapper.recognizer or "w600k_r50")
+    device = engine_cfg.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    precision = engine_cfg.precision if device.startswith("cuda") else "fp32"
+    generator = TorchEngine(store.path(swapper.name), device=device, precision=precision,
+                            cuda_graphs=engine_cfg.cuda_graphs)
+
+    def require_models() -> None:
+        for name in (swapper.name, recognizer.name):
+            store.require(name)
+
+    class _Embeddings:
+        """The recognizer engine is built and opened on the first identity asked for."""
+
+        def __init__(self) -> None:
+            self._inner: IdentityEmbeddings | None = None
+
+        def __call__(self, name: str) -> np.ndarray | None:
+            if self._inner is None:
+                digest = store.verify(recognizer.name)
+                choice = choose_backend(engine_cfg.backend, engine_cfg.device)
+                embedder = ArcFaceEmbedder(
+                    create_engine(recognizer, store.path(recognizer.name), digest, engine_cfg,
+                                  choice),
+                    size_px=recognizer.crop_size_px or 112, mean=recognizer.mean,
+                    std=recognizer.std)
+                embedder.open()
+                self._inner = IdentityEmbeddings(
+                    embedder, identities.load, five_point, recognizer_id=digest,
+                    cache_dir=engine_cache_dir(engine_cfg).parent / "embeddings")
+            return self._inner(name)
+
+    log.info("GPU pipeline: %s (torch, %s, %s) with %s", swapper.name, device, precision,
+             recognizer.name)
+    stage = GpuSwapStage(
+        generator, store.path(swapper.name), _Embeddings(), gpu=config.gpu,
+        detect_every_n_frames=config.analysis.detect_every_n_frames,
+        tracker_settings=load_bytetrack_settings(config.analysis.tracker_file),
+        require_models=require_models,
+        missing_log_interval_s=config.swap.missing_log_interval_s)
+    return [stage]
