@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
                              "default (faces are followed from their landmarks in between); "
                              "the baseline does the same")
     parser.add_argument("--no-graphs", action="store_true", help="never capture CUDA graphs")
+    parser.add_argument("--engine-graphs", action="store_true",
+                        help="the generator engine replays its own CUDA graph between two "
+                             "pipeline graphs ('segmented'); default: the generator is captured "
+                             "inside the pipeline's swap graph ('graph'), so ticks' generators "
+                             "can overlap")
     parser.add_argument("--max-streams", type=int, default=64,
                         help="largest stream count the concurrency search tries")
     parser.add_argument("--budget-s", type=float, default=300.0,

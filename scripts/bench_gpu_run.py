@@ -190,9 +190,11 @@ def run_benchmark(args: Any, photos: list[np.ndarray], work: Path,
     if not onnx_path.exists():
         log.info("building the %s inswapper stand-in in %s", size, onnx_path)
         build_inswapper(onnx_path, size=size, batch="N")
-    # the engine captures its own CUDA graph per batch size; the pipeline's graphs go around it
+    # default: the generator is captured inside the pipeline's swap graph (one graph per slot
+    # and bucket); --engine-graphs: the engine replays its own graph between pipeline graphs
     engine16 = TorchEngine(onnx_path, device=str(device), precision="fp16" if cuda else "fp32",
-                           cuda_graphs=cuda and not args.no_graphs)
+                           cuda_graphs=cuda and not args.no_graphs
+                           and bool(getattr(args, "engine_graphs", False)))
     engine32 = TorchEngine(onnx_path, device=str(device), precision="fp32", cuda_graphs=False,
                            channels_last=False)
     engine16.open()
@@ -213,6 +215,7 @@ def run_benchmark(args: Any, photos: list[np.ndarray], work: Path,
         "model": {"path": onnx_path.name, "parameters": count_parameters(onnx_path),
                   "precision": precision, "size": size},
         "slots": args.slots, "graphs": not args.no_graphs, "quick": quick,
+        "engine_graphs": bool(engine16.cuda_graphs), "fused_norms": bool(engine16.fuse),
         "detect_every": args.detect_every,
         "photos": len(photos), "faces_found_in_photos": len(faces), "workloads": {}}
     baseline = NaiveBaseline(modules32["program"])

@@ -221,8 +221,8 @@ class OnnxGraphModule(torch.nn.Module):
         if name in env:
             value = env[name]
             if node.host or pos in host_pos:
-                if value.device.type == "cpu":
-                    return value
+                if value.device.type == "cpu" or node.op in _SHAPE_OPS:
+                    return value  # Shape/Size read only the shape: no copy, no sync
                 # a data-dependent shape: reading it waits on the device, so under CUDA-graph
                 # capture the value recorded in an eager run of the same shapes is used
                 if self._host_replay is not None:

@@ -1,17 +1,26 @@
-"""CUDA-graph capture of the frame program, per (slot, face-count bucket).
+"""CUDA-graph capture of the frame program, per (slot, face-count bucket), and the order of
+its parts on the GPU.
 
-A graph replays fixed device addresses, so each slot (its own buffers), each face count (its
-own shapes) and each detection flag (ticks with and without the detector) gets its own
-graphs. What is captured depends on the generator engine, and capture falls back rather than
-fails, recording what happened (:attr:`GraphRunner.modes`):
+A graph replays fixed device addresses, so each slot (its own buffers) and each face count (its
+own shapes) gets its own graphs; the detector gets one graph per slot. One tick runs as:
 
-1. ``graph``: the whole tick in one graph. Needs an engine whose forward is capturable inside
-   someone else's graph (``cuda_graphs=False`` and no host reads).
-2. ``segmented``: two graphs (analysis + alignment + crops; then colour + paste-back) with the
-   generator call between them, eager or replaying the engine's *own* CUDA graph
-   (``TorchEngine(cuda_graphs=True)`` records the host-side shape reads of its ONNX executor
-   and captures itself; graphs cannot nest, so it cannot sit inside ours). Its output is
-   copied into a static buffer the second graph reads.
+- the detector (ticks that ask) on the slot's *side stream*, beside everything below; the tick
+  joins it before its download;
+- the *analysis* graph (face mesh, next ROI), then the slot's ``computed`` event: the ROI state
+  chains from tick to tick, so tick k+1's analysis waits for that event of tick k and for
+  nothing else, and runs while tick k is still generating and pasting (small-kernel work from
+  one tick fills SMs that the other leaves idle);
+- the *swap* part (5 points, alignment, crops, generator, colour, paste-back), in one of the
+  modes below, tried in order, falling back rather than failing (:attr:`GraphRunner.modes`):
+
+1. ``graph``: one graph for the whole swap part. Needs an engine whose forward is capturable
+   inside someone else's graph (``cuda_graphs=False`` and no host reads); each (slot, bucket)
+   graph has its own memory pool, so two ticks' generators may run at the same time.
+2. ``segmented``: two graphs (alignment + crops; colour + paste-back) with the generator call
+   between them, eager or replaying the engine's *own* CUDA graph
+   (``TorchEngine(cuda_graphs=True)``; graphs cannot nest). That engine graph's buffers are
+   shared by every slot, so generator calls are ordered across ticks (``generated`` events);
+   its output is copied into a per-(slot, bucket) buffer the second graph reads.
 3. ``eager``: no graph (CPU, ``use_graphs=False``, or capture failed).
 
 Buckets: face counts round up to the next bucket (padding slots are invalid and only cost a
@@ -22,6 +31,7 @@ Only the scheduler thread calls :meth:`GraphRunner.run`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +63,7 @@ def bucket_for(n_faces: int, buckets: tuple[int, ...]) -> int:
 @dataclass
 class _Entry:
     mode: str
-    graphs: tuple[Any, ...] = ()
+    graphs: tuple[Any, ...] = ()  # graph: (analysis, swap); segmented: (analysis, crops, paste)
     staged: Staged | None = None
     pred_static: torch.Tensor | None = None
     error: str = ""
@@ -66,58 +76,118 @@ class GraphRunner:
     program: FrameProgram
     use_graphs: bool = True
     warmup_runs: int = 2
-    _entries: dict[tuple[int, int, bool], _Entry] = field(default_factory=dict)
+    _entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
+    _detectors: dict[int, _Entry] = field(default_factory=dict)
+    _last_generated: Any = None  # event: the previous segmented generator call is done
 
     @property
     def modes(self) -> dict[str, str]:
-        """``"slot/bucket[/detect]" -> mode`` (with the capture errors that led there)."""
-        return {f"{s}/{b}{'/detect' if d else ''}": e.mode + (f" ({e.error})" if e.error else "")
-                for (s, b, d), e in sorted(self._entries.items())}
+        """``"slot/bucket" -> mode`` and ``"slot/detect" -> mode`` (with the capture errors
+        that led there)."""
+        out = {f"{s}/{b}": e.mode + (f" ({e.error})" if e.error else "")
+               for (s, b), e in sorted(self._entries.items())}
+        out.update({f"{s}/detect": e.mode + (f" ({e.error})" if e.error else "")
+                    for s, e in sorted(self._detectors.items())})
+        return out
 
     def prepare(self, slot: Slot, n_faces: int, detect: bool = True) -> str:
-        """Capture (or decide not to) for this slot, bucket and detection flag; returns the
-        mode."""
-        key = (slot.index, n_faces, detect)
-        if key not in self._entries:
-            with torch.inference_mode():
-                self._entries[key] = self._capture(slot, n_faces, detect)
+        """Capture (or decide not to) for this slot and bucket, and the slot's detector when
+        ``detect``; returns the mode of the bucket."""
+        key = (slot.index, n_faces)
+        with torch.inference_mode():
+            if detect and self.program.detector is not None and slot.index not in \
+                    self._detectors:
+                self._detectors[slot.index] = self._capture_detector(slot)
+            if key not in self._entries:
+                self._entries[key] = self._capture(slot, n_faces)
         return self._entries[key].mode
 
     def run(self, slot: Slot, n_faces: int, detect: bool = True) -> None:
-        """Queue the program for ``n_faces`` (a bucket) on the current stream; ``detect`` runs
-        the detector this tick."""
-        key = (slot.index, n_faces, detect)
-        if key not in self._entries:
-            self.prepare(slot, n_faces, detect)
-        entry = self._entries[key]
+        """Queue the program for ``n_faces`` (a bucket) on the current stream (the slot's);
+        ``detect`` runs the detector this tick. Records ``slot.computed`` once the analysis
+        is queued. The caller orders this after the previous tick's ``computed``."""
+        self.prepare(slot, n_faces, detect)
+        entry = self._entries[(slot.index, n_faces)]
+        program = self.program
         with torch.inference_mode():
-            if entry.mode == "graph":
+            detector = self._detectors.get(slot.index) if detect else None
+            if detector is not None and slot.cuda:
+                slot.side_stream.wait_stream(torch.cuda.current_stream(slot.device))
+                with torch.cuda.stream(slot.side_stream):
+                    _replay_or(detector, lambda: program.detect(slot))
+                    slot.detected.record(slot.side_stream)
+            elif detect:
+                program.detect(slot)
+            if entry.mode == "eager":
+                program.landmarks(slot, n_faces)
+                self._mark_computed(slot)
+                staged = program.prepare_swap(slot, n_faces)
+                if staged is not None:
+                    program.finish(slot, staged, self._generate(slot, staged))
+                    self._generated(slot)
+            elif n_faces == 0:
+                self._mark_computed(slot)
+            elif entry.mode == "graph":
                 entry.graphs[0].replay()
-            elif entry.mode == "segmented":
-                assert entry.staged is not None and entry.pred_static is not None
-                entry.graphs[0].replay()
-                entry.pred_static.copy_(self.program.generate(entry.staged))
+                self._mark_computed(slot)
                 entry.graphs[1].replay()
             else:
-                self.program.run(slot, n_faces, detect=detect)
+                assert entry.staged is not None and entry.pred_static is not None
+                entry.graphs[0].replay()
+                self._mark_computed(slot)
+                entry.graphs[1].replay()
+                entry.pred_static.copy_(self._generate(slot, entry.staged))
+                self._generated(slot)
+                entry.graphs[2].replay()
+            if detector is not None and slot.cuda:
+                torch.cuda.current_stream(slot.device).wait_event(slot.detected)
+
+    @staticmethod
+    def _mark_computed(slot: Slot) -> None:
+        if slot.cuda:
+            slot.computed.record(torch.cuda.current_stream(slot.device))
+
+    def _generate(self, slot: Slot, staged: Staged) -> torch.Tensor:
+        """The generator call, queued after the previous tick's generator output was consumed
+        (an engine replaying its own CUDA graph shares its buffers between slots); the caller
+        consumes the output and then calls :meth:`_generated`."""
+        if slot.cuda and self._last_generated is not None:
+            torch.cuda.current_stream(slot.device).wait_event(self._last_generated)
+        return self.program.generate(staged)
+
+    def _generated(self, slot: Slot) -> None:
+        if slot.cuda:
+            slot.generated.record(torch.cuda.current_stream(slot.device))
+            self._last_generated = slot.generated
 
     def _engine_graphs(self) -> bool:
         return bool(getattr(self.program.swapper.engine, "cuda_graphs", False))
 
-    def _capture(self, slot: Slot, n_faces: int, detect: bool) -> _Entry:
+    def _capture_detector(self, slot: Slot) -> _Entry:
         if not (self.use_graphs and slot.cuda):
             return _Entry("eager")
+        try:
+            graph = _capture(slot, lambda: self.program.detect(slot), self.warmup_runs)
+        except Exception as exc:  # capture refuses host syncs etc.: fall back, say why
+            torch.cuda.synchronize(slot.device)
+            error = f"graph: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            log.warning("CUDA graph capture of the detector failed for slot %d: %s",
+                        slot.index, error)
+            return _Entry("eager", error=error)
+        return _Entry("graph", (graph,))
+
+    def _capture(self, slot: Slot, n_faces: int) -> _Entry:
+        if not (self.use_graphs and slot.cuda):
+            return _Entry("eager")
+        if n_faces == 0:
+            return _Entry("graph")
         saved = self.program.roi_state.clone()
         errors: list[str] = []
-        modes = ("segmented",) if self._engine_graphs() or n_faces == 0 else (
-            "graph", "segmented")
-        if n_faces == 0:
-            modes = ("graph",)
+        modes = ("segmented",) if self._engine_graphs() else ("graph", "segmented")
         for mode in modes:
             try:
-                self._warm_up(slot, n_faces, detect)
-                entry = (self._capture_whole(slot, n_faces, detect) if mode == "graph"
-                         else self._capture_segmented(slot, n_faces, detect))
+                entry = (self._capture_whole(slot, n_faces) if mode == "graph"
+                         else self._capture_segmented(slot, n_faces))
             except Exception as exc:  # capture refuses host syncs etc.: fall back, say why
                 torch.cuda.synchronize(slot.device)
                 errors.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
@@ -130,39 +200,62 @@ class GraphRunner:
             return entry
         return _Entry("eager", error="; ".join(errors))
 
-    def _warm_up(self, slot: Slot, n_faces: int, detect: bool) -> None:
-        """Eager runs on a side stream: cuDNN picks algorithms, the engine captures itself."""
-        side = torch.cuda.Stream(slot.device)
-        side.wait_stream(torch.cuda.current_stream(slot.device))
-        with torch.cuda.stream(side):
-            for _ in range(self.warmup_runs):
-                self.program.run(slot, n_faces, detect=detect)
-        torch.cuda.current_stream(slot.device).wait_stream(side)
-        torch.cuda.synchronize(slot.device)
-
-    def _capture_whole(self, slot: Slot, n_faces: int, detect: bool) -> _Entry:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.program.run(slot, n_faces, detect=detect)
-        torch.cuda.synchronize(slot.device)
-        return _Entry("graph", (graph,))
-
-    def _capture_segmented(self, slot: Slot, n_faces: int, detect: bool) -> _Entry:
+    def _capture_whole(self, slot: Slot, n_faces: int) -> _Entry:
         program = self.program
-        first = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(first):
-            staged = program.stage(slot, n_faces, detect=detect)
-        assert staged is not None
+
+        def swap() -> None:
+            staged = program.prepare_swap(slot, n_faces)
+            assert staged is not None
+            program.finish(slot, staged, program.generate(staged))
+
+        analysis = _capture(slot, lambda: program.landmarks(slot, n_faces), self.warmup_runs)
+        return _Entry("graph", (analysis, _capture(slot, swap, self.warmup_runs)))
+
+    def _capture_segmented(self, slot: Slot, n_faces: int) -> _Entry:
+        program = self.program
+        analysis = _capture(slot, lambda: program.landmarks(slot, n_faces), self.warmup_runs)
+        holder: list[Staged] = []
+
+        def crops() -> None:
+            holder.clear()
+            staged = program.prepare_swap(slot, n_faces)
+            assert staged is not None
+            holder.append(staged)
+
+        crops_graph = _capture(slot, crops, self.warmup_runs)
+        staged = holder[0]
         # the generator runs eagerly between the graphs (or replays its own graph)
         side = torch.cuda.Stream(slot.device)
         side.wait_stream(torch.cuda.current_stream(slot.device))
         with torch.cuda.stream(side):
-            first.replay()
+            crops_graph.replay()
             pred_static = program.generate(staged).clone()
         torch.cuda.current_stream(slot.device).wait_stream(side)
         torch.cuda.synchronize(slot.device)
-        second = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(second):
-            program.finish(slot, staged, pred_static)
-        torch.cuda.synchronize(slot.device)
-        return _Entry("segmented", (first, second), staged, pred_static)
+        paste = _capture(slot, lambda: program.finish(slot, staged, pred_static),
+                         self.warmup_runs)
+        return _Entry("segmented", (analysis, crops_graph, paste), staged, pred_static)
+
+
+def _replay_or(entry: _Entry, eager: Callable[[], None]) -> None:
+    if entry.mode == "graph":
+        entry.graphs[0].replay()
+    else:
+        eager()
+
+
+def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:
+    """Eager runs of ``fn`` on a side stream (cuDNN picks algorithms, an engine captures
+    itself), then one CUDA graph of it."""
+    side = torch.cuda.Stream(slot.device)
+    side.wait_stream(torch.cuda.current_stream(slot.device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup_runs):
+            fn()
+    torch.cuda.current_stream(slot.device).wait_stream(side)
+    torch.cuda.synchronize(slot.device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize(slot.device)
+    return graph

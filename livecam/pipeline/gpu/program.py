@@ -77,17 +77,30 @@ class FrameProgram:
                 detect: bool = True) -> None:
         """Detections for every frame (when ``detect``; the detection outputs keep their last
         values otherwise) and landmarks for the first ``n_faces`` face slots."""
-        frames = slot.frames_dev
+        if detect:
+            self.detect(slot, mark)
+        self.landmarks(slot, n_faces, mark)
+
+    def detect(self, slot: Slot, mark: Marker = _no_mark) -> None:
+        """BlazeFace on every frame of the slot into ``faces_dev.det_*``. Reads only the
+        frames, so the scheduler may run it on a side stream beside :meth:`landmarks`."""
+        if self.detector is None:
+            return
         fd = slot.faces_dev
-        if detect and self.detector is not None:
-            det = self.detector(frames)
-            d = min(fd.det_boxes.shape[1], det.boxes_xyxy_px.shape[1])
-            fd.det_boxes[:, :d].copy_(det.boxes_xyxy_px[:, :d])
-            fd.det_scores[:, :d].copy_(det.scores[:, :d])
-            fd.det_valid[:, :d].copy_(det.valid[:, :d])
-            mark("detect")
+        det = self.detector(slot.frames_dev)
+        d = min(fd.det_boxes.shape[1], det.boxes_xyxy_px.shape[1])
+        fd.det_boxes[:, :d].copy_(det.boxes_xyxy_px[:, :d])
+        fd.det_scores[:, :d].copy_(det.scores[:, :d])
+        fd.det_valid[:, :d].copy_(det.valid[:, :d])
+        mark("detect")
+
+    def landmarks(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> None:
+        """The face mesh on the first ``n_faces`` face slots' ROIs and the next ROIs (reads
+        and writes ``roi_state``: ticks must run this in order)."""
         if n_faces == 0:
             return
+        frames = slot.frames_dev
+        fd = slot.faces_dev
         n = n_faces
         roi = torch.where(fd.roi_override[:n, None], fd.roi[:n], self.roi_state[:n])
         rois = FaceRois(roi[:, 0:2], roi[:, 2], roi[:, 3])

@@ -5,7 +5,9 @@ next :class:`~livecam.pipeline.gpu.slots.Slot` of a ring and queues, on that slo
 upload (pinned -> device), a wait for the previous tick's compute (the ROI state chains from
 tick to tick), the frame program (a CUDA graph replay where possible), download (device ->
 pinned) and an event. The host returns at once; while the GPU runs tick k+1 the host collects
-tick k. Usage, from one thread::
+tick k. Only the analysis (the ROI state) is ordered between ticks, so tick k+1's detector,
+face mesh and alignment run on the GPU at the same time as tick k's generator and paste-back
+(see :mod:`livecam.pipeline.gpu.graphs`). Usage, from one thread::
 
     with GpuScheduler(program, shape, device) as sched:
         for frame in source:
@@ -167,10 +169,9 @@ class GpuScheduler:
         slot.upload()
         with slot.on_stream():
             if slot.cuda and self._last is not None:
+                # only the analysis chains (ROI state); the rest of the previous tick overlaps
                 slot.stream.wait_event(self._last.computed)
-            self.runner.run(slot, bucket, detect)
-            if slot.cuda:
-                slot.computed.record(slot.stream)
+            self.runner.run(slot, bucket, detect)  # records slot.computed after the analysis
         slot.download()
         self._queue.append((slot, n_faces, detect))
         self._last = slot

@@ -112,8 +112,11 @@ class Slot:
     faces_host: FaceBuffers
     faces_dev: FaceBuffers
     stream: Any = None  # torch.cuda.Stream on CUDA
+    side_stream: Any = None  # torch.cuda.Stream: the detector, beside the mesh and the swap
     uploaded: Any = None  # torch.cuda.Event: inputs are on the device
-    computed: Any = None  # torch.cuda.Event: the frame program has run
+    computed: Any = None  # torch.cuda.Event: the analysis has run (the ROI state is updated)
+    detected: Any = None  # torch.cuda.Event: the detector (side stream) has run
+    generated: Any = None  # torch.cuda.Event: the generator's shared buffers are free again
     done: Any = None  # torch.cuda.Event: outputs are in pinned host memory
     started: Any = None  # timing events (enable_timing) around the whole tick
     t_submit_ns: int = 0
@@ -135,8 +138,11 @@ class Slot:
             faces_dev=FaceBuffers.allocate(shape, device=device, pinned=False))
         if cuda:
             slot.stream = torch.cuda.Stream(device)
+            slot.side_stream = torch.cuda.Stream(device)
             slot.uploaded = torch.cuda.Event()
             slot.computed = torch.cuda.Event()
+            slot.detected = torch.cuda.Event()
+            slot.generated = torch.cuda.Event()
             slot.done = torch.cuda.Event(enable_timing=True)
             slot.started = torch.cuda.Event(enable_timing=True)
         return slot
