@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         engine = TorchEngine(onnx_path, device="cuda", precision="fp16", cuda_graphs=True,
                              fuse=fuse)
         engine.open()
-        row = {f"b{b}_ms": time_engine(engine, b, 50) for b in (1, 16)}
-        report["generator"][f"fuse={fuse}"] = row
-        print(f"generator fp16 own graph, fuse={fuse}: {row}", flush=True)
+        gen = {f"b{b}_ms": time_engine(engine, b, 50) for b in (1, 16)}
+        report["generator"][f"fuse={fuse}"] = gen
+        print(f"generator fp16 own graph, fuse={fuse}: {gen}", flush=True)
         engines[fuse] = engine
     del engines[False]
     torch.cuda.empty_cache()
