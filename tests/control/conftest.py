@@ -18,6 +18,7 @@ import pytest
 from livecam.app import App, build_app
 from livecam.config import Config
 from livecam.control.api import ControlServer
+from livecam.pipeline.passthrough import PassThrough
 from livecam.types import RuntimeState
 
 NAMES = ("alice", "bob", "carol")
@@ -91,7 +92,10 @@ def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
 
 @pytest.fixture
 def running(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray) -> Iterator[Running]:
-    r = start_running(fast_config, tmp_path, PhotoCatalog(astronaut_bgr, NAMES))
+    # A pass-through stage: these tests are about the API, not the swap (test_switching.py
+    # drives the real analysis and swap stages through the API).
+    r = start_running(fast_config, tmp_path, PhotoCatalog(astronaut_bgr, NAMES),
+                      stages=[PassThrough()])
     try:
         yield r
     finally:
