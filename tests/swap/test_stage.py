@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,3 +155,27 @@ def test_missing_identity_streams_unswapped_and_says_why_rate_limited(
         flaky.fixed = True
         out = stage.process(_packet(by_label, state))
         assert out.image_bgr is not out.frame.image_bgr  # recovered without a restart
+
+
+def test_identity_whose_files_vanish_keeps_streaming(
+        by_label: dict[str, RealFace], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The real library on disk: the identity's cached mesh is deleted while livecam runs."""
+    import cv2
+
+    from livecam.identity import IdentityLibrary
+
+    photo = tmp_path / "astro.png"
+    big = cv2.resize(by_label["astronaut"].image_bgr, None, fx=2, fy=2,
+                     interpolation=cv2.INTER_CUBIC)
+    cv2.imwrite(str(photo), big)
+    library = IdentityLibrary(tmp_path / "lib")
+    library.add("astro", [photo])
+    sha = library.get("astro").photos[0]["sha256"]
+    (tmp_path / "lib" / "photos" / sha / "mesh.npz").unlink()
+    caplog.set_level(logging.WARNING, logger="livecam.swap.stage")
+    with ClassicSwapStage(SwapConfig(), library) as stage:
+        out = stage.process(_packet(by_label, RuntimeState(active_identity="astro")))
+    assert out.image_bgr is out.frame.image_bgr
+    assert any("'astro' is unavailable" in r.getMessage() and "re-add" in r.getMessage()
+               for r in caplog.records)
