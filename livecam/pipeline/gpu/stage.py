@@ -3,29 +3,16 @@
 :class:`GpuSwapStage` replaces the CPU analysis and neural swap stages when ``swap.mode`` is
 ``neural`` and :func:`gpu_pipeline_wanted` says so (``gpu.pipeline``). Per frame it fills one
 slot of a :class:`~livecam.pipeline.gpu.scheduler.GpuScheduler` (the frame, each face slot's
-ROI, latent and validity), and the :class:`~livecam.pipeline.gpu.program.FrameProgram` does the
-rest on the torch device (CUDA when present, else the CPU: the same code CI runs): BlazeFace
-every ``analysis.detect_every_n_frames`` frames, the face mesh on every face slot, alignment,
-one generator call and the insightface paste-back. Only boxes and landmarks come back for the
-host-side :class:`~livecam.track.bytetrack.ByteTracker`.
-
-How faces are followed (as the CPU analysis stage does it):
-
-- Each face slot ("row") is one face: a track, or a face just found by the detector. The stage
-  keeps every row's ROI on the host and writes it with ``roi_override`` each frame: the ROI
-  the program computed from the row's landmarks (``TickResult.roi_next``), moved by the track's
-  Kalman velocity. (With one frame in flight the host always has it in time.)
-- On a detection frame, detections that no row covers become new rows, and the frame is run
-  once more with them, so a face is meshed (and starts its track) on the frame it is first
-  detected. The detector gives no eye keypoints to the host, so a new row's first ROI is upright.
-- Rows whose mesh lost the face are dropped; the detector finds the face again and ByteTrack
-  gives it its old id back (its lost-track buffer).
-- A face is swapped once it has a track id: from the frame after it was first seen, as with
-  the CPU stages (ByteTrack confirms a track on its second frame). ``packet.state`` picks each
-  track's identity (``identity_for_track``); ``bypass`` still follows faces but swaps none.
-
-The stage keeps one frame in flight (``process`` returns that frame's result), so the slots'
-overlap of consecutive frames is not used here. Only the pipeline thread calls ``process``.
+ROI with ``roi_override``, latent and validity); the frame program does detection (every
+``analysis.detect_every_n_frames`` frames), face mesh, alignment, generator and paste-back on
+the torch device (CUDA when present, else the CPU: the code CI runs). Boxes and landmarks come
+back for :class:`~livecam.track.bytetrack.ByteTracker` on the host, which names the faces; the
+stage keeps each face slot's next ROI (the program's ``roi_next`` moved by the track's Kalman
+velocity). Detections no face slot covers become new face slots and the frame runs once more,
+so a face is meshed on the frame it is first detected; it is swapped from the next frame, once
+it has a track id (as on the CPU path). docs/gpu-pipeline.md ("Using it from livecam run") has
+the details. One frame in flight: ``process`` returns the frame it was given. Only the
+pipeline thread calls ``process``.
 """
 
 from __future__ import annotations
@@ -66,12 +53,13 @@ EmbeddingFn = Callable[[str], "np.ndarray | None"]
 def gpu_pipeline_wanted(config: Config) -> bool:
     """Whether ``livecam run`` should use :func:`build_gpu_stages` for this config:
     ``swap.mode: neural`` and ``gpu.pipeline`` always, or auto with a CUDA GPU visible to torch
-    (auto imports torch to ask; it is installed wherever the neural swap runs on a GPU)."""
+    and ``engine.backend`` auto or torch (the pipeline runs the generator with torch; a backend
+    named in the config is not swapped for another). auto imports torch to ask."""
     if config.swap.mode != "neural" or config.gpu.pipeline == "never":
         return False
     if config.gpu.pipeline == "always":
         return True
-    if config.engine.device == "cpu":
+    if config.engine.device == "cpu" or config.engine.backend not in ("auto", "torch"):
         return False
     import importlib.util
 
@@ -287,13 +275,12 @@ class GpuSwapStage(StageBase):
         assert self._emap is not None
         try:
             embedding = self.source_embedding(name)
+            why = "it has no usable photo"
         except IdentityError as exc:
-            self._failed[name] = self._clock()
-            log.warning("identity %r is unavailable, its faces go out unswapped: %s", name, exc)
-            return None
+            embedding, why = None, str(exc)
         if embedding is None:
             self._failed[name] = self._clock()
-            log.warning("identity %r has no usable photo, its faces go out unswapped", name)
+            log.warning("identity %r is unavailable, its faces go out unswapped: %s", name, why)
             return None
         self._failed.pop(name, None)
         latent = latents_from_embeddings(np.asarray(embedding)[None], self._emap)[0]

@@ -170,6 +170,7 @@ def test_gpu_pipeline_wanted_follows_the_config() -> None:
     assert wanted("swap.mode=neural", "gpu.pipeline=always")
     assert not wanted("swap.mode=neural", "gpu.pipeline=never")
     assert not wanted("swap.mode=neural", "engine.device=cpu")
+    assert not wanted("swap.mode=neural", "engine.backend=onnxruntime")
     assert wanted("swap.mode=neural") == torch.cuda.is_available()
 
 
