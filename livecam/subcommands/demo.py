@@ -157,6 +157,22 @@ def source_identity() -> Any:
     return Identity(name=SOURCE_NAME, photos=(photo,))
 
 
+def _check_photo_packages() -> None:
+    """The demo's photos ship inside scikit-image and insightface (dev/test dependencies)."""
+    import importlib.util
+
+    from livecam.errors import DependencyError
+
+    missing = [name for name, module in (("scikit-image", "skimage"),
+                                         ("insightface", "insightface"))
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        raise DependencyError(f"livecam demo builds its clip from photos that ship with "
+                              f"{' and '.join(missing)}: pip install "
+                              f"{' '.join(missing)} (insightface pinned as in pyproject's dev "
+                              "extra, beside mediapipe's OpenCV)")
+
+
 def run(args: argparse.Namespace) -> int:
     import cv2
 
@@ -170,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.swap import build_swap_stages
     from livecam.types import RuntimeState
 
+    _check_photo_packages()
     if args.frames < 2 or args.frames > 3000:
         raise UsageError("--frames must be 2 to 3000")
     size = _parse_size(args.size)
