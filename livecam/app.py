@@ -324,8 +324,9 @@ class App:
 
 def build_stages(config: Config, state: RuntimeState,
                  identities: IdentitySource | None = None) -> list[Stage]:
-    """The per-frame stages: analysis then swap, or one no-op stage when there is no identity
-    at all (none in the library, none given with ``--source``).
+    """The per-frame stages: analysis then swap (or the all-GPU stage for neural swaps on a
+    CUDA GPU, see ``gpu.pipeline``), or one no-op stage when there is no identity at all (none
+    in the library, none given with ``--source``).
 
     ``identities`` loads identities by name (default: the library from ``config.identity``).
     Nothing is opened here; the swap stage reads the active identity from each packet's state,
@@ -337,8 +338,13 @@ def build_stages(config: Config, state: RuntimeState,
     from livecam.identity import IdentityLibrary
     from livecam.swap import build_swap_stages
 
+    from livecam.pipeline.gpu.stage import build_gpu_stages, gpu_pipeline_wanted
+
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
+    if gpu_pipeline_wanted(config):
+        # one stage does detection, mesh, tracking hand-off, swap and paste on the GPU
+        return build_gpu_stages(config, identities)
     return [*build_analysis_stages(config), *build_swap_stages(config, identities)]
 
 
