@@ -336,9 +336,8 @@ def build_stages(config: Config, state: RuntimeState,
         return [PassThrough()]
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.identity import IdentityLibrary
-    from livecam.swap import build_swap_stages
-
     from livecam.pipeline.gpu.stage import build_gpu_stages, gpu_pipeline_wanted
+    from livecam.swap import build_swap_stages
 
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
