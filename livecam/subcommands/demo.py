@@ -168,9 +168,8 @@ def _check_photo_packages() -> None:
                if importlib.util.find_spec(module) is None]
     if missing:
         raise DependencyError(f"livecam demo builds its clip from photos that ship with "
-                              f"{' and '.join(missing)}: pip install "
-                              f"{' '.join(missing)} (insightface pinned as in pyproject's dev "
-                              "extra, beside mediapipe's OpenCV)")
+                              f"{' and '.join(missing)}: pip install 'livecam[demo]' "
+                              "(or, from a checkout, pip install -e '.[demo]')")
 
 
 def run(args: argparse.Namespace) -> int:
