@@ -22,7 +22,28 @@ def _readonly(image: np.ndarray) -> ImageBGR:
     return image
 
 
-class CameraSource:
+class _VideoCaptureSource:
+    """What cameras and files share: an OpenCV ``VideoCapture``, its fps and frame size."""
+
+    _cap: cv2.VideoCapture | None
+    _fps: float
+    _size_px: tuple[int, int]
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        return self._size_px
+
+
+class CameraSource(_VideoCaptureSource):
     """A camera through OpenCV: ``device`` is an index (``0``) or a path (``/dev/video2``).
 
     Asks for ``fourcc``/``width``/``height``/``fps`` and logs what the camera actually gave.
@@ -74,21 +95,8 @@ class CameraSource:
             raise CaptureError(f"camera {self._device!r} stopped delivering frames")
         return _readonly(image)
 
-    def close(self) -> None:
-        if self._cap is not None:
-            self._cap.release()
-            self._cap = None
 
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        return self._size_px
-
-
-class FileSource:
+class FileSource(_VideoCaptureSource):
     """A video file decoded by OpenCV's FFmpeg backend; ``None`` at its end."""
 
     live = False
@@ -117,19 +125,6 @@ class FileSource:
             raise CaptureError("file source is not open")
         ok, image = self._cap.read()
         return _readonly(image) if ok and image is not None else None
-
-    def close(self) -> None:
-        if self._cap is not None:
-            self._cap.release()
-            self._cap = None
-
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        return self._size_px
 
 
 class ImageSource:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from livecam.lifecycle import Lifecycle
 
 BACKENDS = ("tensorrt", "torch", "onnxruntime")
 PRECISIONS = ("fp32", "fp16")
@@ -60,28 +61,10 @@ class Engine(Protocol):
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
 
-class EngineBase:
-    """Context-manager support for engines."""
+class EngineBase(Lifecycle):
+    """Context-manager support for engines (each backend overrides ``open``/``close``)."""
 
     backend = "base"
-
-    def open(self) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        self.open()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def check_feeds(specs: tuple[TensorSpec, ...], feeds: Mapping[str, np.ndarray]) -> int:

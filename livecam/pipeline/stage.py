@@ -8,9 +8,9 @@ a new one with ``packet.with_fields(...)``).
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Protocol, runtime_checkable
 
+from livecam.lifecycle import Lifecycle
 from livecam.types import Packet
 
 
@@ -27,28 +27,10 @@ class Stage(Protocol):
     def process(self, packet: Packet) -> Packet: ...
 
 
-class StageBase:
+class StageBase(Lifecycle):
     """Convenience base: context-manager support and no-op ``open``/``close``."""
 
     name = "stage"
-
-    def open(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-    def __enter__(self) -> StageBase:
-        self.open()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def process(self, packet: Packet) -> Packet:
         raise NotImplementedError
