@@ -145,7 +145,8 @@ class App:
                                     commands=self.commands, metrics=self.metrics,
                                     state=self._initial_state,
                                     error_log_interval_s=cfg.pipeline.stage_error_log_interval_s,
-                                    on_quit=self._done.set, hooks=self)
+                                    on_quit=self._done.set, hooks=self,
+                                    threads=cfg.pipeline.threads, hop_policy=policy)
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
@@ -283,6 +284,8 @@ class App:
     def _update_drop_counters(self) -> None:
         self.metrics.set_counter("dropped_capture", self._frames_box.dropped)
         self.metrics.set_counter("dropped_output", self._packets_box.dropped)
+        if self._scheduler is not None:
+            self.metrics.set_counter("dropped_pipeline", self._scheduler.dropped)
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the run is done (frame limit reached, input ended, quit); True if done."""

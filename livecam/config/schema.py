@@ -60,6 +60,11 @@ class PipelineConfig:
     stage_error_log_interval_s: float = knob(5.0, "A failing stage is logged at most once per "
                                              "this many seconds; its frame goes out unswapped.",
                                              range=(0.0, 3600.0))
+    threads: int = knob(2, "Threads that run the stages: 1 = all stages on one thread; 2 = "
+                        "analysis on one, the swap on another, so one frame's analysis overlaps "
+                        "the previous frame's swap (a second core's worth of throughput, the "
+                        "same latency bound: each hop holds one frame). More splits the stages "
+                        "one per thread.", range=(1, 4))
 
 
 @dataclass(frozen=True)

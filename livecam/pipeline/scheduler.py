@@ -1,4 +1,4 @@
-"""The pipeline thread: takes the newest frame, runs the stages, hands the result to output."""
+"""The pipeline thread(s): take the newest frame, run the stages, hand the result to output."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from livecam.control.commands import (
     Quit,
     Ticket,
 )
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed
+from livecam.pipeline.chain import GroupRunner, Job, StageGroups, StageWorker, split_stages
+from livecam.pipeline.mailbox import Mailbox, MailboxClosed, Policy
 from livecam.pipeline.metrics import Metrics
 from livecam.pipeline.stage import Stage
 from livecam.types import Frame, Packet, RuntimeState
 
 log = logging.getLogger(__name__)
-
 
 class Scheduler:
     """Runs ``stages`` in order on each frame from ``inbox`` and puts the packet in ``outbox``.
@@ -29,15 +29,27 @@ class Scheduler:
     Between frames it drains ``commands`` and applies them to the runtime state, so a command
     takes effect from the next frame on. A stage that raises does not stop the run: the frame is
     sent unswapped and the error is logged at most once per ``error_log_interval_s``.
-    Frames are processed one at a time, in capture order; nothing here can reorder them.
+    Frames are processed one at a time per thread, in capture order; nothing here can reorder
+    them.
+
+    ``threads`` > 1 splits the stages into that many groups (see
+    :func:`~livecam.pipeline.chain.split_stages`: analysis | swap for 2) run by a chain of
+    threads joined by one-item mailboxes with ``hop_policy`` ("latest": a slow group drops
+    frames, counted in the ``dropped_pipeline`` counter; "block": nothing dropped, for files).
+    Commands are still applied in one place, the first thread, between two frames, and each
+    frame carries its state in its packet, so every group sees a command from the same frame on.
     """
 
     def __init__(self, *, stages: Sequence[Stage], inbox: Mailbox[Frame],
                  outbox: Mailbox[Packet], commands: CommandQueue, metrics: Metrics,
                  state: RuntimeState, error_log_interval_s: float = 5.0,
                  on_quit: Callable[[], None] | None = None,
-                 hooks: ControlHooks | None = None) -> None:
+                 hooks: ControlHooks | None = None, threads: int = 1,
+                 hop_policy: Policy = "latest") -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
         self._stages = list(stages)
+        self._groups: StageGroups = split_stages(self._stages, threads)
         self._pending_stages: list[Stage] | None = None
         self._hooks = hooks
         self._inbox = inbox
@@ -45,12 +57,22 @@ class Scheduler:
         self._commands = commands
         self._metrics = metrics
         self._state = state
-        self._error_log_interval_ns = int(error_log_interval_s * 1e9)
-        self._last_error_log_ns: dict[str, int] = {}
+        self._runner = GroupRunner(metrics, error_log_interval_s)
         self._on_quit = on_quit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-pipeline", daemon=True)
         self._state_lock = threading.Lock()
+        self._seq = -1
+        # hop k carries jobs from group k to group k + 1; worker k runs group k + 1
+        self._hops: list[Mailbox[Job]] = [Mailbox(policy=hop_policy)
+                                          for _ in range(threads - 1)]
+        self._workers = [
+            StageWorker(group=k, inbox=self._hops[k - 1],
+                        outbox=self._hops[k] if k < threads - 1 else outbox,
+                        last=k == threads - 1, runner=self._runner, stop=self._stop,
+                        on_put=self._passed_on)
+            for k in range(1, threads)
+        ]
 
     @property
     def state(self) -> RuntimeState:
@@ -58,24 +80,43 @@ class Scheduler:
         with self._state_lock:
             return self._state
 
+    @property
+    def threads(self) -> int:
+        """How many threads run the stages (1 + the workers)."""
+        return 1 + len(self._workers)
+
+    @property
+    def dropped(self) -> int:
+        """Frames dropped between stage groups so far (0 with one thread or "block")."""
+        return sum(hop.dropped for hop in self._hops)
+
     def start(self) -> None:
+        for worker in self._workers:
+            worker.start()
         self._thread.start()
 
     def request_stop(self) -> None:
-        """Ask the thread to end without waiting for it (see ``stop``)."""
+        """Ask the threads to end without waiting for them (see ``stop``)."""
         self._stop.set()
+        for hop in self._hops:
+            hop.close()
 
     def stop(self, join_timeout_s: float = 0.5) -> None:
-        self._stop.set()
-        self._thread.join(join_timeout_s)
+        """End every pipeline thread, waiting ``join_timeout_s`` for all of them together."""
+        deadline = time.monotonic() + join_timeout_s
+        self.request_stop()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        for worker in self._workers:
+            worker.join(deadline - time.monotonic())
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() or any(w.alive for w in self._workers)
 
     def replace_stages(self, stages: Sequence[Stage]) -> None:
         """Install already-opened ``stages`` before the next frame (any thread may call; a
-        reload opens them off the pipeline thread). The pipeline thread closes the old ones."""
+        reload opens them off the pipeline thread). The pipeline thread closes the old ones
+        once no frame in flight still uses them."""
         with self._state_lock:
             stale, self._pending_stages = self._pending_stages, list(stages)
         for stage in stale or ():
@@ -91,14 +132,35 @@ class Scheduler:
 
     def _install_pending_stages(self) -> None:
         with self._state_lock:
+            pending = self._pending_stages
+        if pending is None:
+            return
+        if not self._wait_until_idle():
+            return  # stopping: close_stages closes old and pending alike
+        with self._state_lock:
             pending, self._pending_stages = self._pending_stages, None
         if pending is None:
             return
         old, self._stages = self._stages, pending
+        self._groups = split_stages(pending, self.threads)
         for stage in old:
             if stage not in pending:
                 stage.close()
         log.info("stages now: %s", ", ".join(s.name for s in pending))
+
+    def _wait_until_idle(self) -> bool:
+        """Wait until every frame this thread started has left the workers, so old stages are
+        closed only when no thread runs them (one pipeline bubble per reload). False if the
+        run is stopping."""
+        seq = self._seq
+        for worker in self._workers:
+            # a frame dropped at a hop never reaches the worker; a later one (seq too) does
+            while not worker.wait_done(seq, 0.05):
+                if self._stop.is_set() or not worker.alive:
+                    return False
+                if worker.done_seq < seq and self._hops[worker.group - 1].closed:
+                    return False
+        return True
 
     def apply_commands(self) -> None:
         for command, ticket in self._commands.drain():
@@ -123,29 +185,24 @@ class Scheduler:
             ticket.resolve(self._state, self._metrics.counter("sent"))
 
     def process(self, frame: Frame) -> Packet:
-        """Run every stage on ``frame`` (pipeline thread only)."""
-        packet = Packet.from_frame(frame, self._state)
-        for stage in self._stages:
-            t0 = time.perf_counter_ns()
-            try:
-                packet = stage.process(packet)
-            except Exception as exc:  # a broken stage must not freeze the camera
-                self._metrics.count("stage_errors")
-                self._log_stage_error(stage.name, exc)
-                return Packet.from_frame(frame, self._state)
-            finally:
-                self._metrics.record_stage_ns(stage.name, time.perf_counter_ns() - t0)
-        return packet
+        """Run every stage on ``frame`` in the calling thread (pipeline thread only)."""
+        job = self._start_job(frame)
+        for group in range(len(job.groups)):
+            job = self._runner.run(job, group)
+        return job.packet
 
-    def _log_stage_error(self, name: str, exc: Exception) -> None:
-        now = time.perf_counter_ns()
-        last = self._last_error_log_ns.get(name)
-        if last is None or now - last >= self._error_log_interval_ns:
-            self._last_error_log_ns[name] = now
-            log.error("stage %s failed (%s: %s); sending the frame unswapped", name,
-                      type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+    def _start_job(self, frame: Frame) -> Job:
+        self._seq += 1
+        return Job(seq=self._seq, frame=frame, packet=Packet.from_frame(frame, self._state),
+                   groups=self._groups)
+
+    def _passed_on(self, finished: bool) -> None:
+        if finished:
+            self._metrics.count("processed")
+        self._metrics.set_counter("dropped_pipeline", self.dropped)
 
     def _run(self) -> None:
+        first: Mailbox[Job] | None = self._hops[0] if self._hops else None
         try:
             while not self._stop.is_set():
                 self._install_pending_stages()
@@ -156,10 +213,17 @@ class Scheduler:
                     break
                 if frame is None:
                     continue
-                packet = self.process(frame)
-                self._metrics.count("processed")
-                while not self._outbox.put(packet, timeout_s=0.1):
-                    if self._stop.is_set() or self._outbox.closed:
+                job = self._runner.run(self._start_job(frame), 0)
+                if first is None:
+                    while not self._outbox.put(job.packet, timeout_s=0.1):
+                        if self._stop.is_set() or self._outbox.closed:
+                            return
+                    self._metrics.count("processed")
+                    continue
+                while not first.put(job, timeout_s=0.1):
+                    if self._stop.is_set() or first.closed:
                         return
+                self._passed_on(False)
         finally:
-            self._outbox.close()
+            # with workers, the last one closes ``outbox`` after passing on what it holds
+            (first or self._outbox).close()

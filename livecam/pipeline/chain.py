@@ -1,0 +1,192 @@
+"""The pieces of a pipeline split over several threads: stage groups, jobs and workers.
+
+With ``pipeline.threads: 2`` the scheduler's own thread runs the first group of stages
+(analysis) and hands each frame, through a one-item :class:`Mailbox`, to a :class:`StageWorker`
+that runs the rest (swap), so frame k+1's analysis overlaps frame k's swap on another core (both
+release the GIL in their native code). Every hop holds at most one job, so latency stays bounded
+and a slow group drops frames ("latest") or holds its producer back ("block"); one worker per
+hop takes jobs in the order they were put, so frames are never reordered.
+
+A :class:`Job` carries the stage groups it was started with, so a frame runs on one consistent
+set of stages even while a reload installs new ones, and the runtime state it was started under
+(also in its packet), so a command takes effect for every group from the same frame on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from livecam.pipeline.mailbox import Mailbox, MailboxClosed
+from livecam.pipeline.metrics import Metrics
+from livecam.pipeline.stage import Stage
+from livecam.types import Frame, Packet
+
+log = logging.getLogger(__name__)
+
+StageGroups = tuple[tuple[Stage, ...], ...]
+
+
+def split_stages(stages: Sequence[Stage], groups: int) -> StageGroups:
+    """Split ``stages`` (in order) into exactly ``groups`` contiguous groups, some maybe empty.
+
+    Each of the first ``groups - 1`` stages gets a group of its own and the rest share the last
+    one: with analysis + swap and 2 groups that is analysis | swap, the split that puts the two
+    GIL-releasing halves of the classic path on two cores. Fewer stages than groups leaves the
+    last groups empty (their workers just forward frames), so a reload may change the number
+    of stages without restarting threads.
+    """
+    if groups < 1:
+        raise ValueError(f"groups must be at least 1, got {groups}")
+    stages = tuple(stages)
+    head = [(s,) for s in stages[:groups - 1]]
+    rest = stages[groups - 1:]
+    out = [*head, rest]
+    out += [()] * (groups - len(out))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One frame on its way through the stage groups.
+
+    ``seq`` grows by one per frame the scheduler takes (gaps: frames dropped at a hop).
+    ``packet`` is the work so far; ``failed`` means a stage raised and ``packet`` is the
+    unswapped frame, which the remaining groups pass on untouched. ``groups`` are the stages
+    this frame runs on, fixed when it started.
+    """
+
+    seq: int
+    frame: Frame
+    packet: Packet
+    groups: StageGroups
+    failed: bool = False
+
+
+class GroupRunner:
+    """Runs one group of a job's stages, timing each stage; a stage that raises turns the job
+    into the unswapped frame (``failed``) and is logged at most once per interval.
+
+    Any thread may call ``run``; each stage is only ever run by one thread at a time.
+    """
+
+    def __init__(self, metrics: Metrics, error_log_interval_s: float) -> None:
+        self._metrics = metrics
+        self._interval_ns = int(error_log_interval_s * 1e9)
+        self._last_log_ns: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def run(self, job: Job, group: int) -> Job:
+        if job.failed:
+            return job
+        packet = job.packet
+        for stage in job.groups[group]:
+            t0 = time.perf_counter_ns()
+            try:
+                packet = stage.process(packet)
+            except Exception as exc:  # a broken stage must not freeze the camera
+                self._metrics.count("stage_errors")
+                self._log_error(stage.name, exc)
+                unswapped = Packet.from_frame(job.frame, job.packet.state)
+                return replace(job, packet=unswapped, failed=True)
+            finally:
+                self._metrics.record_stage_ns(stage.name, time.perf_counter_ns() - t0)
+        return replace(job, packet=packet)
+
+    def _log_error(self, name: str, exc: Exception) -> None:
+        now = time.perf_counter_ns()
+        with self._lock:
+            last = self._last_log_ns.get(name)
+            due = last is None or now - last >= self._interval_ns
+            if due:
+                self._last_log_ns[name] = now
+        if due:
+            log.error("stage %s failed (%s: %s); sending the frame unswapped", name,
+                      type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+
+
+class StageWorker:
+    """A thread that runs stage group ``group`` of every job from ``inbox`` and puts the result
+    in ``outbox`` (the next hop's :class:`Job`, or, when ``last``, the finished
+    :class:`Packet`), then calls ``on_put(last)``. Closes ``outbox`` when ``inbox`` closes
+    (after passing on the last job) or when ``stop`` is set. ``start``/``join``: the
+    scheduler's thread; ``done_seq``/``wait_done``: any thread.
+    """
+
+    def __init__(self, *, group: int, inbox: Mailbox[Job],
+                 outbox: Mailbox[Job] | Mailbox[Packet], last: bool, runner: GroupRunner,
+                 stop: threading.Event, on_put: Callable[[bool], None] | None = None) -> None:
+        self.group = group
+        self._inbox = inbox
+        self._outbox: Mailbox[Job] | Mailbox[Packet] = outbox
+        self._last = last
+        # the same mailbox under its item type (a Mailbox is invariant in what it holds)
+        self._packets: Mailbox[Packet] = outbox  # type: ignore[assignment]
+        self._jobs: Mailbox[Job] = outbox  # type: ignore[assignment]
+        self._runner = runner
+        self._stop = stop
+        self._on_put = on_put
+        self._cond = threading.Condition()
+        self._done_seq = -1
+        self._thread = threading.Thread(target=self._run, name=f"livecam-pipeline-{group + 1}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(max(0.0, timeout_s))
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def done_seq(self) -> int:
+        """``seq`` of the last job this worker passed on (-1 before the first)."""
+        with self._cond:
+            return self._done_seq
+
+    def wait_done(self, seq: int, timeout_s: float) -> bool:
+        """Wait until the job ``seq`` (or a later one) has left this worker; False on timeout
+        or once the worker has ended."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._done_seq >= seq or not self._thread.is_alive(), timeout_s
+            ) and self._done_seq >= seq
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    job = self._inbox.get(timeout_s=0.05)
+                except MailboxClosed:
+                    break
+                if job is None:
+                    continue
+                job = self._runner.run(job, self.group)
+                if not self._pass_on(job):
+                    return
+                with self._cond:
+                    self._done_seq = job.seq
+                    self._cond.notify_all()
+                if self._on_put is not None:
+                    self._on_put(self._last)
+        finally:
+            self._outbox.close()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _pass_on(self, job: Job) -> bool:
+        while not self._put(job):
+            if self._stop.is_set() or self._outbox.closed:
+                return False
+        return True
+
+    def _put(self, job: Job) -> bool:
+        if self._last:
+            return self._packets.put(job.packet, timeout_s=0.1)
+        return self._jobs.put(job, timeout_s=0.1)
