@@ -192,6 +192,13 @@ class AnalysisStage(StageBase):
         alive = {int(t) for t in result.track_ids}
         self._raw_landmarks = {}
         self.smoother.keep_only(alive)
+        # Tracks born this frame are not output yet, but must be observed next frame (which
+        # is usually not a detection frame) for ByteTrack to confirm them: carry them too.
+        for tid, det in zip(result.pending_track_ids, result.pending_det_indices, strict=True):
+            obs = observations[int(det)]
+            self._raw_landmarks[int(tid)] = obs.mesh.landmarks_xy
+            self._scores[int(tid)] = obs.score
+            alive.add(int(tid))
         for tid in list(self._scores):
             if tid not in alive:
                 del self._scores[tid]

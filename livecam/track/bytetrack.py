@@ -9,7 +9,7 @@ tracker instance. The tracker never writes into its inputs; it returns a new res
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
@@ -50,12 +50,20 @@ class TrackResult:
     ``track_ids`` (M,) int64; ``det_indices`` (M,) int64 index into the detections passed to
     ``update``; ``boxes_xyxy`` (M, 4) float32 Kalman-filtered boxes; ``is_new`` (M,) bool, true
     on the frame a track is confirmed (its first output).
+
+    ``pending_track_ids`` (P,) int64 and ``pending_det_indices`` (P,) int64: tracks born this
+    frame, not output until a detection confirms them next frame. A caller that does not
+    detect every frame must observe these faces next frame (e.g. from their own landmarks), or
+    they are dropped unconfirmed and a face entering while others are followed is never picked
+    up.
     """
 
     track_ids: IntArray
     det_indices: IntArray
     boxes_xyxy: FloatArray
     is_new: np.ndarray
+    pending_track_ids: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pending_det_indices: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.track_ids)
@@ -193,6 +201,7 @@ class ByteTracker:
         self._lost = [t for t in everyone if t.state is TrackState.LOST]
         self._drop_duplicates()
         out = [t for t in self._tracked if t.confirmed]
+        pending = [t for t in self._tracked if not t.confirmed]
         is_new = np.array([not t.emitted for t in out], bool)
         for t in out:
             t.emitted = True
@@ -201,6 +210,8 @@ class ByteTracker:
             det_indices=np.array([t.det_index for t in out], np.int64),
             boxes_xyxy=np.array([t.box_xyxy() for t in out], np.float32).reshape(-1, 4),
             is_new=is_new,
+            pending_track_ids=np.array([t.track_id for t in pending], np.int64),
+            pending_det_indices=np.array([t.det_index for t in pending], np.int64),
         )
 
     def _predict(self, tracks: list[_Track]) -> None:

@@ -144,3 +144,29 @@ def test_reference_without_dlib_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
     with pytest.raises(DependencyError, match=r"livecam\[identity\]"):
         DlibFaceEmbedder().open()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("appears_at", [6, 8])
+def test_a_face_entering_while_another_is_tracked_gets_an_id_within_n_frames(
+        appears_at: int, sprites: list[FaceSprite]) -> None:
+    # Detections run on frames 0, 5, 10, ...: a face appearing on frame 6 (just after one) is
+    # the worst case, first detected on frame 10; ByteTrack confirms a track on its second
+    # matched frame, so its id must be out by frame 6 + N at the latest.
+    n = 5
+    first = Trajectory.linear((250, 270), (300, 280), 24, 150)
+    second = Trajectory.linear((700, 260), (660, 270), 24, 150).hidden(0, appears_at)
+    frames, truth = make_clip([sprites[1], sprites[2]], [first, second], (960, 540))
+    faces = _run(frames, AnalysisConfig(detect_every_n_frames=n))
+    assert all(len(f) == 1 for f in faces[:appears_at])
+    first_id = int(faces[0].track_ids[0])
+    by_deadline = faces[appears_at + n]
+    assert len(by_deadline) == 2, [f.track_ids.tolist() for f in faces]
+    second_id = next(int(t) for t in by_deadline.track_ids if t != first_id)
+    for f in faces[appears_at + n:]:
+        assert sorted(f.track_ids.tolist()) == sorted([first_id, second_id])
+        # each id stays on its own person: the second face is the one on the right
+        right = int(f.track_ids[np.argmax(f.boxes_xyxy[:, 0])])
+        assert right == second_id
+    metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
+    assert metrics["num_switches"] == 0

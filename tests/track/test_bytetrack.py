@@ -49,6 +49,18 @@ def test_a_new_face_is_unconfirmed_for_one_frame_then_gets_the_next_id() -> None
     assert _ids_by_x(tracker, [(100, 100), (500, 300)]) == {0: 1, 1: 2}
 
 
+def test_a_track_born_this_frame_is_reported_as_pending_with_its_detection() -> None:
+    tracker = ByteTracker()
+    _ids_by_x(tracker, [(100, 100)])
+    result = tracker.update(np.array([_box(100, 100), _box(500, 300)]), np.array([0.9, 0.9]))
+    assert result.track_ids.tolist() == [1]
+    assert result.pending_track_ids.tolist() == [2]
+    assert result.pending_det_indices.tolist() == [1]
+    confirmed = tracker.update(np.array([_box(500, 302)]), np.array([0.9]))
+    assert confirmed.track_ids.tolist() == [2] and confirmed.is_new.tolist() == [True]
+    assert confirmed.pending_track_ids.tolist() == []
+
+
 def test_a_one_frame_false_hit_never_becomes_a_track() -> None:
     tracker = ByteTracker()
     _ids_by_x(tracker, [(100, 100)])
