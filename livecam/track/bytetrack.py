@@ -101,6 +101,24 @@ def _assign(similarity: np.ndarray, min_similarity: float,
         j for j in range(cols) if j not in used_c]
 
 
+def _stop_at_edge(tracks: list[_Track], frame_size_px: tuple[int, int]) -> None:
+    """Hold lost tracks whose centre has left the frame at the edge, without velocity.
+
+    A face that walks out is not moving on behind the frame's edge: when it comes back it
+    enters where it left. Without this, its lost track drifts on with the velocity it left
+    with and the returning face (IoU 0 with that drifted box) gets a new id.
+    """
+    w, h = frame_size_px
+    for t in tracks:
+        cx, cy = t.mean[0], t.mean[1]
+        if 0.0 <= cx <= w and 0.0 <= cy <= h:
+            continue
+        t.mean = t.mean.copy()
+        t.mean[0] = min(max(cx, 0.0), float(w))
+        t.mean[1] = min(max(cy, 0.0), float(h))
+        t.mean[4:8] = 0.0
+
+
 class ByteTracker:
     """Multi-object tracker over boxes with scores. Only one thread may call :meth:`update`."""
 
@@ -133,8 +151,13 @@ class ByteTracker:
         """Kalman centre velocity (px per frame) of tracked tracks, by id."""
         return {t.track_id: (float(t.mean[4]), float(t.mean[5])) for t in self._tracked}
 
-    def update(self, boxes_xyxy: np.ndarray, scores: np.ndarray) -> TrackResult:
-        """Advance one frame with this frame's detections: (N, 4) px boxes, (N,) scores."""
+    def update(self, boxes_xyxy: np.ndarray, scores: np.ndarray, *,
+               frame_size_px: tuple[int, int] | None = None) -> TrackResult:
+        """Advance one frame with this frame's detections: (N, 4) px boxes, (N,) scores.
+
+        ``frame_size_px`` (width, height): where given, a lost track whose predicted centre
+        leaves the frame stops at the frame's edge (see ``stop_lost_tracks_at_frame_edge``).
+        """
         s = self.settings
         boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
         scores = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -152,6 +175,8 @@ class ByteTracker:
         pool = confirmed + self._lost
         self._predict(pool)
         self._predict(unconfirmed)
+        if frame_size_px is not None and s.stop_lost_tracks_at_frame_edge:
+            _stop_at_edge(self._lost, frame_size_px)
 
         def similarity(tracks: list[_Track], det_idx: np.ndarray) -> np.ndarray:
             sim = iou_matrix(np.array([t.box_xyxy() for t in tracks]).reshape(-1, 4),

@@ -30,6 +30,8 @@ class ByteTrackSettings:
     fuse_detection_score: bool = knob(True, "Multiply IoU by detection score when matching.")
     lost_track_buffer_frames: int = knob(60, "Frames a lost track waits to come back.",
                                          range=(0, 100000))
+    stop_lost_tracks_at_frame_edge: bool = knob(
+        True, "A lost track that leaves the frame waits at the edge.")
     duplicate_track_min_iou: float = knob(0.85, "IoU above which two live tracks are one.",
                                           range=(0.0, 1.0))
     kalman_position_noise_weight: float = knob(0.05, "Position noise / box height.",

@@ -19,10 +19,12 @@ def _box(cx: float, cy: float, size: float = 80.0) -> list[float]:
 
 
 def _ids_by_x(tracker: ByteTracker, centres: list[tuple[float, float]],
-              scores: list[float] | None = None) -> dict[int, int]:
+              scores: list[float] | None = None,
+              frame_size_px: tuple[int, int] | None = None) -> dict[int, int]:
     """Update with boxes at ``centres``; map detection index -> track id."""
     boxes = np.array([_box(x, y) for x, y in centres]).reshape(-1, 4)
-    result = tracker.update(boxes, np.array(scores or [0.9] * len(centres)))
+    result = tracker.update(boxes, np.array(scores or [0.9] * len(centres)),
+                            frame_size_px=frame_size_px)
     return {int(d): int(t) for d, t in zip(result.det_indices, result.track_ids, strict=True)}
 
 
@@ -90,6 +92,22 @@ def test_a_hidden_face_comes_back_with_its_id_along_its_predicted_path() -> None
     for _step in range(10, 25):  # hidden for 15 frames while it keeps moving
         assert _ids_by_x(tracker, []) == {}
     assert _ids_by_x(tracker, [(100 + 5 * 25, 200)]) == {0: 1}
+
+
+def test_a_face_leaving_the_frame_keeps_its_id_when_it_comes_back_where_it_left() -> None:
+    tracker = ByteTracker()
+    for step in range(10):  # walking right at 20 px/frame, out of a 640 px frame
+        assert _ids_by_x(tracker, [(460 + 20 * step, 200)]) == {0: 1}
+    for _ in range(30):
+        assert _ids_by_x(tracker, [], [], frame_size_px=(640, 480)) == {}
+    assert _ids_by_x(tracker, [(630, 200)]) == {0: 1}
+    # ByteTrack's original behaviour: the lost track coasts on out of sight
+    coasting = ByteTracker(ByteTrackSettings(stop_lost_tracks_at_frame_edge=False))
+    for step in range(10):
+        _ids_by_x(coasting, [(460 + 20 * step, 200)])
+    for _ in range(30):
+        _ids_by_x(coasting, [], [], frame_size_px=(640, 480))
+    assert _ids_by_x(coasting, [(630, 200)]) == {}
 
 
 def test_a_track_lost_longer_than_the_buffer_is_forgotten() -> None:
