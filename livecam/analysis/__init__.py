@@ -13,11 +13,15 @@ if TYPE_CHECKING:
     from livecam.pipeline.stage import Stage
 
 
-def build_stages(config: Any, *, fps: float | None = None) -> list[Stage]:
+def build_stages(config: Any, *, fps: float | None = None,
+                 realtime: bool = False) -> list[Stage]:
     """The analysis stages for the pipeline (today one :class:`AnalysisStage`), not yet opened.
 
     ``config`` is the whole :class:`livecam.config.Config` or its ``analysis`` section; the
     One Euro filter's time step comes from ``fps`` (default: ``config.capture.fps``, else 30).
+    ``realtime`` (pass ``config.pipeline.realtime``): detections run on a worker thread, off
+    the frame's path, and are merged a frame or two later; False keeps them in ``process``
+    (files, tests: results do not depend on timing).
     Reference photos for ``select: reference`` are read here; a missing dlib raises
     :class:`livecam.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """
@@ -38,4 +42,4 @@ def build_stages(config: Any, *, fps: float | None = None) -> list[Stage]:
                             recheck_frames=analysis.reference_recheck_frames)
     return [AnalysisStage(analysis, fps=fps,
                           tracker_settings=load_bytetrack_settings(analysis.tracker_file),
-                          selector=selector)]
+                          selector=selector, detect_in_background=realtime)]

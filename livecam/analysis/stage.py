@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import BlazeFaceDetector
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.mesh import FaceMeshLandmarker, MeshResult
@@ -61,7 +62,8 @@ class AnalysisStage(StageBase):
 
     def __init__(self, config: AnalysisConfig, *, fps: float = 30.0,
                  tracker_settings: ByteTrackSettings | None = None,
-                 selector: FaceSelector | None = None) -> None:
+                 selector: FaceSelector | None = None,
+                 detect_in_background: bool = False) -> None:
         self.config = config
         self.fps = fps
         self.tracker_settings = tracker_settings or ByteTrackSettings()
@@ -69,6 +71,9 @@ class AnalysisStage(StageBase):
             model=config.detector_model, min_score=self.tracker_settings.low_score_threshold,
             max_faces=config.max_faces, tile_size_px=config.tile_size_px,
             tiles_per_call=config.tiles_per_detection)
+        # Live mode: detections run on a worker thread (see _observe_live); offline and in
+        # tests they run in process(), so results do not depend on timing.
+        self.background = BackgroundDetector(self.detector) if detect_in_background else None
         self.landmarker = FaceMeshLandmarker(refine_landmarks=config.refine_landmarks)
         self.tracker = ByteTracker(self.tracker_settings)
         self.smoother = LandmarkSmoother(
@@ -86,13 +91,13 @@ class AnalysisStage(StageBase):
     def open(self) -> None:
         if self._opened:
             return
-        self.detector.open()
+        (self.background or self.detector).open()
         self.landmarker.open()
         self.selector.open()
         self._opened = True
 
     def close(self) -> None:
-        self.detector.close()
+        (self.background or self.detector).close()
         self.landmarker.close()
         self.selector.close()
         self._opened = False
@@ -104,18 +109,10 @@ class AnalysisStage(StageBase):
             return packet.with_fields(faces=Faces.empty())
         timings: dict[str, float] = {}
         t0 = time.perf_counter_ns()
-        observations: list[_Observation] | None = None
-        detect = (not self._raw_landmarks
-                  or self._frames_since_detection + 1 >= self.config.detect_every_n_frames)
-        if not detect:
-            observations = self._carry(image, list(self._raw_landmarks), timings)
-            detect = observations is None  # overlapping faces: look again
-        if detect or observations is None:
-            observations = self._detect_and_carry(image, timings)
-            self._frames_since_detection = 0
+        if self.background is not None:
+            observations = self._observe_live(image, packet.frame.index, timings)
         else:
-            self._frames_since_detection += 1
-        self.last_frame_detected = detect
+            observations = self._observe(image, timings)
 
         t1 = time.perf_counter_ns()
         xy = np.stack([o.mesh.landmarks_xy for o in observations]) if observations else np.zeros(
@@ -138,6 +135,72 @@ class AnalysisStage(StageBase):
         return packet.with_fields(faces=selected)
 
     # -- observation ----------------------------------------------------------------------
+
+    def _detection_due(self) -> bool:
+        return (not self._raw_landmarks
+                or self._frames_since_detection + 1 >= self.config.detect_every_n_frames)
+
+    def _observe(self, image: np.ndarray, timings: dict[str, float]) -> list[_Observation]:
+        """Offline: detect on this frame when due (or when faces overlap), else carry."""
+        observations: list[_Observation] | None = None
+        detect = self._detection_due()
+        if not detect:
+            observations = self._carry(image, list(self._raw_landmarks), timings)
+            detect = observations is None  # overlapping faces: look again
+        if detect or observations is None:
+            observations = self._detect_and_carry(image, timings)
+            self._frames_since_detection = 0
+        else:
+            self._frames_since_detection += 1
+        self.last_frame_detected = detect
+        return observations
+
+    def _observe_live(self, image: np.ndarray, index: int, timings: dict[str, float],
+                      ) -> list[_Observation]:
+        """Live: carry every face; merge the worker's detections when they are ready.
+
+        Detections describe an older frame. They are matched against this frame's carried
+        boxes, not against the tracks' boxes at that older frame (no history to keep): a
+        detection that overlaps no carried face is a new face and gets a mesh on *this* frame
+        from the detection's ROI, and ``_dedupe`` drops it if that mesh lands on a face already
+        followed. The cost: a face that moved far between the two frames (more than ~half its
+        width) costs one extra mesh call (~5 ms) the frame the result arrives, never a
+        duplicate track. When followed faces overlap (people crossing) the detector runs now,
+        on this thread, as offline: who is in front must be decided on this frame.
+        """
+        assert self.background is not None
+        carried = self._carry(image, list(self._raw_landmarks), timings) \
+            if self._raw_landmarks else []
+        if carried is None:
+            self.background.take()  # stale beside the detection made now
+            t = time.perf_counter_ns()
+            dets = self.background.detect_now(image)
+            timings["detect"] = (time.perf_counter_ns() - t) / 1e6
+            self._frames_since_detection = 0
+            self.last_frame_detected = True
+            return self._detect_and_carry(image, timings, dets)
+        self.last_frame_detected = False
+        result = self.background.take()
+        if result is not None:
+            self.last_frame_detected = True
+            dets = result.faces
+            known = boxes_from_landmarks(np.stack([o.mesh.landmarks_xy for o in carried])) \
+                if carried else np.zeros((0, 4), np.float32)
+            fresh = [i for i in range(len(dets)) if len(known) == 0
+                     or iou_matrix(dets.boxes_xyxy[i:i + 1], known).max() < _SAME_FACE_IOU]
+            if fresh:
+                t = time.perf_counter_ns()
+                meshes = self.landmarker.landmarks(image, [
+                    roi_from_detection(dets.boxes_xyxy[i], dets.keypoints_xy[i]) for i in fresh])
+                timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
+                new = [_Observation(m, float(dets.scores[i]), -1)
+                       for i, m in zip(fresh, meshes, strict=True) if m is not None]
+                carried = _dedupe(carried + new, prefer_detections=False)
+        if self._detection_due() and self.background.submit(index, image):
+            self._frames_since_detection = 0
+        else:
+            self._frames_since_detection += 1
+        return sorted(carried, key=lambda o: -o.score)[: self.config.max_faces]
 
     def _carry(self, image: np.ndarray, track_ids: list[int], timings: dict[str, float],
                ) -> list[_Observation] | None:
@@ -172,11 +235,12 @@ class AnalysisStage(StageBase):
         return obs
 
     def _detect_and_carry(self, image: np.ndarray, timings: dict[str, float],
-                          ) -> list[_Observation]:
+                          dets: Faces | None = None) -> list[_Observation]:
         t = time.perf_counter_ns()
-        dets = self.detector.detect(image)
+        if dets is None:
+            dets = self.detector.detect(image)
         t_det = time.perf_counter_ns()
-        timings["detect"] = (t_det - t) / 1e6
+        timings["detect"] = timings.get("detect", 0.0) + (t_det - t) / 1e6
         rois = [roi_from_detection(dets.boxes_xyxy[i], dets.keypoints_xy[i])
                 for i in range(len(dets))]
         meshes = self.landmarker.landmarks(image, rois)
@@ -253,9 +317,11 @@ class AnalysisStage(StageBase):
         return step / self.fps
 
 
-def _dedupe(obs: list[_Observation]) -> list[_Observation]:
-    """Drop observations that repeat an earlier (better) one: detections before carries."""
-    ordered = sorted(obs, key=lambda o: (o.carried_from >= 0, -o.score))
+def _dedupe(obs: list[_Observation], *, prefer_detections: bool = True,
+            ) -> list[_Observation]:
+    """Drop observations that repeat an earlier (better) one: detections before carries
+    (or carries before detections of an older frame)."""
+    ordered = sorted(obs, key=lambda o: ((o.carried_from >= 0) == prefer_detections, -o.score))
     kept: list[_Observation] = []
     boxes: list[np.ndarray] = []
     for o in ordered:

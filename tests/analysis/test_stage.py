@@ -167,3 +167,46 @@ def test_a_face_entering_while_another_is_tracked_gets_an_id_within_n_frames(
         assert right == second_id
     metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
     assert metrics["num_switches"] == 0
+
+
+@pytest.mark.slow
+def test_live_mode_detects_on_a_worker_thread_and_picks_up_an_entering_face(
+        sprites: list[FaceSprite]) -> None:
+    import threading
+
+    n, appears_at = 5, 6
+    first = Trajectory.linear((250, 270), (300, 280), 20, 150)
+    second = Trajectory.linear((700, 260), (660, 270), 20, 150).hidden(0, appears_at)
+    frames, truth = make_clip([sprites[1], sprites[2]], [first, second], (960, 540))
+    stage = build_stages(AnalysisConfig(detect_every_n_frames=n), realtime=True)[0]
+    assert isinstance(stage, AnalysisStage) and stage.background is not None
+    threads: list[str] = []
+    real_detect = stage.detector.detect
+
+    def spy(image: np.ndarray, **kw: bool) -> Faces:  # records who calls the real detector
+        threads.append(threading.current_thread().name)
+        return real_detect(image, **kw)
+
+    stage.detector.detect = spy  # type: ignore[method-assign,assignment]
+    faces, detect_ms = [], []
+    with stage:
+        for i, image in enumerate(frames):
+            faces.append(stage.process(Packet.from_frame(Frame(i, 0, image))).faces)
+            detect_ms.append(stage.last_timings_ms.get("detect", 0.0))
+            # a camera's next frame comes 33 ms later; here: once the worker is done, so the
+            # test does not depend on this machine's load
+            stage.background.wait_idle()
+        worker = stage.background._thread
+    assert worker is not None and not worker.is_alive()  # close() joined it
+    stage.close()  # idempotent
+    assert threads and set(threads) == {"livecam-detect"}
+    assert detect_ms == [0.0] * len(frames)
+    # A detection is merged one frame after its own (here: the worker is always done by
+    # then) and ByteTrack confirms a face the frame after: the first face is out on frame 2,
+    # the entering one within N + 1 frames.
+    ids = [f.track_ids.tolist() for f in faces]
+    assert ids[:2] == [[], []] and all(len(f) == 1 for f in faces[2:appears_at]), ids
+    assert all(len(f) == 2 for f in faces[appears_at + n + 1:]), ids
+    metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
+    assert metrics["num_switches"] == 0
+    assert metrics["num_false_positives"] == 0

@@ -1,0 +1,137 @@
+"""Face detection on a worker thread, so a detection (~40 ms with tiles) is not on a frame's path.
+
+Live mode only: the pipeline thread hands the worker its newest frame when a detection is due
+and the worker is idle (one frame in flight at most, nothing queued: a frame offered while the
+worker is busy is not taken), and picks the result up on a later frame. MediaPipe's graphs
+release the GIL while they run, so on two cores the detection runs beside the per-frame face
+mesh instead of after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from livecam.analysis.detect import BlazeFaceDetector
+from livecam.types import Faces, ImageBGR
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DetectionResult:
+    """Detections of frame ``frame_index`` (not the frame being processed when it is taken)."""
+
+    frame_index: int
+    faces: Faces
+    duration_ms: float
+
+
+class BackgroundDetector:
+    """Owns a :class:`BlazeFaceDetector` and one worker thread. Construct cheaply; ``open()``
+    loads the models and starts the thread; ``close()`` stops and joins it (idempotent).
+
+    :meth:`submit`, :meth:`take` and :meth:`detect_now` are for one thread (the pipeline
+    thread). Images handed over must not be written while the worker reads them (stages never
+    write into their inputs).
+    """
+
+    def __init__(self, detector: BlazeFaceDetector) -> None:
+        self.detector = detector
+        self._cond = threading.Condition()
+        self._detector_lock = threading.Lock()  # BlazeFaceDetector is single-caller
+        self._request: tuple[int, ImageBGR] | None = None
+        self._result: DetectionResult | None = None
+        self._error: BaseException | None = None
+        self._busy = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> None:
+        if self._thread is not None:
+            return
+        self.detector.open()
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="livecam-detect", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            with self._cond:
+                self._stop = True
+                self._cond.notify_all()
+            thread.join()
+        with self._cond:
+            self._request, self._result, self._busy = None, None, False
+        self.detector.close()
+
+    @property
+    def busy(self) -> bool:
+        """True while a frame is in flight (submitted, result not yet taken or not ready)."""
+        with self._cond:
+            return self._busy
+
+    def submit(self, frame_index: int, image_bgr: ImageBGR) -> bool:
+        """Hand a frame to the worker; False (and nothing kept) when one is already in flight."""
+        if self._thread is None:
+            raise RuntimeError("BackgroundDetector.open() was not called")
+        with self._cond:
+            if self._busy:
+                return False
+            self._busy = True
+            self._request = (frame_index, image_bgr)
+            self._cond.notify_all()
+            return True
+
+    def take(self) -> DetectionResult | None:
+        """The finished result, once (None while none is ready). Re-raises a worker error."""
+        with self._cond:
+            if self._error is not None:
+                error, self._error = self._error, None
+                self._busy = False
+                raise error
+            result, self._result = self._result, None
+            if result is not None:
+                self._busy = False
+            return result
+
+    def wait_idle(self, timeout_s: float = 5.0) -> bool:
+        """Block until the in-flight frame's result is ready (for tests and benchmarks)."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._request is None and (self._result is not None
+                                                   or self._error is not None
+                                                   or not self._busy), timeout_s)
+
+    def detect_now(self, image_bgr: ImageBGR) -> Faces:
+        """Detect on the calling thread (waits for an in-flight detection to finish first)."""
+        with self._detector_lock:
+            return self.detector.detect(image_bgr)
+
+    def _loop(self) -> None:
+        import time
+
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stop or self._request is not None)
+                if self._stop:
+                    return
+                assert self._request is not None
+                frame_index, image = self._request
+            t0 = time.perf_counter_ns()
+            try:
+                with self._detector_lock:
+                    faces = self.detector.detect(image)
+            except Exception as exc:  # handed to the pipeline thread by take()
+                log.debug("background detection failed", exc_info=True)
+                with self._cond:
+                    self._request, self._error = None, exc
+                    self._cond.notify_all()
+                continue
+            with self._cond:
+                self._request = None
+                self._result = DetectionResult(frame_index, faces,
+                                               (time.perf_counter_ns() - t0) / 1e6)
+                self._cond.notify_all()
