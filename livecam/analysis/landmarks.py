@@ -20,6 +20,8 @@ MOUTH_IMAGE_RIGHT = 291
 LIP_MIDPOINTS = (13, 14)
 TRAGION_IMAGE_LEFT = 234
 TRAGION_IMAGE_RIGHT = 454
+_SIX_KEYPOINT_SOURCES = (*EYE_IMAGE_LEFT, *EYE_IMAGE_RIGHT, NOSE_TIP, *LIP_MIDPOINTS,
+                         TRAGION_IMAGE_LEFT, TRAGION_IMAGE_RIGHT)
 
 
 def _as_batch(landmarks_xy: np.ndarray) -> np.ndarray:
@@ -54,10 +56,14 @@ def six_keypoints(landmarks_xy: np.ndarray) -> FloatArray:
     whether it came from a detection or from tracked landmarks). Any thread.
     """
     lm = _as_batch(landmarks_xy)
-    five = five_point(lm)
+    # one gather of the 13 points involved, then means over slices of it (cheaper per frame
+    # than five_point's separate fancy-indexing passes)
+    pts = lm[:, _SIX_KEYPOINT_SOURCES]
     out = np.empty((len(lm), 6, 2), np.float32)
-    out[:, 0:3] = five[:, 0:3]
-    out[:, 3] = lm[:, list(LIP_MIDPOINTS)].mean(axis=1)
-    out[:, 4] = lm[:, TRAGION_IMAGE_LEFT]
-    out[:, 5] = lm[:, TRAGION_IMAGE_RIGHT]
+    out[:, 0] = pts[:, 0:4].sum(axis=1) * 0.25  # sum: ndarray.mean's wrapper costs ~10 us
+    out[:, 1] = pts[:, 4:8].sum(axis=1) * 0.25
+    out[:, 2] = pts[:, 8]
+    out[:, 3] = pts[:, 9:11].sum(axis=1) * 0.5
+    out[:, 4] = pts[:, 11]
+    out[:, 5] = pts[:, 12]
     return out
