@@ -195,6 +195,10 @@ class AnalysisStage(StageBase):
                 timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
                 new = [_Observation(m, float(dets.scores[i]), -1)
                        for i, m in zip(fresh, meshes, strict=True) if m is not None]
+                if len(new) < len(fresh):
+                    # a face the detector saw has moved off its (older) box: look again now
+                    # rather than N frames later
+                    self._frames_since_detection = self.config.detect_every_n_frames
                 carried = _dedupe(carried + new, prefer_detections=False)
         if self._detection_due() and self.background.submit(index, image):
             self._frames_since_detection = 0
