@@ -347,7 +347,9 @@ def build_stages(config: Config, state: RuntimeState,
     if gpu_pipeline_wanted(config):
         # one stage does detection, mesh, tracking hand-off, swap and paste on the GPU
         return build_gpu_stages(config, identities)
-    return [*build_analysis_stages(config), *build_swap_stages(config, identities)]
+    # live runs take detection off the frame's path (a worker thread); offline stays synchronous
+    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
+    return [*analysis, *build_swap_stages(config, identities)]
 
 
 def build_app(config: Config, *, input_spec: str, output_spec: str,
