@@ -9,6 +9,7 @@ are read).
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from livecam.analysis.gpu.blazeface import FULL_RANGE, SHORT_RANGE, BlazeFaceDetector
@@ -17,16 +18,24 @@ from livecam.analysis.gpu.tflite_reader import read_tflite
 from livecam.analysis.gpu.tflite_torch import TfliteGraphModule
 from livecam.errors import DependencyError, ModelError
 
+#: Environment variable naming a copy of mediapipe's ``modules`` folder.
+MODULES_ENV = "LIVECAM_MEDIAPIPE_MODULES"
+
 
 def mediapipe_modules_dir() -> Path:
-    """``.../site-packages/mediapipe/modules`` of the installed mediapipe, without importing it.
+    """``.../site-packages/mediapipe/modules`` of the installed mediapipe, without importing it,
+    or ``$LIVECAM_MEDIAPIPE_MODULES`` where set (GPU servers without mediapipe: a copy of that
+    folder, e.g. from ``scripts/export_bench_assets.py``).
 
-    Raises :class:`DependencyError` when mediapipe is not installed.
+    Raises :class:`DependencyError` when neither is there.
     """
+    override = os.environ.get(MODULES_ENV)
+    if override:
+        return Path(override)
     spec = importlib.util.find_spec("mediapipe")
     if spec is None or spec.origin is None:
         raise DependencyError("mediapipe is not installed: `pip install mediapipe==0.10.21` "
-                              "(it ships the face models), or pass models_dir= pointing at a "
+                              "(it ships the face models), or set LIVECAM_MEDIAPIPE_MODULES to a "
                               "copy of its mediapipe/modules folder")
     return Path(spec.origin).parent / "modules"
 
