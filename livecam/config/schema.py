@@ -62,9 +62,11 @@ class PipelineConfig:
                                              range=(0.0, 3600.0))
     threads: int = knob(2, "Threads that run the stages: 1 = all stages on one thread; 2 = "
                         "analysis on one, the swap on another, so one frame's analysis overlaps "
-                        "the previous frame's swap (a second core's worth of throughput, the "
-                        "same latency bound: each hop holds one frame). More splits the stages "
-                        "one per thread.", range=(1, 4))
+                        "the previous frame's swap (more frames per second where a core is "
+                        "free; each hop still holds one frame, but when the stages cannot keep "
+                        "up with the camera a frame may wait one swap at the hop: set 1 for the "
+                        "lowest latency on a busy CPU). More splits the stages one per thread.",
+                        range=(1, 4))
 
 
 @dataclass(frozen=True)
