@@ -1,0 +1,322 @@
+"""``App``: one run's threads and resources (capture, pipeline, output, status, controls).
+
+Built and wired by :mod:`livecam.app`; this module only runs what it is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from livecam.capture import FrameSource
+from livecam.capture.thread import CaptureThread
+from livecam.config import Config
+from livecam.control.commands import CommandQueue, SetIdentityList
+from livecam.control.live import LiveView
+from livecam.errors import CaptureError, LivecamError
+from livecam.output import FrameSink
+from livecam.output.thread import OutputThread
+from livecam.pipeline.mailbox import Mailbox, Policy
+from livecam.pipeline.metrics import Metrics
+from livecam.pipeline.scheduler import Scheduler
+from livecam.pipeline.stage import Stage
+from livecam.types import Frame, ImageBGR, Packet, RuntimeState
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger(__name__)
+
+StageFactory = Callable[[Config, RuntimeState], list[Stage]]
+
+
+class ControlSource(Protocol):
+    """Something that feeds ``app.commands`` while the app runs (hotkeys, the control API).
+    ``start`` may raise a :class:`LivecamError`; ``stop`` is idempotent."""
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
+class App:
+    """One run: owns the source, the stages, the sink and the three threads.
+
+    ``start`` opens everything in the calling thread (so errors surface as exceptions with clear
+    messages before any thread runs), ``wait`` blocks until the output is done, ``stop`` ends
+    the run within about a second even if the capture device is blocked. Any thread may call
+    ``commands.put``.
+
+    Control (see ``livecam.control``): ``live`` holds the last frame sent (panel preview,
+    snapshots); ``controls`` are started after the threads and stopped first; the app is the
+    :class:`~livecam.control.commands.ControlHooks` of its scheduler (``request_reload``,
+    ``save_snapshot``). With ``wait_for_source`` a live source that cannot be opened at start
+    does not fail the run: the output sends black frames at ``capture`` size until it appears.
+    """
+
+    def __init__(self, config: Config, *, source: FrameSource, sink: FrameSink,
+                 stages: Sequence[Stage], state: RuntimeState | None = None,
+                 max_frames: int | None = None,
+                 on_sent: Callable[[Packet | None, ImageBGR], None] | None = None,
+                 commands: CommandQueue | None = None,
+                 stage_factory: StageFactory | None = None,
+                 config_loader: Callable[[], Config] | None = None,
+                 identity_names: Callable[[], Sequence[str]] | None = None,
+                 wait_for_source: bool = False, input_label: str = "",
+                 output_label: str = "") -> None:
+        self.config = config
+        self.source = source
+        self.sink = sink
+        self.stages = list(stages)
+        self.metrics = Metrics()
+        self.commands = commands or CommandQueue()
+        self.live = LiveView()
+        self.controls: list[ControlSource] = []
+        self._stage_factory = stage_factory
+        self._config_loader = config_loader
+        self._identity_names = identity_names
+        self._wait_for_source = wait_for_source
+        self._labels = (input_label, output_label)
+        self._reload_lock = threading.Lock()
+        self._reload_thread: threading.Thread | None = None
+        self._reload_again = False
+        self._initial_state = state or RuntimeState()
+        self._max_frames = max_frames
+        self._on_sent = on_sent
+        self._done = threading.Event()
+        self._resources = ExitStack()
+        self._capture: CaptureThread | None = None
+        self._scheduler: Scheduler | None = None
+        self._output: OutputThread | None = None
+        self._status: threading.Thread | None = None
+        self.output_size_px = (0, 0)
+        self.output_fps = 0.0
+
+    @property
+    def state(self) -> RuntimeState:
+        return self._scheduler.state if self._scheduler is not None else self._initial_state
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def output_error(self) -> BaseException | None:
+        return None if self._output is None else self._output.error
+
+    def start(self) -> None:
+        cfg = self.config
+        realtime = cfg.pipeline.realtime
+        try:
+            for stage in self.stages:
+                stage.open()
+                self._resources.callback(stage.close)
+            source_open = self._open_source()
+            src_w, src_h = self.source.size_px
+            width = cfg.output.width or src_w
+            height = cfg.output.height or src_h
+            fps = cfg.output.fps or self.source.fps
+            self.sink.open(width=width, height=height, fps=fps)
+            self._resources.callback(self.sink.close)
+        except BaseException:
+            self.source.close()
+            self._resources.close()
+            raise
+        self._resources.callback(self._close_current_stages)
+        self.output_size_px, self.output_fps = (width, height), fps
+        policy: Policy = "latest" if realtime else "block"
+        frames: Mailbox[Frame] = Mailbox(policy=policy)
+        packets: Mailbox[Packet] = Mailbox(policy=policy)
+        self._frames_box, self._packets_box = frames, packets
+        self._output = OutputThread(sink=self.sink, inbox=packets, metrics=self.metrics,
+                                    width=width, height=height, fps=fps, realtime=realtime,
+                                    max_frames=self._max_frames, on_done=self._done.set,
+                                    on_sent=self._sent)
+        self._scheduler = Scheduler(stages=self.stages, inbox=frames, outbox=packets,
+                                    commands=self.commands, metrics=self.metrics,
+                                    state=self._initial_state,
+                                    error_log_interval_s=cfg.pipeline.stage_error_log_interval_s,
+                                    on_quit=self._done.set, hooks=self,
+                                    threads=cfg.pipeline.threads, hop_policy=policy)
+        self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
+                                      realtime=realtime, loop=cfg.capture.loop,
+                                      reconnect_initial_s=cfg.capture.reconnect_initial_s,
+                                      reconnect_max_s=cfg.capture.reconnect_max_s)
+        self._output.start()
+        self._scheduler.start()
+        self._capture.start(already_open=source_open)
+        if cfg.pipeline.status_interval_s > 0:
+            self._status = threading.Thread(target=self._report_status, name="livecam-status",
+                                            daemon=True)
+            self._status.start()
+        log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
+                 ", ".join(s.name for s in self.stages), "live" if realtime else "offline")
+        try:
+            for control in self.controls:
+                control.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _open_source(self) -> bool:
+        """Open the source; True if open. A live source may be missing with wait_for_source."""
+        try:
+            self.source.open()
+            return True
+        except CaptureError as exc:
+            if not (self._wait_for_source and self.source.live):
+                raise
+            log.warning("%s; sending black frames until it can be opened", exc)
+            return False
+
+    def _sent(self, packet: Packet | None, image: ImageBGR) -> None:
+        self.live.update(packet, image)
+        if self._on_sent is not None:
+            self._on_sent(packet, image)
+
+    def _close_current_stages(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.close_stages()
+
+    # -- control hooks and facts (any thread) -------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """Static facts of the run for the status document."""
+        backends = [f"{s.name}:{s.backend}" for s in self.stages if hasattr(s, "backend")]
+        return {"backend": ", ".join(backends) or ", ".join(s.name for s in self.stages),
+                "stages": [s.name for s in self.stages], "input": self._labels[0],
+                "output": self._labels[1], "width": self.output_size_px[0],
+                "height": self.output_size_px[1], "fps": self.output_fps}
+
+    def save_snapshot(self, path: str) -> None:
+        """Write the last frame sent to ``path`` (PNG/JPEG by suffix). Pipeline thread."""
+        import cv2
+
+        last = self.live.last()
+        if last is None:
+            log.warning("snapshot not saved: no frame has been sent yet")
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not cv2.imwrite(str(target), last.image_bgr):
+            log.error("snapshot could not be written to %s", target)
+            return
+        log.info("snapshot saved: %s", target)
+
+    def request_reload(self) -> None:
+        """Re-read the config file and identity library and swap in new stages, in a
+        background thread so frames keep flowing (SIGHUP, ``livecam ctl reload``)."""
+        with self._reload_lock:
+            if self._reload_thread is not None and self._reload_thread.is_alive():
+                self._reload_again = True  # one more pass once the running one ends
+                return
+            self._reload_thread = threading.Thread(target=self._reload_loop,
+                                                   name="livecam-reload", daemon=True)
+            self._reload_thread.start()
+
+    def _reload_loop(self) -> None:
+        while True:
+            try:
+                self._reload()
+            except Exception as exc:  # a failed reload keeps the running setup
+                log.error("reload failed, keeping the current setup: %s", exc)
+            with self._reload_lock:
+                if not self._reload_again or self._done.is_set():
+                    self._reload_thread = None
+                    return
+                self._reload_again = False
+
+    def _reload(self) -> None:
+        t0 = time.perf_counter()
+        new_config = self.config
+        if self._config_loader is not None:
+            try:
+                new_config = self._config_loader()
+            except LivecamError as exc:
+                log.error("config not reloaded (%s); keeping the running config", exc)
+        for section in ("capture", "output", "pipeline", "control", "logging"):
+            if getattr(new_config, section) != getattr(self.config, section):
+                log.warning("config section %r changed: restart livecam for it to take "
+                            "effect", section)
+        self.config = new_config
+        names = tuple(self._identity_names()) if self._identity_names is not None else None
+        if self._stage_factory is not None and self._scheduler is not None:
+            state = self.state if names is None else dataclasses.replace(self.state,
+                                                                         identities=names)
+            stages = self._stage_factory(new_config, state)
+            opened: list[Stage] = []
+            try:
+                for stage in stages:
+                    stage.open()
+                    opened.append(stage)
+            except BaseException:
+                for stage in opened:
+                    stage.close()
+                raise
+            if self._done.is_set():
+                for stage in stages:
+                    stage.close()
+                return
+            self._scheduler.replace_stages(stages)
+            self.stages = list(stages)
+        if names is not None:
+            self.commands.put(SetIdentityList(names))
+        log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
+                 "no identity library" if names is None else
+                 f"{len(names)} identities ({', '.join(names) or 'none'})")
+
+    def _report_status(self) -> None:
+        interval = self.config.pipeline.status_interval_s
+        self.metrics.snapshot()
+        while not self._done.wait(interval):
+            self._update_drop_counters()
+            log.info("%s", self.metrics.snapshot().status_line())
+
+    def _update_drop_counters(self) -> None:
+        self.metrics.set_counter("dropped_capture", self._frames_box.dropped)
+        self.metrics.set_counter("dropped_output", self._packets_box.dropped)
+        if self._scheduler is not None:
+            self.metrics.set_counter("dropped_pipeline", self._scheduler.dropped)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the run is done (frame limit reached, input ended, quit); True if done."""
+        return self._done.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 0.9) -> None:
+        """End the run and free everything. Idempotent; returns within about ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        self._done.set()
+        for control in reversed(self.controls):
+            try:
+                control.stop()
+            except Exception as exc:  # stopping must go on
+                log.error("stopping %s failed: %s", type(control).__name__, exc)
+        threads = [t for t in (self._capture, self._scheduler, self._output) if t is not None]
+        for t in threads:
+            t.request_stop()
+        if self._capture is not None:
+            self._capture.stop(join_timeout_s=max(0.0, (deadline - time.monotonic()) / 3))
+        if self._scheduler is not None:
+            self._scheduler.stop(join_timeout_s=max(0.0, (deadline - time.monotonic()) / 2))
+        if self._output is not None:
+            self._output.stop(join_timeout_s=max(0.0, deadline - time.monotonic()))
+        if self._capture is not None:
+            self._update_drop_counters()
+        self._resources.close()
+
+    def run(self) -> None:
+        """start, wait until done (or Ctrl-C), stop."""
+        self.start()
+        try:
+            while not self.wait(0.2):
+                pass
+        finally:
+            self.stop()
+        if self.output_error is not None:
+            raise self.output_error
