@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from livecam.types import Packet
 log = logging.getLogger(__name__)
 
 _MAX_REMEMBERED_TRACKS = 4096
+#: Identities prepared ahead of use (the hotkeys reach 9; the panel shows all).
+_PRELOAD_MAX = 16
 
 
 def source_faces(identity: Identity, topology: MeshTopology,
@@ -64,6 +67,9 @@ class ClassicSwapStage(StageBase):
         self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, why)
         self._last_log: dict[str, float] = {}
         self._appearance: dict[int, int] = {}
+        # identities being prepared on a worker thread, so a switch does not stall frames
+        self._pending: dict[str, Future[tuple[SourceFace, ...]]] = {}
+        self._preloader: ThreadPoolExecutor | None = None
         self.last_infos: tuple[FaceSwapInfo, ...] = ()
 
     def open(self) -> None:
@@ -71,11 +77,30 @@ class ClassicSwapStage(StageBase):
             from livecam.swap.mesh import build_topology
 
             self._swapper = ClassicFaceSwapper(self.config, build_topology())
+            self._preloader = ThreadPoolExecutor(1, thread_name_prefix="livecam-identity")
 
     def close(self) -> None:
+        if self._preloader is not None:
+            self._preloader.shutdown(wait=False, cancel_futures=True)
+            self._preloader = None
         self._swapper = None
+        self._pending.clear()
         self._loaded.clear()
         self._failed.clear()
+
+    def _prepare(self, name: str) -> tuple[SourceFace, ...]:
+        assert self._swapper is not None
+        return source_faces(self.identities.load(name), self._swapper.topology,
+                            self.config.mirror_fill)
+
+    def _preload(self, names: tuple[str, ...]) -> None:
+        """Start preparing identities the user can switch to (pipeline thread only)."""
+        if self._preloader is None:
+            return
+        for name in names[:_PRELOAD_MAX]:
+            if name not in self._loaded and name not in self._pending \
+                    and name not in self._failed:
+                self._pending[name] = self._preloader.submit(self._prepare, name)
 
     def _identity_for(self, packet: Packet, track_id: int) -> str | None:
         state = packet.state
@@ -104,10 +129,10 @@ class ClassicSwapStage(StageBase):
         failed = self._failed.get(name)
         now = self._clock()
         if failed is None or now - failed[0] >= self.config.missing_log_interval_s:
-            assert self._swapper is not None
+            pending = self._pending.pop(name, None)
             try:
-                faces = source_faces(self.identities.load(name), self._swapper.topology,
-                                     self.config.mirror_fill)
+                # a preload in flight is waited for (it is ahead of a fresh load)
+                faces = pending.result() if pending is not None else self._prepare(name)
             except IdentityError as exc:
                 self._failed[name] = (now, str(exc))
             else:
@@ -125,6 +150,7 @@ class ClassicSwapStage(StageBase):
             raise RuntimeError("ClassicSwapStage.process called before open()")
         faces = packet.faces
         self.last_infos = ()
+        self._preload(packet.state.identities)
         if packet.state.bypass or len(faces) == 0:
             return packet
         if not faces.has_landmarks:
