@@ -149,6 +149,7 @@ def run_app(config: Any, path: Path, out: Path, stages: list[Any], state: Any,
 def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir: Path,
           identities: Any, threads: list[int | None], sinks: list[str]) -> list[dict[str, Any]]:
     from livecam.analysis import build_stages
+    from livecam.app import build_stages as run_stages
     from livecam.config import load_config
     from livecam.swap import build_swap_stages
     from livecam.types import Frame, Packet, RuntimeState
@@ -184,16 +185,16 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
         for sink_kind in sinks:
             e2e_cfg = offline if n_threads is None else replace(
                 offline, pipeline=replace(offline.pipeline, threads=n_threads))
+            # the stages `livecam run` builds for this config (live: detection on a worker)
             e2e = run_app(e2e_cfg, clip, workdir / "out_offline.mp4",
-                          [*build_stages(e2e_cfg), *build_swap_stages(e2e_cfg, identities)],
-                          state, sink_kind=sink_kind)
+                          run_stages(e2e_cfg, state, identities), state, sink_kind=sink_kind)
             live_cfg = load_config(None, ["pipeline.realtime=true", "capture.loop=false",
                                           "pipeline.status_interval_s=0", "capture.fps=30"])
             live_cfg = replace(live_cfg, analysis=offline.analysis, pipeline=replace(
                 live_cfg.pipeline, threads=e2e_cfg.pipeline.threads))
             live = run_app(live_cfg, clip, workdir / "out_live.mp4",
-                           [*build_stages(live_cfg), *build_swap_stages(live_cfg, identities)],
-                           state, max_frames=n_frames, sink_kind=sink_kind)
+                           run_stages(live_cfg, state, identities), state,
+                           max_frames=n_frames, sink_kind=sink_kind)
             rows.append({
                 "scenario": name, "size": list(size), "faces": n_faces, "frames": n_frames,
                 "threads": e2e_cfg.pipeline.threads, "sink": sink_kind,
