@@ -39,17 +39,7 @@ class OnnxRuntimeEngine(EngineBase):
         self.device = device
         self.threads = threads
         self._session: Any = None
-        self._inputs: tuple[TensorSpec, ...] = ()
-        self._outputs: tuple[TensorSpec, ...] = ()
         self.providers: tuple[str, ...] = ()
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
 
     @property
     def max_batch(self) -> int | None:

@@ -62,9 +62,20 @@ class Engine(Protocol):
 
 
 class EngineBase(Lifecycle):
-    """Context-manager support for engines (each backend overrides ``open``/``close``)."""
+    """Context-manager support for engines (each backend overrides ``open``/``close``) and the
+    ``inputs``/``outputs`` specs, which a backend fills in ``open``."""
 
     backend = "base"
+    _inputs: tuple[TensorSpec, ...] = ()
+    _outputs: tuple[TensorSpec, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
 
 
 def check_feeds(specs: tuple[TensorSpec, ...], feeds: Mapping[str, np.ndarray]) -> int:

@@ -185,17 +185,7 @@ class TensorRTEngine(EngineBase):
         self.device_index = device_index
         self._engine: Any = None
         self._context: Any = None
-        self._inputs: tuple[TensorSpec, ...] = ()
-        self._outputs: tuple[TensorSpec, ...] = ()
         self._out_buffers: dict[tuple[str, tuple[int, ...]], Any] = {}
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
 
     def open(self) -> None:
         if self._engine is not None:

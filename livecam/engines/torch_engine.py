@@ -72,17 +72,7 @@ class TorchEngine(EngineBase):
         self.fuse = fuse
         self._module: Any = None
         self._device: Any = None
-        self._inputs: tuple[TensorSpec, ...] = ()
-        self._outputs: tuple[TensorSpec, ...] = ()
         self._graphs: dict[tuple[tuple[int, ...], ...], _Captured] = {}
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
 
     @property
     def device(self) -> Any:
