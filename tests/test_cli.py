@@ -36,6 +36,11 @@ def test_doctor_reports_and_exits_zero() -> None:
     assert result.returncode == 0, result.stderr
     for topic in ("cameras", "virtual camera", "torch", "TensorRT", "onnxruntime"):
         assert topic in result.stdout
+    # the backend `auto` would pick, with its reason (no GPU here: onnxruntime on the CPU)
+    assert "engine backend (auto): onnxruntime: auto:" in result.stdout
+    # models the neural swap needs: missing in a fresh user dir, with the command to get them
+    assert "neural model inswapper_128: not installed" in result.stdout
+    assert "livecam models fetch inswapper_128" in result.stdout
 
 
 def test_run_synthetic_to_file(tmp_path: Path) -> None:

@@ -118,6 +118,41 @@ def check_gpu() -> list[Check]:
     return checks
 
 
+def check_engine() -> list[Check]:
+    """The engine backend ``engine.backend: auto`` picks for neural swaps, and why."""
+    from livecam.config.engine import EngineConfig
+    from livecam.engines.registry import choose_backend, probe_backends
+    from livecam.errors import DependencyError
+
+    config = EngineConfig()
+    checks = [Check(f"engine backend {name}", ok, why)
+              for name, (ok, why) in probe_backends(config.device).items()]
+    try:
+        choice = choose_backend("auto", config.device)
+    except DependencyError as exc:
+        return [*checks, Check("engine backend (auto)", False, str(exc))]
+    return [*checks, Check("engine backend (auto)", True, f"{choice.name}: {choice.reason}",
+                           "set engine.backend to name one; a named backend that is missing "
+                           "is an error, never a silent fallback")]
+
+
+def check_neural_models() -> list[Check]:
+    """Whether the models ``swap.mode: neural`` needs are installed (not re-hashed here)."""
+    from livecam.config.engine import ModelsConfig
+    from livecam.engines.registry import model_store
+
+    store = model_store(ModelsConfig())
+    checks = []
+    for name in ("inswapper_128", "w600k_r50"):
+        status = store.status(name)
+        checks.append(Check(f"neural model {name}", status.present,
+                            str(status.path) if status.present else "not installed",
+                            "" if status.present else f"for swap.mode: neural run `livecam models "
+                            f"fetch {name}` (or `livecam models import {name} FILE`); the "
+                            "default classic swap needs no download"))
+    return checks
+
+
 def check_models() -> list[Check]:
     spec = importlib.util.find_spec("mediapipe")
     if spec is None or spec.origin is None:
@@ -140,7 +175,8 @@ def check_display() -> list[Check]:
 
 
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
-    check_cameras, check_virtualcam, check_gpu, check_models, check_display,
+    check_cameras, check_virtualcam, check_gpu, check_engine, check_neural_models, check_models,
+    check_display,
 )
 
 
