@@ -41,7 +41,7 @@ def build_stages(config: Config, state: RuntimeState,
         return [PassThrough()]
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.identity import IdentityLibrary
-    from livecam.pipeline.gpu.stage import build_gpu_stages, gpu_pipeline_wanted
+    from livecam.pipeline.gpu.factory import build_gpu_stages, gpu_pipeline_wanted
     from livecam.swap import build_swap_stages
 
     if identities is None:

@@ -16,7 +16,8 @@ import pytest
 from livecam.config import load_config
 from livecam.config.gpu import GpuConfig
 from livecam.errors import IdentityError, ModelError
-from livecam.pipeline.gpu.stage import GpuSwapStage, build_gpu_stages, gpu_pipeline_wanted
+from livecam.pipeline.gpu.factory import build_gpu_stages, gpu_pipeline_wanted
+from livecam.pipeline.gpu.stage import GpuSwapStage
 from livecam.testing.standins import build_inswapper
 from livecam.types import Frame, Packet, RuntimeState
 from tests.pipeline.gpu.stage_support import face_frame, identity_from_photo, install_standin_models
