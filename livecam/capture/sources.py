@@ -22,17 +22,14 @@ def _readonly(image: np.ndarray) -> ImageBGR:
     return image
 
 
-class _VideoCaptureSource:
-    """What cameras and files share: an OpenCV ``VideoCapture``, its fps and frame size."""
+class _SourceBase:
+    """What every source reports: its fps and frame size (set by the subclass), and a close."""
 
-    _cap: cv2.VideoCapture | None
     _fps: float
-    _size_px: tuple[int, int]
+    _size_px: tuple[int, int] = (0, 0)
 
     def close(self) -> None:
-        if self._cap is not None:
-            self._cap.release()
-            self._cap = None
+        return None
 
     @property
     def fps(self) -> float:
@@ -41,6 +38,17 @@ class _VideoCaptureSource:
     @property
     def size_px(self) -> tuple[int, int]:
         return self._size_px
+
+
+class _VideoCaptureSource(_SourceBase):
+    """What cameras and files share: an OpenCV ``VideoCapture``."""
+
+    _cap: cv2.VideoCapture | None
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
 
 
 class CameraSource(_VideoCaptureSource):
@@ -127,7 +135,7 @@ class FileSource(_VideoCaptureSource):
         return _readonly(image) if ok and image is not None else None
 
 
-class ImageSource:
+class ImageSource(_SourceBase):
     """One still image, delivered again and again at ``fps`` (the same read-only array)."""
 
     live = False
@@ -144,6 +152,7 @@ class ImageSource:
         if image is None:
             raise CaptureError(f"input image {self._path} cannot be decoded (not an image?)")
         self._image = _readonly(image)
+        self._size_px = (image.shape[1], image.shape[0])
 
     def read(self) -> ImageBGR | None:
         if self._image is None:
@@ -152,19 +161,10 @@ class ImageSource:
 
     def close(self) -> None:
         self._image = None
-
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        if self._image is None:
-            return (0, 0)
-        return (self._image.shape[1], self._image.shape[0])
+        self._size_px = (0, 0)
 
 
-class SyntheticSource:
+class SyntheticSource(_SourceBase):
     """A moving test pattern that needs no files: colour bars, a bouncing block, a frame ramp.
 
     ``cycle_frames`` distinct frames are rendered once, on first use, then replayed, so reading
@@ -203,14 +203,3 @@ class SyntheticSource:
         if image is None:
             image = self._cycle[k] = self._render(k)
         return image
-
-    def close(self) -> None:
-        return None
-
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        return self._size_px
