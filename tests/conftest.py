@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 
@@ -27,6 +28,18 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def restore_root_logging() -> Iterator[None]:
+    """The CLI, run in-process by tests, points the root logger at the sys.stderr of that moment:
+    pytest's capture file, closed after the test. Put the root logger back so later tests do not
+    log into a closed file."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture
