@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 
 from livecam.errors import DependencyError, IdentityError
@@ -62,7 +63,7 @@ class DlibFaceEmbedder:
 
         if self._encoder is None:
             self.open()
-        rgb = np.ascontiguousarray(image_bgr[:, :, ::-1])
+        rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
         x1, y1, x2, y2 = (round(float(v)) for v in box_xyxy)
         shape = self._shape(rgb, dlib.rectangle(x1, y1, x2, y2))
         return np.asarray(self._encoder.compute_face_descriptor(rgb, shape), dtype=np.float64)

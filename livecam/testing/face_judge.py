@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import cv2
 import numpy as np
 import numpy.typing as npt
 
@@ -43,7 +44,7 @@ class FaceJudge:
     def embed(self, image_bgr: ImageBGR, box_xyxy: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """(128,) float64 embedding of the face in ``box_xyxy`` (x1, y1, x2, y2 pixels)."""
         x1, y1, x2, y2 = (round(float(v)) for v in np.asarray(box_xyxy).ravel()[:4])
-        rgb = np.ascontiguousarray(image_bgr[:, :, ::-1])
+        rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
         rect = self._dlib.rectangle(x1, y1, x2, y2)
         shape = self._shape(rgb, rect)
         return np.asarray(self._net.compute_face_descriptor(rgb, shape), np.float64)
