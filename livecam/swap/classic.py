@@ -1,7 +1,8 @@
 """The classic swap of one face: warp, mask, colour, blend.
 
 :class:`ClassicFaceSwapper` is the per-face worker the swap stage calls. Per face and frame it
-does only what depends on the live face: one dense warp (``warp.py``), a mask built on the
+does only what depends on the live face: the shape transfer's offsets (``shape.py``), one dense
+warp (``warp.py``), a mask built on the
 warp's coarse grid (face oval, minus the target's open mouth and, when asked, its eyes, minus
 the forehead when asked), a colour gain on the same grid, one upsample of each and one blend
 over the face box. Everything about the source was precomputed in :class:`SourceFace`.
@@ -20,6 +21,7 @@ import numpy.typing as npt
 from livecam.config.swap import SwapConfig
 from livecam.swap import blend, colour, geometry
 from livecam.swap.mesh import MeshTopology
+from livecam.swap.shape import ShapeTransfer, as_xyz
 from livecam.swap.source import SourceFace
 from livecam.swap.warp import DenseWarper, WarpResult
 
@@ -73,6 +75,7 @@ class ClassicFaceSwapper:
         self.config = config
         self.topology = topology
         self.warper = DenseWarper(topology, step_px=config.grid_step_px)
+        self.shape = ShapeTransfer(topology)
 
     def fade_for(self, source: SourceFace, pose: geometry.HeadPose) -> float:
         """1 while the source photo covers the live face, falling smoothly to 0 at
@@ -81,11 +84,14 @@ class ClassicFaceSwapper:
         return 1.0 - smoothstep(self.config.fade_start_deg, self.config.fade_end_deg, turn)
 
     def swap_into(self, out_bgr: ImageBGR, target_bgr: ImageBGR, source: SourceFace,
-                  landmarks_xy: FloatArray, landmarks_z: FloatArray) -> FaceSwapInfo:
+                  landmarks_xy: FloatArray, landmarks_z: FloatArray,
+                  neutral_xyz: npt.NDArray[np.float64] | None = None) -> FaceSwapInfo:
         """Swap ``source`` onto the face with ``landmarks_xy`` (468+, 2) / ``landmarks_z``.
 
         Reads the live picture from ``target_bgr`` and writes only ``out_bgr`` (same shape; it
         may be the same array when the caller does not need the original any more).
+        ``neutral_xyz`` (468, 3) is the tracked face's neutral shape in this frame's pose
+        (:class:`~livecam.swap.shape.NeutralShape`); without it (a photo) the face itself is.
         """
         cfg = self.config
         xy = landmarks_xy[:468]
@@ -95,6 +101,8 @@ class ClassicFaceSwapper:
         info = FaceSwapInfo(False, fade, False, False, source.photo_sha256)
         if fade <= 0.0:
             return info
+        if cfg.shape_transfer > 0.0:
+            xy, z = self._shaped(source, xy, z, neutral_xyz)
         frame_hw = (int(target_bgr.shape[0]), int(target_bgr.shape[1]))
         face_w = max(geometry.face_width_px(xy), 8.0)
         # about _GRID_CELLS grid cells across the face whatever its size: the cost stays flat
@@ -128,6 +136,26 @@ class ClassicFaceSwapper:
                 alpha *= fade
             blend.paste_back_into(out_bgr, face, alpha, warp.box_xyxy)
         return FaceSwapInfo(True, fade, kept_mouth, kept_eyes, source.photo_sha256)
+
+    def _shaped(self, source: SourceFace, xy: FloatArray, z: FloatArray,
+                neutral_xyz: npt.NDArray[np.float64] | None) -> tuple[FloatArray, FloatArray]:
+        """The live mesh with the shape transfer's offsets added (see ``shape.py``)."""
+        cfg = self.config
+        live = as_xyz(xy, z)
+        # the lips stop moving before the kept mouth interior (the streamer's pixels) shows
+        mouth_weight = 1.0
+        if cfg.keep_mouth:
+            thr = cfg.mouth_open_threshold
+            mouth_weight = 1.0 - smoothstep(0.5 * thr, thr, geometry.mouth_openness(xy))
+        # the streamer's own eyes are shown when the source's are closed: do not move them
+        move_eyes = cfg.keep_eyes == "never" or (
+            cfg.keep_eyes == "auto" and min(source.eyes_open) >= cfg.eye_closed_threshold)
+        off = self.shape.offsets(live if neutral_xyz is None else neutral_xyz,
+                                 as_xyz(source.mesh.landmarks_xy, source.landmarks_z),
+                                 strength=cfg.shape_transfer, mouth_weight=mouth_weight,
+                                 move_eyes=move_eyes)
+        shaped = (live + off).astype(np.float32)
+        return shaped[:, :2], shaped[:, 2]
 
     def _grid(self, warp: WarpResult, points_xy: FloatArray) -> npt.NDArray[np.int32]:
         x1, y1 = warp.box_xyxy[:2]

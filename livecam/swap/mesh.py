@@ -46,6 +46,8 @@ class MeshTopology:
     - ``face_oval``: (36,) int32 ordered loop of the face outline.
     - ``eye_right`` / ``eye_left`` / ``mouth_inner``: ordered loops of the hole rims.
     - ``brows``: indices of the eyebrow points (the forehead-less mask cuts above them).
+    - ``lips``: indices of all lip points, outer and inner contours (moved as one piece by the
+      shape transfer).
     """
 
     triangles: IntArray
@@ -55,6 +57,7 @@ class MeshTopology:
     eye_left: IntArray
     mouth_inner: IntArray
     brows: IntArray
+    lips: IntArray
 
     @property
     def n_triangles(self) -> int:
@@ -173,4 +176,5 @@ def build_topology() -> MeshTopology:
         eye_left=np.asarray(holes["eye_left"], dtype=np.int32),
         mouth_inner=np.asarray(holes["mouth"], dtype=np.int32),
         brows=np.asarray(brows, dtype=np.int32),
+        lips=np.asarray(sorted({i for e in fmc.FACEMESH_LIPS for i in e}), dtype=np.int32),
     )

@@ -26,6 +26,7 @@ from livecam.pipeline.stage import StageBase
 from livecam.swap import geometry
 from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
 from livecam.swap.mesh import MeshTopology
+from livecam.swap.shape import NeutralShape, as_xyz
 from livecam.swap.source import SourceFace, nearest_pose
 from livecam.types import Packet
 
@@ -67,6 +68,8 @@ class ClassicSwapStage(StageBase):
         self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, why)
         self._last_log: dict[str, float] = {}
         self._appearance: dict[int, int] = {}
+        # track id -> its neutral shape, for the shape transfer (faces seen in the last frame)
+        self._neutral: dict[int, NeutralShape] = {}
         # identities being prepared on a worker thread, so a switch does not stall frames
         self._pending: dict[str, Future[tuple[SourceFace, ...]]] = {}
         self._preloader: ThreadPoolExecutor | None = None
@@ -145,6 +148,18 @@ class ClassicSwapStage(StageBase):
                    f"unswapped: {why}")
         return None
 
+    def _neutral_of(self, track_id: int, xy: np.ndarray,
+                    z: np.ndarray) -> np.ndarray | None:
+        """The tracked face's neutral shape in this frame's pose (None: untracked face)."""
+        if self.config.shape_transfer <= 0.0 or track_id < 0:
+            return None
+        return self._neutral.setdefault(int(track_id), NeutralShape()).update(as_xyz(xy, z))
+
+    def _forget_neutral(self, track_ids: np.ndarray) -> None:
+        present = set(track_ids.tolist())
+        for gone in [t for t in self._neutral if t not in present]:
+            del self._neutral[gone]
+
     def process(self, packet: Packet) -> Packet:
         if self._swapper is None:
             raise RuntimeError("ClassicSwapStage.process called before open()")
@@ -175,7 +190,9 @@ class ClassicSwapStage(StageBase):
                 source = nearest_pose(choices, geometry.head_pose(xy[:468], z[:468]))
             if out is None:
                 out = target.copy()  # stages never write into their input
-            infos.append(self._swapper.swap_into(out, target, source, xy, z))
+            infos.append(self._swapper.swap_into(out, target, source, xy, z,
+                                                 self._neutral_of(faces.track_ids[i], xy, z)))
+        self._forget_neutral(faces.track_ids)
         self.last_infos = tuple(infos)
         if out is None:
             return packet
