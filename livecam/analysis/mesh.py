@@ -30,6 +30,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from livecam.analysis import litert
+from livecam.analysis.litert import open_mediapipe_model
 from livecam.analysis.roi import Roi
 from livecam.types import FloatArray, ImageBGR
 
@@ -85,7 +87,7 @@ class FaceMeshLandmarker:
     def open(self) -> None:
         if self._graph is not None or self._direct is not None:
             return
-        if not self.refine_landmarks and _litert_interpreter() is not None:
+        if not self.refine_landmarks and litert.litert_interpreter() is not None:
             self._direct = _DirectMesh(self.num_threads)
             return
         import mediapipe as mp
@@ -183,25 +185,11 @@ _INPUT_PX = 192
 _MIN_PRESENCE = 0.5
 
 
-def _litert_interpreter() -> Any:
-    """LiteRT's ``Interpreter`` class, or None where ``ai-edge-litert`` is not installed."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError:
-        return None
-    return Interpreter
-
-
 class _DirectMesh:
     """``face_landmark.tflite`` on a LiteRT interpreter, with MediaPipe's crop and projection."""
 
     def __init__(self, num_threads: int) -> None:
-        import mediapipe as mp
-
-        path = os.path.join(os.path.dirname(mp.__file__), "modules", "face_landmark",
-                            "face_landmark.tflite")
-        self._net = _litert_interpreter()(model_path=path, num_threads=max(1, num_threads))
-        self._net.allocate_tensors()
+        self._net = open_mediapipe_model("face_landmark", "face_landmark.tflite", num_threads)
         self._input = self._net.get_input_details()[0]["index"]
         outputs = {int(np.prod(o["shape"])): o["index"] for o in self._net.get_output_details()}
         self._landmarks_out, self._flag_out = outputs[468 * 3], outputs[1]

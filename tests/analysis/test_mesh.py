@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-import livecam.analysis.mesh as mesh_module
+from livecam.analysis import litert
 from livecam.analysis.detect import BlazeFaceDetector
 from livecam.analysis.mesh import FaceMeshLandmarker
 from livecam.analysis.roi import Roi, roi_from_detection
@@ -24,7 +24,7 @@ def runners() -> Iterator[tuple[FaceMeshLandmarker, FaceMeshLandmarker]]:
     graph = FaceMeshLandmarker()
     # the graph is what runs where LiteRT cannot be imported: make it look absent
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(mesh_module, "_litert_interpreter", lambda: None)
+        mp.setattr(litert, "litert_interpreter", lambda: None)
         graph.open()
     assert (direct.runner, graph.runner) == ("direct", "graph")
     yield direct, graph

@@ -1,0 +1,29 @@
+"""LiteRT (``ai-edge-litert``): runs the ``.tflite`` models inside mediapipe directly.
+
+Both the face mesh (``mesh.py``) and the detector (``blazeface_lite.py``) take this path when
+LiteRT can be imported, and MediaPipe's own graphs otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def litert_interpreter() -> Any:
+    """LiteRT's ``Interpreter`` class, or None where ``ai-edge-litert`` cannot be imported."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        return None
+    return Interpreter
+
+
+def open_mediapipe_model(module: str, filename: str, num_threads: int) -> Any:
+    """An allocated interpreter for ``mediapipe/modules/<module>/<filename>``."""
+    import mediapipe as mp
+
+    path = os.path.join(os.path.dirname(mp.__file__), "modules", module, filename)
+    net = litert_interpreter()(model_path=path, num_threads=max(1, num_threads))
+    net.allocate_tensors()
+    return net
