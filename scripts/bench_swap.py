@@ -147,7 +147,8 @@ def run_app(config: Any, path: Path, out: Path, stages: list[Any], state: Any,
 
 
 def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir: Path,
-          identities: Any, threads: list[int | None], sinks: list[str]) -> list[dict[str, Any]]:
+          identities: Any, threads: list[int | None], sinks: list[str],
+          overrides: list[str]) -> list[dict[str, Any]]:
     from livecam.analysis import build_stages
     from livecam.app import build_stages as run_stages
     from livecam.config import load_config
@@ -159,7 +160,7 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
     encode_ms, decode_ms = codec_times(frames, clip)
     state = RuntimeState(active_identity="src", identities=("src",))
     offline = load_config(None, ["pipeline.realtime=false", "capture.loop=false",
-                                 "pipeline.status_interval_s=0"])
+                                 "pipeline.status_interval_s=0", *overrides])
     offline = replace(offline, analysis=replace(offline.analysis, max_faces=max(
         n_faces, offline.analysis.max_faces)))
     # the swap alone, on frames the real analysis stages have analysed
@@ -189,7 +190,8 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
             e2e = run_app(e2e_cfg, clip, workdir / "out_offline.mp4",
                           run_stages(e2e_cfg, state, identities), state, sink_kind=sink_kind)
             live_cfg = load_config(None, ["pipeline.realtime=true", "capture.loop=false",
-                                          "pipeline.status_interval_s=0", "capture.fps=30"])
+                                          "pipeline.status_interval_s=0", "capture.fps=30",
+                                          *overrides])
             live_cfg = replace(live_cfg, analysis=offline.analysis, pipeline=replace(
                 live_cfg.pipeline, threads=e2e_cfg.pipeline.threads))
             live = run_app(live_cfg, clip, workdir / "out_live.mp4",
@@ -219,6 +221,8 @@ def main() -> int:
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument("--threads", type=int, nargs="+", metavar="N",
                         help="pipeline.threads values to compare (default: the config's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override for every run, as `livecam run --set`")
     parser.add_argument("--sink", choices=("file", "vcam", "both"), default="file",
                         help="file: H.264 with PyAV; vcam: the virtual camera sink (BGR→I420)")
     args = parser.parse_args()
@@ -238,7 +242,7 @@ def main() -> int:
             if args.only and args.only not in name:
                 continue
             rows += bench(name, size, n_faces, args.frames, Path(tmp), identities, threads,
-                          sinks)
+                          sinks, args.set)
     load_after = os.getloadavg()
     print(f"{'scenario':14} {'thr':>3} {'sink':>4} {'faces':>5} {'decode':>7} {'analysis':>8} "
           f"{'swap':>6} {'encode':>7} {'e2e fps':>8} {'goal':>5} {'live p50':>8} "
