@@ -41,6 +41,8 @@ def test_doctor_reports_and_exits_zero() -> None:
     # models the neural swap needs: missing in a fresh user dir, with the command to get them
     assert "neural model inswapper_128: not installed" in result.stdout
     assert "livecam models fetch inswapper_128" in result.stdout
+    # ai-edge-litert is a dependency: the face models run directly, not through MediaPipe
+    assert "[ok  ] face model runtime: LiteRT" in result.stdout
 
 
 def test_run_synthetic_to_file(tmp_path: Path) -> None:
