@@ -210,3 +210,28 @@ def test_live_mode_detects_on_a_worker_thread_and_picks_up_an_entering_face(
     metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
     assert metrics["num_switches"] == 0
     assert metrics["num_false_positives"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["crossing", "occlusion", "leave_reenter"])
+def test_tracking_clips_in_live_mode(name: str, sprites: list[FaceSprite]) -> None:
+    """Live mode (detections on the worker, merged a frame later) keeps identities too. The
+    worker is waited for after each frame, as a camera's 33 ms would let it finish, so the
+    result does not depend on this machine's load. Measured: crossing MOTA 0.936 / IDF1 0.967,
+    occlusion 0.933 / 0.966, leave_reenter 0.828 / 0.912 (a detection arrives a frame late, so
+    a face is found one frame later and a leaving one is carried one frame longer than
+    offline: 0.98 / 0.99, 1.0 / 1.0, 0.97 / 0.98)."""
+    trajectories, occluders = tracking_scenarios()[name]
+    people = [sprites[1], sprites[2]] if name == "crossing" else sprites[: len(trajectories)]
+    frames, truth = make_clip(people, trajectories, (960, 540), occluders=occluders)
+    stage = build_stages(AnalysisConfig(), realtime=True)[0]
+    assert isinstance(stage, AnalysisStage) and stage.background is not None
+    faces = []
+    with stage:
+        for i, image in enumerate(frames):
+            faces.append(stage.process(Packet.from_frame(Frame(i, 0, image))).faces)
+            stage.background.wait_idle()
+    metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
+    assert metrics["num_switches"] == 0
+    assert metrics["idf1"] >= 0.9
+    assert metrics["mota"] >= 0.8
