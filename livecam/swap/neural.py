@@ -21,6 +21,7 @@ import numpy.typing as npt
 from livecam.engines.protocol import Engine
 from livecam.pipeline.stage import StageBase
 from livecam.swap.align import align_matrix, warp_crop
+from livecam.swap.assign import IdentityAssigner
 from livecam.types import ImageBGR, Packet
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,8 @@ EmbeddingFn = Callable[[str], "np.ndarray | None"]
 class NeuralSwapStage(StageBase):
     """``swap.mode: neural``: swaps each tracked face with its identity's embedding.
 
+    Which identity a face gets: :class:`~livecam.swap.assign.IdentityAssigner` (runtime
+    per-track choice, then ``assign`` by order of appearance, then the active identity).
     ``source_embedding(name)`` returns the (512,) ArcFace embedding of an identity (see
     :class:`livecam.swap.arcface.IdentityEmbeddings`), or None to leave that face alone.
     ``require_models()`` (called first in ``open``) raises :class:`ModelError` naming
@@ -201,8 +204,10 @@ class NeuralSwapStage(StageBase):
 
     def __init__(self, model: InswapperModel, source_embedding: EmbeddingFn, *,
                  require_models: Callable[[], object] | None = None,
-                 five_point: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+                 five_point: Callable[[np.ndarray], np.ndarray] | None = None,
+                 assign: tuple[str, ...] = ()) -> None:
         self.model = model
+        self._assigner = IdentityAssigner(assign)
         self.source_embedding = source_embedding
         self.require_models = require_models
         self._five_point = five_point
@@ -226,7 +231,7 @@ class NeuralSwapStage(StageBase):
         assert self._five_point is not None, "process() before open()"
         picked, embeddings = [], []
         for i, track_id in enumerate(faces.track_ids):
-            name = packet.state.identity_for_track(int(track_id))
+            name = self._assigner.identity_for(packet.state, int(track_id))
             embedding = self.source_embedding(name) if name else None
             if embedding is not None:
                 picked.append(i)
@@ -240,7 +245,8 @@ class NeuralSwapStage(StageBase):
 
 def build_neural_stage(engine_config: object, models_config: object,
                        load_identity: Callable[[str], object], *,
-                       model_name: str = "inswapper_128") -> NeuralSwapStage:
+                       model_name: str = "inswapper_128",
+                       assign: tuple[str, ...] = ()) -> NeuralSwapStage:
     """The neural swap stage from the ``engine`` and ``models`` config sections (cheap).
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
@@ -322,4 +328,4 @@ def build_neural_stage(engine_config: object, models_config: object,
             return self._inner(name)
 
     return NeuralSwapStage(model, _Embeddings(), require_models=require_models,
-                           five_point=five_point)
+                           five_point=five_point, assign=assign)

@@ -24,6 +24,7 @@ from livecam.errors import IdentityError
 from livecam.identity.model import Identity, IdentitySource
 from livecam.pipeline.stage import StageBase
 from livecam.swap import geometry
+from livecam.swap.assign import IdentityAssigner
 from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import NeutralShape, as_xyz
@@ -32,7 +33,6 @@ from livecam.types import Packet
 
 log = logging.getLogger(__name__)
 
-_MAX_REMEMBERED_TRACKS = 4096
 #: Identities prepared ahead of use (the hotkeys reach 9; the panel shows all).
 _PRELOAD_MAX = 16
 
@@ -67,7 +67,7 @@ class ClassicSwapStage(StageBase):
         self._loaded: dict[str, tuple[SourceFace, ...]] = {}
         self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, why)
         self._last_log: dict[str, float] = {}
-        self._appearance: dict[int, int] = {}
+        self._assigner = IdentityAssigner(config.assign)
         # track id -> its neutral shape, for the shape transfer (faces seen in the last frame)
         self._neutral: dict[int, NeutralShape] = {}
         # identities being prepared on a worker thread, so a switch does not stall frames
@@ -104,19 +104,6 @@ class ClassicSwapStage(StageBase):
             if name not in self._loaded and name not in self._pending \
                     and name not in self._failed:
                 self._pending[name] = self._preloader.submit(self._prepare, name)
-
-    def _identity_for(self, packet: Packet, track_id: int) -> str | None:
-        state = packet.state
-        for tid, name in state.track_identities:
-            if tid == track_id:
-                return name
-        if self.config.assign and track_id >= 0:
-            order = self._appearance.get(track_id)
-            if order is None and len(self._appearance) < _MAX_REMEMBERED_TRACKS:
-                order = self._appearance[track_id] = len(self._appearance)
-            if order is not None and order < len(self.config.assign):
-                return self.config.assign[order]
-        return state.active_identity
 
     def _warn(self, key: str, message: str) -> None:
         now = self._clock()
@@ -177,7 +164,7 @@ class ClassicSwapStage(StageBase):
         infos = []
         has_z = faces.landmarks_z.ndim == 2 and faces.landmarks_z.shape[0] == len(faces)
         for i in range(len(faces)):
-            name = self._identity_for(packet, int(faces.track_ids[i]))
+            name = self._assigner.identity_for(packet.state, int(faces.track_ids[i]))
             if name is None:
                 continue
             choices = self._faces_of(name)

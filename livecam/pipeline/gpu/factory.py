@@ -106,5 +106,5 @@ def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
         detect_every_n_frames=config.analysis.detect_every_n_frames,
         tracker_settings=load_bytetrack_settings(config.analysis.tracker_file),
         require_models=require_models,
-        missing_log_interval_s=config.swap.missing_log_interval_s)
+        missing_log_interval_s=config.swap.missing_log_interval_s, assign=config.swap.assign)
     return [stage]

@@ -30,6 +30,7 @@ import numpy as np
 from livecam.analysis.roi import ROI_SCALE, boxes_from_landmarks
 from livecam.errors import IdentityError
 from livecam.pipeline.stage import StageBase
+from livecam.swap.assign import IdentityAssigner
 from livecam.types import Faces, Packet
 
 if TYPE_CHECKING:
@@ -86,8 +87,10 @@ class GpuSwapStage(StageBase):
                  models_dir: str | Path | None = None,
                  require_models: Callable[[], object] | None = None,
                  missing_log_interval_s: float = 5.0,
+                 assign: tuple[str, ...] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
+        self._assigner = IdentityAssigner(assign)
         self.model_path = Path(model_path)
         self.source_embedding = source_embedding
         self.gpu = gpu
@@ -234,7 +237,7 @@ class GpuSwapStage(StageBase):
         for i, row in enumerate(rows):
             if row.track_id < 0:
                 continue  # no confirmed track yet: followed, swapped from the next frame on
-            name = packet.state.identity_for_track(row.track_id)
+            name = self._assigner.identity_for(packet.state, row.track_id)
             latent = self._latent(name) if name else None
             if latent is not None:
                 latents[i], valid[i] = latent, True

@@ -229,3 +229,17 @@ def test_cuda_stage_matches_the_cpu_stage(generator_path: Path,
                                atol=0.5)
     diff = np.abs(outs["cuda"].image_bgr.astype(int) - outs["cpu"].image_bgr.astype(int))
     assert (outs["cpu"].image_bgr != image).any() and diff.mean() < 0.2
+
+
+@pytest.mark.slow
+def test_stage_follows_swap_assign(generator_path: Path, astronaut_bgr: np.ndarray) -> None:
+    """``swap.assign`` names the first person to appear, as in the CPU swap stages."""
+    image = face_frame(astronaut_bgr)
+    asked: list[str] = []
+    embed = embedding_table(("alice", "bob"), asked)
+    state = RuntimeState(active_identity="alice")
+    with make_stage(generator_path, embed, assign=("bob",)) as stage:
+        stage.process(packet(0, image, state))
+        swapped = stage.process(packet(1, image, state))
+    assert swapped.faces.track_ids.tolist() == [1]
+    assert asked == ["bob"]
