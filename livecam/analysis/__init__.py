@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from livecam.analysis.select import FaceSelector
     from livecam.config.analysis import AnalysisConfig
     from livecam.pipeline.stage import Stage
 
@@ -25,7 +26,6 @@ def build_stages(config: Any, *, fps: float | None = None,
     Reference photos for ``select: reference`` are read here; a missing dlib raises
     :class:`livecam.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """
-    from livecam.analysis.select import FaceSelector, reference_embeddings_from_photos
     from livecam.analysis.stage import AnalysisStage
     from livecam.track.settings import load_bytetrack_settings
 
@@ -33,13 +33,20 @@ def build_stages(config: Any, *, fps: float | None = None,
     if fps is None:
         capture = getattr(config, "capture", None)
         fps = float(capture.fps) if capture is not None else 30.0
+    return [AnalysisStage(analysis, fps=fps,
+                          tracker_settings=load_bytetrack_settings(analysis.tracker_file),
+                          selector=build_selector(analysis), detect_in_background=realtime)]
+
+
+def build_selector(analysis: AnalysisConfig) -> FaceSelector:
+    """The :class:`FaceSelector` for ``analysis.select`` (the GPU stage uses it too), not yet
+    opened. Reference photos for ``select: reference`` are read here."""
+    from livecam.analysis.select import FaceSelector, reference_embeddings_from_photos
+
     references = None
     if analysis.select == "reference":
         references = reference_embeddings_from_photos(analysis.reference_photos) \
             if analysis.reference_photos else None
-    selector = FaceSelector(analysis.select, reference_embeddings=references,
-                            max_distance=analysis.reference_max_distance,
-                            recheck_frames=analysis.reference_recheck_frames)
-    return [AnalysisStage(analysis, fps=fps,
-                          tracker_settings=load_bytetrack_settings(analysis.tracker_file),
-                          selector=selector, detect_in_background=realtime)]
+    return FaceSelector(analysis.select, reference_embeddings=references,
+                        max_distance=analysis.reference_max_distance,
+                        recheck_frames=analysis.reference_recheck_frames)

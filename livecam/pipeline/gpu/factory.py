@@ -47,6 +47,7 @@ def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
     :class:`ModelError` naming ``livecam models fetch``. ``identities`` loads identities by
     name (the library, or an ``IdentityCollection``).
     """
+    from livecam.analysis import build_selector
     from livecam.analysis.landmarks import five_point
     from livecam.engines.registry import (
         choose_backend,
@@ -106,5 +107,6 @@ def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
         detect_every_n_frames=config.analysis.detect_every_n_frames,
         tracker_settings=load_bytetrack_settings(config.analysis.tracker_file),
         require_models=require_models,
-        missing_log_interval_s=config.swap.missing_log_interval_s, assign=config.swap.assign)
+        missing_log_interval_s=config.swap.missing_log_interval_s, assign=config.swap.assign,
+        selector=build_selector(config.analysis))
     return [stage]

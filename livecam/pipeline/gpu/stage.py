@@ -34,6 +34,7 @@ from livecam.swap.assign import IdentityAssigner
 from livecam.types import Faces, Packet
 
 if TYPE_CHECKING:
+    from livecam.analysis.select import FaceSelector
     from livecam.config.gpu import GpuConfig
     from livecam.pipeline.gpu.scheduler import GpuScheduler, TickResult
     from livecam.track.settings import ByteTrackSettings
@@ -88,9 +89,13 @@ class GpuSwapStage(StageBase):
                  require_models: Callable[[], object] | None = None,
                  missing_log_interval_s: float = 5.0,
                  assign: tuple[str, ...] = (),
+                 selector: FaceSelector | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self._assigner = IdentityAssigner(assign)
+        self.selector = selector if selector is not None and selector.mode != "all" else None
+        # track ids the selector kept on the last frame (None: every face is swapped)
+        self._selected: set[int] | None = None
         self.model_path = Path(model_path)
         self.source_embedding = source_embedding
         self.gpu = gpu
@@ -133,6 +138,8 @@ class GpuSwapStage(StageBase):
         self._program = build_program(self.engine, device=device, max_faces=self.gpu.max_faces,
                                       models_dir=self.models_dir, options=options)
         self._tracker = ByteTracker(self.tracker_settings)
+        if self.selector is not None:
+            self.selector.open()
         log.info("GPU pipeline on %s: %d face slots, detector every %d frames, CUDA graphs %s",
                  device, self.gpu.max_faces, self.detect_every_n_frames,
                  "on" if self.gpu.cuda_graphs and device.type == "cuda" else "off")
@@ -145,6 +152,9 @@ class GpuSwapStage(StageBase):
         self._program = None
         self._tracker = None
         self._rows = []
+        self._selected = None
+        if self.selector is not None:
+            self.selector.close()
         self._latents.clear()
         self._failed.clear()
         if hasattr(self.engine, "close"):
@@ -206,6 +216,11 @@ class GpuSwapStage(StageBase):
         swapped = bool((valid & (result.presence >= PRESENCE_THRESHOLD)).any())
         out = result.frames_bgr[0].copy() if swapped else packet.image_bgr
         faces = self._track(result, rows)
+        if self.selector is not None:
+            # analysis.select: only the kept faces are swapped, from the next frame on (this
+            # frame's swap ran with the mesh, before its faces were known)
+            faces = self.selector.select(faces, packet.image_bgr)
+            self._selected = {int(t) for t in faces.track_ids}
         t2 = time.perf_counter_ns()
         self.last_timings_ms = {"gpu": (t1 - t0) / 1e6, "track": (t2 - t1) / 1e6,
                                 "total": (t2 - t0) / 1e6, "ticks": float(ticks)}
@@ -237,6 +252,8 @@ class GpuSwapStage(StageBase):
         for i, row in enumerate(rows):
             if row.track_id < 0:
                 continue  # no confirmed track yet: followed, swapped from the next frame on
+            if self._selected is not None and row.track_id not in self._selected:
+                continue  # analysis.select left this face out
             name = self._assigner.identity_for(packet.state, row.track_id)
             latent = self._latent(name) if name else None
             if latent is not None:

@@ -243,3 +243,26 @@ def test_stage_follows_swap_assign(generator_path: Path, astronaut_bgr: np.ndarr
         swapped = stage.process(packet(1, image, state))
     assert swapped.faces.track_ids.tolist() == [1]
     assert asked == ["bob"]
+
+
+@pytest.mark.slow
+def test_stage_swaps_only_the_faces_analysis_select_keeps(generator_path: Path,
+                                                          astronaut_bgr: np.ndarray) -> None:
+    """``analysis.select: largest`` with two people: only the larger face changes."""
+    import cv2
+
+    from livecam.analysis.select import FaceSelector
+
+    image = np.full((360, 720, 3), 120, np.uint8)
+    image[:, :360] = cv2.resize(astronaut_bgr, (360, 360), interpolation=cv2.INTER_AREA)
+    image[40:340, 400:700] = cv2.resize(astronaut_bgr, (300, 300), interpolation=cv2.INTER_AREA)
+    embed = embedding_table(("alice",), [])
+    state = RuntimeState(active_identity="alice")
+    with make_stage(generator_path, embed, selector=FaceSelector("largest")) as stage:
+        outs = [stage.process(packet(k, image, state)) for k in range(3)]
+    last = outs[-1]
+    # the stage reports the selected face only, as the CPU analysis does
+    assert len(last.faces) == 1 and last.faces.boxes_xyxy[0, 2] < 360
+    changed = (last.image_bgr != image).any(axis=-1)
+    assert changed[:, :360].mean() > 0.02  # the larger face is swapped
+    assert not changed[:, 380:].any()  # the smaller one is left alone
