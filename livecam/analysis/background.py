@@ -2,13 +2,13 @@
 
 Live mode only: the pipeline thread hands the worker its newest frame when a detection is due
 and the worker is idle (one frame in flight at most, nothing queued: a frame offered while the
-worker is busy is not taken), and picks the result up on a later frame. MediaPipe's graphs
-release the GIL while they run, so on two cores the detection runs beside the per-frame face
-mesh instead of after it.
+worker is busy is not taken), and picks the result up on a later frame. The models release the
+GIL while they run (LiteRT and MediaPipe's graphs alike), so on two cores the detection runs
+beside the per-frame face mesh instead of after it.
 
-On Linux the worker, and the threads MediaPipe's detector graphs start (they inherit it: the
-worker opens the detector), run at a lower priority (nice +10), so when both cores are busy
-the frame in flight wins over a detection that is allowed to finish later.
+On Linux the worker runs at a lower priority (nice +10), and so do the threads MediaPipe's
+graphs start where they are used (they inherit it: the worker opens the detector), so when
+both cores are busy the frame in flight wins over a detection that may finish later.
 """
 
 from __future__ import annotations

@@ -150,8 +150,7 @@ class ClassicFaceSwapper:
         # the streamer's own eyes are shown when the source's are closed: do not move them
         move_eyes = cfg.keep_eyes == "never" or (
             cfg.keep_eyes == "auto" and min(source.eyes_open) >= cfg.eye_closed_threshold)
-        off = self.shape.offsets(live if neutral_xyz is None else neutral_xyz,
-                                 as_xyz(source.mesh.landmarks_xy, source.landmarks_z),
+        off = self.shape.offsets(live if neutral_xyz is None else neutral_xyz, source.xyz,
                                  strength=cfg.shape_transfer, mouth_weight=mouth_weight,
                                  move_eyes=move_eyes)
         shaped = (live + off).astype(np.float32)

@@ -9,6 +9,7 @@ import numpy.typing as npt
 
 from livecam.swap import geometry
 from livecam.swap.mesh import MeshTopology
+from livecam.swap.shape import as_xyz
 from livecam.swap.warp import SourceMesh
 
 FloatArray = npt.NDArray[np.float32]
@@ -19,13 +20,15 @@ ImageBGR = npt.NDArray[np.uint8]
 class SourceFace:
     """A source face: texture + mesh + what the swap needs to know about the photo.
 
-    ``landmarks_z`` is (468,) float32; ``eyes_open`` is (right, left) lid gap / eye width.
+    ``landmarks_z`` is (468,) float32; ``xyz`` (468, 3) float64 is the mesh in 3D for the shape
+    transfer; ``eyes_open`` is (right, left) lid gap / eye width.
     Immutable; safe to share between threads.
     """
 
     photo_sha256: str
     mesh: SourceMesh
     landmarks_z: FloatArray
+    xyz: npt.NDArray[np.float64]
     pose: geometry.HeadPose
     eyes_open: tuple[float, float]
     forehead_skin: float = 1.0  # share of forehead samples that look like the cheeks' skin
@@ -49,6 +52,7 @@ class SourceFace:
             photo_sha256=photo_sha256,
             mesh=SourceMesh.build(np.ascontiguousarray(texture_bgr), xy, topology),
             landmarks_z=z,
+            xyz=as_xyz(xy, z),
             pose=geometry.head_pose(xy, z),
             eyes_open=geometry.eye_openness(xy),
             forehead_skin=forehead_skin_fraction(texture_bgr, xy),
