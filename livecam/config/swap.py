@@ -46,11 +46,12 @@ class SwapConfig:
                           choices=("never", "auto", "always"))
     eye_closed_threshold: float = knob(0.12, "Lid gap / eye width below which an eye counts "
                                        "as closed.", range=(0.0, 1.0))
-    shape_transfer: float = knob(1.0, "How far the live face's eyes, brows, nose and mouth "
+    shape_transfer: float = knob(0.5, "How far the live face's eyes, brows, nose and mouth "
                                  "move toward the source person's proportions: 0 = the "
                                  "streamer's geometry with the source's skin, 1 = the source's "
-                                 "proportions. The outline stays the streamer's and expressions "
-                                 "still pass through.", range=(0.0, 1.0))
+                                 "proportions (0.5: halfway, the best identity score in "
+                                 "docs/classic-swap.md). The outline stays the streamer's and "
+                                 "expressions still pass through.", range=(0.0, 1.0))
     mirror_fill: bool = knob(False, "Fill the hidden side of a turned source photo from its "
                              "mirror image (at identity load), instead of stretching the few "
                              "pixels of the far cheek. Off by default: it scored lower with "
