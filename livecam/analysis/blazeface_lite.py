@@ -32,7 +32,8 @@ _NUM_KEYPOINTS = 6
 
 
 class DirectBlazeFace:
-    """One BlazeFace variant (``short`` or ``full``) on a LiteRT interpreter."""
+    """One BlazeFace variant (``short`` or ``full``) on a LiteRT interpreter. One caller at a
+    time (the interpreter is not re-entrant); :class:`BlazeFaceDetector` owns it."""
 
     def __init__(self, model: str, *, num_threads: int = 1) -> None:
         filename, anchors, self.min_score = _MODELS[model]
@@ -44,7 +45,8 @@ class DirectBlazeFace:
         self._boxes_out, self._scores_out = outputs[4 + 2 * _NUM_KEYPOINTS], outputs[1]
 
     def detect(self, image_rgb: npt.NDArray[np.uint8]) -> list[Detection]:
-        """Faces in an RGB picture, best first, in its pixels."""
+        """Faces in an (H, W, 3) uint8 RGB picture, best first, in its pixels (see
+        :data:`Detection`)."""
         h, w = image_rgb.shape[:2]
         side = float(max(h, w))
         k = side / self.size_px

@@ -83,7 +83,8 @@ class ShapeTransfer:
 
 class NeutralShape:
     """A tracked face's neutral shape: the running mean of its meshes, each first aligned onto
-    the mean (so head motion does not blur it), returned in the current frame's pose."""
+    the mean (so head motion does not blur it), returned in the current frame's pose. One per
+    track, updated once per frame by the swap stage (pipeline thread only)."""
 
     def __init__(self) -> None:
         self._mean: Float64Array | None = None
