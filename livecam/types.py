@@ -137,11 +137,16 @@ class RuntimeState:
     generation: int = 0
     identities: tuple[str, ...] = ()
 
-    def identity_for_track(self, track_id: int) -> str | None:
+    def chosen_identity(self, track_id: int) -> str | None:
+        """The identity chosen at runtime for this track (``assign``), None if none was."""
         for tid, name in self.track_identities:
             if tid == track_id:
                 return name
-        return self.active_identity
+        return None
+
+    def identity_for_track(self, track_id: int) -> str | None:
+        chosen = self.chosen_identity(track_id)
+        return chosen if chosen is not None else self.active_identity
 
 
 @dataclass(frozen=True, slots=True)

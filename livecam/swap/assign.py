@@ -20,9 +20,9 @@ class IdentityAssigner:
         self._appearance: dict[int, int] = {}
 
     def identity_for(self, state: RuntimeState, track_id: int) -> str | None:
-        for tid, name in state.track_identities:
-            if tid == track_id:
-                return name
+        chosen = state.chosen_identity(track_id)
+        if chosen is not None:
+            return chosen
         if self.assign and track_id >= 0:
             order = self._appearance.get(track_id)
             if order is None and len(self._appearance) < _MAX_REMEMBERED_TRACKS:
