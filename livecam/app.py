@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from livecam.capture import make_source, parse_input
 from livecam.config import Config
-from livecam.control.commands import CommandQueue
+from livecam.core.commands import CommandQueue
+from livecam.core.stage import Stage
+from livecam.core.types import RuntimeState
 from livecam.output import FrameSink, make_sink, parse_output
 from livecam.pipeline.passthrough import PassThrough
 from livecam.pipeline.runtime import App, StageFactory
-from livecam.pipeline.stage import Stage
-from livecam.types import RuntimeState
 
 if TYPE_CHECKING:
     from livecam.identity import IdentitySource
@@ -40,8 +40,8 @@ def build_stages(config: Config, state: RuntimeState,
     if not state.identities and state.active_identity is None:
         return [PassThrough()]
     from livecam.analysis import build_stages as build_analysis_stages
+    from livecam.gpupipe.factory import build_gpu_stages, gpu_pipeline_wanted
     from livecam.identity import IdentityLibrary
-    from livecam.pipeline.gpu.factory import build_gpu_stages, gpu_pipeline_wanted
     from livecam.swap import build_swap_stages
 
     if identities is None:
@@ -85,10 +85,10 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     from livecam.control.api import ControlServer
     from livecam.control.auth import token_path
     from livecam.control.catalog import LibraryCatalog
-    from livecam.control.commands import SaveSnapshot
     from livecam.control.hotkeys import HotkeySource
     from livecam.control.keymap import WindowKeys, bindings
     from livecam.control.paths import new_snapshot_path, snapshot_dir
+    from livecam.core.commands import SaveSnapshot
 
     catalog = LibraryCatalog(config.identity)
     if not state.identities:

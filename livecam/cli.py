@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from livecam import __version__
-from livecam.errors import ConfigError, LivecamError, UsageError
+from livecam.core.errors import ConfigError, LivecamError, UsageError
 
 # Order is the order shown by --help.
 SUBCOMMANDS = ("run", "demo", "identity", "daemon", "ctl", "analyze", "models", "engines", "doctor")

@@ -24,7 +24,7 @@ import numpy as np
 
 def _run(stage_cfg, frames, fps=30.0, realtime=False):  # type: ignore[no-untyped-def]
     from livecam.analysis import build_stages
-    from livecam.types import Frame, Packet
+    from livecam.core.types import Frame, Packet
 
     stage = build_stages(stage_cfg, fps=fps, realtime=realtime)[0]
     faces, times = [], []

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from livecam.analysis.gpu.models import load_blazeface
     from livecam.engines.torch_engine import TorchEngine
-    from livecam.pipeline.gpu.slots import Slot, SlotShape
+    from livecam.gpupipe.slots import Slot, SlotShape
     from livecam.testing.standins import build_inswapper
     from scripts.bench_gpu_measure import fill_for
     from scripts.bench_gpu_run import _modules

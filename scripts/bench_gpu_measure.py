@@ -129,7 +129,7 @@ def run_stages(sched: Any, scene: Scene, latents: np.ndarray, ticks: int) -> dic
     """Mean per-stage device ms of an eager run (no graph) on slot 0, CUDA events between."""
     import torch
 
-    from livecam.pipeline.gpu.timing import StageTimer
+    from livecam.gpupipe.timing import StageTimer
 
     first: dict[Any, bool] = {}
     fill = fill_for(scene, latents, first)

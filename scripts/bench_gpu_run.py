@@ -29,9 +29,9 @@ def _scheduler(modules: dict[str, Any], scene: Scene, height: int, width: int, a
                ) -> Any:
     import torch
 
-    from livecam.pipeline.gpu.program import FrameProgram
-    from livecam.pipeline.gpu.scheduler import GpuScheduler
-    from livecam.pipeline.gpu.slots import SlotShape
+    from livecam.gpupipe.program import FrameProgram
+    from livecam.gpupipe.scheduler import GpuScheduler
+    from livecam.gpupipe.slots import SlotShape
 
     n_frames = len(scene.frames_bgr[0])
     device = modules["device"]
@@ -157,7 +157,7 @@ def parity(modules: dict[str, Any], modules32: dict[str, Any], baseline: Any, sc
 
 def _modules(engine: Any, device: Any, precision: str, args: Any, window_px: int
              ) -> dict[str, Any]:
-    from livecam.pipeline.gpu.build import ProgramOptions, build_program
+    from livecam.gpupipe.build import ProgramOptions, build_program
 
     program = build_program(engine, device=device, max_faces=1, models_dir=args.models_dir,
                             options=ProgramOptions(precision=precision, window_px=window_px))
@@ -171,7 +171,7 @@ def run_benchmark(args: Any, photos: list[np.ndarray], work: Path,
 
     from livecam.analysis.gpu.models import load_blazeface
     from livecam.engines.torch_engine import TorchEngine
-    from livecam.pipeline.gpu.baseline import NaiveBaseline
+    from livecam.gpupipe.baseline import NaiveBaseline
     from livecam.testing.standins import build_inswapper, count_parameters
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():

@@ -18,11 +18,11 @@ import pytest
 from livecam.app import App, build_app
 from livecam.capture.sources import SyntheticSource
 from livecam.config import Config, load_config
+from livecam.core.stage import StageBase
+from livecam.core.types import ImageBGR, Packet
 from livecam.output.sinks import NullSink, VirtualCamSink
 from livecam.pipeline.passthrough import PassThrough
-from livecam.pipeline.stage import StageBase
 from livecam.testing.virtualcam import register_recording_backend
-from livecam.types import ImageBGR, Packet
 
 
 def live_config(*overrides: str) -> Config:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from livecam.analysis.select import FaceSelector
     from livecam.config.analysis import AnalysisConfig
-    from livecam.pipeline.stage import Stage
+    from livecam.core.stage import Stage
 
 
 def build_stages(config: Any, *, fps: float | None = None,
@@ -24,7 +24,7 @@ def build_stages(config: Any, *, fps: float | None = None,
     the frame's path, and are merged a frame or two later; False keeps them in ``process``
     (files, tests: results do not depend on timing).
     Reference photos for ``select: reference`` are read here; a missing dlib raises
-    :class:`livecam.errors.DependencyError` naming the ``livecam[identity]`` extra.
+    :class:`livecam.core.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """
     from livecam.analysis.stage import AnalysisStage
     from livecam.track.settings import load_bytetrack_settings

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from livecam.analysis.detect import BlazeFaceDetector
-from livecam.types import Faces, ImageBGR
+from livecam.core.types import Faces, ImageBGR
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from livecam.analysis import litert
 from livecam.analysis.blazeface_lite import Detection, DirectBlazeFace
-from livecam.types import Faces, ImageBGR
+from livecam.core.types import Faces, ImageBGR
 
 # Tile overlap as a fraction of the tile: a face up to this fraction of a tile is whole in one.
 _TILE_OVERLAP = 0.3

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from livecam.types import FloatArray
+from livecam.core.types import FloatArray
 
 EYE_IMAGE_LEFT = (33, 133, 159, 145)
 EYE_IMAGE_RIGHT = (263, 362, 386, 374)

@@ -33,7 +33,7 @@ import numpy as np
 from livecam.analysis import litert
 from livecam.analysis.litert import open_mediapipe_model
 from livecam.analysis.roi import Roi
-from livecam.types import FloatArray, ImageBGR
+from livecam.core.types import FloatArray, ImageBGR
 
 _GRAPH = """
 input_stream: "IMAGE:image"

@@ -8,7 +8,7 @@ from livecam.analysis.detect import BlazeFaceDetector
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.mesh import FaceMeshLandmarker
 from livecam.analysis.roi import boxes_from_landmarks, roi_from_detection
-from livecam.types import Faces, ImageBGR
+from livecam.core.types import Faces, ImageBGR
 
 
 def analyze_photo(image_bgr: ImageBGR, *, max_faces: int = 16, min_score: float = 0.5,

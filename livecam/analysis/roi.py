@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livecam.types import FloatArray
+from livecam.core.types import FloatArray
 
 # Face mesh indices (MediaPipe canonical face model) of the two outer eye corners that
 # FaceLandmarkLandmarksToRoi uses for rotation: 33 is on the image-left eye, 263 image-right.

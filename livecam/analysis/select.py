@@ -18,8 +18,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from livecam.errors import DependencyError, IdentityError
-from livecam.types import Faces, ImageBGR
+from livecam.core.errors import DependencyError, IdentityError
+from livecam.core.types import Faces, ImageBGR
 
 log = logging.getLogger(__name__)
 

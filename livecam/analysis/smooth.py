@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livecam.types import FloatArray
+from livecam.core.types import FloatArray
 
 
 def _alpha(cutoff_hz: float, dt_s: float) -> float:

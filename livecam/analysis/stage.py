@@ -27,10 +27,10 @@ from livecam.analysis.roi import Roi, boxes_from_landmarks, roi_from_detection, 
 from livecam.analysis.select import FaceSelector
 from livecam.analysis.smooth import LandmarkSmoother
 from livecam.config.analysis import AnalysisConfig
-from livecam.pipeline.stage import StageBase
+from livecam.core.stage import StageBase
+from livecam.core.types import Faces, Packet
 from livecam.track.bytetrack import ByteTracker, iou_matrix
 from livecam.track.settings import ByteTrackSettings
-from livecam.types import Faces, Packet
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from livecam.capture.base import FrameSource
 from livecam.config.schema import CaptureConfig
-from livecam.errors import UsageError
+from livecam.core.errors import UsageError
 
 INPUT_HELP = (
     "camera:0 | camera:/dev/video2 | file:PATH (video) | image:PATH | synthetic[:WxH]"

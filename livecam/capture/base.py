@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from livecam.types import ImageBGR
+from livecam.core.types import ImageBGR
 
 
 @runtime_checkable

@@ -9,8 +9,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from livecam.errors import CaptureError
-from livecam.types import ImageBGR
+from livecam.core.errors import CaptureError
+from livecam.core.types import ImageBGR
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ import threading
 import time
 
 from livecam.capture.base import FrameSource
-from livecam.errors import CaptureError
-from livecam.pipeline.mailbox import Mailbox
-from livecam.pipeline.metrics import Metrics
-from livecam.types import Frame
+from livecam.core.errors import CaptureError
+from livecam.core.mailbox import Mailbox
+from livecam.core.metrics import Metrics
+from livecam.core.types import Frame
 
 log = logging.getLogger(__name__)
 

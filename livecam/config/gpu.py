@@ -1,6 +1,6 @@
-"""Config section ``gpu``: the all-GPU frame pipeline (``livecam.pipeline.gpu``).
+"""Config section ``gpu``: the all-GPU frame pipeline (``livecam.gpupipe``).
 
-Read by :meth:`livecam.pipeline.gpu.build.ProgramOptions.from_config` and the scheduler that
+Read by :meth:`livecam.gpupipe.build.ProgramOptions.from_config` and the scheduler that
 the app builds when the pipeline runs on a CUDA GPU; the generator's own engine settings stay
 in ``engine``.
 """

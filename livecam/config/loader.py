@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from livecam.config.schema import Config
-from livecam.errors import ConfigError
+from livecam.core.errors import ConfigError
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -36,12 +36,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from livecam.config.control import ControlConfig
-from livecam.control import commands as cmd
 from livecam.control.auth import load_or_create_token, token_matches
 from livecam.control.catalog import IdentityCatalog
 from livecam.control.paths import new_snapshot_path
 from livecam.control.status import ControlTarget, StatusReporter, prometheus_text
-from livecam.errors import ConfigError
+from livecam.core import commands as cmd
+from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from livecam.errors import ConfigError
+from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

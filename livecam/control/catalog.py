@@ -41,7 +41,7 @@ class LibraryCatalog:
         return tuple(self._library().names())
 
     def thumbnail_jpeg(self, name: str) -> bytes | None:
-        from livecam.errors import IdentityError
+        from livecam.core.errors import IdentityError
 
         try:
             path: Path = self._library().get(name).thumb_path

@@ -12,8 +12,8 @@ import os
 import sys
 from typing import Any
 
-from livecam.control.commands import CommandQueue
 from livecam.control.keymap import CommandFactory
+from livecam.core.commands import CommandQueue
 
 log = logging.getLogger(__name__)
 

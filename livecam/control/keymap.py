@@ -10,9 +10,9 @@ import logging
 from collections.abc import Callable
 
 from livecam.config.control import ControlConfig
-from livecam.control import commands as cmd
-from livecam.control.commands import CommandQueue
-from livecam.errors import ConfigError
+from livecam.core import commands as cmd
+from livecam.core.commands import CommandQueue
+from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from livecam.types import ImageBGR, Packet
+from livecam.core.types import ImageBGR, Packet
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from livecam.control.commands import CommandQueue
 from livecam.control.live import LiveView
-from livecam.pipeline.metrics import Metrics
-from livecam.types import RuntimeState
+from livecam.core.commands import CommandQueue
+from livecam.core.metrics import Metrics
+from livecam.core.types import RuntimeState
 
 #: fps are averaged over at least this long (shorter right after start).
 _RATE_WINDOW_NS = 1_000_000_000

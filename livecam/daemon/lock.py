@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from livecam.errors import LivecamError
+from livecam.core.errors import LivecamError
 
 log = logging.getLogger(__name__)
 

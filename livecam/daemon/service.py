@@ -13,7 +13,7 @@ import threading
 from types import FrameType
 
 from livecam.app import App
-from livecam.control.commands import Reload
+from livecam.core.commands import Reload
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from livecam import __version__
+from livecam.core.errors import ModelError
 from livecam.engines.store import CHUNK_BYTES, ModelStore, sha256_file
-from livecam.errors import ModelError
 
 log = logging.getLogger(__name__)
 

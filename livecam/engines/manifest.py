@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from livecam.core.errors import ConfigError
 from livecam.engines.engine_cache import Profile
 from livecam.engines.protocol import TensorSpec
-from livecam.errors import ConfigError
 
 KINDS = ("swapper", "recognizer", "enhancer")
 

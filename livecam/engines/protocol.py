@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from livecam.lifecycle import Lifecycle
+from livecam.core.lifecycle import Lifecycle
 
 BACKENDS = ("tensorrt", "torch", "onnxruntime")
 PRECISIONS = ("fp32", "fp16")

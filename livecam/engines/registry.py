@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.config.engine import EngineConfig, ModelsConfig
+from livecam.core.errors import DependencyError
 from livecam.engines.manifest import ModelManifest, load_manifests
 from livecam.engines.protocol import Engine
 from livecam.engines.store import ModelStore, default_models_dir
-from livecam.errors import DependencyError
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from livecam.core.errors import ModelError, UsageError
 from livecam.engines.manifest import ModelManifest
-from livecam.errors import ModelError, UsageError
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from livecam.core.errors import DependencyError, ModelError
 from livecam.engines.protocol import EngineBase, TensorSpec, check_feeds
-from livecam.errors import DependencyError, ModelError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from livecam.identity.model import Identity, IdentityCollection, IdentityPhoto, 
 def identity_from_photo(path: str | Path, config: IdentityConfig | None = None,
                         name: str | None = None) -> Identity:
     """A one-off identity from one photo (not stored). Quality warnings are logged, not fatal;
-    unusable photos raise :class:`livecam.errors.IdentityError`. Heavy (~0.3 s)."""
+    unusable photos raise :class:`livecam.core.errors.IdentityError`. Heavy (~0.3 s)."""
     import logging
 
     from livecam.identity.photo import prepare_photo, read_photo

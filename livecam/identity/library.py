@@ -32,7 +32,7 @@ import cv2
 import numpy as np
 
 from livecam.config.identity import IdentityConfig
-from livecam.errors import IdentityError
+from livecam.core.errors import IdentityError
 from livecam.identity.model import Identity, IdentityPhoto
 from livecam.identity.photo import PreparedPhoto, prepare_photo, read_photo
 

@@ -34,7 +34,7 @@ class Identity:
 
 class IdentitySource(Protocol):
     """Anything that loads identities by name (the library, or in-memory ones for tests and
-    ``--source PHOTO``). ``load`` raises :class:`livecam.errors.IdentityError` for an unknown
+    ``--source PHOTO``). ``load`` raises :class:`livecam.core.errors.IdentityError` for an unknown
     or unusable name; the pipeline thread calls it when the active identity changes."""
 
     def load(self, name: str) -> Identity: ...
@@ -50,7 +50,7 @@ class IdentityCollection:
         self._sources = sources
 
     def load(self, name: str) -> Identity:
-        from livecam.errors import IdentityError
+        from livecam.core.errors import IdentityError
 
         last: IdentityError | None = None
         for source in self._sources:

@@ -18,9 +18,9 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from livecam.analysis import geometry
 from livecam.config.identity import IdentityConfig
-from livecam.errors import IdentityError
-from livecam.swap import geometry
+from livecam.core.errors import IdentityError
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.config.schema import OutputConfig
-from livecam.errors import UsageError
+from livecam.core.errors import UsageError
 from livecam.output.base import FrameSink
 
 OUTPUT_HELP = "virtualcam | file:PATH.mp4 | window | null"

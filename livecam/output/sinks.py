@@ -10,8 +10,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from livecam.errors import OutputError
-from livecam.types import ImageBGR
+from livecam.core.errors import OutputError
+from livecam.core.types import ImageBGR
 
 log = logging.getLogger(__name__)
 

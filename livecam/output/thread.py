@@ -10,10 +10,10 @@ from collections.abc import Callable
 import cv2
 import numpy as np
 
+from livecam.core.mailbox import Mailbox, MailboxClosed
+from livecam.core.metrics import Metrics
+from livecam.core.types import ImageBGR, Packet
 from livecam.output.base import FrameSink
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed
-from livecam.pipeline.metrics import Metrics
-from livecam.types import ImageBGR, Packet
 
 log = logging.getLogger(__name__)
 

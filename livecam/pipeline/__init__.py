@@ -1,1 +1,1 @@
-"""Pipeline: the stage protocol, the scheduler thread, slots and metrics."""
+"""The runtime: the scheduler thread(s), the stage chain and `App`, the threads of one run."""

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed
-from livecam.pipeline.metrics import Metrics
-from livecam.pipeline.stage import Stage
-from livecam.types import Frame, Packet
+from livecam.core.mailbox import Mailbox, MailboxClosed
+from livecam.core.metrics import Metrics
+from livecam.core.stage import Stage
+from livecam.core.types import Frame, Packet
 
 log = logging.getLogger(__name__)
 

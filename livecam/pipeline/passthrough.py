@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from livecam.pipeline.stage import StageBase
-from livecam.types import Packet
+from livecam.core.stage import StageBase
+from livecam.core.types import Packet
 
 
 class PassThrough(StageBase):

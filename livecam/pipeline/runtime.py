@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from livecam.capture import FrameSource
 from livecam.capture.thread import CaptureThread
 from livecam.config import Config
-from livecam.control.commands import CommandQueue, SetIdentityList
 from livecam.control.live import LiveView
-from livecam.errors import CaptureError, LivecamError
+from livecam.core.commands import CommandQueue, SetIdentityList
+from livecam.core.errors import CaptureError, LivecamError
+from livecam.core.mailbox import Mailbox, Policy
+from livecam.core.metrics import Metrics
+from livecam.core.stage import Stage
+from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink
 from livecam.output.thread import OutputThread
-from livecam.pipeline.mailbox import Mailbox, Policy
-from livecam.pipeline.metrics import Metrics
 from livecam.pipeline.scheduler import Scheduler
-from livecam.pipeline.stage import Stage
-from livecam.types import Frame, ImageBGR, Packet, RuntimeState
 
 if TYPE_CHECKING:
     pass
@@ -55,7 +55,7 @@ class App:
 
     Control (see ``livecam.control``): ``live`` holds the last frame sent (panel preview,
     snapshots); ``controls`` are started after the threads and stopped first; the app is the
-    :class:`~livecam.control.commands.ControlHooks` of its scheduler (``request_reload``,
+    :class:`~livecam.core.commands.ControlHooks` of its scheduler (``request_reload``,
     ``save_snapshot``). With ``wait_for_source`` a live source that cannot be opened at start
     does not fail the run: the output sends black frames at ``capture`` size until it appears.
     """

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from livecam.control.commands import (
+from livecam.core.commands import (
     Command,
     CommandQueue,
     ControlHooks,
@@ -15,11 +15,11 @@ from livecam.control.commands import (
     Quit,
     Ticket,
 )
+from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
+from livecam.core.metrics import Metrics
+from livecam.core.stage import Stage
+from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.pipeline.chain import GroupRunner, Job, StageGroups, StageWorker, split_stages
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed, Policy
-from livecam.pipeline.metrics import Metrics
-from livecam.pipeline.stage import Stage
-from livecam.types import Frame, Packet, RuntimeState
 
 log = logging.getLogger(__name__)
 

@@ -66,8 +66,8 @@ def _draw(image_bgr: Any, faces: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from livecam.analysis import build_stages
     from livecam.capture import make_source, parse_input
-    from livecam.errors import UsageError
-    from livecam.types import Frame, Packet
+    from livecam.core.errors import UsageError
+    from livecam.core.types import Frame, Packet
 
     config = config_from_args(args)
     spec = parse_input(args.input)

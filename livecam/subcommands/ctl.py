@@ -58,7 +58,7 @@ def _base_url(address: str) -> str:
 
 def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None
              ) -> bytes:
-    from livecam.errors import LivecamError, UsageError
+    from livecam.core.errors import LivecamError, UsageError
 
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers={
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
     from livecam.config import load_config
     from livecam.control.auth import read_token, token_path
-    from livecam.errors import UsageError
+    from livecam.core.errors import UsageError
 
     config = load_config(args.config, args.overrides)
     base = (args.url or _base_url(config.control.api_address)).rstrip("/")

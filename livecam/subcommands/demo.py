@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _parse_size(text: str) -> tuple[int, int]:
-    from livecam.errors import UsageError
+    from livecam.core.errors import UsageError
 
     try:
         w, h = (int(v) for v in text.lower().split("x"))
@@ -161,7 +161,7 @@ def _check_photo_packages() -> None:
     """The demo's photos ship inside scikit-image and insightface (dev/test dependencies)."""
     import importlib.util
 
-    from livecam.errors import DependencyError
+    from livecam.core.errors import DependencyError
 
     missing = [name for name, module in (("scikit-image", "skimage"),
                                          ("insightface", "insightface"))
@@ -179,11 +179,11 @@ def run(args: argparse.Namespace) -> int:
     from livecam.app import App
     from livecam.capture import make_source, parse_input
     from livecam.config import load_config
-    from livecam.errors import UsageError
+    from livecam.core.errors import UsageError
+    from livecam.core.types import RuntimeState
     from livecam.identity import IdentityCollection
     from livecam.output import make_sink, parse_output
     from livecam.swap import build_swap_stages
-    from livecam.types import RuntimeState
 
     _check_photo_packages()
     if args.frames < 2 or args.frames > 3000:

@@ -121,8 +121,8 @@ def check_gpu() -> list[Check]:
 def check_engine() -> list[Check]:
     """The engine backend ``engine.backend: auto`` picks for neural swaps, and why."""
     from livecam.config.engine import EngineConfig
+    from livecam.core.errors import DependencyError
     from livecam.engines.registry import choose_backend, probe_backends
-    from livecam.errors import DependencyError
 
     config = EngineConfig()
     checks = [Check(f"engine backend {name}", ok, why)

@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from livecam.errors import IdentityError, UsageError
+    from livecam.core.errors import IdentityError, UsageError
     from livecam.identity import IdentityLibrary
 
     config = config_from_args(args)

@@ -57,8 +57,8 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool) -
     from livecam.app import build_app
     from livecam.config import load_config
     from livecam.control.catalog import LibraryCatalog
-    from livecam.errors import UsageError
-    from livecam.types import RuntimeState
+    from livecam.core.errors import UsageError
+    from livecam.core.types import RuntimeState
 
     names = tuple(LibraryCatalog(config.identity).names())
     if args.identity is not None and args.identity not in names:
@@ -85,7 +85,7 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from livecam.errors import UsageError
+    from livecam.core.errors import UsageError
 
     if args.frames is not None and args.frames < 1:
         raise UsageError("--frames must be at least 1")

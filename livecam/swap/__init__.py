@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from livecam.config import Config
+    from livecam.core.stage import Stage
     from livecam.identity.model import IdentitySource
-    from livecam.pipeline.stage import Stage
 
 
 def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from livecam.types import ImageBGR
+from livecam.core.types import ImageBGR
 
 # insightface.utils.face_align.arcface_dst: the 112x112 ArcFace template, (5, 2) px, in the
 # order eye (image left), eye (image right), nose tip, mouth corner (left), mouth corner (right)

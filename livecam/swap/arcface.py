@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from livecam.core.types import ImageBGR
 from livecam.engines.protocol import Engine
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.neural import crops_to_blob
-from livecam.types import ImageBGR
 
 log = logging.getLogger(__name__)
 

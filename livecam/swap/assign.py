@@ -7,7 +7,7 @@ identity. Tracks are numbered as they first ask, so the order is the order they 
 
 from __future__ import annotations
 
-from livecam.types import RuntimeState
+from livecam.core.types import RuntimeState
 
 _MAX_REMEMBERED_TRACKS = 4096
 

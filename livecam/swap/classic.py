@@ -18,8 +18,9 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
-from livecam.swap import blend, colour, geometry
+from livecam.swap import blend, colour
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import ShapeTransfer, as_xyz
 from livecam.swap.source import SourceFace

@@ -25,17 +25,6 @@ IntArray = npt.NDArray[np.int32]
 
 # Corner points of the mesh holes (MediaPipe indices); each hole loop contains two of them.
 _HOLE_CORNERS = {"eye_right": (33, 133), "eye_left": (362, 263), "mouth": (78, 308)}
-# Landmarks used for pose, eye and mouth measurements (MediaPipe indices).
-NOSE_TIP = 1
-CHIN = 152
-FOREHEAD_TOP = 10
-EYE_RIGHT_CORNERS = (33, 133)
-EYE_LEFT_CORNERS = (362, 263)
-EYE_RIGHT_LIDS = ((159, 145), (158, 153), (160, 144))  # (upper, lower) pairs
-EYE_LEFT_LIDS = ((386, 374), (385, 380), (387, 373))
-MOUTH_CORNERS = (78, 308)
-MOUTH_LIPS = ((13, 14), (82, 87), (312, 317))  # inner upper/lower lip pairs
-
 
 @dataclass(frozen=True)
 class MeshTopology:

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from livecam.core.stage import StageBase
+from livecam.core.types import ImageBGR, Packet
 from livecam.engines.protocol import Engine
-from livecam.pipeline.stage import StageBase
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
-from livecam.types import ImageBGR, Packet
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from collections import deque
 import numpy as np
 import numpy.typing as npt
 
+from livecam.core.types import FloatArray
 from livecam.swap.mesh import MeshTopology
-from livecam.types import FloatArray
 
 _N = 468
 # mesh hops from the face oval over which the weight rises from 0 to 1

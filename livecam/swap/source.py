@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from livecam.swap import geometry
+from livecam.analysis import geometry
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import as_xyz
 from livecam.swap.warp import SourceMesh

@@ -19,17 +19,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
-from livecam.errors import IdentityError
+from livecam.core.errors import IdentityError
+from livecam.core.stage import StageBase
+from livecam.core.types import Packet
 from livecam.identity.model import Identity, IdentitySource
-from livecam.pipeline.stage import StageBase
-from livecam.swap import geometry
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import NeutralShape, as_xyz
 from livecam.swap.source import SourceFace, nearest_pose
-from livecam.types import Packet
 
 log = logging.getLogger(__name__)
 

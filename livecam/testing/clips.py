@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from livecam.types import ImageBGR
+from livecam.core.types import ImageBGR
 
 # A face counts as visible when at least this fraction of its box is on screen and uncovered.
 VISIBLE_FRACTION = 0.5

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from livecam.errors import DependencyError
+from livecam.core.errors import DependencyError
 
 ImageBGR = npt.NDArray[np.uint8]
 

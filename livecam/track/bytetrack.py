@@ -15,9 +15,9 @@ from enum import Enum
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from livecam.core.types import FloatArray, IntArray
 from livecam.track.kalman import KalmanBoxFilter, xyxy_to_xyah
 from livecam.track.settings import ByteTrackSettings
-from livecam.types import FloatArray, IntArray
 
 
 class TrackState(Enum):

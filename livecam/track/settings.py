@@ -7,7 +7,7 @@ from pathlib import Path
 
 from livecam.config.fields import knob
 from livecam.config.loader import build
-from livecam.errors import ConfigError
+from livecam.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 
 from livecam.analysis import litert
 from livecam.analysis.detect import BlazeFaceDetector
-from livecam.types import Faces
+from livecam.core.types import Faces
 
 
 def _detect_both(model: str, image: np.ndarray, **kw: int) -> tuple[Faces, Faces]:

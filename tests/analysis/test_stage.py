@@ -11,7 +11,8 @@ import pytest
 from livecam.analysis import build_stages
 from livecam.analysis.stage import AnalysisStage
 from livecam.config.analysis import AnalysisConfig
-from livecam.errors import DependencyError
+from livecam.core.errors import DependencyError
+from livecam.core.types import Faces, Frame, Packet
 from livecam.testing.clips import (
     FaceSprite,
     Trajectory,
@@ -20,7 +21,6 @@ from livecam.testing.clips import (
     score_tracking,
     tracking_scenarios,
 )
-from livecam.types import Faces, Frame, Packet
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from livecam.capture import make_source, parse_input
 from livecam.config.schema import CaptureConfig
-from livecam.errors import CaptureError, UsageError
+from livecam.core.errors import CaptureError, UsageError
 
 
 def write_h264(path: Path, frames: list[np.ndarray], fps: int = 30) -> None:

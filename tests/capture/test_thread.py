@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from livecam.capture.thread import CaptureThread
-from livecam.errors import CaptureError
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed
-from livecam.pipeline.metrics import Metrics
-from livecam.types import Frame
+from livecam.core.errors import CaptureError
+from livecam.core.mailbox import Mailbox, MailboxClosed
+from livecam.core.metrics import Metrics
+from livecam.core.types import Frame
 
 
 class FlakyCamera:

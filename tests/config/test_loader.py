@@ -13,7 +13,7 @@ from livecam.cli import main
 from livecam.config import Config, load_config
 from livecam.config.document import render
 from livecam.config.loader import build
-from livecam.errors import ConfigError
+from livecam.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,8 +18,8 @@ import pytest
 from livecam.app import App, build_app
 from livecam.config import Config
 from livecam.control.api import ControlServer
+from livecam.core.types import RuntimeState
 from livecam.pipeline.passthrough import PassThrough
-from livecam.types import RuntimeState
 
 NAMES = ("alice", "bob", "carol")
 

@@ -11,7 +11,7 @@ from pynput.keyboard import Controller
 
 from livecam.app import build_app
 from livecam.config import load_config
-from livecam.types import RuntimeState
+from livecam.core.types import RuntimeState
 
 
 def main() -> None:

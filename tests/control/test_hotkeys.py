@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from livecam.control.commands import CommandQueue
 from livecam.control.hotkeys import HotkeySource
+from livecam.core.commands import CommandQueue
 
 DRIVER = Path(__file__).with_name("hotkey_driver.py")
 REPO = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from livecam.config.control import ControlConfig
-from livecam.control import commands as cmd
 from livecam.control.keymap import WindowKeys, bindings
-from livecam.errors import ConfigError
+from livecam.core import commands as cmd
+from livecam.core.errors import ConfigError
 
 
 def test_default_bindings() -> None:

@@ -13,10 +13,10 @@ import pytest
 
 from livecam.app import App
 from livecam.config import Config
-from livecam.errors import CaptureError
+from livecam.core.errors import CaptureError
+from livecam.core.types import ImageBGR
 from livecam.output.sinks import NullSink
 from livecam.pipeline.passthrough import PassThrough
-from livecam.types import ImageBGR
 
 
 class FlakyCamera:

@@ -6,8 +6,8 @@ import importlib.util
 
 import pytest
 
+from livecam.core.errors import DependencyError
 from livecam.engines.registry import choose_backend, probe_backends
-from livecam.errors import DependencyError
 
 
 def test_auto_picks_a_backend_and_says_why() -> None:

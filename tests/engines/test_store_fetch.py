@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from livecam.core.errors import ModelError
 from livecam.engines.fetch import fetch_model
 from livecam.engines.manifest import load_manifest, load_manifests
 from livecam.engines.store import ModelStore
-from livecam.errors import ModelError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from livecam.config.identity import IdentityConfig
-from livecam.errors import IdentityError, LivecamError
+from livecam.core.errors import IdentityError, LivecamError
 from livecam.identity import IdentityLibrary, identity_from_photo, validate_name
 
 

@@ -16,13 +16,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from livecam.control.commands import CommandQueue, SelectIdentity
+from livecam.core.commands import CommandQueue, SelectIdentity
+from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
+from livecam.core.metrics import Metrics
+from livecam.core.stage import StageBase
+from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.pipeline.chain import split_stages
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed, Policy
-from livecam.pipeline.metrics import Metrics
 from livecam.pipeline.scheduler import Scheduler
-from livecam.pipeline.stage import StageBase
-from livecam.types import Frame, Packet, RuntimeState
 
 
 class Recorder(StageBase):

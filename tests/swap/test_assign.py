@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
+from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.neural import InswapperModel, NeuralSwapStage
 from livecam.testing.standins import build_inswapper
 from livecam.testing.swap_eval import RealFace
-from livecam.types import Frame, Packet, RuntimeState
 
 
 def test_runtime_choice_then_order_of_appearance_then_active() -> None:

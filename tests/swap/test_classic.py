@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
+from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
-from livecam.swap import geometry
 from livecam.swap.classic import ClassicFaceSwapper, uncovered_turn_deg
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.source import SourceFace
@@ -69,8 +69,8 @@ def _closed_eyes(face: RealFace) -> RealFace:
     since no packaged photo has one. The texture still shows open eyes, so the test looks only
     at whether the live face's own eyes are kept."""
     xy = face.landmarks_xy.copy()
-    for _corners, lids in ((geometry.mesh.EYE_RIGHT_CORNERS, geometry.mesh.EYE_RIGHT_LIDS),
-                          (geometry.mesh.EYE_LEFT_CORNERS, geometry.mesh.EYE_LEFT_LIDS)):
+    for _corners, lids in ((geometry.EYE_RIGHT_CORNERS, geometry.EYE_RIGHT_LIDS),
+                          (geometry.EYE_LEFT_CORNERS, geometry.EYE_LEFT_LIDS)):
         for up, low in lids:
             mid = (xy[up] + xy[low]) / 2
             xy[up] = xy[low] = mid

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from livecam.config.engine import EngineConfig, ModelsConfig
+from livecam.core.errors import ModelError
+from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
-from livecam.errors import ModelError
 from livecam.swap.neural import InswapperModel, NeuralSwapStage, build_neural_stage
 from livecam.testing.standins import build_inswapper
-from livecam.types import Frame, Packet, RuntimeState
 
 
 def test_neural_mode_without_models_fails_at_start_naming_fetch(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from livecam.swap import geometry
+from livecam.analysis import geometry
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import NeutralShape, ShapeTransfer, as_xyz, similarity_3d
 from livecam.testing.swap_eval import RealFace

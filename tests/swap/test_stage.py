@@ -12,13 +12,13 @@ import pytest
 from livecam.config import load_config
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
-from livecam.errors import IdentityError
+from livecam.core.errors import IdentityError
+from livecam.core.types import Faces, Frame, Packet, RuntimeState
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages
 from livecam.swap.stage import ClassicSwapStage
 from livecam.testing.swap_eval import RealFace
-from livecam.types import Faces, Frame, Packet, RuntimeState
 
 
 def _identity(name: str, *faces: RealFace) -> Identity:

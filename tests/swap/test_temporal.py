@@ -9,12 +9,12 @@ import pytest
 from livecam.analysis import build_stages
 from livecam.config import load_config
 from livecam.config.identity import IdentityConfig
+from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.stage import ClassicSwapStage
 from livecam.testing.swap_eval import RealFace
-from livecam.types import Frame, Packet, RuntimeState
 
 
 def _flicker(frames: list[np.ndarray], region: np.ndarray) -> float:

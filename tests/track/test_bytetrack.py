@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from livecam.errors import ConfigError
+from livecam.core.errors import ConfigError
 from livecam.track import ByteTracker, ByteTrackSettings, iou_matrix, load_bytetrack_settings
 
 REPO = Path(__file__).resolve().parents[2]

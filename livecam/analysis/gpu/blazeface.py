@@ -25,7 +25,7 @@ from livecam.analysis.gpu.anchors import (
 from livecam.analysis.gpu.nms import weighted_nms
 from livecam.analysis.gpu.sampling import rotated_rect_grid, sample_bilinear_u8
 from livecam.analysis.gpu.tflite_torch import TfliteGraphModule
-from livecam.errors import ModelError
+from livecam.core.errors import ModelError
 
 NUM_KEYPOINTS = 6
 

@@ -16,7 +16,7 @@ from livecam.analysis.gpu.blazeface import FULL_RANGE, SHORT_RANGE, BlazeFaceDet
 from livecam.analysis.gpu.facemesh import FACE_LANDMARK_RELPATH, FaceMeshLandmarker
 from livecam.analysis.gpu.tflite_reader import read_tflite
 from livecam.analysis.gpu.tflite_torch import TfliteGraphModule
-from livecam.errors import DependencyError, ModelError
+from livecam.core.errors import DependencyError, ModelError
 
 #: Environment variable naming a copy of mediapipe's ``modules`` folder.
 MODULES_ENV = "LIVECAM_MEDIAPIPE_MODULES"

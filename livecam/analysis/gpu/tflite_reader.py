@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from livecam.errors import ModelError
+from livecam.core.errors import ModelError
 
 # TensorType enum -> numpy dtype (only types that can hold constants in these models).
 _TENSOR_DTYPES: dict[int, Any] = {

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from livecam.analysis.gpu.tflite_reader import PADDING_SAME, TfliteModel, TfliteTensor
-from livecam.errors import ModelError
+from livecam.core.errors import ModelError
 
 # NHWC axis -> NCHW axis for rank-4 activations.
 _NHWC_TO_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}

@@ -13,7 +13,7 @@ from livecam.analysis.gpu.anchors import FULL_RANGE_ANCHORS, SHORT_RANGE_ANCHORS
 from livecam.analysis.gpu.models import model_path
 from livecam.analysis.gpu.tflite_reader import read_tflite
 from livecam.analysis.gpu.tflite_torch import TfliteGraphModule
-from livecam.errors import ModelError
+from livecam.core.errors import ModelError
 
 MODELS = [  # (relpath, input size, value range, output shapes)
     ("face_detection/face_detection_short_range.tflite", 128, (-1.0, 1.0),

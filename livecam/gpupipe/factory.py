@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from livecam.pipeline.gpu.stage import GpuSwapStage
+from livecam.gpupipe.stage import GpuSwapStage
 
 if TYPE_CHECKING:
     from livecam.config import Config
+    from livecam.core.stage import Stage
     from livecam.identity.model import IdentitySource
-    from livecam.pipeline.stage import Stage
 
 log = logging.getLogger(__name__)
 

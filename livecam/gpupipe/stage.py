@@ -1,9 +1,9 @@
-"""The all-GPU pipeline as one :class:`~livecam.pipeline.stage.Stage` for ``livecam run``.
+"""The all-GPU pipeline as one :class:`~livecam.core.stage.Stage` for ``livecam run``.
 
 :class:`GpuSwapStage` replaces the CPU analysis and neural swap stages when ``swap.mode`` is
-``neural`` and ``gpu.pipeline`` asks for it (:mod:`livecam.pipeline.gpu.factory` decides and
+``neural`` and ``gpu.pipeline`` asks for it (:mod:`livecam.gpupipe.factory` decides and
 builds it). Per frame it fills one slot of a
-:class:`~livecam.pipeline.gpu.scheduler.GpuScheduler` (the frame, each face slot's ROI with
+:class:`~livecam.gpupipe.scheduler.GpuScheduler` (the frame, each face slot's ROI with
 ``roi_override``, latent and validity); the frame program does detection (every
 ``analysis.detect_every_n_frames`` frames), face mesh, alignment, generator and paste-back on
 the torch device (CUDA when present, else the CPU: the code CI runs). Boxes and landmarks come
@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from livecam.analysis.roi import ROI_SCALE, boxes_from_landmarks
-from livecam.errors import IdentityError
-from livecam.pipeline.stage import StageBase
+from livecam.core.errors import IdentityError
+from livecam.core.stage import StageBase
+from livecam.core.types import Faces, Packet
 from livecam.swap.assign import IdentityAssigner
-from livecam.types import Faces, Packet
 
 if TYPE_CHECKING:
     from livecam.analysis.select import FaceSelector
     from livecam.config.gpu import GpuConfig
-    from livecam.pipeline.gpu.scheduler import GpuScheduler, TickResult
+    from livecam.gpupipe.scheduler import GpuScheduler, TickResult
     from livecam.track.settings import ByteTrackSettings
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class GpuSwapStage(StageBase):
             return
         if self.require_models is not None:
             self.require_models()
-        from livecam.pipeline.gpu.build import ProgramOptions, build_program
+        from livecam.gpupipe.build import ProgramOptions, build_program
         from livecam.swap.neural import read_emap
         from livecam.track.bytetrack import ByteTracker
 
@@ -164,8 +164,8 @@ class GpuSwapStage(StageBase):
         """The scheduler for this frame size (a new size re-allocates the slots and graphs)."""
         if self._scheduler is not None and self._frame_hw == (height_px, width_px):
             return self._scheduler
-        from livecam.pipeline.gpu.scheduler import GpuScheduler
-        from livecam.pipeline.gpu.slots import SlotShape
+        from livecam.gpupipe.scheduler import GpuScheduler
+        from livecam.gpupipe.slots import SlotShape
 
         if self._scheduler is not None:
             self._scheduler.close()

@@ -15,12 +15,12 @@ import pytest
 
 from livecam.config import load_config
 from livecam.config.gpu import GpuConfig
-from livecam.errors import IdentityError, ModelError
-from livecam.pipeline.gpu.factory import build_gpu_stages, gpu_pipeline_wanted
-from livecam.pipeline.gpu.stage import GpuSwapStage
+from livecam.core.errors import IdentityError, ModelError
+from livecam.core.types import Frame, Packet, RuntimeState
+from livecam.gpupipe.factory import build_gpu_stages, gpu_pipeline_wanted
+from livecam.gpupipe.stage import GpuSwapStage
 from livecam.testing.standins import build_inswapper
-from livecam.types import Frame, Packet, RuntimeState
-from tests.pipeline.gpu.stage_support import face_frame, identity_from_photo, install_standin_models
+from tests.gpupipe.stage_support import face_frame, identity_from_photo, install_standin_models
 
 # Faces in these frames are small for BlazeFace's short range; the window fits them.
 TEST_GPU = GpuConfig(detector_range="full", max_faces=2, paste_window_px=320)
@@ -103,7 +103,7 @@ def test_unknown_identity_goes_out_unswapped_and_is_logged_once(
     state = RuntimeState(active_identity="ghost")
     # a frozen clock: the retry interval never passes, however slow the frames are
     stage = make_stage(generator_path, embedding_table(("alice",), asked), clock=lambda: 100.0)
-    with stage, caplog.at_level(logging.WARNING, logger="livecam.pipeline.gpu.stage"):
+    with stage, caplog.at_level(logging.WARNING, logger="livecam.gpupipe.stage"):
         outs = [stage.process(packet(k, image, state)) for k in range(3)]
     assert all(o.image_bgr is image for o in outs)
     assert [o.faces.track_ids.tolist() for o in outs] == [[1], [1], [1]]

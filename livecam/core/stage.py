@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from livecam.lifecycle import Lifecycle
-from livecam.types import Packet
+from livecam.core.lifecycle import Lifecycle
+from livecam.core.types import Packet
 
 
 @runtime_checkable

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from livecam.control import commands as cmd
-from livecam.types import RuntimeState
+from livecam.core import commands as cmd
+from livecam.core.types import RuntimeState
 
 NAMES = ("alice", "bob", "carol")
 

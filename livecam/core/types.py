@@ -122,7 +122,7 @@ class Faces:
 
 @dataclass(frozen=True, slots=True)
 class RuntimeState:
-    """What may change during a run, only through commands (see ``livecam.control.commands``).
+    """What may change during a run, only through commands (see ``livecam.core.commands``).
 
     ``active_identity`` is a name from the identity library or None (pass through).
     ``bypass`` sends the real face through. ``track_identities`` maps track id -> identity name.

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from livecam.swap import mesh
+# MediaPipe face-mesh indices (468-point topology)
+NOSE_TIP = 1
+CHIN = 152
+FOREHEAD_TOP = 10
+EYE_RIGHT_CORNERS = (33, 133)
+EYE_LEFT_CORNERS = (362, 263)
+EYE_RIGHT_LIDS = ((159, 145), (158, 153), (160, 144))  # (upper, lower) pairs
+EYE_LEFT_LIDS = ((386, 374), (385, 380), (387, 373))
+MOUTH_CORNERS = (78, 308)
+MOUTH_LIPS = ((13, 14), (82, 87), (312, 317))  # inner upper/lower lip pairs
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -38,8 +47,8 @@ def head_pose(landmarks_xy: FloatArray, landmarks_z: FloatArray) -> HeadPose:
     """Yaw and pitch from the depth difference across the face; roll from the eye line."""
     right = np.append(landmarks_xy[_CHEEK_RIGHT], landmarks_z[_CHEEK_RIGHT])
     left = np.append(landmarks_xy[_CHEEK_LEFT], landmarks_z[_CHEEK_LEFT])
-    top = np.append(landmarks_xy[mesh.FOREHEAD_TOP], landmarks_z[mesh.FOREHEAD_TOP])
-    chin = np.append(landmarks_xy[mesh.CHIN], landmarks_z[mesh.CHIN])
+    top = np.append(landmarks_xy[FOREHEAD_TOP], landmarks_z[FOREHEAD_TOP])
+    chin = np.append(landmarks_xy[CHIN], landmarks_z[CHIN])
     across = left - right
     down = chin - top
     roll = math.degrees(math.atan2(float(across[1]), float(across[0])))
@@ -61,14 +70,14 @@ def _openness(landmarks_xy: FloatArray, corners: tuple[int, int],
 def eye_openness(landmarks_xy: FloatArray) -> tuple[float, float]:
     """(right, left) lid gap / eye width: ~0.25-0.35 open, < 0.12 closed (the usual EAR)."""
     return (
-        _openness(landmarks_xy, mesh.EYE_RIGHT_CORNERS, mesh.EYE_RIGHT_LIDS),
-        _openness(landmarks_xy, mesh.EYE_LEFT_CORNERS, mesh.EYE_LEFT_LIDS),
+        _openness(landmarks_xy, EYE_RIGHT_CORNERS, EYE_RIGHT_LIDS),
+        _openness(landmarks_xy, EYE_LEFT_CORNERS, EYE_LEFT_LIDS),
     )
 
 
 def mouth_openness(landmarks_xy: FloatArray) -> float:
     """Inner-lip gap / mouth width: ~0 closed, > 0.1 visibly open, ~0.5 wide open."""
-    return _openness(landmarks_xy, mesh.MOUTH_CORNERS, mesh.MOUTH_LIPS)
+    return _openness(landmarks_xy, MOUTH_CORNERS, MOUTH_LIPS)
 
 
 def face_width_px(landmarks_xy: FloatArray) -> float:

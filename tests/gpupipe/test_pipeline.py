@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.pipeline.gpu.baseline import NaiveBaseline
-from livecam.pipeline.gpu.scheduler import GpuScheduler
-from livecam.pipeline.gpu.slots import SlotShape
-from tests.pipeline.gpu.conftest import HEIGHT, WIDTH, FaceFrame, fill_with, make_program
+from livecam.gpupipe.baseline import NaiveBaseline
+from livecam.gpupipe.scheduler import GpuScheduler
+from livecam.gpupipe.slots import SlotShape
+from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame, fill_with, make_program
 
 ONE = np.zeros(1, np.int64)
 
@@ -127,8 +127,8 @@ def test_naive_baseline_computes_the_same_frame(cpu_engine: Any, face_frame: Fac
 
 
 def test_slot_shapes_and_buckets() -> None:
-    from livecam.pipeline.gpu.graphs import bucket_for, face_buckets
-    from livecam.pipeline.gpu.slots import Slot, SlotRing
+    from livecam.gpupipe.graphs import bucket_for, face_buckets
+    from livecam.gpupipe.slots import Slot, SlotRing
 
     assert face_buckets(4) == (0, 1, 2, 4)
     assert face_buckets(6) == (0, 1, 2, 4, 6)
@@ -163,7 +163,7 @@ def test_detector_runs_only_on_ticks_that_ask(cpu_engine: Any, face_frame: FaceF
 
 def test_program_options_follow_the_gpu_config_section() -> None:
     from livecam.config import load_config
-    from livecam.pipeline.gpu.build import ProgramOptions
+    from livecam.gpupipe.build import ProgramOptions
 
     config = load_config(None, ["gpu.paste_window_px=512", "gpu.detector_range=full",
                                 "gpu.precision=fp32", "gpu.colour_blur_px=9"])

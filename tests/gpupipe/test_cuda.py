@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.pipeline.gpu.scheduler import GpuScheduler
-from livecam.pipeline.gpu.slots import SlotShape
-from tests.pipeline.gpu.conftest import HEIGHT, WIDTH, FaceFrame, fill_with, make_program
+from livecam.gpupipe.scheduler import GpuScheduler
+from livecam.gpupipe.slots import SlotShape
+from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame, fill_with, make_program
 
 pytestmark = [
     pytest.mark.gpu,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from livecam.pipeline.mailbox import Mailbox, MailboxClosed
+from livecam.core.mailbox import Mailbox, MailboxClosed
 
 
 def test_latest_policy_keeps_newest_and_counts_drops() -> None:

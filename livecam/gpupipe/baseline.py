@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from livecam.analysis.gpu.facemesh import FaceRois, rois_from_landmarks
-from livecam.pipeline.gpu.program import PRESENCE_THRESHOLD, FrameProgram
+from livecam.gpupipe.program import PRESENCE_THRESHOLD, FrameProgram
 
 
 def _sync(device: torch.device) -> None:

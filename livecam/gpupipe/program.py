@@ -1,6 +1,6 @@
 """The per-tick GPU work: detect, landmarks, align, generate, colour, paste, all on the device.
 
-:class:`FrameProgram` runs on one :class:`~livecam.pipeline.gpu.slots.Slot`'s device buffers
+:class:`FrameProgram` runs on one :class:`~livecam.gpupipe.slots.Slot`'s device buffers
 for a static number of face slots (a *bucket*), so it can be captured in CUDA graphs per
 (slot, bucket, detection flag). Its parts:
 
@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import torch
 
 from livecam.analysis.gpu.facemesh import FaceRois, rois_from_landmarks
-from livecam.pipeline.gpu.slots import Slot
+from livecam.gpupipe.slots import Slot
 from livecam.swap.gpu.align import FivePointFromMesh
 from livecam.swap.gpu.neural import GpuInswapper
 from livecam.swap.gpu.paste import mask_fits_window

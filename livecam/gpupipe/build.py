@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from livecam.pipeline.gpu.program import FrameProgram
+from livecam.gpupipe.program import FrameProgram
 from livecam.swap.gpu.neural import GpuInswapper
 
 if TYPE_CHECKING:  # livecam.config imports yaml, which the GPU machine may not have
@@ -56,7 +56,7 @@ def build_program(engine: Any, *, device: torch.device | str, max_faces: int,
 
     ``engine`` is open, lives on ``device`` and offers ``run_torch`` (``TorchEngine``). With
     ``cuda_graphs=True`` the engine replays its own graph between the pipeline's two graphs
-    (see :mod:`livecam.pipeline.gpu.graphs`).
+    (see :mod:`livecam.gpupipe.graphs`).
     """
     from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
 

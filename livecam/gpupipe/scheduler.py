@@ -1,13 +1,13 @@
 """The GPU frame scheduler: overlaps upload/compute of tick k+1 with download/send of tick k.
 
 One *tick* is a group of frames (one per input stream) processed together. Each tick takes the
-next :class:`~livecam.pipeline.gpu.slots.Slot` of a ring and queues, on that slot's stream:
+next :class:`~livecam.gpupipe.slots.Slot` of a ring and queues, on that slot's stream:
 upload (pinned -> device), a wait for the previous tick's compute (the ROI state chains from
 tick to tick), the frame program (a CUDA graph replay where possible), download (device ->
 pinned) and an event. The host returns at once; while the GPU runs tick k+1 the host collects
 tick k. Only the analysis (the ROI state) is ordered between ticks, so tick k+1's detector,
 face mesh and alignment run on the GPU at the same time as tick k's generator and paste-back
-(see :mod:`livecam.pipeline.gpu.graphs`). Usage, from one thread::
+(see :mod:`livecam.gpupipe.graphs`). Usage, from one thread::
 
     with GpuScheduler(program, shape, device) as sched:
         for frame in source:
@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from livecam.pipeline.gpu.graphs import GraphRunner, bucket_for, face_buckets
-from livecam.pipeline.gpu.program import PRESENCE_THRESHOLD, FrameProgram
-from livecam.pipeline.gpu.slots import Slot, SlotRing, SlotShape
-from livecam.types import Faces
+from livecam.core.types import Faces
+from livecam.gpupipe.graphs import GraphRunner, bucket_for, face_buckets
+from livecam.gpupipe.program import PRESENCE_THRESHOLD, FrameProgram
+from livecam.gpupipe.slots import Slot, SlotRing, SlotShape
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Every source of control (hotkeys, the control API, signals, the preview window) produces these
 objects and puts them on one :class:`CommandQueue`; the pipeline thread drains it between frames
-and applies each command to the current :class:`~livecam.types.RuntimeState`.
+and applies each command to the current :class:`~livecam.core.types.RuntimeState`.
 
 ``apply`` is always pure. A few commands also act on the world outside the state (reload the
 identity library and config, save a snapshot, quit); they implement :class:`EffectCommand` and
@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
-from livecam.types import RuntimeState
+from livecam.core.types import RuntimeState
 
 
 class Command(Protocol):

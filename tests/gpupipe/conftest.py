@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.pipeline.gpu.build import ProgramOptions, build_program, detect_rois
-from livecam.pipeline.gpu.program import FrameProgram
+from livecam.gpupipe.build import ProgramOptions, build_program, detect_rois
+from livecam.gpupipe.program import FrameProgram
 from livecam.testing.standins import build_inswapper
 
 HEIGHT, WIDTH = 360, 480

@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
-from livecam.pipeline.gpu.program import FrameProgram, Staged
-from livecam.pipeline.gpu.slots import Slot
+from livecam.gpupipe.program import FrameProgram, Staged
+from livecam.gpupipe.slots import Slot
 
 log = logging.getLogger(__name__)
 
