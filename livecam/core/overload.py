@@ -69,6 +69,14 @@ class OverloadMonitor:
     def active(self) -> bool:
         return self.state.active
 
+    def overloaded_s(self, now_ns: int) -> float:
+        """Seconds spent overloaded so far, the stretch still going on up to ``now_ns``
+        included."""
+        with self._changed:
+            ongoing = (now_ns - self._t_prev_ns
+                       if self._state.active and self._t_prev_ns is not None else 0)
+            return (self._total_ns + max(0, ongoing)) / 1e9
+
     def wait_active(self, timeout_s: float) -> bool:
         """Block until an overload is reported (True) or ``timeout_s`` passed (False)."""
         with self._changed:

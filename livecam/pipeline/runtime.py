@@ -308,12 +308,16 @@ class App:
         while not self._done.wait(_WATCH_TICK_S):
             self._update_drop_counters()
             now_ns = time.perf_counter_ns()
+            began = False
             if self.config.pipeline.realtime:
+                was_active = self.overload.active
                 total, latencies = self.metrics.pipeline_latencies_ms()
                 self.overload.update(now_ns=now_ns, captured=self.metrics.counter("captured"),
                                      processed=self.metrics.counter("processed"),
                                      latencies_ms=latencies, latency_total=total)
-            if interval_ns and now_ns >= next_line_ns:
+                began = self.overload.active and not was_active
+            # an overload shows in the status line at once, not at the next regular one
+            if interval_ns and (now_ns >= next_line_ns or began):
                 next_line_ns = now_ns + interval_ns
                 self._log_status_line()
 
@@ -340,7 +344,7 @@ class App:
         end_ns = self._t_stop_ns or time.perf_counter_ns()
         wall_s = (end_ns - (self._t_start_ns or end_ns)) / 1e9
         return RunSummary.from_metrics(self.metrics, wall_s=wall_s,
-                                       overloaded_s=self.overload.state.total_s)
+                                       overloaded_s=self.overload.overloaded_s(end_ns))
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the run is done (frame limit reached, input ended, quit); True if done."""
