@@ -17,7 +17,9 @@ temporary home, so the stages are a pass-through), its API on a free 127.0.0.1 p
 Table columns: `gap ms`/`frames` = the longest interval between two output frames in the 10 s
 before the phase's reading (the status document's window: includes some quiet time), `>1.5f`
 = intervals over 50 ms during the phase (the `livecam_output_interval_seconds` histogram), and
-`bucket` = the upper bound (ms) of the longest interval seen in the phase. The output repeats
+`bucket` = the upper bound (ms) of the longest interval seen in the phase; `extra_cpu_s` = CPU
+seconds livecam used during the phase beyond its quiet rate (what the attack cost it: less
+sensitive to the host's load than the gaps). The output repeats
 a frame after 1.5 intervals by design, so on a loaded host the quiet baseline alone reaches
 about 1.5 frames: compare each phase with it.
 
@@ -53,6 +55,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -274,17 +283,23 @@ class Phases:
         self._cam = cam
         self._t_last_read = 0.0
         self.results: list[dict[str, Any]] = []
+        self.cpu_per_s: float | None = None
 
     def run(self, name: str, attack: Any) -> None:
         # start once the previous phase has left the status document's 10 s gap window
         time.sleep(max(0.0, self._t_last_read + 10.0 - time.monotonic()))
         cam = self._cam
         hist0 = cam.intervals()
+        cpu0 = cpu_s(cam.proc.pid)
         t0 = time.perf_counter()
         result = attack()
         elapsed = time.perf_counter() - t0
         time.sleep(1.0)
         hist1 = cam.intervals()
+        cpu = cpu_s(cam.proc.pid) - cpu0
+        if self.cpu_per_s is None:  # the first phase is the quiet baseline
+            self.cpu_per_s = cpu / (elapsed + 1.0)
+        result["extra_cpu_s"] = round(cpu - self.cpu_per_s * (elapsed + 1.0), 2)
         try:
             status = cam.status()
         except (OSError, ValueError) as exc:

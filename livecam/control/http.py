@@ -9,7 +9,10 @@ connection that never sends a request open forever):
 - one event-loop thread for every connection, and aiohttp's C HTTP parser;
 - at most ``max_connections`` open connections: beyond that the server stops accepting and
   new connections wait in the kernel's listen queue (``backlog``) instead of costing anything
-  here, so a burst of legitimate requests is served as soon as slots free up;
+  here, so a burst of legitimate requests is served as soon as slots free up; and at most
+  ``accepts_per_s`` new connections a second, so a flood (thousands of sockets opened and
+  closed) is worked off in small steps with the frame threads running in between, never in
+  one long burst of the event loop;
 - a connection must send its request line and headers within ``idle_timeout_s`` of
   connecting (or of its previous response), else it is closed;
 - handlers check the token before reading a body and read at most ``max_body_bytes`` within
@@ -42,7 +45,8 @@ class Limits:
     """What one client may hold or send; see the module docstring."""
 
     max_connections: int = 64
-    backlog: int = 1024
+    backlog: int = 256
+    accepts_per_s: float = 1000.0
     idle_timeout_s: float = 5.0
     body_timeout_s: float = 5.0
     max_body_bytes: int = 64 * 1024
@@ -159,9 +163,14 @@ class HttpServer:
         leave new ones in the kernel's listen queue until one closes."""
         loop = asyncio.get_running_loop()
         limit = self._limits.max_connections
+        spacing_s = 1.0 / self._limits.accepts_per_s
+        t_next = loop.time()
         while True:
             while len(server.connections) >= limit:
                 await asyncio.sleep(0.02)
+            if loop.time() < t_next:
+                await asyncio.sleep(t_next - loop.time())
+            t_next = max(t_next + spacing_s, loop.time())
             try:
                 conn, _ = await loop.sock_accept(self._sock)
             except OSError as exc:  # e.g. out of file descriptors: back off, keep serving
