@@ -35,11 +35,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.resources
-import ipaddress
 import json
 import logging
 import queue
-import socket
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
@@ -51,7 +49,7 @@ from prometheus_client.exposition import choose_encoder
 from livecam.config.control import ControlConfig
 from livecam.control.auth import load_or_create_token, token_matches
 from livecam.control.catalog import IdentityCatalog
-from livecam.control.http import HttpServer, Limits, bind_socket
+from livecam.control.http import LOOPBACK, HostCheck, HttpServer, Limits, bind_socket
 from livecam.control.paths import new_snapshot_path
 from livecam.control.requests import VERBS, RequestError, build_command, parse_body
 from livecam.control.status import ControlTarget, StateCollector, StatusReporter
@@ -61,7 +59,6 @@ from livecam.core.errors import ConfigError
 log = logging.getLogger(__name__)
 
 _APPLY_TIMEOUT_S = 2.0
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
 #: Open ``/api/events`` streams at most (a panel holds one); more get 503.
 _MAX_EVENT_STREAMS = 8
 #: A stream whose client stops reading for this long is closed.
@@ -83,40 +80,6 @@ def state_dict(state: Any) -> dict[str, Any]:
     return {"active_identity": state.active_identity, "bypass": state.bypass,
             "identities": list(state.identities), "generation": state.generation,
             "assignments": [{"track_id": t, "identity": n} for t, n in state.track_identities]}
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-class HostCheck:
-    """Which ``Host`` headers name this server: ``localhost`` and the listen address; for a
-    wildcard listen address (0.0.0.0, ::) any IP literal and this machine's host name. A
-    DNS-rebinding page sends its own domain name, which never matches."""
-
-    def __init__(self, bound_host: str) -> None:
-        names = {"localhost", bound_host.lower()}
-        self._any_ip = bound_host in ("0.0.0.0", "::", "")
-        if self._any_ip:
-            names.add(socket.gethostname().lower())
-        if bound_host in _LOOPBACK:
-            names.update(("127.0.0.1", "::1"))
-        self._names = frozenset(names)
-
-    def allows(self, header: str | None) -> bool:
-        if not header:
-            return False
-        host = header.strip().lower()
-        if host.startswith("["):  # [v6]:port
-            host = host[1:].partition("]")[0]
-        elif host.count(":") == 1:
-            host = host.partition(":")[0]
-        host = host.rstrip(".")
-        return host in self._names or (self._any_ip and _is_ip(host))
 
 
 def _error(status: HTTPStatus, message: str, *, close: bool = False,
@@ -175,7 +138,7 @@ class ControlServer:
         """Read (or create) the token file, bind and serve in a background thread."""
         self._token = load_or_create_token(self._token_file)
         host, port = self._address
-        if host not in _LOOPBACK:
+        if host not in LOOPBACK:
             log.warning("control API listens on %s, reachable from other machines; anyone "
                         "with the token can control livecam", host)
         try:

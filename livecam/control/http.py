@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import socket
 import threading
@@ -38,6 +39,9 @@ from dataclasses import dataclass
 from aiohttp import web
 
 log = logging.getLogger(__name__)
+
+#: Listen addresses reachable from this machine only.
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,40 @@ def _quiet_aiohttp_logs() -> None:
     # idempotent: a filter object is added to a logger at most once
     logging.getLogger("aiohttp.server").addFilter(_QUIET)
     logging.getLogger("aiohttp.web").addFilter(_QUIET)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+class HostCheck:
+    """Which ``Host`` headers name this server: ``localhost`` and the listen address; for a
+    wildcard listen address (0.0.0.0, ::) any IP literal and this machine's host name. A
+    DNS-rebinding page sends its own domain name, which never matches."""
+
+    def __init__(self, bound_host: str) -> None:
+        names = {"localhost", bound_host.lower()}
+        self._any_ip = bound_host in ("0.0.0.0", "::", "")
+        if self._any_ip:
+            names.add(socket.gethostname().lower())
+        if bound_host in LOOPBACK:
+            names.update(("127.0.0.1", "::1"))
+        self._names = frozenset(names)
+
+    def allows(self, header: str | None) -> bool:
+        if not header:
+            return False
+        host = header.strip().lower()
+        if host.startswith("["):  # [v6]:port
+            host = host[1:].partition("]")[0]
+        elif host.count(":") == 1:
+            host = host.partition(":")[0]
+        host = host.rstrip(".")
+        return host in self._names or (self._any_ip and _is_ip(host))
 
 
 def bind_socket(host: str, port: int, backlog: int) -> socket.socket:

@@ -237,3 +237,20 @@ def test_a_slow_body_times_out(quick: Running) -> None:
             "Authorization": f"Bearer {quick.token}", "Content-Length": "100"}) + b'{"na')
         status, _, body = _read_response(sock, timeout_s=10)
     assert status == 408 and "not received" in json.loads(body)["error"]
+
+
+def test_host_check_for_wildcard_and_specific_binds() -> None:
+    import socket as sockets
+
+    from livecam.control.http import HostCheck
+
+    wildcard = HostCheck("0.0.0.0")
+    for host in ("192.0.2.7:8765", "[2001:db8::1]:8765", "localhost",
+                 f"{sockets.gethostname()}:8765"):
+        assert wildcard.allows(host), host
+    specific = HostCheck("192.0.2.7")
+    assert specific.allows("192.0.2.7:8765") and specific.allows("localhost:8765")
+    for check in (wildcard, specific):
+        for host in ("evil.example", "evil.example:8765", "192.0.2.7.evil.example", None, ""):
+            assert not check.allows(host), host
+    assert not specific.allows("192.0.2.8:8765")
