@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import re
 import socket
 import threading
 from collections.abc import Callable
@@ -58,18 +59,24 @@ class Limits:
     shutdown_s: float = 0.1
 
 
+#: A token in a request line or header that aiohttp quotes in a parse error.
+_SECRET = re.compile(r"(token=|bearer\s+)[^&\s'\"\\]+", re.IGNORECASE)
+
+
 class _OneLine(logging.Filter):
-    """aiohttp logs every malformed request it answers with a 400 as an ERROR with a traceback:
-    any local program could flood the log (and a JSON log with multi-line tracebacks). Keep
-    one DEBUG line per request instead, emitted only when livecam's control logger is at
-    DEBUG."""
+    """aiohttp logs every malformed request it answers with a 400 as an ERROR with a traceback
+    that quotes the offending line: any local program could flood the log (and a JSON log with
+    multi-line tracebacks), and the line may hold the token. Keep one DEBUG line per request,
+    token masked, emitted only when livecam's control logger is at DEBUG."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}".replace("\n", " ")
-            record.args = ()
-            record.exc_info = record.exc_text = None
+            text = f"{text}: {type(exc).__name__}: {exc}"
+        record.msg = _SECRET.sub(r"\1***", text.replace("\n", " "))
+        record.args = ()
+        record.exc_info = record.exc_text = None
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return log.isEnabledFor(logging.DEBUG)
 

@@ -191,6 +191,12 @@ def test_tokens_are_never_logged(running: Running, caplog: pytest.LogCaptureFixt
         running.call(path, token=None, query_token=running.token)
         running.call(path, token=None, query_token=running.token[::-1])
     running.call("/api/select", method="POST", body={"name": "bob"})
+    # malformed requests, which the HTTP layer quotes in its error
+    for raw in (f"GET /api/status?token={running.token} HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+                f"GET /api/status?token={running.token} HTTP/9.9\r\n\r\n",
+                f"GET /\x01?token={running.token} HTTP/1.1\r\n\r\n",
+                f"GET / HTTP/1.1\r\nAuthorization: Bearer {running.token}\r\nBad\x01: y\r\n\r\n"):
+        assert _exchange(running, raw.encode())[0] == 400
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "/api/status" in text  # requests are logged at DEBUG, without their query
     assert running.token not in text and running.token[::-1] not in text
