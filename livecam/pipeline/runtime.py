@@ -61,7 +61,8 @@ class App:
     :class:`~livecam.core.commands.ControlHooks` of its scheduler (``request_reload``,
     ``save_snapshot``, ``set_output_delay``). ``overload`` judges every 0.25 s whether the
     stages keep up (live mode); ``summary()`` gives the whole-run figures. With
-    ``wait_for_source`` a live source that cannot be opened at start does not fail the run: the output sends black frames at ``capture`` size until it appears.
+    ``wait_for_source`` a live source that cannot be opened at start does not fail the run:
+    the output sends black frames at ``capture`` size until it appears.
     """
 
     def __init__(self, config: Config, *, source: FrameSource, sink: FrameSink,
