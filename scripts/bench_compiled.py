@@ -202,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     cache.clear("inswapper_128")
     build_args = [a for s in sets for a in ("--set", s)]
     t0 = time.perf_counter()
-    built = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "build",
-                            "inswapper_128", *build_args], env=child_env(), capture_output=True,
+    built = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", *build_args,
+                            "build", "inswapper_128"], env=child_env(), capture_output=True,
                            text=True)
     results["build_s"] = time.perf_counter() - t0
     results["build_log"] = (built.stdout + built.stderr)[-4000:]

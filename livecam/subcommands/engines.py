@@ -86,13 +86,17 @@ def _build_compiled(config: Any, name: str) -> int:
     from dataclasses import replace
 
     from livecam.core.errors import UsageError
-    from livecam.engines.registry import choose_backend, engine_cache_dir
+    from livecam.engines.registry import choose_backend, engine_cache_dir, model_store
     from livecam.gpupipe.factory import gpu_pipeline_wanted
     from livecam.swap.neural_models import NeuralModels
 
     if config.engine.torch_mode in ("eager", "cuda_graphs"):
         raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to compile "
                          "(use --set engine.torch_mode=compiled)")
+    kind = model_store(config.models).manifest(name).kind
+    if kind != "swapper":
+        raise UsageError(f"{name} is a {kind}: the torch engine compiles swap generators only "
+                         "(the others run on the executor)")
     models = NeuralModels.from_config(config, model=name)
     # the path `livecam run` takes for this config in neural mode
     gpu = gpu_pipeline_wanted(replace(config, swap=replace(config.swap, mode="neural")))

@@ -52,9 +52,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
             f"engine.cache_dir={root / 'cache'}", "engine.backend=torch", "engine.device=cpu",
             "engine.compiled_batch_sizes=[2]", "gpu.pipeline=never"]
     args = [a for s in sets for a in ("--set", s)]
-    result = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "build",
-                             "inswapper_128", *args], capture_output=True, text=True,
-                            timeout=1800)
+    result = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", *args, "build",
+                             "inswapper_128"], capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stderr[-2000:]
     config = _config(root, models_dir, manifests_dir)
     models = NeuralModels.from_config(config)
@@ -83,9 +82,9 @@ def test_build_made_one_package_per_batch_and_list_shows_it(built: Built) -> Non
     entries = built.cache.entries()
     assert [e.key.kind for e in entries] == ["torch-compiled"]
     assert entries[0].key.batch == 2 and entries[0].key.precision == "fp32"  # type: ignore
-    listed = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "list", "--set",
-                             f"engine.cache_dir={built.cache.root}"], capture_output=True,
-                            text=True, timeout=120)
+    listed = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
+                             f"engine.cache_dir={built.cache.root}", "list"],
+                            capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "compiled torch" in listed.stdout
     assert "batch 2" in listed.stdout
 
