@@ -51,13 +51,13 @@ class Daemon:
     def address_set(self) -> list[str]:
         return ["--set", f"control.api_address=127.0.0.1:{self.port}"]
 
-    def start(self, *args: str, record: bool = True) -> Daemon:
+    def start(self, *args: str, record: bool = True, cwd: Path | None = None) -> Daemon:
         (self.root / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
         if record:
             self.record_dir = self.root / f"rec-{self.name}"
         cmd = [sys.executable, "-m", "livecam.cli", "daemon", *args, *self.address_set,
                "--set", "pipeline.status_interval_s=0"]
-        self.proc = subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return self
 
