@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from livecam.subcommands.common import config_from_args
 from livecam.subcommands.run import add_run_options
-
-log = logging.getLogger("livecam")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +34,5 @@ def run(args: argparse.Namespace) -> int:
     args.overrides = ["logging.json=true", *args.overrides]
     config = config_from_args(args)
     with lock_for_run(config, args.input, args.output):
-        app = build_from_args(args, config, daemon=True)
-        reason = serve(app)
-    log.info("daemon exiting (%s): %d frames sent", reason, app.metrics.counter("sent"))
+        serve(lambda: build_from_args(args, config, daemon=True))
     return 0

@@ -60,29 +60,27 @@ class _Handler(logging.StreamHandler[IO[str]]):
         super().handleError(record)  # a bad log call: say so (JSON too, through the capture)
 
 
-# glog/absl ("W0000 00:00:..."), OpenCV ("[ WARN:0@1.2]"), TFLite ("INFO: ..."), libpng, FFmpeg
+# glog/absl ("W0000 00:00:..."), else the first level word: OpenCV ("[ WARN:0@1.2]"), TFLite
+# ("INFO: ..."), libpng ("libpng warning: tEXt: CRC error"), FFmpeg ("[h264 @ 0x..] error ...")
 _GLOG = re.compile(r"^([IWEF])\d{4} ")
-_LEVEL_WORDS = (
-    (re.compile(r"^\[?\s*(FATAL|CRITICAL)\b|^F\d{4} ", re.I), logging.CRITICAL),
-    (re.compile(r"\berror\b|^\[\s*ERROR\b", re.I), logging.ERROR),
-    (re.compile(r"\bwarn(ing)?\b", re.I), logging.WARNING),
-    (re.compile(r"^\[?\s*(INFO|DEBUG|VERBOSE)\b", re.I), logging.INFO),
-)
+_LEVEL_WORD = re.compile(r"\b(fatal|critical|error|warning|warn|info|debug|verbose)\b", re.I)
+_WORD_LEVELS = {"fatal": logging.CRITICAL, "critical": logging.CRITICAL, "error": logging.ERROR,
+                "warning": logging.WARNING, "warn": logging.WARNING}
 _TRACEBACK_CONTINUES = ("Traceback (most recent call last):", "During handling of the above",
                         "The above exception was the direct cause")
 
 
 def native_level(line: str) -> int:
-    """The log level a line written to stderr by a library most likely means (WARNING when
-    it says nothing: unasked-for output is worth a look)."""
+    """The log level a line written to stderr by a library most likely means: its glog
+    prefix, else its first level word, else WARNING (unasked-for output is worth a look)."""
     glog = _GLOG.match(line)
     if glog:
         return {"I": logging.INFO, "W": logging.WARNING, "E": logging.ERROR,
                 "F": logging.CRITICAL}[glog.group(1)]
-    for pattern, level in _LEVEL_WORDS:
-        if pattern.search(line):
-            return level
-    return logging.WARNING
+    word = _LEVEL_WORD.search(line)
+    if word is None:
+        return logging.WARNING
+    return _WORD_LEVELS.get(word.group(1).lower(), logging.INFO)
 
 
 class NativeStderr:
