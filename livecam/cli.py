@@ -59,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    if getattr(args, "exit_without_teardown", False):  # `livecam daemon`: SIGTERM in < 1 s
+        from livecam.daemon.service import exit_without_teardown
+
+        exit_without_teardown(code)
     sys.exit(code)
 
 

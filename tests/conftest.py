@@ -16,12 +16,14 @@ from livecam.config import Config, load_config
 def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Point the user data/config/cache dirs (platformdirs follows XDG on Linux) at a temporary
     folder for the whole run, subprocesses included, so no test reads or writes the real home
-    (identity library, control token, models, engine cache)."""
+    (identity library, control token, models, engine cache, device locks: test runs that
+    share this machine must not refuse each other's virtual camera)."""
     root = tmp_path_factory.mktemp("home")
     saved = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "XDG_CONFIG_HOME",
-                                            "XDG_CACHE_HOME")}
+                                            "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")}
     for key in saved:
         os.environ[key] = str(root / key.lower())
+    (root / "xdg_runtime_dir").mkdir(mode=0o700)
     yield
     for key, value in saved.items():
         if value is None:

@@ -39,5 +39,6 @@ class ControlConfig:
     snapshot_dir: str = knob(
         "", "Folder for snapshots; empty = `snapshots` in the user data dir.")
     lock_dir: str = knob(
-        "", "Folder for the daemon's device lock files; empty = the user runtime dir "
-        "($XDG_RUNTIME_DIR/livecam on Linux).")
+        "", "Folder for the lock files that keep two livecams (daemon or run) off one camera, "
+        "virtual camera or output file; empty = the user runtime dir ($XDG_RUNTIME_DIR/livecam "
+        "on Linux).")

@@ -1,19 +1,29 @@
-"""Lock files that keep two livecam daemons off the same camera or virtual camera.
+"""Lock files that keep two livecam processes off the same camera, virtual camera or video file.
 
-One ``flock``-ed file per device in the lock dir (``$XDG_RUNTIME_DIR/livecam`` by default).
-The kernel drops the lock when the process dies, however it dies, so a stale file never blocks
-a restart; the file only keeps the holder's pid for the error message.
+A second writer to a virtual camera interleaves its frames with the first one's (the picture
+flickers between two streams); a second writer to a ``file:`` output truncates and overwrites
+the first one's recording; two readers of one camera fight over it. ``livecam daemon`` and
+``livecam run`` therefore take one lock per device they use, in the lock dir
+(``$XDG_RUNTIME_DIR/livecam`` by default), before anything is opened.
+
+The locks are ``filelock`` locks: ``flock`` on Linux and macOS, ``LockFileEx`` on Windows. The
+operating system drops them when the process ends however it ends (``kill -9`` included), so a
+stale file never blocks the next start. Beside each lock, a ``.pid`` file names the holder for
+the error message (read only while the lock is taken).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import IO
 
+from filelock import FileLock, Timeout
+
+from livecam.config import Config
 from livecam.core.errors import LivecamError
 
 log = logging.getLogger(__name__)
@@ -33,12 +43,19 @@ def default_lock_dir() -> Path:
         return Path(platformdirs.user_runtime_dir("livecam", appauthor=False))
 
 
+def _file_key(target: str) -> str:
+    """One key per file however it is named: relative, via a symlink, or (Windows) in
+    another letter case."""
+    return "file-" + os.path.normcase(os.path.realpath(os.path.expanduser(target)))
+
+
 def device_keys(input_spec: str, output_spec: str, *, output_device: str = "",
                 output_backend: str = "") -> list[tuple[str, str]]:
     """(lock key, what to call it) for the devices an ``--input``/``--output`` pair uses.
 
-    Only cameras and virtual cameras are exclusive; files, images, windows are not locked.
-    ``camera:0`` and ``camera:/dev/video0`` are the same device on Linux and get one key.
+    Cameras, virtual cameras and ``file:`` outputs are exclusive; ``file:``/``image:`` inputs,
+    windows and ``null`` are not locked (any number of readers is fine). ``camera:0`` and
+    ``camera:/dev/video0`` are the same device on Linux and get one key.
     """
     keys: list[tuple[str, str]] = []
     kind, _, target = input_spec.partition(":")
@@ -47,59 +64,84 @@ def device_keys(input_spec: str, output_spec: str, *, output_device: str = "",
         if target.isdigit() and sys.platform.startswith("linux"):
             device = f"/dev/video{target}"
         keys.append((f"camera-{device}", f"camera {device}"))
-    if output_spec == "virtualcam":
+    out_kind, _, out_target = output_spec.partition(":")
+    if out_kind == "virtualcam":
         backend = output_backend or "default"
         device = output_device or "default"
         keys.append((f"virtualcam-{backend}-{device}",
                      f"virtual camera {device} ({backend} backend)"))
+    elif out_kind == "file" and out_target:
+        key = _file_key(out_target)
+        keys.append((key, f"output file {key.removeprefix('file-')}"))
     return keys
 
 
-def _file_name(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_") + ".lock"
+def lock_file_name(key: str) -> str:
+    """A file name for ``key``: readable, and unique (two paths that read alike once
+    sanitised, such as ``a/b_c`` and ``a_b/c``, still get two files)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_")[-60:]
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{slug}-{digest}.lock"
 
 
 class DeviceLock:
-    """Holds the locks for ``keys`` from ``acquire`` until ``release`` (idempotent).
+    """Holds the locks for ``keys`` from ``acquire`` until ``release`` (idempotent), in
+    ``lock_dir``. Main thread (or any one thread for both calls).
 
     ``acquire`` raises :class:`DeviceBusyError` naming the holder's pid when one is taken, and
-    then holds none of them.
+    then holds none of them. A second ``DeviceLock`` on the same key is refused in the same
+    process too.
     """
 
     def __init__(self, keys: list[tuple[str, str]], lock_dir: Path) -> None:
         self._keys = keys
         self._dir = lock_dir
-        self._held: list[IO[str]] = []
+        self._held: list[tuple[FileLock, Path]] = []
 
     def acquire(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # Windows: the OBS virtual camera refuses a second writer itself
-            log.info("device locks are not available on this platform")
-            return
-        self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self._keys:
+            self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         for key, label in self._keys:
-            path = self._dir / _file_name(key)
-            fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
+            path = self._dir / lock_file_name(key)
+            pid_path = path.with_suffix(".pid")
+            lock = FileLock(path, timeout=0, thread_local=False)
             try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                fh.seek(0)
-                holder = fh.read().strip() or "?"
-                fh.close()
+                lock.acquire()
+            except Timeout:
                 self.release()
                 raise DeviceBusyError(
-                    f"{label} is already used by another livecam (pid {holder}; lock {path}): "
-                    "stop that one first, or pick another device with --input / "
-                    "--set output.device=...") from None
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"{os.getpid()}\n")
-            fh.flush()
-            self._held.append(fh)
+                    f"{label} is already used by another livecam (pid {_holder(pid_path)}; "
+                    f"lock {path}): stop that one first, or pick another with --input / "
+                    "--output / --set output.device=...") from None
+            pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
+            self._held.append((lock, pid_path))
             log.debug("locked %s (%s)", label, path)
 
     def release(self) -> None:
-        for fh in self._held:
-            fh.close()  # closing drops the flock
+        for lock, pid_path in reversed(self._held):
+            pid_path.unlink(missing_ok=True)  # before the lock: the next holder writes its own
+            lock.release()
         self._held = []
+
+    def __enter__(self) -> DeviceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def lock_for_run(config: Config, input_spec: str, output_spec: str) -> DeviceLock:
+    """The (not yet acquired) lock of the devices of a ``run``/``daemon``, in
+    ``control.lock_dir`` or the default lock dir."""
+    configured = config.control.lock_dir
+    lock_dir = Path(configured).expanduser() if configured else default_lock_dir()
+    return DeviceLock(device_keys(input_spec, output_spec, output_device=config.output.device,
+                                  output_backend=config.output.backend), lock_dir)
+
+
+def _holder(pid_path: Path) -> str:
+    try:
+        return pid_path.read_text(encoding="utf-8").strip() or "?"
+    except OSError:  # written a moment after the lock is taken
+        return "?"

@@ -48,6 +48,19 @@ class ControlSource(Protocol):
     def stop(self) -> None: ...
 
 
+class _Stopwatch:
+    """Milliseconds between successive ``lap`` calls, by name."""
+
+    def __init__(self) -> None:
+        self._t_ns = time.perf_counter_ns()
+        self.laps_ms: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter_ns()
+        self.laps_ms[name] = (now - self._t_ns) / 1e6
+        self._t_ns = now
+
+
 class App:
     """One run: owns the source, the stages, the sink and the three threads.
 
@@ -107,6 +120,7 @@ class App:
         self._t_stop_ns: int | None = None
         self.output_size_px = (0, 0)
         self.output_fps = 0.0
+        self.stop_timings_ms: dict[str, float] = {}
 
     @property
     def state(self) -> RuntimeState:
@@ -353,26 +367,34 @@ class App:
         return self._done.wait(timeout_s)
 
     def stop(self, timeout_s: float = 0.9) -> None:
-        """End the run and free everything. Idempotent; returns within about ``timeout_s``."""
+        """End the run and free everything. Idempotent; returns within about ``timeout_s``
+        plus what closing the sink and stages takes. ``stop_timings_ms`` says where it went."""
         deadline = time.monotonic() + timeout_s
+        timings = _Stopwatch()
         self._mark_done()
         for control in reversed(self.controls):
             try:
                 control.stop()
             except Exception as exc:  # stopping must go on
                 log.error("stopping %s failed: %s", type(control).__name__, exc)
+        timings.lap("controls")
         threads = [t for t in (self._capture, self._scheduler, self._output) if t is not None]
         for t in threads:
             t.request_stop()
         if self._capture is not None:
             self._capture.stop(join_timeout_s=max(0.0, (deadline - time.monotonic()) / 3))
+        timings.lap("capture")
         if self._scheduler is not None:
             self._scheduler.stop(join_timeout_s=max(0.0, (deadline - time.monotonic()) / 2))
+        timings.lap("pipeline")
         if self._output is not None:
             self._output.stop(join_timeout_s=max(0.0, deadline - time.monotonic()))
+        timings.lap("output")
         if self._capture is not None:
             self._update_drop_counters()
         self._resources.close()
+        timings.lap("close")
+        self.stop_timings_ms = timings.laps_ms
 
     def run(self) -> None:
         """start, wait until done (or Ctrl-C), stop."""

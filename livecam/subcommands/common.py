@@ -1,14 +1,12 @@
-"""Options shared by subcommands: ``--config``, ``--set``, ``--log-level``; logging set-up."""
+"""Options shared by subcommands: ``--config``, ``--set``, ``--log-level``; logging set-up
+(:mod:`livecam.subcommands.logs`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-import sys
-import time
 
 from livecam.config import Config, load_config
+from livecam.subcommands.logs import setup_logging
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
@@ -29,29 +27,3 @@ def config_from_args(args: argparse.Namespace) -> Config:
     config = load_config(args.config, overrides)
     setup_logging(config.logging.level, json_lines=config.logging.json)
     return config
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "t": round(record.created, 3),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def setup_logging(level: str, *, json_lines: bool = False) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if json_lines:
-        handler.setFormatter(_JsonFormatter())
-    else:
-        fmt = logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
-        fmt.converter = time.localtime
-        handler.setFormatter(fmt)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)

@@ -43,7 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "'livecam' as the camera in OBS, Zoom or Meet), a video file or a preview window. "
         "Stops on Ctrl-C, after --frames output frames, or at the end of a non-looping file. "
         "Hotkeys, the preview window's keys and the control API (`livecam ctl`) switch "
-        "identities while it runs.",
+        "identities while it runs. Like `livecam daemon`, it refuses a camera, virtual camera "
+        "or output file that another livecam is using.",
     )
     add_run_options(p)
     p.add_argument("--frames", type=int, metavar="N",
@@ -89,11 +90,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.frames is not None and args.frames < 1:
         raise UsageError("--frames must be at least 1")
+    from livecam.daemon.lock import lock_for_run
+
     config = config_from_args(args)
-    app = build_from_args(args, config, daemon=False)
-    try:
-        app.run()
-    except KeyboardInterrupt:
-        log.info("interrupted")
+    # the same device locks as the daemon: a run and a daemon on one camera, virtual camera
+    # or output file clobber each other just as two daemons would
+    with lock_for_run(config, args.input, args.output):
+        app = build_from_args(args, config, daemon=False)
+        try:
+            app.run()
+        except KeyboardInterrupt:
+            log.info("interrupted")
     log.info("done: %s", app.summary().line())
     return 0

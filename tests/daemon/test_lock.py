@@ -1,0 +1,130 @@
+"""Device locks: one writer per camera, virtual camera and `file:` output, across processes.
+
+The daemons here read the synthetic input (no camera on this machine) and write real H.264
+files through the production FileSink; PyAV decodes what they wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from livecam.daemon.lock import DeviceBusyError, DeviceLock, device_keys, lock_file_name
+from tests.daemon.conftest import Daemon, free_port
+
+
+def decoded_frames(path: Path) -> int:
+    import av
+
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def test_file_outputs_get_one_key_however_the_path_is_written(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "rec")
+    monkeypatch.chdir(tmp_path)
+    keys = {device_keys("synthetic:", f"file:{p}")[0][0]
+            for p in ("rec/out.mp4", str(tmp_path / "rec" / "out.mp4"), "link/out.mp4",
+                      "./rec/../rec/out.mp4")}
+    assert len(keys) == 1
+    assert device_keys("synthetic:", "file:rec/other.mp4")[0][0] not in keys
+    # files, windows and null are not exclusive as inputs or when nothing is written
+    assert device_keys("file:rec/out.mp4", "null") == []
+    assert device_keys("image:a.png", "window") == []
+    # names that sanitise alike still get their own lock files
+    assert lock_file_name("file-/a/b_c") != lock_file_name("file-/a_b/c")
+
+
+def test_a_second_lock_on_the_same_file_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    keys = device_keys("synthetic:", f"file:{tmp_path / 'out.mp4'}")
+    first = DeviceLock(keys, tmp_path / "locks")
+    first.acquire()
+    with pytest.raises(DeviceBusyError, match=rf"output file .*out\.mp4 is already used by "
+                                              rf"another livecam \(pid {os.getpid()};"):
+        DeviceLock(keys, tmp_path / "locks").acquire()
+    first.release()
+    first.release()  # idempotent
+    with DeviceLock(keys, tmp_path / "locks"):
+        pass
+
+
+def test_a_lock_held_by_a_killed_process_does_not_block(tmp_path: Path) -> None:
+    keys = device_keys("camera:3", "virtualcam")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib, time\n"
+         "from livecam.daemon.lock import DeviceLock, device_keys\n"
+         "lock = DeviceLock(device_keys('camera:3', 'virtualcam'), "
+         f"pathlib.Path({str(tmp_path)!r}))\n"
+         "lock.acquire()\nprint('held', flush=True)\ntime.sleep(120)"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with pytest.raises(DeviceBusyError, match=f"pid {holder.pid}"):
+        DeviceLock(keys, tmp_path).acquire()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(30)
+    with DeviceLock(keys, tmp_path):  # the kernel dropped the dead process's lock
+        pass
+
+
+SYNTHETIC = ["--input", "synthetic:160x120"]
+
+
+@pytest.mark.slow
+def test_second_daemon_on_the_same_output_file_is_refused_and_the_recording_survives(
+        new_daemon: Callable[[], Daemon]) -> None:
+    first = new_daemon()
+    out = first.root / "rec.mp4"
+    first.start(*SYNTHETIC, "--output", f"file:{out}", record=False)
+    first.wait_ready(min_frames=20)
+    # the same file named another way (relative to another working directory)
+    second = new_daemon()
+    second.start(*SYNTHETIC, "--output", "file:../rec.mp4", record=False,
+                 cwd=first.root / "run")
+    assert second.proc is not None and first.proc is not None
+    assert second.proc.wait(60) == 1
+    err = second.stderr()
+    assert f"is already used by another livecam (pid {first.proc.pid}" in err
+    assert "Traceback" not in err
+    sent = first.status()["frames"]["sent"]
+    assert first.proc.poll() is None
+    first.stop()
+    assert first.proc.returncode == 0
+    # the first daemon's recording is whole: every frame it had sent is in it
+    assert decoded_frames(out) >= sent
+
+
+@pytest.mark.slow
+def test_run_is_refused_on_a_file_a_daemon_writes_and_a_killed_daemon_frees_it(
+        new_daemon: Callable[[], Daemon]) -> None:
+    d = new_daemon()
+    out = d.root / "rec.mp4"
+    d.start(*SYNTHETIC, "--output", f"file:{out}", record=False)
+    d.wait_ready(min_frames=10)
+    assert d.proc is not None
+    run = [sys.executable, "-m", "livecam.cli", "run", *SYNTHETIC, "--output", f"file:{out}",
+           "--frames", "5", "--set", f"control.api_address=127.0.0.1:{free_port()}"]
+    refused = subprocess.run(run, env=d.env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1
+    assert f"is already used by another livecam (pid {d.proc.pid}" in refused.stderr
+    assert d.proc.poll() is None
+    # kill -9: no clean-up at all; the next start must not be blocked by a stale lock
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait(30)
+    assert any(p.suffix == ".lock" for p in (d.root / "run" / "livecam").iterdir())
+    again = subprocess.run(run, env=d.env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert decoded_frames(out) == 5
+    follower = new_daemon().start(*SYNTHETIC, "--output", f"file:{out}", record=False)
+    status = follower.wait_ready(min_frames=5)
+    assert status["output"] == f"file:{out}"
+    assert json.loads(follower.ctl("--json", "status").stdout)["frames"]["sent"] >= 5

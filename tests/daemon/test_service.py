@@ -1,0 +1,81 @@
+"""``serve``: a stop signal while the app is still starting ends the start at once.
+
+Runs in the test's main thread (signal handlers live there) with a real App whose one stage
+takes as long to open as a model load on a busy machine; the signal is sent to this process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+from livecam.app import App
+from livecam.capture.sources import SyntheticSource
+from livecam.config import Config
+from livecam.core.stage import StageBase
+from livecam.daemon.service import serve
+from livecam.output.sinks import NullSink
+
+
+class SlowToOpen(StageBase):
+    """A stage whose ``open`` waits (as a model load would) until ``loaded`` is set."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.opening = threading.Event()
+        self.loaded = threading.Event()
+
+    def open(self) -> None:
+        self.opening.set()
+        self.loaded.wait(120)
+
+
+class Quick(StageBase):
+    name = "quick"
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class CountingSink(NullSink):
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def open(self, *, width: int, height: int, fps: float) -> None:
+        self.opened += 1
+
+
+def test_sigterm_while_a_stage_is_opening_ends_the_start(fast_config: Config) -> None:
+    quick, stage, sink = Quick(), SlowToOpen(), CountingSink()
+
+    def build() -> App:
+        return App(fast_config, source=SyntheticSource(width=64, height=48, fps=30), sink=sink,
+                   stages=[quick, stage])
+
+    def terminate_when_opening() -> None:
+        if stage.opening.wait(60):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_when_opening)
+    killer.start()
+    previous = signal.getsignal(signal.SIGTERM)
+    reason = serve(build)
+    killer.join(10)
+    assert reason == "SIGTERM"
+    assert not stage.loaded.is_set()  # the load was cut short, not waited for
+    assert quick.closed and sink.opened == 0  # what the start had opened was freed
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_serve_runs_the_app_until_it_finishes(fast_config: Config) -> None:
+    sink = CountingSink()
+
+    def build() -> App:
+        return App(fast_config, source=SyntheticSource(width=64, height=48, fps=30), sink=sink,
+                   stages=[], max_frames=5)
+
+    assert serve(build) == "finished"
+    assert sink.opened == 1

@@ -1,0 +1,144 @@
+"""JSON logs: with ``logging.json`` every line on stderr is one JSON object, whatever wrote it.
+
+Each case runs in a child process (the capture redirects the process's file descriptor 2,
+which pytest's own capture also uses). The noise comes from the real libraries: libpng via
+OpenCV reading a PNG with a damaged text chunk, LiteRT creating its XNNPACK delegate for
+MediaPipe's face mesh model, Python tracebacks, a thread dying, a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livecam.subcommands.logs import native_level
+
+
+def with_damaged_chunk(png: bytes) -> bytes:
+    """``png`` plus a tEXt chunk whose CRC is wrong: libpng warns and still decodes it."""
+    import struct
+
+    body = b"tEXt" + b"Comment\x00hello"
+    chunk = struct.pack(">I", len(body) - 4) + body + struct.pack(">I", 1234)
+    return png[:33] + chunk + png[33:]  # after the signature and IHDR
+
+
+def damaged_png(path: Path) -> Path:
+    import cv2
+    import numpy as np
+
+    _, buf = cv2.imencode(".png", np.full((32, 32, 3), 100, np.uint8))
+    path.write_bytes(with_damaged_chunk(bytes(buf)))
+    return path
+
+
+def run_child(code: str, *, level: str = "INFO", json_lines: bool = True
+              ) -> subprocess.CompletedProcess[str]:
+    prelude = ("from livecam.subcommands.logs import setup_logging\n"
+               f"setup_logging({level!r}, json_lines={json_lines})\n")
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def json_lines(stderr: str) -> list[dict[str, Any]]:
+    """Every line parsed; fails naming the first line that is not one JSON object."""
+    records = []
+    for line in stderr.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            pytest.fail(f"stderr line is not JSON: {line!r}")
+        assert isinstance(value, dict), line
+        assert {"t", "level", "logger", "msg"} <= value.keys(), line
+        records.append(value)
+    return records
+
+
+def test_c_libraries_python_tracebacks_threads_and_warnings_all_come_out_as_json(
+        tmp_path: Path) -> None:
+    png = damaged_png(tmp_path / "damaged.png")
+    result = run_child(f"""
+        import logging, os, sys, threading, traceback, warnings
+        import cv2
+        from livecam.analysis.litert import open_mediapipe_model
+        assert cv2.imread({str(png)!r}) is not None          # libpng warning (C, fd 2)
+        open_mediapipe_model("face_landmark", "face_landmark.tflite", 1)  # "INFO: Created ..."
+        logging.getLogger("livecam.test").info("with fields", extra={{"timings_ms": {{"a": 1}}}})
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            traceback.print_exc()                             # as http.server prints them
+        t = threading.Thread(target=lambda: [][1], name="worker")
+        t.start(); t.join()
+        warnings.warn("old knob", UserWarning)
+        print("plain print to stderr", file=sys.stderr)
+        os.write(2, b"no newline at the end")
+    """)
+    assert result.returncode == 0, result.stderr
+    records = json_lines(result.stderr)
+    by_msg = {r["msg"]: r for r in records}
+    assert by_msg["libpng warning: tEXt: CRC error"]["logger"] == "native"
+    assert by_msg["libpng warning: tEXt: CRC error"]["level"] == "WARNING"
+    tflite = [r for r in records if "XNNPACK delegate" in r["msg"]]
+    assert tflite and tflite[0]["logger"] == "native" and tflite[0]["level"] == "INFO"
+    assert by_msg["with fields"]["timings_ms"] == {"a": 1}
+    # a printed traceback is one record, its last line the message
+    zero = by_msg["ZeroDivisionError: division by zero"]
+    assert zero["level"] == "ERROR" and zero["traceback"].startswith("Traceback (most recent")
+    assert 'File "<string>", line' in zero["traceback"]
+    died = [r for r in records if r["msg"].startswith("uncaught exception in thread worker")]
+    assert died and died[0]["level"] == "ERROR" and "IndexError" in died[0]["exc"]
+    assert any(r["logger"] == "py.warnings" and "old knob" in r["msg"] for r in records)
+    assert by_msg["plain print to stderr"]["logger"] == "native"
+    assert by_msg["no newline at the end"]["logger"] == "native"  # drained at exit
+
+
+def test_an_uncaught_exception_in_the_main_thread_is_one_critical_record() -> None:
+    result = run_child("raise RuntimeError('boom')")
+    assert result.returncode == 1
+    records = json_lines(result.stderr)
+    assert [r["level"] for r in records] == ["CRITICAL"]
+    assert records[0]["msg"] == "uncaught exception: boom"
+    assert "RuntimeError: boom" in records[0]["exc"]
+
+
+def test_back_to_plain_lines_ends_the_capture() -> None:
+    result = run_child("""
+        import os, logging
+        from livecam.subcommands.logs import setup_logging
+        setup_logging("INFO", json_lines=True)   # twice: still one capture
+        os.write(2, b"captured\\n")
+        setup_logging("INFO", json_lines=False)
+        os.write(2, b"raw again\\n")
+        logging.getLogger("x").warning("plain record")
+    """)
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    assert json.loads(lines[0])["msg"] == "captured"
+    assert lines[1] == "raw again"
+    assert lines[2].endswith("WARNING x: plain record")
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize(("line", "level"), [
+    ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.", logging.INFO),
+    ("libpng warning: iCCP: known incorrect sRGB profile", logging.WARNING),
+    ("[ WARN:0@0.013] global cap_v4l.cpp:914 open VIDEOIO(V4L2:/dev/video7): can't open "
+     "camera by index", logging.WARNING),
+    ("[ERROR:0@0.014] global obsensor_uvc_stream_channel.cpp:158 getStreamChannelGroup "
+     "Camera index out of range", logging.ERROR),
+    ("[h264 @ 0x55822428d280] error while decoding MB 22 26, bytestream 80", logging.ERROR),
+    ("W0000 00:00:1712345678.123 123 face_landmarker_graph.cc:174] Sets FaceBlendshapes",
+     logging.WARNING),
+    ("I0000 00:00:1712345678.123 123 gl_context.cc:357] GL version: 3.2", logging.INFO),
+    ("[h264 @ 0x55822428d280] Reference 2 >= 2", logging.WARNING),
+])
+def test_native_lines_get_the_level_they_say(line: str, level: int) -> None:
+    assert native_level(line) == level
