@@ -97,7 +97,7 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     keymap = bindings(config.control,
                       snapshot=lambda: SaveSnapshot(str(new_snapshot_path(snapshots))))
     if out_spec.kind == "window":
-        from livecam.output.sinks import WindowSink
+        from livecam.output.window import WindowSink
 
         sink = WindowSink(on_key=WindowKeys(keymap, commands).on_key)
     else:

@@ -1,5 +1,9 @@
 """Global hotkeys through pynput, where a display exists.
 
+Global hotkeys fire whichever program has the focus. The default bindings hold Ctrl+Alt so that
+typing text never fires them; a binding that is a plain key still works, with a warning at
+start that it fires while the user types elsewhere (see :func:`keymap.fires_while_typing`).
+
 Without a display (a server, `livecam daemon`, an SSH session) or without pynput, hotkeys are
 off and one log line says why; nothing else changes. pynput calls back on its own listener
 thread, which only queues commands.
@@ -12,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from livecam.control.keymap import CommandFactory
+from livecam.control.keymap import CommandFactory, fires_while_typing
 from livecam.core.commands import CommandQueue
 
 log = logging.getLogger(__name__)
@@ -82,6 +86,11 @@ class HotkeySource:
             return False
         self._listener = listener
         log.info("hotkeys on: %s", ", ".join(sorted(self._keymap)))
+        typed = sorted(k for k in self._keymap if fires_while_typing(k))
+        if typed:
+            log.warning("hotkeys %s are plain keys: they fire while you type in any program "
+                        "(a bypass key shows your real face); bind them with modifiers, e.g. "
+                        "`<ctrl>+<alt>+b`, in the control section", ", ".join(typed))
         return True
 
     @staticmethod

@@ -1,21 +1,83 @@
 """Run under Xvfb by test_hotkeys.py: a real app with production control wiring (global
-hotkeys via pynput), driven by pynput's keyboard Controller. Prints one JSON line of results."""
+hotkeys via pynput), driven by pynput's keyboard Controller as a user's keyboard would.
+
+First a paragraph is typed into another program's window (a Tk text box that has the focus);
+then the bindings are pressed. ``argv[1]`` names the bindings: ``defaults`` (the shipped
+config) or ``plain`` (``control.key_bypass=b``, a plain key a user may still choose). Prints one
+JSON line of results.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
+import tkinter
 
-from pynput.keyboard import Controller
+from pynput.keyboard import Controller, Key
 
-from livecam.app import build_app
+from livecam.app import App, build_app
 from livecam.config import load_config
 from livecam.core.types import RuntimeState
 
+#: Typed into the other window: digits, brackets and the letters of every default binding,
+#: and "ok bob", which toggled bypass twice with the old single-key defaults.
+PARAGRAPH = ("ok bob, see you at 10:45 in room 3b. [notes] 1 2 3 4 5 6 7 8 9 0 - next: pay "
+             "the bill, ping nina; prev build broke (bug #12). ]]] [[[ bye\n")
+#: Keys pressed with Ctrl+Alt held: 20 that each change the state, then 9 (no ninth identity).
+PRESSES = [*"2nnpb1b3123ppnbb31np", "9"]
+
+
+def type_into_other_window(keyboard: Controller) -> str:
+    """Type PARAGRAPH into a focused Tk text box; returns what the box received."""
+    root = tkinter.Tk()
+    root.title("another program")
+    text = tkinter.Text(root, width=80, height=10)
+    text.pack()
+    deadline = time.monotonic() + 20.0
+    while not root.winfo_viewable() and time.monotonic() < deadline:
+        root.update()
+        time.sleep(0.01)
+    root.focus_force()
+    text.focus_set()
+    root.update()
+    keyboard.type(PARAGRAPH)
+    deadline = time.monotonic() + 20.0
+    got = ""
+    while time.monotonic() < deadline:
+        root.update()
+        got = text.get("1.0", "end-1c")
+        if len(got) >= len(PARAGRAPH):
+            break
+        time.sleep(0.01)
+    time.sleep(0.3)  # any command a keystroke queued would be applied by now ...
+    root.update()
+    root.destroy()
+    return got
+
+
+def wait_for_change(app: App, generation: int, timeout_s: float = 5.0) -> bool:
+    t_end = time.perf_counter() + timeout_s
+    while app.state.generation == generation and time.perf_counter() < t_end:
+        time.sleep(0.001)
+    return app.state.generation != generation
+
 
 def main() -> None:
-    config = load_config(None, ["pipeline.status_interval_s=0", "control.api=false"])
+    mode = sys.argv[1]
+    overrides = ["pipeline.status_interval_s=0", "control.api=false"]
+    if mode == "plain":
+        overrides.append("control.key_bypass=b")
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    logging.getLogger("livecam").addHandler(Collect())
+    config = load_config(None, overrides)
     app = build_app(config, input_spec="synthetic:160x120", output_spec="null", controls=True,
                     state=RuntimeState(identities=("alice", "bob", "carol")))
     app.start()
@@ -23,20 +85,27 @@ def main() -> None:
     results: list[dict[str, object]] = []
     try:
         hotkeys_active = any(getattr(c, "active", False) for c in app.controls)
-        for key in ["2", "]", "]", "[", "b", "1", "b", "9"]:
-            generation = app.state.generation
-            t0 = time.perf_counter()
-            keyboard.press(key)
-            keyboard.release(key)
-            while app.state.generation == generation and time.perf_counter() - t0 < 2.0:
-                time.sleep(0.005)
-            results.append({"key": key, "active": app.state.active_identity,
-                            "bypass": app.state.bypass,
-                            "ms": round((time.perf_counter() - t0) * 1000, 1),
-                            "changed": app.state.generation != generation})
+        generation = app.state.generation
+        typed = type_into_other_window(keyboard)
+        after_typing = {"changes": app.state.generation - generation,
+                        "active": app.state.active_identity, "bypass": app.state.bypass}
+        if mode == "defaults":
+            for key in PRESSES:
+                generation = app.state.generation
+                with keyboard.pressed(Key.ctrl, Key.alt):
+                    t0 = time.perf_counter()
+                    keyboard.press(key)
+                    keyboard.release(key)
+                    changed = wait_for_change(app, generation, 0.5 if key == "9" else 5.0)
+                    ms = (time.perf_counter() - t0) * 1000
+                results.append({"key": key, "active": app.state.active_identity,
+                                "bypass": app.state.bypass, "ms": round(ms, 2),
+                                "changed": changed})
     finally:
         app.stop()
-    json.dump({"hotkeys_active": hotkeys_active, "results": results}, sys.stdout)
+    json.dump({"hotkeys_active": hotkeys_active, "paragraph": PARAGRAPH, "typed": typed,
+               "after_typing": after_typing, "warnings": warnings, "results": results},
+              sys.stdout)
 
 
 if __name__ == "__main__":
