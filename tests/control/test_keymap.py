@@ -8,7 +8,13 @@ import logging
 import pytest
 
 from livecam.config.control import ControlConfig
-from livecam.control.keymap import WindowKeys, bindings, fires_while_typing, window_key
+from livecam.control.keymap import (
+    PressLedger,
+    WindowKeys,
+    bindings,
+    fires_while_typing,
+    window_key,
+)
 from livecam.core import commands as cmd
 from livecam.core.errors import ConfigError
 
@@ -73,3 +79,27 @@ def test_window_keys_that_collide_keep_the_first(caplog: pytest.LogCaptureFixtur
     keys.on_key(ord("1"))
     assert [c for c, _ in queue.drain()] == [cmd.SelectIdentityIndex(0)]
     assert "both mean key '1'" in caplog.text
+
+
+def test_a_press_reported_by_both_sources_acts_once() -> None:
+    now = [0.0]
+    ledger = PressLedger(pair_s=1.0, clock=lambda: now[0])
+    b = "<ctrl>+<alt>+b"
+    assert ledger.first(b, "global") and not ledger.first(b, "window")  # one press, two reports
+    now[0] = 0.1
+    assert ledger.first(b, "window") and not ledger.first(b, "global")  # either order
+    now[0] = 0.2
+    assert ledger.first(b, "global") and ledger.first(b, "global")  # two presses elsewhere
+    assert ledger.first("<ctrl>+<alt>+n", "window")  # another binding is another press
+    now[0] = 5.0
+    assert ledger.first(b, "window")  # long after: a press of its own
+
+
+def test_window_keys_share_the_ledger() -> None:
+    queue = cmd.CommandQueue()
+    ledger = PressLedger()
+    keys = WindowKeys(bindings(ControlConfig()), queue, presses=ledger)
+    assert ledger.first("<ctrl>+<alt>+b", "global")
+    keys.on_key(ord("b"))  # the window's report of that same press
+    keys.on_key(ord("q"))
+    assert [c for c, _ in queue.drain()] == [cmd.Quit()]

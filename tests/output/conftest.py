@@ -66,14 +66,18 @@ class XScreen:
         window.set_input_focus(X.RevertToParent, X.CurrentTime)
         self.display.sync()
 
-    def press(self, char: str) -> None:
-        """Press and release the key that types ``char`` (XTEST, as a keyboard would)."""
+    def press(self, char: str, modifiers: tuple[str, ...] = ()) -> None:
+        """Press and release the key that types ``char`` while holding ``modifiers`` (keysym
+        names such as ``Control_L``), through XTEST: device events, as a keyboard makes."""
         from Xlib import XK, X
         from Xlib.ext import xtest
 
-        code = self.display.keysym_to_keycode(XK.string_to_keysym(char) or ord(char))
-        xtest.fake_input(self.display, X.KeyPress, code)
-        xtest.fake_input(self.display, X.KeyRelease, code)
+        codes = [self.display.keysym_to_keycode(XK.string_to_keysym(name))
+                 for name in (*modifiers, char)]
+        for code in codes:
+            xtest.fake_input(self.display, X.KeyPress, code)
+        for code in reversed(codes):
+            xtest.fake_input(self.display, X.KeyRelease, code)
         self.display.sync()
 
     def close_window(self, window: Any) -> None:

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,23 +79,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_livecam(xscreen: XScreen, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+@contextmanager
+def livecam_run(xscreen: XScreen, tmp_path: Path, *args: str,
+                hotkeys: bool = False) -> Iterator[subprocess.Popen[str]]:
+    """`livecam run --output window ...` as a subprocess; global hotkeys off unless
+    ``hotkeys`` (then a key typed into the window reaches livecam through both). Interrupted
+    (Ctrl-C) if the test fails while it runs."""
     env = dict(os.environ, DISPLAY=xscreen.name,
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    # global hotkeys off: a key typed into the window must reach livecam through the window
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "livecam.cli", "run", "--output", "window",
-         "--set", "control.hotkeys=false", "--set", f"identity.library_dir={tmp_path / 'lib'}",
-         *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--set", f"control.hotkeys={str(hotkeys).lower()}",
+         "--set", f"identity.library_dir={tmp_path / 'lib'}", *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
 
 
 def finish(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> tuple[int, str]:
+    """(exit status, stderr) once livecam ends by itself."""
     try:
         _, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-        raise AssertionError(f"livecam did not end by itself:\n{err[-3000:]}") from None
+        raise AssertionError("livecam did not end by itself") from None
     return proc.returncode, err
 
 
@@ -101,9 +117,8 @@ def finish(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> tuple[int, s
 @pytest.mark.slow
 def test_window_shows_the_input_frames_and_the_run_ends_at_frames(
         xscreen: XScreen, coded_clip: Path, tmp_path: Path) -> None:
-    proc = start_livecam(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--frames", "240",
-                         "--set", "control.api=false")
-    try:
+    with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--frames", "240",
+                     "--set", "control.api=false") as proc:
         window = xscreen.find_window("livecam")
         deadline = time.monotonic() + 60
         while decode(xscreen.grab_bgr(window)) is None:  # the first frame drawn
@@ -116,7 +131,6 @@ def test_window_shows_the_input_frames_and_the_run_ends_at_frames(
             if index is not None and (not seen or index != seen[-1]):
                 seen.append(index)
             time.sleep(0.005)
-    finally:
         rc, err = finish(proc)
     print(f"distinct input frames seen in the window in 2 s: {len(seen)}")
     assert len(seen) >= 20, (seen, err[-2000:])
@@ -175,10 +189,9 @@ def test_keys_in_the_window_switch_identities_bypass_and_quit(
         xscreen: XScreen, coded_clip: Path, tmp_path: Path) -> None:
     add_identities(tmp_path / "lib", ("alice", "bob"))
     port, token_file = free_port(), tmp_path / "token"
-    proc = start_livecam(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--identity",
-                         "alice", "--set", f"control.api_address=127.0.0.1:{port}",
-                         "--set", f"control.token_file={token_file}")
-    try:
+    with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--identity",
+                     "alice", "--set", f"control.api_address=127.0.0.1:{port}",
+                     "--set", f"control.token_file={token_file}") as proc:
         window = xscreen.find_window("livecam")
         wait_for_status(port, token_file, proc, {"active_identity": "alice", "bypass": False})
         xscreen.focus(window)
@@ -188,7 +201,6 @@ def test_keys_in_the_window_switch_identities_bypass_and_quit(
             xscreen.press(key)
             wait_for_status(port, token_file, proc, want)
         xscreen.press("q")
-    finally:
         rc, err = finish(proc)
     assert rc == 0, err[-3000:]
 
@@ -197,16 +209,41 @@ def test_keys_in_the_window_switch_identities_bypass_and_quit(
 @pytest.mark.slow
 def test_closing_the_window_ends_the_run(xscreen: XScreen, coded_clip: Path,
                                          tmp_path: Path) -> None:
-    proc = start_livecam(xscreen, tmp_path, "--input", f"file:{coded_clip}",
-                         "--set", "control.api=false")
-    try:
+    with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}",
+                     "--set", "control.api=false") as proc:
         window = xscreen.find_window("livecam")
         deadline = time.monotonic() + 60
         while decode(xscreen.grab_bgr(window)) is None:
             assert time.monotonic() < deadline and proc.poll() is None, "no frame was drawn"
             time.sleep(0.01)
         xscreen.close_window(window)
-    finally:
         rc, err = finish(proc)
     assert rc == 0, err[-3000:]
     assert "preview window closed" in err and "Traceback" not in err
+
+
+@pytest.mark.display
+@pytest.mark.slow
+def test_a_global_combo_pressed_in_the_window_acts_once(
+        xscreen: XScreen, coded_clip: Path, tmp_path: Path) -> None:
+    """Ctrl+Alt+B in the focused window reaches the global listener and the window (OpenCV
+    reports it as a plain `b`): bypass must flip once, not twice."""
+    add_identities(tmp_path / "lib", ("alice", "bob", "carol"))
+    port, token_file = free_port(), tmp_path / "token"
+    with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--identity",
+                     "alice", "--set", f"control.api_address=127.0.0.1:{port}",
+                     "--set", f"control.token_file={token_file}", hotkeys=True) as proc:
+        window = xscreen.find_window("livecam")
+        start = wait_for_status(port, token_file, proc, {"active_identity": "alice"})
+        xscreen.focus(window)
+        xscreen.press("b", modifiers=("Control_L", "Alt_L"))
+        wait_for_status(port, token_file, proc, {"bypass": True})
+        xscreen.press("n", modifiers=("Control_L", "Alt_L"))
+        wait_for_status(port, token_file, proc, {"active_identity": "bob"})
+        xscreen.press("3")  # a window-only key, after every report of the presses above
+        end = wait_for_status(port, token_file, proc, {"active_identity": "carol"})
+        xscreen.press("q")
+        rc, err = finish(proc)
+    assert "hotkeys on:" in err  # both key sources were live (hotkeys start before the API)
+    assert end["bypass"] is True and end["generation"] == start["generation"] + 3, err[-2000:]
+    assert rc == 0, err[-3000:]
