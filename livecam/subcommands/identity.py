@@ -75,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
                 for w in ph.get("warnings", ()):
                     print(f"  warning: {w}")
         elif args.action == "remove":
+            from livecam.identity import validate_name
+
+            names = library.names()
+            if validate_name(args.name) not in names:
+                # library.get's message suggests `identity add`: wrong advice for a removal
+                raise IdentityError(f"no identity named {args.name!r}, nothing removed "
+                                    f"(known: {', '.join(names) or 'none'})")
             library.remove(args.name)
             print(f"identity {args.name!r} removed")
     except IdentityError as exc:
