@@ -1,7 +1,7 @@
 """Run under Xvfb by test_hotkeys.py: a real app with production control wiring (global
 hotkeys via pynput), driven by key presses.
 
-First a paragraph is typed into another program's window (a Tk text box that has the focus),
+First a paragraph is typed into another program's window (an X window that has the focus),
 twice: with pynput's keyboard Controller (which sends characters with XSendEvent and tells the
 listeners of its own process) and through XTEST (device-level events, what a physical keyboard
 makes, seen by the listener through the RECORD extension). Then the bindings are pressed through
@@ -15,7 +15,6 @@ import json
 import logging
 import sys
 import time
-import tkinter
 
 from pynput.keyboard import Controller
 from Xlib import XK, X, display
@@ -54,33 +53,53 @@ class XTestKeyboard:
 PRESSES = [*"2nnpb1b3123ppnbb31np", "9"]
 
 
-def type_into_other_window(typists: list[Controller | XTestKeyboard]) -> str:
-    """Type PARAGRAPH with each typist into a focused Tk text box; returns what it received."""
-    root = tkinter.Tk()
-    root.title("another program")
-    text = tkinter.Text(root, width=80, height=10)
-    text.pack()
-    deadline = time.monotonic() + 20.0
-    while not root.winfo_viewable() and time.monotonic() < deadline:
-        root.update()
-        time.sleep(0.01)
-    root.focus_force()
-    text.focus_set()
-    root.update()
-    got = ""
-    for n, typist in enumerate(typists, start=1):
-        typist.type(PARAGRAPH)
-        deadline = time.monotonic() + 20.0
-        while time.monotonic() < deadline:
-            root.update()
-            got = text.get("1.0", "end-1c")
-            if len(got) >= n * len(PARAGRAPH):
-                break
+class OtherProgram:
+    """Another X client's window that has the keyboard focus and keeps the characters typed
+    into it: a text box without a toolkit (python-xlib only, so it runs wherever pynput does)."""
+
+    def __init__(self) -> None:
+        self._x = display.Display()
+        screen = self._x.screen()
+        self._window = screen.root.create_window(
+            10, 10, 400, 100, 0, screen.root_depth,
+            event_mask=X.KeyPressMask | X.StructureNotifyMask)
+        self._window.set_wm_name("another program")
+        self._window.map()
+        while self._x.next_event().type != X.MapNotify:
+            pass
+        self._window.set_input_focus(X.RevertToParent, X.CurrentTime)
+        self._x.sync()
+        self.text = ""
+
+    def receive(self, n_chars: int, timeout_s: float = 20.0) -> str:
+        """What was typed, once ``n_chars`` characters arrived (or the timeout passed)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.text) < n_chars and time.monotonic() < deadline:
+            while self._x.pending_events():
+                event = self._x.next_event()
+                if event.type != X.KeyPress:
+                    continue
+                keysym = self._x.keycode_to_keysym(event.detail,
+                                                   1 if event.state & X.ShiftMask else 0)
+                if keysym == XK.XK_Return:
+                    self.text += "\n"
+                elif 0x20 <= keysym <= 0x7E:  # Latin-1 keysyms are their characters
+                    self.text += chr(keysym)
             time.sleep(0.01)
-    time.sleep(0.3)  # any command a keystroke queued would be applied by now ...
-    root.update()
-    root.destroy()
-    return got
+        return self.text
+
+    def close(self) -> None:
+        self._window.destroy()
+        self._x.close()
+
+
+def press_with_ctrl_alt(keyboard: XTestKeyboard, key: str) -> None:
+    keyboard.key("Control_L", True)
+    keyboard.key("Alt_L", True)
+    keyboard.key(key, True)
+    keyboard.key(key, False)
+    keyboard.key("Alt_L", False)
+    keyboard.key("Control_L", False)
 
 
 def wait_for_change(app: App, generation: int, timeout_s: float = 5.0) -> bool:
@@ -112,21 +131,28 @@ def main() -> None:
     try:
         hotkeys_active = any(getattr(c, "active", False) for c in app.controls)
         generation = app.state.generation
-        typed = type_into_other_window([Controller(), keyboard])
-        after_typing = {"changes": app.state.generation - generation,
+        other = OtherProgram()
+        try:
+            for n, typist in enumerate((Controller(), keyboard), start=1):
+                typist.type(PARAGRAPH)
+                typed = other.receive(n * len(PARAGRAPH))
+        finally:
+            other.close()
+        # a sentinel press: key events reach the listener in order, commands are applied in
+        # order, so once it shows, whatever the typing triggered has been applied too
+        press_with_ctrl_alt(keyboard, "3")
+        t_end = time.perf_counter() + 10.0
+        while app.state.active_identity != "carol" and time.perf_counter() < t_end:
+            time.sleep(0.001)
+        after_typing = {"changes": app.state.generation - generation - 1,
                         "active": app.state.active_identity, "bypass": app.state.bypass}
         if mode == "defaults":
             for key in PRESSES:
                 generation = app.state.generation
-                keyboard.key("Control_L", True)
-                keyboard.key("Alt_L", True)
                 t0 = time.perf_counter()
-                keyboard.key(key, True)
-                keyboard.key(key, False)
+                press_with_ctrl_alt(keyboard, key)
                 changed = wait_for_change(app, generation, 0.5 if key == "9" else 5.0)
                 ms = (time.perf_counter() - t0) * 1000
-                keyboard.key("Alt_L", False)
-                keyboard.key("Control_L", False)
                 results.append({"key": key, "active": app.state.active_identity,
                                 "bypass": app.state.bypass, "ms": round(ms, 2),
                                 "changed": changed})
