@@ -86,7 +86,7 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     from livecam.control.auth import token_path
     from livecam.control.catalog import LibraryCatalog
     from livecam.control.hotkeys import HotkeySource
-    from livecam.control.keymap import WindowKeys, bindings
+    from livecam.control.keymap import PressLedger, WindowKeys, bindings
     from livecam.control.paths import new_snapshot_path, snapshot_dir
     from livecam.core.commands import SaveSnapshot
 
@@ -96,10 +96,11 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     snapshots = snapshot_dir(config.control.snapshot_dir)
     keymap = bindings(config.control,
                       snapshot=lambda: SaveSnapshot(str(new_snapshot_path(snapshots))))
+    presses = PressLedger()  # a press in the focused preview reaches both key sources
     if out_spec.kind == "window":
-        from livecam.output.sinks import WindowSink
+        from livecam.output.window import WindowSink
 
-        sink = WindowSink(on_key=WindowKeys(keymap, commands).on_key)
+        sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
     else:
         sink = make_sink(out_spec, config.output)
     factory: StageFactory | None = None
@@ -114,7 +115,7 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
               wait_for_source=wait_for_source, input_label=input_spec,
               output_label=output_spec)
     if hotkeys and config.control.hotkeys:
-        app.controls.append(HotkeySource(keymap, commands))
+        app.controls.append(HotkeySource(keymap, commands, presses=presses))
     if config.control.api:
         app.controls.append(ControlServer(target=app, catalog=catalog,
                                           token_file=token_path(config.control.token_file),

@@ -11,15 +11,18 @@ from livecam.config.fields import knob
 class ControlConfig:
     hotkeys: bool = knob(
         True, "Global hotkeys (pynput) where a display exists; `livecam daemon` never uses "
-        "them. Plain keys fire while you type in any program: bind combinations such as "
-        "`<ctrl>+<alt>+1` if that gets in the way.")
+        "them. They fire whatever program has the focus, so the defaults hold Ctrl+Alt: typing "
+        "text never fires them. A plain key (`b`, `1`) works too, with a warning at start: it "
+        "fires while you type in any program. In the preview window (`--output window`) each "
+        "binding works as its last key alone (`<ctrl>+<alt>+1` is `1` there), `q`/Esc quit.")
     keys_select: tuple[str, ...] = knob(
-        ("1", "2", "3", "4", "5", "6", "7", "8", "9"),
+        tuple(f"<ctrl>+<alt>+{i}" for i in range(1, 10)),
         "Keys selecting identity 1, 2, ... in `livecam identity list` order (pynput syntax: "
-        "`a`, `<f1>`, `<ctrl>+<alt>+1`). Also work in the preview window (single keys only).")
-    key_next: str = knob("]", "Key for the next identity.")
-    key_previous: str = knob("[", "Key for the previous identity.")
-    key_bypass: str = knob("b", "Key that turns bypass (show the real face) on and off.")
+        "`<ctrl>+<alt>+1`, `<f1>`, `a`).")
+    key_next: str = knob("<ctrl>+<alt>+n", "Key for the next identity.")
+    key_previous: str = knob("<ctrl>+<alt>+p", "Key for the previous identity.")
+    key_bypass: str = knob("<ctrl>+<alt>+b",
+                           "Key that turns bypass (show the real face) on and off.")
     key_snapshot: str = knob("", "Key that saves a snapshot of the output; empty = none.")
     api: bool = knob(True, "Serve the control API and panel (`livecam ctl`, OBS dock).")
     api_address: str = knob(

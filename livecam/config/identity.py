@@ -11,11 +11,14 @@ from livecam.config.fields import knob
 class IdentityConfig:
     library_dir: str = knob("", "Folder of the identity library; empty = the user data dir "
                             "(platformdirs: ~/.local/share/livecam/identities on Linux).")
-    min_face_px: int = knob(64, "Smallest face accepted in a source photo (face width, px); "
-                            "smaller faces are refused.", range=(16, 4096))
-    warn_face_px: int = knob(160, "Faces narrower than this (px) are accepted with a warning: "
-                             "they look blurry when swapped onto a larger live face.",
-                             range=(16, 4096))
+    min_face_px: int = knob(48, "Smallest face accepted in a source photo (cheek to cheek, px); "
+                            "smaller faces are refused, even with --force: below 48 px the "
+                            "swapped face looks less like the person (measured with an "
+                            "independent face recognizer).", range=(16, 4096))
+    warn_face_px: int = knob(160, "Faces narrower than this (px) get a warning (`identity add` "
+                             "then needs --force): the swap stretches the photo's face over the "
+                             "live one, so a small photo looks soft on a larger live face (a "
+                             "720p webcam face is ~200 px wide).", range=(16, 4096))
     warn_turn_deg: float = knob(20.0, "A source photo whose head is turned (yaw or pitch) more "
                                 "than this many degrees gets a warning (a 3/4 view leaves parts "
                                 "of the face uncovered).", range=(0.0, 90.0))

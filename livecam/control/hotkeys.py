@@ -1,5 +1,9 @@
 """Global hotkeys through pynput, where a display exists.
 
+Global hotkeys fire whichever program has the focus. The default bindings hold Ctrl+Alt so that
+typing text never fires them; a binding that is a plain key still works, with a warning at
+start that it fires while the user types elsewhere (see :func:`keymap.fires_while_typing`).
+
 Without a display (a server, `livecam daemon`, an SSH session) or without pynput, hotkeys are
 off and one log line says why; nothing else changes. pynput calls back on its own listener
 thread, which only queues commands.
@@ -12,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from livecam.control.keymap import CommandFactory
+from livecam.control.keymap import CommandFactory, PressLedger, fires_while_typing
 from livecam.core.commands import CommandQueue
 
 log = logging.getLogger(__name__)
@@ -32,12 +36,15 @@ class HotkeySource:
     """Turns global key presses into commands on ``commands``.
 
     ``start`` returns False (after one log line) when hotkeys cannot work here; ``stop`` is
-    idempotent. Construct and start/stop from the main thread.
+    idempotent. Construct and start/stop from the main thread. ``presses``, shared with the
+    preview window's keys, makes a press that both see act once.
     """
 
-    def __init__(self, keymap: dict[str, CommandFactory], commands: CommandQueue) -> None:
+    def __init__(self, keymap: dict[str, CommandFactory], commands: CommandQueue, *,
+                 presses: PressLedger | None = None) -> None:
         self._keymap = dict(keymap)
         self._commands = commands
+        self._presses = presses
         self._listener: Any = None
 
     @property
@@ -56,7 +63,7 @@ class HotkeySource:
             return False
         try:
             hotkeys = [keyboard.HotKey(keyboard.HotKey.parse(self._canonical(k)),
-                                       self._callback(f)) for k, f in self._keymap.items()]
+                                       self._callback(k, f)) for k, f in self._keymap.items()]
         except ValueError as exc:
             log.warning("hotkeys off: a binding in the control section is not valid pynput "
                         "syntax (%s); use e.g. `b`, `<f1>`, `<ctrl>+<alt>+1`", exc)
@@ -82,6 +89,11 @@ class HotkeySource:
             return False
         self._listener = listener
         log.info("hotkeys on: %s", ", ".join(sorted(self._keymap)))
+        typed = sorted(k for k in self._keymap if fires_while_typing(k))
+        if typed:
+            log.warning("hotkeys %s are plain keys: they fire while you type in any program "
+                        "(a bypass key shows your real face); bind them with modifiers, e.g. "
+                        "`<ctrl>+<alt>+b`, in the control section", ", ".join(typed))
         return True
 
     @staticmethod
@@ -89,9 +101,10 @@ class HotkeySource:
         # pynput wants "<ctrl>+<alt>+1"; plain characters are kept as they are (case matters)
         return binding.strip().lower() if len(binding.strip()) > 1 else binding.strip()
 
-    def _callback(self, factory: CommandFactory) -> Any:
+    def _callback(self, binding: str, factory: CommandFactory) -> Any:
         def fire() -> None:
-            self._commands.put(factory())
+            if self._presses is None or self._presses.first(binding, "global"):
+                self._commands.put(factory())
         return fire
 
     def stop(self) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from livecam.config.schema import OutputConfig
 from livecam.core.errors import UsageError
-from livecam.output.base import FrameSink
+from livecam.output.base import FrameSink, GuiSink
 
 OUTPUT_HELP = "virtualcam | file:PATH.mp4 | window | null"
 
@@ -32,7 +32,7 @@ def parse_output(text: str) -> OutputSpec:
 
 def make_sink(spec: OutputSpec, config: OutputConfig) -> FrameSink:
     """Build (not open) the sink for ``spec``."""
-    from livecam.output import sinks
+    from livecam.output import sinks, window
 
     if spec.kind == "virtualcam":
         return sinks.VirtualCamSink(device=config.device, backend=config.backend)
@@ -40,8 +40,8 @@ def make_sink(spec: OutputSpec, config: OutputConfig) -> FrameSink:
         return sinks.FileSink(path=Path(spec.target), codec=config.file_codec,
                               crf=config.file_crf)
     if spec.kind == "window":
-        return sinks.WindowSink()
+        return window.WindowSink()
     return sinks.NullSink()
 
 
-__all__ = ["OUTPUT_HELP", "FrameSink", "OutputSpec", "make_sink", "parse_output"]
+__all__ = ["OUTPUT_HELP", "FrameSink", "GuiSink", "OutputSpec", "make_sink", "parse_output"]

@@ -21,3 +21,17 @@ class FrameSink(Protocol):
     def send(self, image_bgr: ImageBGR) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class GuiSink(FrameSink, Protocol):
+    """A sink with a window that only the thread which opened it may draw (OpenCV's Qt, Cocoa
+    and Win32 backends). ``send`` still comes from the output thread and must only hand the
+    frame over; the thread that called ``open`` calls ``pump`` in a loop while the run lasts
+    (``App.wait`` does this when called on that thread).
+    """
+
+    def pump(self, timeout_s: float) -> bool:
+        """Draw the newest frame, waiting up to ``timeout_s`` for one, and handle the window's
+        events; False once the user closed the window (the run should end)."""
+        ...

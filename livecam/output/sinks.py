@@ -1,11 +1,10 @@
-"""Frame sinks: virtual camera (pyvirtualcam), video file (PyAV), preview window, null."""
+"""Frame sinks: virtual camera (pyvirtualcam), video file (PyAV), null. The preview window is
+in :mod:`livecam.output.window`."""
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
-from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -113,42 +112,6 @@ class FileSink:
         finally:
             self._container.close()
             self._container = None
-
-
-class WindowSink:
-    """An OpenCV preview window. Keys pressed in it go to ``on_key`` (output thread)."""
-
-    def __init__(self, *, title: str = "livecam", on_key: Callable[[int], None] | None = None):
-        self._title = title
-        self._on_key = on_key
-        self._open = False
-
-    def open(self, *, width: int, height: int, fps: float) -> None:
-        if sys.platform.startswith("linux") and not (
-            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-        ):
-            raise OutputError("--output window needs a display (no DISPLAY is set); use "
-                              "--output virtualcam or --output file:out.mp4")
-        import cv2
-
-        cv2.namedWindow(self._title, cv2.WINDOW_NORMAL)
-        cv2.resizeWindow(self._title, width, height)
-        self._open = True
-
-    def send(self, image_bgr: ImageBGR) -> None:
-        import cv2
-
-        cv2.imshow(self._title, image_bgr)
-        key = cv2.waitKey(1)
-        if key >= 0 and self._on_key is not None:
-            self._on_key(key & 0xFF)
-
-    def close(self) -> None:
-        if self._open:
-            import cv2
-
-            cv2.destroyWindow(self._title)
-            self._open = False
 
 
 class NullSink:

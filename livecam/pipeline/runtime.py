@@ -25,7 +25,7 @@ from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
 from livecam.core.stage import Stage
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
-from livecam.output import FrameSink
+from livecam.output import FrameSink, GuiSink
 from livecam.output.thread import OutputThread
 from livecam.pipeline.scheduler import Scheduler
 from livecam.pipeline.summary import RunSummary
@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 #: How often the watcher updates drop counters and judges overload, s (a warning shows within
 #: the 1 s judging window plus one tick).
 _WATCH_TICK_S = 0.25
+#: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
+#: at least this often even when no frame comes.
+_GUI_PUMP_S = 0.02
 
 StageFactory = Callable[[Config, RuntimeState], list[Stage]]
 
@@ -67,7 +70,9 @@ class App:
     ``start`` opens everything in the calling thread (so errors surface as exceptions with clear
     messages before any thread runs), ``wait`` blocks until the output is done, ``stop`` ends
     the run within about a second even if the capture device is blocked. Any thread may call
-    ``commands.put``.
+    ``commands.put``. With a :class:`~livecam.output.GuiSink` (the preview window), ``wait``
+    called on the thread that called ``start`` draws the window while it waits (the GUI
+    belongs to that thread), and the user closing the window ends the run.
 
     Control (see ``livecam.control``): ``live`` holds the last frame sent (panel preview,
     snapshots); ``controls`` are started after the threads and stopped first; the app is the
@@ -118,6 +123,7 @@ class App:
         self._watcher: threading.Thread | None = None
         self._t_start_ns: int | None = None
         self._t_stop_ns: int | None = None
+        self._gui_thread: int | None = None
         self.output_size_px = (0, 0)
         self.output_fps = 0.0
         self.stop_timings_ms: dict[str, float] = {}
@@ -148,6 +154,8 @@ class App:
             fps = cfg.output.fps or self.source.fps
             self.sink.open(width=width, height=height, fps=fps)
             self._resources.callback(self.sink.close)
+            if isinstance(self.sink, GuiSink):
+                self._gui_thread = threading.get_ident()
         except BaseException:
             self.source.close()
             self._resources.close()
@@ -363,8 +371,21 @@ class App:
                                        overloaded_s=self.overload.overloaded_s(end_ns))
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until the run is done (frame limit reached, input ended, quit); True if done."""
-        return self._done.wait(timeout_s)
+        """Block until the run is done (frame limit reached, input ended, quit, preview window
+        closed); True if done. On the GUI thread of a window sink it draws the window
+        meanwhile."""
+        if self._gui_thread is None or threading.get_ident() != self._gui_thread:
+            return self._done.wait(timeout_s)
+        assert isinstance(self.sink, GuiSink)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._done.is_set():
+            left_s = _GUI_PUMP_S if deadline is None else deadline - time.monotonic()
+            if left_s <= 0:
+                return False
+            if not self.sink.pump(timeout_s=min(left_s, _GUI_PUMP_S)):
+                log.info("preview window closed: stopping")
+                self._done.set()
+        return True
 
     def stop(self, timeout_s: float = 0.9) -> None:
         """End the run and free everything. Idempotent; returns within about ``timeout_s``

@@ -157,6 +157,18 @@ def source_identity() -> Any:
     return Identity(name=SOURCE_NAME, photos=(photo,))
 
 
+def source_photo_notice(identity: Any) -> str | None:
+    """Why the demo's source photo would not pass `livecam identity add` without --force, or
+    None when it would (its warnings come from the same checks)."""
+    warnings = [w for photo in identity.photos for w in photo.warnings]
+    if not warnings:
+        return None
+    return ("note: the demo's source photo (scikit-image's astronaut) would need "
+            f"`livecam identity add --force`: {'; '.join(warnings)}. No larger face photo ships "
+            "with the installed packages, so the demo uses it anyway and its swapped faces look "
+            "softer than a good photo of your own would")
+
+
 def _check_photo_packages() -> None:
     """The demo's photos ship inside scikit-image and insightface (dev/test dependencies)."""
     import importlib.util
@@ -203,7 +215,11 @@ def run(args: argparse.Namespace) -> int:
     frames = build_clip(args.frames, size)
     input_path = out / "input.mp4"
     write_video(input_path, frames)
-    identities = IdentityCollection({SOURCE_NAME: source_identity()})
+    astronaut = source_identity()
+    notice = source_photo_notice(astronaut)
+    if notice is not None:
+        print(notice)
+    identities = IdentityCollection({SOURCE_NAME: astronaut})
     t_prepared = time.perf_counter()
     log.info("clip of %d frames built and source prepared in %.1f s", len(frames),
              t_prepared - t0)
@@ -249,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
         "latency_p99_ms": snap.latency_p99_ms,
         "latency_max_ms": latencies[-1] if latencies else 0.0,
         "stage_p50_ms": stage_ms,
+        "source_photo_warnings": [w for p in astronaut.photos for w in p.warnings],
         "note": "offline run (pipeline.realtime=false): every frame processed in order; "
                 "fps is throughput of decode + analysis + swap + encode on this machine",
     }

@@ -14,8 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "identity",
         help="add, list, show or remove the faces you can swap in",
         description="Manage the identity library (the faces `livecam run --identity NAME` swaps "
-        "in). Photos are checked (a face must be found and be large enough) and stored with a "
-        "thumbnail in the user data dir (or identity.library_dir).",
+        "in). Photos are checked (one face must be found, at least identity.min_face_px wide; "
+        "see the README's 'Identity photos') and stored with a thumbnail in the user data dir "
+        "(or identity.library_dir).",
     )
     add_config_options(p)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -26,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add.add_argument("name", help="identity name: letters, digits, spaces, '.', '_', '-'")
     add.add_argument("photos", nargs="+", metavar="PHOTO", help="JPEG/PNG photo of the face")
     add.add_argument("--force", action="store_true", help="add photos despite quality warnings "
-                     "(small, turned, eyes closed, greyscale, blurry)")
+                     "(several faces of similar size: the largest is used; face under "
+                     "identity.warn_face_px; turned, eyes closed, greyscale, blurry)")
     ls = actions.add_parser("list", help="list identities")
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
     show = actions.add_parser("show", help="show one identity's photos and warnings")
@@ -75,6 +77,13 @@ def run(args: argparse.Namespace) -> int:
                 for w in ph.get("warnings", ()):
                     print(f"  warning: {w}")
         elif args.action == "remove":
+            from livecam.identity import validate_name
+
+            names = library.names()
+            if validate_name(args.name) not in names:
+                # library.get's message suggests `identity add`: wrong advice for a removal
+                raise IdentityError(f"no identity named {args.name!r}, nothing removed "
+                                    f"(known: {', '.join(names) or 'none'})")
             library.remove(args.name)
             print(f"identity {args.name!r} removed")
     except IdentityError as exc:

@@ -53,7 +53,7 @@ def test_shared_photo_survives_removal_of_one_identity(library: IdentityLibrary,
     ("text", "not an image"),
     ("empty", "empty"),
     ("noface", "no face"),
-    ("tiny", "below the minimum of 64 px"),
+    ("tiny", "below the minimum of 48 px"),
 ])
 def test_unusable_photos_are_refused_and_nothing_is_added(
         library: IdentityLibrary, photos: dict[str, Path], photo: str, words: str) -> None:
@@ -91,13 +91,15 @@ def test_quality_warnings_need_force(library: IdentityLibrary, photos: dict[str,
     assert any("greyscale" in w for w in meta["photos"][0]["warnings"])
 
 
-def test_group_photo_uses_the_largest_face_and_says_so(library: IdentityLibrary,
-                                                       photos: dict[str, Path]) -> None:
-    # t1.jpg's faces are ~100 px (quality warnings), so --force; the note is not a warning
+def test_group_photo_is_refused_unless_forced_then_the_largest_face_is_used(
+        library: IdentityLibrary, photos: dict[str, Path]) -> None:
+    with pytest.raises(IdentityError, match="faces of similar size") as err:
+        library.add("group", [photos["group"]])
+    assert "crop the photo to the one face you mean" in str(err.value)
     result = library.add("group", [photos["group"]], force=True)
-    assert any("faces found; using the largest" in w for w in result.warnings)
     meta = library.get("group").photos[0]
-    assert not any("faces found" in w for w in meta["warnings"])
+    assert any("faces of similar size" in w for w in meta["warnings"])
+    assert any("faces of similar size" in w for w in result.warnings)
     assert meta["face_width_px"] > 2 * 100  # the largest face of the six, at 2x
 
 

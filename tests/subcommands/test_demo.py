@@ -25,6 +25,9 @@ def test_demo_writes_video_png_and_json(tmp_path: Path) -> None:
     assert report["faces_per_frame_mean"] >= 1.5  # both people found and swapped
     assert report["pipeline_fps"] > 0 and report["latency_p99_ms"] >= report["latency_p50_ms"]
     assert set(report["stage_p50_ms"]) >= {"analysis", "swap"}
+    # its source photo fails a check `identity add` makes, and it says so
+    assert any("px wide" in w for w in report["source_photo_warnings"])
+    assert "the demo's source photo" in result.stdout
     with av.open(str(out / "demo.mp4")) as container:
         stream = container.streams.video[0]
         assert stream.codec_context.name == "h264"
@@ -42,3 +45,12 @@ def test_demo_rejects_bad_size(tmp_path: Path) -> None:
                              str(tmp_path), "--size", "big"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2 and "--size" in result.stderr
+
+
+def test_the_demo_says_why_its_source_photo_does_not_pass_the_checks() -> None:
+    from livecam.subcommands.demo import source_identity, source_photo_notice
+
+    notice = source_photo_notice(source_identity())
+    # the astronaut's face is 93 px: under identity.warn_face_px, so `identity add` needs --force
+    assert notice is not None
+    assert "--force" in notice and "only 93 px wide" in notice and "uses it anyway" in notice

@@ -1,0 +1,121 @@
+"""A private X server (Xvfb) and the X client calls the window tests need: find a window,
+read its pixels back, focus it, type into it, close it as a window manager would.
+
+Xvfb is started by the fixture itself (as tests/control does through xvfb-run), so the tests
+run the same on a desktop, in CI (``.ci/run`` installs xvfb) and over SSH. python-xlib talks to
+it (pynput's own X backend on Linux, so nothing extra is installed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+
+@dataclass
+class XScreen:
+    """A connection to the fixture's X server. Test thread only."""
+
+    name: str  # ":N", for DISPLAY
+    display: Any  # Xlib.display.Display
+
+    def find_window(self, title: str, timeout_s: float = 90.0) -> Any:
+        """The mapped top-level window called ``title``, waiting for it to appear."""
+        from Xlib import X
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for window in self._walk(self.display.screen().root):
+                try:
+                    if (window.get_wm_name() == title
+                            and window.get_attributes().map_state == X.IsViewable):
+                        return window
+                except Exception:  # a window that went away meanwhile (Xlib raises BadWindow)
+                    continue
+            time.sleep(0.05)
+        raise AssertionError(f"no window {title!r} appeared within {timeout_s:.0f} s")
+
+    def _walk(self, window: Any) -> Iterator[Any]:
+        for child in window.query_tree().children:
+            yield child
+            yield from self._walk(child)
+
+    def grab_bgr(self, window: Any) -> np.ndarray:
+        """The window's pixels as they are on the screen now: (h, w, 3) uint8 BGR."""
+        from Xlib import X
+
+        root = self.display.screen().root
+        geometry = window.get_geometry()
+        at = root.translate_coords(window, 0, 0)
+        image = root.get_image(at.x, at.y, geometry.width, geometry.height, X.ZPixmap,
+                               0xFFFFFFFF)
+        pixels = np.frombuffer(image.data, np.uint8)  # 24-bit depth: 32 bpp, B G R pad
+        return pixels.reshape(geometry.height, geometry.width, 4)[:, :, :3].copy()
+
+    def focus(self, window: Any) -> None:
+        from Xlib import X
+
+        window.set_input_focus(X.RevertToParent, X.CurrentTime)
+        self.display.sync()
+
+    def press(self, char: str, modifiers: tuple[str, ...] = ()) -> None:
+        """Press and release the key that types ``char`` while holding ``modifiers`` (keysym
+        names such as ``Control_L``), through XTEST: device events, as a keyboard makes."""
+        from Xlib import XK, X
+        from Xlib.ext import xtest
+
+        codes = [self.display.keysym_to_keycode(XK.string_to_keysym(name))
+                 for name in (*modifiers, char)]
+        for code in codes:
+            xtest.fake_input(self.display, X.KeyPress, code)
+        for code in reversed(codes):
+            xtest.fake_input(self.display, X.KeyRelease, code)
+        self.display.sync()
+
+    def close_window(self, window: Any) -> None:
+        """Ask the window to close, as the title bar's close button does (WM_DELETE_WINDOW)."""
+        from Xlib import X
+        from Xlib.protocol import event
+
+        protocols = self.display.intern_atom("WM_PROTOCOLS")
+        delete = self.display.intern_atom("WM_DELETE_WINDOW")
+        message = event.ClientMessage(window=window, client_type=protocols,
+                                      data=(32, [delete, X.CurrentTime, 0, 0, 0]))
+        window.send_event(message, event_mask=X.NoEventMask)
+        self.display.sync()
+
+
+@pytest.fixture
+def xscreen() -> Iterator[XScreen]:
+    """A fresh Xvfb (640x480, 24 bit) for one test, and a client connection to it."""
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed (apt-get install xvfb); .ci/run installs it")
+    from Xlib import display as xdisplay
+
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp",
+         "+extension", "RECORD"], pass_fds=(write_fd,), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    os.close(write_fd)
+    try:
+        with os.fdopen(read_fd) as pipe:
+            number = pipe.readline().strip()  # Xvfb writes its display number once it listens
+        assert number, "Xvfb did not start"
+        name = f":{number}"
+        connection = xdisplay.Display(name)
+        try:
+            yield XScreen(name, connection)
+        finally:
+            connection.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
