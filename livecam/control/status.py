@@ -161,6 +161,22 @@ def prometheus_text(status: dict[str, Any]) -> str:
            [("", float(status["generation"]))])
     metric("livecam_uptime_seconds", "gauge", "Seconds since the control API started.",
            [("", status["uptime_s"])])
+    remote = status.get("remote_engines", {})
+    labels = {stage: f'{{stage="{_label(stage)}",url="{_label(str(h.get("url", "")))}"}}'
+              for stage, h in remote.items()}
+    if remote:
+        metric("livecam_remote_engine_up", "gauge", "1 while the remote engine (Triton) "
+               "answers; 0 while faces are covered and it reconnects.",
+               [(labels[k], 1.0 if h.get("state") == "ready" else 0.0) for k, h in remote.items()])
+        for key, help_text in (("requests", "Requests sent to the remote engine."),
+                               ("failures", "Requests that failed or missed their deadline."),
+                               ("reconnects", "Times the remote engine came back.")):
+            metric(f"livecam_remote_engine_{key}_total", "counter", help_text,
+                   [(labels[k], float(h.get(key, 0))) for k, h in remote.items()])
+        metric("livecam_remote_engine_request_seconds", "summary", "Round trip of one request.",
+               [(labels[k][:-1] + f',quantile="{q}"}}',
+                 None if h["request_ms"][p] is None else h["request_ms"][p] / 1e3)
+                for k, h in remote.items() for q, p in (("0.5", "p50"), ("0.99", "p99"))])
     metric("livecam_info", "gauge", "Backend and output of this run.",
            [(f'{{backend="{_label(str(status.get("backend", "")))}",'
              f'output="{_label(str(status.get("output", "")))}"}}', 1.0)])

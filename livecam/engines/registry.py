@@ -2,8 +2,9 @@
 
 ``auto`` picks tensorrt (importable, CUDA GPU), then torch on a CUDA GPU, then onnxruntime, and
 says why. ``triton`` (the models run on a Triton Inference Server) is only ever named, never
-picked by ``auto``: a remote server is a deployment decision. Naming a backend that is not available is a :class:`DependencyError` that names what
-to install; it never falls back silently.
+picked by ``auto``: a remote server is a deployment decision. Naming a backend that is not
+available is a :class:`DependencyError` that names what to install; it never falls back
+silently.
 """
 
 from __future__ import annotations

@@ -278,3 +278,28 @@ class TritonEngine(EngineBase):
             "p50": round(float(np.percentile(rtt, 50)), 3) if rtt else None,
             "p99": round(float(np.percentile(rtt, 99)), 3) if rtt else None}
         return doc
+
+
+def probe_server(url: str, models: Sequence[str], timeout_s: float = 2.0) -> tuple[bool, str]:
+    """(ready, one line) for ``livecam doctor``: is the server at ``url`` ready, and which of
+    ``models`` does it serve (with the first characters of their sha256)?"""
+    grpc = _grpc_client()
+    client = grpc.InferenceServerClient(url=url)
+    try:
+        if not client.is_server_ready(client_timeout=timeout_s):
+            return False, f"{url}: the server answers but is not ready"
+        said, ok = [], True
+        for name in models:
+            if not client.is_model_ready(name, client_timeout=timeout_s):
+                said.append(f"{name} not served")
+                ok = False
+                continue
+            config = client.get_model_config(name, as_json=True,
+                                              client_timeout=timeout_s)["config"]
+            sha = config.get("parameters", {}).get("sha256", {}).get("string_value", "")
+            said.append(f"{name} ready (sha256 {sha[:12] or 'unknown'})")
+        return ok, f"{url}: " + ", ".join(said)
+    except Exception as exc:  # gRPC and Triton raise their own untyped errors
+        return False, f"{url}: {_short(exc)}"
+    finally:
+        client.close()

@@ -4,7 +4,7 @@ One directory per model, in Triton's layout::
 
     <repository>/<name>/config.pbtxt      python backend, fp16 tensors, dynamic batching,
                                           instance groups, livecam_* parameters, sha256
-    <repository>/<name>/1/model.py        imports livecam.engines.triton_model.TritonPythonModel
+    <repository>/<name>/1/model.py        imports TritonPythonModel from this livecam
     <repository>/<name>/1/model.onnx      the verified file (hard link, or a copy)
     <repository>/<name>/1/model.sha256    its sha256, checked again before writing
     <repository>/<name>/1/manifest.yaml   the model's manifest (inputs, TensorRT profiles)
@@ -27,8 +27,13 @@ from livecam.engines.manifest import ModelManifest, load_manifest
 from livecam.engines.protocol import TensorSpec
 from livecam.engines.store import ModelStore, sha256_file
 
-MODEL_PY = '''"""Written by `livecam engines serve`: the livecam model class for Triton's Python backend."""
-from livecam.engines.triton_model import TritonPythonModel  # noqa: F401
+# The stub's embedded Python ignores PYTHONPATH, so the model names the livecam it belongs to.
+MODEL_PY = '''"""Written by `livecam engines serve`: livecam's model for Triton's Python backend."""
+import sys
+
+if {root!r} not in sys.path:
+    sys.path.insert(0, {root!r})
+from livecam.engines.triton_model import TritonPythonModel  # noqa: E402, F401
 '''
 
 
@@ -117,6 +122,9 @@ def write_repository(root: Path, store: ModelStore, manifests_dir: Path,
     or mismatching file raises :class:`ModelError` naming ``livecam models fetch`` and nothing
     of that model is written. Files already there are replaced atomically.
     """
+    import livecam
+
+    livecam_root = str(Path(livecam.__file__).resolve().parent.parent)
     digests = {name: store.verify(name, force=True) for name in names}
     for name in names:
         manifest = store.manifest(name)
@@ -128,7 +136,7 @@ def write_repository(root: Path, store: ModelStore, manifests_dir: Path,
                              "sha256; the models dir changed while serving started, try again")
         shutil.copyfile(manifest_file(manifests_dir, name), version_dir / "manifest.yaml")
         (version_dir / "model.sha256").write_text(digests[name] + "\n")
-        (version_dir / "model.py").write_text(MODEL_PY)
+        (version_dir / "model.py").write_text(MODEL_PY.format(root=livecam_root))
         (root / name / "config.pbtxt").write_text(model_config_text(manifest, digests[name],
                                                                     plan))
     return digests

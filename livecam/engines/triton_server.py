@@ -12,8 +12,9 @@ two disagree (``'_thread.RLock' object has no attribute '_recursion_count'`` as 
 ``multiprocessing`` is used), and a stub whose libpython is not on the loader path at all
 (3.12 here) never starts, so loading the model times out. So the server gets
 ``LD_LIBRARY_PATH`` = this interpreter's ``LIBDIR`` (its own libpython) + the wheel's bundled
-libraries, ``PATH`` starting with this interpreter's ``bin`` (so the stub sees the same venv,
-livecam and engines as this process) and ``PYTHONPATH`` leading to this livecam.
+libraries, and ``PATH`` starting with this interpreter's ``bin`` (so the stub sees the same
+venv and engines as this process). The stub ignores ``PYTHONPATH``: each repository's
+``model.py`` names the livecam that wrote it (:mod:`.triton_repo`).
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ def prepare_backends(bundle: TritonBundle, work_dir: Path) -> Path:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = bundle.stubs_dir / version / "triton_python_backend_stub"
     if not stub.is_file():
+        have = ", ".join(sorted(p.name for p in bundle.stubs_dir.iterdir()))
         raise TritonServeError(f"the bundled Triton has no Python backend for Python {version} "
-                               f"(it has {', '.join(sorted(p.name for p in bundle.stubs_dir.iterdir()))})")
+                               f"(it has {have})")
     backends = work_dir / "backends"
     if backends.exists():
         shutil.rmtree(backends)
@@ -105,16 +107,12 @@ def prepare_backends(bundle: TritonBundle, work_dir: Path) -> Path:
 
 def server_environment(bundle: TritonBundle) -> dict[str, str]:
     """The environment the server and its stubs need (see the module docstring)."""
-    import livecam
-
     env = dict(os.environ)
     if sys.platform != "linux":
         raise TritonServeError("serving with Triton needs Linux (Triton has no other build)")
     libs = [str(python_libdir())] + ([str(bundle.libs_dir)] if bundle.libs_dir else [])
     env["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    root = str(Path(livecam.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(":")
     return env
 
 
