@@ -82,6 +82,7 @@ class TritonEngine(EngineBase):
         self._counts = {"requests": 0, "failures": 0, "reconnects": 0, "bytes_sent": 0,
                         "bytes_received": 0, "rows": 0}
         self._rtt_ms: deque[float] = deque(maxlen=1000)
+        self.max_batch: int | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._prober: threading.Thread | None = None
@@ -157,6 +158,7 @@ class TritonEngine(EngineBase):
                          for i in items)
 
         self._inputs, self._outputs = specs(config["input"]), specs(config["output"])
+        self.max_batch = int(config.get("max_batch_size", 0)) or None
 
     def close(self) -> None:
         self._stop.set()
@@ -179,8 +181,35 @@ class TritonEngine(EngineBase):
         return self.submit(feeds).result(timeout=self.timeout_s + 5.0)
 
     def submit(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]:
-        """Send one request now; the future holds the float32 outputs or the error."""
-        check_feeds(self._inputs, feeds)
+        """Send the rows now (one request per ``max_batch`` rows the server takes); the future
+        holds the float32 outputs of all rows, or the first error."""
+        rows = check_feeds(self._inputs, feeds)
+        step = self.max_batch or rows
+        if rows <= step:
+            return self._submit_one(feeds)
+        parts = [self._submit_one({k: v[i:i + step] for k, v in feeds.items()})
+                 for i in range(0, rows, step)]
+        future: Future[dict[str, np.ndarray]] = Future()
+        remaining = [len(parts)]
+        lock = threading.Lock()
+
+        def part_done(_: Future[dict[str, np.ndarray]]) -> None:
+            with lock:
+                remaining[0] -= 1
+                if remaining[0]:
+                    return
+            errors = [p.exception() for p in parts if p.exception() is not None]
+            if errors:
+                future.set_exception(errors[0])  # type: ignore[arg-type]
+            else:
+                outs = [p.result() for p in parts]
+                future.set_result({k: np.concatenate([o[k] for o in outs]) for k in outs[0]})
+
+        for part in parts:
+            part.add_done_callback(part_done)
+        return future
+
+    def _submit_one(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]:
         future: Future[dict[str, np.ndarray]] = Future()
         with self._lock:
             client, index, state = self._client, self._index, self._state

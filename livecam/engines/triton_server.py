@@ -194,9 +194,11 @@ class TritonServer(Lifecycle):
         backends = prepare_backends(bundle, self.work_dir)
         env = server_environment(bundle)
         with self.log_path.open("wb") as log_file:
+            # its own process group: the Python backend's stubs are its children, and a
+            # server that dies leaves them running; close() ends the whole group
             self._process = subprocess.Popen(self.command(backends, bundle), env=env,
                                              stdout=log_file, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL)
+                                             stdin=subprocess.DEVNULL, start_new_session=True)
         log.info("tritonserver started (pid %d), log %s", self._process.pid, self.log_path)
         try:
             self._wait_ready()
@@ -236,14 +238,23 @@ class TritonServer(Lifecycle):
             return self._process.wait(timeout_s)
         return None
 
+    def kill(self) -> None:
+        """End the server and its stubs at once (SIGKILL to the group), as a crash would."""
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
     def close(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(self.exit_timeout_s + 10)
-        except subprocess.TimeoutExpired:
-            log.warning("tritonserver did not stop after SIGTERM; killing it")
-            process.kill()
-            process.wait(10)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(self.exit_timeout_s + 10)
+            except subprocess.TimeoutExpired:
+                log.warning("tritonserver did not stop after SIGTERM; killing it")
+                process.kill()
+                process.wait(10)
+        with contextlib.suppress(ProcessLookupError):  # stubs it left behind
+            os.killpg(process.pid, signal.SIGKILL)
