@@ -200,7 +200,7 @@ class TritonEngine(EngineBase):
                     return
             errors = [p.exception() for p in parts if p.exception() is not None]
             if errors:
-                future.set_exception(errors[0])  # type: ignore[arg-type]
+                future.set_exception(errors[0])
             else:
                 outs = [p.result() for p in parts]
                 future.set_result({k: np.concatenate([o[k] for o in outs]) for k in outs[0]})

@@ -145,6 +145,25 @@ def _http_ok(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
+def _shm_regions(pgid: int) -> list[str]:
+    """Names of the /dev/shm regions the Python-backend stubs of process group ``pgid`` use
+    (each stub's command line names its region)."""
+    names: list[str] = []
+    if sys.platform == "win32":  # no Triton build for Windows
+        return names
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != pgid:
+                continue
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        names += [a.decode() for a in args if a.startswith(b"triton_python_backend_shm_region_")]
+    return names
+
+
 class TritonServer(Lifecycle):
     """One ``tritonserver`` process serving ``repository``.
 
@@ -239,10 +258,16 @@ class TritonServer(Lifecycle):
         return None
 
     def kill(self) -> None:
-        """End the server and its stubs at once (SIGKILL to the group), as a crash would."""
-        if self._process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+        """End the server and its stubs at once (SIGKILL to the group), as a crash would, and
+        remove the shared-memory regions they can no longer remove themselves."""
+        if self._process is None or sys.platform == "win32":  # no Triton build for Windows
+            return
+        regions = _shm_regions(self._process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait(10)
+        for name in regions:
+            Path("/dev/shm", name).unlink(missing_ok=True)
 
     def close(self) -> None:
         process, self._process = self._process, None
@@ -256,5 +281,7 @@ class TritonServer(Lifecycle):
                 log.warning("tritonserver did not stop after SIGTERM; killing it")
                 process.kill()
                 process.wait(10)
+        if sys.platform == "win32":  # no Triton build for Windows: open() never got here
+            return
         with contextlib.suppress(ProcessLookupError):  # stubs it left behind
             os.killpg(process.pid, signal.SIGKILL)
