@@ -239,6 +239,13 @@ class TritonEngine(EngineBase):
                     f"Triton request to {self.urls[index]} failed: {_short(error)}"))
                 return
             outs = {s.name: result.as_numpy(s.name) for s in self._outputs}
+            short = [k for k, v in outs.items() if v is None or len(v) != rows]
+            if short:  # an answer without our rows is no answer: cover, do not paste
+                error = RuntimeError(f"the server returned no rows for {', '.join(short)}")
+                self._mark_down(index, error)
+                future.set_exception(EngineUnavailableError(
+                    f"Triton at {self.urls[index]}: {error}"))
+                return
             with self._lock:
                 self._rtt_ms.append((time.perf_counter_ns() - t0) / 1e6)
                 self._counts["bytes_sent"] += sent

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +28,12 @@ from livecam.engines.manifest import ModelManifest, load_manifest
 from livecam.engines.protocol import TensorSpec
 from livecam.engines.store import ModelStore, sha256_file
 
-# The stub's embedded Python ignores PYTHONPATH, so the model names the livecam it belongs to.
+# The stub's embedded Python ignores PYTHONPATH (and so pip --target dirs): the model puts the
+# serving process's import path in front, so it imports the same livecam and engines.
 MODEL_PY = '''"""Written by `livecam engines serve`: livecam's model for Triton's Python backend."""
 import sys
 
-if {root!r} not in sys.path:
-    sys.path.insert(0, {root!r})
+sys.path[:0] = [p for p in {paths!r} if p not in sys.path]
 from livecam.engines.triton_model import TritonPythonModel  # noqa: E402, F401
 '''
 
@@ -125,6 +126,7 @@ def write_repository(root: Path, store: ModelStore, manifests_dir: Path,
     import livecam
 
     livecam_root = str(Path(livecam.__file__).resolve().parent.parent)
+    paths = [livecam_root, *(p for p in sys.path if p and p != livecam_root)]
     digests = {name: store.verify(name, force=True) for name in names}
     for name in names:
         manifest = store.manifest(name)
@@ -136,7 +138,7 @@ def write_repository(root: Path, store: ModelStore, manifests_dir: Path,
                              "sha256; the models dir changed while serving started, try again")
         shutil.copyfile(manifest_file(manifests_dir, name), version_dir / "manifest.yaml")
         (version_dir / "model.sha256").write_text(digests[name] + "\n")
-        (version_dir / "model.py").write_text(MODEL_PY.format(root=livecam_root))
+        (version_dir / "model.py").write_text(MODEL_PY.format(paths=paths))
         (root / name / "config.pbtxt").write_text(model_config_text(manifest, digests[name],
                                                                     plan))
     return digests

@@ -48,7 +48,7 @@ def test_repository_has_batching_instances_and_the_verified_file(
 
 def test_a_model_file_that_does_not_verify_is_not_served(
         tmp_path: Path, standins: tuple[Path, Path]) -> None:
-    models_dir, manifests_dir = standins
+    _models_dir, manifests_dir = standins
     bad = tmp_path / "models"
     bad.mkdir()
     (bad / "inswapper_128.onnx").write_bytes(b"not the model")
