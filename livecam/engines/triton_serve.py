@@ -93,7 +93,9 @@ def serve(config: Config, options: ServeOptions, stop: threading.Event,
     store = model_store(config.models)
     manifests_dir = (Path(config.models.manifests_dir).expanduser()
                      if config.models.manifests_dir else default_manifests_dir())
-    work_dir = engine_cache_dir(config.engine).parent / "triton"
+    # one work dir per server (its backends copy and log), so servers on one machine coexist
+    port = options.address.grpc_port
+    work_dir = engine_cache_dir(config.engine).parent / "triton" / f"grpc-{port}"
     repository = (Path(options.repository).expanduser() if options.repository
                   else work_dir / "repository")
     digests = write_repository(repository, store, manifests_dir, names, plan)
