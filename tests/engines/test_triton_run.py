@@ -202,3 +202,18 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
     # no frame from the first swap on showed the real face: each was swapped or covered
     for crop in sent:
         assert np.abs(crop.astype(int) - real).mean() > 10
+
+
+def test_doctor_reports_each_server(deployment: StandinDeployment,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    down = f"127.0.0.1:{free_port()}"
+    args = ["doctor"]
+    for item in [*deployment.config_overrides(), f"engine.triton_urls=[{deployment.url},{down}]"]:
+        args += ["--set", item]
+    with deployment.server(), pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "triton server" in line]
+    assert lines[0].startswith(f"[ok  ] triton server: {deployment.url}: inswapper_128 ready")
+    assert "w600k_r50 ready" in lines[0]
+    assert lines[1].startswith(f"[MISS] triton server: {down}:")
