@@ -178,7 +178,12 @@ class TritonEngine(EngineBase):
 
         Raises :class:`EngineUnavailableError` when the server is down or misses the deadline.
         """
-        return self.submit(feeds).result(timeout=self.timeout_s + 5.0)
+        try:
+            return self.submit(feeds).result(timeout=self.timeout_s + 5.0)
+        except TimeoutError as exc:  # gRPC never called back: as down as a refused request
+            self._mark_down(self._index, exc)
+            raise EngineUnavailableError(f"no answer from the Triton server at {self.url} "
+                                         f"within {self.timeout_s + 5.0:.1f} s") from exc
 
     def submit(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]:
         """Send the rows now (one request per ``max_batch`` rows the server takes); the future
