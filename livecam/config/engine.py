@@ -22,11 +22,30 @@ class EngineConfig:
     precision: str = knob("fp16", "Compute precision on GPUs: fp16 is ~2x faster than fp32 and "
                           "within 1e-2 of it; CPUs always compute fp32 with onnxruntime.",
                           choices=("fp16", "fp32"))
-    cuda_graphs: bool = knob(True, "torch backend: replay a captured CUDA graph per batch size "
-                             "(cuts launch overhead: ~1.5 vs ~2.7 ms per face at batch 1 on an "
-                             "H200); costs one capture per new batch size.")
-    cache_dir: str = knob("", "Built TensorRT engines and the timing cache; empty = the user "
-                          "cache dir (e.g. ~/.cache/livecam/engines).")
+    torch_mode: str = knob("auto", "How the torch backend runs the swap generator: compiled "
+                           "(the packages `livecam engines build` compiled ahead of time for "
+                           "this model, device, torch and precision; an error naming that "
+                           "command when they are missing), cuda_graphs (our ONNX executor, "
+                           "one captured CUDA graph per batch size; eager on a CPU), eager "
+                           "(the executor op by op), or auto (compiled when built, else "
+                           "cuda_graphs; the choice is logged). Nothing compiles at start "
+                           "unless compile_if_missing is set. Speeds: docs/perf-notes.md.",
+                           choices=("auto", "compiled", "cuda_graphs", "eager"))
+    compile_if_missing: bool = knob(False, "Compile the generator at start when torch_mode is "
+                                    "auto or compiled and no build exists (minutes on a GPU, "
+                                    "progress logged; later starts load it) instead of "
+                                    "falling back or failing.")
+    compile_max_autotune: bool = knob(True, "GPU builds benchmark kernel choices "
+                                      "(Inductor max-autotune): faster generator, several "
+                                      "times longer build. Ignored on the CPU.")
+    compiled_batch_sizes: tuple[int, ...] = knob((), "Batch sizes compiled by `livecam engines "
+                                                 "build` (one package each; other batches run "
+                                                 "padded to the next). Empty = 1, 2, 4, ... up "
+                                                 "to gpu.max_faces on the GPU pipeline, "
+                                                 "max_batch on the CPU path.")
+    cache_dir: str = knob("", "Built TensorRT engines, compiled torch generators and the "
+                          "timing cache; empty = the user cache dir (e.g. "
+                          "~/.cache/livecam/engines).")
     tensorrt_workspace_mb: int = knob(4096, "TensorRT builder workspace, MiB. More lets the "
                                       "builder try more tactics.", range=(64, 65536))
     tensorrt_build_if_missing: bool = knob(True, "Build a missing TensorRT engine at start "

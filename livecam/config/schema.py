@@ -16,6 +16,7 @@ from livecam.config.fields import knob
 from livecam.config.gpu import GpuConfig
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
+from livecam.core.commands import MAX_OUTPUT_DELAY_MS
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ class OutputConfig:
     file_codec: str = knob("libx264", "Video codec for `file:` outputs (PyAV encoder name).")
     file_crf: int = knob(20, "Quality of `file:` outputs (x264 CRF: lower = better, larger).",
                          range=(0, 51))
+    delay_ms: float = knob(
+        0.0, "A/V delay, ms: every frame is sent this long after it was captured (or as soon "
+        "as it is ready when the stages take longer), so a microphone captured separately can "
+        "be delayed by the same fixed amount in OBS (Advanced Audio Properties → Sync "
+        "Offset). Exact to one frame; change it live with `livecam ctl delay MS`. Holds that "
+        "many ms of frames in memory (1080p: 6 MB a frame, 30 a second). 0 = send at once.",
+        range=(0.0, MAX_OUTPUT_DELAY_MS))
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,15 @@ class PipelineConfig:
                         "up with the camera a frame may wait one swap at the hop: set 1 for the "
                         "lowest latency on a busy CPU). More splits the stages one per thread.",
                         range=(1, 4))
+    overload_drop_share: float = knob(
+        0.2, "Live mode warns that the pipeline is overloaded (log, status line, API, panel, "
+        "metrics) when more than this share of the frames captured in the last second were "
+        "dropped before the output. Frames are dropped either way (the newest wins, latency "
+        "stays bounded); the warning says the stream runs below the camera's rate.",
+        range=(0.01, 1.0))
+    overload_latency_ms: float = knob(
+        250.0, "... or when the median capture→output time of the last second's frames is "
+        "over this many ms (output.delay_ms is not counted).", range=(1.0, 60000.0))
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
-"""The control API: a small HTTP server (stdlib) for `livecam ctl`, the panel and Prometheus.
+"""The control API: HTTP endpoints for `livecam ctl`, the panel and Prometheus.
 
 Every request, the panel page included, must carry the token: ``Authorization: Bearer TOKEN``
 or ``?token=TOKEN`` (browsers cannot set headers on an OBS dock URL, an ``<img>`` or an
-``EventSource``). Anything else gets 401 and changes nothing. Endpoints::
+``EventSource``), and a ``Host`` header naming this server (the listen address or
+``localhost``: a web page that rebinds its own domain name to 127.0.0.1 is refused). The
+checks run in that order, before any body is read: 421 for a foreign Host, 401 without the
+token. Endpoints::
 
     GET  /  or /panel               the control panel (HTML)
     GET  /api/status                status document (JSON)
@@ -10,44 +13,57 @@ or ``?token=TOKEN`` (browsers cannot set headers on an OBS dock URL, an ``<img>`
     GET  /api/identities            [{"index", "name", "thumbnail"}]
     GET  /api/identities/NAME/thumbnail.jpg
     GET  /api/preview.jpg           the last output frame, small JPEG
-    GET  /metrics                   Prometheus text exposition
-    POST /api/select {"name": N} | {"index": I}   /api/next   /api/prev
+    GET  /metrics                   Prometheus exposition (counters, histograms, state)
+    POST /api/select {"name": N|null} | {"index": I}   /api/next   /api/prev
     POST /api/bypass {"on": true|false} (no body = toggle)
     POST /api/assign {"track_id": T, "name": N|null}
+    POST /api/delay {"ms": MS}      A/V delay, 0-2000 ms
     POST /api/reload   /api/snapshot   /api/quit
 
-Command endpoints answer once the pipeline has applied the command (or after 2 s) with
-``{"applied", "frames_sent_at_apply", "state"}``.
+Bodies are empty or a JSON object with exactly the fields above (see
+:mod:`livecam.control.requests`); anything else is 400. Every error is JSON
+``{"error": "..."}``: 400 bad body, 401 token, 404 unknown endpoint or identity, 405 wrong
+method, 408 body too slow, 413 body over 64 KiB, 421 foreign Host, 503 busy. Malformed HTTP
+that never becomes a request is 400 from the HTTP layer itself (plain text). Command endpoints
+answer once the pipeline has applied the command (or after 2 s) with ``{"applied",
+"frames_sent_at_apply", "state", "delay_ms"}``. Tokens are never logged (paths are, queries
+are not).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.resources
 import json
 import logging
-import socket
-import threading
-import time
-from collections.abc import Callable
+import queue
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+
+from aiohttp import web
+from prometheus_client.exposition import choose_encoder
 
 from livecam.config.control import ControlConfig
 from livecam.control.auth import load_or_create_token, token_matches
 from livecam.control.catalog import IdentityCatalog
+from livecam.control.http import LOOPBACK, HostCheck, HttpServer, Limits, bind_socket
 from livecam.control.paths import new_snapshot_path
-from livecam.control.status import ControlTarget, StatusReporter, prometheus_text
+from livecam.control.requests import VERBS, RequestError, build_command, parse_body
+from livecam.control.status import ControlTarget, StateCollector, StatusReporter
 from livecam.core import commands as cmd
 from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-_MAX_BODY_BYTES = 64 * 1024
 _APPLY_TIMEOUT_S = 2.0
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+#: Open ``/api/events`` streams at most (a panel holds one); more get 503.
+_MAX_EVENT_STREAMS = 8
+#: A stream whose client stops reading for this long is closed.
+_WRITE_TIMEOUT_S = 10.0
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -60,24 +76,19 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-class _Server4(ThreadingHTTPServer):
-    daemon_threads = True  # open event streams must not keep the process alive
-
-
-class _Server6(_Server4):
-    address_family = socket.AF_INET6
-
-
-class _RequestError(Exception):
-    def __init__(self, status: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def state_dict(state: Any) -> dict[str, Any]:
     return {"active_identity": state.active_identity, "bypass": state.bypass,
             "identities": list(state.identities), "generation": state.generation,
             "assignments": [{"track_id": t, "identity": n} for t, n in state.track_identities]}
+
+
+def _error(status: HTTPStatus, message: str, *, close: bool = False,
+           headers: dict[str, str] | None = None) -> web.Response:
+    response = web.json_response({"error": message}, status=status,
+                                 headers={"Cache-Control": "no-store", **(headers or {})})
+    if close:
+        response.force_close()
+    return response
 
 
 class ControlServer:
@@ -85,13 +96,16 @@ class ControlServer:
 
     ``start`` reads or creates the token in ``token_file`` and binds (raising
     :class:`ConfigError` when the address is taken) and returns; ``stop`` returns within
-    about 0.2 s and ends open event streams. ``/api/snapshot`` writes into ``snapshot_dir``
+    about 0.3 s and ends open event streams. ``/api/snapshot`` writes into ``snapshot_dir``
     (clients cannot choose the path). Unless ``required``, a taken address only logs a
     warning and the run goes on without the API (``livecam run``; the daemon requires it).
+    Handlers run on the server's event-loop thread; anything slow (JPEG encoding, reading
+    thumbnails) runs in the loop's worker threads.
     """
 
     def __init__(self, *, target: ControlTarget, catalog: IdentityCatalog, token_file: Path,
-                 config: ControlConfig, snapshot_dir: Path, required: bool = True) -> None:
+                 config: ControlConfig, snapshot_dir: Path, required: bool = True,
+                 limits: Limits | None = None) -> None:
         self._required = required
         self._target = target
         self._catalog = catalog
@@ -99,18 +113,21 @@ class ControlServer:
         self._token = ""
         self._address = parse_address(config.api_address)
         self._config = config
+        self._limits = limits or Limits()
         self._snapshot_dir = snapshot_dir
         self._reporter = StatusReporter(target, extra={"preview_fps": config.preview_fps})
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._collector = StateCollector(target)
+        self._hosts = HostCheck(self._address[0])
+        self._http: HttpServer | None = None
+        self._streams = 0
+        self._preview: tuple[int, bytes] | None = None  # (frames_sent, JPEG) last encoded
 
     @property
     def url(self) -> str:
         """``http://host:port`` actually bound (the port is known after ``start``)."""
         host, port = self._address
-        if self._httpd is not None:
-            port = int(self._httpd.server_address[1])
+        if self._http is not None:
+            port = self._http.port
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
     @property
@@ -121,13 +138,11 @@ class ControlServer:
         """Read (or create) the token file, bind and serve in a background thread."""
         self._token = load_or_create_token(self._token_file)
         host, port = self._address
-        if host not in _LOOPBACK:
+        if host not in LOOPBACK:
             log.warning("control API listens on %s, reachable from other machines; anyone "
                         "with the token can control livecam", host)
-        handler = _make_handler(self)
-        server_cls = _Server6 if ":" in host else _Server4
         try:
-            self._httpd = server_cls((host, port), handler)
+            sock = bind_socket(host, port, self._limits.backlog)
         except OSError as exc:
             message = (f"control API cannot listen on {host}:{port} ({exc.strerror}): another "
                        "livecam may be running; pick another port with --set "
@@ -136,232 +151,215 @@ class ControlServer:
                 raise ConfigError(message) from None
             log.warning("%s; running without the control API", message)
             return
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name="livecam-control-api", daemon=True)
-        self._thread.start()
+        self._target.metrics.registry.register(self._collector)
+        self._http = HttpServer(self._make_app, sock, self._limits)
+        self._http.start()
         log.info("control API on %s (panel: %s/panel?token=... ; `livecam ctl panel-url` "
                  "prints the full URL)", self.url, self.url)
 
     def stop(self) -> None:
         """Stop serving and end event streams. Idempotent; any thread except a handler's."""
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        if self._http is not None:
+            self._http.stop()
+            with contextlib.suppress(KeyError):  # stop twice
+                self._target.metrics.registry.unregister(self._collector)
 
-    # -- request handling (handler threads) ----------------------------------------------
+    # -- the application (everything below runs on the server's event-loop thread) -------
 
-    def authorised(self, headers: Any, query: dict[str, list[str]]) -> bool:
-        auth = headers.get("Authorization", "")
-        given = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+    def _make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors, self._guard],
+                              client_max_size=self._limits.max_body_bytes,
+                              handler_args={"max_field_size": 8190, "max_line_size": 8190})
+        get = [("/", self._panel), ("/panel", self._panel), ("/api/status", self._status),
+               ("/api/events", self._events), ("/api/identities", self._identities),
+               ("/api/identities/{name}/thumbnail.jpg", self._thumbnail),
+               ("/api/preview.jpg", self._preview_jpeg), ("/metrics", self._metrics)]
+        for path, handler in get:
+            app.router.add_get(path, handler)
+        for verb in VERBS:
+            app.router.add_post(f"/api/{verb}", self._command)
+        return app
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every error as JSON; one DEBUG line per request (the path, never the query)."""
+        try:
+            response = await handler(request)
+        except RequestError as exc:
+            # the body may be unread (413, 401): close rather than parse what follows
+            response = _error(exc.status, str(exc), close=exc.status != HTTPStatus.NOT_FOUND)
+        except web.HTTPException as exc:  # the router's 404 and 405, aiohttp's 413
+            headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            response = _error(HTTPStatus(exc.status), exc.reason, headers=headers)
+        except Exception as exc:  # a bug: answer 500, keep serving
+            log.error("control API: %s %s failed (%s: %s)", request.method, request.path,
+                      type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            response = _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the log)")
+        log.debug("%s %s -> %d", request.method, request.path, response.status)
+        return response
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Host, then token, before anything else (the body included) is looked at."""
+        if not self._hosts.allows(request.headers.get("Host")):
+            raise RequestError(HTTPStatus.MISDIRECTED_REQUEST, "the Host header must name "
+                               "this server (its listen address or localhost)")
+        auth = request.headers.get("Authorization", "")
+        given = auth[7:].strip() if auth[:7].lower() == "bearer " else None
         if given is None:
-            tokens = query.get("token")
-            given = tokens[0] if tokens else None
-        return token_matches(self._token, given)
+            given = request.query.get("token")
+        if not token_matches(self._token, given):
+            response = _error(HTTPStatus.UNAUTHORIZED, "missing or wrong token: use `livecam "
+                              "ctl` or `livecam ctl panel-url`, which read the token file",
+                              close=True, headers={"WWW-Authenticate": 'Bearer realm="livecam"'})
+            return response
+        return await handler(request)
 
-    def get(self, path: str) -> tuple[str, bytes]:
-        """(content type, body) for a GET of ``path`` (not the event stream)."""
-        if path in ("/", "/panel"):
-            return "text/html; charset=utf-8", _panel_html()
-        if path == "/api/status":
-            return _json(self._reporter.status())
-        if path == "/metrics":
-            text = prometheus_text(self._reporter.status())
-            return "text/plain; version=0.0.4; charset=utf-8", text.encode()
-        if path == "/api/identities":
-            names = self._target.state.identities
-            return _json([{"index": i, "name": n,
-                           "thumbnail": f"/api/identities/{n}/thumbnail.jpg"}
-                          for i, n in enumerate(names)])
-        if path.startswith("/api/identities/") and path.endswith("/thumbnail.jpg"):
-            name = unquote(path[len("/api/identities/"):-len("/thumbnail.jpg")])
-            if name not in self._target.state.identities:
-                raise _RequestError(HTTPStatus.NOT_FOUND, f"no identity {name!r}")
-            data = self._catalog.thumbnail_jpeg(name)
-            if data is None:
-                raise _RequestError(HTTPStatus.NOT_FOUND, f"identity {name!r} has no thumbnail")
-            return "image/jpeg", data
-        if path == "/api/preview.jpg":
-            return "image/jpeg", self._preview_jpeg()
-        raise _RequestError(HTTPStatus.NOT_FOUND, f"no such endpoint: GET {path}")
+    async def _panel(self, request: web.Request) -> web.Response:
+        html = importlib.resources.files("livecam.control").joinpath("panel.html").read_bytes()
+        return web.Response(body=html, content_type="text/html", charset="utf-8",
+                            headers={"Cache-Control": "no-store"})
 
-    def _preview_jpeg(self) -> bytes:
-        import cv2
+    async def _status(self, request: web.Request) -> web.Response:
+        return _json(self._reporter.status())
 
-        last = self._target.live.last()
-        width = self._config.preview_width_px
-        if last is None or width == 0:
-            raise _RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "no frame sent yet")
-        image: Any = last.image_bgr
-        h, w = image.shape[:2]
-        if w > width:
-            image = cv2.resize(image, (width, max(1, round(h * width / w))),
-                               interpolation=cv2.INTER_AREA)
-        ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 70])
-        if not ok:
-            raise _RequestError(HTTPStatus.INTERNAL_SERVER_ERROR, "JPEG encoding failed")
-        return bytes(buf.tobytes())
+    async def _metrics(self, request: web.Request) -> web.Response:
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = encode(self._target.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": content_type,
+                                                "Cache-Control": "no-store"})
 
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        command = self._command_for(path, body)
-        ticket = self._target.commands.put(command)
-        applied = ticket.wait(_APPLY_TIMEOUT_S)
-        state = ticket.state if applied and ticket.state is not None else self._target.state
-        reply: dict[str, Any] = {"applied": applied, "frames_sent_at_apply": ticket.frames_sent,
-                                 "state": state_dict(state)}
-        if isinstance(command, cmd.SaveSnapshot):
-            reply["path"] = command.path
-        return reply
-
-    def _command_for(self, path: str, body: dict[str, Any]) -> cmd.Command:
+    async def _identities(self, request: web.Request) -> web.Response:
         names = self._target.state.identities
-        if path == "/api/select":
-            if "index" in body:
-                index = body["index"]
-                if not isinstance(index, int) or not 0 <= index < len(names):
-                    raise _RequestError(HTTPStatus.NOT_FOUND, f"no identity at index {index!r} "
-                                        f"({len(names)} identities)")
-                return cmd.SelectIdentityIndex(index)
-            name = body.get("name")
-            if name is not None and name not in names:
-                known = ", ".join(names) or "none"
-                raise _RequestError(HTTPStatus.NOT_FOUND, f"no identity {name!r} (known: "
-                                    f"{known}); add it with `livecam identity add` and reload")
-            return cmd.SelectIdentity(name)
-        if path in ("/api/next", "/api/prev"):
-            return cmd.StepIdentity(+1 if path == "/api/next" else -1)
-        if path == "/api/bypass":
-            if "on" not in body:
-                return cmd.ToggleBypass()
-            if not isinstance(body["on"], bool):
-                raise _RequestError(HTTPStatus.BAD_REQUEST, '"on" must be true or false')
-            return cmd.SetBypass(body["on"])
-        if path == "/api/assign":
-            track_id, name = body.get("track_id"), body.get("name")
-            if not isinstance(track_id, int) or isinstance(track_id, bool) or track_id < 0:
-                raise _RequestError(HTTPStatus.BAD_REQUEST, '"track_id" must be a track number '
-                                    "(see `livecam ctl status`)")
-            if name is not None and name not in names:
-                raise _RequestError(HTTPStatus.NOT_FOUND, f"no identity {name!r}")
-            return cmd.AssignTrack(track_id, name)
-        if path == "/api/reload":
-            return cmd.Reload()
-        if path == "/api/snapshot":
-            return cmd.SaveSnapshot(str(new_snapshot_path(self._snapshot_dir)))
-        if path == "/api/quit":
-            return cmd.Quit()
-        raise _RequestError(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {path}")
+        return _json([{"index": i, "name": n, "thumbnail": f"/api/identities/{n}/thumbnail.jpg"}
+                      for i, n in enumerate(names)])
 
-    def stream_events(self, write: Callable[[bytes], None]) -> None:
-        """Write ``status`` events until the server stops or the client goes away."""
+    async def _thumbnail(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in self._target.state.identities:
+            raise RequestError(HTTPStatus.NOT_FOUND, f"no identity {name!r}")
+        data = await asyncio.to_thread(self._catalog.thumbnail_jpeg, name)
+        if data is None:
+            raise RequestError(HTTPStatus.NOT_FOUND, f"identity {name!r} has no thumbnail")
+        return _jpeg(data)
+
+    async def _preview_jpeg(self, request: web.Request) -> web.Response:
+        last = self._target.live.last()
+        if last is None or self._config.preview_width_px == 0:
+            raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "no frame sent yet")
+        cached = self._preview
+        if cached is None or cached[0] != last.frames_sent:
+            # encoded once per frame however many panels ask, off the event loop
+            cached = (last.frames_sent, await asyncio.to_thread(
+                _encode_preview, last.image_bgr, self._config.preview_width_px))
+            self._preview = cached
+        return _jpeg(cached[1])
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        if self._streams >= _MAX_EVENT_STREAMS:
+            raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, f"at most {_MAX_EVENT_STREAMS} "
+                               "event streams at once")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-store"})
+        response.force_close()
+        self._streams += 1
+        try:
+            await response.prepare(request)
+            await self._stream_status(response)
+        except (ConnectionError, TimeoutError):
+            pass  # the client went away or stopped reading
+        finally:
+            self._streams -= 1
+        return response
+
+    async def _stream_status(self, response: web.StreamResponse) -> None:
         interval_s = self._config.status_push_interval_s
-        last_push = 0.0
-        last_generation = -1
-        while not self._stop.is_set():
+        loop = asyncio.get_running_loop()
+        last_push, last_generation = 0.0, -1
+        http = self._http
+        while http is not None and not http.stopping:
             generation = self._target.state.generation
-            now = time.monotonic()
+            now = loop.time()
             if generation != last_generation or now - last_push >= interval_s:
                 data = json.dumps(self._reporter.status())
-                write(f"event: status\ndata: {data}\n\n".encode())
+                async with asyncio.timeout(_WRITE_TIMEOUT_S):
+                    await response.write(f"event: status\ndata: {data}\n\n".encode())
                 last_push, last_generation = now, generation
-            self._stop.wait(0.05)
+            await asyncio.sleep(0.05)
+
+    async def _command(self, request: web.Request) -> web.Response:
+        verb = request.path.removeprefix("/api/")
+        body = parse_body(await self._read_body(request))
+        command = build_command(
+            verb, body, names=self._target.state.identities,
+            snapshot_path=lambda: str(new_snapshot_path(self._snapshot_dir)))
+        reply = await self._apply(command)
+        if isinstance(command, cmd.SaveSnapshot):
+            reply["path"] = command.path
+        return _json(reply)
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        limit = self._limits.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                               f"request body over {limit // 1024} KiB")
+        try:
+            async with asyncio.timeout(self._limits.body_timeout_s):
+                return await request.read()
+        except TimeoutError:
+            raise RequestError(HTTPStatus.REQUEST_TIMEOUT, "request body not received in "
+                               f"{self._limits.body_timeout_s:g} s") from None
+        except web.HTTPRequestEntityTooLarge:  # a chunked body past the limit
+            raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                               f"request body over {limit // 1024} KiB") from None
+
+    async def _apply(self, command: cmd.Command) -> dict[str, Any]:
+        """Queue ``command`` and wait (without a thread) until the pipeline applied it."""
+        try:
+            ticket = self._target.commands.put(command, timeout_s=0)
+        except queue.Full:
+            raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "the pipeline is not taking "
+                               "commands (queue full); try again") from None
+        loop = asyncio.get_running_loop()
+        applied: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:  # pipeline thread
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(_resolve, applied)
+
+        ticket.add_done_callback(wake)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(applied, _APPLY_TIMEOUT_S)
+        done = applied.done()
+        state = ticket.state if done and ticket.state is not None else self._target.state
+        return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
+                "state": state_dict(state),
+                "delay_ms": self._target.describe().get("delay_ms", 0.0)}
 
 
-def _json(value: Any) -> tuple[str, bytes]:
-    return "application/json", json.dumps(value).encode()
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
-def _panel_html() -> bytes:
-    return importlib.resources.files("livecam.control").joinpath("panel.html").read_bytes()
+def _json(value: Any) -> web.Response:
+    return web.json_response(value, headers={"Cache-Control": "no-store"})
 
 
-def _make_handler(server: ControlServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "livecam"
+def _jpeg(data: bytes) -> web.Response:
+    return web.Response(body=data, content_type="image/jpeg",
+                        headers={"Cache-Control": "no-store"})
 
-        def log_message(self, format: str, *args: Any) -> None:  # base class's signature
-            log.debug("%s %s", self.address_string(), format % args)
 
-        def _send(self, status: HTTPStatus, content_type: str, body: bytes,
-                  extra: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            for key, value in (extra or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
+def _encode_preview(image: Any, width: int) -> bytes:
+    """``image`` (H, W, 3) uint8 BGR scaled down to ``width`` px (never up), as JPEG."""
+    import cv2
 
-        def _error(self, status: HTTPStatus, message: str) -> None:
-            extra = {"WWW-Authenticate": 'Bearer realm="livecam"'} \
-                if status == HTTPStatus.UNAUTHORIZED else None
-            self._send(status, "application/json", json.dumps({"error": message}).encode(),
-                       extra)
-
-        def _authorised(self) -> tuple[str, bool]:
-            parts = urlsplit(self.path)
-            ok = server.authorised(self.headers, parse_qs(parts.query))
-            if not ok:
-                self._error(HTTPStatus.UNAUTHORIZED, "missing or wrong token: use `livecam "
-                            "ctl` or `livecam ctl panel-url`, which read the token file")
-            return parts.path, ok
-
-        def do_GET(self) -> None:
-            path, ok = self._authorised()
-            if not ok:
-                return
-            if path == "/api/events":
-                self._events()
-                return
-            try:
-                content_type, body = server.get(path)
-            except _RequestError as exc:
-                self._error(exc.status, str(exc))
-                return
-            self._send(HTTPStatus.OK, content_type, body)
-
-        def _events(self) -> None:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-
-            def write(data: bytes) -> None:
-                self.wfile.write(data)
-                self.wfile.flush()
-
-            try:
-                server.stream_events(write)
-            except (BrokenPipeError, ConnectionResetError):
-                return
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > _MAX_BODY_BYTES:
-                self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large")
-                self.close_connection = True
-                return
-            raw = self.rfile.read(length) if length else b""
-            path, ok = self._authorised()
-            if not ok:
-                return
-            try:
-                body = json.loads(raw) if raw.strip() else {}
-                if not isinstance(body, dict):
-                    raise _RequestError(HTTPStatus.BAD_REQUEST, "body must be a JSON object")
-                reply = server.post(path, body)
-            except json.JSONDecodeError:
-                self._error(HTTPStatus.BAD_REQUEST, "body is not valid JSON")
-                return
-            except _RequestError as exc:
-                self._error(exc.status, str(exc))
-                return
-            self._send(HTTPStatus.OK, "application/json", json.dumps(reply).encode())
-
-    return Handler
+    h, w = image.shape[:2]
+    if w > width:
+        image = cv2.resize(image, (width, max(1, round(h * width / w))),
+                           interpolation=cv2.INTER_AREA)
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 70])
+    if not ok:
+        raise RequestError(HTTPStatus.INTERNAL_SERVER_ERROR, "JPEG encoding failed")
+    return bytes(buf.tobytes())

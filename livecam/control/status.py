@@ -1,9 +1,11 @@
-"""What the control API reports: the status document and the Prometheus text exposition.
+"""What the control API reports: the status document and the Prometheus state metrics.
 
 :class:`StatusReporter` reads a :class:`ControlTarget` (the running app) and never calls
 ``Metrics.snapshot()``, whose fps are "since the previous call": the status line logger owns
 those, and two readers would halve each other's rates. It keeps its own short history of
-counters instead.
+counters instead. The document is for people (panel, ``livecam ctl status``): recent fps and
+percentiles. ``/metrics`` serves counters and histograms instead (``Metrics.registry``) plus
+the runtime state through :class:`StateCollector`; Prometheus derives rates and quantiles.
 """
 
 from __future__ import annotations
@@ -12,13 +14,22 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 from livecam.control.live import LiveView
 from livecam.core.commands import CommandQueue
 from livecam.core.metrics import Metrics
+from livecam.core.overload import OverloadMonitor
 from livecam.core.types import RuntimeState
 
 #: fps are averaged over at least this long (shorter right after start).
@@ -34,13 +45,14 @@ class ControlTarget(Protocol):
     commands: CommandQueue
     metrics: Metrics
     live: LiveView
+    overload: OverloadMonitor
 
     @property
     def state(self) -> RuntimeState: ...
 
     def describe(self) -> dict[str, Any]:
-        """Static facts of the run: ``backend``, ``stages``, ``input``, ``output``,
-        ``width``, ``height``, ``fps``."""
+        """Facts of the run: ``backend``, ``stages``, ``input``, ``output``, ``width``,
+        ``height``, ``fps``, ``delay_ms`` (the A/V delay in force)."""
         ...
 
 
@@ -86,6 +98,7 @@ class StatusReporter:
         m = target.metrics
         fps_in, fps_out = self._rates()
         latency = m.latencies_ms()
+        _, pipeline_latency = m.pipeline_latencies_ms()
         last = target.live.last()
         assigned = dict(state.track_identities)
         tracks = [] if last is None else [
@@ -94,17 +107,30 @@ class StatusReporter:
             for tid in last.track_ids
         ]
         counters = {name: m.counter(name) for name in (
-            "captured", "processed", "sent", "repeated", "dropped_capture", "dropped_output",
-            "stage_errors", "capture_lost")}
+            "captured", "processed", "sent", "repeated", "dropped_capture", "dropped_pipeline",
+            "dropped_output", "stage_errors", "capture_lost")}
+        overload = target.overload.state
+        now_ns = time.perf_counter_ns()
         doc: dict[str, Any] = {
-            "uptime_s": round((time.perf_counter_ns() - self._t_start_ns) / 1e9, 3),
+            "uptime_s": round((now_ns - self._t_start_ns) / 1e9, 3),
             "fps_in": round(fps_in, 2),
             "fps_out": round(fps_out, 2),
             "latency_ms": {"p50": _finite(_percentile(latency, 50)),
                            "p99": _finite(_percentile(latency, 99))},
+            "pipeline_latency_ms": {"p50": _finite(_percentile(pipeline_latency, 50)),
+                                    "p99": _finite(_percentile(pipeline_latency, 99))},
+            "longest_gap_ms": _finite(m.longest_gap_ms(now_ns)),
             "frames": counters,
             "stage_ms": {name: _finite(_percentile(times, 50))
                          for name, times in m.stage_times_ms().items()},
+            "overload": {
+                "active": overload.active, "reason": overload.reason,
+                "since_s": (None if overload.since_ns is None
+                            else round((now_ns - overload.since_ns) / 1e9, 3)),
+                "total_s": round(overload.total_s, 3),
+                "drop_share": _finite(overload.drop_share),
+                "latency_p50_ms": _finite(overload.latency_p50_ms),
+            },
             "active_identity": state.active_identity,
             "bypass": state.bypass,
             "identities": list(state.identities),
@@ -118,66 +144,68 @@ class StatusReporter:
         return doc
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class StateCollector(Collector):
+    """The runtime state as Prometheus metrics, read from ``target`` at scrape time (register
+    it in ``target.metrics.registry``)."""
+
+    def __init__(self, target: ControlTarget) -> None:
+        self._target = target
+
+    def collect(self) -> Iterator[Metric]:
+        target = self._target
+        state = target.state
+        facts = target.describe()
+        overload = target.overload.state
+        last = target.live.last()
+        yield GaugeMetricFamily("livecam_bypass", "1 while the real face is sent through.",
+                                value=1.0 if state.bypass else 0.0)
+        yield GaugeMetricFamily("livecam_identities", "Identities in the library.",
+                                value=len(state.identities))
+        yield GaugeMetricFamily("livecam_tracks", "Tracked faces in the last frame sent.",
+                                value=0 if last is None else len(last.track_ids))
+        active = GaugeMetricFamily("livecam_active_identity", "1 for the identity being "
+                                   "swapped in (absent when none).", labels=["name"])
+        if state.active_identity:
+            active.add_metric([state.active_identity], 1.0)
+        yield active
+        yield CounterMetricFamily("livecam_state_changes", "Runtime state changes (commands "
+                                  "that changed something).", value=state.generation)
+        yield GaugeMetricFamily("livecam_overloaded", "1 while the pipeline falls behind the "
+                                "camera (see the status document's overload.reason).",
+                                value=1.0 if overload.active else 0.0)
+        yield CounterMetricFamily("livecam_overloaded_seconds", "Time spent overloaded.",
+                                  value=overload.total_s)
+        yield GaugeMetricFamily("livecam_output_delay_seconds", "The A/V delay in force.",
+                                value=float(facts.get("delay_ms", 0.0)) / 1e3)
+        info = InfoMetricFamily("livecam_run", "What this run does.")
+        info.add_metric([], {key: str(facts.get(key, "")) for key in
+                             ("backend", "input", "output", "width", "height", "fps")})
+        yield info
+        yield from _remote_engine_metrics(facts.get("remote_engines") or {})
 
 
-def _num(value: float | None) -> str:
-    return "NaN" if value is None else repr(float(value))
-
-
-def prometheus_text(status: dict[str, Any]) -> str:
-    """The Prometheus text exposition (format 0.0.4) of a status document."""
-    lines: list[str] = []
-
-    def metric(name: str, kind: str, help_text: str,
-               samples: list[tuple[str, float | None]]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines.extend(f"{name}{labels} {_num(value)}" for labels, value in samples)
-
-    frames = status["frames"]
-    metric("livecam_frames_total", "counter", "Frames by stage of their life.",
-           [(f'{{kind="{k}"}}', float(v)) for k, v in frames.items()])
-    metric("livecam_fps", "gauge", "Frames per second over the last second.",
-           [('{direction="in"}', status["fps_in"]), ('{direction="out"}', status["fps_out"])])
-    lat = status["latency_ms"]
-    metric("livecam_latency_seconds", "summary", "Capture to sink latency (recent frames).",
-           [('{quantile="0.5"}', None if lat["p50"] is None else lat["p50"] / 1e3),
-            ('{quantile="0.99"}', None if lat["p99"] is None else lat["p99"] / 1e3)])
-    metric("livecam_stage_seconds", "gauge", "Median time per frame of each stage.",
-           [(f'{{stage="{_label(k)}"}}', None if v is None else v / 1e3)
-            for k, v in status["stage_ms"].items()])
-    metric("livecam_bypass", "gauge", "1 while the real face is sent through.",
-           [("", 1.0 if status["bypass"] else 0.0)])
-    metric("livecam_identities", "gauge", "Identities in the library.",
-           [("", float(len(status["identities"])))])
-    metric("livecam_tracks", "gauge", "Tracked faces in the last frame sent.",
-           [("", float(len(status["tracks"])))])
-    active = status["active_identity"]
-    metric("livecam_active_identity", "gauge", "1 for the identity being swapped in.",
-           [(f'{{name="{_label(active)}"}}', 1.0)] if active else [])
-    metric("livecam_state_changes_total", "counter", "Runtime state changes so far.",
-           [("", float(status["generation"]))])
-    metric("livecam_uptime_seconds", "gauge", "Seconds since the control API started.",
-           [("", status["uptime_s"])])
-    remote = status.get("remote_engines", {})
-    labels = {stage: f'{{stage="{_label(stage)}",url="{_label(str(h.get("url", "")))}"}}'
-              for stage, h in remote.items()}
-    if remote:
-        metric("livecam_remote_engine_up", "gauge", "1 while the remote engine (Triton) "
-               "answers; 0 while faces are covered and it reconnects.",
-               [(labels[k], 1.0 if h.get("state") == "ready" else 0.0) for k, h in remote.items()])
-        for key, help_text in (("requests", "Requests sent to the remote engine."),
-                               ("failures", "Requests that failed or missed their deadline."),
-                               ("reconnects", "Times the remote engine came back.")):
-            metric(f"livecam_remote_engine_{key}_total", "counter", help_text,
-                   [(labels[k], float(h.get(key, 0))) for k, h in remote.items()])
-        metric("livecam_remote_engine_request_seconds", "summary", "Round trip of one request.",
-               [(labels[k][:-1] + f',quantile="{q}"}}',
-                 None if h["request_ms"][p] is None else h["request_ms"][p] / 1e3)
-                for k, h in remote.items() for q, p in (("0.5", "p50"), ("0.99", "p99"))])
-    metric("livecam_info", "gauge", "Backend and output of this run.",
-           [(f'{{backend="{_label(str(status.get("backend", "")))}",'
-             f'output="{_label(str(status.get("output", "")))}"}}', 1.0)])
-    return "\n".join(lines) + "\n"
+def _remote_engine_metrics(remote: dict[str, Any]) -> Iterator[Metric]:
+    """The link state of remote engines (Triton), one sample per stage and server address."""
+    if not remote:
+        return
+    labels = ["stage", "url"]
+    up = GaugeMetricFamily("livecam_remote_engine_up", "1 while the remote engine (Triton) "
+                           "answers; 0 while faces are covered and it reconnects.", labels=labels)
+    counters = {key: CounterMetricFamily(f"livecam_remote_engine_{key}", text, labels=labels)
+                for key, text in (("requests", "Requests sent to the remote engine."),
+                                  ("failures", "Requests that failed or missed their deadline."),
+                                  ("reconnects", "Times the remote engine came back."))}
+    request = GaugeMetricFamily("livecam_remote_engine_request_seconds", "Round trip of one "
+                                "request, recent requests.", labels=[*labels, "quantile"])
+    for stage, health in remote.items():
+        values = [stage, str(health.get("url", ""))]
+        up.add_metric(values, 1.0 if health.get("state") == "ready" else 0.0)
+        for key, family in counters.items():
+            family.add_metric(values, float(health.get(key, 0)))
+        for quantile, key in (("0.5", "p50"), ("0.99", "p99")):
+            ms = health.get("request_ms", {}).get(key)
+            if ms is not None:
+                request.add_metric([*values, quantile], ms / 1e3)
+    yield up
+    yield from counters.values()
+    yield request

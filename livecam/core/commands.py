@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from livecam.core.types import RuntimeState
+
+#: The longest A/V delay (``output.delay_ms``): the output holds that many ms of frames.
+MAX_OUTPUT_DELAY_MS = 2000.0
 
 
 class Command(Protocol):
@@ -40,6 +44,10 @@ class ControlHooks(Protocol):
 
     def save_snapshot(self, path: str) -> None:
         """Write the last frame sent to the output to ``path`` (PNG or JPEG by suffix)."""
+        ...
+
+    def set_output_delay(self, delay_ms: float) -> None:
+        """Hold frames so capture→output takes ``delay_ms`` from the next frame on."""
         ...
 
 
@@ -180,6 +188,22 @@ class SaveSnapshot:
 
 
 @dataclass(frozen=True)
+class SetOutputDelay:
+    """Change the A/V delay (``output.delay_ms``) live: every frame is sent ``delay_ms`` after
+    its capture (or as soon as it is ready when the stages take longer), so a microphone
+    captured elsewhere can be delayed by the same fixed amount in OBS. Sources validate
+    ``delay_ms`` (0 to ``MAX_OUTPUT_DELAY_MS``) before queueing."""
+
+    delay_ms: float
+
+    def perform(self, hooks: ControlHooks) -> None:
+        hooks.set_output_delay(self.delay_ms)
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        return state
+
+
+@dataclass(frozen=True)
 class Quit:
     """Stop the run after the current frame (handled by the scheduler itself)."""
 
@@ -197,13 +221,29 @@ class Ticket:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
         self.state: RuntimeState | None = None
         self.frames_sent = -1
 
     def resolve(self, state: RuntimeState, frames_sent: int) -> None:
         """Called by the pipeline thread once the command is applied."""
         self.state, self.frames_sent = state, frames_sent
-        self._event.set()
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once applied: at once if it already is, else on the pipeline
+        thread (so it must only hand over, e.g. ``loop.call_soon_threadsafe``). Lets an event
+        loop wait for a command without parking a thread on :meth:`wait`."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until applied (True) or ``timeout_s`` passed (False). Any thread may call."""
@@ -216,10 +256,11 @@ class CommandQueue:
     def __init__(self, maxsize: int = 256) -> None:
         self._queue: queue.Queue[tuple[Command, Ticket]] = queue.Queue(maxsize=maxsize)
 
-    def put(self, command: Command) -> Ticket:
-        """Queue ``command``; raises ``queue.Full`` after 1 s if the pipeline is not draining."""
+    def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket:
+        """Queue ``command``; raises ``queue.Full`` after ``timeout_s`` (0 = at once) if the
+        pipeline is not draining."""
         ticket = Ticket()
-        self._queue.put((command, ticket), timeout=1.0)
+        self._queue.put((command, ticket), block=timeout_s > 0, timeout=timeout_s or None)
         return ticket
 
     def drain(self) -> list[tuple[Command, Ticket]]:

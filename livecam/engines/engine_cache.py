@@ -1,11 +1,14 @@
-"""The on-disk cache of built TensorRT engines, and the key that decides what may be loaded.
+"""The on-disk cache of built engines, and the keys that decide what may be loaded.
 
-An engine is only valid for the exact model bytes, GPU, TensorRT version, precision and
-optimisation profiles it was built for. :class:`EngineKey` holds all of them; an entry is a
-``<model>-<digest16>.engine`` file plus a ``.json`` sidecar with the full key and the engine
-file's own sha256. :meth:`EngineCache.load` returns bytes only when the sidecar's key equals the
-asked key field for field and the engine bytes hash to what the sidecar recorded; anything else
-(another GPU, an older TensorRT, a renamed or truncated file) is refused and logged, never loaded.
+Two kinds of entry live here: TensorRT engines (:class:`EngineKey`: model bytes, GPU, TensorRT
+version, precision, optimisation profiles) and compiled torch generators (:class:`CompiledKey`:
+model bytes, device, torch/triton versions, precision, batch, layout, autotuning and the
+executor's own source). An entry is a ``<model>-<digest16><suffix>`` file plus a ``.json``
+sidecar with the key's kind, the full key and the file's own sha256. :meth:`EngineCache.load`
+and :meth:`EngineCache.load_path` return an entry only when the sidecar's key equals the asked
+key field for field and the file hashes to what the sidecar recorded; anything else (another
+GPU, an older TensorRT or torch, a changed executor, a renamed or truncated file) is refused and
+logged, never loaded.
 
 Writes are atomic (temporary file + ``os.replace``) and serialised with a file lock, so two
 processes building at once cannot leave a half-written engine or lose timing-cache entries.
@@ -19,13 +22,14 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
+COMPILED_KEY_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -47,9 +51,39 @@ class Profile:
         return [[n, list(a), list(b), list(c)] for n, a, b, c in self.shapes]
 
 
+class CacheKey(Protocol):
+    """What :class:`EngineCache` needs of a key."""
+
+    kind: ClassVar[str]
+    suffix: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def digest(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
+def _digest(data: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON form: equal keys give equal digests."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def differences(mine: CacheKey, theirs: CacheKey) -> list[str]:
+    """Names of the fields that differ (empty when equal; every field for another kind)."""
+    a, b = mine.to_dict(), theirs.to_dict()
+    if mine.kind != theirs.kind:
+        return ["kind"]
+    return sorted(k for k in a if a[k] != b.get(k))
+
+
 @dataclass(frozen=True)
 class EngineKey:
-    """Everything a serialized engine depends on."""
+    """Everything a serialized TensorRT engine depends on."""
+
+    kind: ClassVar[str] = "tensorrt"
+    suffix: ClassVar[str] = ".engine"
 
     model_sha256: str
     gpu_name: str
@@ -81,22 +115,85 @@ class EngineKey:
         )
 
     def digest(self) -> str:
-        """sha256 of the canonical JSON form: equal keys give equal digests."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return _digest(self.to_dict())
 
-    def differences(self, other: EngineKey) -> list[str]:
-        """Names of the fields that differ (empty when equal)."""
-        mine, theirs = self.to_dict(), other.to_dict()
-        return sorted(k for k in mine if mine[k] != theirs.get(k))
+    def differences(self, other: CacheKey) -> list[str]:
+        return differences(self, other)
+
+    def describe(self) -> str:
+        return (f"TensorRT {self.tensorrt_version} {self.precision} {self.gpu_name} "
+                f"sm{self.compute_capability}")
+
+
+@dataclass(frozen=True)
+class CompiledKey:
+    """Everything an ahead-of-time compiled torch generator (an AOTInductor package) depends on.
+
+    ``device`` names the hardware the code was generated for (GPU name and compute capability,
+    or the CPU architecture and the vector ISA torch uses); ``executor_sha256`` hashes the
+    ONNX executor's source, so fixing an op invalidates every package traced through it.
+    """
+
+    kind: ClassVar[str] = "torch-compiled"
+    suffix: ClassVar[str] = ".pt2"
+
+    model_sha256: str
+    device: str
+    torch_version: str
+    triton_version: str
+    precision: str
+    batch: int
+    channels_last: bool
+    max_autotune: bool
+    executor_sha256: str
+    key_version: int = field(default=COMPILED_KEY_VERSION)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompiledKey:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def digest(self) -> str:
+        return _digest(self.to_dict())
+
+    def differences(self, other: CacheKey) -> list[str]:
+        return differences(self, other)
+
+    def describe(self) -> str:
+        tuned = ", max-autotune" if self.max_autotune else ""
+        return (f"compiled torch {self.torch_version} {self.precision} batch {self.batch} "
+                f"{self.device}{tuned}")
+
+
+KEY_KINDS: dict[str, Any] = {EngineKey.kind: EngineKey, CompiledKey.kind: CompiledKey}
+
+
+def key_from_sidecar(meta: dict[str, Any]) -> CacheKey:
+    """The key a sidecar records (sidecars written before kinds existed are TensorRT's)."""
+    cls = KEY_KINDS.get(str(meta.get("kind", EngineKey.kind)))
+    if cls is None:
+        raise ValueError(f"unknown engine kind {meta.get('kind')!r}")
+    key: CacheKey = cls.from_dict(meta["key"])
+    return key
 
 
 @dataclass(frozen=True)
 class CacheEntry:
     engine_path: Path
-    key: EngineKey
+    key: CacheKey
     size_bytes: int
     model_name: str
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -131,54 +228,77 @@ class EngineCache:
         self.root.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.root / ".lock"), timeout=timeout_s)
 
-    def engine_path(self, model_name: str, key: EngineKey) -> Path:
-        return self.root / f"{model_name}-{key.digest()[:16]}.engine"
+    def engine_path(self, model_name: str, key: CacheKey) -> Path:
+        return self.root / f"{model_name}-{key.digest()[:16]}{key.suffix}"
 
-    def load(self, model_name: str, key: EngineKey) -> bytes | None:
+    def load(self, model_name: str, key: CacheKey) -> bytes | None:
         """The engine built for exactly ``key``, or None (missing, other key, corrupt)."""
+        path = self.load_path(model_name, key)
+        return None if path is None else path.read_bytes()
+
+    def load_path(self, model_name: str, key: CacheKey) -> Path | None:
+        """The path of the entry built for exactly ``key`` after checking its sidecar key and
+        its bytes' sha256, or None (missing, other key, corrupt: logged)."""
         path = self.engine_path(model_name, key)
         meta_path = path.with_suffix(".json")
         if not path.is_file() or not meta_path.is_file():
             return None
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            stored = EngineKey.from_dict(meta["key"])
+            stored = key_from_sidecar(meta)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("engine cache entry %s has an unreadable key (%s); not loading it",
                         path.name, exc)
             return None
         if stored != key:
             log.warning("engine cache entry %s was built for another %s; not loading it",
-                        path.name, ", ".join(key.differences(stored)))
+                        path.name, ", ".join(differences(key, stored)))
             return None
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != meta.get("engine_sha256"):
+        if _sha256_file(path) != meta.get("engine_sha256"):
             log.warning("engine cache entry %s does not match its recorded sha256 (truncated or "
                         "modified); not loading it", path.name)
             return None
-        return data
+        return path
 
-    def save(self, model_name: str, key: EngineKey, data: bytes) -> Path:
+    def save(self, model_name: str, key: CacheKey, data: bytes) -> Path:
         """Store an engine for ``key`` atomically; returns its path."""
         path = self.engine_path(model_name, key)
-        meta = {"model_name": model_name, "key": key.to_dict(),
-                "engine_sha256": hashlib.sha256(data).hexdigest()}
         with self.lock():
             atomic_write(path, data)
-            atomic_write(path.with_suffix(".json"),
-                         json.dumps(meta, indent=2, sort_keys=True).encode())
+            self._write_sidecar(path, model_name, key, hashlib.sha256(data).hexdigest())
         return path
+
+    def save_file(self, model_name: str, key: CacheKey, source: Path) -> Path:
+        """Move the built file ``source`` (on the cache's file system, e.g. from
+        :meth:`scratch_dir`) into the entry for ``key`` atomically; returns its path."""
+        path = self.engine_path(model_name, key)
+        digest = _sha256_file(source)
+        with self.lock():
+            os.replace(source, path)
+            self._write_sidecar(path, model_name, key, digest)
+        return path
+
+    def scratch_dir(self) -> Path:
+        """A new empty directory inside the cache for a build's files (same file system, so
+        :meth:`save_file` moves atomically); the caller removes it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".build-", dir=self.root))
+
+    def _write_sidecar(self, path: Path, model_name: str, key: CacheKey, digest: str) -> None:
+        meta = {"model_name": model_name, "kind": key.kind, "key": key.to_dict(),
+                "engine_sha256": digest}
+        atomic_write(path.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True).encode())
 
     def entries(self) -> list[CacheEntry]:
         """Every entry with a readable sidecar, sorted by file name."""
         out = []
         for meta_path in sorted(self.root.glob("*.json")):
-            engine = meta_path.with_suffix(".engine")
             try:
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
-                key = EngineKey.from_dict(meta["key"])
+                key = key_from_sidecar(meta)
             except (OSError, ValueError, KeyError, TypeError):
                 continue
+            engine = meta_path.with_suffix(key.suffix)
             if engine.is_file():
                 out.append(CacheEntry(engine, key, engine.stat().st_size,
                                       str(meta.get("model_name", ""))))

@@ -13,12 +13,16 @@ import importlib.util
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from livecam.config.engine import EngineConfig, ModelsConfig
 from livecam.core.errors import DependencyError
 from livecam.engines.manifest import ModelManifest, load_manifests
 from livecam.engines.protocol import Engine
 from livecam.engines.store import ModelStore, default_models_dir
+
+if TYPE_CHECKING:
+    from livecam.engines.torch_engine import TorchEngine
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +112,34 @@ def engine_cache_dir(engine: EngineConfig) -> Path:
     return Path(platformdirs.user_cache_dir("livecam", appauthor=False)) / "engines"
 
 
+def create_torch_engine(manifest: ModelManifest, model_path: Path, model_sha256: str,
+                        config: EngineConfig, *, device: str, precision: str,
+                        cuda_graphs: bool = True,
+                        batch_sizes: tuple[int, ...] = ()) -> TorchEngine:
+    """An unopened torch engine run as ``engine.torch_mode`` says (the one place that reads
+    it): ``compiled``/``auto`` look for the packages ``livecam engines build`` made for a
+    swapper (``batch_sizes``: what the caller will send; empty = never compiled), ``eager``
+    captures no CUDA graphs, ``cuda_graphs`` leaves them to ``cuda_graphs`` (False when the
+    caller captures the engine inside its own graphs)."""
+    from livecam.engines.torch_compiled import CompileOptions
+    from livecam.engines.torch_engine import TorchEngine
+
+    mode = config.torch_mode
+    compile = None
+    if mode in ("auto", "compiled") and manifest.kind == "swapper" and batch_sizes:
+        compile = CompileOptions(
+            engine_cache_dir(config), manifest.name, model_sha256, tuple(sorted(batch_sizes)),
+            max_autotune=config.compile_max_autotune, required=mode == "compiled",
+            build_if_missing=config.compile_if_missing)
+    return TorchEngine(model_path, device=device, precision=precision,
+                       cuda_graphs=cuda_graphs and mode != "eager", compile=compile)
+
+
 def create_engine(manifest: ModelManifest, model_path: Path, model_sha256: str,
-                  config: EngineConfig, choice: BackendChoice | None = None) -> Engine:
-    """An unopened engine for one model on the chosen (or configured) backend."""
+                  config: EngineConfig, choice: BackendChoice | None = None, *,
+                  batch_sizes: tuple[int, ...] = ()) -> Engine:
+    """An unopened engine for one model on the chosen (or configured) backend;
+    ``batch_sizes`` as :func:`create_torch_engine` (the torch backend only)."""
     choice = choice or choose_backend(config.backend, config.device)
     if choice.name == "triton":
         from livecam.engines.triton_client import TritonEngine
@@ -125,10 +154,12 @@ def create_engine(manifest: ModelManifest, model_path: Path, model_sha256: str,
 
         return OnnxRuntimeEngine(model_path, device=config.device)
     if choice.name == "torch":
-        from livecam.engines.torch_engine import TorchEngine
-
-        return TorchEngine(model_path, device=config.device, precision=config.precision,
-                           cuda_graphs=config.cuda_graphs)
+        device = config.device
+        if device == "auto":
+            device = "cuda" if _cuda_available() else "cpu"
+        return create_torch_engine(manifest, model_path, model_sha256, config, device=device,
+                                   precision=config.precision if device != "cpu" else "fp32",
+                                   batch_sizes=batch_sizes)
     from livecam.engines.tensorrt_engine import TensorRTEngine
 
     precision = "fp32" if config.precision == "fp32" else manifest.trt_precision

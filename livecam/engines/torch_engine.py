@@ -1,8 +1,9 @@
-"""The torch backend: the ONNX graph executed by torch, fp16 and CUDA graphs on a GPU.
+"""The torch backend: the ONNX graph executed by torch, fp16 and CUDA graphs on a GPU, or
+compiled ahead of time (:mod:`livecam.engines.torch_compiled`).
 
 The GPU pipeline calls :meth:`TorchEngine.run_torch` with device tensors on its own CUDA
 stream; :meth:`TorchEngine.run` is the host-array convenience every backend has. On a CPU the
-same code runs eagerly (tests, parity checks).
+same code runs eagerly or compiled (tests, parity checks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from livecam.core.errors import DependencyError, ModelError
 from livecam.engines.protocol import EngineBase, TensorSpec, check_feeds
+from livecam.engines.torch_compiled import CompileOptions
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,12 @@ class TorchEngine(EngineBase):
     - ``channels_last``: NHWC memory layout for 4-D tensors (faster fp16 convolutions on GPUs).
     - ``fuse``: replace decomposed instance-norm / AdaIN chains by one fused op (fewer kernels;
       see :mod:`livecam.engines.torch_fuse`).
+    - ``compile``: run the AOTInductor packages ``livecam engines build`` stored in the engine
+      cache for this model, device, torch and precision (:class:`CompileOptions`); they load
+      in seconds and are never compiled here unless ``compile.build_if_missing``. Without
+      them the engine falls back to the executor (CUDA graphs / eager), or fails when
+      ``compile.required``. ``cuda_graphs`` still applies on top (the packages are replayed
+      inside the engine's own graph). :attr:`mode` says what runs.
 
     Only the pipeline thread calls ``run``/``run_torch``.
     """
@@ -61,7 +69,7 @@ class TorchEngine(EngineBase):
 
     def __init__(self, model_path: str | Path, *, device: str = "auto", precision: str = "fp16",
                  cuda_graphs: bool = True, channels_last: bool | None = None,
-                 fuse: bool = True) -> None:
+                 fuse: bool = True, compile: CompileOptions | None = None) -> None:
         if precision not in ("fp16", "fp32"):
             raise ValueError(f"precision must be fp16 or fp32, got {precision!r}")
         self.model_path = Path(model_path)
@@ -70,6 +78,8 @@ class TorchEngine(EngineBase):
         self.cuda_graphs = cuda_graphs
         self.channels_last = channels_last
         self.fuse = fuse
+        self.compile = compile
+        self.compiled = False
         self._module: Any = None
         self._device: Any = None
         self._graphs: dict[tuple[tuple[int, ...], ...], _Captured] = {}
@@ -78,6 +88,14 @@ class TorchEngine(EngineBase):
     def device(self) -> Any:
         """The torch.device the model runs on (after ``open``)."""
         return self._device
+
+    @property
+    def mode(self) -> str:
+        """What runs after ``open``: compiled (+ CUDA graphs), CUDA graphs, or eager."""
+        graphs = self.cuda_graphs and self._device is not None and self._device.type == "cuda"
+        if self.compiled:
+            return "compiled + CUDA graphs" if graphs else "compiled"
+        return "CUDA graphs" if graphs else "eager"
 
     @property
     def float_dtype(self) -> Any:
@@ -93,7 +111,7 @@ class TorchEngine(EngineBase):
         except ImportError as exc:
             raise DependencyError("the torch engine needs torch: pip install 'livecam[torch]' "
                                   "(a CUDA build for GPUs)") from exc
-        from livecam.engines.torch_graph import OnnxGraphModule, load_onnx
+        from livecam.engines.torch_graph import load_onnx
 
         device = self.requested_device
         if device == "auto":
@@ -109,19 +127,67 @@ class TorchEngine(EngineBase):
         initializer_names = {i.name for i in model.graph.initializer}
         self._inputs = _specs([i for i in model.graph.input if i.name not in initializer_names])
         self._outputs = _specs(model.graph.output)
-        module = OnnxGraphModule(model, float_dtype=self.float_dtype, fuse=self.fuse).eval()
-        if self._use_channels_last:
-            for name, buf in list(module.named_buffers()):
-                if buf.dim() == 4 and buf.dtype.is_floating_point:
-                    setattr(module, name, buf.contiguous(memory_format=torch.channels_last))
-        self._module = module.to(self._device)
         if self._device.type == "cuda" and self.precision == "fp32":
             # fp32 means IEEE fp32: torch's default TF32 convolutions differ from onnxruntime
             # by ~1e-3 (measured on the H200). These flags are process-wide in torch.
             torch.backends.cudnn.allow_tf32 = False
             torch.backends.cuda.matmul.allow_tf32 = False
-        log.debug("torch engine opened %s on %s (%s)", self.model_path.name, self._device,
-                  self.precision)
+        if self.compile is not None:
+            self._module = self._open_compiled(model)
+            self.compiled = self._module is not None
+        if self._module is None:
+            self._module = self._executor(model)
+        log.debug("torch engine opened %s on %s (%s, %s)", self.model_path.name, self._device,
+                  self.precision, self.mode)
+
+    def _executor(self, model: Any) -> Any:
+        """The ONNX executor on the device, in the compute dtype and layout."""
+        import torch
+
+        from livecam.engines.torch_graph import OnnxGraphModule
+
+        module = OnnxGraphModule(model, float_dtype=self.float_dtype, fuse=self.fuse).eval()
+        if self._use_channels_last:
+            for name, buf in list(module.named_buffers()):
+                if buf.dim() == 4 and buf.dtype.is_floating_point:
+                    setattr(module, name, buf.contiguous(memory_format=torch.channels_last))
+        return module.to(self._device)
+
+    def _open_compiled(self, model: Any) -> Any:
+        """The compiled packages for every batch size, or None to run the executor."""
+        from livecam.engines.engine_cache import EngineCache
+        from livecam.engines.torch_compiled import (
+            build_compiled,
+            load_compiled,
+            missing_build_error,
+        )
+
+        options = self.compile
+        assert options is not None
+        cache = EngineCache(options.cache_dir)
+        keys = {b: options.key(self._device, self.precision, self._use_channels_last, b)
+                for b in options.batch_sizes}
+        paths = {b: cache.load_path(options.model_name, k) for b, k in keys.items()}
+        missing = [b for b, p in paths.items() if p is None]
+        if missing and options.build_if_missing:
+            executor = self._executor(model)
+            for i, b in enumerate(missing):
+                log.info("compiling %s for batch %d (%d of %d; minutes on a GPU)",
+                         options.model_name, b, i + 1, len(missing))
+                paths[b] = build_compiled(
+                    executor, self._inputs, cache=cache, model_name=options.model_name,
+                    key=keys[b], device=self._device,
+                    progress=lambda text: log.info("  %s: %s", options.model_name, text))
+            missing = []
+        if missing:
+            if options.required:
+                raise missing_build_error(options, keys[missing[0]], missing)
+            log.info("%s: no compiled build for batch %s on %s; running the ONNX executor "
+                     "(`livecam engines build %s` compiles it, minutes)", options.model_name,
+                     ", ".join(map(str, missing)), keys[missing[0]].device, options.model_name)
+            return None
+        ready = {b: p for b, p in paths.items() if p is not None}
+        return load_compiled(ready, self._device, self._use_channels_last)
 
     @property
     def _use_channels_last(self) -> bool:
@@ -132,6 +198,7 @@ class TorchEngine(EngineBase):
     def close(self) -> None:
         self._graphs.clear()
         self._module = None
+        self.compiled = False
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Host arrays in, float32 host arrays out; see :class:`Engine`."""

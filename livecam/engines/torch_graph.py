@@ -16,10 +16,14 @@ breaks beside the torch builds we run on. The executor is a plain ``torch.nn.Mod
 - Intermediate values are dropped after their last use to keep peak memory low.
 - ``fuse=True`` (default) replaces decomposed instance-norm / AdaIN chains with one fused node
   (:mod:`livecam.engines.torch_fuse`): fewer kernels per frame, same maths.
+- Every node is checked when the model loads (:func:`~.torch_opset.check_node`): an op,
+  attribute or value the executor does not implement exactly is refused then, naming the node,
+  the op and the attribute -- never computed differently from ``onnx.reference``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,9 +34,9 @@ import numpy as np
 import torch
 
 from livecam.engines.torch_fuse import fuse_instance_norm
-from livecam.engines.torch_ops import HOST_INPUTS, OPS, OpContext
+from livecam.engines.torch_ops import HOST_INPUTS, MIN_OPSET, OPS, OpContext
+from livecam.engines.torch_opset import NodeInfo, UnsupportedNodeError, check_node
 
-_HOST_CTX = OpContext(float_dtype=torch.float32, device=torch.device("cpu"))
 _SHAPE_OPS = frozenset({"Shape", "Size"})
 
 
@@ -46,11 +50,52 @@ class _Node:
     free_after: tuple[str, ...]
 
 
-def _attrs(node: Any) -> dict[str, Any]:
+def _attrs(node: Any, opset: int, index: int) -> dict[str, Any]:
     from onnx import helper
 
     out = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     out["_n_outputs"] = len(node.output)
+    out["_opset"] = opset
+    out["_name"] = node.name or f"{node.op_type}#{index}"
+    return out
+
+
+def model_opset(model: Any) -> int:
+    """The default-domain opset the model imports; raises when it is older than we run."""
+    opset = max((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                default=0)
+    if opset < MIN_OPSET:
+        raise UnsupportedNodeError(
+            f"ONNX opset {opset} is older than {MIN_OPSET}, the oldest the torch engine runs; "
+            "re-export the model or use engine.backend: onnxruntime")
+    return opset
+
+
+def value_dtypes(model: Any) -> dict[str, np.dtype]:
+    """Element types of the graph's values, by ONNX type inference on the graph without its
+    weights (cheap for large models); values inference cannot type are left out."""
+    from onnx import helper, shape_inference
+
+    graph = model.graph
+    declared = {v.name for v in graph.input}
+    inits = [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+             for i in graph.initializer if i.name not in declared]
+    light = helper.make_model(
+        helper.make_graph(list(graph.node), graph.name, [*graph.input, *inits],
+                          list(graph.output)), opset_imports=list(model.opset_import))
+    light.ir_version = model.ir_version
+    try:
+        light = shape_inference.infer_shapes(light)
+    except Exception:  # inference is a help for the checks, not a requirement
+        log.debug("ONNX type inference failed for %s", graph.name, exc_info=True)
+    out: dict[str, np.dtype] = {}
+    for value in (*light.graph.input, *light.graph.value_info, *light.graph.output):
+        elem = value.type.tensor_type.elem_type
+        if elem:
+            try:
+                out[value.name] = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+            except (KeyError, TypeError, ValueError):
+                continue
     return out
 
 
@@ -67,13 +112,17 @@ def load_onnx(path: str | Path) -> Any:
     return onnx.load(str(path))
 
 
+log = logging.getLogger(__name__)
+
+
 class OnnxGraphModule(torch.nn.Module):
     """An ONNX graph as a torch module.
 
     ``forward(*inputs)`` takes one tensor per graph input, in graph order (float inputs are cast
     to ``float_dtype``), and returns a tuple with one tensor per graph output, in the compute
     dtype. Shapes may differ from the declared ones where the graph allows (a batch of N).
-    Raises :class:`NotImplementedError` naming every unsupported op at construction.
+    Raises :class:`~.torch_opset.UnsupportedNodeError` (a ``ModelError`` and a
+    ``NotImplementedError``) at construction for the first node it does not implement exactly.
     """
 
     def __init__(self, model: Any, *, float_dtype: torch.dtype = torch.float32,
@@ -88,13 +137,19 @@ class OnnxGraphModule(torch.nn.Module):
         }
         self.input_names = tuple(i.name for i in graph.input if i.name not in consts)
         self.output_names = tuple(o.name for o in graph.output)
-        missing = sorted({n.op_type for n in graph.node if n.op_type not in OPS
-                          and n.op_type != "Constant"})
-        if missing:
-            raise NotImplementedError(
-                f"the torch engine cannot run ops {', '.join(missing)} of graph {graph.name!r}; "
+        missing: dict[str, str] = {}
+        for n in graph.node:
+            if n.op_type not in OPS and n.op_type != "Constant":
+                missing.setdefault(n.op_type, n.name)
+        if missing:  # every unknown op at once, each with the first node using it
+            named = ", ".join(f"{op} (node {name!r})" for op, name in sorted(missing.items()))
+            raise UnsupportedNodeError(
+                f"the torch engine cannot run ops {named} of graph {graph.name!r}; "
                 "use engine.backend: onnxruntime for this model")
-        raw = self._fold(graph, consts)
+        # shape-only device tensors (index maps, weights) built once (see OpContext.memo)
+        self._memo: dict[Any, torch.Tensor] = {}
+        self._host_ctx = OpContext(torch.float32, torch.device("cpu"), self._memo)
+        raw = self._fold(model, consts)
         self.fused = 0
         if fuse:  # decomposed instance norm / AdaIN -> one native pass (see torch_fuse)
             raw, self.fused = fuse_instance_norm(raw, consts, self.output_names)
@@ -116,23 +171,27 @@ class OnnxGraphModule(torch.nn.Module):
                     self.register_buffer(buffer, value.clone(), persistent=False)
                     self._buffer_names[name] = buffer
 
-    @staticmethod
-    def _fold(graph: Any, consts: dict[str, torch.Tensor]) -> list[tuple[str, tuple[str, ...],
-                                                                       tuple[str, ...], dict]]:
+    def _fold(self, model: Any, consts: dict[str, torch.Tensor]
+              ) -> list[tuple[str, tuple[str, ...], tuple[str, ...], dict]]:
+        """Check every node, evaluate the constant ones; returns the rest in graph order."""
         from onnx import numpy_helper
 
+        opset = model_opset(model)
+        dtypes = value_dtypes(model)
         kept = []
-        for node in graph.node:
-            attrs = _attrs(node)
-            if node.op_type == "Constant":
-                consts[node.output[0]] = _constant_value(attrs, numpy_helper)
-                continue
+        for index, node in enumerate(model.graph.node):
+            attrs = _attrs(node, opset, index)
             inputs = tuple(node.input)
             outputs = tuple(node.output)
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                consts[node.output[0]] = _constant_value(attrs, numpy_helper)
+                continue
+            check_node(NodeInfo(attrs["_name"], node.op_type, attrs, inputs, len(outputs),
+                                opset, consts, dtypes), node.domain)
             if node.op_type not in _SHAPE_OPS and all(not n or n in consts for n in inputs):
                 args = [consts[n] if n else None for n in inputs]
                 with torch.no_grad():
-                    values = OPS[node.op_type](args, attrs, _HOST_CTX)
+                    values = OPS[node.op_type](args, attrs, self._host_ctx)
                 consts.update(zip(outputs, values, strict=False))
                 continue
             kept.append((node.op_type, inputs, outputs, attrs))
@@ -198,7 +257,7 @@ class OnnxGraphModule(torch.nn.Module):
             raise ValueError(f"expected {len(self.input_names)} inputs {self.input_names}, "
                              f"got {len(inputs)}")
         device = inputs[0].device if inputs else self.device
-        ctx = OpContext(float_dtype=self.float_dtype, device=device)
+        ctx = OpContext(self.float_dtype, device, self._memo)
         env: dict[str, torch.Tensor] = {}
         for name, tensor in zip(self.input_names, inputs, strict=True):
             env[name] = tensor.to(self.float_dtype) if tensor.dtype.is_floating_point else tensor
@@ -207,7 +266,7 @@ class OnnxGraphModule(torch.nn.Module):
             args: list[Any] = []
             for pos, name in enumerate(node.inputs):
                 args.append(self._arg(index, node, pos, name, env, host_pos, device))
-            values = OPS[node.op](args, node.attrs, _HOST_CTX if node.host else ctx)
+            values = OPS[node.op](args, node.attrs, self._host_ctx if node.host else ctx)
             for out, value in zip(node.outputs, values, strict=False):
                 env[out] = value
             for name in node.free_after:
@@ -259,4 +318,6 @@ def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> torch.Tensor:
         return torch.tensor(int(attrs["value_int"]), dtype=torch.int64)
     if "value_ints" in attrs:
         return torch.tensor(list(attrs["value_ints"]), dtype=torch.int64)
-    raise NotImplementedError(f"Constant with attributes {sorted(attrs)} is not supported")
+    raise UnsupportedNodeError(f"node {attrs['_name']!r} (Constant): attributes "
+                               f"{sorted(k for k in attrs if not k.startswith('_'))} are not "
+                               "supported by the torch engine")

@@ -51,11 +51,11 @@ class ServedEngine:
     """
 
     def __init__(self, version_dir: Path, *, backend: str, device: str, precision: str,
-                 max_batch: int, cuda_graphs: bool = True) -> None:
+                 max_batch: int, torch_mode: str = "auto", cache_dir: str = "") -> None:
         self.version_dir = version_dir
         self.backend, self.device, self.precision = backend, device, precision
         self.buckets = batch_buckets(max_batch)
-        self.cuda_graphs = cuda_graphs
+        self.torch_mode, self.cache_dir = torch_mode, cache_dir
         self._engine: Any = None
         self._torch_device: Any = None
 
@@ -73,10 +73,12 @@ class ServedEngine:
             torch.cuda.set_device(int(self.device.split(":")[1]))
             self._torch_device = torch.device(self.device)
         config = EngineConfig(backend=self.backend, device=device, precision=self.precision,
-                              cuda_graphs=self.cuda_graphs, max_batch=self.buckets[-1])
+                              torch_mode=self.torch_mode, cache_dir=self.cache_dir,
+                              max_batch=self.buckets[-1])
         choice = choose_backend(self.backend, device)
+        # the bucket sizes: a generator compiled for them (`livecam engines build`) is used
         self._engine = create_engine(manifest, self.version_dir / "model.onnx", sha256, config,
-                                     choice)
+                                     choice, batch_sizes=self.buckets)
         self._engine.open()
         log.info("serving %s on %s with %s (%s)", manifest.name, self.device, choice.name,
                  choice.reason)
@@ -132,7 +134,8 @@ class TritonPythonModel:
         self._engine = ServedEngine(version_dir, backend=params["livecam_backend"],
                                     device=device, precision=params["livecam_precision"],
                                     max_batch=int(config["max_batch_size"]),
-                                    cuda_graphs=params.get("livecam_cuda_graphs") == "true")
+                                    torch_mode=params.get("livecam_torch_mode", "auto"),
+                                    cache_dir=params.get("livecam_cache_dir", ""))
         self._engine.open()
         if params.get("livecam_warm_up") == "true":
             self._engine.warm_up()

@@ -58,7 +58,8 @@ class ServingPlan:
     instances: int = 1
     max_batch: int = 16
     max_queue_delay_us: int = 500
-    cuda_graphs: bool = True
+    torch_mode: str = "auto"
+    cache_dir: str = ""
     warm_up: bool = True
 
 
@@ -83,7 +84,7 @@ def model_config_text(manifest: ModelManifest, sha256: str, plan: ServingPlan) -
         group = f"instance_group [ {{ count: {plan.instances} kind: KIND_CPU }} ]"
     preferred = [b for b in (2, 4, 8, 16, 32, 64) if b <= plan.max_batch]
     params = {"livecam_backend": plan.backend, "livecam_precision": plan.precision,
-              "livecam_cuda_graphs": str(plan.cuda_graphs).lower(),
+              "livecam_torch_mode": plan.torch_mode, "livecam_cache_dir": plan.cache_dir,
               "livecam_warm_up": str(plan.warm_up).lower(), "sha256": sha256}
     param_text = "".join(f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n'
                          for k, v in params.items())

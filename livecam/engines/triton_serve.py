@@ -70,7 +70,8 @@ def plan_for(config: Config, options: ServeOptions) -> tuple[ServingPlan, str]:
     plan = ServingPlan(backend=choice.name, precision=config.engine.precision, gpus=gpus,
                        instances=options.instances, max_batch=options.max_batch,
                        max_queue_delay_us=options.max_queue_delay_us,
-                       cuda_graphs=config.engine.cuda_graphs, warm_up=options.warm_up)
+                       torch_mode=config.engine.torch_mode,
+                       cache_dir=str(engine_cache_dir(config.engine)), warm_up=options.warm_up)
     return plan, choice.reason
 
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from livecam.engines.protocol import TensorSpec
 from livecam.gpupipe.stage import GpuSwapStage
 
 if TYPE_CHECKING:
     from livecam.config import Config
     from livecam.core.stage import Stage
+    from livecam.engines.torch_engine import TorchEngine
     from livecam.identity.model import IdentitySource
+    from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
 
@@ -40,73 +42,78 @@ def gpu_pipeline_wanted(config: Config) -> bool:
 def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
     """``[GpuSwapStage]`` for ``swap.mode: neural`` from the config (cheap; nothing opened).
 
-    The generator (``swap.model``) runs with the torch engine on ``engine.device`` (auto: CUDA
-    when torch sees a GPU, else the CPU, in fp32 there); ArcFace (the model's recognizer) runs
-    on the configured engine backend, once per identity photo, cached on disk as the CPU neural
-    stage does. Both files are verified in ``open()``: a missing or corrupt one raises
-    :class:`ModelError` naming ``livecam models fetch``. ``identities`` loads identities by
-    name (the library, or an ``IdentityCollection``).
+    The generator (``swap.model``) runs with the torch engine that
+    :meth:`NeuralModels.generator_engine` makes for the GPU pipeline (``engine.device``,
+    ``engine.torch_mode``: the packages ``livecam engines build`` compiled, else CUDA graphs;
+    fp32 on a CPU); ArcFace (the model's recognizer) runs on the configured engine backend,
+    once per identity photo, cached on disk as the CPU neural stage does. Both files are
+    verified in ``open()``: a missing or corrupt one raises :class:`ModelError` naming
+    ``livecam models fetch``. ``identities`` loads identities by name (the library, or an
+    ``IdentityCollection``).
     """
     from livecam.analysis import build_selector
-    from livecam.analysis.landmarks import five_point
-    from livecam.engines.registry import (
-        choose_backend,
-        create_engine,
-        engine_cache_dir,
-        model_store,
-    )
-    from livecam.engines.torch_engine import TorchEngine
-    from livecam.swap.arcface import ArcFaceEmbedder, IdentityEmbeddings
+    from livecam.swap.neural_models import NeuralModels
     from livecam.track.settings import load_bytetrack_settings
 
-    engine_cfg = config.engine
-    store = model_store(config.models)
-    swapper = store.manifest(config.swap.model)
-    recognizer = store.manifest(swapper.recognizer or "w600k_r50")
-    device = engine_cfg.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    precision = engine_cfg.precision if device.startswith("cuda") else "fp32"
-    # When the pipeline captures its own CUDA graphs the generator runs inside them (graphs do
-    # not nest); that was the fastest mode on the H200 (perf-notes, device run 4: 438 vs 418 fps)
-    own_graphs = engine_cfg.cuda_graphs and not (config.gpu.cuda_graphs and device != "cpu")
-    generator = TorchEngine(store.path(swapper.name), device=device, precision=precision,
-                            cuda_graphs=own_graphs)
-
-    def require_models() -> None:
-        for name in (swapper.name, recognizer.name):
-            store.require(name)
-
-    class _Embeddings:
-        """The recognizer engine is built and opened on the first identity asked for."""
-
-        def __init__(self) -> None:
-            self._inner: IdentityEmbeddings | None = None
-
-        def __call__(self, name: str) -> np.ndarray | None:
-            if self._inner is None:
-                digest = store.verify(recognizer.name)
-                choice = choose_backend(engine_cfg.backend, engine_cfg.device)
-                embedder = ArcFaceEmbedder(
-                    create_engine(recognizer, store.path(recognizer.name), digest, engine_cfg,
-                                  choice),
-                    size_px=recognizer.crop_size_px or 112, mean=recognizer.mean,
-                    std=recognizer.std)
-                embedder.open()
-                self._inner = IdentityEmbeddings(
-                    embedder, identities.load, five_point, recognizer_id=digest,
-                    cache_dir=engine_cache_dir(engine_cfg).parent / "embeddings")
-            return self._inner(name)
-
-    log.info("GPU pipeline: %s (torch, %s, %s) with %s", swapper.name, device, precision,
-             recognizer.name)
+    models = NeuralModels.from_config(config)
+    # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that was the
+    # fastest mode on the H200 (perf-notes, device run 4: 438 vs 418 fps)
+    generator = _LazyGenerator(models, pipeline_graphs=config.gpu.cuda_graphs)
+    log.info("GPU pipeline: %s (torch, %s, engine.torch_mode %s) with %s", models.swapper.name,
+             models.gpu_device(), config.engine.torch_mode, models.recognizer.name)
     stage = GpuSwapStage(
-        generator, store.path(swapper.name), _Embeddings(), gpu=config.gpu,
+        generator, models.swapper_path, models.embeddings(identities.load), gpu=config.gpu,
         detect_every_n_frames=config.analysis.detect_every_n_frames,
         tracker_settings=load_bytetrack_settings(config.analysis.tracker_file),
-        require_models=require_models,
+        require_models=models.require,
         missing_log_interval_s=config.swap.missing_log_interval_s, assign=config.swap.assign,
         selector=build_selector(config.analysis))
     return [stage]
+
+
+class _LazyGenerator:
+    """The generator engine, made in ``open`` (after the stage's ``require_models`` check, so
+    a missing model is reported as such; making it verifies the file's sha256, which keys the
+    compiled packages) and then standing in for it: the stage and the GPU program use
+    ``device``, ``inputs``, ``outputs``, ``cuda_graphs`` and ``run_torch``. Only the
+    pipeline thread uses it."""
+
+    def __init__(self, models: NeuralModels, *, pipeline_graphs: bool) -> None:
+        self._models = models
+        self._pipeline_graphs = pipeline_graphs
+        self._engine: TorchEngine | None = None
+
+    @property
+    def engine(self) -> TorchEngine:
+        if self._engine is None:
+            raise RuntimeError("the generator engine is not open: call open() first")
+        return self._engine
+
+    def open(self) -> None:
+        if self._engine is None:
+            self._engine = self._models.gpu_generator(pipeline_graphs=self._pipeline_graphs)
+        self._engine.open()
+        log.info("GPU pipeline generator: %s", self._engine.mode)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+
+    @property
+    def device(self) -> Any:
+        return self.engine.device
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.engine.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.engine.outputs
+
+    @property
+    def cuda_graphs(self) -> bool:
+        return self.engine.cuda_graphs
+
+    def run_torch(self, feeds: Mapping[str, Any], stream: Any = None) -> dict[str, Any]:
+        return self.engine.run_torch(feeds, stream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import cv2
@@ -25,20 +26,24 @@ _BURST_FRAMES = 0.5
 class OutputThread:
     """Takes packets from ``inbox`` and sends their images to ``sink``.
 
-    Real-time mode: a new frame is sent as soon as it arrives, unless that would exceed ``fps``
-    on average (token bucket, half a frame of burst). When no new frame has come for 1.5 frame
-    intervals, the last one is sent again (then every interval), so OBS/Zoom never see the
-    camera freeze; before the first frame a black frame is sent. Offline mode
-    (``realtime=False``): every packet is sent once, in order, as fast as the sink takes it.
+    Real-time mode: a new frame is sent as soon as it is due, unless that would exceed ``fps``
+    on average (token bucket, half a frame of burst). A frame is due ``delay_ms`` after its
+    capture (the A/V delay, 0 = at once): frames wait in a delay line, oldest first; when
+    several are due at once only the newest is sent and the others count as dropped. When
+    nothing new has been sent for 1.5 frame intervals, the last frame is sent again (then every
+    interval), so OBS/Zoom never see the camera freeze; before the first frame a black frame
+    is sent. Offline mode (``realtime=False``): every packet is sent once, in order, as fast
+    as the sink takes it (no delay).
 
     Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes, then
-    calls ``on_done``.
+    calls ``on_done``. ``delay_ms`` may be changed from any thread (:meth:`set_delay_ms`).
     """
 
     def __init__(self, *, sink: FrameSink, inbox: Mailbox[Packet], metrics: Metrics,
                  width: int, height: int, fps: float, realtime: bool,
                  max_frames: int | None = None, on_done: Callable[[], None] | None = None,
-                 on_sent: Callable[[Packet | None, ImageBGR], None] | None = None) -> None:
+                 on_sent: Callable[[Packet | None, ImageBGR], None] | None = None,
+                 delay_ms: float = 0.0) -> None:
         self._sink = sink
         self._inbox = inbox
         self._metrics = metrics
@@ -48,10 +53,23 @@ class OutputThread:
         self._max_frames = max_frames
         self._on_done = on_done
         self._on_sent = on_sent
+        self._delay_ns = int(delay_ms * 1e6)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-output", daemon=True)
+        self._held: deque[Packet] = deque()
         self.sent = 0
+        self.dropped = 0  # frames that were due together with a newer one (delay line)
         self.error: BaseException | None = None
+
+    @property
+    def delay_ms(self) -> float:
+        return self._delay_ns / 1e6
+
+    def set_delay_ms(self, delay_ms: float) -> None:
+        """Hold frames ``delay_ms`` after capture from now on (any thread). A shorter delay
+        sends the newest frame that is now due and drops the older ones; a longer one repeats
+        the last frame until the first frame is due again."""
+        self._delay_ns = int(delay_ms * 1e6)
 
     def start(self) -> None:
         self._thread.start()
@@ -80,10 +98,12 @@ class OutputThread:
 
     def _send(self, packet: Packet | None, image: ImageBGR) -> None:
         self._sink.send(image)
+        now_ns = time.perf_counter_ns()
         self.sent += 1
         self._metrics.count("sent")
+        self._metrics.record_send(now_ns)
         if packet is not None:
-            self._metrics.record_latency_ns(time.perf_counter_ns() - packet.frame.t_capture_ns)
+            self._metrics.record_latency_ns(now_ns - packet.frame.t_capture_ns)
         else:
             self._metrics.count("repeated")
         if self._on_sent is not None:
@@ -116,6 +136,29 @@ class OutputThread:
             if packet is not None:
                 self._send(packet, self._fit(packet.image_bgr))
 
+    def _take(self, timeout_s: float) -> bool:
+        """Move the inbox's packet (waiting up to ``timeout_s``) into the delay line; False
+        once the inbox is closed."""
+        try:
+            packet = self._inbox.get(timeout_s=timeout_s)
+        except MailboxClosed:
+            return False
+        if packet is not None:
+            self._metrics.record_pipeline_latency_ns(time.perf_counter_ns()
+                                                     - packet.frame.t_capture_ns)
+            self._held.append(packet)
+        return True
+
+    def _newest_due(self, now_ns: int) -> Packet | None:
+        """Pop the frames due by ``now_ns``; return the newest (the others are dropped)."""
+        due: Packet | None = None
+        delay = self._delay_ns
+        while self._held and self._held[0].frame.t_capture_ns + delay <= now_ns:
+            if due is not None:
+                self.dropped += 1
+            due = self._held.popleft()
+        return due
+
     def _run_realtime(self) -> None:
         period = self._period_s
         width, height = self._size_px
@@ -125,29 +168,30 @@ class OutputThread:
         last_was_new = True
         inbox_open = True
         while not self._done():
-            wait_s = (1.5 if last_was_new else 1.0) * period
-            timeout = max(0.0, t_last_send + wait_s - time.perf_counter())
-            packet: Packet | None = None
+            repeat_at = t_last_send + (1.5 if last_was_new else 1.0) * period
+            wake_at = repeat_at
+            if self._held:
+                wake_at = min(wake_at, (self._held[0].frame.t_capture_ns + self._delay_ns) / 1e9)
+            timeout = min(max(0.0, wake_at - time.perf_counter()), 0.1)
             if inbox_open:
-                try:
-                    packet = self._inbox.get(timeout_s=min(timeout, 0.1))
-                except MailboxClosed:
-                    inbox_open = False  # pipeline ended: keep repeating until stopped
+                inbox_open = self._take(timeout)
             elif timeout > 0:
-                self._stop.wait(min(timeout, 0.1))
+                self._stop.wait(timeout)
             now = time.perf_counter()
-            if packet is None and now - t_last_send < wait_s:
-                continue  # nothing new yet, and not yet time to repeat
+            packet = self._newest_due(int(now * 1e9))
+            if packet is None and now < repeat_at:
+                continue  # nothing due yet, and not yet time to repeat
             tokens = min(1.0 + _BURST_FRAMES, tokens + (now - t_refill) / period)
             t_refill = now
             if tokens < 1.0:
                 self._stop.wait((1.0 - tokens) * period)
                 if inbox_open:
-                    try:
-                        packet = self._inbox.get(timeout_s=0) or packet  # newest wins
-                    except MailboxClosed:
-                        inbox_open = False
+                    inbox_open = self._take(0)
                 now = time.perf_counter()
+                newer = self._newest_due(int(now * 1e9))
+                if newer is not None:  # newest wins
+                    self.dropped += packet is not None
+                    packet = newer
                 tokens = min(1.0 + _BURST_FRAMES, tokens + (now - t_refill) / period)
                 t_refill = now
             if packet is not None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from livecam.capture import FrameSource
 from livecam.capture.thread import CaptureThread
@@ -22,16 +22,19 @@ from livecam.core.commands import CommandQueue, SetIdentityList
 from livecam.core.errors import CaptureError, LivecamError
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
+from livecam.core.overload import OverloadMonitor
 from livecam.core.stage import Stage
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink
 from livecam.output.thread import OutputThread
 from livecam.pipeline.scheduler import Scheduler
-
-if TYPE_CHECKING:
-    pass
+from livecam.pipeline.summary import RunSummary
 
 log = logging.getLogger(__name__)
+
+#: How often the watcher updates drop counters and judges overload, s (a warning shows within
+#: the 1 s judging window plus one tick).
+_WATCH_TICK_S = 0.25
 
 StageFactory = Callable[[Config, RuntimeState], list[Stage]]
 
@@ -56,8 +59,10 @@ class App:
     Control (see ``livecam.control``): ``live`` holds the last frame sent (panel preview,
     snapshots); ``controls`` are started after the threads and stopped first; the app is the
     :class:`~livecam.core.commands.ControlHooks` of its scheduler (``request_reload``,
-    ``save_snapshot``). With ``wait_for_source`` a live source that cannot be opened at start
-    does not fail the run: the output sends black frames at ``capture`` size until it appears.
+    ``save_snapshot``, ``set_output_delay``). ``overload`` judges every 0.25 s whether the
+    stages keep up (live mode); ``summary()`` gives the whole-run figures. With
+    ``wait_for_source`` a live source that cannot be opened at start does not fail the run:
+    the output sends black frames at ``capture`` size until it appears.
     """
 
     def __init__(self, config: Config, *, source: FrameSource, sink: FrameSink,
@@ -75,6 +80,9 @@ class App:
         self.sink = sink
         self.stages = list(stages)
         self.metrics = Metrics()
+        self.overload = OverloadMonitor(
+            latency_budget_ms=config.pipeline.overload_latency_ms,
+            drop_share_limit=config.pipeline.overload_drop_share)
         self.commands = commands or CommandQueue()
         self.live = LiveView()
         self.controls: list[ControlSource] = []
@@ -94,7 +102,9 @@ class App:
         self._capture: CaptureThread | None = None
         self._scheduler: Scheduler | None = None
         self._output: OutputThread | None = None
-        self._status: threading.Thread | None = None
+        self._watcher: threading.Thread | None = None
+        self._t_start_ns: int | None = None
+        self._t_stop_ns: int | None = None
         self.output_size_px = (0, 0)
         self.output_fps = 0.0
 
@@ -136,25 +146,24 @@ class App:
         self._frames_box, self._packets_box = frames, packets
         self._output = OutputThread(sink=self.sink, inbox=packets, metrics=self.metrics,
                                     width=width, height=height, fps=fps, realtime=realtime,
-                                    max_frames=self._max_frames, on_done=self._done.set,
-                                    on_sent=self._sent)
+                                    max_frames=self._max_frames, on_done=self._mark_done,
+                                    on_sent=self._sent, delay_ms=cfg.output.delay_ms)
         self._scheduler = Scheduler(stages=self.stages, inbox=frames, outbox=packets,
                                     commands=self.commands, metrics=self.metrics,
                                     state=self._initial_state,
                                     error_log_interval_s=cfg.pipeline.stage_error_log_interval_s,
-                                    on_quit=self._done.set, hooks=self,
+                                    on_quit=self._mark_done, hooks=self,
                                     threads=cfg.pipeline.threads, hop_policy=policy)
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
                                       reconnect_max_s=cfg.capture.reconnect_max_s)
+        self._t_start_ns = time.perf_counter_ns()
         self._output.start()
         self._scheduler.start()
         self._capture.start(already_open=source_open)
-        if cfg.pipeline.status_interval_s > 0:
-            self._status = threading.Thread(target=self._report_status, name="livecam-status",
-                                            daemon=True)
-            self._status.start()
+        self._watcher = threading.Thread(target=self._watch, name="livecam-status", daemon=True)
+        self._watcher.start()
         log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
                  ", ".join(s.name for s in self.stages), "live" if realtime else "offline")
         try:
@@ -163,6 +172,12 @@ class App:
         except BaseException:
             self.stop()
             raise
+
+    def _mark_done(self) -> None:
+        """The run is over (frame limit, input ended, quit, stop): stop the clock. Any thread."""
+        if self._t_stop_ns is None and self._t_start_ns is not None:
+            self._t_stop_ns = time.perf_counter_ns()
+        self._done.set()
 
     def _open_source(self) -> bool:
         """Open the source; True if open. A live source may be missing with wait_for_source."""
@@ -187,18 +202,33 @@ class App:
     # -- control hooks and facts (any thread) -------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """Static facts of the run for the status document."""
+        """Facts of the run for the status document (the A/V delay may change live)."""
         backends = [f"{s.name}:{s.backend}" for s in self.stages if hasattr(s, "backend")]
         doc = {"backend": ", ".join(backends) or ", ".join(s.name for s in self.stages),
                "stages": [s.name for s in self.stages], "input": self._labels[0],
                "output": self._labels[1], "width": self.output_size_px[0],
-               "height": self.output_size_px[1], "fps": self.output_fps}
-        # and, not static, the link state of remote engines (a stage with ``health()``)
+               "height": self.output_size_px[1], "fps": self.output_fps,
+               "delay_ms": self.output_delay_ms}
+        # and the link state of remote engines (a stage with ``health()``)
         healths = [(s.name, getattr(s, "health", None)) for s in self.stages]
         remote = {name: h for name, fn in healths if callable(fn) and (h := fn()) is not None}
         if remote:
             doc["remote_engines"] = remote
         return doc
+
+    @property
+    def output_delay_ms(self) -> float:
+        """The A/V delay in force (``output.delay_ms``, or as last set live)."""
+        if self._output is not None:
+            return self._output.delay_ms
+        return self.config.output.delay_ms
+
+    def set_output_delay(self, delay_ms: float) -> None:
+        """Hold frames ``delay_ms`` after capture from the next frame on. Pipeline thread
+        (the :class:`~livecam.core.commands.SetOutputDelay` hook)."""
+        if self._output is not None:
+            self._output.set_delay_ms(delay_ms)
+        log.info("A/V delay now %.0f ms", delay_ms)
 
     def save_snapshot(self, path: str) -> None:
         """Write the last frame sent to ``path`` (PNG/JPEG by suffix). Pipeline thread."""
@@ -277,18 +307,52 @@ class App:
                  "no identity library" if names is None else
                  f"{len(names)} identities ({', '.join(names) or 'none'})")
 
-    def _report_status(self) -> None:
-        interval = self.config.pipeline.status_interval_s
+    def _watch(self) -> None:
+        """Update drop counters and judge overload every tick (live mode); log the status
+        line every ``pipeline.status_interval_s`` (0 = never), at WARNING while overloaded."""
+        interval_ns = int(self.config.pipeline.status_interval_s * 1e9)
+        next_line_ns = time.perf_counter_ns() + interval_ns
         self.metrics.snapshot()
-        while not self._done.wait(interval):
+        while not self._done.wait(_WATCH_TICK_S):
             self._update_drop_counters()
-            log.info("%s", self.metrics.snapshot().status_line())
+            now_ns = time.perf_counter_ns()
+            began = False
+            if self.config.pipeline.realtime:
+                was_active = self.overload.active
+                total, latencies = self.metrics.pipeline_latencies_ms()
+                self.overload.update(now_ns=now_ns, captured=self.metrics.counter("captured"),
+                                     processed=self.metrics.counter("processed"),
+                                     latencies_ms=latencies, latency_total=total)
+                began = self.overload.active and not was_active
+            # an overload shows in the status line at once, not at the next regular one
+            if interval_ns and (now_ns >= next_line_ns or began):
+                next_line_ns = now_ns + interval_ns
+                self._log_status_line()
+
+    def _log_status_line(self) -> None:
+        line = self.metrics.snapshot().status_line()
+        delay_ms = self.output_delay_ms
+        if delay_ms:
+            line += f" | delay {delay_ms:.0f} ms"
+        overload = self.overload.state
+        if overload.active:
+            log.warning("%s | OVERLOADED: %s", line, overload.reason)
+        else:
+            log.info("%s", line)
 
     def _update_drop_counters(self) -> None:
         self.metrics.set_counter("dropped_capture", self._frames_box.dropped)
-        self.metrics.set_counter("dropped_output", self._packets_box.dropped)
+        output_dropped = self._output.dropped if self._output is not None else 0
+        self.metrics.set_counter("dropped_output", self._packets_box.dropped + output_dropped)
         if self._scheduler is not None:
             self.metrics.set_counter("dropped_pipeline", self._scheduler.dropped)
+
+    def summary(self) -> RunSummary:
+        """Whole-run figures (from start to stop, or to now while running)."""
+        end_ns = self._t_stop_ns or time.perf_counter_ns()
+        wall_s = (end_ns - (self._t_start_ns or end_ns)) / 1e9
+        return RunSummary.from_metrics(self.metrics, wall_s=wall_s,
+                                       overloaded_s=self.overload.overloaded_s(end_ns))
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the run is done (frame limit reached, input ended, quit); True if done."""
@@ -297,7 +361,7 @@ class App:
     def stop(self, timeout_s: float = 0.9) -> None:
         """End the run and free everything. Idempotent; returns within about ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        self._done.set()
+        self._mark_done()
         for control in reversed(self.controls):
             try:
                 control.stop()

@@ -39,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     asg = acts.add_parser("assign", help="give track TRACK its own identity (`none` clears)")
     asg.add_argument("track", type=int)
     asg.add_argument("name")
+    dly = acts.add_parser("delay", help="set the A/V delay: frames go out MS after capture "
+                          "(0 = at once; match it with the microphone's delay in OBS)")
+    dly.add_argument("ms", type=float, metavar="MS", help="0 to 2000")
     acts.add_parser("reload", help="re-read the config file and the identity library")
     acts.add_parser("snapshot", help="save the current output frame (prints the path)")
     acts.add_parser("quit", help="stop livecam")
@@ -108,8 +111,14 @@ def _print_status(s: dict[str, Any]) -> None:
     print(f"identities: {', '.join(s['identities']) or 'none'}")
     print(f"backend: {s['backend']}  output: {s['output']} {s['width']}x{s['height']} "
           f"@ {s['fps']:g}")
-    print(f"frames: {s['frames']['sent']} sent, {s['frames']['dropped_capture']} + "
-          f"{s['frames']['dropped_output']} dropped")
+    frames = s["frames"]
+    dropped = sum(frames.get(k, 0) for k in ("dropped_capture", "dropped_pipeline",
+                                              "dropped_output"))
+    print(f"frames: {frames['sent']} sent, {dropped} dropped; A/V delay "
+          f"{s.get('delay_ms', 0):g} ms")
+    overload = s.get("overload") or {}
+    if overload.get("active"):
+        print(f"OVERLOADED: {overload.get('reason')}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,11 +162,17 @@ def run(args: argparse.Namespace) -> int:
         body = {} if args.mode == "toggle" else {"on": args.mode == "on"}
     elif action == "assign":
         body = {"track_id": args.track, "name": None if args.name == "none" else args.name}
+    elif action == "delay":
+        body = {"ms": args.ms}
     reply = json.loads(_request(f"{base}/api/{action}", token, "POST", body))
     if args.json:
         print(json.dumps(reply))
     elif action == "snapshot":
         print(reply["path"])
+    elif action == "delay":
+        print(f"A/V delay: {reply.get('delay_ms', args.ms):g} ms")
+        if not reply.get("applied", True):
+            print("(not applied within 2 s: is the pipeline stuck?)", file=sys.stderr)
     else:
         _print_state(reply)
     return 0

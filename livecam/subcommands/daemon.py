@@ -45,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
         reason = serve(app)
     finally:
         lock.release()
-    log.info("daemon exiting (%s): %d frames sent", reason, app.metrics.counter("sent"))
+    log.info("daemon exiting (%s): %s", reason, app.summary().line())
     return 0

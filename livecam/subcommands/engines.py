@@ -1,5 +1,10 @@
-"""``livecam engines list | build NAME | clear [NAME] | serve``: TensorRT engines, the backend
-choice, and serving the models on a Triton Inference Server."""
+"""``livecam engines list | build NAME | clear [NAME] | serve``: built engines, the backend
+choice, and serving the models on NVIDIA Triton Inference Server (``serve``, docs/triton.md).
+
+``build`` makes a TensorRT engine when the backend resolves to tensorrt, else compiles the
+swap generator for the torch backend (:func:`_build_compiled`): exactly the packages
+``livecam run`` with the same config will look for.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ def add_parser(sub: Any) -> None:
     add_config_options(parser)
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     verbs.add_parser("list", help="backends available here and cached engines")
-    build = verbs.add_parser("build", help="build a TensorRT engine now (takes minutes)")
+    build = verbs.add_parser("build", help="build a TensorRT engine, or compile the torch "
+                             "generator (engine.backend torch), now (takes minutes)")
     build.add_argument("name")
     clear = verbs.add_parser("clear", help="delete cached engines (of one model, or all)")
     clear.add_argument("name", nargs="?")
@@ -133,15 +139,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"engine.backend {config.engine.backend} -> {choice.name}: {choice.reason}")
         print(f"engine cache: {cache.root}")
         for entry in cache.entries():
-            key = entry.key
-            print(f"  {entry.model_name:20s} {key.precision} {key.gpu_name} "
-                  f"sm{key.compute_capability} TensorRT {key.tensorrt_version} "
+            print(f"  {entry.model_name:20s} {entry.key.describe()} "
                   f"{entry.size_bytes / 2**20:.0f} MiB")
         return 0
     if args.verb == "clear":
         removed = cache.clear(args.name)
         print(f"removed {removed} engine(s) from {cache.root}")
         return 0
+    if choose_backend(config.engine.backend, config.engine.device).name != "tensorrt":
+        return _build_compiled(config, args.name)
     from livecam.engines.tensorrt_engine import build_engine, make_key
 
     store = model_store(config.models)
@@ -155,4 +161,43 @@ def run(args: argparse.Namespace) -> int:
     build_engine(store.path(args.name), cache=cache, model_name=args.name, key=key,
                  workspace_mb=config.engine.tensorrt_workspace_mb, progress=_progress)
     print(f"{args.name}: engine built into {cache.root}")
+    return 0
+
+
+def _build_compiled(config: Any, name: str) -> int:
+    """Compile ``name`` (a swapper) for the torch engine as ``livecam run`` will run it."""
+    import time
+    from dataclasses import replace
+
+    from livecam.core.errors import UsageError
+    from livecam.engines.registry import choose_backend, engine_cache_dir, model_store
+    from livecam.gpupipe.factory import gpu_pipeline_wanted
+    from livecam.swap.neural_models import NeuralModels
+
+    if config.engine.torch_mode in ("eager", "cuda_graphs"):
+        raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to compile "
+                         "(use --set engine.torch_mode=compiled)")
+    kind = model_store(config.models).manifest(name).kind
+    if kind != "swapper":
+        raise UsageError(f"{name} is a {kind}: the torch engine compiles swap generators only "
+                         "(the others run on the executor)")
+    models = NeuralModels.from_config(config, model=name)
+    # the path `livecam run` takes for this config in neural mode
+    gpu = gpu_pipeline_wanted(replace(config, swap=replace(config.swap, mode="neural")))
+    if not gpu and choose_backend(config.engine.backend, config.engine.device).name != "torch":
+        raise UsageError(f"engine.backend resolves to onnxruntime here, which needs no build; "
+                         f"to compile {name} for the torch engine, add --set "
+                         "engine.backend=torch")
+    forced = replace(models, engine=replace(models.engine, torch_mode="compiled",
+                                            compile_if_missing=True))
+    engine = forced.generator_engine(gpu_pipeline=gpu)
+    batches = forced.generator_batch_sizes(gpu_pipeline=gpu)
+    print(f"{name}: compiling for batch {', '.join(map(str, batches))} "
+          f"({'GPU pipeline' if gpu else 'CPU path'}; built packages are kept)",
+          file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    engine.open()
+    engine.close()
+    print(f"{name}: compiled generator ready in {engine_cache_dir(config.engine)} "
+          f"({time.perf_counter() - t0:.0f} s)")
     return 0

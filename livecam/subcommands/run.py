@@ -95,6 +95,5 @@ def run(args: argparse.Namespace) -> int:
         app.run()
     except KeyboardInterrupt:
         log.info("interrupted")
-    snap = app.metrics.snapshot()
-    log.info("done: %d frames sent; %s", app.metrics.counter("sent"), snap.status_line())
+    log.info("done: %s", app.summary().line())
     return 0

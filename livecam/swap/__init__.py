@@ -27,9 +27,8 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
     """
     if config.swap.mode == "neural":
         neural = importlib.import_module("livecam.swap.neural")
-        return [neural.build_neural_stage(config.engine, config.models, identities.load,
-                                          model_name=config.swap.model,
-                                          assign=config.swap.assign)]
+        models = neural.NeuralModels.from_config(config)
+        return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign)]
     from livecam.swap.stage import ClassicSwapStage
 
     return [ClassicSwapStage(config.swap, identities)]

@@ -24,6 +24,7 @@ from livecam.core.types import ImageBGR, Packet
 from livecam.engines.protocol import Engine
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
+from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
 
@@ -283,96 +284,22 @@ class NeuralSwapStage(StageBase):
         return health() if callable(health) else None
 
 
-def build_neural_stage(engine_config: object, models_config: object,
-                       load_identity: Callable[[str], object], *,
-                       model_name: str = "inswapper_128",
+def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], object], *,
                        assign: tuple[str, ...] = ()) -> NeuralSwapStage:
-    """The neural swap stage from the ``engine`` and ``models`` config sections (cheap).
+    """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
     stage's ``open()``: a missing or corrupt file raises :class:`ModelError` naming
     ``livecam models fetch <name>`` (or ``import``). The backend choice is logged here.
     """
     from livecam.analysis.landmarks import five_point
-    from livecam.engines.registry import (
-        choose_backend,
-        create_engine,
-        engine_cache_dir,
-        model_store,
-    )
-    from livecam.swap.arcface import ArcFaceEmbedder, IdentityEmbeddings
 
-    store = model_store(models_config)  # type: ignore[arg-type]
-    swapper = store.manifest(model_name)
-    recognizer = store.manifest(swapper.recognizer or "w600k_r50")
-    choice = choose_backend(engine_config.backend, engine_config.device)  # type: ignore[attr-defined]
+    swapper, recognizer, choice = models.swapper, models.recognizer, models.backend()
     log.info("neural swap: %s with %s on the %s engine (%s)", swapper.name, recognizer.name,
              choice.name, choice.reason)
-
-    class _LazyEngine:
-        """Resolves the verified model path and builds the engine in open()."""
-
-        def __init__(self, name: str) -> None:
-            self._name = name
-            self._engine: Engine | None = None
-            self.backend = choice.name
-
-        def _get(self) -> Engine:
-            if self._engine is None:
-                digest = store.verify(self._name)
-                self._engine = create_engine(store.manifest(self._name), store.path(self._name),
-                                             digest, engine_config, choice)  # type: ignore[arg-type]
-            return self._engine
-
-        @property
-        def inputs(self) -> tuple:
-            return self._get().inputs
-
-        @property
-        def outputs(self) -> tuple:
-            return self._get().outputs
-
-        def open(self) -> None:
-            self._get().open()
-
-        def close(self) -> None:
-            if self._engine is not None:
-                self._engine.close()
-
-        def run(self, feeds):
-            return self._get().run(feeds)
-
-        def health(self) -> dict | None:
-            health = getattr(self._engine, "health", None)
-            return health() if callable(health) else None
-
-    def require_models() -> None:
-        for name in (swapper.name, recognizer.name):
-            store.require(name)
-        if choice.name == "triton":
-            # a server that does not serve the recognizer fails the start, not a later frame
-            embedder.open()
-
-    model = InswapperModel(_LazyEngine(swapper.name), store.path(swapper.name),
+    model = InswapperModel(models.lazy_generator(), models.swapper_path,
                            crop_size_px=swapper.crop_size_px or 128,
                            template=swapper.template or "arcface_128", mean=swapper.mean,
-                           std=swapper.std, max_batch=engine_config.max_batch)  # type: ignore[attr-defined]
-    embedder = ArcFaceEmbedder(_LazyEngine(recognizer.name),
-                               size_px=recognizer.crop_size_px or 112, mean=recognizer.mean,
-                               std=recognizer.std)
-
-    class _Embeddings:
-        def __init__(self) -> None:
-            self._inner: IdentityEmbeddings | None = None
-
-        def __call__(self, name: str) -> np.ndarray | None:
-            if self._inner is None:
-                embedder.open()
-                self._inner = IdentityEmbeddings(
-                    embedder, load_identity, five_point,
-                    recognizer_id=store.verify(recognizer.name),
-                    cache_dir=engine_cache_dir(engine_config).parent / "embeddings")  # type: ignore[arg-type]
-            return self._inner(name)
-
-    return NeuralSwapStage(model, _Embeddings(), require_models=require_models,
-                           five_point=five_point, assign=assign)
+                           std=swapper.std, max_batch=models.engine.max_batch)
+    return NeuralSwapStage(model, models.embeddings(load_identity),
+                           require_models=models.require, five_point=five_point, assign=assign)

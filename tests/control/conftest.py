@@ -18,6 +18,7 @@ import pytest
 from livecam.app import App, build_app
 from livecam.config import Config
 from livecam.control.api import ControlServer
+from livecam.control.http import Limits
 from livecam.core.types import RuntimeState
 from livecam.pipeline.passthrough import PassThrough
 
@@ -76,7 +77,7 @@ class Running:
 
 def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
                   input_spec: str = "synthetic:160x120", output_spec: str = "null",
-                  stages: list[Any] | None = None) -> Running:
+                  stages: list[Any] | None = None, limits: Limits | None = None) -> Running:
     control = dataclasses.replace(config.control, api_address="127.0.0.1:0",
                                   status_push_interval_s=0.1)
     config = dataclasses.replace(config, control=control)
@@ -84,7 +85,7 @@ def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
                     state=RuntimeState(identities=catalog.names()))
     token_file = tmp_path / "cfg" / "api-token"
     server = ControlServer(target=app, catalog=catalog, token_file=token_file, config=control,
-                           snapshot_dir=tmp_path / "snaps")
+                           snapshot_dir=tmp_path / "snaps", limits=limits)
     app.controls.append(server)
     app.start()
     return Running(app, server, token_file.read_text().strip(), token_file, tmp_path / "snaps")

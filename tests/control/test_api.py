@@ -11,6 +11,7 @@ import urllib.request
 import cv2
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from livecam.config.control import ControlConfig
 from livecam.control.api import parse_address
@@ -108,17 +109,40 @@ def test_status_and_metrics_are_sane(running: Running) -> None:
     assert s["frames"]["sent"] >= 25 and s["identities"] == list(NAMES)
     assert s["backend"] == "passthrough" and (s["width"], s["height"]) == (160, 120)
     assert s["active_identity"] is None and s["bypass"] is False
+    assert isinstance(s["overload"]["active"], bool) and s["delay_ms"] == 0
+    assert 0 < s["longest_gap_ms"] < 1000
     status, body, headers = running.call("/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    samples = {}
-    for line in body.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    assert samples['livecam_frames_total{kind="sent"}'] >= s["frames"]["sent"]
-    assert 20 <= samples['livecam_fps{direction="out"}'] <= 40
-    assert 0 < samples['livecam_latency_seconds{quantile="0.5"}'] < 0.2
-    assert samples["livecam_identities"] == 3 and samples["livecam_bypass"] == 0
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    sent = [x for x in families["livecam_frames"].samples if x.labels.get("kind") == "sent"]
+    assert families["livecam_frames"].type == "counter"
+    assert sent[0].value >= s["frames"]["sent"]
+    # latencies and stage times are histograms (buckets, _sum, _count), never a gauge of
+    # medians; no derived fps gauge (Prometheus takes rate() of the counters)
+    for name in ("livecam_latency_seconds", "livecam_pipeline_latency_seconds",
+                 "livecam_stage_seconds", "livecam_output_interval_seconds"):
+        family = families[name]
+        assert family.type == "histogram", name
+        kinds = {x.name.removeprefix(name) for x in family.samples}
+        assert {"_bucket", "_sum", "_count"} <= kinds, name
+    latency = {x.name: x for x in families["livecam_latency_seconds"].samples
+               if not x.name.endswith("_bucket")}
+    assert latency["livecam_latency_seconds_count"].value >= 25
+    assert 0 < (latency["livecam_latency_seconds_sum"].value
+                / latency["livecam_latency_seconds_count"].value) < 0.2
+    stages = {x.labels["stage"] for x in families["livecam_stage_seconds"].samples}
+    assert stages == {"passthrough"}
+    assert "livecam_fps" not in families
+    # (prometheus_client adds a *_created gauge, the creation time, beside each histogram)
+    assert not [f.name for f in families.values() if f.type in ("gauge", "summary")
+                and not f.name.endswith("_created")
+                and ("latency" in f.name or "stage" in f.name or "fps" in f.name)]
+    gauges = {f.name: f.samples[0].value for f in families.values()
+              if f.type == "gauge" and f.samples}
+    assert gauges["livecam_identities"] == 3 and gauges["livecam_bypass"] == 0
+    assert gauges["livecam_overloaded"] in (0, 1) and gauges["livecam_output_delay_seconds"] == 0
+    info = families["livecam_run_info"].samples[0].labels
+    assert info["backend"] == "passthrough" and info["width"] == "160"
 
 
 def test_token_in_query_works_for_browsers(running: Running) -> None:

@@ -105,3 +105,35 @@ def test_clicking_an_identity_switches_it(panel_app: Running, tmp_path: Path) ->
     image = cv2.imread(str(shot))
     assert image is not None and image.shape[1] == 360
     print(f"panel screenshot: {shot}")
+
+
+def test_panel_shows_overload_and_sets_the_delay(fast_config: Config, tmp_path: Path,
+                                                 astronaut_bgr: np.ndarray) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tests.control.conftest import NAMES, PhotoCatalog
+    from tests.control.test_overload_visible import SlowStage
+
+    running = start_running(fast_config, tmp_path, PhotoCatalog(astronaut_bgr, NAMES),
+                            stages=[SlowStage()])
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 360, "height": 640})
+                page.goto(f"{running.url}/panel?token={running.token}")
+                # pushed by server-sent events once the monitor judges the first second
+                page.wait_for_selector("#overload.on", timeout=15_000)
+                assert "dropped" in page.inner_text("#overload")
+                page.fill("#delay", "250")
+                page.click("#setdelay")
+                deadline = time.monotonic() + 5
+                while running.json("/api/status")["delay_ms"] != 250:
+                    assert time.monotonic() < deadline, "the panel did not set the delay"
+                    time.sleep(0.05)
+                page.wait_for_selector("#status >> text=250.0 ms")
+                page.screenshot(path=str(tmp_path / "panel-overload.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        running.app.stop()

@@ -71,15 +71,18 @@ class _Hooks:
     def save_snapshot(self, path: str) -> None:
         self.calls.append(("snapshot", path))
 
+    def set_output_delay(self, delay_ms: float) -> None:
+        self.calls.append(("delay", str(delay_ms)))
+
 
 def test_effects_call_hooks_and_leave_state_alone() -> None:
     hooks = _Hooks()
     state = RuntimeState(active_identity="bob")
-    for command in (cmd.Reload(), cmd.SaveSnapshot("/tmp/x.png")):
+    for command in (cmd.Reload(), cmd.SaveSnapshot("/tmp/x.png"), cmd.SetOutputDelay(120.0)):
         assert isinstance(command, cmd.EffectCommand)
         command.perform(hooks)
         assert command.apply(state) is state
-    assert hooks.calls == [("reload", ""), ("snapshot", "/tmp/x.png")]
+    assert hooks.calls == [("reload", ""), ("snapshot", "/tmp/x.png"), ("delay", "120.0")]
     assert not isinstance(cmd.SelectIdentity("x"), cmd.EffectCommand)
 
 
@@ -91,3 +94,24 @@ def test_queue_ticket_resolves_with_state() -> None:
     same.resolve(command.apply(RuntimeState()), frames_sent=12)
     assert ticket.wait(0) and ticket.state is not None and ticket.state.bypass
     assert ticket.frames_sent == 12 and queue.drain() == []
+
+
+def test_ticket_callbacks_fire_once_applied() -> None:
+    ticket = cmd.Ticket()
+    fired: list[str] = []
+    ticket.add_done_callback(lambda: fired.append("early"))
+    assert fired == []
+    ticket.resolve(RuntimeState(), frames_sent=3)
+    ticket.add_done_callback(lambda: fired.append("late"))  # already applied: at once
+    assert fired == ["early", "late"]
+
+
+def test_put_without_waiting_refuses_a_full_queue() -> None:
+    import queue as queues
+
+    q = cmd.CommandQueue(maxsize=2)
+    q.put(cmd.Reload(), timeout_s=0)
+    q.put(cmd.Reload(), timeout_s=0)
+    with pytest.raises(queues.Full):  # at once: the API's event loop must never block here
+        q.put(cmd.Reload(), timeout_s=0)
+    assert len(q.drain()) == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from livecam.engines.engine_cache import EngineCache, EngineKey, Profile
+from livecam.engines.engine_cache import CompiledKey, EngineCache, EngineKey, Profile
 
 KEY = EngineKey(
     model_sha256="ab" * 32, gpu_name="NVIDIA H200", compute_capability="9.0",
@@ -88,3 +88,52 @@ def test_timing_cache_merges_are_serialised(tmp_path: Path) -> None:
 def test_profile_rejects_bad_batches() -> None:
     with pytest.raises(ValueError, match="min <= opt <= max"):
         Profile.for_batch({"x": (3,)}, 4, 2, 8)
+
+
+COMPILED = CompiledKey(model_sha256="ab" * 32, device="NVIDIA H200 sm9.0",
+                       torch_version="2.11.0+cu130", triton_version="3.6.0", precision="fp16",
+                       batch=4, channels_last=True, max_autotune=True, executor_sha256="ef" * 32)
+
+
+def test_compiled_keys_load_only_themselves(tmp_path: Path) -> None:
+    cache = EngineCache(tmp_path)
+    path = cache.save("inswapper_128", COMPILED, b"package")
+    assert path.suffix == ".pt2"
+    assert cache.load_path("inswapper_128", COMPILED) == path
+    assert CompiledKey.from_dict(COMPILED.to_dict()) == COMPILED
+    for field_name, value in (("device", "NVIDIA RTX 4090 sm8.9"), ("torch_version", "2.13.0"),
+                              ("triton_version", "3.7.0"), ("precision", "fp32"), ("batch", 8),
+                              ("channels_last", False), ("max_autotune", False),
+                              ("executor_sha256", "00" * 32)):
+        other = replace(COMPILED, **{field_name: value})
+        assert cache.load_path("inswapper_128", other) is None
+        assert COMPILED.differences(other) == [field_name]
+
+
+def test_a_tensorrt_sidecar_never_loads_as_a_compiled_package(tmp_path: Path) -> None:
+    cache = EngineCache(tmp_path)
+    built = cache.save("inswapper_128", KEY, b"engine")
+    wanted = cache.engine_path("inswapper_128", COMPILED)
+    wanted.write_bytes(built.read_bytes())
+    wanted.with_suffix(".json").write_text(built.with_suffix(".json").read_text())
+    assert cache.load_path("inswapper_128", COMPILED) is None
+
+
+def test_entries_and_clear_cover_both_kinds(tmp_path: Path) -> None:
+    cache = EngineCache(tmp_path)
+    cache.save("inswapper_128", KEY, b"engine")
+    cache.save("inswapper_128", COMPILED, b"package")
+    assert sorted(e.key.kind for e in cache.entries()) == ["tensorrt", "torch-compiled"]
+    assert "batch 4" in next(e.key.describe() for e in cache.entries()
+                             if e.key.kind == "torch-compiled")
+    assert cache.clear("inswapper_128") == 2
+    assert list(tmp_path.glob("*.pt2")) == [] and list(tmp_path.glob("*.engine")) == []
+
+
+def test_sidecars_written_before_kinds_existed_are_tensorrt(tmp_path: Path) -> None:
+    cache = EngineCache(tmp_path)
+    path = cache.save("inswapper_128", KEY, b"engine")
+    meta = json.loads(path.with_suffix(".json").read_text())
+    del meta["kind"]
+    path.with_suffix(".json").write_text(json.dumps(meta))
+    assert cache.load("inswapper_128", KEY) == b"engine"

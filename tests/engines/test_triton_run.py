@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from livecam.cli import build_parser, main
-from livecam.control.status import StatusReporter, prometheus_text
+from livecam.control.status import StateCollector, StatusReporter
 from livecam.testing.virtualcam import register_recording_backend
 from tests.engines.triton_support import StandinDeployment, free_port, needs_triton
 
@@ -186,8 +186,12 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
         server.close()
         covered_at = crops.wait_for(lambda c: np.abs(c.astype(int) - swapped).mean() > 10)
         assert reporter.status()["remote_engines"]["swap"]["state"] == "down"
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        registry = CollectorRegistry()
+        registry.register(StateCollector(app))
         up = f'livecam_remote_engine_up{{stage="swap",url="{deployment.url}"}} 0.0'
-        assert up in prometheus_text(reporter.status()).splitlines()
+        assert up in generate_latest(registry).decode().splitlines()
         n_down = len(crops.crops)
         crops.wait_for(lambda c: True)  # the output keeps going while the server is away
         assert len(crops.crops) > n_down

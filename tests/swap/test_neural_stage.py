@@ -7,17 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livecam.config.engine import EngineConfig, ModelsConfig
+from livecam.config import load_config
 from livecam.core.errors import ModelError
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.neural import InswapperModel, NeuralSwapStage, build_neural_stage
+from livecam.swap.neural_models import NeuralModels
 from livecam.testing.standins import build_inswapper
 
 
 def test_neural_mode_without_models_fails_at_start_naming_fetch(tmp_path: Path) -> None:
-    stage = build_neural_stage(EngineConfig(backend="onnxruntime", device="cpu"),
-                               ModelsConfig(dir=str(tmp_path)), lambda name: None)
+    config = load_config(None, ["engine.backend=onnxruntime", "engine.device=cpu",
+                                f"models.dir={tmp_path}"])
+    stage = build_neural_stage(NeuralModels.from_config(config), lambda name: None)
     with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
         stage.open()
 

@@ -1,0 +1,180 @@
+"""The compiled generator, end to end on the CPU: `livecam engines build` compiles the installed
+(stand-in) swapper into the engine cache; the torch engine then loads the package without
+compiling, matches the ONNX executor and onnxruntime, and never loads a package built for
+another key. The build is one AOTInductor compile of a small stand-in (~1-2 min on 2 cores)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.config import Config, load_config
+from livecam.core.errors import ModelError
+from livecam.engines.engine_cache import EngineCache
+from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
+from livecam.engines.torch_compiled import CompileOptions
+from livecam.engines.torch_engine import TorchEngine
+from livecam.identity.model import IdentityCollection
+from livecam.swap.neural_models import NeuralModels
+from tests.gpupipe.stage_support import install_standin_models
+
+pytestmark = pytest.mark.slow
+BATCHES = (2,)
+
+
+@dataclass(frozen=True)
+class Built:
+    config: Config
+    cache: EngineCache
+    onnx_path: Path
+    sha256: str
+    build_output: str
+
+
+def _config(root: Path, models_dir: Path, manifests_dir: Path, *extra: str) -> Config:
+    return load_config(None, [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
+                              f"engine.cache_dir={root / 'cache'}", "engine.backend=torch",
+                              "engine.device=cpu", "engine.compiled_batch_sizes=[2]",
+                              "gpu.pipeline=never", *extra])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    root = tmp_path_factory.mktemp("compiled")
+    models_dir, manifests_dir = install_standin_models(root)
+    sets = [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
+            f"engine.cache_dir={root / 'cache'}", "engine.backend=torch", "engine.device=cpu",
+            "engine.compiled_batch_sizes=[2]", "gpu.pipeline=never"]
+    args = [a for s in sets for a in ("--set", s)]
+    result = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", *args, "build",
+                             "inswapper_128"], capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = _config(root, models_dir, manifests_dir)
+    models = NeuralModels.from_config(config)
+    return Built(config, EngineCache(root / "cache"), models.swapper_path,
+                 models.store.verify("inswapper_128"), result.stdout + result.stderr)
+
+
+def _feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    source = rng.standard_normal((batch, 512)).astype(np.float32)
+    return {"target": rng.random((batch, 3, 128, 128), dtype=np.float32),
+            "source": source / np.linalg.norm(source, axis=1, keepdims=True)}
+
+
+def _options(built: Built, **changes: object) -> CompileOptions:
+    options = CompileOptions(built.cache.root, "inswapper_128", built.sha256, BATCHES,
+                             required=True)
+    return replace(options, **changes)  # type: ignore[arg-type]
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def test_build_made_one_package_per_batch_and_list_shows_it(built: Built) -> None:
+    entries = built.cache.entries()
+    assert [e.key.kind for e in entries] == ["torch-compiled"]
+    assert entries[0].key.batch == 2 and entries[0].key.precision == "fp32"  # type: ignore
+    listed = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
+                             f"engine.cache_dir={built.cache.root}", "list"],
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "compiled torch" in listed.stdout
+    assert "batch 2" in listed.stdout
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_compiled_matches_the_executor_and_onnxruntime(built: Built, batch: int) -> None:
+    # 1: padded into the batch-2 package; 3: a chunk of 2 and a padded chunk of 1
+    feeds = _feeds(batch, seed=batch)
+    with TorchEngine(built.onnx_path, device="cpu", precision="fp32",
+                     compile=_options(built)) as compiled:
+        assert compiled.mode == "compiled"
+        ours = compiled.run(feeds)["output"]
+    with TorchEngine(built.onnx_path, device="cpu", precision="fp32") as eager:
+        executor = eager.run(feeds)["output"]
+    with OnnxRuntimeEngine(built.onnx_path, device="cpu") as ort:
+        reference = ort.run(feeds)["output"]
+    assert ours.shape == (batch, 3, 128, 128)
+    assert _rel(ours, executor) <= 1e-4
+    assert _rel(ours, reference) <= 1e-4
+
+
+def test_a_later_start_loads_without_compiling(built: Built,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch._inductor
+
+    def no_compiling(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("compiled at start")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", no_compiling)
+    engine = TorchEngine(built.onnx_path, device="cpu", precision="fp32",
+                         compile=_options(built, build_if_missing=True))
+    with engine:
+        assert engine.mode == "compiled"
+
+
+@pytest.mark.parametrize("change", ["model", "batch", "executor"])
+def test_a_package_for_another_key_never_loads(built: Built, change: str,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    import livecam.engines.torch_compiled as tc
+
+    options = _options(built)
+    if change == "model":
+        options = replace(options, model_sha256="ab" * 32)
+    elif change == "batch":
+        options = replace(options, batch_sizes=(4,))
+    else:  # an edited executor: packages traced through the old one are stale
+        monkeypatch.setattr(tc, "executor_sha256", lambda: "cd" * 32)
+    with pytest.raises(ModelError, match=r"livecam engines build inswapper_128"):
+        TorchEngine(built.onnx_path, device="cpu", precision="fp32", compile=options).open()
+    # auto (not required): falls back to the executor and says why
+    with caplog.at_level(logging.INFO, logger="livecam.engines.torch_engine"), TorchEngine(
+            built.onnx_path, device="cpu", precision="fp32",
+            compile=replace(options, required=False)) as engine:
+        assert engine.mode == "eager"
+    assert "livecam engines build inswapper_128" in caplog.text
+
+
+def test_a_modified_package_is_refused(built: Built, tmp_path: Path) -> None:
+    import shutil
+
+    copy = EngineCache(tmp_path / "cache")
+    shutil.copytree(built.cache.root, copy.root, dirs_exist_ok=True)
+    (entry,) = copy.entries()
+    with entry.engine_path.open("r+b") as f:
+        f.seek(100)
+        f.write(b"\0\1\2\3")
+    with pytest.raises(ModelError, match="livecam engines build"):
+        TorchEngine(built.onnx_path, device="cpu", precision="fp32",
+                    compile=_options(built, cache_dir=copy.root)).open()
+
+
+def test_the_cpu_neural_path_runs_the_build_when_torch_mode_is_compiled(built: Built) -> None:
+    config = replace(built.config, engine=replace(built.config.engine, torch_mode="compiled"))
+    engine = NeuralModels.from_config(config).generator_engine(gpu_pipeline=False)
+    assert isinstance(engine, TorchEngine)
+    with engine:
+        assert engine.mode == "compiled"
+
+
+def test_the_gpu_pipeline_factory_runs_the_build(built: Built) -> None:
+    from livecam.gpupipe.factory import build_gpu_stages
+
+    config = replace(built.config, engine=replace(built.config.engine, torch_mode="compiled"),
+                     gpu=replace(built.config.gpu, pipeline="always", max_faces=2))
+    (stage,) = build_gpu_stages(replace(config, swap=replace(config.swap, mode="neural")),
+                                identities=IdentityCollection({}))
+    generator = stage.engine  # type: ignore[attr-defined]
+    generator.open()
+    try:
+        assert generator.engine.mode == "compiled"
+    finally:
+        generator.close()
