@@ -49,14 +49,16 @@ def load_bytetrack_settings(path: str | Path | None) -> ByteTrackSettings:
     """Settings from a YAML file (every key optional), or the defaults for None / ''."""
     if path is None or str(path) == "":
         return ByteTrackSettings()
-    import yaml
+    from livecam.config.safe_yaml import YamlRefused, read_yaml_file
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml_file(path) or {}
     except FileNotFoundError:
         raise ConfigError(f"tracker file {path} does not exist (see trackers/bytetrack.yaml "
                           "for a template)") from None
-    except yaml.YAMLError:
-        raise ConfigError(f"tracker file {path} is not valid YAML") from None
+    except OSError as exc:
+        raise ConfigError(f"tracker file {path} cannot be read: {exc.strerror}") from None
+    except YamlRefused as exc:
+        raise ConfigError(f"tracker file {path} {exc}") from None
     return build(ByteTrackSettings, data, prefix=f"{path.name}: ")
