@@ -53,7 +53,7 @@ class _BoundedLoader(yaml.SafeLoader):
         # document, so ids are not reused while this loader runs
         self._expanded: dict[int, int] = {}
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             return super().compose_node(parent, index)  # weighed where it is used
         self._depth += 1
@@ -65,12 +65,13 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def compose_sequence_node(self, anchor: str | None) -> yaml.Node:
+    # (the stubs type ``anchor`` as a dict; PyYAML passes the anchor's name or None)
+    def compose_sequence_node(self, anchor: Any) -> yaml.SequenceNode:
         node = super().compose_sequence_node(anchor)
         self._weigh(node, node.value)
         return node
 
-    def compose_mapping_node(self, anchor: str | None) -> yaml.Node:
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
         node = super().compose_mapping_node(anchor)
         self._weigh(node, [part for pair in node.value for part in pair])
         return node

@@ -37,3 +37,11 @@ class ModelError(LivecamError, RuntimeError):
 
 class IdentityError(LivecamError, ValueError):
     """An identity name or photo is unusable; the message says why and what to do."""
+
+
+class InputError(CaptureError, UsageError):
+    """An input file, image or pipe cannot be used (missing, not a video, too large, ...).
+
+    A :class:`CaptureError` to the capture thread and a :class:`UsageError` to the command line
+    (exit 2): the user gave something livecam cannot read, and the message says what to give.
+    """

@@ -90,7 +90,7 @@ def test_nan_in_a_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_huge_float_int_is_refused_not_overflowed() -> None:
-    with pytest.raises(ConfigError, match="capture.fps: .* is not a finite number"):
+    with pytest.raises(ConfigError, match=r"capture\.fps: .* is not a finite number"):
         load_config(None, ["capture.fps=" + "9" * 4000])
 
 
