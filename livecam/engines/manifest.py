@@ -123,8 +123,12 @@ def load_manifest(path: str | Path) -> ModelManifest:
 
 
 def default_manifests_dir() -> Path:
-    """``engines/`` beside the ``livecam`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[2] / "engines"
+    """The manifests that come with livecam: the copy a wheel installs in the package
+    (``livecam/data/engines``, mapped from ``engines/`` by pyproject.toml), else ``engines/``
+    at the top of a source checkout (an editable install, or PYTHONPATH)."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "data" / "engines"
+    return shipped if shipped.is_dir() else package.parent / "engines"
 
 
 def load_manifests(directory: str | Path | None = None) -> dict[str, ModelManifest]:

@@ -21,9 +21,8 @@ import numpy as np
 import pytest
 
 from livecam.capture import make_source, parse_input
-from livecam.capture.still import decode_image, header_size_px
 from livecam.config.schema import CaptureConfig
-from livecam.core.errors import CaptureError, InputError, UsageError
+from livecam.core.errors import CaptureError, UsageError
 from tests.capture.bigimage import write_big_png
 
 N_FRAMES = 24
@@ -116,6 +115,8 @@ def test_fifo_is_a_file_input(media: Path, tmp_path: Path) -> None:
         with fifo.open("wb") as out:  # blocks until the reader opens it
             out.write((media / "clip.ts").read_bytes())
 
+    from livecam.core.errors import InputError
+
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
     source = make_source(parse_input(f"file:{fifo}"), CaptureConfig())
@@ -156,6 +157,9 @@ def test_huge_image_input_is_refused_before_decoding(media: Path, name: str) -> 
 
 def test_huge_image_is_refused_without_calling_the_decoder(
         media: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from livecam.capture.still import decode_image
+    from livecam.core.errors import InputError
+
     def no_decoding(*args: object, **kwargs: object) -> None:
         raise AssertionError("the pixels were decoded")
 
@@ -170,6 +174,9 @@ def test_huge_image_is_refused_without_calling_the_decoder(
 
 
 def test_the_limit_is_a_setting(tmp_path: Path, media: Path, astronaut_bgr: np.ndarray) -> None:
+    from livecam.capture.still import header_size_px
+    from livecam.core.errors import InputError
+
     small = tmp_path / "a.png"
     cv2.imwrite(str(small), astronaut_bgr)
     assert header_size_px(small) == (512, 512)
@@ -186,6 +193,8 @@ def test_the_limit_is_a_setting(tmp_path: Path, media: Path, astronaut_bgr: np.n
 
 @pytest.mark.parametrize("kind", ["file", "image"])
 def test_bad_paths_are_input_errors_exit_2(tmp_path: Path, kind: str) -> None:
+    from livecam.core.errors import InputError
+
     for target in (tmp_path / "nope", tmp_path):
         with pytest.raises(InputError) as exc:
             make_source(parse_input(f"{kind}:{target}"), CaptureConfig()).open()

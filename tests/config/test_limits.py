@@ -150,3 +150,39 @@ def test_tracker_and_manifest_files_use_the_same_limits(tmp_path: Path) -> None:
         load_bytetrack_settings(path)
     with pytest.raises(ConfigError, match="aliases"):
         load_manifest(path)
+
+
+def test_reload_of_a_bombed_config_keeps_the_run_going(tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    # before: SIGHUP with the bomb appended froze the daemon at 5 GB (the log line expanded it)
+    import logging
+    import time
+
+    from livecam.app import App
+    from livecam.capture.sources import SyntheticSource
+    from livecam.output.sinks import NullSink
+    from livecam.pipeline.passthrough import PassThrough
+
+    path = tmp_path / "daemon.yaml"
+    path.write_text("pipeline:\n  status_interval_s: 0\n")
+    app = App(load_config(path), source=SyntheticSource(width=64, height=48, fps=30.0),
+              sink=NullSink(), stages=[PassThrough()], config_loader=lambda: load_config(path))
+    caplog.set_level(logging.INFO)
+    app.start()
+    try:
+        path.write_text(path.read_text() + alias_bomb())
+        app.request_reload()
+        deadline = time.monotonic() + 60
+        while not [r for r in caplog.records if "reloaded in" in r.getMessage()]:
+            assert time.monotonic() < deadline, "the reload never finished"
+            time.sleep(0.05)
+        (refused,) = [r.getMessage() for r in caplog.records
+                      if "config not reloaded" in r.getMessage()]
+        assert "aliases" in refused and len(refused) < 400
+        sent = app.metrics.counter("sent")
+        deadline = time.monotonic() + 30
+        while app.metrics.counter("sent") < sent + 5:  # frames still flow
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        app.stop()

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from livecam.cli import main
 from livecam.core.errors import IdentityError
 from livecam.identity import IdentityLibrary
-from livecam.identity.record import parse_record
 
 FUZZ = settings(max_examples=150, deadline=timedelta(seconds=20), database=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -45,6 +44,8 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def _check(data: bytes) -> None:
+    from livecam.identity.record import parse_record
+
     try:
         entry = parse_record(data, "x", Path("x.jpg"))
     except IdentityError as exc:
