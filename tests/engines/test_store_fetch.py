@@ -292,6 +292,10 @@ def test_a_download_cut_short_without_a_length_is_never_installed(
     url, served = server
     served.send_length, served.cut_first_after = False, 300_000
     store = _store(tmp_path, url, None)
+    with pytest.raises((ModelError, UsageError)):  # nothing vouches for it: not even fetched
+        fetch_model(store, "standin", retries=1)
+    assert not store.path("standin").exists()
+    served.cut_first_after = 300_000
     with pytest.raises(ModelError, match="did not send the file's size"):
         fetch_model(store, "standin", retries=1, trust=True)
     assert not store.path("standin").exists() and store.pin("standin") is None
