@@ -45,7 +45,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def frames_sent(stderr: str) -> int:
-    match = re.search(r"done: (\d+) frames sent", stderr)
+    match = re.search(r"done: .*\bsent (\d+) frames", stderr)
     assert match, stderr[-3000:]
     return int(match.group(1))
 
