@@ -76,8 +76,8 @@ class EngineConfig:
 class ModelsConfig:
     dir: str = knob("", "Directory of downloaded model files; empty = the user data dir (e.g. "
                     "~/.local/share/livecam/models).")
-    manifests_dir: str = knob("", "Directory of model manifests (*.yaml); empty = engines/ "
-                              "beside the livecam package.")
+    manifests_dir: str = knob("", "Directory of model manifests (*.yaml); empty = the ones "
+                              "livecam ships (engines/ in a source checkout).")
     fetch_timeout_s: float = knob(30.0, "Network timeout of one download request, s.",
                                   range=(1.0, 600.0))
     fetch_retries: int = knob(3, "Attempts per download source (each resumes the last).",

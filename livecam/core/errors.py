@@ -46,3 +46,11 @@ class EngineUnavailableError(LivecamError, ConnectionError):
     treats the faces of that frame as unswappable (never sent as they are) while the engine
     reconnects in the background.
     """
+
+
+class InputError(CaptureError, UsageError):
+    """An input file, image or pipe cannot be used (missing, not a video, too large, ...).
+
+    A :class:`CaptureError` to the capture thread and a :class:`UsageError` to the command line
+    (exit 2): the user gave something livecam cannot read, and the message says what to give.
+    """
