@@ -88,8 +88,12 @@ def test_second_daemon_on_the_same_output_file_is_refused_and_the_recording_surv
     first.wait_ready(min_frames=20)
     # the same file named another way (relative to another working directory)
     second = new_daemon()
-    second.start(*SYNTHETIC, "--output", "file:../rec.mp4", record=False,
-                 cwd=first.root / "run")
+    # not the runtime dir: it holds a `livecam` lock folder, which `python -m livecam.cli` would
+    # import from the working directory as a namespace package (an editable install's finder
+    # comes after it)
+    elsewhere = first.root / "elsewhere"
+    elsewhere.mkdir()
+    second.start(*SYNTHETIC, "--output", "file:../rec.mp4", record=False, cwd=elsewhere)
     assert second.proc is not None and first.proc is not None
     assert second.proc.wait(60) == 1
     err = second.stderr()
