@@ -44,13 +44,16 @@ class BlazeFaceDetector:
     """Finds faces in BGR frames. ``detect`` returns boxes, scores and 6 keypoints.
 
     ``model``: ``short``, ``full`` or ``auto`` (both, merged). ``whole_frame=False`` searches
-    the tiles only (a tile search beside a whole-frame detector). Only one thread may call
-    :meth:`detect` at a time.
+    the tiles only (a tile search beside a whole-frame detector). ``weak=True`` keeps
+    detections down to ``min_score`` on LiteRT too, below the model's own threshold (0.5
+    short, 0.6 full range), as MediaPipe's graph does: the face follower takes a weak hit
+    (a half-hidden face scores ~0.4) as a sign a hidden face is still there. Only one thread
+    may call :meth:`detect` at a time.
     """
 
     def __init__(self, *, model: str = "full", min_score: float = 0.5, max_faces: int = 4,
                  tile_size_px: int = 384, tiles_per_call: int = 0,
-                 whole_frame: bool = True) -> None:
+                 whole_frame: bool = True, weak: bool = False) -> None:
         if model not in ("short", "full", "auto"):
             raise ValueError(f"model must be short, full or auto, got {model!r}")
         self.model = model
@@ -59,6 +62,7 @@ class BlazeFaceDetector:
         self.tile_size_px = tile_size_px
         self.tiles_per_call = tiles_per_call
         self.whole_frame = whole_frame
+        self.weak = weak
         self._short: Any = None
         self._full: Any = None
         self._next_tile = 0
@@ -75,9 +79,10 @@ class BlazeFaceDetector:
             return
         # Tiles always use the full-range model: a tile's faces are small relative to it.
         if litert.litert_interpreter() is not None:
+            floor = self.min_score if self.weak else None
             if self.model in ("short", "auto") and self.whole_frame:
-                self._short = DirectBlazeFace("short")
-            self._full = DirectBlazeFace("full")
+                self._short = DirectBlazeFace("short", min_score=floor)
+            self._full = DirectBlazeFace("full", min_score=floor)
             return
         import mediapipe as mp
 

@@ -46,10 +46,12 @@ from livecam.analysis.observations import (
     SAME_FACE_IOU,
     BoxOnly,
     Candidate,
+    HiddenFace,
     Observation,
     as_withheld,
     dedupe,
     grown,
+    inside_any,
     merge_candidates,
     mesh_observation,
     moved_marks,
@@ -81,6 +83,8 @@ _RECENTER_FRACTION = 0.08
 # moved off the constant-velocity path), up to _LOST_GROWTH_MAX.
 _LOST_GROWTH = 0.04
 _LOST_GROWTH_MAX = 0.5
+# A weak detection inside a lost face's box grown by this fraction keeps that face covered.
+_EVIDENCE_MARGIN = 0.2
 # A lost face is covered while at least this share of its predicted box is in the frame: the
 # leak measure calls a face visible from half of it on screen, and the prediction of a face
 # walking out may run ahead of it (a face that left waits at the edge, half inside: covered
@@ -120,7 +124,8 @@ class FaceFollower:
         self._last_marks: dict[int, np.ndarray] = {}  # any track's last raw landmarks
         self._scores: dict[int, float] = {}
         self._box_only: list[BoxOnly] = []
-        self._followed_lost: set[int] = set()  # lost tracks that were followed
+        self._hidden: dict[int, HiddenFace] = {}  # lost faces still covered, by track id
+        self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
         self._since_search = 0
         self._last_index: int | None = None
@@ -154,7 +159,8 @@ class FaceFollower:
         carried = self._carry(image, list(self._marks), gap, timings)
         whole, searched = self._detect(image, index, first, _any_overlap(carried), timings)
         self.last_frame_detected = whole is not None or searched is not None
-        obs = self._observe(image, carried, whole, searched, index, timings)
+        strong, weak = self._split_weak(whole)
+        obs = self._observe(image, carried, strong, searched, index, timings)
 
         t1 = time.perf_counter_ns()
         boxes = np.array([o.box_xyxy for o in obs], np.float32).reshape(-1, 4)
@@ -163,7 +169,7 @@ class FaceFollower:
         result = self.tracker.update(boxes, scores, frame_size_px=size, steps=gap)
         t2 = time.perf_counter_ns()
         timings["track"] = (t2 - t1) / 1e6
-        faces, withheld = self._assemble(obs, result, gap / self.fps, size)
+        faces, withheld = self._assemble(obs, result, gap / self.fps, size, index, weak)
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
         selected = self.selector.select(faces, image)
@@ -230,7 +236,7 @@ class FaceFollower:
         else:
             done = self.background.take()
             if done is not None:
-                searched = SearchResult(done.faces, done.searched_xyxy)
+                searched = self._late = SearchResult(done.faces, done.searched_xyxy)
             if due and self.background.submit(index, image):
                 self._since_search = 0
             else:
@@ -241,6 +247,14 @@ class FaceFollower:
             # without a whole-frame pass of its own, the search's whole frame stands for it
             whole = searched.faces if self.background is None else None
         return whole, searched
+
+    def _split_weak(self, whole: Faces | None) -> tuple[Faces | None, np.ndarray]:
+        """This frame's detections as candidates (confident) and as evidence (weak: below the
+        tracker's high_score_threshold, e.g. a half-hidden face) boxes (M, 4)."""
+        if whole is None:
+            return None, np.zeros((0, 4), np.float32)
+        weak = whole.scores < self.tracker_settings.high_score_threshold
+        return whole[~weak], whole.boxes_xyxy[weak]
 
     # -- 3. admit -------------------------------------------------------------------------
 
@@ -261,8 +275,8 @@ class FaceFollower:
             candidates += [Candidate(whole.boxes_xyxy[i], float(whole.scores[i]),
                                      whole.keypoints_xy[i]) for i in range(len(whole))]
         if searched is not None:
-            # live, a search result describes an older frame: the face may have moved
-            stale = self.background is not None
+            # a result the worker hands over describes an older frame: the face may have moved
+            stale = searched is self._late
             f = searched.faces
             candidates += [Candidate(f.boxes_xyxy[i], float(f.scores[i]), f.keypoints_xy[i],
                                      from_search=True, stale=stale) for i in range(len(f))]
@@ -311,12 +325,17 @@ class FaceFollower:
             return list(carried)
         iou = iou_matrix(np.stack([o.box_xyxy for o in carried]), whole.boxes_xyxy)
         owner = np.argmax(iou, axis=0)  # the carried face each detection overlaps most
+        h, w = image.shape[:2]
         out = []
         for i, o in enumerate(carried):
             j = int(np.argmax(iou[i]))
             # a detection on another followed face (two people crossing: the one behind
-            # overlaps the one in front) is that face's, not a sign this one slid
-            if not _SLID_IOU[0] < iou[i, j] < _SLID_IOU[1] or owner[j] != i:
+            # overlaps the one in front) is that face's, not a sign this one slid; at the
+            # frame's edge a detection sees only the part inside, the carried mesh the face
+            if (not _SLID_IOU[0] < iou[i, j] < _SLID_IOU[1] or owner[j] != i
+                    or share_inside(o.box_xyxy, w, h) < 1.0
+                    or share_inside(whole.boxes_xyxy[j], w, h) < 1.0
+                    or _at_edge(whole.boxes_xyxy[j], w, h)):
                 out.append(o)
                 continue
             t = time.perf_counter_ns()
@@ -331,8 +350,8 @@ class FaceFollower:
         followed last frame whose carry failed now, and lost ones still covered."""
         boxes = [boxes_from_landmarks(m[None])[0] for tid, m in self._marks.items()
                  if tid not in carried_ids]
-        boxes += [lt.box_xyxy for lt in self.tracker.lost_tracks()
-                  if lt.track_id in self._followed_lost and lt.track_id not in self._marks]
+        boxes += [e.box_xyxy for tid, e in self._hidden.items()
+                  if e.followed and tid not in self._marks]
         return boxes
 
     def _meshes_for(self, image: ImageBGR, dets: Faces, which: list[int],
@@ -370,7 +389,8 @@ class FaceFollower:
     # -- 4. track, smooth, output ---------------------------------------------------------
 
     def _assemble(self, obs: list[Observation], result: TrackResult, dt_s: float,
-                  size: tuple[int, int]) -> tuple[Faces, WithheldFaces]:
+                  size: tuple[int, int], index: int, weak: np.ndarray,
+                  ) -> tuple[Faces, WithheldFaces]:
         alive = {int(t) for t in result.track_ids} | {int(t) for t in result.pending_track_ids}
         self._marks = {}
         used: set[int] = set()
@@ -401,37 +421,52 @@ class FaceFollower:
             # a carried observation keeps the score of the detection that started it
             self._scores[tid] = o.score
         self._last_marks.update(self._marks)
-        lost = self._lost(size)
-        keep = alive | {lt.track_id for lt in self.tracker.lost_tracks()}
+        lost = self._hidden_faces(size, index, alive, weak, [o.box_xyxy for o in obs])
+        keep = alive | {lt.track_id for lt in self.tracker.lost_tracks()} | set(self._hidden)
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:
                 del d[tid]
         faces = self._smoothed([(t, o, n) for t, o, n in rows], dt_s)
-        withheld = WithheldFaces.concat([as_withheld(held), *(w for _, _, w in lost)])
+        withheld = WithheldFaces.concat([as_withheld(held), lost])
         return faces, withheld
 
-    def _lost(self, size: tuple[int, int]) -> list[tuple[int, int, WithheldFaces]]:
-        """Lost tracks still covered: (track id, frames lost, withheld row)."""
+    def _hidden_faces(self, size: tuple[int, int], index: int, alive: set[int],
+                      weak: np.ndarray, seen: list[np.ndarray]) -> WithheldFaces:
+        """Faces lost from view but maybe still there (hidden, turned away, missed), covered
+        where the tracker predicts them until ``lost_cover_frames`` have passed since they
+        were last seen, or since the last weak detection inside (a half-hidden face scores
+        too low to be followed but is still on screen)."""
         w, h = size
-        out = []
-        followed_lost = set()
         for lt in self.tracker.lost_tracks():
-            if lt.track_id in self._last_marks:
-                followed_lost.add(lt.track_id)
-            if lt.frames_lost > self.config.lost_cover_frames:
+            entry = self._hidden.get(lt.track_id)
+            last_seen = index - lt.frames_lost
+            if entry is None:
+                self._hidden[lt.track_id] = HiddenFace(
+                    lt.box_xyxy, self._last_marks.get(lt.track_id), last_seen,
+                    lt.track_id in self._last_marks)
+            else:
+                entry.box_xyxy = lt.box_xyxy  # the tracker's prediction, while it has one
+                entry.last_index = max(entry.last_index, last_seen)
+        out = []
+        for tid, entry in list(self._hidden.items()):
+            if tid in alive or overlaps(entry.box_xyxy, seen):
+                del self._hidden[tid]  # followed again, or found again under a new id
                 continue
-            if share_inside(lt.box_xyxy, w, h) < _LOST_IN_FRAME:
+            if inside_any(weak, grown(entry.box_xyxy, _EVIDENCE_MARGIN)):
+                entry.last_index = index
+            since = index - entry.last_index
+            if since > self.config.lost_cover_frames:
+                del self._hidden[tid]
                 continue
-            box = grown(lt.box_xyxy, min(_LOST_GROWTH * lt.frames_lost, _LOST_GROWTH_MAX))
-            marks = self._last_marks.get(lt.track_id)
-            moved = (moved_marks(marks, lt.box_xyxy)[None] if marks is not None
+            if share_inside(entry.box_xyxy, w, h) < _LOST_IN_FRAME:
+                continue
+            box = grown(entry.box_xyxy, min(_LOST_GROWTH * since, _LOST_GROWTH_MAX))
+            moved = (moved_marks(entry.marks, entry.box_xyxy)[None] if entry.marks is not None
                      else np.full((1, 0, 2), np.nan, np.float32))
-            out.append((lt.track_id, lt.frames_lost, WithheldFaces(
-                box[None].astype(np.float32), moved.astype(np.float32),
-                np.array([lt.track_id], np.int64), np.array([Unswappable.LOST], np.uint8))))
-        self._followed_lost = {t for t in followed_lost
-                               if any(t == tid for tid, _, _ in out)}
-        return out
+            out.append(WithheldFaces(box[None].astype(np.float32), moved.astype(np.float32),
+                                     np.array([tid], np.int64),
+                                     np.array([Unswappable.LOST], np.uint8)))
+        return WithheldFaces.concat(out)
 
     def _smoothed(self, rows: list[tuple[int, Observation, bool]], dt_s: float) -> Faces:
         self.smoother.keep_only({t for t, _, _ in rows})
@@ -465,3 +500,8 @@ def _any_overlap(obs: list[Observation]) -> bool:
     iou = iou_matrix(*(2 * [np.stack([o.box_xyxy for o in obs])]))
     np.fill_diagonal(iou, 0.0)
     return bool(iou.max() > SAME_FACE_IOU)
+
+
+def _at_edge(box: np.ndarray, w: int, h: int, margin_px: float = 2.0) -> bool:
+    return bool(box[0] <= margin_px or box[1] <= margin_px or box[2] >= w - margin_px
+                or box[3] >= h - margin_px)

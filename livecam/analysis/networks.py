@@ -47,7 +47,9 @@ class FaceNetworks(Protocol):
 
     def detect(self, image_bgr: ImageBGR) -> Faces:
         """Faces in the whole frame: ``boxes_xyxy`` (N, 4), ``scores`` (N,), ``keypoints_xy``
-        (N, 6, 2) px in BlazeFace order; best first; ``track_ids`` -1."""
+        (N, 6, 2) px in BlazeFace order; best first; ``track_ids`` -1. Weak detections (down
+        to the tracker's ``low_score_threshold``) included: the follower only takes them as
+        signs of a face it lost."""
         ...
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
@@ -76,7 +78,7 @@ class CpuFaceNetworks:
     def __init__(self, *, detector_model: str = "full", min_score: float = 0.5,
                  refine_landmarks: bool = False) -> None:
         self.detector = BlazeFaceDetector(model=detector_model, min_score=min_score,
-                                          max_faces=MAX_DETECTIONS, tile_size_px=0)
+                                          max_faces=MAX_DETECTIONS, tile_size_px=0, weak=True)
         self.landmarker = FaceMeshLandmarker(refine_landmarks=refine_landmarks)
 
     @property

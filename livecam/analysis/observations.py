@@ -59,6 +59,31 @@ class BoxOnly:
     seen_frame: int
 
 
+@dataclass(slots=True)
+class HiddenFace:
+    """A face lost from view, covered where it was last predicted (``box_xyxy``, its last
+    raw ``marks`` (K, 2) if it had a mesh) until frames pass without a sign of it after
+    ``last_index`` (the frame it was last seen, or a weak detection inside last was);
+    ``followed``: it held one of the ``max_faces`` places."""
+
+    box_xyxy: np.ndarray
+    marks: np.ndarray | None
+    last_index: int
+    followed: bool
+
+
+def inside_any(boxes: np.ndarray, region: np.ndarray, share: float = 0.6) -> bool:
+    """True when one of ``boxes`` (M, 4) lies at least ``share`` of its area in ``region``."""
+    if len(boxes) == 0:
+        return False
+    iw = np.clip(np.minimum(boxes[:, 2], region[2]) - np.maximum(boxes[:, 0], region[0]), 0,
+                 None)
+    ih = np.clip(np.minimum(boxes[:, 3], region[3]) - np.maximum(boxes[:, 1], region[1]), 0,
+                 None)
+    area = np.maximum((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]), 1e-6)
+    return bool((iw * ih / area >= share).any())
+
+
 def mesh_observation(mesh: MeshResult, score: float, carried_from: int) -> Observation:
     box = boxes_from_landmarks(mesh.landmarks_xy[None])[0]
     return Observation(box, score, mesh, carried_from=carried_from)
@@ -70,11 +95,18 @@ def overlaps(box: np.ndarray, others: list[np.ndarray]) -> bool:
     return bool(iou_matrix(np.asarray(box)[None], np.stack(others)).max() >= SAME_FACE_IOU)
 
 
+#: Detections narrower than this are ignored: nobody can be told apart at that size, and they
+#: are mostly BlazeFace's false hits on texture (an 18 px "face" on t1's table).
+MIN_FACE_PX = 24.0
+
+
 def merge_candidates(candidates: list[Candidate]) -> list[Candidate]:
-    """Best first, one per face (a tile and the whole frame may both see it: the whole
-    frame's, this frame's, wins)."""
+    """Best first, one per face: a tile and the whole frame may both see it (this frame's
+    best detection of it wins over an older frame's)."""
     kept: list[Candidate] = []
-    for c in sorted(candidates, key=lambda c: (c.stale, c.from_search, -c.score)):
+    for c in sorted(candidates, key=lambda c: (c.stale, -c.score)):
+        if c.box_xyxy[2] - c.box_xyxy[0] < MIN_FACE_PX:
+            continue
         if not overlaps(c.box_xyxy, [k.box_xyxy for k in kept]):
             kept.append(c)
     return sorted(kept, key=lambda c: -c.score)

@@ -137,6 +137,7 @@ class Unswappable(IntEnum):
     IDENTITY_LOADING = 7  # its identity is still being prepared
     IDENTITY_MISSING = 8  # its identity cannot be loaded
     STAGE_ERROR = 9  # a stage raised on this frame
+    ENGINE_DOWN = 10  # the (remote) swap engine did not answer in time
 
 
 def _nan_landmarks(n: int) -> FloatArray:
