@@ -41,22 +41,18 @@ import numpy as np
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.landmarks import six_keypoints
+from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
 from livecam.analysis.networks import FaceNetworks, TileSearch
 from livecam.analysis.observations import (
-    SAME_FACE_IOU,
-    BoxOnly,
     Candidate,
-    HiddenFace,
     Observation,
+    any_overlap,
     as_withheld,
+    at_edge,
     dedupe,
-    grown,
-    inside_any,
     merge_candidates,
     mesh_observation,
-    moved_marks,
     overlaps,
-    refuted,
     share_inside,
 )
 from livecam.analysis.roi import Roi, boxes_from_landmarks, roi_from_detection, roi_from_landmarks
@@ -79,17 +75,6 @@ _SLID_IOU = (0.1, 0.5)
 # A carried mesh whose centre lands this far (fraction of the ROI side) from the ROI's centre
 # is run again on a ROI centred on it (fast motion the track's velocity did not predict).
 _RECENTER_FRACTION = 0.08
-# A lost face's predicted box grows by this fraction of its size per frame lost (it may have
-# moved off the constant-velocity path), up to _LOST_GROWTH_MAX.
-_LOST_GROWTH = 0.04
-_LOST_GROWTH_MAX = 0.5
-# A weak detection inside a lost face's box grown by this fraction keeps that face covered.
-_EVIDENCE_MARGIN = 0.2
-# A lost face is covered while at least this share of its predicted box is in the frame: the
-# leak measure calls a face visible from half of it on screen, and the prediction of a face
-# walking out may run ahead of it (a face that left waits at the edge, half inside: covered
-# for lost_cover_frames).
-_LOST_IN_FRAME = 0.25
 
 
 class FaceFollower:
@@ -123,8 +108,8 @@ class FaceFollower:
         self._marks: dict[int, np.ndarray] = {}  # followed track id -> raw landmarks (K, 2)
         self._last_marks: dict[int, np.ndarray] = {}  # any track's last raw landmarks
         self._scores: dict[int, float] = {}
-        self._box_only: list[BoxOnly] = []
-        self._hidden: dict[int, HiddenFace] = {}  # lost faces still covered, by track id
+        self._box_only = BoxOnlyMemory(self.tracker_settings.lost_track_buffer_frames)
+        self._hidden = HiddenFaces(config.lost_cover_frames)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
         self._since_search = 0
@@ -157,7 +142,7 @@ class FaceFollower:
         gap = 1 if self._last_index is None else max(1, index - self._last_index)
         self._last_index = index
         carried = self._carry(image, list(self._marks), gap, timings)
-        whole, searched = self._detect(image, index, first, _any_overlap(carried), timings)
+        whole, searched = self._detect(image, index, first, any_overlap(carried), timings)
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
         obs = self._observe(image, carried, strong, searched, index, timings)
@@ -263,7 +248,7 @@ class FaceFollower:
                  timings: dict[str, float]) -> list[Observation]:
         """Every face of this frame: followed (mesh) first, then box-only ones."""
         followed = self._verified(image, carried, whole, timings)
-        if _any_overlap(followed) and whole is not None:
+        if any_overlap(followed) and whole is not None:
             # crossing: a carried mesh may have slid onto the face in front; a mesh from
             # each detection there decides, the carried ones no detection repeats stay
             near = [i for i in range(len(whole))
@@ -313,7 +298,9 @@ class FaceFollower:
                                  c.from_search))
         timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
         obs = followed + admitted
-        return obs + self._remembered(box_only, obs, whole, searched, index)
+        seen = [o.box_xyxy for o in obs] + ([] if whole is None else list(whole.boxes_xyxy))
+        kept = self._box_only.update(box_only, seen, searched, index)
+        return obs + [o for o, _ in box_only] + kept
 
     def _verified(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
                   timings: dict[str, float]) -> list[Observation]:
@@ -335,7 +322,7 @@ class FaceFollower:
             if (not _SLID_IOU[0] < iou[i, j] < _SLID_IOU[1] or owner[j] != i
                     or share_inside(o.box_xyxy, w, h) < 1.0
                     or share_inside(whole.boxes_xyxy[j], w, h) < 1.0
-                    or _at_edge(whole.boxes_xyxy[j], w, h)):
+                    or at_edge(whole.boxes_xyxy[j], w, h)):
                 out.append(o)
                 continue
             t = time.perf_counter_ns()
@@ -350,9 +337,7 @@ class FaceFollower:
         followed last frame whose carry failed now, and lost ones still covered."""
         boxes = [boxes_from_landmarks(m[None])[0] for tid, m in self._marks.items()
                  if tid not in carried_ids]
-        boxes += [e.box_xyxy for tid, e in self._hidden.items()
-                  if e.followed and tid not in self._marks]
-        return boxes
+        return boxes + self._hidden.holders(exclude=set(self._marks))
 
     def _meshes_for(self, image: ImageBGR, dets: Faces, which: list[int],
                     timings: dict[str, float]) -> list[Observation]:
@@ -363,28 +348,6 @@ class FaceFollower:
         return [mesh_observation(m, float(dets.scores[i]), -1) if m is not None
                 else Observation(dets.boxes_xyxy[i], float(dets.scores[i]))
                 for i, m in zip(which, meshes, strict=True)]
-
-    def _remembered(self, box_only: list[tuple[Observation, bool]],
-                    followed: list[Observation], whole: Faces | None,
-                    searched: SearchResult | None, index: int) -> list[Observation]:
-        """This frame's box-only faces plus those a tile search found earlier and no search
-        has refuted since (see :class:`BoxOnly`); updates that memory. Faces the whole-frame
-        pass sees are not remembered: it looks again next frame."""
-        seen = [o.box_xyxy for o in followed] + [o.box_xyxy for o, _ in box_only]
-        if whole is not None:
-            seen += list(whole.boxes_xyxy)
-        kept = [BoxOnly(o.box_xyxy, o.score, o.reason, index) for o, keep in box_only if keep]
-        max_age = self.tracker_settings.lost_track_buffer_frames
-        older = []
-        for old in self._box_only:
-            if overlaps(old.box_xyxy, seen) or index - old.seen_frame > max_age:
-                continue
-            if searched is not None and refuted(old.box_xyxy, searched):
-                continue
-            older.append(old)
-        self._box_only = kept + older
-        return [o for o, _ in box_only] + [Observation(b.box_xyxy, b.score, reason=b.reason)
-                                           for b in older]
 
     # -- 4. track, smooth, output ---------------------------------------------------------
 
@@ -421,52 +384,15 @@ class FaceFollower:
             # a carried observation keeps the score of the detection that started it
             self._scores[tid] = o.score
         self._last_marks.update(self._marks)
-        lost = self._hidden_faces(size, index, alive, weak, [o.box_xyxy for o in obs])
-        keep = alive | {lt.track_id for lt in self.tracker.lost_tracks()} | set(self._hidden)
+        lost = self._hidden.update(self.tracker.lost_tracks(), self._last_marks, size, index,
+                                   alive, weak, [o.box_xyxy for o in obs])
+        keep = alive | {lt.track_id for lt in self.tracker.lost_tracks()} | self._hidden.ids
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:
                 del d[tid]
         faces = self._smoothed([(t, o, n) for t, o, n in rows], dt_s)
         withheld = WithheldFaces.concat([as_withheld(held), lost])
         return faces, withheld
-
-    def _hidden_faces(self, size: tuple[int, int], index: int, alive: set[int],
-                      weak: np.ndarray, seen: list[np.ndarray]) -> WithheldFaces:
-        """Faces lost from view but maybe still there (hidden, turned away, missed), covered
-        where the tracker predicts them until ``lost_cover_frames`` have passed since they
-        were last seen, or since the last weak detection inside (a half-hidden face scores
-        too low to be followed but is still on screen)."""
-        w, h = size
-        for lt in self.tracker.lost_tracks():
-            entry = self._hidden.get(lt.track_id)
-            last_seen = index - lt.frames_lost
-            if entry is None:
-                self._hidden[lt.track_id] = HiddenFace(
-                    lt.box_xyxy, self._last_marks.get(lt.track_id), last_seen,
-                    lt.track_id in self._last_marks)
-            else:
-                entry.box_xyxy = lt.box_xyxy  # the tracker's prediction, while it has one
-                entry.last_index = max(entry.last_index, last_seen)
-        out = []
-        for tid, entry in list(self._hidden.items()):
-            if tid in alive or overlaps(entry.box_xyxy, seen):
-                del self._hidden[tid]  # followed again, or found again under a new id
-                continue
-            if inside_any(weak, grown(entry.box_xyxy, _EVIDENCE_MARGIN)):
-                entry.last_index = index
-            since = index - entry.last_index
-            if since > self.config.lost_cover_frames:
-                del self._hidden[tid]
-                continue
-            if share_inside(entry.box_xyxy, w, h) < _LOST_IN_FRAME:
-                continue
-            box = grown(entry.box_xyxy, min(_LOST_GROWTH * since, _LOST_GROWTH_MAX))
-            moved = (moved_marks(entry.marks, entry.box_xyxy)[None] if entry.marks is not None
-                     else np.full((1, 0, 2), np.nan, np.float32))
-            out.append(WithheldFaces(box[None].astype(np.float32), moved.astype(np.float32),
-                                     np.array([tid], np.int64),
-                                     np.array([Unswappable.LOST], np.uint8)))
-        return WithheldFaces.concat(out)
 
     def _smoothed(self, rows: list[tuple[int, Observation, bool]], dt_s: float) -> Faces:
         self.smoother.keep_only({t for t, _, _ in rows})
@@ -491,17 +417,3 @@ class FaceFollower:
                      landmarks_z=np.stack(z_out).astype(np.float32),
                      track_ids=np.array([t for t, _, _ in rows], np.int64))
 
-
-def _any_overlap(obs: list[Observation]) -> bool:
-    """Two observations on one face (people crossing: who is in front must be decided on
-    this frame's detections)."""
-    if len(obs) < 2:
-        return False
-    iou = iou_matrix(*(2 * [np.stack([o.box_xyxy for o in obs])]))
-    np.fill_diagonal(iou, 0.0)
-    return bool(iou.max() > SAME_FACE_IOU)
-
-
-def _at_edge(box: np.ndarray, w: int, h: int, margin_px: float = 2.0) -> bool:
-    return bool(box[0] <= margin_px or box[1] <= margin_px or box[2] >= w - margin_px
-                or box[3] >= h - margin_px)

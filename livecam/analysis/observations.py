@@ -1,9 +1,9 @@
 """What the face follower sees of one face in one frame, and the box arithmetic around it.
 
 An :class:`Observation` is a face mesh (followed faces) or only a detection box (faces beyond
-``analysis.max_faces``, or whose mesh did not fit); :class:`BoxOnly` remembers a box-only face
-between the detections that see it. The functions compare boxes (overlap, a tile search that
-looked and did not find), and turn observations into :class:`~livecam.core.types.WithheldFaces`.
+``analysis.max_faces``, or whose mesh did not fit); a :class:`Candidate` a detection no
+followed face explains. The functions compare boxes (overlap, a tile search that looked and
+did not find), and turn observations into :class:`~livecam.core.types.WithheldFaces`.
 """
 
 from __future__ import annotations
@@ -46,30 +46,6 @@ class Candidate:
     keypoints_xy: np.ndarray
     from_search: bool = False
     stale: bool = False
-
-
-@dataclass(slots=True)
-class BoxOnly:
-    """A face that is not followed, remembered where it was last detected until a search that
-    would have found it there does not (small faces are found by a tile only now and then)."""
-
-    box_xyxy: np.ndarray
-    score: float
-    reason: Unswappable
-    seen_frame: int
-
-
-@dataclass(slots=True)
-class HiddenFace:
-    """A face lost from view, covered where it was last predicted (``box_xyxy``, its last
-    raw ``marks`` (K, 2) if it had a mesh) until frames pass without a sign of it after
-    ``last_index`` (the frame it was last seen, or a weak detection inside last was);
-    ``followed``: it held one of the ``max_faces`` places."""
-
-    box_xyxy: np.ndarray
-    marks: np.ndarray | None
-    last_index: int
-    followed: bool
 
 
 def inside_any(boxes: np.ndarray, region: np.ndarray, share: float = 0.6) -> bool:
@@ -162,3 +138,18 @@ def as_withheld(held: list[tuple[int, Observation, Unswappable]]) -> WithheldFac
     return WithheldFaces(np.stack([o.box_xyxy for _, o, _ in held]).astype(np.float32), marks,
                          np.array([t for t, _, _ in held], np.int64),
                          np.array([r for _, _, r in held], np.uint8))
+
+
+def any_overlap(obs: list[Observation]) -> bool:
+    """Two observations on one face (people crossing: who is in front must be decided on
+    this frame's detections)."""
+    if len(obs) < 2:
+        return False
+    iou = iou_matrix(*(2 * [np.stack([o.box_xyxy for o in obs])]))
+    np.fill_diagonal(iou, 0.0)
+    return bool(iou.max() > SAME_FACE_IOU)
+
+
+def at_edge(box: np.ndarray, w: int, h: int, margin_px: float = 2.0) -> bool:
+    return bool(box[0] <= margin_px or box[1] <= margin_px or box[2] >= w - margin_px
+                or box[3] >= h - margin_px)
