@@ -108,7 +108,7 @@ class FaceFollower:
         self._marks: dict[int, np.ndarray] = {}  # followed track id -> raw landmarks (K, 2)
         self._last_marks: dict[int, np.ndarray] = {}  # any track's last raw landmarks
         self._scores: dict[int, float] = {}
-        self._box_only = BoxOnlyMemory(self.tracker_settings.lost_track_buffer_frames)
+        self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
@@ -299,7 +299,7 @@ class FaceFollower:
         timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
         obs = followed + admitted
         seen = [o.box_xyxy for o in obs] + ([] if whole is None else list(whole.boxes_xyxy))
-        kept = self._box_only.update(box_only, seen, searched, index)
+        kept = self._box_only.update(box_only, seen, searched)
         return obs + [o for o, _ in box_only] + kept
 
     def _verified(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,

@@ -6,7 +6,8 @@
   scores too low to be followed, yet half of it is on screen).
 - :class:`BoxOnlyMemory`: faces too small for the whole-frame detector that are not followed
   (beyond ``max_faces``, or no mesh): a tile finds them only now and then, so they are
-  covered where last found until a tile search that would have found them there does not.
+  covered where last found until two tile searches in a row that would have found them
+  there do not.
 
 Both are owned by one :class:`~livecam.analysis.follower.FaceFollower` (pipeline thread).
 """
@@ -110,33 +111,45 @@ class HiddenFaces:
         return WithheldFaces.concat(out)
 
 
+# A remembered box-only face is let go after this many tile searches in a row over it that
+# did not find it: the detector misses a small face now and then (t1's smallest, in one
+# search of several), and the next search of that tile comes tens of frames later.
+_MISSES_TO_DROP = 2
+
+
 @dataclass(slots=True)
 class BoxOnly:
-    """A face that is not followed, remembered where a tile search last found it."""
+    """A face that is not followed, remembered where a tile search last found it;
+    ``misses``: searches over it since that did not find it."""
 
     box_xyxy: np.ndarray
     score: float
     reason: Unswappable
-    seen_frame: int
+    misses: int = 0
 
 
 class BoxOnlyMemory:
-    """Box-only faces a tile search found, kept until refuted or ``max_age_frames`` old."""
+    """Box-only faces a tile search found, kept until refuted (twice in a row: no age limit,
+    the tile search comes round every few tens of frames and decides)."""
 
-    def __init__(self, max_age_frames: int) -> None:
-        self.max_age_frames = max_age_frames
+    def __init__(self) -> None:
         self._faces: list[BoxOnly] = []
 
     def update(self, fresh: list[tuple[Observation, bool]], seen: list[np.ndarray],
-               searched: SearchResult | None, index: int) -> list[Observation]:
+               searched: SearchResult | None) -> list[Observation]:
         """Remember this frame's box-only observations marked to keep (found by a tile
         search: the whole-frame pass looks again next frame anyway); return the ones
         remembered from earlier that nothing ``seen`` now repeats and no search refuted."""
         boxes = seen + [o.box_xyxy for o, _ in fresh]
-        older = [old for old in self._faces
-                 if not overlaps(old.box_xyxy, boxes)
-                 and index - old.seen_frame <= self.max_age_frames
-                 and not (searched is not None and refuted(old.box_xyxy, searched))]
-        self._faces = [BoxOnly(o.box_xyxy, o.score, o.reason, index)
+        older = []
+        for old in self._faces:
+            if overlaps(old.box_xyxy, boxes):
+                continue
+            if searched is not None and refuted(old.box_xyxy, searched):
+                old.misses += 1
+                if old.misses >= _MISSES_TO_DROP:
+                    continue
+            older.append(old)
+        self._faces = [BoxOnly(o.box_xyxy, o.score, o.reason)
                        for o, keep in fresh if keep] + older
         return [Observation(b.box_xyxy, b.score, reason=b.reason) for b in older]

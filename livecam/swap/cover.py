@@ -114,11 +114,6 @@ class FaceCover:
             self._held[tid] = _Held(frame_index, out_bgr[y0:y1, x0:x1].copy(), (x0, y0),
                                     lm.astype(np.float32), box.astype(np.float32))
 
-    def forget(self, track_ids: set[int]) -> None:
-        """Drop what is held for tracks not in ``track_ids`` (they ended)."""
-        for tid in [t for t in self._held if t not in track_ids]:
-            del self._held[tid]
-
     # -- cover ----------------------------------------------------------------------------
 
     def cover(self, image_bgr: ImageBGR, withheld: WithheldFaces,

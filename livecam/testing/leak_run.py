@@ -59,17 +59,26 @@ class LeakBench:
     thread."""
 
     def __init__(self, root: Path, *, livecam_path: Path | None = None) -> None:
-        self.root = root
+        self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ, XDG_DATA_HOME=str(root / "data"),
                         XDG_CONFIG_HOME=str(root / "config"), XDG_CACHE_HOME=str(root / "cache"))
         if livecam_path is not None:  # measure another checkout (e.g. before a change)
             self.env["PYTHONPATH"] = str(livecam_path)
+        else:  # this process's livecam, wherever it was imported from
+            import livecam
+
+            here = str(Path(livecam.__file__).resolve().parents[1])
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
         self._clips: dict[str, tuple[Path, list[FrameTruth], list[ImageBGR]]] = {}
 
     def livecam(self, *args: str, timeout_s: float = 600.0) -> subprocess.CompletedProcess[str]:
+        # cwd: ``python -m`` puts the working directory first on sys.path, where a checkout
+        # would shadow the package asked for (``livecam_path``)
         return subprocess.run([sys.executable, "-m", "livecam.cli", *args], capture_output=True,
-                              text=True, timeout=timeout_s, env=self.env, check=False)
+                              text=True, timeout=timeout_s, env=self.env, check=False,
+                              cwd=self.root)
 
     def add_identity(self) -> None:
         """``livecam identity add astro astronaut.png --force`` (93 px face: a warning only)."""
