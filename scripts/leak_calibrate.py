@@ -17,8 +17,8 @@ measure's output quality (CRF 14) and decoded, then compared with the unaltered 
 
 dlib distance: ``livecam.testing.face_judge`` (ResNet 128-d) between the altered and the
 unaltered face; same person ~0.2-0.5, different people 0.6-0.95, threshold 0.6. The judge's
-threshold (``LEAK_RESIDUAL``) must put every ``real*`` and ``blur_2pct``/``blur_4pct`` face
-below it (a leak) and every cover and swap above it.
+threshold (``LEAK_RESIDUAL``) must put every ``real*`` and ``blur_2pct`` face below it (a
+leak) and every cover and swap above it, with room on both sides.
 """
 
 from __future__ import annotations
@@ -141,7 +141,9 @@ def main() -> None:
                "residual_max": float(r.max()), "residual_p5": float(np.percentile(r, 5)),
                "residual_median": float(np.median(r)), "residual_p95": float(np.percentile(r, 95)),
                "leak_share": float((r < LEAK_RESIDUAL).mean()),
-               "dlib_median": float(np.median(d)), "dlib_min": float(d.min())}
+               "dlib_median": float(np.median(d)), "dlib_min": float(d.min()),
+               "residuals": [round(float(x), 4) for x in r],
+               "dlib": [round(float(x), 4) for x in d]}
         report[name] = row
         print(f"{name:>22} {row['faces']:>5} {row['residual_min']:>9.3f} "
               f"{row['residual_p5']:>6.3f} {row['residual_median']:>7.3f} "
