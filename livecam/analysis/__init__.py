@@ -1,7 +1,8 @@
 """Face analysis: detection, face mesh landmarks, tracking, smoothing and face selection.
 
 Entry points: :func:`livecam.analysis.photo.analyze_photo` for still photos and
-:func:`build_stages` for the live pipeline. Importing this package loads no model.
+:func:`build_stages` for the live pipeline (one face follower, ``follower.py``, on the
+networks of ``networks.py``). Importing this package loads no model.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from livecam.analysis.follower import FaceFollower
     from livecam.analysis.select import FaceSelector
     from livecam.config.analysis import AnalysisConfig
     from livecam.core.stage import Stage
@@ -20,22 +22,42 @@ def build_stages(config: Any, *, fps: float | None = None,
 
     ``config`` is the whole :class:`livecam.config.Config` or its ``analysis`` section; the
     One Euro filter's time step comes from ``fps`` (default: ``config.capture.fps``, else 30).
-    ``realtime`` (pass ``config.pipeline.realtime``): detections run on a worker thread, off
-    the frame's path, and are merged a frame or two later; False keeps them in ``process``
-    (files, tests: results do not depend on timing).
+    ``realtime`` (pass ``config.pipeline.realtime``): the tile search for small faces runs on
+    a worker thread, off the frame's path, and is merged a frame or two later; False keeps it
+    in ``process`` (files, tests: results do not depend on timing). Either way every frame
+    gets its own whole-frame detection (``analysis.detect_each_frame``).
     Reference photos for ``select: reference`` are read here; a missing dlib raises
     :class:`livecam.core.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """
     from livecam.analysis.stage import AnalysisStage
-    from livecam.track.settings import load_bytetrack_settings
 
     analysis: AnalysisConfig = getattr(config, "analysis", config)
     if fps is None:
         capture = getattr(config, "capture", None)
         fps = float(capture.fps) if capture is not None else 30.0
-    return [AnalysisStage(analysis, fps=fps,
-                          tracker_settings=load_bytetrack_settings(analysis.tracker_file),
-                          selector=build_selector(analysis), detect_in_background=realtime)]
+    return [AnalysisStage(build_follower(analysis, fps=fps, realtime=realtime))]
+
+
+def build_follower(analysis: AnalysisConfig, *, fps: float = 30.0, realtime: bool = False,
+                   selector: FaceSelector | None = None) -> FaceFollower:
+    """The CPU :class:`~livecam.analysis.follower.FaceFollower` for ``analysis`` (not opened):
+    BlazeFace and MediaPipe's face mesh (:class:`~livecam.analysis.networks.CpuFaceNetworks`)
+    and a BlazeFace tile search. ``selector`` defaults to :func:`build_selector`'s."""
+    from livecam.analysis.follower import FaceFollower
+    from livecam.analysis.networks import CpuFaceNetworks, cpu_tile_search
+    from livecam.track.settings import load_bytetrack_settings
+
+    tracker = load_bytetrack_settings(analysis.tracker_file)
+    networks = CpuFaceNetworks(detector_model=analysis.detector_model,
+                               min_score=tracker.low_score_threshold,
+                               refine_landmarks=analysis.refine_landmarks)
+    search = cpu_tile_search(min_score=tracker.low_score_threshold,
+                             tile_size_px=analysis.tile_size_px,
+                             tiles_per_call=analysis.tiles_per_detection,
+                             whole_frame=not analysis.detect_each_frame)
+    return FaceFollower(analysis, networks, search, fps=fps, tracker_settings=tracker,
+                        selector=selector or build_selector(analysis),
+                        search_in_background=realtime)
 
 
 def build_selector(analysis: AnalysisConfig) -> FaceSelector:

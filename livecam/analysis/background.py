@@ -1,10 +1,11 @@
-"""Face detection on a worker thread, so a detection (~40 ms with tiles) is not on a frame's path.
+"""The tile search for small faces on a worker thread, so it is not on a frame's path.
 
-Live mode only: the pipeline thread hands the worker its newest frame when a detection is due
+Live mode only: the pipeline thread hands the worker its newest frame when a search is due
 and the worker is idle (one frame in flight at most, nothing queued: a frame offered while the
 worker is busy is not taken), and picks the result up on a later frame. The models release the
-GIL while they run (LiteRT and MediaPipe's graphs alike), so on two cores the detection runs
-beside the per-frame face mesh instead of after it.
+GIL while they run (LiteRT and MediaPipe's graphs alike), so on two cores the search runs
+beside the per-frame detection and face mesh instead of after them. (Every frame still gets
+its own whole-frame detection on the pipeline thread: see ``livecam.analysis.follower``.)
 
 On Linux the worker runs at a lower priority (nice +10), and so do the threads MediaPipe's
 graphs start where they are used (they inherit it: the worker opens the detector), so when
@@ -19,7 +20,9 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from livecam.analysis.detect import BlazeFaceDetector
+import numpy as np
+
+from livecam.analysis.detect import BlazeFaceDetector, SearchResult
 from livecam.core.types import Faces, ImageBGR
 
 log = logging.getLogger(__name__)
@@ -29,11 +32,13 @@ _WORKER_NICE = 10
 
 @dataclass(frozen=True, slots=True)
 class DetectionResult:
-    """Detections of frame ``frame_index`` (not the frame being processed when it is taken)."""
+    """A search of frame ``frame_index`` (not the frame being processed when it is taken):
+    ``faces`` found and ``searched_xyxy`` (T, 4) where it looked."""
 
     frame_index: int
     faces: Faces
     duration_ms: float
+    searched_xyxy: np.ndarray
 
 
 class BackgroundDetector:
@@ -120,10 +125,10 @@ class BackgroundDetector:
                                                    or self._error is not None
                                                    or not self._busy), timeout_s)
 
-    def detect_now(self, image_bgr: ImageBGR) -> Faces:
-        """Detect on the calling thread (waits for an in-flight detection to finish first)."""
+    def search_now(self, image_bgr: ImageBGR, *, all_tiles: bool = False) -> SearchResult:
+        """Search on the calling thread (waits for an in-flight search to finish first)."""
         with self._detector_lock:
-            return self.detector.detect(image_bgr)
+            return self.detector.search(image_bgr, all_tiles=all_tiles)
 
     def _run(self, opened: list[BaseException | None], ready: threading.Event) -> None:
         _lower_priority()
@@ -150,7 +155,7 @@ class BackgroundDetector:
             t0 = time.perf_counter_ns()
             try:
                 with self._detector_lock:
-                    faces = self.detector.detect(image)
+                    found = self.detector.search(image)
             except Exception as exc:  # handed to the pipeline thread by take()
                 log.debug("background detection failed", exc_info=True)
                 with self._cond:
@@ -159,8 +164,9 @@ class BackgroundDetector:
                 continue
             with self._cond:
                 self._request = None
-                self._result = DetectionResult(frame_index, faces,
-                                               (time.perf_counter_ns() - t0) / 1e6)
+                self._result = DetectionResult(frame_index, found.faces,
+                                               (time.perf_counter_ns() - t0) / 1e6,
+                                               found.searched_xyxy)
                 self._cond.notify_all()
 
 

@@ -35,8 +35,11 @@ class DirectBlazeFace:
     """One BlazeFace variant (``short`` or ``full``) on a LiteRT interpreter. One caller at a
     time (the interpreter is not re-entrant); :class:`BlazeFaceDetector` owns it."""
 
-    def __init__(self, model: str, *, num_threads: int = 1) -> None:
-        filename, anchors, self.min_score = _MODELS[model]
+    def __init__(self, model: str, *, num_threads: int = 1,
+                 min_score: float | None = None) -> None:
+        filename, anchors, own_min_score = _MODELS[model]
+        # None: the graph's own threshold (what MediaPipe returns); lower keeps weak ones too
+        self.min_score = own_min_score if min_score is None else min_score
         self._net = open_mediapipe_model("face_detection", filename, num_threads)
         self.size_px = anchors.input_size_px
         self._anchor_xy = ssd_anchors(anchors)[:, :2].astype(np.float64)  # fixed size: 1x1

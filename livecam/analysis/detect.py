@@ -12,6 +12,7 @@ The models run on LiteRT directly (``blazeface_lite.py``: the same detections, 6
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -29,15 +30,30 @@ _EDGE_MARGIN_PX = 2.0
 _MERGE_OVERLAP = 0.5
 
 
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What one :meth:`BlazeFaceDetector.search` found (``faces``, as ``detect`` returns them)
+    and which tiles it searched: ``searched_xyxy`` (T, 4) float32 px (a face inside one of
+    them, not larger than the tile allows, would have been found)."""
+
+    faces: Faces
+    searched_xyxy: np.ndarray
+
+
 class BlazeFaceDetector:
     """Finds faces in BGR frames. ``detect`` returns boxes, scores and 6 keypoints.
 
-    ``model``: ``short``, ``full`` or ``auto`` (both, merged). Only one thread may call
-    :meth:`detect` at a time.
+    ``model``: ``short``, ``full`` or ``auto`` (both, merged). ``whole_frame=False`` searches
+    the tiles only (a tile search beside a whole-frame detector). ``weak=True`` keeps
+    detections down to ``min_score`` on LiteRT too, below the model's own threshold (0.5
+    short, 0.6 full range), as MediaPipe's graph does: the face follower takes a weak hit
+    (a half-hidden face scores ~0.4) as a sign a hidden face is still there. Only one thread
+    may call :meth:`detect` at a time.
     """
 
     def __init__(self, *, model: str = "full", min_score: float = 0.5, max_faces: int = 4,
-                 tile_size_px: int = 384, tiles_per_call: int = 0) -> None:
+                 tile_size_px: int = 384, tiles_per_call: int = 0,
+                 whole_frame: bool = True, weak: bool = False) -> None:
         if model not in ("short", "full", "auto"):
             raise ValueError(f"model must be short, full or auto, got {model!r}")
         self.model = model
@@ -45,6 +61,8 @@ class BlazeFaceDetector:
         self.max_faces = max_faces
         self.tile_size_px = tile_size_px
         self.tiles_per_call = tiles_per_call
+        self.whole_frame = whole_frame
+        self.weak = weak
         self._short: Any = None
         self._full: Any = None
         self._next_tile = 0
@@ -61,14 +79,15 @@ class BlazeFaceDetector:
             return
         # Tiles always use the full-range model: a tile's faces are small relative to it.
         if litert.litert_interpreter() is not None:
-            if self.model in ("short", "auto"):
-                self._short = DirectBlazeFace("short")
-            self._full = DirectBlazeFace("full")
+            floor = self.min_score if self.weak else None
+            if self.model in ("short", "auto") and self.whole_frame:
+                self._short = DirectBlazeFace("short", min_score=floor)
+            self._full = DirectBlazeFace("full", min_score=floor)
             return
         import mediapipe as mp
 
         make = mp.solutions.face_detection.FaceDetection
-        if self.model in ("short", "auto"):
+        if self.model in ("short", "auto") and self.whole_frame:
             self._short = _GraphBlazeFace(make(model_selection=0,
                                                min_detection_confidence=self.min_score))
         self._full = _GraphBlazeFace(make(model_selection=1,
@@ -102,16 +121,21 @@ class BlazeFaceDetector:
         nose tip, mouth centre, image-left ear tragion, image-right ear tragion).
         ``all_tiles`` searches every tile now (for still photos).
         """
+        return self.search(image_bgr, all_tiles=all_tiles).faces
+
+    def search(self, image_bgr: ImageBGR, *, all_tiles: bool = False) -> SearchResult:
+        """:meth:`detect`, and which tiles it searched."""
         if self._full is None:
             raise RuntimeError("BlazeFaceDetector.open() was not called")
+        searched: list[tuple[int, int, int, int]] = []
         if image_bgr.ndim != 3 or image_bgr.shape[2] != 3 or min(image_bgr.shape[:2]) < 8:
-            return Faces.empty()
+            return SearchResult(Faces.empty(), np.zeros((0, 4), np.float32))
         h, w = image_bgr.shape[:2]
         rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)  # 0.1 ms at 720p; [..., ::-1] took 12
         found: list[tuple[np.ndarray, float, np.ndarray]] = []
         if self._short is not None:
             found += _run(self._short, rgb, 0, 0, w, h, inner_edges=None)
-        if self.model in ("full", "auto"):
+        if self.model in ("full", "auto") and self.whole_frame:
             found += _run(self._full, rgb, 0, 0, w, h, inner_edges=None)
         tiles = self.tiles(w, h)
         if tiles:
@@ -121,10 +145,12 @@ class BlazeFaceDetector:
                 x0, y0, side = tiles[self._next_tile % len(tiles)]
                 self._next_tile = (self._next_tile + 1) % len(tiles)
                 x1, y1 = min(w, x0 + side), min(h, y0 + side)
+                searched.append((x0, y0, x1, y1))
                 inner = (x0 > 0, y0 > 0, x1 < w, y1 < h)
                 found += _run(self._full, np.ascontiguousarray(rgb[y0:y1, x0:x1]), x0, y0,
                               x1 - x0, y1 - y0, inner_edges=inner)
-        return _merge(found, self.max_faces)
+        return SearchResult(_merge(found, self.max_faces),
+                            np.array(searched, np.float32).reshape(-1, 4))
 
 
 def _starts(length: int, side: int) -> list[int]:

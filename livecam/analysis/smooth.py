@@ -37,14 +37,19 @@ class LandmarkSmoother:
     ``min_cutoff_hz``: cutoff for a still face (lower = steadier, more lag at motion onset).
     ``beta``: cutoff increase per px/s of face speed (higher = less lag, more jitter in motion).
     ``derivative_cutoff_hz``: cutoff of the speed estimate.
+    ``max_lag``: the filtered face may trail the raw one by at most this fraction of the face
+    width (its rigid offset is clamped there): a face that starts moving fast, or a live
+    frame far from the last one processed, would otherwise be swapped beside itself, showing
+    part of the real face. A still face's jitter is far below it. 0 = no clamp.
     Only the pipeline thread may call it.
     """
 
     def __init__(self, *, min_cutoff_hz: float = 0.3, beta: float = 0.05,
-                 derivative_cutoff_hz: float = 1.0) -> None:
+                 derivative_cutoff_hz: float = 1.0, max_lag: float = 0.0) -> None:
         self.min_cutoff_hz = min_cutoff_hz
         self.beta = beta
         self.derivative_cutoff_hz = derivative_cutoff_hz
+        self.max_lag = max_lag
         self._states: dict[int, _State] = {}
 
     def reset(self, track_id: int | None = None) -> None:
@@ -80,4 +85,13 @@ class LandmarkSmoother:
         state.xy += delta
         state.z += a * (landmarks_z - state.z)
         state.speed_px_s, state.velocity_px_s = speed, (vx, vy)
+        if self.max_lag > 0:
+            self._clamp_lag(state, landmarks_xy)
         return state.xy.astype(np.float32), state.z.astype(np.float32)
+
+    def _clamp_lag(self, state: _State, raw_xy: np.ndarray) -> None:
+        lag = raw_xy.mean(axis=0) - state.xy.mean(axis=0)
+        lag_px = float(np.hypot(*lag))
+        limit_px = self.max_lag * float(np.ptp(raw_xy[:, 0]))
+        if lag_px > limit_px > 0:
+            state.xy += lag * (1.0 - limit_px / lag_px)

@@ -15,8 +15,11 @@ class AnalysisConfig:
         "~5 m), `auto` (both on the whole frame, merged: slowest, finds the most).",
         choices=("short", "full", "auto"),
     )
-    max_faces: int = knob(4, "Most faces analysed per frame (the largest are kept).",
-                          range=(1, 64))
+    max_faces: int = knob(
+        6, "Most faces followed (face mesh each frame) and swapped. Faces beyond it are covered "
+        "(see swap.unswappable); the faces followed stay the same while they are in view, "
+        "a new one takes a free place. Each face followed costs a face mesh and a swap per "
+        "frame (docs/perf-notes.md).", range=(1, 64))
     tile_size_px: int = knob(
         384, "Square tile size for finding small faces: frames longer than this are also "
         "searched in overlapping tiles of this size (the full-range model sees ~1/8 of its "
@@ -26,10 +29,23 @@ class AnalysisConfig:
         2, "Tiles searched per detection run, taken in turn, so a wide frame is covered every "
         "few runs at a bounded cost. 0 = all tiles every run (slow; photos use all).",
         range=(0, 256))
+    detect_each_frame: bool = knob(
+        True, "Run the whole-frame face detector on every frame, so a face is found, and "
+        "swapped or covered, on the frame it appears in; faces already followed are followed "
+        "from their own landmarks either way. false = only every detect_every_n_frames frames "
+        "(cheaper, but a face appearing between two runs is shown as it is until found: not "
+        "fail-closed).")
     detect_every_n_frames: int = knob(
-        5, "Run the detector every N frames; between runs, faces are followed from their own "
-        "landmarks. A face entering is found within N frames. 1 = detect every frame "
-        "(slower, more landmark jitter).", range=(1, 300))
+        5, "Search the frame's tiles (faces too small for the whole-frame detector) every N "
+        "frames, tiles_per_detection tiles at a time (live: on a worker thread); with "
+        "detect_each_frame off, the whole frame too. The first frame is searched whole. (The "
+        "GPU pipeline still detects every N frames.)", range=(1, 300))
+    lost_cover_frames: int = knob(
+        30, "Frames a followed face that is no longer seen (hidden, turned away, detector "
+        "miss) is still covered where the tracker predicts it, so it is not shown when it "
+        "reappears before it is found again. Faces the detector cannot follow (beyond "
+        "max_faces, no mesh) are covered as long as the tracker keeps them. Longer = safer, "
+        "a blurred patch lingers longer where someone left.", range=(0, 100000))
     refine_landmarks: bool = knob(
         False, "478 landmarks with irises (face mesh with attention) instead of 468; slower.")
     smoothing: bool = knob(True, "Smooth landmarks over time per track (One Euro filter).")

@@ -57,11 +57,27 @@ class SwapConfig:
                              "pixels of the far cheek. Off by default: it scored lower with "
                              "the identity judge (docs/classic-swap.md).")
     fade_start_deg: float = knob(30.0, "Head turn away from the source photo's pose (yaw and "
-                                 "pitch, degrees) at which the swap starts fading out.",
+                                 "pitch, degrees) at which the swap starts fading into what "
+                                 "`unswappable` shows (the real face only with `real`).",
                                  range=(0.0, 90.0))
     fade_end_deg: float = knob(55.0, "Head turn at which the swap has faded out completely "
                                "(the source texture cannot cover the face any more).",
                                range=(0.0, 180.0))
+    unswappable: str = knob(
+        "hold", "What the viewer sees where a face is in the frame but cannot be swapped in it "
+        "(just found and not yet confirmed, lost for a few frames, turned past fade_end_deg, "
+        "beyond analysis.max_faces, identity loading or missing, a stage error): hold = its "
+        "last good swap moved onto where it is now, for up to hold_frames, then the cover; "
+        "cover = the cover at once; real = the real face (an explicit choice, like bypass: "
+        "livecam's behaviour before fail-closed).", choices=("hold", "cover", "real"))
+    cover: str = knob("blur", "How the cover looks: blur (the face region smoothed down to "
+                      "cover_cells across the face) or pixelate (the same cells as blocks).",
+                      choices=("blur", "pixelate"))
+    cover_cells: int = knob(
+        6, "Detail left in the cover: cells across the face. Fewer hide more; more look "
+        "softer but start to show who it is (docs/fail-closed.md measures it).", range=(2, 16))
+    hold_frames: int = knob(8, "Frames a face's last good swap may stand in for it (moved with "
+                            "it) before the cover does; 0 = never hold.", range=(0, 300))
     grid_step_px: int = knob(2, "Smallest spacing of the grid the warp map is computed on, px "
                              "(faces wider than 160 px get a coarser grid, ~80 cells across); "
                              "1 = every pixel (slowest); the map is exact at grid points and "
@@ -70,5 +86,6 @@ class SwapConfig:
                              "seen gets the first name, ...); people beyond the list get the "
                              "active identity. Empty = everyone gets the active identity.")
     missing_log_interval_s: float = knob(5.0, "A missing or unusable identity is logged at "
-                                         "most once per this many seconds (frames go out "
-                                         "unswapped meanwhile).", range=(0.0, 3600.0))
+                                         "most once per this many seconds (its faces are "
+                                         "covered meanwhile, see unswappable).",
+                                         range=(0.0, 3600.0))

@@ -5,7 +5,9 @@ All are immutable containers. Stages return new objects and never write into the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -120,6 +122,90 @@ class Faces:
         return (w * h).astype(np.float32)
 
 
+class Unswappable(IntEnum):
+    """Why a face that is in the frame is not swapped in it (see :class:`WithheldFaces`).
+
+    What the viewer sees there instead is ``swap.unswappable`` (``livecam.swap.cover``).
+    """
+
+    PENDING = 1  # found this frame, not yet confirmed by the tracker
+    LOST = 2  # followed until recently, not seen this frame: drawn where the tracker predicts it
+    OVER_MAX = 3  # more faces than ``analysis.max_faces``
+    NO_MESH = 4  # detected, but the face mesh did not fit (hidden, turned, blurred)
+    TURNED = 5  # turned past ``swap.fade_end_deg`` (the swap fades onto the cover before that)
+    NO_SWAP = 6  # the swap could not be drawn (too small, off the frame)
+    IDENTITY_LOADING = 7  # its identity is still being prepared
+    IDENTITY_MISSING = 8  # its identity cannot be loaded
+    STAGE_ERROR = 9  # a stage raised on this frame
+    ENGINE_DOWN = 10  # the (remote) swap engine did not answer in time
+
+
+def _nan_landmarks(n: int) -> FloatArray:
+    return np.full((n, 0, 2), np.nan, np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class WithheldFaces:
+    """Faces that are in the frame but are not swapped in it (M faces), one array per field.
+
+    - ``boxes_xyxy``: (M, 4) float32 px: where the face is (for a lost face: where the tracker
+      predicts it).
+    - ``landmarks_xy``: (M, K, 2) float32 px, NaN rows where no mesh is known (a detection
+      only), or (M, 0, 2) when no face has one.
+    - ``track_ids``: (M,) int64, -1 where the face is not tracked.
+    - ``reasons``: (M,) uint8 :class:`Unswappable` codes.
+    """
+
+    boxes_xyxy: FloatArray = field(default_factory=lambda: _empty((0, 4)))
+    landmarks_xy: FloatArray = field(default_factory=lambda: _nan_landmarks(0))
+    track_ids: IntArray = field(default_factory=lambda: np.zeros((0,), dtype=np.int64))
+    reasons: npt.NDArray[np.uint8] = field(default_factory=lambda: np.zeros((0,), np.uint8))
+
+    def __post_init__(self) -> None:
+        n = len(self.boxes_xyxy)
+        if self.boxes_xyxy.shape != (n, 4):
+            raise ValueError(f"boxes_xyxy must be (M, 4), got {self.boxes_xyxy.shape}")
+        for name in ("landmarks_xy", "track_ids", "reasons"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} rows, boxes have {n}")
+
+    def __len__(self) -> int:
+        return len(self.boxes_xyxy)
+
+    def __getitem__(self, index: Any) -> WithheldFaces:
+        """Select faces by boolean mask or index array; returns a new object."""
+        return WithheldFaces(boxes_xyxy=np.asarray(self.boxes_xyxy[index]).reshape(-1, 4),
+                             landmarks_xy=np.asarray(self.landmarks_xy[index]),
+                             track_ids=np.asarray(self.track_ids[index]).reshape(-1),
+                             reasons=np.asarray(self.reasons[index]).reshape(-1))
+
+    @classmethod
+    def from_faces(cls, faces: Faces, reason: Unswappable | npt.ArrayLike) -> WithheldFaces:
+        """``faces`` withheld for ``reason`` (one code for all, or (N,) codes)."""
+        n = len(faces)
+        landmarks = faces.landmarks_xy if faces.has_landmarks else _nan_landmarks(n)
+        return cls(boxes_xyxy=faces.boxes_xyxy.astype(np.float32),
+                   landmarks_xy=landmarks.astype(np.float32), track_ids=faces.track_ids,
+                   reasons=np.broadcast_to(np.asarray(reason, np.uint8), (n,)).copy())
+
+    @classmethod
+    def concat(cls, parts: Sequence[WithheldFaces]) -> WithheldFaces:
+        """One object with the faces of ``parts`` in order (landmark counts must agree, or be
+        0 where a part has none: those rows become NaN)."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls()
+        if len(parts) == 1:
+            return parts[0]
+        k = max(p.landmarks_xy.shape[1] for p in parts)
+        marks = [p.landmarks_xy if p.landmarks_xy.shape[1] == k
+                 else np.full((len(p), k, 2), np.nan, np.float32) for p in parts]
+        return cls(boxes_xyxy=np.concatenate([p.boxes_xyxy for p in parts]),
+                   landmarks_xy=np.concatenate(marks),
+                   track_ids=np.concatenate([p.track_ids for p in parts]),
+                   reasons=np.concatenate([p.reasons for p in parts]))
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeState:
     """What may change during a run, only through commands (see ``livecam.core.commands``).
@@ -154,13 +240,16 @@ class Packet:
     """What one stage hands the next for one frame.
 
     ``image_bgr`` is the picture as it will be sent (the captured image until a stage changes it);
-    ``faces`` is what analysis found; ``state`` is the runtime state the frame is processed under.
+    ``faces`` is what analysis found and selected for the swap; ``withheld`` the faces that are
+    in the frame too but must not be swapped in it (the swap stage covers them, see
+    ``swap.unswappable``); ``state`` is the runtime state the frame is processed under.
     """
 
     frame: Frame
     image_bgr: ImageBGR
     faces: Faces = field(default_factory=Faces)
     state: RuntimeState = field(default_factory=RuntimeState)
+    withheld: WithheldFaces = field(default_factory=WithheldFaces)
 
     @classmethod
     def from_frame(cls, frame: Frame, state: RuntimeState | None = None) -> Packet:

@@ -20,10 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from livecam.core.mailbox import Mailbox, MailboxClosed
 from livecam.core.metrics import Metrics
 from livecam.core.stage import Stage
-from livecam.core.types import Frame, Packet
+from livecam.core.types import Frame, Packet, Unswappable, WithheldFaces
+from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +57,9 @@ class Job:
     """One frame on its way through the stage groups.
 
     ``seq`` grows by one per frame the scheduler takes (gaps: frames dropped at a hop).
-    ``packet`` is the work so far; ``failed`` means a stage raised and ``packet`` is the
-    unswapped frame, which the remaining groups pass on untouched. ``groups`` are the stages
-    this frame runs on, fixed when it started.
+    ``packet`` is the work so far; ``failed`` means a stage raised and ``packet`` is the frame
+    with its faces covered (see :class:`GroupRunner`), which the remaining groups pass on
+    untouched. ``groups`` are the stages this frame runs on, fixed when it started.
     """
 
     seq: int
@@ -68,16 +71,23 @@ class Job:
 
 class GroupRunner:
     """Runs one group of a job's stages, timing each stage; a stage that raises turns the job
-    into the unswapped frame (``failed``) and is logged at most once per interval.
+    into its frame with every face covered (``failed``) and is logged at most once per
+    interval.
 
-    Any thread may call ``run``; each stage is only ever run by one thread at a time.
+    Fail closed: the faces known when the stage raised (found and withheld) are covered by
+    ``error_cover`` on the captured frame; when none is known (the analysis itself failed) the
+    whole frame is. With ``swap.unswappable: real`` the frame goes out unswapped. Any thread
+    may call ``run``; each stage is only ever run by one thread at a time.
     """
 
-    def __init__(self, metrics: Metrics, error_log_interval_s: float) -> None:
+    def __init__(self, metrics: Metrics, error_log_interval_s: float, *,
+                 error_cover: FaceCover | None = None) -> None:
         self._metrics = metrics
         self._interval_ns = int(error_log_interval_s * 1e9)
         self._last_log_ns: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._cover = error_cover or FaceCover()
+        self._cover_lock = threading.Lock()  # several workers may fail at once
 
     def run(self, job: Job, group: int) -> Job:
         if job.failed:
@@ -90,11 +100,26 @@ class GroupRunner:
             except Exception as exc:  # a broken stage must not freeze the camera
                 self._metrics.count("stage_errors")
                 self._log_error(stage.name, exc)
-                unswapped = Packet.from_frame(job.frame, job.packet.state)
-                return replace(job, packet=unswapped, failed=True)
+                return replace(job, packet=self._covered(job, packet), failed=True)
             finally:
                 self._metrics.record_stage_ns(stage.name, time.perf_counter_ns() - t0)
         return replace(job, packet=packet)
+
+    def _covered(self, job: Job, known: Packet) -> Packet:
+        """The captured frame with the faces of ``known`` (the packet the failing stage was
+        given) covered, or all of it when no face was known."""
+        out = Packet.from_frame(job.frame, job.packet.state)
+        faces = WithheldFaces.concat([WithheldFaces.from_faces(known.faces,
+                                                               Unswappable.STAGE_ERROR),
+                                      known.withheld])
+        with self._cover_lock:
+            if len(faces) == 0:
+                image = self._cover.cover_frame(job.frame.image_bgr)
+            else:
+                faces = replace(faces, reasons=np.full(len(faces), Unswappable.STAGE_ERROR,
+                                                       np.uint8))
+                image = self._cover.cover(job.frame.image_bgr, faces, job.frame.index)
+        return out.with_fields(image_bgr=image)
 
     def _log_error(self, name: str, exc: Exception) -> None:
         now = time.perf_counter_ns()
@@ -104,8 +129,10 @@ class GroupRunner:
             if due:
                 self._last_log_ns[name] = now
         if due:
-            log.error("stage %s failed (%s: %s); sending the frame unswapped", name,
-                      type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            shown = ("unswapped" if self._cover.shows_real_faces
+                     else "with its faces covered")
+            log.error("stage %s failed (%s: %s); sending the frame %s", name,
+                      type(exc).__name__, exc, shown, exc_info=log.isEnabledFor(logging.DEBUG))
 
 
 class StageWorker:

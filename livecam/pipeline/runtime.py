@@ -29,6 +29,7 @@ from livecam.output import FrameSink, GuiSink
 from livecam.output.thread import OutputThread
 from livecam.pipeline.scheduler import Scheduler
 from livecam.pipeline.summary import RunSummary
+from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,8 @@ class App:
                                     state=self._initial_state,
                                     error_log_interval_s=cfg.pipeline.stage_error_log_interval_s,
                                     on_quit=self._mark_done, hooks=self,
-                                    threads=cfg.pipeline.threads, hop_policy=policy)
+                                    threads=cfg.pipeline.threads, hop_policy=policy,
+                                    error_cover=FaceCover.from_config(cfg.swap))
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,

@@ -20,6 +20,7 @@ from livecam.core.metrics import Metrics
 from livecam.core.stage import Stage
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.pipeline.chain import GroupRunner, Job, StageGroups, StageWorker, split_stages
+from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,9 @@ class Scheduler:
 
     Between frames it drains ``commands`` and applies them to the runtime state, so a command
     takes effect from the next frame on. A stage that raises does not stop the run: the frame is
-    sent unswapped and the error is logged at most once per ``error_log_interval_s``.
+    sent with its faces covered by ``error_cover`` (the whole frame when no face is known yet;
+    unswapped only when that cover is ``real``) and the error is logged at most once per
+    ``error_log_interval_s``.
     Frames are processed one at a time per thread, in capture order; nothing here can reorder
     them.
 
@@ -45,7 +48,7 @@ class Scheduler:
                  state: RuntimeState, error_log_interval_s: float = 5.0,
                  on_quit: Callable[[], None] | None = None,
                  hooks: ControlHooks | None = None, threads: int = 1,
-                 hop_policy: Policy = "latest") -> None:
+                 hop_policy: Policy = "latest", error_cover: FaceCover | None = None) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self._stages = list(stages)
@@ -57,7 +60,8 @@ class Scheduler:
         self._commands = commands
         self._metrics = metrics
         self._state = state
-        self._runner = GroupRunner(metrics, error_log_interval_s)
+        self._runner = GroupRunner(metrics, error_log_interval_s,
+                                   error_cover=error_cover or FaceCover())
         self._on_quit = on_quit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-pipeline", daemon=True)

@@ -4,7 +4,8 @@
 OpenCV and (at ``open()``) mediapipe lazily, so importing this package stays light.
 Shared building blocks: :mod:`livecam.swap.blend` (feathered masks and paste-back, also used by
 the neural swap), :mod:`livecam.swap.warp` (dense piecewise-affine warp), :mod:`livecam.swap.mesh`
-(face-mesh triangles), :mod:`livecam.swap.colour`.
+(face-mesh triangles), :mod:`livecam.swap.colour`, :mod:`livecam.swap.cover` (what is shown where
+a face cannot be swapped: fail closed).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
     """
     if config.swap.mode == "neural":
         neural = importlib.import_module("livecam.swap.neural")
+        from livecam.swap.cover import FaceCover
+
         models = neural.NeuralModels.from_config(config)
-        return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign)]
+        return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign,
+                                          cover=FaceCover.from_config(config.swap))]
     from livecam.swap.stage import ClassicSwapStage
 
     return [ClassicSwapStage(config.swap, identities)]

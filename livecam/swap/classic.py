@@ -90,7 +90,9 @@ class ClassicFaceSwapper:
         """Swap ``source`` onto the face with ``landmarks_xy`` (468+, 2) / ``landmarks_z``.
 
         Reads the live picture from ``target_bgr`` and writes only ``out_bgr`` (same shape; it
-        may be the same array when the caller does not need the original any more).
+        may be the same array when the caller does not need the original any more). A face
+        turned towards ``fade_end_deg`` fades into what ``out_bgr`` already holds there: the
+        stage draws the cover there first (``swap.unswappable``), or leaves the real face.
         ``neutral_xyz`` (468, 3) is the tracked face's neutral shape in this frame's pose
         (:class:`~livecam.swap.shape.NeutralShape`); without it (a photo) the face itself is.
         """
@@ -123,9 +125,10 @@ class ClassicFaceSwapper:
             hard = np.asarray(cv2.erode(hard, np.ones((erode, erode), np.uint8)), np.uint8)
             face_u8 = face
             if fade < 1.0:
-                # Poisson blending has no opacity: mix the faded face first
-                face_u8 = np.asarray(cv2.addWeighted(face_u8, fade, target_box, 1.0 - fade, 0.0),
-                                     np.uint8)
+                # Poisson blending has no opacity: mix the faded face first, with what is
+                # under it in the output (the cover the stage drew, see swap.unswappable)
+                face_u8 = np.asarray(cv2.addWeighted(face_u8, fade, out_bgr[y1:y2, x1:x2],
+                                                     1.0 - fade, 0.0), np.uint8)
             blend.seamless_paste_into(out_bgr, face_u8, hard, warp.box_xyxy)
         else:
             feather_px = cfg.feather * face_w / step

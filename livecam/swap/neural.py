@@ -20,10 +20,11 @@ import numpy.typing as npt
 
 from livecam.core.errors import EngineUnavailableError
 from livecam.core.stage import StageBase
-from livecam.core.types import ImageBGR, Packet
+from livecam.core.types import ImageBGR, Packet, Unswappable, WithheldFaces
 from livecam.engines.protocol import Engine
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
+from livecam.swap.cover import FaceCover
 from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
@@ -172,44 +173,22 @@ class InswapperModel:
             preds.append(self.engine.run(feeds)[out_name])
         return output_to_bgr(np.concatenate(preds))
 
-    def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray) -> ImageBGR:
+    def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray, *,
+             onto_bgr: ImageBGR | None = None) -> ImageBGR:
         """Swap every face: keypoints (N, 5, 2) px in ArcFace order, latents (N, 512).
 
-        All faces go through the model in one batched call; the result is a new image.
+        All faces go through the model in one batched call; the result is a new image. The
+        faces are read from ``image_bgr`` and pasted onto ``onto_bgr`` (same shape; default
+        ``image_bgr``), e.g. a copy with other faces already covered.
         """
+        out = image_bgr if onto_bgr is None else onto_bgr
         if len(kps_xy) == 0:
-            return image_bgr
+            return out
         crops, matrices = self.align(image_bgr, kps_xy)
         faces = self.swap_crops(crops, latents)
-        out = image_bgr
         for face, matrix in zip(faces, matrices, strict=True):
             out = paste_back(out, face, matrix)
         return out
-
-
-def cover_faces(image_bgr: ImageBGR, boxes_xyxy: np.ndarray) -> ImageBGR:
-    """A new image with each face box (N, 4) px, grown by a quarter, pixelated into blocks of
-    about a sixth of the face: the frame goes out, the face is not recognisable.
-
-    The seam for faces a remote engine could not swap (``EngineUnavailableError``) until the
-    fail-closed module (hold the last good swap for a short gap, then cover) replaces it.
-    """
-    import cv2
-
-    out = image_bgr.copy()
-    h, w = out.shape[:2]
-    for x1, y1, x2, y2 in np.asarray(boxes_xyxy, np.float64):
-        pad_x, pad_y = 0.25 * (x2 - x1), 0.25 * (y2 - y1)
-        x0, y0 = max(int(x1 - pad_x), 0), max(int(y1 - pad_y), 0)
-        x3, y3 = min(int(np.ceil(x2 + pad_x)), w), min(int(np.ceil(y2 + pad_y)), h)
-        if x3 - x0 < 2 or y3 - y0 < 2:
-            continue
-        blocks = (max((x3 - x0) * 6 // max(int(x2 - x1), 1), 2),
-                  max((y3 - y0) * 6 // max(int(y2 - y1), 1), 2))
-        small = cv2.resize(out[y0:y3, x0:x3], blocks, interpolation=cv2.INTER_AREA)
-        out[y0:y3, x0:x3] = cv2.resize(small, (x3 - x0, y3 - y0),
-                                       interpolation=cv2.INTER_NEAREST)
-    return out
 
 
 EmbeddingFn = Callable[[str], "np.ndarray | None"]
@@ -221,7 +200,10 @@ class NeuralSwapStage(StageBase):
     Which identity a face gets: :class:`~livecam.swap.assign.IdentityAssigner` (runtime
     per-track choice, then ``assign`` by order of appearance, then the active identity).
     ``source_embedding(name)`` returns the (512,) ArcFace embedding of an identity (see
-    :class:`livecam.swap.arcface.IdentityEmbeddings`), or None to leave that face alone.
+    :class:`livecam.swap.arcface.IdentityEmbeddings`), or None when it cannot be had: that
+    face is covered. Faces analysis withheld (``packet.withheld``) are covered too, and every
+    face of a frame the (remote) engine did not answer for, by ``cover``
+    (:class:`~livecam.swap.cover.FaceCover`, default: hold then blur).
     ``require_models()`` (called first in ``open``) raises :class:`ModelError` naming
     ``livecam models fetch`` when a model file is missing. Only the pipeline thread calls
     ``process``.
@@ -232,12 +214,13 @@ class NeuralSwapStage(StageBase):
     def __init__(self, model: InswapperModel, source_embedding: EmbeddingFn, *,
                  require_models: Callable[[], object] | None = None,
                  five_point: Callable[[np.ndarray], np.ndarray] | None = None,
-                 assign: tuple[str, ...] = ()) -> None:
+                 assign: tuple[str, ...] = (), cover: FaceCover | None = None) -> None:
         self.model = model
         self._assigner = IdentityAssigner(assign)
         self.source_embedding = source_embedding
         self.require_models = require_models
         self._five_point = five_point
+        self.cover = cover or FaceCover()
 
     def open(self) -> None:
         if self.require_models is not None:
@@ -253,29 +236,50 @@ class NeuralSwapStage(StageBase):
 
     def process(self, packet: Packet) -> Packet:
         faces = packet.faces
-        if packet.state.bypass or len(faces) == 0 or not faces.has_landmarks:
+        if packet.state.bypass:
             return packet
         assert self._five_point is not None, "process() before open()"
-        names = [self._assigner.identity_for(packet.state, int(t)) for t in faces.track_ids]
-        picked, embeddings = [], []
+        state = packet.state
+        withheld = packet.withheld
+        # faces no identity is chosen for are shown as they are (the user's choice)
+        keep = np.array([self._assigner.identity_for(state, int(t)) is not None
+                         for t in withheld.track_ids], bool)
+        under = withheld if keep.all() else withheld[keep]
+        names = [self._assigner.identity_for(state, int(t)) for t in faces.track_ids]
+        index = packet.frame.index
+        picked, embeddings, missing = [], [], []
         try:
             for i, name in enumerate(names):
-                embedding = self.source_embedding(name) if name else None
-                if embedding is not None:
+                if name is None:
+                    continue
+                embedding = self.source_embedding(name) if faces.has_landmarks else None
+                if embedding is None:
+                    missing.append(i)
+                else:
                     picked.append(i)
                     embeddings.append(embedding)
-            if not picked:
+            if missing:
+                reason = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
+                          else Unswappable.NO_SWAP)
+                under = WithheldFaces.concat([under, WithheldFaces.from_faces(faces[missing],
+                                                                               reason)])
+            if not picked and (len(under) == 0 or self.cover.shows_real_faces):
                 return packet
-            kps = self._five_point(faces.landmarks_xy[picked])
-            latents = self.model.latents(np.stack(embeddings))
-            image = self.model.swap(packet.image_bgr, kps, latents)
+            # a new image where anything is covered; paste_back never writes into its input
+            out = self.cover.cover(packet.image_bgr, under, index)
+            if picked:
+                kps = self._five_point(faces.landmarks_xy[picked])
+                latents = self.model.latents(np.stack(embeddings))
+                out = self.model.swap(packet.image_bgr, kps, latents, onto_bgr=out)
+                self.cover.remember(out, faces[picked], index)
         except EngineUnavailableError:
             # a remote engine is down or late: every face meant to be swapped is covered,
             # never sent as it is (the engine reconnects in the background)
             wanted = [i for i, name in enumerate(names) if name]
-            return packet.with_fields(image_bgr=cover_faces(packet.image_bgr,
-                                                            faces.boxes_xyxy[wanted]))
-        return packet.with_fields(image_bgr=image)
+            down = WithheldFaces.from_faces(faces[wanted], Unswappable.ENGINE_DOWN)
+            return packet.with_fields(image_bgr=self.cover.cover(
+                packet.image_bgr, WithheldFaces.concat([under, down]), index))
+        return packet.with_fields(image_bgr=out)
 
     def health(self) -> dict | None:
         """The swap engine's link state when it is remote (``TritonEngine.health``), else None.
@@ -285,7 +289,8 @@ class NeuralSwapStage(StageBase):
 
 
 def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], object], *,
-                       assign: tuple[str, ...] = ()) -> NeuralSwapStage:
+                       assign: tuple[str, ...] = (),
+                       cover: FaceCover | None = None) -> NeuralSwapStage:
     """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
@@ -302,4 +307,5 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
                            template=swapper.template or "arcface_128", mean=swapper.mean,
                            std=swapper.std, max_batch=models.engine.max_batch)
     return NeuralSwapStage(model, models.embeddings(load_identity),
-                           require_models=models.require, five_point=five_point, assign=assign)
+                           require_models=models.require, five_point=five_point, assign=assign,
+                           cover=cover)

@@ -2,10 +2,17 @@
 
 Which identity a face gets is decided per frame from ``packet.state`` (so hotkeys and control
 commands switch it without a restart): a runtime per-track assignment first, then
-``swap.assign`` (people in order of appearance), then the active identity. ``bypass`` or no
-identity sends the frame through untouched. An identity that cannot be loaded (removed, cache
-damaged) is not fatal: frames go out unswapped and a log line says why, at most once per
-``swap.missing_log_interval_s``; the load is retried after that interval.
+``swap.assign`` (people in order of appearance), then the active identity. ``bypass``, or no
+identity chosen at all, sends the frame through untouched (both are the user's choice).
+
+Fail closed (``livecam.swap.cover``): the faces analysis withheld (``packet.withheld``) and the
+faces this stage cannot swap (turned past ``fade_end_deg``, identity still loading or missing,
+the warp failed) are covered as ``swap.unswappable`` says, never shown as they are unless that
+is ``real``. A turning face fades from its swap into that cover. An identity that cannot be
+loaded (removed, cache damaged) is not fatal: its faces are covered and a log line says why, at
+most once per ``swap.missing_log_interval_s``; the load is retried after that interval. An
+identity being prepared on the preload thread is not waited for (its faces are covered), except
+on its first use when nothing started preparing it yet.
 
 Only the pipeline thread calls :meth:`ClassicSwapStage.process`.
 """
@@ -23,10 +30,11 @@ from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
 from livecam.core.errors import IdentityError
 from livecam.core.stage import StageBase
-from livecam.core.types import Packet
+from livecam.core.types import Packet, Unswappable, WithheldFaces
 from livecam.identity.model import Identity, IdentitySource
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
+from livecam.swap.cover import FaceCover
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import NeutralShape, as_xyz
 from livecam.swap.source import SourceFace, nearest_pose
@@ -73,7 +81,10 @@ class ClassicSwapStage(StageBase):
         # identities being prepared on a worker thread, so a switch does not stall frames
         self._pending: dict[str, Future[tuple[SourceFace, ...]]] = {}
         self._preloader: ThreadPoolExecutor | None = None
+        self.cover = FaceCover.from_config(config)
         self.last_infos: tuple[FaceSwapInfo, ...] = ()
+        #: the faces covered in the latest frame (withheld by analysis or by this stage)
+        self.last_withheld = WithheldFaces()
 
     def open(self) -> None:
         if self._swapper is None:
@@ -112,16 +123,19 @@ class ClassicSwapStage(StageBase):
             self._last_log[key] = now
             log.warning("%s", message)
 
-    def _faces_of(self, name: str) -> tuple[SourceFace, ...] | None:
+    def _faces_of(self, name: str) -> tuple[SourceFace, ...] | Unswappable:
+        """The prepared photos of ``name``, or why there are none this frame."""
         cached = self._loaded.get(name)
         if cached is not None:
             return cached
+        pending = self._pending.get(name)
+        if pending is not None and not pending.done():
+            return Unswappable.IDENTITY_LOADING  # never stall the frames for a preload
         failed = self._failed.get(name)
         now = self._clock()
         if failed is None or now - failed[0] >= self.config.missing_log_interval_s:
-            pending = self._pending.pop(name, None)
+            self._pending.pop(name, None)
             try:
-                # a preload in flight is waited for (it is ahead of a fresh load)
                 faces = pending.result() if pending is not None else self._prepare(name)
             except IdentityError as exc:
                 self._failed[name] = (now, str(exc))
@@ -131,9 +145,10 @@ class ClassicSwapStage(StageBase):
                 log.info("identity %s loaded (%d photo(s))", name, len(faces))
                 return faces
         why = self._failed[name][1]
-        self._warn(f"missing:{name}", f"identity {name!r} is unavailable, frames go out "
-                   f"unswapped: {why}")
-        return None
+        shown = "shown real" if self.cover.shows_real_faces else "covered"
+        self._warn(f"missing:{name}", f"identity {name!r} is unavailable, its faces are "
+                   f"{shown}: {why}")
+        return Unswappable.IDENTITY_MISSING
 
     def _neutral_of(self, track_id: int, xy: np.ndarray,
                     z: np.ndarray) -> np.ndarray | None:
@@ -142,8 +157,8 @@ class ClassicSwapStage(StageBase):
             return None
         return self._neutral.setdefault(int(track_id), NeutralShape()).update(as_xyz(xy, z))
 
-    def _forget_neutral(self, track_ids: np.ndarray) -> None:
-        present = set(track_ids.tolist())
+    def _forget_neutral(self, *track_ids: np.ndarray) -> None:
+        present = {int(t) for ids in track_ids for t in ids}
         for gone in [t for t in self._neutral if t not in present]:
             del self._neutral[gone]
 
@@ -152,35 +167,79 @@ class ClassicSwapStage(StageBase):
             raise RuntimeError("ClassicSwapStage.process called before open()")
         faces = packet.faces
         self.last_infos = ()
-        self._preload(packet.state.identities)
-        if packet.state.bypass or len(faces) == 0:
+        self.last_withheld = packet.withheld
+        if packet.state.bypass:
+            self._preload(packet.state.identities)
             return packet
-        if not faces.has_landmarks:
+        if len(faces) and not faces.has_landmarks:
             self._warn("no-landmarks", "faces arrive without a face mesh; the classic swap "
-                       "needs the analysis stages' landmarks (frames go out unswapped)")
-            return packet
+                       "needs the analysis stages' landmarks (they are covered)")
+            faces_withheld = WithheldFaces.from_faces(faces, Unswappable.NO_SWAP)
+            self.last_withheld = WithheldFaces.concat([self._chosen(packet), faces_withheld])
+            return self._covered(packet, self.last_withheld)
         target = packet.image_bgr
-        out: np.ndarray | None = None
-        infos = []
+        index = packet.frame.index
         has_z = faces.landmarks_z.ndim == 2 and faces.landmarks_z.shape[0] == len(faces)
+        # Plan every face first: the cover goes under faces that fade, so it is drawn first.
+        plan: list[tuple[int, SourceFace, float]] = []
+        withheld: list[tuple[int, Unswappable]] = []
         for i in range(len(faces)):
             name = self._assigner.identity_for(packet.state, int(faces.track_ids[i]))
             if name is None:
-                continue
+                continue  # no identity chosen: the user's choice, like bypass
             choices = self._faces_of(name)
-            if choices is None:
+            if isinstance(choices, Unswappable):
+                withheld.append((i, choices))
                 continue
             xy = faces.landmarks_xy[i]
             z = faces.landmarks_z[i] if has_z else np.zeros(len(xy), np.float32)
-            source = choices[0]
-            if len(choices) > 1:
-                source = nearest_pose(choices, geometry.head_pose(xy[:468], z[:468]))
-            if out is None:
-                out = target.copy()  # stages never write into their input
-            infos.append(self._swapper.swap_into(out, target, source, xy, z,
-                                                 self._neutral_of(faces.track_ids[i], xy, z)))
-        self._forget_neutral(faces.track_ids)
-        self.last_infos = tuple(infos)
-        if out is None:
+            pose = geometry.head_pose(xy[:468], z[:468])
+            source = choices[0] if len(choices) == 1 else nearest_pose(choices, pose)
+            fade = self._swapper.fade_for(source, pose)
+            if fade < 1.0:
+                withheld.append((i, Unswappable.TURNED))
+            plan.append((i, source, fade))
+        self._preload(packet.state.identities)
+        under = WithheldFaces.concat([self._chosen(packet), *(
+            WithheldFaces.from_faces(faces[[i]], reason) for i, reason in withheld)])
+        covering = len(under) > 0 and not self.cover.shows_real_faces
+        if not plan and not covering:
+            self._forget_neutral(faces.track_ids, under.track_ids)
+            self.last_withheld = under
             return packet
+        out = target.copy()  # stages never write into their input
+        if covering:
+            self.cover.cover_into(out, under, index)
+        infos = []
+        failed = []
+        for i, source, fade in plan:
+            xy = faces.landmarks_xy[i]
+            z = faces.landmarks_z[i] if has_z else np.zeros(len(xy), np.float32)
+            info = self._swapper.swap_into(out, target, source, xy, z,
+                                           self._neutral_of(faces.track_ids[i], xy, z))
+            infos.append(info)
+            if not info.swapped and fade > 0.0:
+                failed.append(i)
+        if failed:  # the warp could not be drawn (off the frame, degenerate): cover it now
+            lost = WithheldFaces.from_faces(faces[failed], Unswappable.NO_SWAP)
+            self.cover.cover_into(out, lost, index)
+            under = WithheldFaces.concat([under, lost])
+        full = [i for (i, _, fade), info in zip(plan, infos, strict=True)
+                if info.swapped and fade >= 1.0]
+        self.cover.remember(out, faces[full], index)
+        self._forget_neutral(faces.track_ids, under.track_ids)
+        self.last_infos = tuple(infos)
+        self.last_withheld = under
         return packet.with_fields(image_bgr=out)
+
+    def _chosen(self, packet: Packet) -> WithheldFaces:
+        """The faces analysis withheld, less those no identity is chosen for (shown as they
+        are, like every face when no identity is active)."""
+        withheld = packet.withheld
+        keep = np.array([self._assigner.identity_for(packet.state, int(t)) is not None
+                         for t in withheld.track_ids], bool)
+        return withheld if keep.all() else withheld[keep]
+
+    def _covered(self, packet: Packet, withheld: WithheldFaces) -> Packet:
+        return packet.with_fields(image_bgr=self.cover.cover(packet.image_bgr, withheld,
+                                                             packet.frame.index))

@@ -2,9 +2,11 @@
 
 Each :meth:`ByteTracker.update`: predict every track with the Kalman filter; match confident
 detections to tracked and lost tracks (IoU, optionally times score); match weak detections to
-the tracked ones still unmatched; confirm or drop tracks born last frame; start tracks from
-confident leftovers; forget tracks lost for longer than the buffer. Ids count from 1 per
-tracker instance. The tracker never writes into its inputs; it returns a new result.
+the tracked ones still unmatched; confirm or drop tracks born last frame; let a confident
+leftover close to a track lost in this very update continue it (a jump too far for boxes to
+overlap); start tracks from confident leftovers; forget tracks lost for longer than the
+buffer. Ids count from 1 per tracker instance. The tracker never writes into its inputs; it
+returns a new result.
 """
 
 from __future__ import annotations
@@ -70,6 +72,17 @@ class TrackResult:
 
     def __len__(self) -> int:
         return len(self.track_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class LostTrack:
+    """A track not matched in the latest update, still waiting to come back: its Kalman
+    ``box_xyxy`` (4,) float32 px predicted for that frame and ``frames_lost`` (>= 1) since it
+    was last matched."""
+
+    track_id: int
+    box_xyxy: FloatArray
+    frames_lost: int
 
 
 def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:
@@ -155,23 +168,34 @@ class ByteTracker:
         """Current Kalman box (4,) px of every tracked or lost track, by id (no prediction step)."""
         return {t.track_id: t.box_xyxy() for t in self._tracked + self._lost}
 
+    def lost_tracks(self) -> list[LostTrack]:
+        """Tracks lost as of the latest update (confirmed ones only), oldest id first."""
+        return [LostTrack(t.track_id, t.box_xyxy().astype(np.float32),
+                          self._frame - t.last_frame)
+                for t in sorted(self._lost, key=lambda t: t.track_id) if t.confirmed]
+
     def velocities_px(self) -> dict[int, tuple[float, float]]:
-        """Kalman centre velocity (px per frame) of tracked tracks, by id."""
+        """Kalman centre velocity (px per frame, not per update) of tracked tracks, by id."""
         return {t.track_id: (float(t.mean[4]), float(t.mean[5])) for t in self._tracked}
 
     def update(self, boxes_xyxy: np.ndarray, scores: np.ndarray, *,
-               frame_size_px: tuple[int, int] | None = None) -> TrackResult:
-        """Advance one frame with this frame's detections: (N, 4) px boxes, (N,) scores.
+               frame_size_px: tuple[int, int] | None = None, steps: int = 1) -> TrackResult:
+        """Advance to the next frame given, with its detections: (N, 4) px boxes, (N,) scores.
 
         ``frame_size_px`` (width, height): where given, a lost track whose predicted centre
         leaves the frame stops at the frame's edge (see ``stop_lost_tracks_at_frame_edge``).
+        ``steps``: frames since the previous update (a live pipeline under load skips frames:
+        the motion model predicts that many frames ahead, and the lost-track buffer counts
+        frames, not updates).
         """
         s = self.settings
         boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
         scores = np.asarray(scores, dtype=np.float64).reshape(-1)
         if len(boxes) != len(scores):
             raise ValueError(f"{len(boxes)} boxes but {len(scores)} scores")
-        self._frame += 1
+        steps = max(1, int(steps))
+        first = self._frame == 0
+        self._frame += steps
         frame = self._frame
         high = np.flatnonzero(scores >= s.high_score_threshold)
         low = np.flatnonzero((scores >= s.low_score_threshold) & (scores < s.high_score_threshold))
@@ -181,7 +205,7 @@ class ByteTracker:
         unconfirmed = [t for t in self._tracked if not t.confirmed]
         confirmed = [t for t in self._tracked if t.confirmed]
         pool = confirmed + self._lost
-        self._predict(pool + unconfirmed)
+        self._predict(pool + unconfirmed, steps)
         xyah = xyxy_to_xyah(boxes)  # once for all detections
         if frame_size_px is not None and s.stop_lost_tracks_at_frame_edge:
             _stop_at_edge(self._lost, frame_size_px)
@@ -217,14 +241,21 @@ class ByteTracker:
             self._apply(unconfirmed[ti], int(left_high[di]), xyah, scores, frame)
         for i in free_unconf:
             unconfirmed[i].state = TrackState.REMOVED
+        # Recovery: a confident leftover close to a track lost in this very update continues
+        # it (a jump too big for boxes to overlap: fast motion, or frames skipped under load).
+        just_lost = [rest[i] for i in free_rest]
+        leftover = left_high[free_left]
+        pairs4, _, free_left4 = _assign(self._closeness(just_lost, boxes[leftover]), 1e-6)
+        for ti, di in pairs4:
+            self._apply(just_lost[ti], int(leftover[di]), xyah, scores, frame)
         # New tracks from confident detections nobody claimed.
         born: list[_Track] = []
-        for di in left_high[free_left]:
+        for di in leftover[free_left4]:
             if scores[di] < s.new_track_score_threshold:
                 continue
             mean, cov = self._kf.initiate(xyah[di])
             track = _Track(self._next_id, mean, cov, float(scores[di]), frame, frame,
-                           confirmed=frame == 1, det_index=int(di))
+                           confirmed=first, det_index=int(di))
             self._next_id += 1
             born.append(track)
 
@@ -249,7 +280,23 @@ class ByteTracker:
             pending_det_indices=np.array([t.det_index for t in pending], np.int64),
         )
 
-    def _predict(self, tracks: list[_Track]) -> None:
+    def _closeness(self, tracks: list[_Track], boxes: np.ndarray) -> np.ndarray:
+        """(T, D) in [0, 1]: 1 - centre distance / (``recover_max_distance`` x box height),
+        0 beyond that or where the sizes differ by more than half (not the same face)."""
+        limit = self.settings.recover_max_distance
+        if not tracks or len(boxes) == 0 or limit <= 0:
+            return np.zeros((len(tracks), len(boxes)))
+        tb = np.array([t.box_xyxy() for t in tracks]).reshape(-1, 4)
+        tc, dc = (tb[:, :2] + tb[:, 2:]) / 2, (boxes[:, :2] + boxes[:, 2:]) / 2
+        th, dh = tb[:, 3] - tb[:, 1], boxes[:, 3] - boxes[:, 1]
+        dist = np.linalg.norm(tc[:, None] - dc[None], axis=2)
+        scale = np.maximum(th[:, None], dh[None]) * limit
+        ratio = np.maximum(th[:, None], dh[None]) / np.maximum(
+            np.minimum(th[:, None], dh[None]), 1e-6)
+        close = np.clip(1.0 - dist / np.maximum(scale, 1e-6), 0.0, 1.0)
+        return np.where(ratio <= 1.5, close, 0.0)
+
+    def _predict(self, tracks: list[_Track], steps: int) -> None:
         if not tracks:
             return
         means = np.stack([t.mean for t in tracks])
@@ -257,7 +304,8 @@ class ByteTracker:
         for i, t in enumerate(tracks):
             if t.state is not TrackState.TRACKED:
                 means[i, 7] = 0.0  # a lost face's height does not keep changing
-        means, covs = self._kf.predict(means, covs)
+        for _ in range(steps):
+            means, covs = self._kf.predict(means, covs)
         for i, t in enumerate(tracks):
             t.mean, t.cov = means[i], covs[i]
 

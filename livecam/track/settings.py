@@ -34,6 +34,9 @@ class ByteTrackSettings:
         True, "A lost track that leaves the frame waits at the edge.")
     duplicate_track_min_iou: float = knob(0.85, "IoU above which two live tracks are one.",
                                           range=(0.0, 1.0))
+    recover_max_distance: float = knob(
+        0.8, "Box heights within which a track lost this frame is continued by a leftover "
+        "detection.", range=(0.0, 10.0))
     kalman_position_noise_weight: float = knob(0.05, "Position noise / box height.",
                                                range=(1e-6, 10.0))
     kalman_velocity_noise_weight: float = knob(0.00625, "Velocity noise / box height.",

@@ -8,11 +8,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from livecam.analysis import build_stages
+from livecam.analysis import build_follower, build_stages
 from livecam.analysis.stage import AnalysisStage
 from livecam.config.analysis import AnalysisConfig
 from livecam.core.errors import DependencyError
-from livecam.core.types import Faces, Frame, Packet
+from livecam.core.types import Faces, Frame, Packet, Unswappable
 from livecam.testing.clips import (
     FaceSprite,
     Trajectory,
@@ -122,7 +122,8 @@ def test_reference_selection_keeps_only_that_person(sprites: list[FaceSprite],
     from livecam.analysis.select import FaceSelector, reference_embeddings_from_photos
 
     refs = reference_embeddings_from_photos([astronaut_bgr])
-    stage = AnalysisStage(cfg, selector=FaceSelector("reference", reference_embeddings=refs))
+    stage = AnalysisStage(build_follower(cfg, selector=FaceSelector(
+        "reference", reference_embeddings=refs)))
     with stage:
         out = [stage.process(Packet.from_frame(Frame(i, 0, f))).faces for i, f in enumerate(frames)]
     assert len(out[-1]) == 1
@@ -145,68 +146,58 @@ def test_reference_without_dlib_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("appears_at", [6, 8])
-def test_a_face_entering_while_another_is_tracked_gets_an_id_within_n_frames(
-        appears_at: int, sprites: list[FaceSprite]) -> None:
-    # Detections run on frames 0, 5, 10, ...: a face appearing on frame 6 (just after one) is
-    # the worst case, first detected on frame 10; ByteTrack confirms a track on its second
-    # matched frame, so its id must be out by frame 6 + N at the latest.
-    n = 5
+@pytest.mark.parametrize("live", [False, True], ids=["offline", "live"])
+def test_a_face_appearing_while_another_is_followed_is_handled_on_its_first_frame(
+        appears_at: int, live: bool, sprites: list[FaceSprite]) -> None:
+    """Every frame gets its own whole-frame detection, so a face that appears is withheld
+    (to be covered) on the frame it appears in and swapped from the next (ByteTrack confirms a
+    track on its second frame), whenever the tile search runs. Before, detections ran every
+    N frames (in live mode on a worker, merged a frame late): a face appearing on frame 6 was
+    first seen on frame 10, shown as it is until then."""
+    import threading
+
     first = Trajectory.linear((250, 270), (300, 280), 24, 150)
     second = Trajectory.linear((700, 260), (660, 270), 24, 150).hidden(0, appears_at)
     frames, truth = make_clip([sprites[1], sprites[2]], [first, second], (960, 540))
-    faces = _run(frames, AnalysisConfig(detect_every_n_frames=n))
-    assert all(len(f) == 1 for f in faces[:appears_at])
-    first_id = int(faces[0].track_ids[0])
-    by_deadline = faces[appears_at + n]
-    assert len(by_deadline) == 2, [f.track_ids.tolist() for f in faces]
-    second_id = next(int(t) for t in by_deadline.track_ids if t != first_id)
-    for f in faces[appears_at + n:]:
-        assert sorted(f.track_ids.tolist()) == sorted([first_id, second_id])
-        # each id stays on its own person: the second face is the one on the right
-        right = int(f.track_ids[np.argmax(f.boxes_xyxy[:, 0])])
-        assert right == second_id
-    metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
-    assert metrics["num_switches"] == 0
+    stage = build_stages(AnalysisConfig(detect_every_n_frames=5), realtime=live)[0]
+    assert isinstance(stage, AnalysisStage)
+    follower = stage.follower
+    callers: dict[str, set[str]] = {"detect": set(), "search": set()}
+    real_detect, real_search = follower.networks.detect, follower.search.search
 
+    def spy_detect(image: np.ndarray) -> Faces:
+        callers["detect"].add(threading.current_thread().name)
+        return real_detect(image)
 
-@pytest.mark.slow
-def test_live_mode_detects_on_a_worker_thread_and_picks_up_an_entering_face(
-        sprites: list[FaceSprite]) -> None:
-    import threading
+    def spy_search(image: np.ndarray, **kw: bool) -> object:
+        callers["search"].add(threading.current_thread().name)
+        return real_search(image, **kw)
 
-    n, appears_at = 5, 6
-    first = Trajectory.linear((250, 270), (300, 280), 20, 150)
-    second = Trajectory.linear((700, 260), (660, 270), 20, 150).hidden(0, appears_at)
-    frames, truth = make_clip([sprites[1], sprites[2]], [first, second], (960, 540))
-    stage = build_stages(AnalysisConfig(detect_every_n_frames=n), realtime=True)[0]
-    assert isinstance(stage, AnalysisStage) and stage.background is not None
-    threads: list[str] = []
-    real_detect = stage.detector.detect
-
-    def spy(image: np.ndarray, **kw: bool) -> Faces:  # records who calls the real detector
-        threads.append(threading.current_thread().name)
-        return real_detect(image, **kw)
-
-    stage.detector.detect = spy  # type: ignore[method-assign,assignment]
-    faces, detect_ms = [], []
+    follower.networks.detect = spy_detect  # type: ignore[method-assign]
+    follower.search.search = spy_search  # type: ignore[method-assign,assignment]
+    faces, withheld = [], []
     with stage:
         for i, image in enumerate(frames):
-            faces.append(stage.process(Packet.from_frame(Frame(i, 0, image))).faces)
-            detect_ms.append(stage.last_timings_ms.get("detect", 0.0))
-            # a camera's next frame comes 33 ms later; here: once the worker is done, so the
-            # test does not depend on this machine's load
-            stage.background.wait_idle()
-        worker = stage.background._thread
-    assert worker is not None and not worker.is_alive()  # close() joined it
-    stage.close()  # idempotent
-    assert threads and set(threads) == {"livecam-detect"}
-    assert detect_ms == [0.0] * len(frames)
-    # A detection is merged one frame after its own (here: the worker is always done by
-    # then) and ByteTrack confirms a face the frame after: the first face is out on frame 2,
-    # the entering one within N + 1 frames.
-    ids = [f.track_ids.tolist() for f in faces]
-    assert ids[:2] == [[], []] and all(len(f) == 1 for f in faces[2:appears_at]), ids
-    assert all(len(f) == 2 for f in faces[appears_at + n + 1:]), ids
+            packet = stage.process(Packet.from_frame(Frame(i, 0, image)))
+            faces.append(packet.faces)
+            withheld.append(packet.withheld)
+            if stage.follower.background is not None:
+                stage.follower.background.wait_idle()  # the worker's pace must not matter
+    here = threading.current_thread().name
+    assert callers["detect"] == {here}  # every frame's own detection is on the frame's path
+    # the first frame is searched whole on the frame's path; live, the rest on the worker
+    assert callers["search"] == ({here, "livecam-detect"} if live else {here})
+    assert all(len(f) == 1 for f in faces[:appears_at])
+    assert all(len(w) == 0 for w in withheld[:appears_at])
+    first_id = int(faces[0].track_ids[0])
+    # the frame it appears in: found, not confirmed yet, withheld
+    assert len(faces[appears_at]) == 1
+    assert withheld[appears_at].reasons.tolist() == [Unswappable.PENDING]
+    second_id = next(int(t) for t in faces[appears_at + 1].track_ids if t != first_id)
+    for f, w in zip(faces[appears_at + 1:], withheld[appears_at + 1:], strict=True):
+        assert sorted(f.track_ids.tolist()) == sorted([first_id, second_id]) and len(w) == 0
+        # each id stays on its own person: the second face is the one on the right
+        assert int(f.track_ids[np.argmax(f.boxes_xyxy[:, 0])]) == second_id
     metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
     assert metrics["num_switches"] == 0
     assert metrics["num_false_positives"] == 0
@@ -225,12 +216,14 @@ def test_tracking_clips_in_live_mode(name: str, sprites: list[FaceSprite]) -> No
     people = [sprites[1], sprites[2]] if name == "crossing" else sprites[: len(trajectories)]
     frames, truth = make_clip(people, trajectories, (960, 540), occluders=occluders)
     stage = build_stages(AnalysisConfig(), realtime=True)[0]
-    assert isinstance(stage, AnalysisStage) and stage.background is not None
+    assert isinstance(stage, AnalysisStage)
+    background = stage.follower.background
+    assert background is not None
     faces = []
     with stage:
         for i, image in enumerate(frames):
             faces.append(stage.process(Packet.from_frame(Frame(i, 0, image))).faces)
-            stage.background.wait_idle()
+            background.wait_idle()
     metrics = score_tracking(truth, [f.track_ids for f in faces], [f.boxes_xyxy for f in faces])
     assert metrics["num_switches"] == 0
     assert metrics["idf1"] >= 0.9

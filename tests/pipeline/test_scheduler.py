@@ -20,9 +20,10 @@ from livecam.core.commands import CommandQueue, SelectIdentity
 from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.stage import StageBase
-from livecam.core.types import Frame, Packet, RuntimeState
+from livecam.core.types import Faces, Frame, Packet, RuntimeState
 from livecam.pipeline.chain import split_stages
 from livecam.pipeline.scheduler import Scheduler
+from livecam.swap.cover import FaceCover
 
 
 class Recorder(StageBase):
@@ -58,22 +59,25 @@ class Rig:
     """A scheduler between a producer of frames and a consumer of packets, both threads."""
 
     def __init__(self, stages: list[StageBase], *, threads: int, policy: Policy,
-                 n_frames: int, fps: float | None = None) -> None:
+                 n_frames: int, fps: float | None = None,
+                 image: np.ndarray | None = None, error_cover: FaceCover | None = None) -> None:
         self.frames: Mailbox[Frame] = Mailbox(policy=policy)
         self.packets: Mailbox[Packet] = Mailbox(policy=policy)
         self.commands = CommandQueue()
         self.metrics = Metrics()
         self.scheduler = Scheduler(stages=stages, inbox=self.frames, outbox=self.packets,
                                    commands=self.commands, metrics=self.metrics,
-                                   state=RuntimeState(), threads=threads, hop_policy=policy)
+                                   state=RuntimeState(), threads=threads, hop_policy=policy,
+                                   error_cover=error_cover)
         self.out: list[Packet] = []
         self.latency_ms: list[float] = []
         self._n_frames, self._fps = n_frames, fps
+        self._image = np.zeros((4, 4, 3), np.uint8) if image is None else image
         self._producer = threading.Thread(target=self._produce, daemon=True)
         self._consumer = threading.Thread(target=self._consume, daemon=True)
 
     def _produce(self) -> None:
-        image = np.zeros((4, 4, 3), np.uint8)
+        image = self._image
         for i in range(self._n_frames):
             if self._fps is not None:
                 time.sleep(1 / self._fps)
@@ -196,18 +200,59 @@ def test_command_takes_effect_for_all_groups_from_the_same_frame() -> None:
     assert [order.index(s) for s in sent] == sorted(order.index(s) for s in sent)
 
 
+class FaceFinder(StageBase):
+    """Stands in for analysis: says a face is at ``FACE_BOX`` (what the swap would get)."""
+
+    name = "finder"
+
+    def process(self, packet: Packet) -> Packet:
+        return packet.with_fields(faces=Faces(boxes_xyxy=np.array([FACE_BOX], np.float32),
+                                              scores=np.ones(1, np.float32),
+                                              track_ids=np.ones(1, np.int64)))
+
+
+FACE_BOX = (40.0, 40.0, 100.0, 110.0)
+
+
+def _textured(seed: int = 0) -> np.ndarray:
+    """A 160x160 picture with detail everywhere (a cover visibly removes it)."""
+    image = np.random.default_rng(seed).integers(0, 256, (160, 160, 3), dtype=np.uint8)
+    image.flags.writeable = False
+    return image
+
+
 @pytest.mark.parametrize("failing_group", [0, 1])
-def test_a_raising_stage_sends_the_frame_unswapped(failing_group: int) -> None:
-    marker = Recorder("marker")
+def test_a_raising_stage_never_sends_a_known_face_as_it_is(failing_group: int) -> None:
+    """Fail closed: before fail-closed the frame went out unswapped (the real face). Now the
+    faces known when the stage failed are covered; with none known (analysis itself failed)
+    the whole frame is."""
     after = Recorder("after")
-    stages: list[StageBase] = ([Raiser(), marker, after] if failing_group == 0
-                               else [marker, Raiser(), after])
-    rig = Rig(stages, threads=2, policy="block", n_frames=20)
+    stages: list[StageBase] = ([Raiser(), FaceFinder(), after] if failing_group == 0
+                               else [FaceFinder(), Raiser(), after])
+    image = _textured()
+    rig = Rig(stages, threads=2, policy="block", n_frames=20, image=image)
     rig.run()
     assert rig.indices == list(range(20))
-    assert all(p.image_bgr is p.frame.image_bgr for p in rig.out)  # unswapped, untouched
     assert after.seen == []  # stages after the failing one were skipped
     assert rig.metrics.counter("stage_errors") == 20
+    x1, y1, x2, y2 = (int(v) for v in FACE_BOX)
+    for p in rig.out:
+        out = p.image_bgr.astype(np.int16)
+        face_change = np.abs(out[y1:y2, x1:x2] - image[y1:y2, x1:x2]).mean()
+        assert face_change > 40  # the face is covered (random detail averaged away)
+        corner_change = np.abs(out[:20, -20:] - image[:20, -20:]).mean()
+        if failing_group == 0:
+            assert corner_change > 40  # no face known: everything covered
+        else:
+            assert corner_change == 0  # away from the known face nothing changed
+
+
+def test_a_raising_stage_sends_the_frame_unswapped_when_real_is_asked_for() -> None:
+    """``swap.unswappable: real`` is the explicit choice of the old behaviour."""
+    rig = Rig([FaceFinder(), Raiser()], threads=2, policy="block", n_frames=5,
+              image=_textured(), error_cover=FaceCover(mode="real"))
+    rig.run()
+    assert all(p.image_bgr is p.frame.image_bgr for p in rig.out)
 
 
 def test_replace_stages_while_running_never_uses_a_closed_stage() -> None:

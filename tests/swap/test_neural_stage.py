@@ -64,3 +64,49 @@ def test_stage_swaps_only_the_face(tmp_path: Path, astronaut_packet: Packet) -> 
     assert ys.min() >= y1 - pad and ys.max() <= y2 + pad
     assert bypassed.image_bgr is before
     assert nobody.image_bgr is before
+
+
+def test_faces_it_cannot_swap_are_covered_not_sent_as_they_are(
+        tmp_path: Path, astronaut_packet: Packet) -> None:
+    """Fail closed, neural path: a face analysis withheld, a face whose identity has no
+    embedding, and every face of a frame the remote engine did not answer for (before: the
+    first two went out as they are, the last through a stop-gap pixelation)."""
+    from livecam.core.errors import EngineUnavailableError
+    from livecam.core.types import Unswappable, WithheldFaces
+    from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
+
+    model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
+    box = astronaut_packet.faces.boxes_xyxy[0]
+    before = astronaut_packet.image_bgr
+
+    def covered(out: Packet) -> bool:
+        r = residual(before, out.image_bgr, box)
+        return r is not None and r > LEAK_RESIDUAL
+
+    class _Down:
+        """A remote engine that is down: the seam TritonEngine raises through."""
+
+        def __init__(self, engine: OnnxRuntimeEngine) -> None:
+            self.inner = engine
+            self.inputs, self.outputs = engine.inputs, engine.outputs
+
+        def open(self) -> None: ...
+
+        def close(self) -> None: ...
+
+        def run(self, feeds: dict) -> dict:
+            raise EngineUnavailableError("no answer from the Triton server (test)")
+
+    engine = OnnxRuntimeEngine(model_path, device="cpu")
+    stage = NeuralSwapStage(InswapperModel(engine, model_path), lambda name: None)
+    with stage:
+        assert covered(stage.process(astronaut_packet))  # no embedding for this identity
+        withheld = astronaut_packet.with_fields(
+            faces=astronaut_packet.faces[[]],
+            withheld=WithheldFaces.from_faces(astronaut_packet.faces, Unswappable.PENDING))
+        assert covered(stage.process(withheld))
+    engine.open()
+    down = NeuralSwapStage(InswapperModel(_Down(engine), model_path),
+                           lambda name: np.ones(512, np.float32))
+    with down:
+        assert covered(down.process(astronaut_packet))

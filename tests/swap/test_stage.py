@@ -13,7 +13,7 @@ from livecam.config import load_config
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
 from livecam.core.errors import IdentityError
-from livecam.core.types import Faces, Frame, Packet, RuntimeState
+from livecam.core.types import Faces, Frame, Packet, RuntimeState, Unswappable, WithheldFaces
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages
@@ -136,25 +136,96 @@ class _Flaky:
         return self.good
 
 
-def test_missing_identity_streams_unswapped_and_says_why_rate_limited(
+def _covered(packet: Packet, out: Packet, by_label: dict[str, RealFace],
+             labels: tuple[str, ...] = ("t1-0", "t1-2")) -> bool:
+    """Every face of ``labels`` changed (swapped or covered), the picture far from them not."""
+    faces_changed = all(_face_diff(packet, out, by_label[k]) > 5 for k in labels)
+    far = np.abs(out.image_bgr[-60:, -60:].astype(int) - packet.image_bgr[-60:, -60:]).max()
+    return faces_changed and far == 0
+
+
+def test_missing_identity_covers_the_faces_and_says_why_rate_limited(
         by_label: dict[str, RealFace], library: IdentityCollection,
         caplog: pytest.LogCaptureFixture) -> None:
+    """Fail closed: before, a missing identity sent the faces out as they are (a leak)."""
     clock = _Clock()
     flaky = _Flaky(library.load("astro"))
     state = RuntimeState(active_identity="ghost")
     with ClassicSwapStage(SwapConfig(missing_log_interval_s=5.0), flaky, clock=clock) as stage:
         caplog.set_level(logging.WARNING, logger="livecam.swap.stage")
         for _ in range(10):
-            out = stage.process(_packet(by_label, state))
-            assert out.image_bgr is out.frame.image_bgr  # streams on, unswapped
+            packet = _packet(by_label, state)
+            out = stage.process(packet)
+            assert _covered(packet, out, by_label)  # streams on, faces covered
+            assert not any(i.swapped for i in stage.last_infos)
+            assert stage.last_withheld.reasons.tolist() == [Unswappable.IDENTITY_MISSING] * 2
             clock.t += 0.1
         lines = [r.getMessage() for r in caplog.records]
-        assert len(lines) == 1 and "'ghost'" in lines[0] and "missing" in lines[0]
+        assert len(lines) == 1 and "'ghost'" in lines[0] and "covered" in lines[0]
         assert flaky.calls == 1  # not retried on every frame
         clock.t += 5.0
         flaky.fixed = True
         out = stage.process(_packet(by_label, state))
-        assert out.image_bgr is not out.frame.image_bgr  # recovered without a restart
+        assert [i.swapped for i in stage.last_infos] == [True, True]  # recovered, no restart
+    with ClassicSwapStage(SwapConfig(unswappable="real"), _Flaky(library.load("astro")),
+                          clock=clock) as stage:
+        out = stage.process(_packet(by_label, state))
+        assert out.image_bgr is out.frame.image_bgr  # `real`: the old behaviour, if asked
+
+
+def test_identity_still_loading_is_covered_not_waited_for(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    """A switch to an identity the preload thread is still preparing neither stalls the
+    frames nor shows the real face: its faces are covered until it is ready."""
+    import threading
+
+    release = threading.Event()
+
+    class _Slow:
+        def load(self, name: str) -> Identity:
+            if name == "chandler":
+                assert release.wait(30)
+            return library.load(name)
+
+    state = RuntimeState(active_identity="astro", identities=("astro", "chandler"))
+    with ClassicSwapStage(SwapConfig(), _Slow()) as stage:
+        stage.process(_packet(by_label, state))  # astro loads; chandler starts preloading
+        switched = dataclasses.replace(state, active_identity="chandler")
+        packet = _packet(by_label, switched)
+        out = stage.process(packet)  # returns although chandler's load is blocked
+        assert _covered(packet, out, by_label)
+        assert stage.last_withheld.reasons.tolist() == [Unswappable.IDENTITY_LOADING] * 2
+        release.set()
+        pending = stage._pending["chandler"]
+        pending.result(timeout=30)
+        stage.process(_packet(by_label, switched))
+        assert [i.swapped for i in stage.last_infos] == [True, True]
+
+
+def test_withheld_faces_are_covered_and_turned_faces_fade_into_the_cover(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    """Faces analysis withheld (here: one not yet confirmed) are covered; a face turned past
+    ``fade_end_deg`` is covered, never shown as it is (before: the fade went to the real
+    face)."""
+    state = RuntimeState(active_identity="astro")
+    full = _packet(by_label, state)
+    pending = WithheldFaces.from_faces(full.faces[[1]], Unswappable.PENDING)
+    packet = full.with_fields(faces=full.faces[[0]], withheld=pending)
+    with ClassicSwapStage(SwapConfig(), library) as stage:
+        out = stage.process(packet)
+        assert _covered(packet, out, by_label)
+        assert [i.swapped for i in stage.last_infos] == [True]
+        # every face counts as turned too far: nothing can be swapped, all is covered
+        turned = SwapConfig(fade_start_deg=0.0, fade_end_deg=0.0)
+    with ClassicSwapStage(turned, library) as stage:
+        out = stage.process(full)
+        assert [i.fade for i in stage.last_infos] == [0.0, 0.0]
+        assert _covered(full, out, by_label)
+        assert stage.last_withheld.reasons.tolist() == [Unswappable.TURNED] * 2
+    real = dataclasses.replace(turned, unswappable="real")
+    with ClassicSwapStage(real, library) as stage:
+        out = stage.process(full)
+        assert (out.image_bgr == full.image_bgr).all()  # `real`: the old fade to the real face
 
 
 def test_identity_whose_files_vanish_keeps_streaming(
@@ -175,7 +246,8 @@ def test_identity_whose_files_vanish_keeps_streaming(
     (tmp_path / "lib" / "photos" / sha / "mesh.npz").unlink()
     caplog.set_level(logging.WARNING, logger="livecam.swap.stage")
     with ClassicSwapStage(SwapConfig(), library) as stage:
-        out = stage.process(_packet(by_label, RuntimeState(active_identity="astro")))
-    assert out.image_bgr is out.frame.image_bgr
+        packet = _packet(by_label, RuntimeState(active_identity="astro"))
+        out = stage.process(packet)
+    assert _covered(packet, out, by_label)  # streams on with the faces covered
     assert any("'astro' is unavailable" in r.getMessage() and "re-add" in r.getMessage()
                for r in caplog.records)

@@ -1,0 +1,419 @@
+"""The face follower: every face in the frame is either followed (to be swapped) or withheld
+(to be covered) on every frame, from the first frame it is in.
+
+Per frame:
+
+1. **Carry** each followed face: its face mesh on a ROI from its own landmarks of the previous
+   frame, moved by its track's Kalman velocity (MediaPipe's tracking mode, per track).
+2. **Detect** on the whole frame (``analysis.detect_each_frame``, the default): a face that
+   appears is found on the frame it appears in, whatever the load; a live frame never goes out
+   on an older frame's detections. The first frame is also searched in every tile; later, a
+   few tiles every ``detect_every_n_frames`` frames (on a worker thread in live mode) find the
+   faces too small for the whole-frame pass.
+3. **Admit** the detections that are no followed face: while fewer than ``max_faces`` faces
+   are followed (a lost one keeps its place for ``lost_cover_frames``), the best gets a mesh
+   and is followed from now on; the others are *box-only* faces, covered where they were last
+   detected. The faces followed stay the same while they are in view (hysteresis), so on a
+   still picture nothing ever changes.
+4. **Track** every observation with ByteTrack (boxes around the mesh, or the detection box for
+   box-only faces: the two agree to ~5 %), smooth the followed faces' landmarks (One Euro),
+   and apply ``analysis.select``.
+
+Out come the faces to swap (confirmed, followed, selected) and the withheld faces with why
+(:class:`~livecam.core.types.Unswappable`): just found and not yet confirmed (``PENDING``),
+beyond ``max_faces`` (``OVER_MAX``), detected without a mesh (``NO_MESH``), not seen this frame
+but predicted by the tracker (``LOST``). Faces that ``select`` leaves out are neither: that is
+the user's choice.
+
+The networks sit behind :class:`~livecam.analysis.networks.FaceNetworks` (whole-frame
+detector and face mesh) and :class:`~livecam.analysis.networks.TileSearch`, so the GPU pipeline
+can drive this same follower with its own backends.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from livecam.analysis.background import BackgroundDetector
+from livecam.analysis.detect import SearchResult
+from livecam.analysis.landmarks import six_keypoints
+from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
+from livecam.analysis.networks import FaceNetworks, TileSearch
+from livecam.analysis.observations import (
+    Candidate,
+    Observation,
+    any_overlap,
+    as_withheld,
+    at_edge,
+    dedupe,
+    merge_candidates,
+    mesh_observation,
+    overlaps,
+    share_inside,
+)
+from livecam.analysis.roi import Roi, boxes_from_landmarks, roi_from_detection, roi_from_landmarks
+from livecam.analysis.select import FaceSelector
+from livecam.analysis.smooth import LandmarkSmoother
+from livecam.config.analysis import AnalysisConfig
+from livecam.core.types import Faces, ImageBGR, Unswappable, WithheldFaces
+from livecam.track.bytetrack import ByteTracker, TrackResult, iou_matrix
+from livecam.track.settings import ByteTrackSettings
+
+log = logging.getLogger(__name__)
+
+# Smoothed landmarks trail the raw mesh by at most this fraction of the face width: more, and
+# the swap would sit beside the face it hides (measured: a face re-entering at 40 px/frame on a
+# loaded machine was swapped 25 px behind, its real nose and mouth showing).
+_MAX_LAG = 0.03
+# A carried mesh overlapping a detection of this frame by IoU in this range has slid off the
+# face (mesh and detection boxes of one face agree to IoU ~0.8): it is re-run on the detection.
+_SLID_IOU = (0.1, 0.5)
+# A carried mesh whose centre lands this far (fraction of the ROI side) from the ROI's centre
+# is run again on a ROI centred on it (fast motion the track's velocity did not predict).
+_RECENTER_FRACTION = 0.08
+
+
+class FaceFollower:
+    """Follows faces frame by frame (see the module docstring). Construct cheaply; ``open``
+    loads the networks (and starts the search worker in live mode); ``close`` stops it.
+
+    ``search_in_background`` (live mode): the tile search runs on a worker thread and its
+    results are merged a frame or two later; False keeps everything in :meth:`follow`, so
+    results do not depend on timing (files, tests). Only the pipeline thread calls ``follow``.
+    ``last_timings_ms`` holds the latest frame's split (detect, search, mesh, track, smooth,
+    select, total).
+    """
+
+    def __init__(self, config: AnalysisConfig, networks: FaceNetworks, search: TileSearch, *,
+                 fps: float = 30.0, tracker_settings: ByteTrackSettings | None = None,
+                 selector: FaceSelector | None = None,
+                 search_in_background: bool = False) -> None:
+        self.config = config
+        self.fps = fps
+        self.networks = networks
+        self.search = search
+        self.tracker_settings = tracker_settings or ByteTrackSettings()
+        self.background = BackgroundDetector(search) if search_in_background else None  # type: ignore[arg-type]
+        self.tracker = ByteTracker(self.tracker_settings)
+        self.smoother = LandmarkSmoother(
+            min_cutoff_hz=config.smooth_min_cutoff_hz, beta=config.smooth_beta,
+            derivative_cutoff_hz=config.smooth_derivative_cutoff_hz, max_lag=_MAX_LAG)
+        self.selector = selector or FaceSelector("all")
+        self.last_timings_ms: dict[str, float] = {}
+        self.last_frame_detected = False
+        self._marks: dict[int, np.ndarray] = {}  # followed track id -> raw landmarks (K, 2)
+        self._last_marks: dict[int, np.ndarray] = {}  # any track's last raw landmarks
+        self._scores: dict[int, float] = {}
+        self._box_only = BoxOnlyMemory()
+        self._hidden = HiddenFaces(config.lost_cover_frames)
+        self._late: SearchResult | None = None  # the worker's latest result (an older frame)
+        self._frames = 0
+        self._since_search = 0
+        self._last_index: int | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.networks.open()
+        (self.background or self.search).open()
+        self.selector.open()
+
+    def close(self) -> None:
+        (self.background or self.search).close()
+        self.networks.close()
+        self.selector.close()
+
+    # -- one frame ------------------------------------------------------------------------
+
+    def follow(self, image: ImageBGR, index: int) -> tuple[Faces, WithheldFaces]:
+        """The faces to swap and the faces withheld in ``image`` (H, W, 3) uint8 BGR, frame
+        ``index`` (frame indices, not clocks, drive the smoothing: files decode faster than
+        real time). Faces: see :class:`~livecam.analysis.stage.AnalysisStage`."""
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter_ns()
+        first = self._frames == 0
+        self._frames += 1
+        # frames since the last one followed: live mode under load skips frames, and motion
+        # is predicted that far
+        gap = 1 if self._last_index is None else max(1, index - self._last_index)
+        self._last_index = index
+        carried = self._carry(image, list(self._marks), gap, timings)
+        whole, searched = self._detect(image, index, first, any_overlap(carried), timings)
+        self.last_frame_detected = whole is not None or searched is not None
+        strong, weak = self._split_weak(whole)
+        obs = self._observe(image, carried, strong, searched, index, timings)
+
+        t1 = time.perf_counter_ns()
+        boxes = np.array([o.box_xyxy for o in obs], np.float32).reshape(-1, 4)
+        scores = np.array([o.score for o in obs], np.float32)
+        size = (image.shape[1], image.shape[0])
+        result = self.tracker.update(boxes, scores, frame_size_px=size, steps=gap)
+        t2 = time.perf_counter_ns()
+        timings["track"] = (t2 - t1) / 1e6
+        faces, withheld = self._assemble(obs, result, gap / self.fps, size, index, weak)
+        t3 = time.perf_counter_ns()
+        timings["smooth"] = (t3 - t2) / 1e6
+        selected = self.selector.select(faces, image)
+        timings["select"] = (time.perf_counter_ns() - t3) / 1e6
+        timings["total"] = (time.perf_counter_ns() - t0) / 1e6
+        self.last_timings_ms = timings
+        return selected, withheld
+
+    # -- 1. carry -------------------------------------------------------------------------
+
+    def _carry(self, image: ImageBGR, track_ids: list[int], gap: int,
+               timings: dict[str, float]) -> list[Observation]:
+        """Meshes on ROIs from each followed track's last landmarks, ``gap`` frames on."""
+        if not track_ids:
+            return []
+        t = time.perf_counter_ns()
+        velocities = self.tracker.velocities_px()
+        rois: list[Roi] = []
+        for tid in track_ids:
+            vx, vy = velocities.get(tid, (0.0, 0.0))
+            rois.append(roi_from_landmarks(self._marks[tid]).shifted(vx * gap, vy * gap))
+        meshes = self.networks.landmarks(image, rois)
+        # A face moving faster than its track predicts sits off the ROI's centre, and the
+        # mesh of an off-centre face lags it (about half the offset, measured): look once
+        # more, centred where the mesh found it, rather than fall further behind each frame.
+        for i, (roi, mesh) in enumerate(zip(rois, meshes, strict=True)):
+            if mesh is None:
+                continue
+            again = roi_from_landmarks(mesh.landmarks_xy)
+            offset_px = math.hypot(again.center_x_px - roi.center_x_px,
+                                   again.center_y_px - roi.center_y_px)
+            if offset_px > _RECENTER_FRACTION * roi.size_px:
+                meshes[i] = self.networks.landmarks(image, [again])[0] or mesh
+        timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
+        return [mesh_observation(m, self._scores.get(tid, 1.0), tid)
+                for tid, m in zip(track_ids, meshes, strict=True) if m is not None]
+
+    # -- 2. detect ------------------------------------------------------------------------
+
+    def _detect(self, image: ImageBGR, index: int, first: bool, contested: bool,
+                timings: dict[str, float]) -> tuple[Faces | None, SearchResult | None]:
+        """This frame's whole-frame detections (None when not run) and a tile search result
+        (this frame's, or in live mode an older frame's; None when none is ready)."""
+        cfg = self.config
+        whole: Faces | None = None
+        t = time.perf_counter_ns()
+        if cfg.detect_each_frame or first or contested:
+            whole = self.networks.detect(image)
+            timings["detect"] = (time.perf_counter_ns() - t) / 1e6
+        searched: SearchResult | None = None
+        due = self._since_search + 1 >= cfg.detect_every_n_frames
+        t = time.perf_counter_ns()
+        if first:  # nothing is known yet: look everywhere, now
+            searched = (self.background.search_now(image, all_tiles=True)
+                        if self.background is not None
+                        else self.search.search(image, all_tiles=True))
+            self._since_search = 0
+        elif self.background is None:
+            if due:
+                searched = self.search.search(image)
+                self._since_search = 0
+            else:
+                self._since_search += 1
+        else:
+            done = self.background.take()
+            if done is not None:
+                searched = self._late = SearchResult(done.faces, done.searched_xyxy)
+            if due and self.background.submit(index, image):
+                self._since_search = 0
+            else:
+                self._since_search += 1
+        if searched is not None:
+            timings["search"] = (time.perf_counter_ns() - t) / 1e6
+        if whole is None and searched is not None and not cfg.detect_each_frame:
+            # without a whole-frame pass of its own, the search's whole frame stands for it
+            whole = searched.faces if self.background is None else None
+        return whole, searched
+
+    def _split_weak(self, whole: Faces | None) -> tuple[Faces | None, np.ndarray]:
+        """This frame's detections as candidates (confident) and as evidence (weak: below the
+        tracker's high_score_threshold, e.g. a half-hidden face) boxes (M, 4)."""
+        if whole is None:
+            return None, np.zeros((0, 4), np.float32)
+        weak = whole.scores < self.tracker_settings.high_score_threshold
+        return whole[~weak], whole.boxes_xyxy[weak]
+
+    # -- 3. admit -------------------------------------------------------------------------
+
+    def _observe(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
+                 searched: SearchResult | None, index: int,
+                 timings: dict[str, float]) -> list[Observation]:
+        """Every face of this frame: followed (mesh) first, then box-only ones."""
+        followed = self._verified(image, carried, whole, timings)
+        if any_overlap(followed) and whole is not None:
+            # crossing: a carried mesh may have slid onto the face in front; a mesh from
+            # each detection there decides, the carried ones no detection repeats stay
+            near = [i for i in range(len(whole))
+                    if overlaps(whole.boxes_xyxy[i], [o.box_xyxy for o in followed])]
+            fresh = self._meshes_for(image, whole, near, timings)
+            followed = dedupe([o for o in fresh if o.mesh is not None] + followed)
+        candidates: list[Candidate] = []
+        if whole is not None:
+            candidates += [Candidate(whole.boxes_xyxy[i], float(whole.scores[i]),
+                                     whole.keypoints_xy[i]) for i in range(len(whole))]
+        if searched is not None:
+            # a result the worker hands over describes an older frame: the face may have moved
+            stale = searched is self._late
+            f = searched.faces
+            candidates += [Candidate(f.boxes_xyxy[i], float(f.scores[i]), f.keypoints_xy[i],
+                                     from_search=True, stale=stale) for i in range(len(f))]
+        known = [o.box_xyxy for o in followed]
+        new = [c for c in merge_candidates(candidates) if not overlaps(c.box_xyxy, known)]
+        # Hysteresis: a followed face not carried this frame (or lost a while) keeps its
+        # place; a detection on it is that face found again and goes first.
+        holders = self._place_holders({o.carried_from for o in followed})
+        returning = [overlaps(c.box_xyxy, holders) for c in new]
+        reserved = sum(1 for b in holders
+                       if not overlaps(b, [c.box_xyxy for c, r in zip(new, returning,
+                                                                         strict=True) if r]))
+        slots = self.config.max_faces - len(followed) - reserved
+        admitted: list[Observation] = []
+        box_only: list[tuple[Observation, bool]] = []  # (observation, remember it)
+        order = [c for _, c in sorted(zip(returning, new, strict=True),
+                                      key=lambda rc: (not rc[0], -rc[1].score))]
+        t = time.perf_counter_ns()
+        for c in order:
+            box = np.asarray(c.box_xyxy, np.float32)
+            if slots <= 0:
+                box_only.append((Observation(box, c.score, reason=Unswappable.OVER_MAX),
+                                 c.from_search))
+                continue
+            mesh = self.networks.landmarks(image, [roi_from_detection(box, c.keypoints_xy)])[0]
+            if mesh is not None:
+                o = mesh_observation(mesh, c.score, -1)
+                if not overlaps(o.box_xyxy, [p.box_xyxy for p in followed + admitted]):
+                    admitted.append(o)
+                    slots -= 1
+                # else: the mesh landed on a followed face: that face, seen again
+            elif not c.stale:  # a stale box with no face in it now: the face moved on
+                box_only.append((Observation(box, c.score, reason=Unswappable.NO_MESH),
+                                 c.from_search))
+        timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
+        obs = followed + admitted
+        seen = [o.box_xyxy for o in obs] + ([] if whole is None else list(whole.boxes_xyxy))
+        kept = self._box_only.update(box_only, seen, searched)
+        return obs + [o for o, _ in box_only] + kept
+
+    def _verified(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
+                  timings: dict[str, float]) -> list[Observation]:
+        """Carried meshes checked against this frame's detections: one that only partly
+        overlaps a detection has slid off its face (the track's motion overshot a stop, or a
+        jump under load) and is run again on that detection's ROI. A carried mesh no detection
+        overlaps stays (a face the detector misses this frame)."""
+        if whole is None or len(whole) == 0 or not carried:
+            return list(carried)
+        iou = iou_matrix(np.stack([o.box_xyxy for o in carried]), whole.boxes_xyxy)
+        owner = np.argmax(iou, axis=0)  # the carried face each detection overlaps most
+        h, w = image.shape[:2]
+        out = []
+        for i, o in enumerate(carried):
+            j = int(np.argmax(iou[i]))
+            # a detection on another followed face (two people crossing: the one behind
+            # overlaps the one in front) is that face's, not a sign this one slid; at the
+            # frame's edge a detection sees only the part inside, the carried mesh the face
+            if (not _SLID_IOU[0] < iou[i, j] < _SLID_IOU[1] or owner[j] != i
+                    or share_inside(o.box_xyxy, w, h) < 1.0
+                    or share_inside(whole.boxes_xyxy[j], w, h) < 1.0
+                    or at_edge(whole.boxes_xyxy[j], w, h)):
+                out.append(o)
+                continue
+            t = time.perf_counter_ns()
+            mesh = self.networks.landmarks(image, [roi_from_detection(
+                whole.boxes_xyxy[j], whole.keypoints_xy[j])])[0]
+            timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
+            out.append(o if mesh is None else mesh_observation(mesh, o.score, o.carried_from))
+        return out
+
+    def _place_holders(self, carried_ids: set[int]) -> list[np.ndarray]:
+        """Boxes of the followed faces that hold a place without being seen this frame: those
+        followed last frame whose carry failed now, and lost ones still covered."""
+        boxes = [boxes_from_landmarks(m[None])[0] for tid, m in self._marks.items()
+                 if tid not in carried_ids]
+        return boxes + self._hidden.holders(exclude=set(self._marks))
+
+    def _meshes_for(self, image: ImageBGR, dets: Faces, which: list[int],
+                    timings: dict[str, float]) -> list[Observation]:
+        t = time.perf_counter_ns()
+        meshes = self.networks.landmarks(image, [
+            roi_from_detection(dets.boxes_xyxy[i], dets.keypoints_xy[i]) for i in which])
+        timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
+        return [mesh_observation(m, float(dets.scores[i]), -1) if m is not None
+                else Observation(dets.boxes_xyxy[i], float(dets.scores[i]))
+                for i, m in zip(which, meshes, strict=True)]
+
+    # -- 4. track, smooth, output ---------------------------------------------------------
+
+    def _assemble(self, obs: list[Observation], result: TrackResult, dt_s: float,
+                  size: tuple[int, int], index: int, weak: np.ndarray,
+                  ) -> tuple[Faces, WithheldFaces]:
+        alive = {int(t) for t in result.track_ids} | {int(t) for t in result.pending_track_ids}
+        self._marks = {}
+        used: set[int] = set()
+        rows: list[tuple[int, Observation, bool]] = []  # confirmed, followed
+        held: list[tuple[int, Observation, Unswappable]] = []
+        for tid, det, new in zip(result.track_ids, result.det_indices, result.is_new,
+                                 strict=True):
+            o = obs[int(det)]
+            used.add(int(det))
+            if o.mesh is not None:
+                rows.append((int(tid), o, bool(new)))
+            else:
+                held.append((int(tid), o, o.reason))
+        for tid, det in zip(result.pending_track_ids, result.pending_det_indices, strict=True):
+            o = obs[int(det)]
+            used.add(int(det))
+            held.append((int(tid), o, Unswappable.PENDING if o.mesh is not None else o.reason))
+        for j, o in enumerate(obs):  # seen, but no track took it (weak, or a duplicate)
+            if j not in used:
+                held.append((-1, o, Unswappable.PENDING if o.mesh is not None else o.reason))
+        for tid, o, _ in [(t, o, r) for t, o, r in held if t >= 0 and o.mesh is not None]:
+            # pending faces are carried too, so the next frame can confirm them
+            self._marks[tid] = o.mesh.landmarks_xy  # type: ignore[union-attr]
+            self._scores[tid] = o.score
+        for tid, o, _ in rows:
+            assert o.mesh is not None
+            self._marks[tid] = o.mesh.landmarks_xy
+            # a carried observation keeps the score of the detection that started it
+            self._scores[tid] = o.score
+        self._last_marks.update(self._marks)
+        lost = self._hidden.update(self.tracker.lost_tracks(), self._last_marks, size, index,
+                                   alive, weak, [o.box_xyxy for o in obs])
+        keep = alive | {lt.track_id for lt in self.tracker.lost_tracks()} | self._hidden.ids
+        for d in (self._scores, self._last_marks):
+            for tid in [t for t in d if t not in keep]:
+                del d[tid]
+        faces = self._smoothed([(t, o, n) for t, o, n in rows], dt_s)
+        withheld = WithheldFaces.concat([as_withheld(held), lost])
+        return faces, withheld
+
+    def _smoothed(self, rows: list[tuple[int, Observation, bool]], dt_s: float) -> Faces:
+        self.smoother.keep_only({t for t, _, _ in rows})
+        if not rows:
+            return Faces.empty()
+        xy_out, z_out, score_out = [], [], []
+        for tid, o, new in rows:
+            assert o.mesh is not None
+            if new:
+                self.smoother.reset(tid)
+            if self.config.smoothing:
+                xy, z = self.smoother.smooth(tid, o.mesh.landmarks_xy, o.mesh.landmarks_z, dt_s)
+            else:
+                xy, z = o.mesh.landmarks_xy, o.mesh.landmarks_z
+            xy_out.append(xy)
+            z_out.append(z)
+            score_out.append(o.score)
+        xy_arr = np.stack(xy_out).astype(np.float32)
+        return Faces(boxes_xyxy=boxes_from_landmarks(xy_arr),
+                     scores=np.array(score_out, np.float32),
+                     keypoints_xy=six_keypoints(xy_arr), landmarks_xy=xy_arr,
+                     landmarks_z=np.stack(z_out).astype(np.float32),
+                     track_ids=np.array([t for t, _, _ in rows], np.int64))
+

@@ -1,0 +1,287 @@
+"""Fail closed: what the viewer sees where a face is in the frame but is not swapped in it.
+
+A face can be present and yet not swappable in a frame: found this frame and not yet confirmed,
+lost for a few frames, turned past the swap's limit, beyond ``analysis.max_faces``, its identity
+still loading, the swap stage failed (:class:`~livecam.core.types.Unswappable` names them all).
+``swap.unswappable`` says what is drawn there instead:
+
+- ``hold`` (default): the face's last good swap, moved onto where the face is now (a similarity
+  transform from the landmarks it was swapped with to the current ones), for up to
+  ``swap.hold_frames`` frames since that swap; after that, or for a face never swapped, the
+  cover.
+- ``cover``: the cover at once.
+- ``real``: the real face (livecam's behaviour before fail-closed; an explicit choice, like
+  bypass).
+
+The cover (``swap.cover``) is the face region (the mesh's hull, or an ellipse in the box where
+no mesh is known, grown by a margin) shown at ``swap.cover_cells`` cells across the face:
+``blur`` smooths the cells, ``pixelate`` shows them as blocks. Either way no detail finer than a
+cell survives, which is what identifies a person (see docs and ``livecam.testing.leak_judge``).
+
+:class:`FaceCover` is the one piece every swap path uses (classic, CPU neural, the scheduler
+after a stage error; the GPU pipeline later): ``cover_into(image, withheld, frame_index)``.
+One instance per stage; only the thread that runs that stage calls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from livecam.core.types import Faces, ImageBGR, Unswappable, WithheldFaces
+
+UNSWAPPABLE_MODES = ("hold", "cover", "real")
+COVER_STYLES = ("blur", "pixelate")
+
+# The cover reaches this far beyond the face (fraction of its size): the mesh's hull stops at
+# the hairline and jaw, and a lost face may have moved a little from where it is predicted.
+_MARGIN = 0.2
+# Whole-frame cover (a stage failed before faces were known): cells across the frame width.
+_FRAME_CELLS = 24
+_FEATHER = 0.06  # soft edge of the cover and of a held swap, fraction of the face size
+_HOLD_POINTS = slice(None, None, 4)  # every 4th mesh point fits the similarity (117 of 468)
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A face's last good swap: ``patch_bgr`` cut from the output at ``origin_xy``, the
+    ``landmarks_xy`` (K, 2) (or NaN) and ``box_xyxy`` it was swapped at, ``frame_index``."""
+
+    frame_index: int
+    patch_bgr: ImageBGR
+    origin_xy: tuple[int, int]
+    landmarks_xy: npt.NDArray[np.float32]
+    box_xyxy: npt.NDArray[np.float32]
+
+
+class FaceCover:
+    """Covers withheld faces (see the module docstring). Construct cheaply; no ``open``.
+
+    ``mode`` is ``swap.unswappable``, ``style`` ``swap.cover``, ``cells`` ``swap.cover_cells``,
+    ``hold_frames`` ``swap.hold_frames``.
+    """
+
+    def __init__(self, *, mode: str = "hold", style: str = "blur", cells: int = 6,
+                 hold_frames: int = 8) -> None:
+        if mode not in UNSWAPPABLE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(UNSWAPPABLE_MODES)}, got {mode!r}")
+        if style not in COVER_STYLES:
+            raise ValueError(f"style must be one of {', '.join(COVER_STYLES)}, got {style!r}")
+        self.mode = mode
+        self.style = style
+        self.cells = max(2, int(cells))
+        self.hold_frames = max(0, int(hold_frames))
+        self._held: dict[int, _Held] = {}
+
+    @classmethod
+    def from_config(cls, swap: object) -> FaceCover:
+        """From the ``swap`` config section."""
+        return cls(mode=swap.unswappable, style=swap.cover,  # type: ignore[attr-defined]
+                   cells=swap.cover_cells, hold_frames=swap.hold_frames)  # type: ignore[attr-defined]
+
+    @property
+    def shows_real_faces(self) -> bool:
+        """True for ``unswappable: real``: nothing is ever covered."""
+        return self.mode == "real"
+
+    # -- hold -----------------------------------------------------------------------------
+
+    def remember(self, out_bgr: ImageBGR, faces: Faces, frame_index: int) -> None:
+        """Keep each tracked face's swap as drawn in ``out_bgr`` (after the swap), for ``hold``.
+
+        ``faces`` are the faces swapped fully in this frame (with landmarks). Entries older than
+        ``hold_frames`` are dropped, so memory stays bounded by the faces on screen.
+        """
+        if self.mode != "hold" or self.hold_frames == 0:
+            return
+        for tid in [t for t, h in self._held.items()
+                    if frame_index - h.frame_index > self.hold_frames]:
+            del self._held[tid]
+        h, w = out_bgr.shape[:2]
+        marks = faces.landmarks_xy if faces.has_landmarks else None
+        for i in range(len(faces)):
+            tid = int(faces.track_ids[i])
+            if tid < 0:
+                continue
+            box = faces.boxes_xyxy[i]
+            x0, y0, x1, y1 = _grown_box(box, _MARGIN + _FEATHER, w, h)
+            if x1 <= x0 or y1 <= y0:
+                continue
+            lm = marks[i] if marks is not None else np.full((0, 2), np.nan, np.float32)
+            self._held[tid] = _Held(frame_index, out_bgr[y0:y1, x0:x1].copy(), (x0, y0),
+                                    lm.astype(np.float32), box.astype(np.float32))
+
+    # -- cover ----------------------------------------------------------------------------
+
+    def cover(self, image_bgr: ImageBGR, withheld: WithheldFaces,
+              frame_index: int) -> ImageBGR:
+        """A new image: ``image_bgr`` with every withheld face covered (the same array when
+        there is nothing to do)."""
+        if len(withheld) == 0 or self.shows_real_faces:
+            return image_bgr
+        out = image_bgr.copy()
+        self.cover_into(out, withheld, frame_index)
+        return out
+
+    def cover_into(self, out_bgr: ImageBGR, withheld: WithheldFaces, frame_index: int) -> None:
+        """Cover every withheld face in ``out_bgr`` (H, W, 3) uint8, in place.
+
+        Faces are drawn in order; a face whose hold is still fresh gets its held swap, the
+        others the cover.
+        """
+        if self.shows_real_faces:
+            return
+        for i in range(len(withheld)):
+            marks = withheld.landmarks_xy[i] if withheld.landmarks_xy.shape[1] else None
+            if marks is not None and not np.isfinite(marks).all():
+                marks = None
+            box = withheld.boxes_xyxy[i]
+            if not np.isfinite(box).all():
+                continue
+            region = _region_mask(box, marks, out_bgr.shape[1], out_bgr.shape[0])
+            if region is None:
+                continue
+            mask, (x0, y0) = region
+            held = self._held.get(int(withheld.track_ids[i])) if self.mode == "hold" else None
+            fresh = held is not None and frame_index - held.frame_index <= self.hold_frames
+            self._cells_into(out_bgr, mask, x0, y0, box)
+            if fresh and held is not None:
+                _paste_held(out_bgr, held, box, marks)
+
+    def cover_frame(self, image_bgr: ImageBGR) -> ImageBGR:
+        """The whole frame covered (a stage failed before the faces in it were known)."""
+        if self.shows_real_faces:
+            return image_bgr
+        h, w = image_bgr.shape[:2]
+        cells_w = _FRAME_CELLS
+        cells_h = max(1, round(_FRAME_CELLS * h / max(w, 1)))
+        small = cv2.resize(image_bgr, (cells_w, cells_h), interpolation=cv2.INTER_AREA)
+        interp = cv2.INTER_NEAREST if self.style == "pixelate" else cv2.INTER_LINEAR
+        return np.asarray(cv2.resize(small, (w, h), interpolation=interp), np.uint8)
+
+    def _cells_into(self, out_bgr: ImageBGR, mask: npt.NDArray[np.float32], x0: int, y0: int,
+                    box: np.ndarray) -> None:
+        """The cells of the region under ``mask`` (at x0, y0) blended into ``out_bgr``."""
+        mh, mw = mask.shape
+        crop = out_bgr[y0:y0 + mh, x0:x0 + mw]
+        face_w = max(float(box[2] - box[0]), 1.0)
+        # cells are sized on the face, not on the (grown) region, so a face gets the same
+        # coarseness whatever the margin
+        cell_px = max(face_w / self.cells, 1.0)
+        cw, ch = max(1, round(mw / cell_px)), max(1, round(mh / cell_px))
+        small = cv2.resize(crop, (cw, ch), interpolation=cv2.INTER_AREA)
+        if self.style == "pixelate":
+            coarse = cv2.resize(small, (mw, mh), interpolation=cv2.INTER_NEAREST)
+        else:
+            # bilinear from the cells, then a blur of one cell: no cell edges remain
+            coarse = cv2.resize(small, (mw, mh), interpolation=cv2.INTER_LINEAR)
+            k = max(3, int(cell_px) | 1)
+            coarse = cv2.GaussianBlur(coarse, (k, k), 0)
+        _blend_into(crop, np.asarray(coarse, np.uint8), mask)
+
+
+def _grown_box(box: np.ndarray, grow: float, w: int, h: int) -> tuple[int, int, int, int]:
+    bw, bh = float(box[2] - box[0]), float(box[3] - box[1])
+    pad_x, pad_y = grow * bw, grow * bh
+    return (max(0, int(np.floor(box[0] - pad_x))), max(0, int(np.floor(box[1] - pad_y))),
+            min(w, int(np.ceil(box[2] + pad_x))), min(h, int(np.ceil(box[3] + pad_y))))
+
+
+def _region_mask(box: np.ndarray, marks: np.ndarray | None, w: int, h: int,
+                 margin: float = _MARGIN,
+                 ) -> tuple[npt.NDArray[np.float32], tuple[int, int]] | None:
+    """Soft (h, w) float32 mask in [0, 1] of the region to cover and its top-left corner: the
+    landmarks' hull (or the box's ellipse) grown by ``margin``, feathered outwards; None when
+    it lies outside the frame."""
+    x0, y0, x1, y1 = _grown_box(box, _MARGIN + _FEATHER, w, h)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    size = max(float(box[2] - box[0]), float(box[3] - box[1]), 1.0)
+    hard = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    if marks is not None and len(marks) >= 3:
+        centre = marks.mean(axis=0)
+        hull = cv2.convexHull(marks.astype(np.float32)).reshape(-1, 2)
+        grown = centre + (hull - centre) * (1.0 + 2.0 * margin)
+        pts = np.round((grown - (x0, y0)) * 16).astype(np.int32)
+        cv2.fillPoly(hard, [pts], (255,), cv2.LINE_8, 4)
+    else:
+        cx, cy = 0.5 * (box[0] + box[2]) - x0, 0.5 * (box[1] + box[3]) - y0
+        ax = 0.5 * float(box[2] - box[0]) * (1.0 + 2.0 * margin)
+        ay = 0.5 * float(box[3] - box[1]) * (1.0 + 2.0 * margin)
+        cv2.ellipse(hard, (round(float(cx)), round(float(cy))), (round(ax), round(ay)), 0.0, 0.0,
+                    360.0, (255,), -1)
+    # the feather grows outwards: the hard region itself is covered fully
+    k = max(3, int(_FEATHER * size) | 1)
+    grown_hard = cv2.dilate(hard, np.ones((k, k), np.uint8))
+    soft = cv2.GaussianBlur(grown_hard.astype(np.float32) * (1.0 / 255.0), (k, k), 0)
+    soft = np.maximum(soft, hard.astype(np.float32) * (1.0 / 255.0))
+    return np.asarray(soft, np.float32), (x0, y0)
+
+
+def _blend_into(dst: np.ndarray, src: np.ndarray, alpha: npt.NDArray[np.float32]) -> None:
+    a = alpha[:, :, None]
+    dst[...] = (src.astype(np.float32) * a + dst.astype(np.float32) * (1.0 - a) + 0.5).astype(
+        np.uint8)
+
+
+def _paste_held(out_bgr: ImageBGR, held: _Held, box: np.ndarray,
+                marks: np.ndarray | None) -> None:
+    """Draw ``held``'s patch moved onto the face at ``box``/``marks`` (similarity transform),
+    masked to the held face's own region so what was around it then is not pasted now."""
+    h, w = out_bgr.shape[:2]
+    matrix = None
+    if marks is not None and held.landmarks_xy.shape == marks.shape and np.isfinite(
+            held.landmarks_xy).all():
+        matrix, _ = cv2.estimateAffinePartial2D(
+            np.ascontiguousarray(held.landmarks_xy[_HOLD_POINTS], np.float32),
+            np.ascontiguousarray(marks[_HOLD_POINTS], np.float32), method=cv2.LMEDS)
+    if matrix is None:  # box to box: scale by width, move centre onto centre
+        s = float(box[2] - box[0]) / max(float(held.box_xyxy[2] - held.box_xyxy[0]), 1.0)
+        cx_o, cy_o = 0.5 * (held.box_xyxy[:2] + held.box_xyxy[2:])
+        cx_n, cy_n = 0.5 * (box[:2] + box[2:])
+        matrix = np.array([[s, 0.0, cx_n - s * cx_o], [0.0, s, cy_n - s * cy_o]])
+    # patch pixel -> frame pixel
+    ox, oy = held.origin_xy
+    to_frame = matrix @ np.array([[1.0, 0.0, ox], [0.0, 1.0, oy], [0.0, 0.0, 1.0]])
+    # only the held face itself (no margin): around it the cover drawn first stays
+    region = _region_mask(held.box_xyxy, held.landmarks_xy if np.isfinite(
+        held.landmarks_xy).all() and len(held.landmarks_xy) else None, 1 << 30, 1 << 30,
+        margin=0.0)
+    if region is None:
+        return
+    mask_old, (mx0, my0) = region
+    ph, pw = held.patch_bgr.shape[:2]
+    # the held region's mask in patch coordinates (the patch was cut at the same grown box)
+    mask = np.zeros((ph, pw), np.float32)
+    dx, dy = mx0 - ox, my0 - oy
+    mh, mw = mask_old.shape
+    sx0, sy0 = max(0, -dx), max(0, -dy)
+    tx0, ty0 = max(0, dx), max(0, dy)
+    cw, ch = min(mw - sx0, pw - tx0), min(mh - sy0, ph - ty0)
+    if cw <= 0 or ch <= 0:
+        return
+    mask[ty0:ty0 + ch, tx0:tx0 + cw] = mask_old[sy0:sy0 + ch, sx0:sx0 + cw]
+    corners = np.array([[0, 0, 1], [pw, 0, 1], [0, ph, 1], [pw, ph, 1]],
+                       np.float64) @ to_frame.T
+    fx0 = max(0, int(np.floor(corners[:, 0].min())))
+    fy0 = max(0, int(np.floor(corners[:, 1].min())))
+    fx1, fy1 = min(w, int(np.ceil(corners[:, 0].max()))), min(h, int(np.ceil(corners[:, 1].max())))
+    if fx1 <= fx0 or fy1 <= fy0:
+        return
+    local = to_frame.copy()
+    local[:, 2] -= (fx0, fy0)
+    size = (fx1 - fx0, fy1 - fy0)
+    patch = cv2.warpAffine(held.patch_bgr, local, size, flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+    alpha = cv2.warpAffine(mask, local, size, flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_CONSTANT, borderValue=(0.0,))
+    _blend_into(out_bgr[fy0:fy1, fx0:fx1], np.asarray(patch, np.uint8),
+                np.asarray(alpha, np.float32))
+
+
+def withheld_reason_names(reasons: npt.ArrayLike) -> list[str]:
+    """Lower-case names of :class:`Unswappable` codes (for logs and JSON)."""
+    return [Unswappable(int(r)).name.lower() for r in np.asarray(reasons).ravel()]

@@ -1,0 +1,119 @@
+"""Run a leak clip through ``livecam run`` as a user would, in live mode, and judge the output.
+
+:class:`LeakBench` owns a scratch folder with its own user data/config/cache dirs (nothing
+touches the real home), an identity made from skimage's astronaut with ``livecam identity
+add``, and the clips written as H.264 files. :meth:`LeakBench.measure` runs
+
+    livecam run --input file:CLIP --output file:OUT --identity astro --frames N
+                --set capture.loop=true ... (the clip's and the caller's --set)
+
+in a subprocess (the ``livecam`` command's own entry point), live mode (the default
+``pipeline.realtime: true``: the file is paced at its 30 fps like a camera, frames are dropped
+and repeated as the machine's load dictates; it plays :data:`PASSES` times and the run stops
+after as many output frames, plus the black ones at start-up), then decodes the output and
+hands it to
+:func:`livecam.testing.leak_judge.judge`. Used by ``scripts/leak_table.py`` and ``tests/leak``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from livecam.core.types import ImageBGR
+from livecam.testing.clips import FrameTruth
+from livecam.testing.leak_clips import LeakClip, decode, write_clip
+from livecam.testing.leak_judge import LeakReport, judge
+
+IDENTITY = "astro"
+#: The clip plays this many times (``capture.loop``, as a camera never stops): start-up under
+#: load (black frames until the first result) may eat much of the first pass, never the second,
+#: and the jump back to frame 0 is one more scene cut to get right.
+PASSES = 2
+#: Output frames sent beyond the passes: the black frames before the first result.
+EXTRA_FRAMES = 30
+_RUN_SETTINGS = ("capture.loop=true", "control.api=false", "control.hotkeys=false",
+                 "pipeline.status_interval_s=0", "output.file_crf=14")
+
+
+@dataclass
+class Measured:
+    """One run: the judge's report, the run's wall time and its log's last lines."""
+
+    clip: str
+    settings: tuple[str, ...]
+    report: LeakReport
+    wall_s: float
+    log_tail: str
+
+
+class LeakBench:
+    """A scratch home for leak runs (see the module docstring). ``livecam_path``: run the
+    ``livecam`` package found there instead of this one (a checkout to compare with). Any one
+    thread."""
+
+    def __init__(self, root: Path, *, livecam_path: Path | None = None) -> None:
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ, XDG_DATA_HOME=str(root / "data"),
+                        XDG_CONFIG_HOME=str(root / "config"), XDG_CACHE_HOME=str(root / "cache"))
+        if livecam_path is not None:  # measure another checkout (e.g. before a change)
+            self.env["PYTHONPATH"] = str(livecam_path)
+        else:  # this process's livecam, wherever it was imported from
+            import livecam
+
+            here = str(Path(livecam.__file__).resolve().parents[1])
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+        self._clips: dict[str, tuple[Path, list[FrameTruth], list[ImageBGR]]] = {}
+
+    def livecam(self, *args: str, timeout_s: float = 600.0) -> subprocess.CompletedProcess[str]:
+        # cwd: ``python -m`` puts the working directory first on sys.path, where a checkout
+        # would shadow the package asked for (``livecam_path``)
+        return subprocess.run([sys.executable, "-m", "livecam.cli", *args], capture_output=True,
+                              text=True, timeout=timeout_s, env=self.env, check=False,
+                              cwd=self.root)
+
+    def add_identity(self) -> None:
+        """``livecam identity add astro astronaut.png --force`` (93 px face: a warning only)."""
+        import cv2
+        from skimage import data
+
+        photo = self.root / "astronaut.png"
+        cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
+        done = self.livecam("identity", "add", IDENTITY, str(photo), "--force")
+        if done.returncode != 0:
+            raise RuntimeError(f"identity add failed: {done.stderr[-2000:]}")
+
+    def clip_file(self, clip: LeakClip) -> tuple[Path, list[FrameTruth], list[ImageBGR]]:
+        """The clip as an H.264 file, its truth, and its frames as decoded (what livecam sees)."""
+        if clip.name not in self._clips:
+            path = self.root / f"{clip.name}.mp4"
+            truth = write_clip(clip, path)
+            self._clips[clip.name] = (path, truth, decode(path))
+        return self._clips[clip.name]
+
+    def measure(self, clip: LeakClip, *settings: str) -> Measured:
+        """Run ``clip`` through ``livecam run`` (live mode) with ``settings`` and judge it."""
+        path, truth, inputs = self.clip_file(clip)
+        tag = "_".join(s.replace("=", "-").replace(".", "-") for s in settings) or "default"
+        out = self.root / f"{clip.name}__{tag}.out.mp4"
+        sets = [x for s in (*_RUN_SETTINGS, *clip.settings, *settings) for x in ("--set", s)]
+        t0 = time.perf_counter()
+        done = self.livecam("run", "--input", f"file:{path}", "--output", f"file:{out}",
+                            "--identity", IDENTITY,
+                            "--frames", str(PASSES * len(inputs) + EXTRA_FRAMES),
+                            *sets)
+        wall_s = time.perf_counter() - t0
+        if done.returncode != 0:
+            raise RuntimeError(f"livecam run failed ({done.returncode}): {done.stderr[-3000:]}")
+        outputs = decode(out)
+        report = judge(inputs, truth, outputs)
+        return Measured(clip.name, tuple(settings), report, wall_s,
+                        "\n".join(done.stderr.strip().splitlines()[-3:]))

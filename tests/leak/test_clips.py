@@ -1,0 +1,50 @@
+"""The leak clips' ground truth: who is visible where, how much of them, from which frame."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from livecam.testing import framecode
+from livecam.testing.clips import FrameTruth
+from livecam.testing.leak_clips import SIZE, LeakClip
+from livecam.testing.leak_judge import first_full_view
+
+
+@pytest.fixture(scope="module")
+def truths(clips: dict[str, LeakClip]) -> dict[str, list[FrameTruth]]:
+    return {name: [t for _, t in clip.frames()] for name, clip in clips.items()}
+
+
+def test_every_clip_is_numbered_and_keeps_faces_off_the_code(
+        clips: dict[str, LeakClip], truths: dict[str, list[FrameTruth]]) -> None:
+    _, y0, x1, _ = framecode.code_box_xyxy(SIZE)
+    for name, clip in clips.items():
+        frames = list(clip.frames())
+        assert len(frames) == clip.n_frames == len(truths[name])
+        assert [framecode.read(f) for f, _ in frames[:3]] == [0, 1, 2], name
+        for t in truths[name]:
+            for box in t.boxes_xyxy:
+                assert box[3] < y0 or box[0] > x1, name  # no face over the frame code
+
+
+def test_the_scenarios_are_what_they_say(truths: dict[str, list[FrameTruth]]) -> None:
+    assert all(len(t.ids) == 2 for t in truths["still_2"])
+    assert all(len(t.ids) == 6 and (t.fractions == 1).all() for t in truths["still_6"])
+    enter = truths["enter"]
+    assert enter[0].ids.tolist() == [1] and enter[-1].ids.tolist() == [1, 2]
+    full = first_full_view(enter)
+    assert full[1] == 0 and 5 < full[2] < 30  # the walker is whole only after walking in
+    leave = truths["leave_reenter"]
+    shown = [2 in t.ids or 1 in t.ids for t in leave]
+    assert shown[0] and not all(shown) and shown[-1]  # out, then back
+    turn = [t.boxes_xyxy[0] for t in truths["turn"]]
+    widths = np.array([b[2] - b[0] for b in turn])
+    assert widths.min() < 0.45 * widths[0]  # 70 degrees: a much narrower face
+    hidden = truths["half_hidden"]
+    assert min(t.fractions[0] for t in hidden) < 0.6 and hidden[0].fractions[0] > 0.97
+    half = min(hidden, key=lambda t: t.fractions[0])
+    mask = half.masks[0]
+    assert not mask[:, : mask.shape[1] // 3].any() and mask[:, -mask.shape[1] // 4:].all()
+    crossing = truths["crossing"]
+    assert min(len(t.ids) for t in crossing) == 1  # one hides the other for a while

@@ -1,0 +1,94 @@
+"""The leak judge on known outputs: the real face (also lightly blurred) is a leak; livecam's
+cover and swap are not; repeated, dropped, black and damaged frames are accounted for."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.core.types import Unswappable, WithheldFaces
+from livecam.swap.cover import FaceCover
+from livecam.testing import framecode
+from livecam.testing.clips import FrameTruth, box_region
+from livecam.testing.leak_clips import SIZE, LeakClip
+from livecam.testing.leak_judge import judge
+
+
+@pytest.fixture(scope="module")
+def still(clips: dict[str, LeakClip]) -> tuple[list[np.ndarray], list[FrameTruth]]:
+    frames = list(clips["still_2"].frames())[:4]
+    return [f for f, _ in frames], [t for _, t in frames]
+
+
+def _covered(image: np.ndarray, truth: FrameTruth) -> np.ndarray:
+    n = len(truth.ids)
+    withheld = WithheldFaces(truth.boxes_xyxy, np.full((n, 0, 2), np.nan, np.float32),
+                             truth.ids, np.full(n, Unswappable.PENDING, np.uint8))
+    return FaceCover(mode="cover").cover(image, withheld, 0)
+
+
+def _blurred(image: np.ndarray, truth: FrameTruth, fraction: float) -> np.ndarray:
+    out = image.copy()
+    for box in truth.boxes_xyxy:
+        x1, y1, x2, y2 = (int(v) for v in box)
+        out[y1:y2, x1:x2] = cv2.GaussianBlur(image[y1:y2, x1:x2], (0, 0),
+                                             fraction * (x2 - x1))
+    return out
+
+
+def test_the_real_face_and_a_light_blur_leak_a_cover_does_not(
+        still: tuple[list[np.ndarray], list[FrameTruth]]) -> None:
+    inputs, truth = still
+    real = judge(inputs, truth, inputs)
+    assert real.leaks_counted == real.faces_judged == 8
+    light = judge(inputs, truth, [_blurred(f, t, 0.02) for f, t in zip(inputs, truth,
+                                                                        strict=True)])
+    assert light.leaks_counted == 8  # a 2 % blur still shows who it is
+    covered = judge(inputs, truth, [_covered(f, t) for f, t in zip(inputs, truth, strict=True)])
+    assert covered.faces_judged == 8 and covered.leaks_counted == 0
+
+
+def test_output_frames_are_matched_to_the_input_frame_they_show(
+        still: tuple[list[np.ndarray], list[FrameTruth]]) -> None:
+    """Live mode: black start frames, repeats, drops, out of order never happens but the
+    judge reads each frame's own number, so it would not matter."""
+    inputs, truth = still
+    outputs = [np.zeros_like(inputs[0]), inputs[2], inputs[2], _covered(inputs[3], truth[3]),
+               np.full_like(inputs[0], 128)]
+    report = judge(inputs, truth, outputs)
+    assert report.shown == [None, 2, 2, 3, None]
+    assert report.black == 1 and report.unreadable == 1
+    assert [(v.output_frame, v.input_frame, v.leaked) for v in report.verdicts] == [
+        (1, 2, True), (1, 2, True), (2, 2, True), (2, 2, True), (3, 3, False), (3, 3, False)]
+    assert report.distinct_inputs == 2
+
+
+def test_only_the_visible_part_of_a_half_hidden_face_is_judged(
+        clips: dict[str, LeakClip]) -> None:
+    frames = list(clips["half_hidden"].frames())
+    t = min(range(len(frames)), key=lambda k: frames[k][1].fractions[0])
+    image, truth = frames[t]
+    inputs = [f for f, _ in frames]
+    truths = [tr for _, tr in frames]
+    x1, y1, x2, y2 = box_region(truth.boxes_xyxy[0], SIZE)
+    mask = truth.masks[0]
+    # the hidden half altered, the visible half real: still the real face
+    hidden_changed = image.copy()
+    region = hidden_changed[y1:y2, x1:x2]
+    region[~mask] = 255 - region[~mask]
+    outputs = [framecode.stamp(hidden_changed, t)]
+    assert judge(inputs, truths, outputs).leaks_counted == 1
+    # the visible half covered: no leak, whatever is under the board
+    covered = _covered(image, truth)
+    assert judge(inputs, truths, [covered]).leaks_counted == 0
+
+
+def test_frames_before_a_face_is_first_fully_seen_are_not_counted(
+        clips: dict[str, LeakClip]) -> None:
+    frames = list(clips["enter"].frames())
+    inputs, truths = [f for f, _ in frames], [t for _, t in frames]
+    report = judge(inputs, truths, inputs)  # everything real
+    walker = [v for v in report.verdicts if v.face_id == 2]
+    assert walker and any(not v.counted for v in walker) and any(v.counted for v in walker)
+    assert report.leaks_before_full_view == sum(1 for v in walker if not v.counted)

@@ -1,0 +1,68 @@
+"""No real face on the stream: every leak clip through ``livecam run`` in live mode, judged from
+the output's pixels (livecam.testing.leak_judge), with the default settings: no face-frame
+shows a real face from the first frame in which that face is fully visible.
+
+Runs the ``livecam`` command in a subprocess as a user does (``--input file:CLIP --output
+file:OUT --identity astro``), live mode: the file is paced at 30 fps like a camera and frames
+are dropped under load. The assertion is on leaks only, never on speed: on a loaded machine
+fewer frames reach the output, and each of them must still be swapped or covered (fail closed
+by construction). Before fail-closed (main at e82a6f0) these clips leaked 20-612 face-frames
+each (scripts/leak_table.py --settings before, docs/fail-closed.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from livecam.testing.leak_clips import LeakClip
+from livecam.testing.leak_run import LeakBench, Measured
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> LeakBench:
+    bench = LeakBench(tmp_path_factory.mktemp("leak"))
+    bench.add_identity()
+    return bench
+
+
+def _explain(m: Measured) -> str:
+    leaked = [(v.output_frame, v.input_frame, v.face_id, v.residual) for v in m.report.leaked]
+    return (f"{m.clip}: {m.report.leaks_counted} leaked face-frames (output frame, input "
+            f"frame, face, residual): {leaked[:12]}; log: {m.log_tail}")
+
+
+CLIPS = ("still_2", "still_6", "still_6_max4", "enter", "leave_reenter", "crossing", "turn",
+         "half_hidden")
+
+
+def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
+    assert set(CLIPS) == set(clips)
+
+
+@pytest.mark.parametrize("name", CLIPS)
+def test_no_face_is_shown_as_it_is(name: str, bench: LeakBench,
+                                   clips: dict[str, LeakClip]) -> None:
+    m = bench.measure(clips[name])
+    report = m.report
+    assert report.unreadable == 0, "output frames whose number cannot be read"
+    assert report.faces_judged > 0, f"nothing reached the output to judge: {m.log_tail}"
+    assert report.leaks_counted == 0, _explain(m)
+
+
+def test_real_shows_the_faces_it_cannot_swap(bench: LeakBench,
+                                             clips: dict[str, LeakClip]) -> None:
+    """``swap.unswappable: real`` (the explicit choice of the old behaviour): the two faces
+    beyond ``max_faces`` are shown as they are, and the judge sees it."""
+    m = bench.measure(clips["still_6_max4"], "swap.unswappable=real")
+    assert m.report.leaks_counted > 0
+    assert {v.face_id for v in m.report.leaked} <= set(range(1, 7))
+
+
+def test_the_clip_files_are_what_livecam_sees(bench: LeakBench,
+                                              clips: dict[str, LeakClip]) -> None:
+    path, truth, decoded = bench.clip_file(clips["still_2"])
+    assert Path(path).is_file() and len(decoded) == len(truth) == clips["still_2"].n_frames

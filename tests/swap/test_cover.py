@@ -1,0 +1,94 @@
+"""The fail-closed cover: what withheld faces look like, judged by the leak judge's own measure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from livecam.core.types import Faces, Unswappable, WithheldFaces
+from livecam.swap.cover import FaceCover, withheld_reason_names
+from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
+from livecam.testing.swap_eval import RealFace
+
+
+def _withheld(face: RealFace, reason: Unswappable = Unswappable.PENDING, *,
+              mesh: bool = True, track_id: int = 3) -> WithheldFaces:
+    xy = face.landmarks_xy
+    box = np.concatenate([xy.min(axis=0), xy.max(axis=0)])[None].astype(np.float32)
+    marks = xy[None] if mesh else np.full((1, 0, 2), np.nan, np.float32)
+    return WithheldFaces(box, marks.astype(np.float32), np.array([track_id], np.int64),
+                         np.array([reason], np.uint8))
+
+
+@pytest.mark.parametrize("style", ["blur", "pixelate"])
+@pytest.mark.parametrize("mesh", [True, False], ids=["mesh", "box-only"])
+def test_a_covered_face_no_longer_shows_the_person_and_nothing_else_changes(
+        by_label: dict[str, RealFace], style: str, mesh: bool) -> None:
+    face = by_label["t1-2"]
+    image = face.image_bgr
+    withheld = _withheld(face, mesh=mesh)
+    out = FaceCover(mode="cover", style=style).cover(image, withheld, 0)
+    assert out is not image and (image == face.image_bgr).all()  # input untouched
+    r = residual(image, out, withheld.boxes_xyxy[0])
+    assert r is not None and r > LEAK_RESIDUAL  # the judge sees no real face there
+    x1, y1, x2, y2 = withheld.boxes_xyxy[0]
+    w = x2 - x1
+    far = np.ones(image.shape[:2], bool)
+    far[max(0, int(y1 - w)):int(y2 + w), max(0, int(x1 - w)):int(x2 + w)] = False
+    assert (out[far] == image[far]).all()
+
+
+def test_real_draws_nothing(by_label: dict[str, RealFace]) -> None:
+    face = by_label["t1-2"]
+    cover = FaceCover(mode="real")
+    assert cover.cover(face.image_bgr, _withheld(face), 0) is face.image_bgr
+    assert cover.cover_frame(face.image_bgr) is face.image_bgr
+
+
+def test_hold_shows_the_last_swap_moved_with_the_face_then_the_cover(
+        by_label: dict[str, RealFace]) -> None:
+    """``hold``: for up to hold_frames after its last good swap a withheld face gets that swap,
+    moved onto where the face is now (here: 24 px to the right); after that, the cover."""
+    face = by_label["t1-2"]
+    image = face.image_bgr
+    xy = face.landmarks_xy
+    box = np.concatenate([xy.min(axis=0), xy.max(axis=0)])[None].astype(np.float32)
+    swapped = image.copy()
+    x1, y1, x2, y2 = box[0].astype(int)
+    swapped[y1:y2, x1:x2] = (0, 200, 0)  # a "swap" anyone can recognise
+    cover = FaceCover(mode="hold", hold_frames=3)
+    faces = Faces(boxes_xyxy=box, scores=np.ones(1, np.float32), landmarks_xy=xy[None],
+                  track_ids=np.array([3], np.int64))
+    cover.remember(swapped, faces, frame_index=10)
+    shift = np.array([24.0, 0.0], np.float32)
+    moved = WithheldFaces(box + np.r_[shift, shift], (xy + shift)[None].astype(np.float32),
+                          np.array([3], np.int64), np.array([Unswappable.LOST], np.uint8))
+    held = cover.cover(image, moved, frame_index=13)
+    inner = held[y1 + 10:y2 - 10, x1 + 24 + 10:x2 + 24 - 10].reshape(-1, 3).mean(axis=0)
+    assert np.abs(inner - (0, 200, 0)).max() < 20  # the held swap, moved
+    late = cover.cover(image, moved, frame_index=14)  # past hold_frames: the cover
+    inner_late = late[y1 + 10:y2 - 10, x1 + 34:x2 + 14].reshape(-1, 3).mean(axis=0)
+    assert np.abs(inner_late - (0, 200, 0)).max() > 60
+    r = residual(image, late, moved.boxes_xyxy[0])
+    assert r is not None and r > LEAK_RESIDUAL
+    other = WithheldFaces(moved.boxes_xyxy, moved.landmarks_xy, np.array([4], np.int64),
+                          moved.reasons)
+    never = cover.cover(image, other, frame_index=11)  # another track: nothing to hold
+    assert np.abs(never[y1 + 10:y2 - 10, x1 + 34:x2 + 14].reshape(-1, 3).mean(axis=0)
+                  - (0, 200, 0)).max() > 60
+
+
+def test_whole_frame_cover_leaves_no_face(by_label: dict[str, RealFace]) -> None:
+    face = by_label["t1-2"]
+    out = FaceCover().cover_frame(face.image_bgr)
+    assert out.shape == face.image_bgr.shape
+    r = residual(face.image_bgr, out, _withheld(face).boxes_xyxy[0])
+    assert r is not None and r > LEAK_RESIDUAL
+
+
+def test_reason_names_and_bad_settings() -> None:
+    assert withheld_reason_names([1, 2, 9]) == ["pending", "lost", "stage_error"]
+    with pytest.raises(ValueError, match="hold, cover, real"):
+        FaceCover(mode="show")
+    with pytest.raises(ValueError, match="blur, pixelate"):
+        FaceCover(style="mosaic")
