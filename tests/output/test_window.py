@@ -26,37 +26,24 @@ from typing import Any
 import numpy as np
 import pytest
 
+from livecam.testing import frame_code
 from tests.output.conftest import XScreen
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE_PX = (320, 240)
 CLIP_FRAMES = 120  # 4 s at 30 fps, looped by the file source
-BITS = 8  # bars 0-7: the index, most significant first; bars 8-15: its complement
-BAR_PX = SIZE_PX[0] // (2 * BITS)
+BITS = 8  # the frame code (livecam.testing.frame_code): 8 bars of bits, 8 of complements
 
 
 def coded_frame(index: int) -> np.ndarray:
-    """(240, 320, 3) uint8 BGR: 16 vertical bars, the index's bits then their complement."""
-    bits = [(index >> (BITS - 1 - b)) & 1 for b in range(BITS)]
-    levels = [255 * v for v in bits] + [255 * (1 - v) for v in bits]
-    row = np.repeat(np.array(levels, np.uint8), BAR_PX)
-    return np.repeat(np.tile(row[None, :], (SIZE_PX[1], 1))[:, :, None], 3, axis=2)
+    """(240, 320, 3) uint8 BGR: nothing but the code of ``index``."""
+    return frame_code.coded_frame(index, size_px=SIZE_PX, bits=BITS)
 
 
 def decode(image_bgr: np.ndarray) -> int | None:
     """The index shown in a grab of the window, or None (no frame drawn yet, a torn or blank
     image). The window may be scaled: bars are read at fractions of its width."""
-    h, w = image_bgr.shape[:2]
-    grey = image_bgr.mean(axis=2)
-    band = grey[int(h * 0.4): int(h * 0.6)]
-    values = [float(band[:, int(w * (i + 0.3) / 16): int(w * (i + 0.7) / 16)].mean())
-              for i in range(2 * BITS)]
-    if any(60 < v < 195 for v in values):
-        return None
-    bits = [v >= 128 for v in values]
-    if any(bits[i] == bits[i + BITS] for i in range(BITS)):
-        return None
-    return sum(int(b) << (BITS - 1 - i) for i, b in enumerate(bits[:BITS]))
+    return frame_code.read_code(image_bgr, bits=BITS)
 
 
 @pytest.fixture(scope="module")
