@@ -112,7 +112,7 @@ class SentFrames:
             frame_bgr, frame_code.draw_code(self.base_bgr, code, bits=BITS, box_xyxy=self.box))
         self.unswapped.append(same)
         x1, y1, x2, y2 = self.face_box
-        self.faces.append(frame_bgr[y1:y2, x1:x2].astype(np.int16))
+        self.faces.append(frame_bgr[y1:y2, x1:x2].copy())
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -160,10 +160,10 @@ def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: i
             faces = [sent.faces[k] for k, i in coded
                      if expected(i) == c.look and not sent.unswapped[k]]
             assert faces, f"no swapped frame for {c.look}"
-            references[c.look] = np.median(np.stack(faces), axis=0)
+            references[c.look] = np.median(np.stack(faces), axis=0).astype(np.float32)
     first = coded[0][0]
     if sent.unswapped[first]:
-        references_and_real = {**references, REAL: sent.faces[first]}
+        references_and_real = {**references, REAL: sent.faces[first].astype(np.float32)}
     else:
         references_and_real = dict(references)
     for a in references:
@@ -177,8 +177,8 @@ def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: i
             return REAL
         if not references:
             return "changed"
-        return min(references,
-                   key=lambda name: float(np.abs(sent.faces[k] - references[name]).mean()))
+        face = sent.faces[k].astype(np.float32)
+        return min(references, key=lambda name: float(np.abs(face - references[name]).mean()))
 
     wrong = [(k, i, look_of(k), expected(i)) for k, i in coded if look_of(k) != expected(i)]
     assert not wrong, ("(send position, input index, shows, should show) of frames in the "

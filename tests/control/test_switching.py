@@ -122,6 +122,11 @@ def test_select_and_bypass_apply_from_the_first_frame_under_the_new_state(
         swapping: tuple[Running, Drain], tmp_path: Path) -> None:
     r, recorded = swapping
     recorded.wait_for_index(0)
+    # judge switches once the face is tracked (before, there is no face to swap)
+    deadline = time.monotonic() + 180
+    while not r.json("/api/status")["tracks"]:
+        assert time.monotonic() < deadline, "the face in the clip was never tracked"
+        time.sleep(0.05)
     applied = []
     for look, path, body in (("alice", "/api/select", {"name": "alice"}),
                              ("bob", "/api/select", {"name": "bob"}),

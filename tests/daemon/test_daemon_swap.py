@@ -105,6 +105,11 @@ def test_select_and_bypass_apply_from_the_first_frame_under_the_new_state(
             "output.backend=recording", "--set", f"pipeline.threads={THREADS}")
     d.wait_ready(min_frames=10)
     recorded.wait_for_index(0)
+    # live analysis detects off the frame's path: judge switches once the face is tracked
+    deadline = time.monotonic() + 180
+    while not d.status()["tracks"]:
+        assert time.monotonic() < deadline, "the face in the clip was never tracked"
+        time.sleep(0.2)
     applied = []
     for look, args in (("astro", ("select", "astro")), ("other", ("select", "other")),
                        (REAL, ("bypass", "on"))):
