@@ -7,8 +7,10 @@ for cameras that stall or block, which a CI machine does not have either.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -18,6 +20,7 @@ import pytest
 from livecam.app import App, build_app
 from livecam.capture.sources import SyntheticSource
 from livecam.config import Config, load_config
+from livecam.core.metrics import Metrics
 from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet
 from livecam.output.sinks import NullSink, VirtualCamSink
@@ -41,23 +44,13 @@ class SentLog:
             self.items.append((None if packet is None else packet.frame.index, time.perf_counter()))
 
 
-class SleepStage(StageBase):
-    name = "sleep"
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def process(self, packet: Packet) -> Packet:
-        time.sleep(self.seconds)
-        return packet
-
-
-def run_for(app: App, seconds: float) -> None:
-    app.start()
-    try:
-        app.wait(seconds)
-    finally:
-        app.stop()
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` until true, failing after a deadline generous enough for a loaded
+    host: these tests assert order, content and counts; speed is for scripts/ benchmarks."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:.0f} s"
+        time.sleep(0.01)
 
 
 def test_virtualcam_path_frames_in_order_and_unchanged() -> None:
@@ -66,74 +59,133 @@ def test_virtualcam_path_frames_in_order_and_unchanged() -> None:
     log = SentLog()
     app = App(cfg, source=SyntheticSource(width=160, height=120, fps=60.0),
               sink=VirtualCamSink(backend="recording-order"), stages=[PassThrough()],
-              max_frames=60, on_sent=log)
+              on_sent=log)
     app.start()
-    assert app.wait(5.0)
-    app.stop()
+    try:
+        wait_until(lambda: sum(i is not None for i, _ in list(log.items)) >= 30,
+                   "30 new frames sent")
+    finally:
+        app.stop()
     assert (recording.width, recording.height) == (160, 120) and recording.closed
-    assert len(recording.frames) == 60
-    new = [i for i, _ in log.items if i is not None]
+    items = list(log.items)
+    assert len(recording.frames) >= len(items)  # every send reached the camera
+    new = [i for i, _ in items if i is not None]
     assert new == sorted(new) and len(set(new)) == len(new)  # never reordered or duplicated
-    assert len(new) >= 50
-    # BGR frames reach the camera untouched
+    # BGR frames reach the camera untouched; a repeat is the frame before it again (black
+    # before the first frame)
     src = SyntheticSource(width=160, height=120, fps=60.0)
     src.open()
-    expected = [src.read() for _ in range(30)]
-    first_new = next(k for k, (i, _) in enumerate(log.items) if i is not None)
-    idx = log.items[first_new][0]
-    assert idx is not None
-    assert np.array_equal(recording.frames[first_new], expected[idx % 30])
+    pattern = [src.read() for _ in range(30)]
+    previous = np.zeros((120, 160, 3), np.uint8)
+    for k, (index, _) in enumerate(items):
+        expected = previous if index is None else pattern[index % 30]
+        assert np.array_equal(recording.frames[k], expected), (k, index)
+        previous = expected
 
 
-def test_slow_stage_latency_stays_bounded_and_drops_are_counted() -> None:
-    cfg = live_config("capture.fps=30")
-    app = App(cfg, source=SyntheticSource(width=320, height=240, fps=30.0), sink=NullSink(),
-              stages=[SleepStage(0.1)])
-    run_for(app, 3.0)
-    lat = np.array(app.metrics.latencies_ms())
-    bound_ms = 2 * (100 + 1000 / 30)
-    assert len(lat) >= 15
-    assert lat.max() < bound_ms, f"latency {lat.max():.0f} ms exceeds {bound_ms:.0f} ms"
-    # no backlog building up: the last frames are as fresh as the first ones
-    assert np.median(lat[-5:]) < np.median(lat[:5]) + 40
-    assert app.metrics.counter("dropped_capture") > 30  # dropped, not queued
-    assert app.metrics.counter("processed") <= 3.0 / 0.1 + 2
+class WaitsForNewerFrames(StageBase):
+    """A stage slower than the camera by construction, at any host speed: it holds each frame
+    until the camera has captured three more, and notes which frames it got."""
+
+    name = "waits"
+
+    def __init__(self) -> None:
+        self.metrics: Metrics | None = None
+        self.indices: list[int] = []
+        self.done = threading.Event()  # set by the test before it stops the app
+
+    def process(self, packet: Packet) -> Packet:
+        assert self.metrics is not None
+        self.indices.append(packet.frame.index)
+        deadline = time.monotonic() + 60
+        while (self.metrics.counter("captured") < packet.frame.index + 4
+               and not self.done.is_set()):
+            assert time.monotonic() < deadline, "the camera stopped capturing"
+            time.sleep(0.005)
+        return packet
+
+
+def test_a_slow_stage_gets_the_newest_frame_and_drops_are_counted() -> None:
+    """Latency is bounded by construction: a stage slower than the camera gets the newest
+    frame each time, the ones in between are dropped and counted, never queued. (How much
+    latency that is in ms is scripts/bench_passthrough.py's figure, not a timed assert.)"""
+    stage = WaitsForNewerFrames()
+    app = App(live_config("capture.fps=30"), source=SyntheticSource(width=320, height=240,
+                                                                     fps=30.0),
+              sink=NullSink(), stages=[stage])
+    stage.metrics = app.metrics
+    app.start()
+    try:
+        wait_until(lambda: app.metrics.counter("processed") >= 10, "10 frames processed")
+    finally:
+        got = list(stage.indices)  # all taken while the stage still waited for newer ones
+        stage.done.set()
+        app.stop()
+    # when a frame is done, frames +1..+3 have been captured and +2 is in the mailbox at
+    # least: the next frame taken skips the older ones (a queue would give +1)
+    assert all(b - a >= 2 for a, b in itertools.pairwise(got)), got
+    c = app.metrics.counters()
+    assert c["dropped_capture"] >= len(got) - 1
+    # every frame captured was processed or counted as dropped, but those in flight at stop
+    threads = app.config.pipeline.threads
+    unaccounted = c["captured"] - c["processed"] - c["dropped_capture"] - c["dropped_pipeline"]
+    assert 0 <= unaccounted <= 2 * threads, c
+
+
+def repeats_at_end(items: list[tuple[int | None, float]]) -> int:
+    """How many of the last sends were repeats (0 before the first new frame)."""
+    k = len(items)
+    while k > 0 and items[k - 1][0] is None:
+        k -= 1
+    return len(items) - k if k > 0 else 0
 
 
 class StallingSource(SyntheticSource):
-    """A synthetic camera that stops delivering for ``stall_s`` after ``after`` frames."""
+    """A synthetic camera that stops delivering after ``after`` frames until ``resume``."""
 
     live = True
 
-    def __init__(self, stall_s: float, after: int) -> None:
+    def __init__(self, after: int) -> None:
         super().__init__(width=64, height=48, fps=30.0)
-        self.stall_s, self.after, self.n = stall_s, after, 0
-        self.t_stall = 0.0
+        self.after, self.n = after, 0
+        self.stalled, self.resume = threading.Event(), threading.Event()
 
     def read(self) -> ImageBGR | None:
         self.n += 1
         if self.n == self.after:
-            self.t_stall = time.perf_counter()
-            time.sleep(self.stall_s)
+            self.stalled.set()
+            self.resume.wait(120)
         else:
             time.sleep(1 / 30)
         return super().read()
 
 
-def test_output_keeps_its_fps_while_capture_stalls() -> None:
+def test_output_keeps_sending_at_most_its_fps_while_capture_stalls() -> None:
     cfg = live_config("output.fps=30")
     log = SentLog()
-    source = StallingSource(stall_s=2.0, after=10)
+    source = StallingSource(after=10)
     app = App(cfg, source=source, sink=NullSink(), stages=[PassThrough()], on_sent=log)
-    run_for(app, 3.5)
-    t0 = source.t_stall
-    assert t0 > 0
-    during = [(i, t) for i, t in log.items if t0 + 0.1 < t < t0 + 1.9]
-    assert all(i is None for i, _ in during)  # nothing new came, the last frame was repeated
-    rate = len(during) / 1.8
-    assert 30 * 0.85 <= rate <= 30 * 1.1, f"output ran at {rate:.1f} fps during the stall"
-    after = [i for i, t in log.items if t > t0 + 2.2]
-    assert any(i is not None for i in after)  # new frames flow again afterwards
+    app.start()
+    try:
+        assert source.stalled.wait(60)
+
+        # nothing new comes: the output repeats the last frame instead of freezing
+        wait_until(lambda: repeats_at_end(list(log.items)) >= 60,
+                   "60 repeats while the camera stalls")
+        items = list(log.items)
+        source.resume.set()
+        n = len(items)
+        wait_until(lambda: any(i is not None for i, _ in list(log.items)[n:]),
+                   "new frames after the camera came back")
+    finally:
+        source.resume.set()
+        app.stop()
+    repeats = items[len(items) - repeats_at_end(items):]
+    # and never faster than its fps (a token bucket of 1.5 frames): a bound a loaded host
+    # cannot break, unlike a lower bound on the rate; the send times are taken after each
+    # send, so half a second of slack for a thread preempted there (60 fps would still fail)
+    span_s = repeats[-1][1] - repeats[0][1]
+    assert len(repeats) - 1 <= 30 * (span_s + 0.5) + 1.5, (len(repeats), span_s)
 
 
 class BlockedSource(SyntheticSource):
@@ -141,22 +193,32 @@ class BlockedSource(SyntheticSource):
 
     def __init__(self) -> None:
         super().__init__(width=64, height=48, fps=30.0)
+        self.reading = threading.Event()
         self.release = threading.Event()
 
     def read(self) -> ImageBGR | None:
+        self.reading.set()
         self.release.wait()
         return super().read()
 
 
-def test_stop_returns_within_a_second_while_capture_is_blocked() -> None:
+def test_stop_returns_while_capture_is_blocked() -> None:
+    """A read wedged in the driver must not keep stop from returning (within about its join
+    timeout; how fast is scripts/bench_sigterm.py's figure: here it must return at all)."""
     source = BlockedSource()
     app = App(live_config(), source=source, sink=NullSink(), stages=[PassThrough()])
     app.start()
-    time.sleep(0.3)
-    t0 = time.perf_counter()
-    app.stop()
-    assert time.perf_counter() - t0 < 1.0
-    source.release.set()
+    try:
+        assert source.reading.wait(60)
+        stopper = threading.Thread(target=app.stop, daemon=True)
+        t0 = time.perf_counter()
+        stopper.start()
+        stopper.join(60)
+        assert not stopper.is_alive(), "stop waited for the blocked read"
+        assert not source.release.is_set()  # it returned with the read still blocked
+        print(f"stop returned in {time.perf_counter() - t0:.2f} s with the read blocked")
+    finally:
+        source.release.set()
 
 
 class Exploding(StageBase):
@@ -172,7 +234,7 @@ def test_failing_stage_sends_the_frame_unswapped() -> None:
         width=64, height=48, fps=30.0), sink=NullSink(), stages=[Exploding()], max_frames=10,
         on_sent=log)
     app.start()
-    assert app.wait(5)
+    assert app.wait(60)
     app.stop()
     assert [i for i, _ in log.items] == list(range(10))
     assert app.metrics.counter("stage_errors") >= 10
@@ -185,7 +247,7 @@ def test_file_output_decodes_to_the_right_frames(tmp_path: Path, realtime: str) 
     app = build_app(cfg, input_spec="synthetic:320x240", output_spec=f"file:{out}",
                     max_frames=40)
     app.start()
-    assert app.wait(10)
+    assert app.wait(60)
     app.stop()
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]

@@ -26,7 +26,9 @@ Bodies are empty or a JSON object with exactly the fields above (see
 method, 408 body too slow, 413 body over 64 KiB, 421 foreign Host, 503 busy. Malformed HTTP
 that never becomes a request is 400 from the HTTP layer itself (plain text). Command endpoints
 answer once the pipeline has applied the command (or after 2 s) with ``{"applied",
-"frames_sent_at_apply", "state", "delay_ms"}``. Tokens are never logged (paths are, queries
+"frames_sent_at_apply", "first_frame_index", "state", "delay_ms"}`` (see
+:class:`~livecam.core.commands.Ticket`: the first captured frame processed under the new state;
+-1 while not applied). Tokens are never logged (paths are, queries
 are not).
 """
 
@@ -333,6 +335,7 @@ class ControlServer:
         done = applied.done()
         state = ticket.state if done and ticket.state is not None else self._target.state
         return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
+                "first_frame_index": ticket.first_frame_index,
                 "state": state_dict(state),
                 "delay_ms": self._target.describe().get("delay_ms", 0.0)}
 

@@ -214,9 +214,13 @@ class Quit:
 class Ticket:
     """Returned by :meth:`CommandQueue.put`: lets the sender wait until its command took effect.
 
-    ``state`` is the runtime state right after the command was applied and ``frames_sent`` the
-    number of frames the output had sent at that moment, so every later frame is processed under
-    the new state (the control API reports both; the switching test measures from them).
+    ``state`` is the runtime state right after the command was applied. ``first_frame_index``
+    is the ``Frame.index`` from which on captured frames are processed under it: every frame
+    with a smaller index was taken under the old state, every frame from it on (frames are
+    never reordered) under the new one, whatever the load. ``frames_sent`` is the number of
+    frames the output had sent at that moment; frames taken before the command that were still
+    between the stages and the sink go out after it. The control API reports all three; the
+    switching tests judge the output frames against ``first_frame_index``.
     """
 
     def __init__(self) -> None:
@@ -225,10 +229,12 @@ class Ticket:
         self._callbacks: list[Callable[[], None]] = []
         self.state: RuntimeState | None = None
         self.frames_sent = -1
+        self.first_frame_index = -1
 
-    def resolve(self, state: RuntimeState, frames_sent: int) -> None:
+    def resolve(self, state: RuntimeState, *, frames_sent: int, first_frame_index: int) -> None:
         """Called by the pipeline thread once the command is applied."""
         self.state, self.frames_sent = state, frames_sent
+        self.first_frame_index = first_frame_index
         with self._lock:
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []

@@ -67,6 +67,7 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name="livecam-pipeline", daemon=True)
         self._state_lock = threading.Lock()
         self._seq = -1
+        self._next_index = 0  # Frame.index after the last frame taken: the next state's first
         # hop k carries jobs from group k to group k + 1; worker k runs group k + 1
         self._hops: list[Mailbox[Job]] = [Mailbox(policy=hop_policy)
                                           for _ in range(threads - 1)]
@@ -186,7 +187,8 @@ class Scheduler:
                 self._state = command.apply(self._state)
             log.info("command %s", command)
         if ticket is not None:
-            ticket.resolve(self._state, self._metrics.counter("sent"))
+            ticket.resolve(self._state, frames_sent=self._metrics.counter("sent"),
+                           first_frame_index=self._next_index)
 
     def process(self, frame: Frame) -> Packet:
         """Run every stage on ``frame`` in the calling thread (pipeline thread only)."""
@@ -197,6 +199,7 @@ class Scheduler:
 
     def _start_job(self, frame: Frame) -> Job:
         self._seq += 1
+        self._next_index = frame.index + 1
         return Job(seq=self._seq, frame=frame, packet=Packet.from_frame(frame, self._state),
                    groups=self._groups)
 

@@ -64,7 +64,8 @@ class Running:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
+            # generous: a loaded host answers slowly; a wrong answer fails, not a slow one
+            with urllib.request.urlopen(req, timeout=60) as resp:
                 return resp.status, resp.read(), dict(resp.headers)
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read(), dict(exc.headers)
@@ -73,6 +74,24 @@ class Running:
         status, body, _ = self.call(path, **kw)
         assert status == 200, (status, body)
         return json.loads(body)
+
+    def commands_applied(self, timeout_s: float = 60.0) -> None:
+        """Wait until every command queued so far has been applied: a no-op command through
+        the same queue (applied in order), instead of sleeping and hoping."""
+        assert self.app.commands.put(_NoOp()).wait(timeout_s), "the pipeline stopped applying"
+
+    def wait_sent(self, n: int, timeout_s: float = 60.0) -> None:
+        """Wait until the output has sent ``n`` frames (repeats included) and the API can
+        show the last one (preview, snapshot)."""
+        last = self.app.live.wait_newer(n - 1, timeout_s)
+        assert last is not None and last.frames_sent >= n, f"fewer than {n} frames sent"
+
+
+class _NoOp:
+    """A command that changes nothing (a barrier in the command queue)."""
+
+    def apply(self, state: RuntimeState) -> RuntimeState:
+        return state
 
 
 def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,

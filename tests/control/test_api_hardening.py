@@ -11,6 +11,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,7 +48,7 @@ def _head(r: Running, request_line: str, headers: dict[str, str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def _read_response(sock: socket.socket, timeout_s: float = 5.0
+def _read_response(sock: socket.socket, timeout_s: float = 30.0
                    ) -> tuple[int | None, dict[str, str], bytes]:
     """(status, headers, body) of one response, or (None, {}, b"") when the server closed
     or said nothing within ``timeout_s``."""
@@ -74,7 +75,7 @@ def _read_response(sock: socket.socket, timeout_s: float = 5.0
         return None, {}, b""
 
 
-def _exchange(r: Running, raw: bytes, timeout_s: float = 5.0
+def _exchange(r: Running, raw: bytes, timeout_s: float = 30.0
               ) -> tuple[int | None, dict[str, str], bytes]:
     with socket.create_connection(_address(r), timeout=timeout_s) as sock:
         sock.sendall(raw)
@@ -91,7 +92,7 @@ def _post(r: Running, path: str, body: bytes, *, token: bool = True,
 
 def test_token_is_checked_before_the_body_is_read(running: Running) -> None:
     # old: the server read all 200 MB first and answered 401 only at EOF
-    with socket.create_connection(_address(running), timeout=5) as sock:
+    with socket.create_connection(_address(running), timeout=30) as sock:
         sock.sendall(_head(running, "POST /api/select HTTP/1.1",
                            {"Content-Length": str(200 * 1024 * 1024)}))
         sock.sendall(b"x" * 65536)  # a little of the body, and then nothing more
@@ -101,7 +102,7 @@ def test_token_is_checked_before_the_body_is_read(running: Running) -> None:
 
 
 def test_an_oversized_body_is_refused_unread(running: Running) -> None:
-    with socket.create_connection(_address(running), timeout=5) as sock:
+    with socket.create_connection(_address(running), timeout=30) as sock:
         sock.sendall(_head(running, "POST /api/select HTTP/1.1",
                            {"Content-Length": str(200 * 1024 * 1024),
                             "Authorization": f"Bearer {running.token}"}))
@@ -210,7 +211,7 @@ def test_200_concurrent_requests_are_all_answered(running: Running) -> None:
 
     def one(_: int) -> int | None:
         gate.wait()
-        return _exchange(running, raw, timeout_s=10)[0]
+        return _exchange(running, raw, timeout_s=60)[0]
 
     with ThreadPoolExecutor(200) as pool:
         statuses = list(pool.map(one, range(200)))
@@ -230,8 +231,16 @@ def test_idle_connections_cost_no_thread_and_are_closed(quick: Running) -> None:
         # next 8 from the listen queue, and so on
         for sock in socks:
             assert _read_response(sock, timeout_s=60)[0] is None
-        # and the API answers again
-        assert quick.json("/api/status")["frames"]["sent"] > 0
+        # and the API answers again (a request that the 0.5 s idle timeout cut off because a
+        # loaded host did not send it in time is tried again)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status = quick.json("/api/status")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the API did not answer again"
+        assert status["frames"]["sent"] > 0
     finally:
         for sock in socks:
             sock.close()

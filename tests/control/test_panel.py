@@ -80,7 +80,7 @@ def test_clicking_an_identity_switches_it(panel_app: Running, tmp_path: Path) ->
             page.wait_for_selector(".identity[data-name='carol']")
             assert panel_app.json("/api/status")["active_identity"] is None
             page.click(".identity[data-name='carol']")
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60  # generous: a loaded host
             while panel_app.json("/api/status")["active_identity"] != "carol":
                 assert time.monotonic() < deadline, "the click did not select carol"
                 time.sleep(0.05)
@@ -123,11 +123,11 @@ def test_panel_shows_overload_and_sets_the_delay(fast_config: Config, tmp_path: 
                 page = browser.new_page(viewport={"width": 360, "height": 640})
                 page.goto(f"{running.url}/panel?token={running.token}")
                 # pushed by server-sent events once the monitor judges the first second
-                page.wait_for_selector("#overload.on", timeout=15_000)
+                page.wait_for_selector("#overload.on", timeout=60_000)
                 assert "dropped" in page.inner_text("#overload")
                 page.fill("#delay", "250")
                 page.click("#setdelay")
-                deadline = time.monotonic() + 5
+                deadline = time.monotonic() + 60  # generous: a loaded host
                 while running.json("/api/status")["delay_ms"] != 250:
                     assert time.monotonic() < deadline, "the panel did not set the delay"
                     time.sleep(0.05)

@@ -91,9 +91,10 @@ def test_queue_ticket_resolves_with_state() -> None:
     ticket = queue.put(cmd.SetBypass(True))
     assert not ticket.wait(0.01)
     [(command, same)] = queue.drain()
-    same.resolve(command.apply(RuntimeState()), frames_sent=12)
+    same.resolve(command.apply(RuntimeState()), frames_sent=12, first_frame_index=40)
     assert ticket.wait(0) and ticket.state is not None and ticket.state.bypass
-    assert ticket.frames_sent == 12 and queue.drain() == []
+    assert ticket.frames_sent == 12 and ticket.first_frame_index == 40
+    assert queue.drain() == []
 
 
 def test_ticket_callbacks_fire_once_applied() -> None:
@@ -101,7 +102,7 @@ def test_ticket_callbacks_fire_once_applied() -> None:
     fired: list[str] = []
     ticket.add_done_callback(lambda: fired.append("early"))
     assert fired == []
-    ticket.resolve(RuntimeState(), frames_sent=3)
+    ticket.resolve(RuntimeState(), frames_sent=3, first_frame_index=5)
     ticket.add_done_callback(lambda: fired.append("late"))  # already applied: at once
     assert fired == ["early", "late"]
 

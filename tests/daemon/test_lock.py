@@ -95,7 +95,7 @@ def test_second_daemon_on_the_same_output_file_is_refused_and_the_recording_surv
     elsewhere.mkdir()
     second.start(*SYNTHETIC, "--output", "file:../rec.mp4", record=False, cwd=elsewhere)
     assert second.proc is not None and first.proc is not None
-    assert second.proc.wait(60) == 1
+    assert second.proc.wait(120) == 1
     err = second.stderr()
     assert f"is already used by another livecam (pid {first.proc.pid}" in err
     assert "Traceback" not in err

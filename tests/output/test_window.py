@@ -26,37 +26,24 @@ from typing import Any
 import numpy as np
 import pytest
 
+from livecam.testing import frame_code
 from tests.output.conftest import XScreen
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE_PX = (320, 240)
 CLIP_FRAMES = 120  # 4 s at 30 fps, looped by the file source
-BITS = 8  # bars 0-7: the index, most significant first; bars 8-15: its complement
-BAR_PX = SIZE_PX[0] // (2 * BITS)
+BITS = 8  # the frame code (livecam.testing.frame_code): 8 bars of bits, 8 of complements
 
 
 def coded_frame(index: int) -> np.ndarray:
-    """(240, 320, 3) uint8 BGR: 16 vertical bars, the index's bits then their complement."""
-    bits = [(index >> (BITS - 1 - b)) & 1 for b in range(BITS)]
-    levels = [255 * v for v in bits] + [255 * (1 - v) for v in bits]
-    row = np.repeat(np.array(levels, np.uint8), BAR_PX)
-    return np.repeat(np.tile(row[None, :], (SIZE_PX[1], 1))[:, :, None], 3, axis=2)
+    """(240, 320, 3) uint8 BGR: nothing but the code of ``index``."""
+    return frame_code.coded_frame(index, size_px=SIZE_PX, bits=BITS)
 
 
 def decode(image_bgr: np.ndarray) -> int | None:
     """The index shown in a grab of the window, or None (no frame drawn yet, a torn or blank
     image). The window may be scaled: bars are read at fractions of its width."""
-    h, w = image_bgr.shape[:2]
-    grey = image_bgr.mean(axis=2)
-    band = grey[int(h * 0.4): int(h * 0.6)]
-    values = [float(band[:, int(w * (i + 0.3) / 16): int(w * (i + 0.7) / 16)].mean())
-              for i in range(2 * BITS)]
-    if any(60 < v < 195 for v in values):
-        return None
-    bits = [v >= 128 for v in values]
-    if any(bits[i] == bits[i + BITS] for i in range(BITS)):
-        return None
-    return sum(int(b) << (BITS - 1 - i) for i, b in enumerate(bits[:BITS]))
+    return frame_code.read_code(image_bgr, bits=BITS)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +92,7 @@ def livecam_run(xscreen: XScreen, tmp_path: Path, *args: str,
         raise
 
 
-def finish(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> tuple[int, str]:
+def finish(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> tuple[int, str]:
     """(exit status, stderr) once livecam ends by itself."""
     try:
         _, err = proc.communicate(timeout=timeout_s)
@@ -118,29 +105,29 @@ def finish(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> tuple[int, s
 @pytest.mark.slow
 def test_window_shows_the_input_frames_and_the_run_ends_at_frames(
         xscreen: XScreen, coded_clip: Path, tmp_path: Path) -> None:
-    with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--frames", "240",
+    with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--frames", "450",
                      "--set", "control.api=false") as proc:
         window = xscreen.find_window("livecam")
-        deadline = time.monotonic() + 60
-        while decode(xscreen.grab_bgr(window)) is None:  # the first frame drawn
-            assert time.monotonic() < deadline and proc.poll() is None, "no frame was drawn"
-            time.sleep(0.01)
         seen: list[int] = []
-        t_end = time.monotonic() + 2.0
-        while time.monotonic() < t_end:
-            index = decode(xscreen.grab_bgr(window))
+        # 20 distinct input frames, in the 15 s the run lasts (a handful of grabs per second
+        # suffice: the property is which frames and in what order, not how many per second)
+        while len(seen) < 20 and proc.poll() is None:
+            try:
+                index = decode(xscreen.grab_bgr(window))
+            except Exception:  # the window went away: the run ended (checked below)
+                break
             if index is not None and (not seen or index != seen[-1]):
                 seen.append(index)
-            time.sleep(0.005)
         rc, err = finish(proc)
-    print(f"distinct input frames seen in the window in 2 s: {len(seen)}")
+    print(f"distinct input frames seen in the window: {len(seen)}")
     assert len(seen) >= 20, (seen, err[-2000:])
     assert all(0 <= i < CLIP_FRAMES for i in seen)
-    # in input order: each new frame is a little later in the (looping) clip, never earlier
+    # in input order: each new frame is later in the (looping) clip, never earlier; a step of
+    # more than half the loop would be ambiguous (a grab stalled for 2 s)
     steps = [(b - a) % CLIP_FRAMES for a, b in itertools.pairwise(seen)]
-    assert all(1 <= s <= 15 for s in steps), seen
+    assert all(1 <= s <= CLIP_FRAMES // 2 for s in steps), seen
     assert rc == 0, err[-3000:]
-    assert re.search(r"done: .*sent 240 frames", err), err[-2000:]
+    assert re.search(r"done: .*sent 450 frames", err), err[-2000:]
 
 
 def add_identities(lib: Path, names: tuple[str, ...]) -> None:
@@ -169,7 +156,7 @@ def api_status(port: int, token_file: Path) -> dict[str, Any]:
 
 
 def wait_for_status(port: int, token_file: Path, proc: subprocess.Popen[str],
-                    want: dict[str, Any], timeout_s: float = 30.0) -> dict[str, Any]:
+                    want: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     status: dict[str, Any] = {}
     while time.monotonic() < deadline and proc.poll() is None:

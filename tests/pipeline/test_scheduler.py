@@ -70,15 +70,17 @@ class Rig:
                                    state=RuntimeState(), threads=threads, hop_policy=policy,
                                    error_cover=error_cover)
         self.out: list[Packet] = []
-        self.latency_ms: list[float] = []
         self._n_frames, self._fps = n_frames, fps
         self._image = np.zeros((4, 4, 3), np.uint8) if image is None else image
+        self.stop_producing = threading.Event()
         self._producer = threading.Thread(target=self._produce, daemon=True)
         self._consumer = threading.Thread(target=self._consume, daemon=True)
 
     def _produce(self) -> None:
         image = self._image
         for i in range(self._n_frames):
+            if self.stop_producing.is_set():
+                break
             if self._fps is not None:
                 time.sleep(1 / self._fps)
             if not self.frames.put(Frame(i, time.perf_counter_ns(), image)):
@@ -92,17 +94,19 @@ class Rig:
             except MailboxClosed:
                 return
             if packet is not None:
-                self.latency_ms.append((time.perf_counter_ns() - packet.frame.t_capture_ns) / 1e6)
                 self.out.append(packet)
 
-    def run(self, timeout_s: float = 20.0) -> None:
+    def run(self, timeout_s: float = 120.0) -> None:
         self.start()
         self.join(timeout_s)
 
-    def start(self) -> None:
+    def start(self, *, produce: bool = True) -> None:
+        """Start the consumer and the scheduler, and the producer unless the test puts frames
+        itself (``produce=False``)."""
         self._consumer.start()
         self.scheduler.start()
-        self._producer.start()
+        if produce:
+            self._producer.start()
 
     def join(self, timeout_s: float) -> None:
         self._consumer.join(timeout_s)
@@ -112,6 +116,15 @@ class Rig:
     @property
     def indices(self) -> list[int]:
         return [p.frame.index for p in self.out]
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` until true; fail after a deadline generous enough for a loaded
+    host (what is tested here is order and state, never speed)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:.0f} s"
+        time.sleep(0.005)
 
 
 def random_delay(seed: int, max_s: float) -> Callable[[], float]:
@@ -157,47 +170,87 @@ def test_live_frames_never_reordered_and_drops_counted(threads: int) -> None:
     assert rig.metrics.counter("dropped_pipeline") == rig.scheduler.dropped
 
 
-def test_slow_second_group_keeps_latency_bounded() -> None:
-    slow_s, fps = 0.05, 100.0
-    rig = Rig([Recorder("fast"), Recorder("slow", lambda: slow_s)], threads=2,
-              policy="latest", n_frames=150, fps=fps)
-    rig.run()
-    lat = np.asarray(rig.latency_ms)
-    # at most: waiting in the first mailbox and the hop while the slow stage finishes one
-    # frame, then its own run: about 2-3 slow periods, never a backlog of 1.5 s of frames
-    bound_ms = 3 * slow_s * 1e3 + 2 * 1e3 / fps + 30
-    assert len(lat) >= 10
-    assert lat.max() < bound_ms, f"latency {lat.max():.0f} ms > {bound_ms:.0f} ms"
-    assert np.median(lat[-5:]) < np.median(lat[:5]) + 40  # no backlog building up
-    assert rig.scheduler.dropped > 30  # the slow group dropped, counted at its hop
-    assert rig.metrics.counter("processed") == len(rig.out)
+class Gate(StageBase):
+    """Records the frame index, then holds the frame until the test lets one through."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list[int] = []
+        self.passes = threading.Semaphore(0)
+
+    def process(self, packet: Packet) -> Packet:
+        self.seen.append(packet.frame.index)
+        assert self.passes.acquire(timeout=60), "the test never let the frame through"
+        return packet
+
+
+def test_a_slow_second_group_takes_the_newest_frame_never_a_backlog() -> None:
+    """Latency is bounded by construction: while the second group is busy, the hop before it
+    keeps only the newest frame, so the next frame it takes is the newest one and the others
+    are counted as dropped. Driven step by step (frames are put one at a time once the
+    previous one was taken), so it holds at any speed; how fast is for scripts/ benchmarks."""
+    fast, slow = Recorder("fast"), Gate("slow")
+    rig = Rig([fast, slow], threads=2, policy="latest", n_frames=0)
+    rig.start(produce=False)
+    image = np.zeros((4, 4, 3), np.uint8)
+    try:
+        for i in range(11):
+            assert rig.frames.put(Frame(i, time.perf_counter_ns(), image))
+            # the first group took it and passed it on before the next one comes
+            wait_until(lambda i=i: len(fast.seen) == i + 1, f"frame {i} through the first group")
+            if i == 0:
+                wait_until(lambda: slow.seen == [0], "frame 0 in the second group")
+        # frames 1-10 went to the hop while frame 0 was held: each replaced the one before
+        wait_until(lambda: rig.scheduler.dropped == 9, "nine frames dropped at the hop")
+        for n in (1, 2):  # one at a time, so the consumer cannot miss one in the outbox
+            slow.passes.release()
+            wait_until(lambda n=n: len(rig.out) == n, f"{n} frame(s) out")
+    finally:
+        rig.scheduler.stop(join_timeout_s=30)
+    assert slow.seen == [0, 10]  # the newest, not frame 1 of a queue
+    assert [p.frame.index for p in rig.out] == [0, 10]
+    assert rig.frames.dropped == 0 and rig.metrics.counter("dropped_pipeline") == 9
+    assert rig.metrics.counter("processed") == 2
 
 
 def test_command_takes_effect_for_all_groups_from_the_same_frame() -> None:
     first = Recorder("first", random_delay(6, 0.003))
     second = Recorder("second", random_delay(7, 0.006))
-    rig = Rig([first, second], threads=2, policy="latest", n_frames=240, fps=200.0)
+    rig = Rig([first, second], threads=2, policy="latest", n_frames=1_000_000, fps=200.0)
     rig.start()
     names = ["a", "b", "c", "d"]
     tickets = []
     for name in names:
-        time.sleep(0.2)
+        # commands land between frames the second group really runs, at any speed
+        seen = len(second.seen)
+        wait_until(lambda seen=seen: len(second.seen) >= seen + 15, "15 more frames")
         tickets.append(rig.commands.put(SelectIdentity(name)))
-    rig.join(20.0)
-    assert all(t.wait(0) for t in tickets)
+        assert tickets[-1].wait(60)
+    seen = len(second.seen)
+    wait_until(lambda: len(second.seen) >= seen + 15, "15 more frames")
+    rig.stop_producing.set()
+    rig.join(60.0)
     by_index_first = {i: name for i, name, _ in first.seen}
     by_index_second = {i: name for i, name, _ in second.seen}
     both = sorted(set(by_index_first) & set(by_index_second))
-    assert len(both) > 50
     # each frame was swapped under one state by both groups, even though the second group ran
     # it on another thread after the first group had already moved on to newer commands
     assert all(by_index_first[i] == by_index_second[i] for i in both)
+    # exactly from the frame each ticket names: every frame before it under the old state,
+    # every frame from it on under the new one
+    starts = [t.first_frame_index for t in tickets]
+    assert starts == sorted(starts) and starts[0] > 0
+
+    def expected(index: int) -> str | None:
+        return next((n for n, k in zip(names[::-1], starts[::-1], strict=True) if index >= k),
+                    None)
+
+    assert all(by_index_first[i] == expected(i) for i in by_index_first)
     order = [None, *names]
-    ranks = [order.index(by_index_second[i]) for i in both]
-    assert ranks == sorted(ranks)  # one switch point per command, never back and forth
-    assert set(ranks) == set(range(len(order)))
+    assert {order.index(by_index_second[i]) for i in both} == set(range(len(order)))
     sent = [p.state.active_identity for p in rig.out]
     assert [order.index(s) for s in sent] == sorted(order.index(s) for s in sent)
+    assert all(p.state.active_identity == expected(p.frame.index) for p in rig.out)
 
 
 class FaceFinder(StageBase):
@@ -257,23 +310,24 @@ def test_a_raising_stage_sends_the_frame_unswapped_when_real_is_asked_for() -> N
 
 def test_replace_stages_while_running_never_uses_a_closed_stage() -> None:
     current = [Recorder("a0", lambda: 0.002), Recorder("b0", lambda: 0.004)]
-    rig = Rig(list(current), threads=2, policy="latest", n_frames=400, fps=300.0)
+    rig = Rig(list(current), threads=2, policy="latest", n_frames=1_000_000, fps=300.0)
     rig.start()
     generations = [current]
     for k in range(1, 6):
-        time.sleep(0.15)
+        # each generation runs frames on both threads before the next replaces it
+        wait_until(lambda: len(generations[-1][1].seen) >= 5, f"generation {k - 1} ran")
         new = [Recorder(f"a{k}", lambda: 0.002), Recorder(f"b{k}", lambda: 0.004)]
         rig.scheduler.replace_stages(new)
         generations.append(new)
-    time.sleep(0.2)
-    rig.join(20.0)
+    wait_until(lambda: len(generations[-1][1].seen) >= 5, "the last generation ran")
+    rig.stop_producing.set()
+    rig.join(60.0)
     rig.scheduler.close_stages()
     stages = [s for gen in generations for s in gen]
     assert sum(s.used_after_close for s in stages) == 0
     assert all(s.closed for s in stages)
-    # the newest stages ran, and the second group of each generation on the worker thread
-    assert generations[-1][1].seen and {t for _, _, t in generations[-1][1].seen} == {
-        "livecam-pipeline-2"}
+    # the second group of each generation ran on the worker thread
+    assert all({t for _, _, t in b.seen} == {"livecam-pipeline-2"} for _, b in generations)
     # no frame mixes generations: each frame seen by b_k was seen by a_k
     for a, b in generations:
         assert {i for i, _, _ in b.seen} <= {i for i, _, _ in a.seen}
@@ -281,20 +335,26 @@ def test_replace_stages_while_running_never_uses_a_closed_stage() -> None:
     assert idx == sorted(idx)
 
 
-def test_stop_returns_within_a_second_with_a_busy_worker_and_a_full_outbox() -> None:
-    # nothing consumes the outbox (a stuck sink) and the second group is mid-sleep
+def test_stop_ends_every_thread_with_a_busy_worker_and_a_full_outbox() -> None:
+    """Nothing consumes the outbox (a stuck sink) and the second group is inside a stage when
+    stop is asked: once the stage returns, the worker must not wait for the full outbox. How
+    fast a stop returns is scripts/bench_sigterm.py's figure (a timed assert would fail on a
+    loaded host); here the threads must end at all."""
     frames: Mailbox[Frame] = Mailbox(policy="block")
     packets: Mailbox[Packet] = Mailbox(policy="block")
-    scheduler = Scheduler(stages=[Recorder("a"), Recorder("b", lambda: 0.3)], inbox=frames,
+    busy = Gate("busy")
+    scheduler = Scheduler(stages=[Recorder("a"), busy], inbox=frames,
                           outbox=packets, commands=CommandQueue(), metrics=Metrics(),
                           state=RuntimeState(), threads=2, hop_policy="block")
     scheduler.start()
     image = np.zeros((4, 4, 3), np.uint8)
     for i in range(3):
-        frames.put(Frame(i, time.perf_counter_ns(), image), timeout_s=1.0)
-    time.sleep(0.4)
-    t0 = time.perf_counter()
-    scheduler.stop(join_timeout_s=0.9)
-    assert time.perf_counter() - t0 < 1.0
+        assert frames.put(Frame(i, time.perf_counter_ns(), image), timeout_s=60)
+    busy.passes.release()  # frame 0 goes on and fills the outbox
+    wait_until(lambda: busy.seen == [0, 1], "frame 1 inside the busy stage")
+    scheduler.request_stop()
+    busy.passes.release()  # the stage returns; its frame has nowhere to go
+    scheduler.stop(join_timeout_s=60)
     assert not scheduler.alive
     assert packets.closed  # the consumer is told the pipeline ended
+    assert packets.get(timeout_s=0) is not None  # frame 0, still there for a consumer

@@ -33,4 +33,6 @@ def test_livecam_run_ends_with_the_whole_run_line() -> None:
     done = [line for line in result.stderr.splitlines() if "done:" in line]
     assert len(done) == 1 and "whole run" in done[0] and "sent 45 frames" in done[0], done
     fps = float(done[0].split("frames (")[1].split(" fps")[0])
-    assert 15 <= fps <= 40  # 45 frames at 30 fps, start-up included
+    # 45 frames at 30 fps, start-up included: never above the 30 fps pacer (a lower bound
+    # would measure how loaded the host is)
+    assert 0 < fps <= 40

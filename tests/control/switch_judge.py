@@ -1,0 +1,192 @@
+"""Judging live identity switches from the frames the virtual camera really received.
+
+The input is a ``file:`` clip of one still "webcam" picture whose every frame carries its own
+index as a frame code in a corner (:mod:`livecam.testing.frame_code`), away from the face. Each
+frame sent is reduced to: the input index read from its pixels, whether it is that input frame
+itself (pixel for pixel: unswapped) and its face region. A command's reply names
+``first_frame_index``, the first captured frame processed under the new state, and
+``frames_sent_at_apply``. Then, whatever the load on the host:
+
+- every sent frame whose input index is at or past a command's ``first_frame_index`` (and
+  before the next one's) shows that command's state, and every frame before it the old state;
+- the frames already past the pipeline's entry when a command applied but sent after it are
+  bounded by construction: one in each hop and stage thread past the first, one in the output
+  slot, one in the output thread's hands, so at most ``2 * pipeline.threads``
+  (:func:`in_flight_bound`).
+
+Used by tests/control/test_switching.py (in process) and tests/daemon/test_daemon_swap.py (the
+daemon as a subprocess).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from livecam.testing import frame_code
+
+BITS = 10  # input indices modulo 1024: a 15 fps clip loops every 68 s
+CLIP_FRAMES = 1 << BITS
+CLIP_FPS = 15.0
+REAL = "real"  # the look of an unswapped frame (no identity, or bypass)
+
+BoxXYXY = tuple[int, int, int, int]
+
+
+def code_box(size_px: tuple[int, int]) -> BoxXYXY:
+    """Where the frame code goes: the bottom-right corner, 8 px per bar, 16 px tall."""
+    width, height = size_px
+    bar_px = 8
+    return (width - 8 - 2 * BITS * bar_px, height - 24, width - 8, height - 8)
+
+
+def in_flight_bound(threads: int) -> int:
+    """Frames taken before a command applied that can still be sent after it: with the
+    scheduler's own thread between two frames (that is when it applies commands), one in each
+    of the ``threads - 1`` hops and in each of the ``threads - 1`` stage workers, one in the
+    output mailbox and one in the output thread (waiting for its send slot, or in the sink's
+    ``send`` while the counter still reads the frames before it)."""
+    return 2 * threads
+
+
+def write_clip(path: Path, base_bgr: np.ndarray) -> Path:
+    """The coded clip of ``base_bgr`` (lossless), checked to decode through ``file:`` input's
+    own reader to exactly ``CLIP_FRAMES`` frames, frame k = the base with code k: the
+    judgement relies on both (an input frame's pixels are known, and a looping input keeps
+    index ≡ code)."""
+    from livecam.capture.sources import FileSource
+
+    h, w = base_bgr.shape[:2]
+    box = code_box((w, h))
+    frame_code.write_coded_clip(path, base_bgr, n_frames=CLIP_FRAMES, fps=CLIP_FPS, bits=BITS,
+                                box_xyxy=box)
+    source = FileSource(path=path)
+    source.open()
+    try:
+        n = 0
+        while (image := source.read()) is not None:
+            if n % 97 == 0:  # a sample is enough to catch a lossy or shifted decode
+                assert np.array_equal(image, frame_code.draw_code(base_bgr, n, bits=BITS,
+                                                                  box_xyxy=box)), n
+            n += 1
+    finally:
+        source.close()
+    assert n == CLIP_FRAMES and source.fps == CLIP_FPS
+    return path
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a command's reply says: its label (the look it should give), the frames the
+    output had sent and the first captured frame processed under it."""
+
+    look: str
+    frames_sent: int
+    first_index: int
+
+
+@dataclass
+class SentFrames:
+    """The frames a virtual camera received, in send order, reduced as the module says.
+    ``add`` them as they arrive (any one thread)."""
+
+    base_bgr: np.ndarray
+    face_box: BoxXYXY
+    codes: list[int | None] = field(default_factory=list)
+    unswapped: list[bool] = field(default_factory=list)
+    faces: list[np.ndarray] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        h, w = self.base_bgr.shape[:2]
+        self.box = code_box((w, h))
+        face_right, face_bottom = self.face_box[2:]
+        code_left, code_top = self.box[:2]
+        assert face_right < code_left or face_bottom < code_top, "the code would cover the face"
+
+    def add(self, frame_bgr: np.ndarray) -> None:
+        code = frame_code.read_code(frame_bgr, bits=BITS, box_xyxy=self.box)
+        self.codes.append(code)
+        same = code is not None and np.array_equal(
+            frame_bgr, frame_code.draw_code(self.base_bgr, code, bits=BITS, box_xyxy=self.box))
+        self.unswapped.append(same)
+        x1, y1, x2, y2 = self.face_box
+        self.faces.append(frame_bgr[y1:y2, x1:x2].copy())
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def indices(self) -> list[int | None]:
+        """Input index of each frame sent (None: no code, i.e. the black frames before the
+        first real one). Frames are never reordered, so the codes unwrap in send order."""
+        coded = [c for c in self.codes if c is not None]
+        unwrapped = iter(frame_code.unwrap(coded, bits=BITS))
+        return [None if c is None else next(unwrapped) for c in self.codes]
+
+    def newest_index(self) -> int:
+        """The largest input index sent so far (-1 before the first)."""
+        return max((i for i in self.indices() if i is not None), default=-1)
+
+
+def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: int
+          ) -> dict[str, object]:
+    """Assert the switching properties (module docstring) and return a small report.
+
+    Looks are told apart in the face region: ``REAL`` is the input frame itself, pixel for
+    pixel; an identity's look is the median face of the frames that must show it (from its
+    command's first frame to the next command's), and a frame shows the identity whose look
+    its face is nearest to."""
+    indices = sent.indices()
+    bounds = [c.first_index for c in commands]
+    assert bounds == sorted(bounds), f"first_frame_index went backwards: {bounds}"
+
+    def expected(index: int) -> str:
+        look = initial
+        for c in commands:
+            if index >= c.first_index:
+                look = c.look
+        return look
+
+    # (send position, input index) of every frame that carries a code
+    coded = [(k, i) for k, i in enumerate(indices) if i is not None]
+    assert coded, "no frame with a frame code was sent"
+    for c in commands:
+        assert any(i >= c.first_index for _, i in coded), f"{c} never took effect"
+    # the look of each identity, from the frames that must show it
+    references: dict[str, np.ndarray] = {}
+    for c in commands:
+        if c.look != REAL and c.look not in references:
+            faces = [sent.faces[k] for k, i in coded
+                     if expected(i) == c.look and not sent.unswapped[k]]
+            assert faces, f"no swapped frame for {c.look}"
+            references[c.look] = np.median(np.stack(faces), axis=0).astype(np.float32)
+    first = coded[0][0]
+    if sent.unswapped[first]:
+        references_and_real = {**references, REAL: sent.faces[first].astype(np.float32)}
+    else:
+        references_and_real = dict(references)
+    for a in references:
+        for b, other in references_and_real.items():
+            if b != a:
+                diff = float(np.abs(references[a] - other).mean())
+                assert diff > 5, f"{a} and {b} look alike (mean difference {diff:.1f})"
+
+    def look_of(k: int) -> str:
+        if sent.unswapped[k]:
+            return REAL
+        if not references:
+            return "changed"
+        face = sent.faces[k].astype(np.float32)
+        return min(references, key=lambda name: float(np.abs(face - references[name]).mean()))
+
+    wrong = [(k, i, look_of(k), expected(i)) for k, i in coded if look_of(k) != expected(i)]
+    assert not wrong, ("(send position, input index, shows, should show) of frames in the "
+                       f"wrong state: {wrong[:12]}; commands {commands}")
+    # frames taken before a command that were sent after it: bounded by construction
+    in_flight = [len({i for k, i in coded if k >= c.frames_sent and i < c.first_index})
+                 for c in commands]
+    bound = in_flight_bound(threads)
+    assert max(in_flight) <= bound, (in_flight, bound)
+    return {"old_frames_sent_after_apply": in_flight, "bound": bound,
+            "frames_sent": len(sent), "frames_coded": len(coded)}
