@@ -40,7 +40,8 @@ def face_tile(image: np.ndarray, xy: np.ndarray, size: int) -> np.ndarray:
 def grid(config: SwapConfig, faces: list, topology, size: int = 112) -> np.ndarray:
     """Rows = targets, columns = sources; first column/row = the originals."""
     swapper = ClassicFaceSwapper(config, topology)
-    sources = [source_from(f, topology) for f in faces]
+    sources = [source_from(f, topology, mirror_fill=config.mirror_fill,
+                           skin_only=config.source_skin_only) for f in faces]
     n = len(faces)
     canvas = np.full(((n + 1) * size, (n + 1) * size, 3), 255, np.uint8)
     for i, f in enumerate(faces):

@@ -28,7 +28,10 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
     if config.swap.mode == "neural":
         neural = importlib.import_module("livecam.swap.neural")
         models = neural.NeuralModels.from_config(config)
-        return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign)]
+        return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign,
+                                          keep_eyes=config.swap.keep_eyes == "always",
+                                          keep_mouth=config.swap.keep_mouth,
+                                          mouth_size=config.swap.mouth_size)]
     from livecam.swap.stage import ClassicSwapStage
 
     return [ClassicSwapStage(config.swap, identities)]

@@ -1,8 +1,14 @@
 """Colour transfer: make the warped source face look lit like the target face.
 
-Two methods, chosen by ``swap.colour``:
+Methods, chosen by ``swap.colour``:
 
-- ``lowfreq`` (default): a per-pixel, per-channel gain ``blur(target) / blur(source)`` computed
+- ``lab`` (default): the target's low-frequency colour in Lab, *added* to the source's (so the
+  source's detail keeps its own contrast: a multiplicative gain doubles a highlight where the
+  live face is twice as bright, which blew pale live faces to cyan-white). Two scales: deep
+  inside the face the blur is ``swap.colour_blur`` (the source's own look survives), near the
+  mask's outer edge it is a tenth of the face width, so the swapped face meets the live face at
+  the seam with the live face's own local brightness (no band where the mask stops).
+- ``lowfreq``: a per-pixel, per-channel gain ``blur(target) / blur(source)`` computed
   under the face mask. Shading is multiplicative and low-frequency, so this moves the target's
   light (including side light and its colour cast) onto the source and *removes* the source's
   own uneven light, while the source's fine detail (what makes it that person) stays. The blur
@@ -26,6 +32,10 @@ FloatArray = npt.NDArray[np.float32]
 ImageBGR = npt.NDArray[np.uint8]
 
 _MIN_GAIN, _MAX_GAIN = 0.25, 4.0
+# Limits of the lab transfer's per-channel detail scale (L, a, b): the source's lightness detail
+# (its features) is kept within +-25 %, its colour detail may shrink a lot on a pale live face.
+_SCALE_MIN = np.array([0.8, 0.4, 0.4], np.float32)
+_SCALE_MAX = np.array([1.25, 1.25, 1.25], np.float32)
 
 
 def _weighted_blur(image: FloatArray, weight: FloatArray, ksize: int) -> FloatArray:
@@ -78,3 +88,62 @@ def apply_lab_affine(image_bgr: ImageBGR, scale: FloatArray, offset: FloatArray)
     lab = lab * scale + offset
     np.clip(lab, 0, 255, out=lab)
     return np.asarray(cv2.cvtColor(lab.astype(np.uint8), cv2.COLOR_LAB2BGR), np.uint8)
+
+
+def _local_mean(image: FloatArray, weight: FloatArray, ksize: int,
+                fallback: FloatArray) -> FloatArray:
+    """Weighted local mean of ``image`` (h, w, c) under ``weight`` (h, w); ``fallback`` (c,)
+    where no weight reaches."""
+    size = (ksize | 1, ksize | 1)
+    num = image * weight[:, :, None]
+    den = weight
+    for _ in range(2):  # two box passes: about a Gaussian
+        num = np.asarray(cv2.blur(num, size, borderType=cv2.BORDER_REPLICATE), np.float32)
+        den = np.asarray(cv2.blur(den, size, borderType=cv2.BORDER_REPLICATE), np.float32)
+    eps = 1e-3
+    return np.asarray((num + eps * fallback) / (den[:, :, None] + eps), np.float32)
+
+
+def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatArray, *,
+                 blur_px: float, edge_blur_px: float, edge_weight: FloatArray,
+                 ) -> tuple[FloatArray, FloatArray]:
+    """Per-channel ``scale`` (3,) and per-pixel ``bias`` (h, w, 3) float32 such that
+    ``source * scale + bias`` has the target's low frequencies and its amount of colour detail.
+
+    ``source_lab`` / ``target_lab`` are (h, w, 3) float32 in OpenCV's 8-bit Lab scale (L 0-255,
+    a and b centred on 128) on the same grid; ``weight`` (h, w) float32 is 1 on skin both share
+    (0 on kept eyes and mouth and outside the face). The local means use ``blur_px`` inside the
+    face and the smaller ``edge_blur_px`` where ``edge_weight`` (h, w) in [0, 1] is 1 (near the
+    mask's outer edge). ``scale`` matches the spread of each channel around its local mean (a
+    saturated source on a pale live face loses the saturation it would keep as red blotches and
+    cyan highlights), within limits that keep the source's own detail. Where no weight reaches,
+    the means are the global ones.
+    """
+    sel = weight > 0.5
+    if int(sel.sum()) < 4:
+        return np.ones(3, np.float32), np.zeros_like(source_lab)
+    g_src = source_lab[sel].mean(axis=0).astype(np.float32)
+    g_tgt = target_lab[sel].mean(axis=0).astype(np.float32)
+    means = []
+    for blur in (blur_px, edge_blur_px):
+        k = max(3, round(blur))
+        means.append((_local_mean(source_lab, weight, k, g_src),
+                      _local_mean(target_lab, weight, k, g_tgt)))
+    (src_broad, tgt_broad), (src_edge, tgt_edge) = means
+    spread_src = (source_lab - src_broad)[sel].std(axis=0)
+    spread_tgt = (target_lab - tgt_broad)[sel].std(axis=0)
+    scale = np.clip((spread_tgt + 1.0) / (spread_src + 1.0), _SCALE_MIN, _SCALE_MAX)
+    w = edge_weight[:, :, None]
+    src_mean = src_broad * (1.0 - w) + src_edge * w
+    tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
+    bias = tgt_mean - src_mean * scale
+    return scale.astype(np.float32), np.asarray(bias, np.float32)
+
+
+def apply_lab_transfer(image_bgr: ImageBGR, scale: FloatArray, bias: FloatArray) -> ImageBGR:
+    """``image_bgr`` (h, w, 3) uint8 mapped in Lab by ``v * scale + bias`` (``scale`` (3,),
+    ``bias`` (h, w, 3) float32 in 8-bit Lab units); saturates at the Lab range."""
+    lab = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)
+    scaled = cv2.multiply(lab, (*(float(v) for v in scale), 0.0), dtype=cv2.CV_32F)
+    shifted = cv2.add(scaled, bias, dtype=cv2.CV_8U)  # rounds and saturates in one pass
+    return np.asarray(cv2.cvtColor(shifted, cv2.COLOR_LAB2BGR), np.uint8)

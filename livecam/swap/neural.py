@@ -12,7 +12,7 @@ zero outside the face) at a fraction of the cost for HD frames.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +22,15 @@ from livecam.core.errors import EngineUnavailableError
 from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet
 from livecam.engines.protocol import Engine
+from livecam.swap import features
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
+
+# Soft edge of the kept eyes and mouth, as a fraction of the face's width (as the classic swap).
+_KEPT_EDGE = 0.008
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -71,11 +75,14 @@ def output_to_bgr(pred: np.ndarray) -> npt.NDArray[np.uint8]:
     return np.ascontiguousarray(np.clip(255 * img, 0, 255).astype(np.uint8)[..., ::-1])
 
 
-def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray) -> ImageBGR:
+def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray, *,
+               keep_loops_xy: Sequence[np.ndarray] = (), keep_soft_px: float = 1.0) -> ImageBGR:
     """Lay the swapped crop back into ``image_bgr`` (not modified); returns a new image.
 
     ``face_bgr`` is the (S, S, 3) uint8 model output and ``matrix`` the (2, 3) image->crop
-    transform it was aligned with. Same mask as insightface's ``INSwapper.get``.
+    transform it was aligned with. Same mask as insightface's ``INSwapper.get``, less the
+    regions ``keep_loops_xy`` (polygons (K, 2) in frame pixels, e.g. the streamer's eyes and
+    mouth interior), which keep the frame's own pixels behind a soft edge of ``keep_soft_px``.
     """
     import cv2
 
@@ -110,6 +117,9 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray) ->
     k = max(mask_size // 20, 5)
     mask = np.asarray(cv2.GaussianBlur(mask, (2 * k + 1, 2 * k + 1), 0), np.float32)
     mask /= 255
+    for loop in keep_loops_xy:
+        mask *= 1.0 - features.region_alpha(np.asarray(loop, np.float32), (x0, y0),
+                                            (mask.shape[0], mask.shape[1]), keep_soft_px)
     alpha = mask[:, :, None]
     roi = out[y0:y1, x0:x1]
     merged = alpha * fake + (1 - alpha) * roi.astype(np.float32)
@@ -172,18 +182,24 @@ class InswapperModel:
             preds.append(self.engine.run(feeds)[out_name])
         return output_to_bgr(np.concatenate(preds))
 
-    def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray) -> ImageBGR:
+    def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray, *,
+             keep_loops_xy: Sequence[Sequence[np.ndarray]] = (),
+             keep_soft_px: Sequence[float] = ()) -> ImageBGR:
         """Swap every face: keypoints (N, 5, 2) px in ArcFace order, latents (N, 512).
 
-        All faces go through the model in one batched call; the result is a new image.
+        ``keep_loops_xy[i]`` lists polygons of face i whose pixels stay the frame's own
+        (:func:`paste_back`), ``keep_soft_px[i]`` their soft edge. All faces go through the
+        model in one batched call; the result is a new image.
         """
         if len(kps_xy) == 0:
             return image_bgr
         crops, matrices = self.align(image_bgr, kps_xy)
         faces = self.swap_crops(crops, latents)
         out = image_bgr
-        for face, matrix in zip(faces, matrices, strict=True):
-            out = paste_back(out, face, matrix)
+        for i, (face, matrix) in enumerate(zip(faces, matrices, strict=True)):
+            loops = keep_loops_xy[i] if i < len(keep_loops_xy) else ()
+            soft = keep_soft_px[i] if i < len(keep_soft_px) else 1.0
+            out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft)
         return out
 
 
@@ -223,8 +239,12 @@ class NeuralSwapStage(StageBase):
     ``source_embedding(name)`` returns the (512,) ArcFace embedding of an identity (see
     :class:`livecam.swap.arcface.IdentityEmbeddings`), or None to leave that face alone.
     ``require_models()`` (called first in ``open``) raises :class:`ModelError` naming
-    ``livecam models fetch`` when a model file is missing. Only the pipeline thread calls
-    ``process``.
+    ``livecam models fetch`` when a model file is missing. ``keep_eyes`` / ``keep_mouth``: the
+    streamer's own eyes (inside the lids) and mouth interior stay in the picture, so gaze,
+    blinks and the mouth's opening are the streamer's whatever the generator makes of them
+    (``mouth_size`` scales the kept mouth region). Off by default here (insightface's plain
+    paste-back, which the GPU pipeline matches); ``build_neural_stage`` passes ``swap.*``.
+    Only the pipeline thread calls ``process``.
     """
 
     name = "swap"
@@ -232,8 +252,10 @@ class NeuralSwapStage(StageBase):
     def __init__(self, model: InswapperModel, source_embedding: EmbeddingFn, *,
                  require_models: Callable[[], object] | None = None,
                  five_point: Callable[[np.ndarray], np.ndarray] | None = None,
-                 assign: tuple[str, ...] = ()) -> None:
+                 assign: tuple[str, ...] = (), keep_eyes: bool = False,
+                 keep_mouth: bool = False, mouth_size: float = 1.0) -> None:
         self.model = model
+        self.keep_eyes, self.keep_mouth, self.mouth_size = keep_eyes, keep_mouth, mouth_size
         self._assigner = IdentityAssigner(assign)
         self.source_embedding = source_embedding
         self.require_models = require_models
@@ -268,7 +290,10 @@ class NeuralSwapStage(StageBase):
                 return packet
             kps = self._five_point(faces.landmarks_xy[picked])
             latents = self.model.latents(np.stack(embeddings))
-            image = self.model.swap(packet.image_bgr, kps, latents)
+            loops = [self._kept_loops(faces.landmarks_xy[i]) for i in picked]
+            soft = [_KEPT_EDGE * float(np.ptp(faces.landmarks_xy[i][:, 0])) for i in picked]
+            image = self.model.swap(packet.image_bgr, kps, latents, keep_loops_xy=loops,
+                                    keep_soft_px=soft)
         except EngineUnavailableError:
             # a remote engine is down or late: every face meant to be swapped is covered,
             # never sent as it is (the engine reconnects in the background)
@@ -276,6 +301,18 @@ class NeuralSwapStage(StageBase):
             return packet.with_fields(image_bgr=cover_faces(packet.image_bgr,
                                                             faces.boxes_xyxy[wanted]))
         return packet.with_fields(image_bgr=image)
+
+    def _kept_loops(self, landmarks_xy: np.ndarray) -> list[np.ndarray]:
+        """The streamer's regions to keep for one face's mesh (468+, 2)."""
+        loops = []
+        if self.keep_eyes:
+            loops += [landmarks_xy[list(features.EYE_RIGHT_LOOP)],
+                      landmarks_xy[list(features.EYE_LEFT_LOOP)]]
+        if self.keep_mouth:
+            mouth = landmarks_xy[list(features.MOUTH_INNER_LOOP)]
+            centre = mouth.mean(axis=0)
+            loops.append(centre + (mouth - centre) * self.mouth_size)
+        return loops
 
     def health(self) -> dict | None:
         """The swap engine's link state when it is remote (``TritonEngine.health``), else None.
@@ -285,8 +322,12 @@ class NeuralSwapStage(StageBase):
 
 
 def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], object], *,
-                       assign: tuple[str, ...] = ()) -> NeuralSwapStage:
+                       assign: tuple[str, ...] = (), keep_eyes: bool = True,
+                       keep_mouth: bool = True, mouth_size: float = 1.0) -> NeuralSwapStage:
     """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
+
+    ``keep_eyes`` / ``keep_mouth`` / ``mouth_size``: see :class:`NeuralSwapStage` (from
+    ``swap.keep_eyes == "always"``, ``swap.keep_mouth``, ``swap.mouth_size``).
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
     stage's ``open()``: a missing or corrupt file raises :class:`ModelError` naming
@@ -302,4 +343,5 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
                            template=swapper.template or "arcface_128", mean=swapper.mean,
                            std=swapper.std, max_batch=models.engine.max_batch)
     return NeuralSwapStage(model, models.embeddings(load_identity),
-                           require_models=models.require, five_point=five_point, assign=assign)
+                           require_models=models.require, five_point=five_point, assign=assign,
+                           keep_eyes=keep_eyes, keep_mouth=keep_mouth, mouth_size=mouth_size)
