@@ -61,11 +61,14 @@ def real_faces() -> list[RealFace]:
 def source_from(face: RealFace, topology: MeshTopology,
                 config: IdentityConfig | None = None, *,
                 mirror_fill: bool = False, skin_only: bool = False) -> SourceFace:
-    """The face as a swap source, prepared exactly as the identity library prepares photos."""
+    """The face as a swap source, prepared exactly as the identity library prepares photos
+    (except that no photo is refused for its head turn: the judge measures all 8 faces, also
+    t1-4, turned 34°, which ``identity add`` refuses)."""
     from livecam.identity.photo import prepare_face
 
     prep = prepare_face(face.image_bgr, face.label.encode(), face.landmarks_xy,
-                        face.landmarks_z, config or IdentityConfig(), label=face.label)
+                        face.landmarks_z, config or IdentityConfig(max_turn_deg=90.0),
+                        label=face.label)
     return SourceFace.build(photo_sha256=prep.sha256, texture_bgr=prep.texture_bgr,
                             landmarks_xy=prep.landmarks_xy, landmarks_z=prep.landmarks_z,
                             topology=topology, mirror_fill=mirror_fill, skin_only=skin_only)
