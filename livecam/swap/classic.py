@@ -2,10 +2,11 @@
 
 :class:`ClassicFaceSwapper` is the per-face worker the swap stage calls. Per face and frame it
 does only what depends on the live face: the shape transfer's offsets (``shape.py``), one dense
-warp (``warp.py``), a mask built on the
-warp's coarse grid (face oval, minus the target's open mouth and, when asked, its eyes, minus
-the forehead when asked), a colour gain on the same grid, one upsample of each and one blend
-over the face box. Everything about the source was precomputed in :class:`SourceFace`.
+warp (``warp.py``), a mask built on the warp's coarse grid (face oval, minus the forehead when
+asked, minus what the source photo shows that is not its skin when asked), a colour transfer
+computed on the same grid (``colour.py``), a sharpness match (``sharpness.py``), the
+streamer's own eyes and mouth interior laid in (``features.py``) and one blend over the face
+box. Everything about the source was precomputed in :class:`SourceFace`.
 
 Only the pipeline thread calls :meth:`ClassicFaceSwapper.swap_into`.
 """
@@ -36,9 +37,10 @@ _FIXED = 4  # sub-pixel bits for cv2.fillPoly on the coarse grid
 _FOREHEAD_SKIN_MIN = 0.4  # forehead: auto cuts below this share of skin-like samples
 _GRID_CELLS = 80  # warp grid cells across the face width (at least swap.grid_step_px apart)
 # Colour: the blur near the mask's outer edge, and how far in (both in face widths) the local
-# match gives way to the broad one.
-_EDGE_BLUR = 0.1
-_EDGE_BAND = 0.15
+# match gives way to the broad one (tuned with the identity judge and the band test).
+_EDGE_BLUR = 0.15
+_EDGE_BAND = 0.08
+_CUT_BAND = 0.15  # the forehead cut crosses the brightest skin: a wider local match there
 # Soft edge of the kept eyes and mouth interior, in face widths.
 _KEPT_EDGE = 0.008
 
@@ -120,7 +122,7 @@ class ClassicFaceSwapper:
         if warp is None:
             return info
         step = warp.step_px
-        outer = self._outer_mask(warp, source, xy)
+        outer, cut = self._outer_mask(warp, source, xy)
         kept = self._kept_regions(source, xy, live_xy)
         skin = outer.copy()
         for region in kept:
@@ -128,7 +130,7 @@ class ClassicFaceSwapper:
         x1, y1, x2, y2 = warp.box_xyxy
         size = (x2 - x1, y2 - y1)
         target_box = target_bgr[y1:y2, x1:x2]
-        face = self._colour(warp, target_box, skin, outer, face_w, size)
+        face = self._colour(warp, target_box, skin, outer, cut, face_w, size)
         if cfg.match_sharpness:
             shown = np.asarray(cv2.resize(skin, size, interpolation=cv2.INTER_NEAREST)) > 0
             face, _gain = sharpness.match_sharpness(face, target_box, shown)
@@ -160,15 +162,21 @@ class ClassicFaceSwapper:
 
     def _shaped(self, source: SourceFace, xy: FloatArray, z: FloatArray,
                 neutral_xyz: npt.NDArray[np.float64] | None) -> tuple[FloatArray, FloatArray]:
-        """The live mesh with the shape transfer's offsets added (see ``shape.py``). The eyes
-        and lips move as whole pieces; what is kept of the streamer's inside them moves along
-        (:meth:`_kept_regions`)."""
+        """The live mesh with the shape transfer's offsets added (see ``shape.py``). The lips
+        move as one piece and the streamer's mouth interior moves along (:meth:`_kept_regions`);
+        the eyes stay where the streamer's are when the streamer's eyes are shown (moved, the
+        kept eyes trembled with every frame's small change of the offsets: test_temporal)."""
         live = as_xyz(xy, z)
         off = self.shape.offsets(live if neutral_xyz is None else neutral_xyz, source.xyz,
                                  strength=self.config.shape_transfer, mouth_weight=1.0,
-                                 move_eyes=True)
+                                 move_eyes=not self._keeps_eyes(source))
         shaped = (live + off).astype(np.float32)
         return shaped[:, :2], shaped[:, 2]
+
+    def _keeps_eyes(self, source: SourceFace) -> bool:
+        cfg = self.config
+        return cfg.keep_eyes == "always" or (
+            cfg.keep_eyes == "auto" and min(source.eyes_open) < cfg.eye_closed_threshold)
 
     def _kept_regions(self, source: SourceFace, xy: FloatArray,
                       live_xy: FloatArray) -> list[features.KeptRegion]:
@@ -177,9 +185,7 @@ class ClassicFaceSwapper:
         cfg = self.config
         topo = self.topology
         loops: list[tuple[str, npt.NDArray[np.int32], float]] = []
-        keep_eyes = cfg.keep_eyes == "always" or (
-            cfg.keep_eyes == "auto" and min(source.eyes_open) < cfg.eye_closed_threshold)
-        if keep_eyes:
+        if self._keeps_eyes(source):
             loops += [("eye_right", topo.eye_right, 1.0), ("eye_left", topo.eye_left, 1.0)]
         if cfg.keep_mouth and geometry.mouth_openness(live_xy) >= cfg.mouth_open_threshold:
             loops.append(("mouth", topo.mouth_inner, cfg.mouth_size))
@@ -191,9 +197,10 @@ class ClassicFaceSwapper:
         grid = (points_xy - np.array([x1, y1], np.float32) + 0.5) / warp.step_px - 0.5
         return np.round(grid * (1 << _FIXED)).astype(np.int32)
 
-    def _outer_mask(self, warp: WarpResult, source: SourceFace,
-                    xy: FloatArray) -> npt.NDArray[np.uint8]:
-        """Hard 0/255 mask on the coarse grid: face oval ∩ mesh, minus the forehead when cut."""
+    def _outer_mask(self, warp: WarpResult, source: SourceFace, xy: FloatArray,
+                    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None]:
+        """Hard 0/255 mask on the coarse grid: face oval ∩ mesh, minus the forehead when cut;
+        and the cut-off region (255) or None."""
         cfg = self.config
         mask = np.zeros(warp.coarse_shape, np.uint8)
         cv2.fillPoly(mask, [self._grid(warp, xy[self.topology.face_oval])], (255,), cv2.LINE_8,
@@ -205,10 +212,14 @@ class ClassicFaceSwapper:
             usable = remap(source.usable_u8, warp.map_coarse, None, cv2.INTER_LINEAR,
                            borderMode=cv2.BORDER_CONSTANT, borderValue=(0,))
             mask[np.asarray(usable) < 128] = 0
+        cut = None
         if cfg.forehead == "cut" or (cfg.forehead == "auto"
                                      and source.forehead_skin < _FOREHEAD_SKIN_MIN):
-            self._cut_forehead(mask, warp, xy)
-        return mask
+            kept = np.full(warp.coarse_shape, 255, np.uint8)
+            self._cut_forehead(kept, warp, xy)
+            cut = np.asarray(255 - kept, np.uint8)
+            mask &= kept
+        return mask, cut
 
     def _cut_loop(self, mask: npt.NDArray[np.uint8], warp: WarpResult, loop_xy: FloatArray,
                   scale: float) -> None:
@@ -235,10 +246,12 @@ class ClassicFaceSwapper:
         cv2.fillPoly(mask, [self._grid(warp, quad)], (0,), cv2.LINE_8, _FIXED)
 
     def _colour(self, warp: WarpResult, target_box: ImageBGR, skin: npt.NDArray[np.uint8],
-                outer: npt.NDArray[np.uint8], face_w: float, size: tuple[int, int]) -> ImageBGR:
+                outer: npt.NDArray[np.uint8], cut: npt.NDArray[np.uint8] | None, face_w: float,
+                size: tuple[int, int]) -> ImageBGR:
         """The warped face, colour matched, (h, w, 3) uint8 over the box. ``skin`` is the
         coarse mask the statistics use (kept eyes and mouth cut out), ``outer`` the mask the
-        face is blended with (its edge is where the colours must meet)."""
+        face is blended with (its edge is where the colours must meet), ``cut`` the forehead
+        cut off (its straight edge across the brightest skin needs a wider local match)."""
         cfg = self.config
         warped = warp.warped_bgr
         if cfg.colour == "none":
@@ -259,9 +272,13 @@ class ClassicFaceSwapper:
             # mixed-type multiply saturates to uint8 in one pass
             return np.asarray(cv2.multiply(warped, gain_full, dtype=cv2.CV_8U), np.uint8)
         # lab: local near the outer edge (the seam), broad inside (the source's own look)
-        edge_cells = _EDGE_BAND * face_w / warp.step_px
+        cells = face_w / warp.step_px
         dist = np.asarray(cv2.distanceTransform(outer, cv2.DIST_L2, 3), np.float32)
-        edge_weight = 1.0 - np.clip(dist / max(edge_cells, 1.0), 0.0, 1.0)
+        edge_weight = 1.0 - np.clip(dist / max(_EDGE_BAND * cells, 1.0), 0.0, 1.0)
+        if cut is not None:
+            to_cut = np.asarray(cv2.distanceTransform(255 - cut, cv2.DIST_L2, 3), np.float32)
+            np.maximum(edge_weight, 1.0 - np.clip(to_cut / max(_CUT_BAND * cells, 1.0), 0.0, 1.0),
+                       out=edge_weight)
         src_lab = np.asarray(cv2.cvtColor(small_src, cv2.COLOR_BGR2LAB), np.float32)
         tgt_lab = np.asarray(cv2.cvtColor(small_tgt, cv2.COLOR_BGR2LAB), np.float32)
         scale, bias = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,

@@ -34,8 +34,13 @@ ImageBGR = npt.NDArray[np.uint8]
 _MIN_GAIN, _MAX_GAIN = 0.25, 4.0
 # Limits of the lab transfer's per-channel detail scale (L, a, b): the source's lightness detail
 # (its features) is kept within +-25 %, its colour detail may shrink a lot on a pale live face.
-_SCALE_MIN = np.array([0.8, 0.4, 0.4], np.float32)
+_SCALE_MIN = np.array([0.8, 0.1, 0.1], np.float32)
 _SCALE_MAX = np.array([1.25, 1.25, 1.25], np.float32)
+# skin_weight: how far (in robust spreads) from the face's typical colour a pixel stops being
+# skin, the spreads' floor (8-bit Lab units) and the axes' weights (L, a, b)
+_SKIN_FAR = 3.5
+_SKIN_SPREAD_FLOOR = np.array([8.0, 3.0, 3.0], np.float32)
+_SKIN_AXIS_WEIGHT = np.array([0.5, 1.0, 1.0], np.float32)
 
 
 def _weighted_blur(image: FloatArray, weight: FloatArray, ksize: int) -> FloatArray:
@@ -104,6 +109,21 @@ def _local_mean(image: FloatArray, weight: FloatArray, ksize: int,
     return np.asarray((num + eps * fallback) / (den[:, :, None] + eps), np.float32)
 
 
+def skin_weight(lab: FloatArray, weight: FloatArray) -> FloatArray:
+    """``weight`` (h, w) float32 with 0 where ``lab`` (h, w, 3, 8-bit Lab) is far from the
+    weighted pixels' own typical colour: hair, a beard, background inside a face mask. Robust
+    (median and median absolute deviation); lightness counts half (shading varies it)."""
+    sel = weight > 0.5
+    if int(sel.sum()) < 16:
+        return weight
+    pixels = lab[sel]
+    centre = np.median(pixels, axis=0)
+    spread = np.maximum(np.median(np.abs(pixels - centre), axis=0) * 1.4826, _SKIN_SPREAD_FLOOR)
+    d = (lab - centre) / spread * _SKIN_AXIS_WEIGHT
+    far = np.sqrt((d * d).sum(axis=2)) > _SKIN_FAR
+    return np.where(far, 0.0, weight).astype(np.float32)
+
+
 def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatArray, *,
                  blur_px: float, edge_blur_px: float, edge_weight: FloatArray,
                  ) -> tuple[FloatArray, FloatArray]:
@@ -117,21 +137,24 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     mask's outer edge). ``scale`` matches the spread of each channel around its local mean (a
     saturated source on a pale live face loses the saturation it would keep as red blotches and
     cyan highlights), within limits that keep the source's own detail. Where no weight reaches,
-    the means are the global ones.
+    the means are the global ones. Each side's hair, beard or background under the mask
+    (:func:`skin_weight`) is left out of its own means: the live face's hair at the mask's edge
+    would otherwise darken the swapped skin there, and move with every landmark's jitter.
     """
-    sel = weight > 0.5
-    if int(sel.sum()) < 4:
+    w_src, w_tgt = skin_weight(source_lab, weight), skin_weight(target_lab, weight)
+    sel_src, sel_tgt = w_src > 0.5, w_tgt > 0.5
+    if int(sel_src.sum()) < 4 or int(sel_tgt.sum()) < 4:
         return np.ones(3, np.float32), np.zeros_like(source_lab)
-    g_src = source_lab[sel].mean(axis=0).astype(np.float32)
-    g_tgt = target_lab[sel].mean(axis=0).astype(np.float32)
+    g_src = source_lab[sel_src].mean(axis=0).astype(np.float32)
+    g_tgt = target_lab[sel_tgt].mean(axis=0).astype(np.float32)
     means = []
     for blur in (blur_px, edge_blur_px):
         k = max(3, round(blur))
-        means.append((_local_mean(source_lab, weight, k, g_src),
-                      _local_mean(target_lab, weight, k, g_tgt)))
+        means.append((_local_mean(source_lab, w_src, k, g_src),
+                      _local_mean(target_lab, w_tgt, k, g_tgt)))
     (src_broad, tgt_broad), (src_edge, tgt_edge) = means
-    spread_src = (source_lab - src_broad)[sel].std(axis=0)
-    spread_tgt = (target_lab - tgt_broad)[sel].std(axis=0)
+    spread_src = (source_lab - src_broad)[sel_src].std(axis=0)
+    spread_tgt = (target_lab - tgt_broad)[sel_tgt].std(axis=0)
     scale = np.clip((spread_tgt + 1.0) / (spread_src + 1.0), _SCALE_MIN, _SCALE_MAX)
     w = edge_weight[:, :, None]
     src_mean = src_broad * (1.0 - w) + src_edge * w

@@ -49,7 +49,9 @@ def kept_region(name: str, shown_loop_xy: FloatArray, live_loop_xy: FloatArray,
     scaled by ``scale`` about their centre (1 = the rim itself)."""
     centre = shown_loop_xy.mean(axis=0)
     loop = centre + (shown_loop_xy - centre) * np.float32(scale)
-    shift = live_loop_xy.mean(axis=0) - centre
+    # whole pixels: a fractional shift resamples the streamer's pixels with weights that change
+    # with every frame's landmarks, which shows as a shimmer (tests/swap/test_temporal.py)
+    shift = np.round(live_loop_xy.mean(axis=0) - centre)
     return KeptRegion(name, loop.astype(np.float32), shift.astype(np.float32))
 
 

@@ -116,9 +116,11 @@ def moved_landmarks(landmarks_xy: FloatArray, eyes_open: float, mouth_open: floa
     return xy
 
 
-def _glance(image_bgr: ImageBGR, landmarks_xy: FloatArray, loops: Sequence[npt.NDArray[np.int32]],
-            gaze: float) -> ImageBGR:
-    """Shift each eye's interior sideways by ``gaze`` eye widths at its centre, 0 on the lids."""
+def glance(image_bgr: ImageBGR, landmarks_xy: FloatArray,
+           loops: Sequence[npt.NDArray[np.int32]], gaze: float) -> ImageBGR:
+    """A copy of ``image_bgr`` with each eye's interior (``loops``: the lid rims, indices into
+    ``landmarks_xy`` (468+, 2)) shifted sideways by ``gaze`` eye widths at its centre and not
+    at all on the lids: the iris moves as in a glance."""
     if abs(gaze) < 1e-4:
         return image_bgr
     out = image_bgr.copy()
@@ -173,7 +175,7 @@ def animate_face(image_bgr: ImageBGR, landmarks_xy: FloatArray, landmarks_z: Flo
             opening = np.zeros(image_bgr.shape[:2], np.uint8)
             cv2.fillPoly(opening, [np.round(xy[loop] * 16).astype(np.int32)], (1,), cv2.LINE_8, 4)
             frame[opening > 0] = image_bgr[opening > 0]
-        frame = _glance(frame, xy, (topology.eye_right, topology.eye_left), float(g))
+        frame = glance(frame, xy, (topology.eye_right, topology.eye_left), float(g))
         noisy = frame + rng.normal(0.0, noise_sigma, frame.shape)
         frames.append(np.clip(noisy + 0.5, 0, 255).astype(np.uint8))
     return frames

@@ -84,12 +84,13 @@ def test_lab_transfer_moves_light_and_keeps_detail_contrast() -> None:
 
 
 def test_lab_transfer_matches_locally_at_the_edge() -> None:
-    """Near the mask's edge the small blur is used: a target brighter at the top than the
-    source's broad mean is met there, not averaged away (no band)."""
+    """Near the mask's edge the small blur is used: a target forehead brightening towards the
+    top is met there, not averaged away by the broad mean (no band)."""
     h, w = 60, 60
     src_lab = np.full((h, w, 3), 128, np.float32)
     tgt_lab = np.full((h, w, 3), 128, np.float32)
-    tgt_lab[:15, :, 0] = 200  # a bright strip at the top of the target's face
+    rows = np.arange(h, dtype=np.float32)[:, None]
+    tgt_lab[..., 0] = 128 + 40 * np.clip((20 - rows) / 20, 0, 1)  # +40 at the top edge
     weight = np.ones((h, w), np.float32)
     edge = np.zeros((h, w), np.float32)
     edge[:12] = 1.0
@@ -99,5 +100,24 @@ def test_lab_transfer_matches_locally_at_the_edge() -> None:
     broad, _ = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=40, edge_blur_px=4,
                                    edge_weight=np.zeros((h, w), np.float32))
     broad_out = src_lab * broad + _
-    assert abs(out[:8, :, 0].mean() - 200) < 12
-    assert abs(broad_out[:8, :, 0].mean() - 200) > 2 * abs(out[:8, :, 0].mean() - 200) + 8
+    want = tgt_lab[:8, :, 0].mean()
+    assert abs(out[:8, :, 0].mean() - want) < 8
+    assert abs(broad_out[:8, :, 0].mean() - want) > 2 * abs(out[:8, :, 0].mean() - want) + 8
+
+
+def test_lab_transfer_ignores_the_live_faces_hair_under_the_mask() -> None:
+    """Dark hair over the top of the live face, inside the mask: the swapped skin next to it
+    keeps the live skin's brightness instead of being darkened towards the hair."""
+    h, w = 60, 60
+    src_lab = np.full((h, w, 3), 128, np.float32)
+    tgt_lab = np.full((h, w, 3), 128, np.float32)
+    tgt_lab[..., 0] = 170
+    tgt_lab[:8, :, 0] = 40  # a fringe, inside the mask
+    skin = colour.skin_weight(tgt_lab, np.ones((h, w), np.float32))
+    assert (skin[:8] == 0).all() and (skin[8:] == 1).all()
+    edge = np.zeros((h, w), np.float32)
+    edge[:15] = 1.0
+    scale, bias = colour.lab_transfer(src_lab, tgt_lab, np.ones((h, w), np.float32),
+                                      blur_px=40, edge_blur_px=6, edge_weight=edge)
+    out = src_lab * scale + bias
+    assert abs(out[8:15, :, 0].mean() - 170) < 5
