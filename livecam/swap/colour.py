@@ -24,6 +24,8 @@ the face size. Pure functions; any thread.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -166,7 +168,9 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
 def apply_lab_transfer(image_bgr: ImageBGR, scale: FloatArray, bias: FloatArray) -> ImageBGR:
     """``image_bgr`` (h, w, 3) uint8 mapped in Lab by ``v * scale + bias`` (``scale`` (3,),
     ``bias`` (h, w, 3) float32 in 8-bit Lab units); saturates at the Lab range."""
-    lab = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)
-    scaled = cv2.multiply(lab, (*(float(v) for v in scale), 0.0), dtype=cv2.CV_32F)
+    lab = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB), np.uint8)
+    factors = (float(scale[0]), float(scale[1]), float(scale[2]), 0.0)
+    multiply: Any = cv2.multiply  # the stubs lack the (array, scalar tuple) form
+    scaled = multiply(lab, factors, dtype=cv2.CV_32F)
     shifted = cv2.add(scaled, bias, dtype=cv2.CV_8U)  # rounds and saturates in one pass
     return np.asarray(cv2.cvtColor(shifted, cv2.COLOR_LAB2BGR), np.uint8)

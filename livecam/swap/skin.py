@@ -26,6 +26,8 @@ Pure functions, any thread (~0.1 s per photo).
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -112,14 +114,15 @@ def skin_map(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     spread = np.maximum(np.median(np.abs(skin - centre), axis=0) * 1.4826, _SPREAD_FLOOR)
     d_skin = _lab_distance(lab, centre, spread)
     ring_px = max(3, int(face_w * 0.2)) | 1
-    ring = cv2.dilate(oval, np.ones((ring_px, ring_px), np.uint8)) & ~oval
+    ring = np.asarray(cv2.dilate(oval, np.ones((ring_px, ring_px), np.uint8)), np.uint8) & ~oval
     outside = lab[ring > 0]
     not_skin = d_skin > _FAR
     if len(outside) >= 4 * _OUTSIDE_CLUSTERS:
         criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
         cv2.setRNGSeed(0)  # k-means++ seeding: the same clusters for the same photo
-        _, _, clusters = cv2.kmeans(np.ascontiguousarray(outside), _OUTSIDE_CLUSTERS, None,
-                                    criteria, 2, cv2.KMEANS_PP_CENTERS)
+        kmeans: Any = cv2.kmeans  # the stubs want UMat; numpy arrays are what it takes
+        _, _, clusters = kmeans(np.ascontiguousarray(outside), _OUTSIDE_CLUSTERS, None,
+                                criteria, 2, cv2.KMEANS_PP_CENTERS)
         # an outside colour that is itself skin-like (a neck, a bare shoulder) is no evidence
         clusters = [c for c in clusters if _lab_distance(c[None], centre, spread)[0] > _NEAR]
         if clusters:
@@ -192,7 +195,7 @@ def usable_map(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     flip_xy[:, 0] = (w - 1) - flip_xy[:, 0]
     seen = _seen_map((h, w), xy, flip_xy, topology)
     valid = np.minimum(valid, np.maximum(seen, feature_mask((h, w), xy) / 255.0))
-    return (valid > 0.5).astype(np.uint8) * 255
+    return np.where(valid > 0.5, 255, 0).astype(np.uint8)
 
 
 def _below_brows(shape_hw: tuple[int, int], landmarks_xy: FloatArray) -> FloatArray:

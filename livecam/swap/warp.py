@@ -188,7 +188,7 @@ class DenseWarper:
         # (hc, wc, 2): source x and y interleaved, the CV_32FC2 layout remap takes directly
         coarse_map = np.ascontiguousarray(coeff[..., 0] * xs + coeff[..., 1] * ys + coeff[..., 2],
                                           dtype=np.float32)
-        grid_map = coarse_map
+        grid_map: Any = coarse_map
         if step > 1:
             grid_map = cv2.resize(coarse_map, (x2 - x1, y2 - y1), interpolation=cv2.INTER_LINEAR)
         remap: Any = cv2.remap  # the stubs lack the (map1=CV_32FC2, map2=None) form

@@ -164,7 +164,7 @@ def animate_face(image_bgr: ImageBGR, landmarks_xy: FloatArray, landmarks_z: Flo
     for e, m, g in zip(track.eyes_open, track.mouth_open, track.gaze, strict=True):
         xy = moved_landmarks(xy0, float(e), float(m))
         frame = image_bgr.copy()
-        warp = warper.warp(source, xy, z0, image_bgr.shape[:2])
+        warp = warper.warp(source, xy, z0, (image_bgr.shape[0], image_bgr.shape[1]))
         if warp is not None:
             x1, y1, x2, y2 = warp.box_xyxy
             inside = warp.tri_id_coarse > 0  # step 1: one grid point per pixel
