@@ -22,6 +22,11 @@ class IdentityConfig:
     warn_turn_deg: float = knob(20.0, "A source photo whose head is turned (yaw or pitch) more "
                                 "than this many degrees gets a warning (a 3/4 view leaves parts "
                                 "of the face uncovered).", range=(0.0, 90.0))
+    max_turn_deg: float = knob(30.0, "A source photo whose head is turned sideways (yaw) more "
+                               "than this many degrees is refused, even with --force: the "
+                               "far side of the face is hidden or foreshortened, and the "
+                               "swap would paste it stretched (a broken nose, blotches).",
+                               range=(0.0, 90.0))
     max_photo_megapixels: float = knob(100.0, "Photos larger than this are refused before "
                                        "analysis (protects memory).", range=(1.0, 1000.0))
     analysis_max_side_px: int = knob(2048, "Photos are scaled down to at most this side before "

@@ -19,13 +19,18 @@ class SwapConfig:
                       "fast, keeps the source's colours) or seamless (Poisson; tens of ms per "
                       "face, washes the face towards the target's colours).",
                       choices=("feather", "seamless"))
-    colour: str = knob("lowfreq", "Colour transfer: lowfreq (per-pixel gain from blurred "
-                       "target/source; follows uneven and side light), meanstd (one Lab "
-                       "mean/std match; a half-shaded face stays half-shaded), none.",
-                       choices=("lowfreq", "meanstd", "none"))
-    colour_blur: float = knob(0.5, "Blur size of the lowfreq colour transfer, as a fraction of "
-                              "the face width. Smaller follows local light more closely but "
-                              "lets more of the target's own look through.", range=(0.02, 1.0))
+    colour: str = knob("lab", "Colour transfer: lab (the live face's low-frequency colour added "
+                       "to the source's in Lab, matched closely near the mask's edge so there "
+                       "is no seam or band), lowfreq (per-pixel gain from blurred "
+                       "target/source; amplifies the source's contrast on a brighter live "
+                       "face), meanstd (one Lab mean/std match; a half-shaded face stays "
+                       "half-shaded), none.", choices=("lab", "lowfreq", "meanstd", "none"))
+    colour_blur: float = knob(1.0, "Blur size of the colour transfer inside the face, as a "
+                              "fraction of the face width (lab also matches closely within "
+                              "0.15 face widths of the mask's edge, whatever this is). Smaller "
+                              "follows local light more closely but lets more of the target's "
+                              "own look through (the identity judge: 1.0 scores best, "
+                              "docs/classic-swap.md).", range=(0.02, 1.0))
     feather: float = knob(0.03, "Width of the soft mask edge, as a fraction of the face width. "
                           "Wider hides the seam better but shows more of the target around the "
                           "edge.", range=(0.0, 0.5))
@@ -34,15 +39,18 @@ class SwapConfig:
                          "source photo's forehead is covered by hair, which would otherwise "
                          "show as a band across the live forehead).",
                          choices=("auto", "swap", "cut"))
-    keep_mouth: bool = knob(True, "Keep the target's own mouth interior (teeth, tongue) when "
-                            "the mouth opens; the source photo's mouth cannot open.")
+    keep_mouth: bool = knob(True, "Show the streamer's own mouth interior (teeth, tongue, the dark "
+                            "of an open mouth) inside the swapped lips, so the mouth opens and "
+                            "closes with the streamer's; the source photo's mouth cannot open.")
     mouth_size: float = knob(1.0, "Size of the kept mouth region relative to the inner lips. "
-                             "Larger keeps more of the target's lips.", range=(0.5, 2.0))
-    mouth_open_threshold: float = knob(0.06, "Inner-lip gap / mouth width above which the "
-                                       "mouth counts as open.", range=(0.0, 1.0))
-    keep_eyes: str = knob("auto", "Keep the target's own eyes: never, always, or auto (when the "
-                          "source photo's eyes are closed and the target's are open, which "
-                          "would otherwise show closed or black eyes).",
+                             "Larger keeps more of the streamer's lips.", range=(0.5, 2.0))
+    mouth_open_threshold: float = knob(0.0, "Inner-lip gap / mouth width above which the "
+                                       "streamer's mouth interior is kept (0: always, so the "
+                                       "opening follows the streamer's at every size without a "
+                                       "jump).", range=(0.0, 1.0))
+    keep_eyes: str = knob("always", "Show the streamer's own eyes inside the swapped lids (gaze, "
+                          "blinks): always, never (the source photo's eyes, warped), or auto "
+                          "(only when the source photo's eyes are closed).",
                           choices=("never", "auto", "always"))
     eye_closed_threshold: float = knob(0.12, "Lid gap / eye width below which an eye counts "
                                        "as closed.", range=(0.0, 1.0))
@@ -56,6 +64,16 @@ class SwapConfig:
                              "mirror image (at identity load), instead of stretching the few "
                              "pixels of the far cheek. Off by default: it scored lower with "
                              "the identity judge (docs/classic-swap.md).")
+    match_sharpness: bool = knob(True, "Sharpen the swapped face until its fine detail matches "
+                                 "the live face's (resampling and a smaller source photo "
+                                 "leave it softer than the picture around it).")
+    source_skin_only: bool = knob(False, "Paste only the source photo's skin and features: "
+                                  "where hair, background or the far side of a turned head "
+                                  "lie inside its face, the live face's own skin shows "
+                                  "instead, blended in (no dark streaks or smudges from the "
+                                  "photo). Off by default: on small faces it shows so much of "
+                                  "the live face that the identity judge drops from 0.93 to "
+                                  "0.48 of pairs (docs/classic-swap.md).")
     fade_start_deg: float = knob(30.0, "Head turn away from the source photo's pose (yaw and "
                                  "pitch, degrees) at which the swap starts fading into what "
                                  "`unswappable` shows (the real face only with `real`).",

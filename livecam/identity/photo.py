@@ -121,9 +121,10 @@ def prepare_photo(image_bgr: ImageBGR, data: bytes, config: IdentityConfig, *,
                   label: str = "photo") -> PreparedPhoto:
     """Find the face in ``image_bgr`` and build a :class:`PreparedPhoto` (see module doc).
 
-    Raises :class:`IdentityError` when there is no face or it is narrower than
-    ``config.min_face_px``. Several faces: the largest is used; a warning when another one is
-    at least half as wide (which person is meant is then a guess), else a note.
+    Raises :class:`IdentityError` when there is no face, it is narrower than
+    ``config.min_face_px`` or turned sideways more than ``config.max_turn_deg``. Several faces:
+    the largest is used; a warning when another one is at least half as wide (which person is
+    meant is then a guess), else a note.
     """
     from livecam.analysis.photo import analyze_photo
 
@@ -172,6 +173,11 @@ def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
                         "identity.warn_face_px): the swapped face carries the photo's detail, "
                         "so it looks soft on a larger live face; use a larger or closer photo")
     pose = geometry.head_pose(xy, z)
+    if abs(pose.yaw_deg) > config.max_turn_deg:
+        raise IdentityError(f"{label}: the head is turned {abs(pose.yaw_deg):.0f}° sideways "
+                            f"(more than identity.max_turn_deg={config.max_turn_deg:g}): its far "
+                            "side would be pasted stretched; use a photo where the face looks "
+                            "at the camera")
     # the mesh gives pitch only up to a person-dependent offset (~10°), so pitch gets slack
     if abs(pose.yaw_deg) > config.warn_turn_deg or abs(pose.pitch_deg) > config.warn_turn_deg + 15:
         warnings.append(f"head is turned (yaw {pose.yaw_deg:.0f}°, pitch {pose.pitch_deg:.0f}°):"

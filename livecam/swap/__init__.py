@@ -32,7 +32,10 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
 
         models = neural.NeuralModels.from_config(config)
         return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign,
-                                          cover=FaceCover.from_config(config.swap))]
+                                          cover=FaceCover.from_config(config.swap),
+                                          keep_eyes=config.swap.keep_eyes == "always",
+                                          keep_mouth=config.swap.keep_mouth,
+                                          mouth_size=config.swap.mouth_size)]
     from livecam.swap.stage import ClassicSwapStage
 
     return [ClassicSwapStage(config.swap, identities)]

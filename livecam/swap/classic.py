@@ -2,10 +2,11 @@
 
 :class:`ClassicFaceSwapper` is the per-face worker the swap stage calls. Per face and frame it
 does only what depends on the live face: the shape transfer's offsets (``shape.py``), one dense
-warp (``warp.py``), a mask built on the
-warp's coarse grid (face oval, minus the target's open mouth and, when asked, its eyes, minus
-the forehead when asked), a colour gain on the same grid, one upsample of each and one blend
-over the face box. Everything about the source was precomputed in :class:`SourceFace`.
+warp (``warp.py``), a mask built on the warp's coarse grid (face oval, minus the forehead when
+asked, minus what the source photo shows that is not its skin when asked), a colour transfer
+computed on the same grid (``colour.py``), a sharpness match (``sharpness.py``), the
+streamer's own eyes and mouth interior laid in (``features.py``) and one blend over the face
+box. Everything about the source was precomputed in :class:`SourceFace`.
 
 Only the pipeline thread calls :meth:`ClassicFaceSwapper.swap_into`.
 """
@@ -13,6 +14,7 @@ Only the pipeline thread calls :meth:`ClassicFaceSwapper.swap_into`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -20,7 +22,7 @@ import numpy.typing as npt
 
 from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
-from livecam.swap import blend, colour
+from livecam.swap import blend, colour, features, sharpness
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import ShapeTransfer, as_xyz
 from livecam.swap.source import SourceFace
@@ -34,6 +36,13 @@ _BROW_LINE = (105, 334)
 _FIXED = 4  # sub-pixel bits for cv2.fillPoly on the coarse grid
 _FOREHEAD_SKIN_MIN = 0.4  # forehead: auto cuts below this share of skin-like samples
 _GRID_CELLS = 80  # warp grid cells across the face width (at least swap.grid_step_px apart)
+# Colour: the blur near the mask's outer edge, and how far in (both in face widths) the local
+# match gives way to the broad one (tuned with the identity judge and the band test).
+_EDGE_BLUR = 0.15
+_EDGE_BAND = 0.08
+_CUT_BAND = 0.15  # the forehead cut crosses the brightest skin: a wider local match there
+# Soft edge of the kept eyes and mouth interior, in face widths.
+_KEPT_EDGE = 0.008
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +106,8 @@ class ClassicFaceSwapper:
         (:class:`~livecam.swap.shape.NeutralShape`); without it (a photo) the face itself is.
         """
         cfg = self.config
-        xy = landmarks_xy[:468]
+        live_xy = landmarks_xy[:468]
+        xy = live_xy
         z = landmarks_z[:468]
         pose = geometry.head_pose(xy, z)
         fade = self.fade_for(source, pose)
@@ -114,13 +124,23 @@ class ClassicFaceSwapper:
         if warp is None:
             return info
         step = warp.step_px
-        mask, kept_mouth, kept_eyes = self._mask_coarse(warp, source, xy)
+        outer, cut = self._outer_mask(warp, source, xy)
+        kept = self._kept_regions(source, xy, live_xy)
+        skin = outer.copy()
+        for region in kept:
+            self._cut_loop(skin, warp, region.loop_xy, 1.0)
         x1, y1, x2, y2 = warp.box_xyxy
         size = (x2 - x1, y2 - y1)
         target_box = target_bgr[y1:y2, x1:x2]
-        face = self._colour(warp, target_box, mask, face_w, size)
+        face = self._colour(warp, target_box, skin, outer, cut, face_w, size)
+        if cfg.match_sharpness:
+            shown = np.asarray(cv2.resize(skin, size, interpolation=cv2.INTER_NEAREST)) > 0
+            face, _gain = sharpness.match_sharpness(face, target_box, shown)
+        if kept:
+            face = features.keep_streamer(face, target_bgr, warp.box_xyxy, kept,
+                                          soft_px=_KEPT_EDGE * face_w)
         if cfg.blend == "seamless":
-            hard = np.asarray(cv2.resize(mask, size, interpolation=cv2.INTER_NEAREST), np.uint8)
+            hard = np.asarray(cv2.resize(outer, size, interpolation=cv2.INTER_NEAREST), np.uint8)
             erode = max(1, int(face_w * cfg.feather * 0.5))
             hard = np.asarray(cv2.erode(hard, np.ones((erode, erode), np.uint8)), np.uint8)
             face_u8 = face
@@ -132,65 +152,77 @@ class ClassicFaceSwapper:
             blend.seamless_paste_into(out_bgr, face_u8, hard, warp.box_xyxy)
         else:
             feather_px = cfg.feather * face_w / step
-            alpha_coarse = blend.feather_mask(mask, erode_px=feather_px * 0.75 + 1.0,
+            alpha_coarse = blend.feather_mask(outer, erode_px=feather_px * 0.75 + 1.0,
                                               blur_px=feather_px)
             alpha = np.asarray(cv2.resize(alpha_coarse, size, interpolation=cv2.INTER_LINEAR),
                                np.float32)
             if fade < 1.0:
                 alpha *= fade
             blend.paste_back_into(out_bgr, face, alpha, warp.box_xyxy)
-        return FaceSwapInfo(True, fade, kept_mouth, kept_eyes, source.photo_sha256)
+        kept_names = {r.name for r in kept}
+        return FaceSwapInfo(True, fade, "mouth" in kept_names,
+                            bool(kept_names & {"eye_right", "eye_left"}), source.photo_sha256)
 
     def _shaped(self, source: SourceFace, xy: FloatArray, z: FloatArray,
                 neutral_xyz: npt.NDArray[np.float64] | None) -> tuple[FloatArray, FloatArray]:
-        """The live mesh with the shape transfer's offsets added (see ``shape.py``)."""
-        cfg = self.config
+        """The live mesh with the shape transfer's offsets added (see ``shape.py``). The lips
+        move as one piece and the streamer's mouth interior moves along (:meth:`_kept_regions`);
+        the eyes stay where the streamer's are when the streamer's eyes are shown (moved, the
+        kept eyes trembled with every frame's small change of the offsets: test_temporal)."""
         live = as_xyz(xy, z)
-        # the lips stop moving before the kept mouth interior (the streamer's pixels) shows
-        mouth_weight = 1.0
-        if cfg.keep_mouth:
-            thr = cfg.mouth_open_threshold
-            mouth_weight = 1.0 - smoothstep(0.5 * thr, thr, geometry.mouth_openness(xy))
-        # the streamer's own eyes are shown when the source's are closed: do not move them
-        move_eyes = cfg.keep_eyes == "never" or (
-            cfg.keep_eyes == "auto" and min(source.eyes_open) >= cfg.eye_closed_threshold)
         off = self.shape.offsets(live if neutral_xyz is None else neutral_xyz, source.xyz,
-                                 strength=cfg.shape_transfer, mouth_weight=mouth_weight,
-                                 move_eyes=move_eyes)
+                                 strength=self.config.shape_transfer, mouth_weight=1.0,
+                                 move_eyes=not self._keeps_eyes(source))
         shaped = (live + off).astype(np.float32)
         return shaped[:, :2], shaped[:, 2]
+
+    def _keeps_eyes(self, source: SourceFace) -> bool:
+        cfg = self.config
+        return cfg.keep_eyes == "always" or (
+            cfg.keep_eyes == "auto" and min(source.eyes_open) < cfg.eye_closed_threshold)
+
+    def _kept_regions(self, source: SourceFace, xy: FloatArray,
+                      live_xy: FloatArray) -> list[features.KeptRegion]:
+        """The streamer's own eyes (inside the lids: gaze, blinks) and mouth interior (teeth,
+        tongue), at the shaped mesh's place (``xy``), read from the live face (``live_xy``)."""
+        cfg = self.config
+        topo = self.topology
+        loops: list[tuple[str, npt.NDArray[np.int32], float]] = []
+        if self._keeps_eyes(source):
+            loops += [("eye_right", topo.eye_right, 1.0), ("eye_left", topo.eye_left, 1.0)]
+        if cfg.keep_mouth and geometry.mouth_openness(live_xy) >= cfg.mouth_open_threshold:
+            loops.append(("mouth", topo.mouth_inner, cfg.mouth_size))
+        return [features.kept_region(name, xy[loop], live_xy[loop], scale)
+                for name, loop, scale in loops]
 
     def _grid(self, warp: WarpResult, points_xy: FloatArray) -> npt.NDArray[np.int32]:
         x1, y1 = warp.box_xyxy[:2]
         grid = (points_xy - np.array([x1, y1], np.float32) + 0.5) / warp.step_px - 0.5
         return np.round(grid * (1 << _FIXED)).astype(np.int32)
 
-    def _mask_coarse(self, warp: WarpResult, source: SourceFace,
-                     xy: FloatArray) -> tuple[npt.NDArray[np.uint8], bool, bool]:
-        """Hard 0/255 mask on the coarse grid: face oval ∩ mesh, minus kept regions."""
+    def _outer_mask(self, warp: WarpResult, source: SourceFace, xy: FloatArray,
+                    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None]:
+        """Hard 0/255 mask on the coarse grid: face oval ∩ mesh, minus the forehead when cut;
+        and the cut-off region (255) or None."""
         cfg = self.config
-        topo = self.topology
         mask = np.zeros(warp.coarse_shape, np.uint8)
-        cv2.fillPoly(mask, [self._grid(warp, xy[topo.face_oval])], (255,), cv2.LINE_8, _FIXED)
+        cv2.fillPoly(mask, [self._grid(warp, xy[self.topology.face_oval])], (255,), cv2.LINE_8,
+                     _FIXED)
         mask[warp.tri_id_coarse == 0] = 0
+        if source.usable_u8 is not None:
+            # the source's hair, background and hidden skin stay out: the live skin shows there
+            remap: Any = cv2.remap  # the stubs lack the (map1=CV_32FC2, map2=None) form
+            usable = remap(source.usable_u8, warp.map_coarse, None, cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_CONSTANT, borderValue=(0,))
+            mask[np.asarray(usable) < 128] = 0
+        cut = None
         if cfg.forehead == "cut" or (cfg.forehead == "auto"
                                      and source.forehead_skin < _FOREHEAD_SKIN_MIN):
-            self._cut_forehead(mask, warp, xy)
-        kept_mouth = False
-        if cfg.keep_mouth and geometry.mouth_openness(xy) > cfg.mouth_open_threshold:
-            kept_mouth = True
-            self._cut_loop(mask, warp, xy[topo.mouth_inner], cfg.mouth_size)
-        kept_eyes = False
-        if cfg.keep_eyes == "always":
-            kept_eyes = True
-        elif cfg.keep_eyes == "auto":
-            target_open = geometry.eye_openness(xy)
-            thr = cfg.eye_closed_threshold
-            kept_eyes = min(source.eyes_open) < thr <= max(target_open)
-        if kept_eyes:
-            for loop in (topo.eye_right, topo.eye_left):
-                self._cut_loop(mask, warp, xy[loop], 1.25)
-        return mask, kept_mouth, kept_eyes
+            kept = np.full(warp.coarse_shape, 255, np.uint8)
+            self._cut_forehead(kept, warp, xy)
+            cut = np.asarray(255 - kept, np.uint8)
+            mask &= kept
+        return mask, cut
 
     def _cut_loop(self, mask: npt.NDArray[np.uint8], warp: WarpResult, loop_xy: FloatArray,
                   scale: float) -> None:
@@ -216,9 +248,13 @@ class ClassicFaceSwapper:
         quad = np.array([p, q, q + up * far, p + up * far], np.float32)
         cv2.fillPoly(mask, [self._grid(warp, quad)], (0,), cv2.LINE_8, _FIXED)
 
-    def _colour(self, warp: WarpResult, target_box: ImageBGR, mask: npt.NDArray[np.uint8],
-                face_w: float, size: tuple[int, int]) -> ImageBGR:
-        """The warped face, colour matched, (h, w, 3) uint8 over the box."""
+    def _colour(self, warp: WarpResult, target_box: ImageBGR, skin: npt.NDArray[np.uint8],
+                outer: npt.NDArray[np.uint8], cut: npt.NDArray[np.uint8] | None, face_w: float,
+                size: tuple[int, int]) -> ImageBGR:
+        """The warped face, colour matched, (h, w, 3) uint8 over the box. ``skin`` is the
+        coarse mask the statistics use (kept eyes and mouth cut out), ``outer`` the mask the
+        face is blended with (its edge is where the colours must meet), ``cut`` the forehead
+        cut off (its straight edge across the brightest skin needs a wider local match)."""
         cfg = self.config
         warped = warp.warped_bgr
         if cfg.colour == "none":
@@ -228,12 +264,29 @@ class ClassicFaceSwapper:
                                np.uint8)
         small_tgt = np.asarray(cv2.resize(target_box, (wc, hc), interpolation=cv2.INTER_AREA),
                                np.uint8)
-        weight = (mask > 0).astype(np.float32)
+        weight = (skin > 0).astype(np.float32)
         if cfg.colour == "meanstd":
             scale, offset = colour.meanstd_transfer(small_src, small_tgt, weight)
             return colour.apply_lab_affine(warped, scale, offset)
         blur = cfg.colour_blur * face_w / warp.step_px
-        gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)
-        gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
-        # mixed-type multiply saturates to uint8 in one pass
-        return np.asarray(cv2.multiply(warped, gain_full, dtype=cv2.CV_8U), np.uint8)
+        if cfg.colour == "lowfreq":
+            gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)
+            gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
+            # mixed-type multiply saturates to uint8 in one pass
+            return np.asarray(cv2.multiply(warped, gain_full, dtype=cv2.CV_8U), np.uint8)
+        # lab: local near the outer edge (the seam), broad inside (the source's own look)
+        cells = face_w / warp.step_px
+        dist = np.asarray(cv2.distanceTransform(outer, cv2.DIST_L2, 3), np.float32)
+        edge_weight = 1.0 - np.clip(dist / max(_EDGE_BAND * cells, 1.0), 0.0, 1.0)
+        if cut is not None:
+            to_cut = np.asarray(cv2.distanceTransform(255 - cut, cv2.DIST_L2, 3), np.float32)
+            np.maximum(edge_weight, 1.0 - np.clip(to_cut / max(_CUT_BAND * cells, 1.0), 0.0, 1.0),
+                       out=edge_weight)
+        src_lab = np.asarray(cv2.cvtColor(small_src, cv2.COLOR_BGR2LAB), np.float32)
+        tgt_lab = np.asarray(cv2.cvtColor(small_tgt, cv2.COLOR_BGR2LAB), np.float32)
+        scale, bias = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,
+                                          edge_blur_px=_EDGE_BLUR * face_w / warp.step_px,
+                                          edge_weight=edge_weight)
+        bias_full = np.asarray(cv2.resize(bias, size, interpolation=cv2.INTER_LINEAR),
+                               np.float32)
+        return colour.apply_lab_transfer(warped, scale, bias_full)

@@ -1,8 +1,14 @@
 """Colour transfer: make the warped source face look lit like the target face.
 
-Two methods, chosen by ``swap.colour``:
+Methods, chosen by ``swap.colour``:
 
-- ``lowfreq`` (default): a per-pixel, per-channel gain ``blur(target) / blur(source)`` computed
+- ``lab`` (default): the target's low-frequency colour in Lab, *added* to the source's (so the
+  source's detail keeps its own contrast: a multiplicative gain doubles a highlight where the
+  live face is twice as bright, which blew pale live faces to cyan-white). Two scales: deep
+  inside the face the blur is ``swap.colour_blur`` (the source's own look survives), near the
+  mask's outer edge it is a tenth of the face width, so the swapped face meets the live face at
+  the seam with the live face's own local brightness (no band where the mask stops).
+- ``lowfreq``: a per-pixel, per-channel gain ``blur(target) / blur(source)`` computed
   under the face mask. Shading is multiplicative and low-frequency, so this moves the target's
   light (including side light and its colour cast) onto the source and *removes* the source's
   own uneven light, while the source's fine detail (what makes it that person) stays. The blur
@@ -18,6 +24,8 @@ the face size. Pure functions; any thread.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +34,15 @@ FloatArray = npt.NDArray[np.float32]
 ImageBGR = npt.NDArray[np.uint8]
 
 _MIN_GAIN, _MAX_GAIN = 0.25, 4.0
+# Limits of the lab transfer's per-channel detail scale (L, a, b): the source's lightness detail
+# (its features) is kept within +-25 %, its colour detail may shrink a lot on a pale live face.
+_SCALE_MIN = np.array([0.8, 0.1, 0.1], np.float32)
+_SCALE_MAX = np.array([1.25, 1.25, 1.25], np.float32)
+# skin_weight: how far (in robust spreads) from the face's typical colour a pixel stops being
+# skin, the spreads' floor (8-bit Lab units) and the axes' weights (L, a, b)
+_SKIN_FAR = 3.5
+_SKIN_SPREAD_FLOOR = np.array([8.0, 3.0, 3.0], np.float32)
+_SKIN_AXIS_WEIGHT = np.array([0.5, 1.0, 1.0], np.float32)
 
 
 def _weighted_blur(image: FloatArray, weight: FloatArray, ksize: int) -> FloatArray:
@@ -78,3 +95,82 @@ def apply_lab_affine(image_bgr: ImageBGR, scale: FloatArray, offset: FloatArray)
     lab = lab * scale + offset
     np.clip(lab, 0, 255, out=lab)
     return np.asarray(cv2.cvtColor(lab.astype(np.uint8), cv2.COLOR_LAB2BGR), np.uint8)
+
+
+def _local_mean(image: FloatArray, weight: FloatArray, ksize: int,
+                fallback: FloatArray) -> FloatArray:
+    """Weighted local mean of ``image`` (h, w, c) under ``weight`` (h, w); ``fallback`` (c,)
+    where no weight reaches."""
+    size = (ksize | 1, ksize | 1)
+    num = image * weight[:, :, None]
+    den = weight
+    for _ in range(2):  # two box passes: about a Gaussian
+        num = np.asarray(cv2.blur(num, size, borderType=cv2.BORDER_REPLICATE), np.float32)
+        den = np.asarray(cv2.blur(den, size, borderType=cv2.BORDER_REPLICATE), np.float32)
+    eps = 1e-3
+    return np.asarray((num + eps * fallback) / (den[:, :, None] + eps), np.float32)
+
+
+def skin_weight(lab: FloatArray, weight: FloatArray) -> FloatArray:
+    """``weight`` (h, w) float32 with 0 where ``lab`` (h, w, 3, 8-bit Lab) is far from the
+    weighted pixels' own typical colour: hair, a beard, background inside a face mask. Robust
+    (median and median absolute deviation); lightness counts half (shading varies it)."""
+    sel = weight > 0.5
+    if int(sel.sum()) < 16:
+        return weight
+    pixels = lab[sel]
+    centre = np.median(pixels, axis=0)
+    spread = np.maximum(np.median(np.abs(pixels - centre), axis=0) * 1.4826, _SKIN_SPREAD_FLOOR)
+    d = (lab - centre) / spread * _SKIN_AXIS_WEIGHT
+    far = np.sqrt((d * d).sum(axis=2)) > _SKIN_FAR
+    return np.where(far, 0.0, weight).astype(np.float32)
+
+
+def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatArray, *,
+                 blur_px: float, edge_blur_px: float, edge_weight: FloatArray,
+                 ) -> tuple[FloatArray, FloatArray]:
+    """Per-channel ``scale`` (3,) and per-pixel ``bias`` (h, w, 3) float32 such that
+    ``source * scale + bias`` has the target's low frequencies and its amount of colour detail.
+
+    ``source_lab`` / ``target_lab`` are (h, w, 3) float32 in OpenCV's 8-bit Lab scale (L 0-255,
+    a and b centred on 128) on the same grid; ``weight`` (h, w) float32 is 1 on skin both share
+    (0 on kept eyes and mouth and outside the face). The local means use ``blur_px`` inside the
+    face and the smaller ``edge_blur_px`` where ``edge_weight`` (h, w) in [0, 1] is 1 (near the
+    mask's outer edge). ``scale`` matches the spread of each channel around its local mean (a
+    saturated source on a pale live face loses the saturation it would keep as red blotches and
+    cyan highlights), within limits that keep the source's own detail. Where no weight reaches,
+    the means are the global ones. Each side's hair, beard or background under the mask
+    (:func:`skin_weight`) is left out of its own means: the live face's hair at the mask's edge
+    would otherwise darken the swapped skin there, and move with every landmark's jitter.
+    """
+    w_src, w_tgt = skin_weight(source_lab, weight), skin_weight(target_lab, weight)
+    sel_src, sel_tgt = w_src > 0.5, w_tgt > 0.5
+    if int(sel_src.sum()) < 4 or int(sel_tgt.sum()) < 4:
+        return np.ones(3, np.float32), np.zeros_like(source_lab)
+    g_src = source_lab[sel_src].mean(axis=0).astype(np.float32)
+    g_tgt = target_lab[sel_tgt].mean(axis=0).astype(np.float32)
+    means = []
+    for blur in (blur_px, edge_blur_px):
+        k = max(3, round(blur))
+        means.append((_local_mean(source_lab, w_src, k, g_src),
+                      _local_mean(target_lab, w_tgt, k, g_tgt)))
+    (src_broad, tgt_broad), (src_edge, tgt_edge) = means
+    spread_src = (source_lab - src_broad)[sel_src].std(axis=0)
+    spread_tgt = (target_lab - tgt_broad)[sel_tgt].std(axis=0)
+    scale = np.clip((spread_tgt + 1.0) / (spread_src + 1.0), _SCALE_MIN, _SCALE_MAX)
+    w = edge_weight[:, :, None]
+    src_mean = src_broad * (1.0 - w) + src_edge * w
+    tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
+    bias = tgt_mean - src_mean * scale
+    return scale.astype(np.float32), np.asarray(bias, np.float32)
+
+
+def apply_lab_transfer(image_bgr: ImageBGR, scale: FloatArray, bias: FloatArray) -> ImageBGR:
+    """``image_bgr`` (h, w, 3) uint8 mapped in Lab by ``v * scale + bias`` (``scale`` (3,),
+    ``bias`` (h, w, 3) float32 in 8-bit Lab units); saturates at the Lab range."""
+    lab = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB), np.uint8)
+    factors = (float(scale[0]), float(scale[1]), float(scale[2]), 0.0)
+    multiply: Any = cv2.multiply  # the stubs lack the (array, scalar tuple) form
+    scaled = multiply(lab, factors, dtype=cv2.CV_32F)
+    shifted = cv2.add(scaled, bias, dtype=cv2.CV_8U)  # rounds and saturates in one pass
+    return np.asarray(cv2.cvtColor(shifted, cv2.COLOR_LAB2BGR), np.uint8)

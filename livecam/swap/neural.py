@@ -12,7 +12,7 @@ zero outside the face) at a fraction of the cost for HD frames.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +22,16 @@ from livecam.core.errors import EngineUnavailableError
 from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet, Unswappable, WithheldFaces
 from livecam.engines.protocol import Engine
+from livecam.swap import features
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
 from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
+
+# Soft edge of the kept eyes and mouth, as a fraction of the face's width (as the classic swap).
+_KEPT_EDGE = 0.008
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -72,11 +76,14 @@ def output_to_bgr(pred: np.ndarray) -> npt.NDArray[np.uint8]:
     return np.ascontiguousarray(np.clip(255 * img, 0, 255).astype(np.uint8)[..., ::-1])
 
 
-def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray) -> ImageBGR:
+def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray, *,
+               keep_loops_xy: Sequence[np.ndarray] = (), keep_soft_px: float = 1.0) -> ImageBGR:
     """Lay the swapped crop back into ``image_bgr`` (not modified); returns a new image.
 
     ``face_bgr`` is the (S, S, 3) uint8 model output and ``matrix`` the (2, 3) image->crop
-    transform it was aligned with. Same mask as insightface's ``INSwapper.get``.
+    transform it was aligned with. Same mask as insightface's ``INSwapper.get``, less the
+    regions ``keep_loops_xy`` (polygons (K, 2) in frame pixels, e.g. the streamer's eyes and
+    mouth interior), which keep the frame's own pixels behind a soft edge of ``keep_soft_px``.
     """
     import cv2
 
@@ -111,6 +118,9 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray) ->
     k = max(mask_size // 20, 5)
     mask = np.asarray(cv2.GaussianBlur(mask, (2 * k + 1, 2 * k + 1), 0), np.float32)
     mask /= 255
+    for loop in keep_loops_xy:
+        mask *= 1.0 - features.region_alpha(np.asarray(loop, np.float32), (x0, y0),
+                                            (mask.shape[0], mask.shape[1]), keep_soft_px)
     alpha = mask[:, :, None]
     roi = out[y0:y1, x0:x1]
     merged = alpha * fake + (1 - alpha) * roi.astype(np.float32)
@@ -174,20 +184,26 @@ class InswapperModel:
         return output_to_bgr(np.concatenate(preds))
 
     def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray, *,
-             onto_bgr: ImageBGR | None = None) -> ImageBGR:
+             onto_bgr: ImageBGR | None = None,
+             keep_loops_xy: Sequence[Sequence[np.ndarray]] = (),
+             keep_soft_px: Sequence[float] = ()) -> ImageBGR:
         """Swap every face: keypoints (N, 5, 2) px in ArcFace order, latents (N, 512).
 
-        All faces go through the model in one batched call; the result is a new image. The
-        faces are read from ``image_bgr`` and pasted onto ``onto_bgr`` (same shape; default
-        ``image_bgr``), e.g. a copy with other faces already covered.
+        ``keep_loops_xy[i]`` lists polygons of face i whose pixels stay the frame's own
+        (:func:`paste_back`), ``keep_soft_px[i]`` their soft edge. All faces go through the
+        model in one batched call; the result is a new image. The faces are read from
+        ``image_bgr`` and pasted onto ``onto_bgr`` (same shape; default ``image_bgr``), e.g. a
+        copy with other faces already covered.
         """
         out = image_bgr if onto_bgr is None else onto_bgr
         if len(kps_xy) == 0:
             return out
         crops, matrices = self.align(image_bgr, kps_xy)
         faces = self.swap_crops(crops, latents)
-        for face, matrix in zip(faces, matrices, strict=True):
-            out = paste_back(out, face, matrix)
+        for i, (face, matrix) in enumerate(zip(faces, matrices, strict=True)):
+            loops = keep_loops_xy[i] if i < len(keep_loops_xy) else ()
+            soft = keep_soft_px[i] if i < len(keep_soft_px) else 1.0
+            out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft)
         return out
 
 
@@ -205,8 +221,12 @@ class NeuralSwapStage(StageBase):
     face of a frame the (remote) engine did not answer for, by ``cover``
     (:class:`~livecam.swap.cover.FaceCover`, default: hold then blur).
     ``require_models()`` (called first in ``open``) raises :class:`ModelError` naming
-    ``livecam models fetch`` when a model file is missing. Only the pipeline thread calls
-    ``process``.
+    ``livecam models fetch`` when a model file is missing. ``keep_eyes`` / ``keep_mouth``: the
+    streamer's own eyes (inside the lids) and mouth interior stay in the picture, so gaze,
+    blinks and the mouth's opening are the streamer's whatever the generator makes of them
+    (``mouth_size`` scales the kept mouth region). Off by default here (insightface's plain
+    paste-back, which the GPU pipeline matches); ``build_neural_stage`` passes ``swap.*``.
+    Only the pipeline thread calls ``process``.
     """
 
     name = "swap"
@@ -214,8 +234,11 @@ class NeuralSwapStage(StageBase):
     def __init__(self, model: InswapperModel, source_embedding: EmbeddingFn, *,
                  require_models: Callable[[], object] | None = None,
                  five_point: Callable[[np.ndarray], np.ndarray] | None = None,
-                 assign: tuple[str, ...] = (), cover: FaceCover | None = None) -> None:
+                 assign: tuple[str, ...] = (), cover: FaceCover | None = None,
+                 keep_eyes: bool = False, keep_mouth: bool = False,
+                 mouth_size: float = 1.0) -> None:
         self.model = model
+        self.keep_eyes, self.keep_mouth, self.mouth_size = keep_eyes, keep_mouth, mouth_size
         self._assigner = IdentityAssigner(assign)
         self.source_embedding = source_embedding
         self.require_models = require_models
@@ -270,7 +293,10 @@ class NeuralSwapStage(StageBase):
             if picked:
                 kps = self._five_point(faces.landmarks_xy[picked])
                 latents = self.model.latents(np.stack(embeddings))
-                out = self.model.swap(packet.image_bgr, kps, latents, onto_bgr=out)
+                loops = [self._kept_loops(faces.landmarks_xy[i]) for i in picked]
+                soft = [_KEPT_EDGE * float(np.ptp(faces.landmarks_xy[i][:, 0])) for i in picked]
+                out = self.model.swap(packet.image_bgr, kps, latents, onto_bgr=out,
+                                      keep_loops_xy=loops, keep_soft_px=soft)
                 self.cover.remember(out, faces[picked], index)
         except EngineUnavailableError:
             # a remote engine is down or late: every face meant to be swapped is covered,
@@ -281,6 +307,18 @@ class NeuralSwapStage(StageBase):
                 packet.image_bgr, WithheldFaces.concat([under, down]), index))
         return packet.with_fields(image_bgr=out)
 
+    def _kept_loops(self, landmarks_xy: np.ndarray) -> list[np.ndarray]:
+        """The streamer's regions to keep for one face's mesh (468+, 2)."""
+        loops = []
+        if self.keep_eyes:
+            loops += [landmarks_xy[list(features.EYE_RIGHT_LOOP)],
+                      landmarks_xy[list(features.EYE_LEFT_LOOP)]]
+        if self.keep_mouth:
+            mouth = landmarks_xy[list(features.MOUTH_INNER_LOOP)]
+            centre = mouth.mean(axis=0)
+            loops.append(centre + (mouth - centre) * self.mouth_size)
+        return loops
+
     def health(self) -> dict | None:
         """The swap engine's link state when it is remote (``TritonEngine.health``), else None.
         Any thread."""
@@ -289,9 +327,13 @@ class NeuralSwapStage(StageBase):
 
 
 def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], object], *,
-                       assign: tuple[str, ...] = (),
-                       cover: FaceCover | None = None) -> NeuralSwapStage:
+                       assign: tuple[str, ...] = (), cover: FaceCover | None = None,
+                       keep_eyes: bool = True, keep_mouth: bool = True,
+                       mouth_size: float = 1.0) -> NeuralSwapStage:
     """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
+
+    ``keep_eyes`` / ``keep_mouth`` / ``mouth_size``: see :class:`NeuralSwapStage` (from
+    ``swap.keep_eyes == "always"``, ``swap.keep_mouth``, ``swap.mouth_size``).
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
     stage's ``open()``: a missing or corrupt file raises :class:`ModelError` naming
@@ -308,4 +350,5 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
                            std=swapper.std, max_batch=models.engine.max_batch)
     return NeuralSwapStage(model, models.embeddings(load_identity),
                            require_models=models.require, five_point=five_point, assign=assign,
-                           cover=cover)
+                           cover=cover, keep_eyes=keep_eyes, keep_mouth=keep_mouth,
+                           mouth_size=mouth_size)

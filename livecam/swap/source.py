@@ -32,15 +32,20 @@ class SourceFace:
     pose: geometry.HeadPose
     eyes_open: tuple[float, float]
     forehead_skin: float = 1.0  # share of forehead samples that look like the cheeks' skin
+    # (h, w) uint8 over the texture, 255 where its face may be pasted (skin, features), 0 on
+    # hair, background and foreshortened skin (``livecam.swap.skin.usable_map``); None = all
+    usable_u8: npt.NDArray[np.uint8] | None = None
 
     @classmethod
     def build(cls, *, photo_sha256: str, texture_bgr: ImageBGR, landmarks_xy: FloatArray,
               landmarks_z: FloatArray, topology: MeshTopology,
-              mirror_fill: bool = False) -> SourceFace:
+              mirror_fill: bool = False, skin_only: bool = False) -> SourceFace:
         """Precompute everything per photo (called at identity load, not per frame).
 
         With ``mirror_fill`` a turned photo's hidden side is filled from its mirror image
         (:func:`livecam.swap.frontalize.frontalize`), which also makes its pose near frontal.
+        With ``skin_only`` the pixels that may be pasted are marked (``usable_u8``): not hair,
+        background or skin the head's turn foreshortens.
         """
         xy = np.ascontiguousarray(landmarks_xy[:468], np.float32)
         z = np.ascontiguousarray(landmarks_z[:468], np.float32)
@@ -48,6 +53,11 @@ class SourceFace:
             from livecam.swap.frontalize import frontalize
 
             texture_bgr, xy, z, _ = frontalize(texture_bgr, xy, z, topology)
+        usable = None
+        if skin_only:
+            from livecam.swap.skin import usable_map
+
+            usable = usable_map(texture_bgr, xy, topology)
         return cls(
             photo_sha256=photo_sha256,
             mesh=SourceMesh.build(np.ascontiguousarray(texture_bgr), xy, topology),
@@ -56,6 +66,7 @@ class SourceFace:
             pose=geometry.head_pose(xy, z),
             eyes_open=geometry.eye_openness(xy),
             forehead_skin=forehead_skin_fraction(texture_bgr, xy),
+            usable_u8=usable,
         )
 
 

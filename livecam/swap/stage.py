@@ -46,12 +46,12 @@ _PRELOAD_MAX = 16
 
 
 def source_faces(identity: Identity, topology: MeshTopology,
-                 mirror_fill: bool = False) -> tuple[SourceFace, ...]:
+                 mirror_fill: bool = False, skin_only: bool = False) -> tuple[SourceFace, ...]:
     """Precompute the swap's per-photo data for every photo of ``identity``."""
     return tuple(
         SourceFace.build(photo_sha256=p.sha256, texture_bgr=p.texture_bgr,
                          landmarks_xy=p.landmarks_xy, landmarks_z=p.landmarks_z,
-                         topology=topology, mirror_fill=mirror_fill)
+                         topology=topology, mirror_fill=mirror_fill, skin_only=skin_only)
         for p in identity.photos
     )
 
@@ -105,7 +105,7 @@ class ClassicSwapStage(StageBase):
     def _prepare(self, name: str) -> tuple[SourceFace, ...]:
         assert self._swapper is not None
         return source_faces(self.identities.load(name), self._swapper.topology,
-                            self.config.mirror_fill)
+                            self.config.mirror_fill, self.config.source_skin_only)
 
     def _preload(self, names: tuple[str, ...]) -> None:
         """Start preparing identities the user can switch to (pipeline thread only)."""

@@ -66,12 +66,15 @@ class WarpResult:
     - ``step_px``: coarse grid spacing; coarse point (i, j) sits at frame pixel
       ``(x1 + (j + 0.5) * step - 0.5, y1 + (i + 0.5) * step - 0.5)``, so ``cv2.resize`` with
       ``INTER_LINEAR`` upsamples coarse images onto the box exactly.
+    - ``map_coarse``: (hc, wc, 2) float32, the source pixel each coarse point reads (so other
+      images laid on the source texture can be warped on the coarse grid cheaply).
     """
 
     box_xyxy: tuple[int, int, int, int]
     warped_bgr: ImageBGR
     tri_id_coarse: npt.NDArray[np.int32]
     step_px: int
+    map_coarse: FloatArray
 
     @property
     def coarse_shape(self) -> tuple[int, int]:
@@ -183,13 +186,16 @@ class DenseWarper:
         xs = (x1 + (np.arange(wc, dtype=np.float32) + 0.5) * step - 0.5)[None, :, None]
         ys = (y1 + (np.arange(hc, dtype=np.float32) + 0.5) * step - 0.5)[:, None, None]
         # (hc, wc, 2): source x and y interleaved, the CV_32FC2 layout remap takes directly
-        grid_map = coeff[..., 0] * xs + coeff[..., 1] * ys + coeff[..., 2]
+        coarse_map = np.ascontiguousarray(coeff[..., 0] * xs + coeff[..., 1] * ys + coeff[..., 2],
+                                          dtype=np.float32)
+        grid_map: Any = coarse_map
         if step > 1:
-            grid_map = cv2.resize(grid_map, (x2 - x1, y2 - y1), interpolation=cv2.INTER_LINEAR)
+            grid_map = cv2.resize(coarse_map, (x2 - x1, y2 - y1), interpolation=cv2.INTER_LINEAR)
         remap: Any = cv2.remap  # the stubs lack the (map1=CV_32FC2, map2=None) form
         warped = np.asarray(remap(source.texture_bgr, grid_map, None, cv2.INTER_LINEAR,
                                   borderMode=cv2.BORDER_REPLICATE), np.uint8)
-        return WarpResult(box_xyxy=box, warped_bgr=warped, tri_id_coarse=tri_id, step_px=step)
+        return WarpResult(box_xyxy=box, warped_bgr=warped, tri_id_coarse=tri_id, step_px=step,
+                          map_coarse=coarse_map)
 
 
 def _similarity(target_xy: FloatArray, source_xy: FloatArray) -> FloatArray:

@@ -11,6 +11,8 @@ preprocessing, every engine backend, insightface's reference code) runs on them:
   residual blocks driven by ``source`` through Gemm, bilinear 2x Resize twice, 7x7 conv, tanh.
   ``size="full"`` gives the real widths (128/256/512/1024 channels, 6 blocks: ~138 M parameters,
   ~550 MB) for the GPU benchmark; ``size="small"`` gives a few-MB model for tests.
+- :func:`build_blurring_inswapper` -- the same interface; its output is the target crop
+  blurred (a generator that keeps the pose but not the eyes' and mouth's detail).
 - :func:`build_arcface` -- input ``input.1`` (N,3,112,112), output ``683`` (N,512), an
   iresnet-like stack (Conv, BatchNormalization, PRelu, Add, Flatten, Gemm).
 
@@ -184,6 +186,47 @@ def build_inswapper(path: str | Path, *, size: str = "small", seed: int = 0,
         [helper.make_tensor_value_info("target", TensorProto.FLOAT, [batch, 3, 128, 128]),
          helper.make_tensor_value_info("source", TensorProto.FLOAT, [batch, 512])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 3, 128, 128])],
+        g.inits,
+    )
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", INSWAPPER_OPSET)]),
+                 path)
+
+
+def build_blurring_inswapper(path: str | Path, *, sigma_px: float = 5.0) -> Path:
+    """Write an inswapper_128-shaped model whose output is the *target* crop blurred (a
+    Gaussian of ``sigma_px`` on the 128 px crop), slightly greyed, whatever the ``source``.
+
+    A generator that keeps the face's pose and light but not the eyes' or the mouth's detail
+    (a glance or a blink becomes a smudge): the stand-in for checking that the streamer's eyes
+    and mouth survive the neural swap (``tests/swap/test_expressions.py``). Same interface as
+    :func:`build_inswapper`, emap last.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    radius = max(1, round(3 * sigma_px))
+    axis = np.arange(-radius, radius + 1, dtype=np.float64)
+    g1 = np.exp(-axis**2 / (2 * sigma_px**2))
+    kernel = np.outer(g1, g1)
+    kernel /= kernel.sum()
+    weights = np.repeat(kernel[None, None], 3, axis=0).astype(np.float32)  # (3, 1, k, k)
+    g = _GraphBuilder(0)
+    blurred = g.one("Conv", ["target", g.init("gauss", weights)], group=3,
+                    kernel_shape=[2 * radius + 1] * 2, pads=[radius] * 4)
+    # the source is read (a real swapper's output depends on it) but weighs nothing here
+    src = g.one("Mul", [g.one("ReduceMean", ["source"], axes=[1], keepdims=1),
+                        g.init("zero", np.array(0.0, np.float32))])
+    src = g.one("Unsqueeze", [src], axes=[2, 3])
+    greyed = g.one("Add", [g.one("Mul", [blurred, g.init("k", np.array(0.9, np.float32))]),
+                           g.init("c", np.array(0.05, np.float32))])
+    g.nodes.append(helper.make_node("Add", [greyed, src], ["output"], name="Add_out"))
+    emap = np.eye(512, dtype=np.float32)
+    g.inits.append(onnx.numpy_helper.from_array(emap, "emap"))
+    graph = helper.make_graph(
+        g.nodes, "inswapper_blur_standin",
+        [helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128]),
+         helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])],
         g.inits,
     )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", INSWAPPER_OPSET)]),

@@ -60,15 +60,18 @@ def real_faces() -> list[RealFace]:
 
 def source_from(face: RealFace, topology: MeshTopology,
                 config: IdentityConfig | None = None, *,
-                mirror_fill: bool = False) -> SourceFace:
-    """The face as a swap source, prepared exactly as the identity library prepares photos."""
+                mirror_fill: bool = False, skin_only: bool = False) -> SourceFace:
+    """The face as a swap source, prepared exactly as the identity library prepares photos
+    (except that no photo is refused for its head turn: the judge measures all 8 faces, also
+    t1-4, turned 34°, which ``identity add`` refuses)."""
     from livecam.identity.photo import prepare_face
 
     prep = prepare_face(face.image_bgr, face.label.encode(), face.landmarks_xy,
-                        face.landmarks_z, config or IdentityConfig(), label=face.label)
+                        face.landmarks_z, config or IdentityConfig(max_turn_deg=90.0),
+                        label=face.label)
     return SourceFace.build(photo_sha256=prep.sha256, texture_bgr=prep.texture_bgr,
                             landmarks_xy=prep.landmarks_xy, landmarks_z=prep.landmarks_z,
-                            topology=topology, mirror_fill=mirror_fill)
+                            topology=topology, mirror_fill=mirror_fill, skin_only=skin_only)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ def judge_pairs(config: SwapConfig, faces: list[RealFace], topology: MeshTopolog
                 judge: FaceJudge) -> list[PairResult]:
     """Every ordered pair (source != target); the swap only touches the target face."""
     swapper = ClassicFaceSwapper(config, topology)
-    sources = [source_from(f, topology, mirror_fill=config.mirror_fill) for f in faces]
+    sources = [source_from(f, topology, mirror_fill=config.mirror_fill,
+                           skin_only=config.source_skin_only) for f in faces]
     ref = [judge.embed(f.image_bgr, dlib_box_from_mesh(f.landmarks_xy)) for f in faces]
     results = []
     for j, target in enumerate(faces):
@@ -118,3 +122,83 @@ def summarise(results: list[PairResult]) -> dict[str, float]:
         "mean_d_source": float(np.mean([r.d_source for r in results])),
         "mean_d_target": float(np.mean([r.d_target for r in results])),
     }
+
+
+# --- measures of a pasted look (tests/swap/test_look.py, scripts/judge_swap.py) ---------------
+
+
+def changed_region(before_bgr: ImageBGR, after_bgr: ImageBGR) -> npt.NDArray[np.bool_]:
+    """(H, W) bool: where the swap changed the picture."""
+    return np.asarray((before_bgr != after_bgr).any(axis=2))
+
+
+def _lightness(image_bgr: ImageBGR) -> npt.NDArray[np.float32]:
+    import cv2
+
+    return np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
+
+
+def upper_edge_step(before_bgr: ImageBGR, after_bgr: ImageBGR, landmarks_xy: np.ndarray,
+                    *, depth_fraction: float = 0.06) -> float:
+    """Mean |lightness step| (8-bit Lab L) the swap adds across its region's upper edge.
+
+    Columns between the inner ends of the brows (skin, no brow: the brows themselves differ
+    between people); in each, the top of the changed region is the edge; the band just below
+    it (``depth_fraction`` of the face width, after the soft edge) is compared with the live
+    picture at the same place. A swapped face that meets the live forehead with the live
+    face's own brightness scores ~0; a pale or dark band scores its step. (Above the edge the
+    picture is the live one by construction.)
+    """
+    from livecam.analysis import geometry
+
+    changed = changed_region(before_bgr, after_bgr)
+    width = geometry.face_width_px(landmarks_xy)
+    depth = max(2, int(width * depth_fraction))
+    skip = max(2, int(width * 0.04))  # the soft edge itself
+    l_before, l_after = _lightness(before_bgr), _lightness(after_bgr)
+    x1, x2 = sorted((int(landmarks_xy[107, 0]), int(landmarks_xy[336, 0])))
+    steps = []
+    for x in range(x1, x2 + 1):
+        rows = np.flatnonzero(changed[:, x])
+        if len(rows) == 0:
+            continue
+        top = int(rows[0])
+        band = slice(top + skip, top + skip + depth)
+        steps.append(float(np.mean(l_after[band, x]) - np.mean(l_before[band, x])))
+    return float(np.mean(np.abs(steps))) if steps else 0.0
+
+
+def fine_detail_ratio(image_bgr: ImageBGR, region: npt.NDArray[np.bool_], *,
+                      ring_px: int) -> float:
+    """Fine-detail energy inside ``region`` over that in a ``ring_px`` ring just outside it
+    (``livecam.swap.sharpness.detail_energy``): how crisp a face is against its surroundings."""
+    import cv2
+
+    from livecam.swap.sharpness import detail_energy
+
+    inner = cv2.erode(region.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    grown = cv2.dilate(region.astype(np.uint8), np.ones((2 * ring_px + 1,) * 2, np.uint8)) > 0
+    ring = grown & ~region
+    return detail_energy(image_bgr, inner) / max(detail_energy(image_bgr, ring), 1e-3)
+
+
+def enlarged(face: RealFace, face_px: float = 240.0) -> RealFace:
+    """``face`` cut from its photo (a square of twice its mesh box) and enlarged so it is about
+    ``face_px`` wide, as the demo shows faces, with its mesh found again on the result."""
+    import cv2
+
+    from livecam.analysis.photo import analyze_photo
+
+    lo, hi = face.landmarks_xy.min(axis=0), face.landmarks_xy.max(axis=0)
+    centre, side = (lo + hi) / 2, float(max(hi - lo)) * 2.0
+    scale = face_px / float(hi[0] - lo[0])
+    size = round(side * scale)
+    m = np.array([[scale, 0, size / 2 - centre[0] * scale],
+                  [0, scale, size / 2 - centre[1] * scale]], np.float32)
+    image = np.asarray(cv2.warpAffine(face.image_bgr, m, (size, size), flags=cv2.INTER_CUBIC,
+                                      borderMode=cv2.BORDER_REPLICATE), np.uint8)
+    found = analyze_photo(image)
+    if len(found) == 0:
+        raise RuntimeError(f"{face.label}: no face found after enlarging")
+    return RealFace(f"{face.label}@{int(face_px)}", image, found.landmarks_xy[0, :468].copy(),
+                    found.landmarks_z[0, :468].copy())

@@ -154,3 +154,28 @@ def test_library_dir_comes_from_the_config(tmp_path: Path) -> None:
 def test_one_off_identity_from_a_photo(photos: dict[str, Path]) -> None:
     identity = identity_from_photo(photos["good"])
     assert identity.name == "photo:good.png" and len(identity.photos) == 1
+
+
+def test_a_photo_turned_sideways_is_refused_even_with_force(library: IdentityLibrary,
+                                                            tmp_path: Path) -> None:
+    """insightface's t1.jpg, fifth person from the left: his head is turned (a 3/4 view);
+    its far cheek would be pasted stretched (the mesh puts this enlarged crop at 46°). One line
+    says why and what to do."""
+    import cv2
+    import insightface.data
+
+    from livecam.analysis.photo import analyze_photo
+
+    group = insightface.data.get_image("t1")
+    faces = analyze_photo(group)
+    lefts = np.argsort(faces.boxes_xyxy[:, 0])
+    x1, y1, x2, y2 = faces.boxes_xyxy[lefts[4]]
+    pad = 0.6 * (x2 - x1)
+    crop = group[max(0, int(y1 - pad)):int(y2 + pad), max(0, int(x1 - pad)):int(x2 + pad)]
+    path = tmp_path / "turned.png"
+    cv2.imwrite(str(path), cv2.resize(crop, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC))
+    with pytest.raises(IdentityError, match=r"turned \d+° sideways .*max_turn_deg=30.*looks at "
+                                            r"the camera") as err:
+        library.add("joey", [path], force=True)
+    assert "\n" not in str(err.value)
+    assert library.names() == []

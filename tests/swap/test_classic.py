@@ -53,11 +53,14 @@ def test_swap_paints_the_face_and_nothing_else(by_label: dict[str, RealFace],
 def test_open_target_mouth_is_kept(by_label: dict[str, RealFace],
                                    topology: MeshTopology) -> None:
     target = by_label["astronaut"]  # smiling with teeth: inner lips apart
-    assert geometry.mouth_openness(target.landmarks_xy) > SwapConfig().mouth_open_threshold
     source = source_from(by_label["t1-3"], topology)
     mouth = _polygon_mask(target.image_bgr.shape, target.landmarks_xy[topology.mouth_inner], 0.7)
-    kept, info = _swap(SwapConfig(), topology, source, target)
-    replaced, info_off = _swap(SwapConfig(keep_mouth=False), topology, source, target)
+    # no shape transfer: the kept interior stays exactly where the streamer's is (with it, it
+    # moves with the lips: tests/swap/test_features.py)
+    still = SwapConfig(shape_transfer=0.0)
+    kept, info = _swap(still, topology, source, target)
+    replaced, info_off = _swap(dataclasses.replace(still, keep_mouth=False), topology, source,
+                               target)
     assert info.kept_mouth and not info_off.kept_mouth  # type: ignore[attr-defined]
     d_kept = np.abs(kept.astype(int) - target.image_bgr.astype(int))[mouth].mean()
     d_replaced = np.abs(replaced.astype(int) - target.image_bgr.astype(int))[mouth].mean()
@@ -83,16 +86,20 @@ def test_closed_source_eyes_keep_the_live_eyes(by_label: dict[str, RealFace],
     assert min(source.eyes_open) < SwapConfig().eye_closed_threshold
     target = by_label["t1-2"]
     eye = _polygon_mask(target.image_bgr.shape, target.landmarks_xy[topology.eye_right], 0.8)
-    auto, info = _swap(SwapConfig(), topology, source, target)
-    never, info_never = _swap(SwapConfig(keep_eyes="never"), topology, source, target)
+    auto, info = _swap(SwapConfig(keep_eyes="auto", shape_transfer=0.0), topology, source,
+                       target)
+    never, info_never = _swap(SwapConfig(keep_eyes="never", shape_transfer=0.0), topology, source,
+                              target)
     assert info.kept_eyes and not info_never.kept_eyes  # type: ignore[attr-defined]
     d_auto = np.abs(auto.astype(int) - target.image_bgr.astype(int))[eye].mean()
     d_never = np.abs(never.astype(int) - target.image_bgr.astype(int))[eye].mean()
     assert d_auto < 3 < d_never
-    # an open-eyed source does not keep them under auto
-    _, info_open = _swap(SwapConfig(), topology, source_from(by_label["astronaut"], topology),
-                         target)
+    # an open-eyed source does not keep them under auto; the default keeps them always
+    open_eyed = source_from(by_label["astronaut"], topology)
+    _, info_open = _swap(SwapConfig(keep_eyes="auto"), topology, open_eyed, target)
     assert not info_open.kept_eyes  # type: ignore[attr-defined]
+    _, info_default = _swap(SwapConfig(), topology, open_eyed, target)
+    assert info_default.kept_eyes  # type: ignore[attr-defined]
 
 
 def test_forehead_cut_keeps_the_live_forehead(by_label: dict[str, RealFace],

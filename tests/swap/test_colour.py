@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from livecam.swap import colour
@@ -50,3 +51,73 @@ def test_lowfreq_gain_is_one_where_no_weight_reaches() -> None:
     gain = colour.lowfreq_gain(source, target, weight, blur_px=5)
     assert np.allclose(gain[:, :5], 2.0, atol=0.05)
     assert np.allclose(gain[:, -5:], 1.0, atol=1e-3)
+
+
+def test_lab_transfer_moves_light_and_keeps_detail_contrast() -> None:
+    """A dark, saturated source on a bright, pale target: the result has the target's light
+    (also its side light) and colour, the source's detail at its own contrast (a gain would
+    double it) and a colour spread shrunk towards the target's."""
+    rng = np.random.default_rng(0)
+    h, w = 60, 80
+    detail = rng.normal(0, 6, (h, w)).astype(np.float32)  # the source's "identity", L units
+    src_lab = np.empty((h, w, 3), np.float32)
+    src_lab[..., 0] = 120 + detail
+    src_lab[..., 1] = 150 + rng.normal(0, 8, (h, w))  # orange and blotchy
+    src_lab[..., 2] = 165 + rng.normal(0, 8, (h, w))
+    tgt_lab = np.empty((h, w, 3), np.float32)
+    tgt_lab[..., 0] = _ramp(h, w, 230, 170)  # bright, lit from the left
+    tgt_lab[..., 1] = 135 + rng.normal(0, 2, (h, w))  # pale
+    tgt_lab[..., 2] = 140 + rng.normal(0, 2, (h, w))
+    weight = np.ones((h, w), np.float32)
+    scale, bias = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=12, edge_blur_px=4,
+                                      edge_weight=np.zeros((h, w), np.float32))
+    out = src_lab * scale + bias
+    left, right = out[:, :20, 0].mean(), out[:, -20:, 0].mean()
+    assert left - right > 35  # the target's side light (60 across)
+    assert abs(out[..., 0].mean() - tgt_lab[..., 0].mean()) < 3
+    assert abs(out[..., 1:].mean(axis=(0, 1)) - tgt_lab[..., 1:].mean(axis=(0, 1))).max() < 2
+    # detail at (about) its own contrast, colour spread near the target's
+    hp = out[..., 0] - np.asarray(cv2.blur(out[..., 0], (9, 9)))
+    assert np.corrcoef(hp.ravel(), detail.ravel())[0, 1] > 0.85
+    assert 0.75 < hp.std() / (detail - cv2.blur(detail, (9, 9))).std() < 1.3
+    assert out[..., 1].std() < 0.6 * src_lab[..., 1].std()
+
+
+def test_lab_transfer_matches_locally_at_the_edge() -> None:
+    """Near the mask's edge the small blur is used: a target forehead brightening towards the
+    top is met there, not averaged away by the broad mean (no band)."""
+    h, w = 60, 60
+    src_lab = np.full((h, w, 3), 128, np.float32)
+    tgt_lab = np.full((h, w, 3), 128, np.float32)
+    rows = np.arange(h, dtype=np.float32)[:, None]
+    tgt_lab[..., 0] = 128 + 40 * np.clip((20 - rows) / 20, 0, 1)  # +40 at the top edge
+    weight = np.ones((h, w), np.float32)
+    edge = np.zeros((h, w), np.float32)
+    edge[:12] = 1.0
+    scale, bias = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=40, edge_blur_px=4,
+                                      edge_weight=edge)
+    out = src_lab * scale + bias
+    broad, _ = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=40, edge_blur_px=4,
+                                   edge_weight=np.zeros((h, w), np.float32))
+    broad_out = src_lab * broad + _
+    want = tgt_lab[:8, :, 0].mean()
+    assert abs(out[:8, :, 0].mean() - want) < 8
+    assert abs(broad_out[:8, :, 0].mean() - want) > 2 * abs(out[:8, :, 0].mean() - want) + 8
+
+
+def test_lab_transfer_ignores_the_live_faces_hair_under_the_mask() -> None:
+    """Dark hair over the top of the live face, inside the mask: the swapped skin next to it
+    keeps the live skin's brightness instead of being darkened towards the hair."""
+    h, w = 60, 60
+    src_lab = np.full((h, w, 3), 128, np.float32)
+    tgt_lab = np.full((h, w, 3), 128, np.float32)
+    tgt_lab[..., 0] = 170
+    tgt_lab[:8, :, 0] = 40  # a fringe, inside the mask
+    skin = colour.skin_weight(tgt_lab, np.ones((h, w), np.float32))
+    assert (skin[:8] == 0).all() and (skin[8:] == 1).all()
+    edge = np.zeros((h, w), np.float32)
+    edge[:15] = 1.0
+    scale, bias = colour.lab_transfer(src_lab, tgt_lab, np.ones((h, w), np.float32),
+                                      blur_px=40, edge_blur_px=6, edge_weight=edge)
+    out = src_lab * scale + bias
+    assert abs(out[8:15, :, 0].mean() - 170) < 5

@@ -24,8 +24,10 @@ from livecam.testing.swap_eval import RealFace
 def _identity(name: str, *faces: RealFace) -> Identity:
     photos = []
     for face in faces:
+        # no turn limit: the pose choice below needs t1-4 (34°), which identity add refuses
         prep = prepare_face(face.image_bgr, face.label.encode(), face.landmarks_xy,
-                            face.landmarks_z, IdentityConfig(), label=face.label)
+                            face.landmarks_z, IdentityConfig(max_turn_deg=90.0),
+                            label=face.label)
         photos.append(IdentityPhoto(sha256=prep.sha256, texture_bgr=prep.texture_bgr,
                                     landmarks_xy=prep.landmarks_xy,
                                     landmarks_z=prep.landmarks_z))
