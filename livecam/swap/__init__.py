@@ -27,11 +27,31 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
     """
     if config.swap.mode == "neural":
         neural = importlib.import_module("livecam.swap.neural")
+        from livecam.swap.enhance import build_face_enhancer
+
+        enhancer = build_face_enhancer(
+            config.swap.enhancer, blend=config.swap.enhancer_blend,
+            fidelity=config.swap.enhancer_fidelity, engine_config=config.engine,
+            models_config=config.models)
         models = neural.NeuralModels.from_config(config)
-        return [neural.build_neural_stage(models, identities.load, assign=config.swap.assign)]
-    from livecam.swap.stage import ClassicSwapStage
+        stages: list[Stage] = [neural.build_neural_stage(
+            models, identities.load, assign=config.swap.assign,
+            pixel_boost_px=config.swap.pixel_boost, enhancer=enhancer)]
+    else:
+        from livecam.swap.stage import ClassicSwapStage
 
-    return [ClassicSwapStage(config.swap, identities)]
+        stages = [ClassicSwapStage(config.swap, identities)]
+    return stages + hands_stages(config)
 
 
-__all__ = ["build_swap_stages"]
+def hands_stages(config: Config) -> list[Stage]:
+    """``[HandsInFront]`` when ``swap.hands_in_front`` (after whichever swap stage runs, the
+    GPU pipeline's included), else nothing."""
+    if not config.swap.hands_in_front:
+        return []
+    from livecam.swap.occlusion import HandsInFront
+
+    return [HandsInFront.from_config(config.swap)]
+
+
+__all__ = ["build_swap_stages", "hands_stages"]
