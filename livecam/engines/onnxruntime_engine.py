@@ -91,7 +91,8 @@ class OnnxRuntimeEngine(EngineBase):
             raise RuntimeError("engine is not open: call open() first")
         batch = check_feeds(self._inputs, feeds)
         cast = {s.name: _HOST_DTYPES.get(s.dtype, np.float32) for s in self._inputs}
-        typed = {k: np.ascontiguousarray(v, dtype=cast[k]) for k, v in feeds.items()}
+        typed: dict[str, np.ndarray] = {k: np.ascontiguousarray(v, dtype=cast[k])
+                                        for k, v in feeds.items()}
         names = [s.name for s in self._outputs]
         if self.max_batch == 1 and batch > 1:
             rows = [self._session.run(names, {k: v[i:i + 1] for k, v in typed.items()})

@@ -266,7 +266,6 @@ def build_enhancer(path: str | Path, *, size_px: int = 512, weight_input: bool =
     clamp matters. With ``weight_input`` (CodeFormer) a second input ``weight`` (1,) float64
     scales the residual by ``1 - weight``. Batch 1 like the released files.
     """
-    import onnx
     from onnx import TensorProto, helper
 
     g = _GraphBuilder(seed)
