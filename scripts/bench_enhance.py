@@ -57,31 +57,32 @@ def timed(fn: Callable[[], Any], repeats: int, sync: Callable[[], None] = lambda
 
 
 def scene_1080p(with_hand: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A 1920x1080 frame with one real face (t1.jpg's second person, about 420 px) on grey,
-    optionally with t1's card-holding hand over its lower half; and the astronaut (source)."""
+    """A 1920x1080 frame with the astronaut scaled to its height (face about 200 px wide),
+    optionally with t1.jpg's card-holding hand over her lower face (laid in at 512 px, as in
+    tests/swap/test_occlusion.py, before scaling); and a source photo (t1's second person)."""
     import cv2
     import insightface
     import skimage.data
 
     from livecam.analysis.photo import analyze_photo
 
+    astronaut = np.ascontiguousarray(skimage.data.astronaut()[..., ::-1])
+    if with_hand:
+        astronaut = _with_hand(astronaut, insightface.data.get_image("t1"))
+    frame = np.full((1080, 1920, 3), 120, np.uint8)
+    frame[:, 420:1500] = cv2.resize(astronaut, (1080, 1080), interpolation=cv2.INTER_CUBIC)
     t1 = insightface.data.get_image("t1")
     faces = analyze_photo(t1)
     x1, y1, x2, y2 = faces.boxes_xyxy[int(np.argsort(faces.boxes_xyxy[:, 0])[1])]
-    pad = 0.6 * (x2 - x1)
-    crop = t1[max(int(y1 - pad), 0):int(y2 + pad), max(int(x1 - pad), 0):int(x2 + pad)]
-    scale = 900 / crop.shape[0]
-    crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_CUBIC)
-    frame = np.full((1080, 1920, 3), 120, np.uint8)
-    h, w = crop.shape[:2]
-    top, left = (1080 - h) // 2, (1920 - w) // 2
-    frame[top:top + h, left:left + w] = crop
-    if with_hand:
-        frame = _with_hand(frame, t1)
-    return frame, np.ascontiguousarray(skimage.data.astronaut()[..., ::-1])
+    pad = 0.8 * (x2 - x1)
+    source = t1[max(int(y1 - pad), 0):int(y2 + pad), max(int(x1 - pad), 0):int(x2 + pad)]
+    return frame, np.ascontiguousarray(source)
 
 
-def _with_hand(frame: np.ndarray, t1: np.ndarray) -> np.ndarray:
+def _with_hand(image: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """``image`` with t1's leftmost hand (cut along its landmark region grown by half a
+    knuckle spacing), 0.8 of the face's width, over the chin and mouth (the face is still
+    found there; a hand over the whole lower face hides it from the face detector)."""
     import cv2
 
     from livecam.analysis.hands import HandLandmarker, Hands
@@ -97,18 +98,19 @@ def _with_hand(frame: np.ndarray, t1: np.ndarray) -> np.ndarray:
     cut = cv2.GaussianBlur(cv2.dilate((core > 0.5).astype(np.float32),
                                       np.ones((k, k), np.uint8)), (9, 9), 3)
     ys, xs = np.nonzero(cut > 0.01)
-    colour, cut = t1[ys.min():ys.max() + 1, xs.min():xs.max() + 1], \
-        cut[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
-    x1, y1, x2, y2 = analyze_photo(frame).boxes_xyxy[0]
-    scale = (x2 - x1) / colour.shape[1]
+    box = (slice(ys.min(), ys.max() + 1), slice(xs.min(), xs.max() + 1))
+    colour, cut, core = t1[box], cut[box], core[box]
+    x1, y1, x2, y2 = analyze_photo(image).boxes_xyxy[0]
+    hand_w = np.ptp(np.nonzero((core > 0.5).any(axis=0))[0]) + 1
+    scale = 0.8 * (x2 - x1) / hand_w
     colour = cv2.resize(colour, None, fx=scale, fy=scale, interpolation=cv2.INTER_CUBIC)
     cut = cv2.resize(cut, (colour.shape[1], colour.shape[0]))[..., None]
     h, w = colour.shape[:2]
-    top, left = int(y1 + 0.6 * (y2 - y1) - h / 2), int(x1)
-    region = frame[top:top + h, left:left + w].astype(np.float32)
-    frame = frame.copy()
-    frame[top:top + h, left:left + w] = np.round(cut * colour + (1 - cut) * region)
-    return frame
+    top, left = int(y1 + 0.8 * (y2 - y1) - h / 2), int(x1 - 0.2 * w)
+    out = image.copy()
+    region = out[top:top + h, left:left + w].astype(np.float32)
+    out[top:top + h, left:left + w] = np.round(cut * colour + (1 - cut) * region)
+    return out
 
 
 def cost_cpu(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
@@ -284,7 +286,7 @@ def run_section(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         cv2.imwrite(str(scene_path), scene)
         cv2.imwrite(str(source_path), source)
         for label, sets in SETTINGS.items():
-            if with_hand and "hands" not in label:
+            if (with_hand and "hands" not in label) or args.only not in label:
                 continue
             cmd = [sys.executable, "-c", "import sys; from livecam.cli import main; "
                    "sys.exit(main())", "run", "--input", f"image:{scene_path}",
@@ -327,6 +329,8 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=40)
     parser.add_argument("--out", default="bench_enhance.json")
     parser.add_argument("--work-dir", default="")
+    parser.add_argument("--only", default="",
+                        help="run only settings whose label contains this text")
     args = parser.parse_args()
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_enhance_"))
     work.mkdir(parents=True, exist_ok=True)

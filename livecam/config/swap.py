@@ -92,6 +92,10 @@ class SwapConfig:
                                 "the swapped (or covered) face: MediaPipe's hand landmarks on "
                                 "every frame, the hand's own pixels kept where it overlaps a "
                                 "face. Costs CPU time per frame (docs/enhance.md).")
+    hand_search_every_n_frames: int = knob(2, "While no hand is followed, look for one on every "
+                                           "Nth swapped frame only (hands_in_front): higher "
+                                           "costs less CPU, but a hand that comes up is painted "
+                                           "over for up to N-1 frames first.", range=(1, 30))
     hand_max_hands: int = knob(2, "Most hands followed at once (hands_in_front).", range=(1, 4))
     hand_min_score: float = knob(0.6, "Palm detection and hand presence score a hand needs to be "
                                  "kept in front (hands_in_front). Lower finds more hands, but a "

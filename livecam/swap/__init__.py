@@ -10,12 +10,15 @@ the neural swap), :mod:`livecam.swap.warp` (dense piecewise-affine warp), :mod:`
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from livecam.config import Config
     from livecam.core.stage import Stage
     from livecam.identity.model import IdentitySource
+
+log = logging.getLogger(__name__)
 
 
 def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]:
@@ -40,8 +43,20 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
     else:
         from livecam.swap.stage import ClassicSwapStage
 
+        warn_unused_neural_options(config, "the classic swap")
         stages = [ClassicSwapStage(config.swap, identities)]
     return stages + hands_stages(config)
+
+
+def warn_unused_neural_options(config: Config, path: str) -> None:
+    """One warning when ``swap.enhancer`` or ``swap.pixel_boost`` is set for a swap ``path``
+    that does not run them (the classic swap; the GPU pipeline until it is wired there)."""
+    unused = [f"swap.{key}={value}" for key, value, off in (
+        ("enhancer", config.swap.enhancer, "none"), ("pixel_boost", config.swap.pixel_boost, 128))
+        if value != off]
+    if unused:
+        log.warning("%s is not applied by %s (only the CPU neural swap runs it so far)",
+                    " and ".join(unused), path)
 
 
 def hands_stages(config: Config) -> list[Stage]:
@@ -54,4 +69,4 @@ def hands_stages(config: Config) -> list[Stage]:
     return [HandsInFront.from_config(config.swap)]
 
 
-__all__ = ["build_swap_stages", "hands_stages"]
+__all__ = ["build_swap_stages", "hands_stages", "warn_unused_neural_options"]

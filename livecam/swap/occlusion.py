@@ -122,20 +122,26 @@ class HandsInFront(StageBase):
 
     ``landmarker`` finds the hands; ``shape`` sets how their regions are drawn. Hands are
     looked for only on frames where an earlier stage changed the picture (a face was swapped
-    or covered): elsewhere there is nothing to keep in front.
+    or covered): elsewhere there is nothing to keep in front. While no hand is followed, only
+    every ``search_every_n_frames``-th such frame is searched (palm detection is most of the
+    cost); a followed hand is tracked on every frame.
     """
 
     name = "hands"
 
-    def __init__(self, landmarker: HandLandmarker, *, shape: HandShape = HandShape()) -> None:
+    def __init__(self, landmarker: HandLandmarker, *, shape: HandShape = HandShape(),
+                 search_every_n_frames: int = 1) -> None:
         self.landmarker = landmarker
         self.shape = shape
+        self.search_every_n_frames = max(1, search_every_n_frames)
         self.last_hands = Hands()
+        self._since_search = self.search_every_n_frames  # the first swapped frame is searched
 
     @classmethod
     def from_config(cls, swap: SwapConfig) -> HandsInFront:
         return cls(HandLandmarker(max_hands=swap.hand_max_hands,
-                                  min_score=swap.hand_min_score))
+                                  min_score=swap.hand_min_score),
+                   search_every_n_frames=swap.hand_search_every_n_frames)
 
     def open(self) -> None:
         self.landmarker.open()
@@ -146,8 +152,12 @@ class HandsInFront(StageBase):
     def process(self, packet: Packet) -> Packet:
         captured = packet.frame.image_bgr
         if packet.image_bgr is captured or packet.image_bgr.shape != captured.shape:
-            self.last_hands = Hands()
             return packet
+        if len(self.last_hands) == 0:
+            self._since_search += 1
+            if self._since_search < self.search_every_n_frames:
+                return packet
+        self._since_search = 0
         hands = self.landmarker.detect(captured)
         self.last_hands = hands
         if len(hands) == 0:

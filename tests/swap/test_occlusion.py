@@ -65,9 +65,10 @@ def test_keep_in_front_takes_captured_pixels_only_on_the_hand() -> None:
 
 
 class _CountingLandmarker(HandLandmarker):
-    def __init__(self) -> None:
+    def __init__(self, found: Hands | None = None) -> None:
         super().__init__()
         self.calls = 0
+        self.found = found or Hands()
 
     def open(self) -> None:
         return None
@@ -77,7 +78,7 @@ class _CountingLandmarker(HandLandmarker):
 
     def detect(self, image_bgr: np.ndarray) -> Hands:
         self.calls += 1
-        return Hands()
+        return self.found
 
 
 def test_frames_nobody_swapped_are_not_searched() -> None:
@@ -88,6 +89,22 @@ def test_frames_nobody_swapped_are_not_searched() -> None:
     assert stage.process(packet) is packet and landmarker.calls == 0
     assert stage.process(packet.with_fields(image_bgr=image.copy())) is not None
     assert landmarker.calls == 1
+
+
+def test_search_cadence_while_no_hand_is_followed() -> None:
+    image = np.zeros((64, 64, 3), np.uint8)
+    swapped = Packet.from_frame(Frame(0, 0, image)).with_fields(image_bgr=image.copy())
+    idle = _CountingLandmarker()
+    stage = HandsInFront(idle, search_every_n_frames=3)
+    for _ in range(7):
+        stage.process(swapped)
+    assert idle.calls == 3  # frames 1, 4 and 7
+    hand = Hands(_open_hand((32, 32), 20)[None], np.ones(1, np.float32))
+    following = _CountingLandmarker(hand)
+    stage = HandsInFront(following, search_every_n_frames=3)
+    for _ in range(7):
+        stage.process(swapped)
+    assert following.calls == 7  # a followed hand is tracked on every frame
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import torch
 
 
 def split_tiles(crops_nhwc: torch.Tensor, k: int) -> torch.Tensor:
-    """(N, k s, k s, C) -> (N k k, s, s, C): tile ``n k k + i k + j`` is ``crops[n, i::k, j::k]``."""
+    """(N, k s, k s, C) -> (N k k, s, s, C): tile ``n k k + i k + j`` is
+    ``crops[n, i::k, j::k]``."""
     n, size, _, c = crops_nhwc.shape
     s = size // k
     tiles = crops_nhwc.reshape(n, s, k, s, k, c).permute(0, 2, 4, 1, 3, 5)
