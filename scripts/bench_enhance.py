@@ -193,12 +193,18 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     from livecam.swap.gpu.neural import GpuInswapper
     from livecam.testing.standins import build_enhancer, build_inswapper
 
-    device = torch.device("cuda")
-    sync = torch.cuda.synchronize
+    on_cuda = args.device == "cuda"
+    device = torch.device("cuda" if on_cuda else "cpu")  # torch-cpu: checks the script here
+
+    def sync() -> None:
+        if on_cuda:
+            torch.cuda.synchronize()
+
     frames = torch.randint(0, 255, (1, 1080, 1920, 3), dtype=torch.uint8, device=device)
     # a 300 px wide frontal face at the frame's centre, ArcFace point order
     five = torch.tensor([[[885.0, 470.0], [1035.0, 470.0], [960.0, 555.0], [895.0, 640.0],
                           [1025.0, 640.0]]], device=device)
+    precision = args.precision if on_cuda else "fp32"
     rows: list[dict[str, Any]] = []
     for faces in (1, 4):
         index = torch.zeros(faces, dtype=torch.long, device=device)
@@ -206,7 +212,7 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         valid = torch.ones(faces, dtype=torch.bool, device=device)
         for name, (size, template, weighted) in ENHANCERS.items():
             path = build_enhancer(work / f"{name}.onnx", size_px=size, weight_input=weighted)
-            engine = TorchEngine(path, device="cuda", precision=args.precision,
+            engine = TorchEngine(path, device=device.type, precision=precision,
                                  cuda_graphs=False)
             engine.open()
             enh = GpuFaceEnhancer(engine, size_px=size, template=template, window_px=768)
@@ -218,7 +224,7 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
                          "cpu_ms": t["cpu_ms"] / faces})
         size = "full" if args.full else "small"
         swapper = build_inswapper(work / f"inswapper_{size}_dyn.onnx", size=size, batch="N")
-        engine = TorchEngine(swapper, device="cuda", precision=args.precision,
+        engine = TorchEngine(swapper, device=device.type, precision=precision,
                              cuda_graphs=False)
         engine.open()
         latents = torch.nn.functional.normalize(torch.randn(faces, 512, device=device), dim=1)
@@ -229,7 +235,7 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
                 t = timed(lambda: sw.swap_(frames, index, kps, latents, valid), args.repeats,  # noqa: B023
                           sync)
             rows.append({"what": f"GPU swap, pixel boost {boost} ({size} stand-in, "
-                                 f"{args.precision}, eager)",
+                                 f"{precision}, eager)",
                          "part": f"{faces} face(s), per face", "wall_ms": t["wall_ms"] / faces,
                          "cpu_ms": t["cpu_ms"] / faces})
     return rows
@@ -321,7 +327,9 @@ def run_section(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--section", choices=("cost", "run", "all"), default="all")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--device", choices=("cpu", "cuda", "torch-cpu"), default="cpu",
+                        help="cpu: the CPU path; cuda: the GPU twins (H200); torch-cpu: the "
+                             "GPU twins on the CPU (to check the script)")
     parser.add_argument("--precision", choices=("fp16", "fp32"), default="fp16")
     parser.add_argument("--full", action="store_true",
                         help="time pixel boost with the 138 M-parameter generator stand-in")
@@ -337,7 +345,7 @@ def main() -> int:
     result: dict[str, Any] = {"device": args.device, "load_avg": os.getloadavg(),
                               "cpu_count": os.cpu_count(), "full_generator": args.full}
     if args.section in ("cost", "all"):
-        rows = (cost_cuda if args.device == "cuda" else cost_cpu)(args, work)
+        rows = (cost_cpu if args.device == "cpu" else cost_cuda)(args, work)
         result["cost"] = rows
         print(f"{'what':58s} {'part':34s} {'wall ms':>9s} {'CPU ms':>9s}")
         for r in rows:
