@@ -98,3 +98,36 @@ def test_imported_enhancer_runs_in_the_neural_swap(tmp_path: Path,
 class _NoIdentities:
     def load(self, name: str) -> object:
         raise AssertionError("the test gives the embedding directly")
+
+
+def test_models_import_and_list_through_the_cli(tmp_path: Path) -> None:
+    """`livecam models import` refuses a file that is not the published enhancer (one line
+    naming the expected sha256, no traceback, the file left where it was) and installs one its
+    manifest accepts."""
+    import subprocess
+    import sys
+
+    standin = build_enhancer(tmp_path / "gpen.onnx", size_px=256)
+    models = tmp_path / "models"
+
+    def livecam(*verb: str, manifests_dir: Path | None = None
+                ) -> subprocess.CompletedProcess[str]:
+        sets = ["--set", f"models.dir={models}"]
+        if manifests_dir is not None:
+            sets += ["--set", f"models.manifests_dir={manifests_dir}"]
+        return subprocess.run([sys.executable, "-m", "livecam.cli", "models", *sets, *verb],
+                              capture_output=True, text=True, timeout=120)
+
+    refused = livecam("import", "gpen_bfr_256", str(standin))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "bad8bf04" in refused.stderr and "not imported" in refused.stderr
+    assert standin.exists()
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    data = yaml.safe_load((default_manifests_dir() / "gpen_bfr_256.yaml").read_text())
+    data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(standin)}]
+    (manifests / "gpen_bfr_256.yaml").write_text(yaml.safe_dump(data))
+    accepted = livecam("import", "gpen_bfr_256", str(standin), manifests_dir=manifests)
+    assert accepted.returncode == 0, accepted.stderr
+    listed = livecam("list", manifests_dir=manifests)
+    assert "gpen_bfr_256" in listed.stdout and "installed" in listed.stdout
