@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a file from anywhere (as bench_gpu.py)
 ENHANCERS = {"gpen_bfr_256": (256, "arcface_128", False), "gfpgan_1.4": (512, "ffhq_512", False),
              "gpen_bfr_512": (512, "ffhq_512", False), "codeformer": (512, "ffhq_512", True)}
 
