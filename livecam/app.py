@@ -47,8 +47,11 @@ def build_stages(config: Config, state: RuntimeState,
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
     if gpu_pipeline_wanted(config):
+        from livecam.swap import hands_stages, warn_unused_neural_options
+
+        warn_unused_neural_options(config, "the GPU pipeline")
         # one stage does detection, mesh, tracking hand-off, swap and paste on the GPU
-        return build_gpu_stages(config, identities)
+        return [*build_gpu_stages(config, identities), *hands_stages(config)]
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous
     analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
     return [*analysis, *build_swap_stages(config, identities)]

@@ -107,3 +107,32 @@ class SwapConfig:
                                          "most once per this many seconds (its faces are "
                                          "covered meanwhile, see unswappable).",
                                          range=(0.0, 3600.0))
+    enhancer: str = knob("none", "Face enhancer run on each swapped face in the neural swap: none, "
+                         "or an enhancer manifest (gfpgan_1.4, gpen_bfr_256, gpen_bfr_512, "
+                         "codeformer; fetched once with `livecam models fetch NAME`). Sharper "
+                         "skin, eyes and teeth; costs one more network run per face "
+                         "(docs/enhance.md).")
+    enhancer_blend: float = knob(0.8, "How much of the enhanced face replaces the swapped one "
+                                 "(0 = none, 1 = the enhancer's output only). Lower keeps more "
+                                 "of the swap's own look and the live skin texture.",
+                                 range=(0.0, 1.0))
+    enhancer_fidelity: float = knob(0.5, "CodeFormer only: 0 = strongest restoration (may "
+                                    "drift from the face it is given), 1 = closest to it.",
+                                    range=(0.0, 1.0))
+    pixel_boost: int = knob(128, "Neural swap resolution, px: 128 (the model's own), 256 or 512 "
+                            "(the face aligned at that size and swapped as 4 or 16 interleaved "
+                            "128 px tiles: more detail in large faces, 4x or 16x the generator "
+                            "work).", choices=(128, 256, 512))
+    hands_in_front: bool = knob(False, "Keep hands that pass in front of a face in front of "
+                                "the swapped (or covered) face: MediaPipe's hand landmarks on "
+                                "every frame, the hand's own pixels kept where it overlaps a "
+                                "face. Costs CPU time per frame (docs/enhance.md).")
+    hand_search_every_n_frames: int = knob(2, "While no hand is followed, look for one on every "
+                                           "Nth swapped frame only (hands_in_front): higher "
+                                           "costs less CPU, but a hand that comes up is painted "
+                                           "over for up to N-1 frames first.", range=(1, 30))
+    hand_max_hands: int = knob(2, "Most hands followed at once (hands_in_front).", range=(1, 4))
+    hand_min_score: float = knob(0.6, "Palm detection and hand presence score a hand needs to be "
+                                 "kept in front (hands_in_front). Lower finds more hands, but a "
+                                 "false hand over a face shows that part of the real face.",
+                                 range=(0.0, 1.0))

@@ -17,6 +17,10 @@ log = logging.getLogger(__name__)
 _GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 
 
+# what each declared input dtype is fed as (CodeFormer's fidelity input is a double)
+_HOST_DTYPES: dict[str, type] = {"float16": np.float16, "tensor(double)": np.float64}
+
+
 def _spec(arg: Any) -> TensorSpec:
     dims = tuple(d if isinstance(d, int) else str(d) for d in arg.shape)
     dtype = {"tensor(float)": "float32", "tensor(float16)": "float16"}.get(arg.type, arg.type)
@@ -86,8 +90,9 @@ class OnnxRuntimeEngine(EngineBase):
         if self._session is None:
             raise RuntimeError("engine is not open: call open() first")
         batch = check_feeds(self._inputs, feeds)
-        cast = {s.name: np.float16 if s.dtype == "float16" else np.float32 for s in self._inputs}
-        typed = {k: np.ascontiguousarray(v, dtype=cast[k]) for k, v in feeds.items()}
+        cast = {s.name: _HOST_DTYPES.get(s.dtype, np.float32) for s in self._inputs}
+        typed: dict[str, np.ndarray] = {k: np.ascontiguousarray(v, dtype=cast[k])
+                                        for k, v in feeds.items()}
         names = [s.name for s in self._outputs]
         if self.max_batch == 1 and batch > 1:
             rows = [self._session.run(names, {k: v[i:i + 1] for k, v in typed.items()})

@@ -18,7 +18,13 @@ ARCFACE_112_XY = np.array(
     [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
      [41.5493, 92.3655], [70.7299, 92.2041]], dtype=np.float32)
 
-TEMPLATES = ("arcface_112", "arcface_128")
+# The FFHQ 512x512 face template (eye, eye, nose tip, mouth corner, mouth corner): facexlib's
+# ``FaceRestoreHelper.face_template``, which GFPGAN, GPEN-512 and CodeFormer are aligned with.
+FFHQ_512_XY = np.array(
+    [[192.98138, 239.94708], [318.90277, 240.1936], [256.63416, 314.01935],
+     [201.26117, 371.41043], [313.08905, 371.15118]], dtype=np.float32)
+
+TEMPLATES = ("arcface_112", "arcface_128", "ffhq_512")
 
 
 def template_xy(name: str, size_px: int) -> npt.NDArray[np.float32]:
@@ -35,6 +41,8 @@ def template_xy(name: str, size_px: int) -> npt.NDArray[np.float32]:
         dst = ARCFACE_112_XY * ratio
         dst[:, 0] += 8.0 * ratio
         return dst.astype(np.float32)
+    if name == "ffhq_512":
+        return (FFHQ_512_XY * (size_px / 512.0)).astype(np.float32)
     raise ValueError(f"unknown alignment template {name!r} (known: {', '.join(TEMPLATES)})")
 
 

@@ -25,7 +25,9 @@ from livecam.engines.protocol import Engine
 from livecam.swap import features
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
+from livecam.swap.boost import boost_factor, merge_tiles, split_tiles
 from livecam.swap.cover import FaceCover
+from livecam.swap.enhance import FaceEnhancer
 from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
@@ -137,22 +139,32 @@ class InswapperModel:
 
     def __init__(self, engine: Engine, model_path: str | Path, *, crop_size_px: int = 128,
                  template: str = "arcface_128", mean: float = 0.0, std: float = 255.0,
-                 max_batch: int = 8) -> None:
+                 max_batch: int = 8, pixel_boost_px: int | None = None,
+                 enhancer: FaceEnhancer | None = None) -> None:
         self.engine = engine
         self.model_path = Path(model_path)
         self.crop_size_px = crop_size_px
         self.template = template
         self.mean, self.std = mean, std
         self.max_batch = max_batch
+        # pixel boost (livecam.swap.boost): faces aligned at k * crop_size_px, swapped in k*k
+        # interleaved tiles; the enhancer restores each swapped face after its paste-back
+        self.pixel_boost_px = pixel_boost_px or crop_size_px
+        self._boost = boost_factor(self.pixel_boost_px, crop_size_px)
+        self.enhancer = enhancer
         self.emap: FloatArray | None = None
 
     def open(self) -> None:
         if self.emap is None:
             self.engine.open()
             self.emap = read_emap(self.model_path)
+            if self.enhancer is not None:
+                self.enhancer.open()
 
     def close(self) -> None:
         self.engine.close()
+        if self.enhancer is not None:
+            self.enhancer.close()
         self.emap = None
 
     def latents(self, embeddings: np.ndarray) -> FloatArray:
@@ -163,14 +175,20 @@ class InswapperModel:
 
     def align(self, image_bgr: ImageBGR, kps_xy: np.ndarray
               ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
-        """Aligned crops (N, S, S, 3) uint8 and their (N, 2, 3) matrices for keypoints (N, 5, 2)."""
-        size = self.crop_size_px
+        """Aligned crops (N, S, S, 3) uint8 and their (N, 2, 3) matrices for keypoints (N, 5, 2);
+        S is the pixel-boost size."""
+        size = self.pixel_boost_px
         matrices = np.stack([align_matrix(k, size, self.template) for k in kps_xy])
         crops = np.stack([warp_crop(image_bgr, m, size) for m in matrices])
         return crops, matrices
 
     def swap_crops(self, crops_bgr: np.ndarray, latents: np.ndarray) -> npt.NDArray[np.uint8]:
-        """Swapped faces (N, S, S, 3) uint8 BGR, in chunks of at most ``max_batch`` per call."""
+        """Swapped faces (N, S, S, 3) uint8 BGR, in chunks of at most ``max_batch`` per call
+        (with pixel boost, S = k * crop size and each face is k * k tiles in those calls)."""
+        k = self._boost
+        if k > 1:
+            crops_bgr = split_tiles(crops_bgr, k)
+            latents = np.repeat(np.asarray(latents, np.float32), k * k, axis=0)
         names = [s.name for s in self.engine.inputs]
         target_name, source_name = names[0], names[1]
         out_name = self.engine.outputs[0].name
@@ -181,7 +199,8 @@ class InswapperModel:
                      source_name: np.ascontiguousarray(latents[i:i + self.max_batch],
                                                        dtype=np.float32)}
             preds.append(self.engine.run(feeds)[out_name])
-        return output_to_bgr(np.concatenate(preds))
+        faces = output_to_bgr(np.concatenate(preds))
+        return merge_tiles(faces, k) if k > 1 else faces
 
     def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray, *,
              onto_bgr: ImageBGR | None = None,
@@ -204,6 +223,8 @@ class InswapperModel:
             loops = keep_loops_xy[i] if i < len(keep_loops_xy) else ()
             soft = keep_soft_px[i] if i < len(keep_soft_px) else 1.0
             out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft)
+        if self.enhancer is not None:
+            out = self.enhancer.enhance(out, kps_xy)
         return out
 
 
@@ -329,11 +350,14 @@ class NeuralSwapStage(StageBase):
 def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], object], *,
                        assign: tuple[str, ...] = (), cover: FaceCover | None = None,
                        keep_eyes: bool = True, keep_mouth: bool = True,
-                       mouth_size: float = 1.0) -> NeuralSwapStage:
+                       mouth_size: float = 1.0, pixel_boost_px: int | None = None,
+                       enhancer: FaceEnhancer | None = None) -> NeuralSwapStage:
     """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
 
     ``keep_eyes`` / ``keep_mouth`` / ``mouth_size``: see :class:`NeuralSwapStage` (from
     ``swap.keep_eyes == "always"``, ``swap.keep_mouth``, ``swap.mouth_size``).
+    ``pixel_boost_px`` (``swap.pixel_boost``) and ``enhancer`` (``swap.enhancer``, see
+    :func:`livecam.swap.enhance.build_face_enhancer`): see :class:`InswapperModel`.
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
     stage's ``open()``: a missing or corrupt file raises :class:`ModelError` naming
@@ -347,7 +371,8 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
     model = InswapperModel(models.lazy_generator(), models.swapper_path,
                            crop_size_px=swapper.crop_size_px or 128,
                            template=swapper.template or "arcface_128", mean=swapper.mean,
-                           std=swapper.std, max_batch=models.engine.max_batch)
+                           std=swapper.std, max_batch=models.engine.max_batch,
+                           pixel_boost_px=pixel_boost_px, enhancer=enhancer)
     return NeuralSwapStage(model, models.embeddings(load_identity),
                            require_models=models.require, five_point=five_point, assign=assign,
                            cover=cover, keep_eyes=keep_eyes, keep_mouth=keep_mouth,

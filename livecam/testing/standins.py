@@ -13,6 +13,8 @@ preprocessing, every engine backend, insightface's reference code) runs on them:
   ~550 MB) for the GPU benchmark; ``size="small"`` gives a few-MB model for tests.
 - :func:`build_blurring_inswapper` -- the same interface; its output is the target crop
   blurred (a generator that keeps the pose but not the eyes' and mouth's detail).
+- :func:`build_enhancer` -- a face restorer (GFPGAN, GPEN-BFR, CodeFormer): ``input``
+  (1,3,S,S) in [-1,1] (and ``weight`` (1,) float64 for CodeFormer) -> ``output``.
 - :func:`build_arcface` -- input ``input.1`` (N,3,112,112), output ``683`` (N,512), an
   iresnet-like stack (Conv, BatchNormalization, PRelu, Add, Flatten, Gemm).
 
@@ -295,3 +297,38 @@ def count_parameters(path: str | Path) -> int:
         if init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
             total += int(np.prod(init.dims)) if len(init.dims) else 1
     return total
+
+
+def build_enhancer(path: str | Path, *, size_px: int = 512, weight_input: bool = False,
+                   seed: int = 2) -> Path:
+    """Write a face-restorer-shaped ONNX model (GFPGAN / GPEN-BFR / CodeFormer interface).
+
+    Input ``input`` (1, 3, S, S) float32 RGB in [-1, 1]; output ``output`` (1, 3, S, S): the
+    input plus a learned-looking residual (two convolutions, a stride-2 step and a bilinear 2x
+    Resize back), scaled by 1.15 so it leaves [-1, 1] as real restorers do and the output
+    clamp matters. With ``weight_input`` (CodeFormer) a second input ``weight`` (1,) float64
+    scales the residual by ``1 - weight``. Batch 1 like the released files.
+    """
+    from onnx import TensorProto, helper
+
+    g = _GraphBuilder(seed)
+    x = g.one("LeakyRelu", [g.conv("input", 3, 8, 3, pad=1)], alpha=0.2)
+    x = g.one("LeakyRelu", [g.conv(x, 8, 16, 3, stride=2, pad=1)], alpha=0.2)
+    x = g.conv(g.upsample2x(x), 16, 3, 3, pad=1)
+    residual = g.one("Mul", [g.one("Tanh", [x]), g.init("half", np.array(0.5, np.float32))])
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                            [1, 3, size_px, size_px])]
+    if weight_input:
+        w = g.one("Cast", ["weight"], to=TensorProto.FLOAT)
+        keep = g.one("Sub", [g.init("one", np.array(1.0, np.float32)), w])
+        keep = g.one("Reshape", [keep, g.init("shape", np.array([1, 1, 1, 1], np.int64))])
+        residual = g.one("Mul", [residual, keep])
+        inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1]))
+    summed = g.one("Add", ["input", residual])
+    g.nodes.append(helper.make_node("Mul", [summed, g.init("gain", np.array(1.15, np.float32))],
+                                    ["output"], name="Mul_out"))
+    graph = helper.make_graph(
+        g.nodes, "enhancer_standin", inputs,
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size_px, size_px])],
+        g.inits)
+    return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)

@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from livecam.swap.boost import boost_factor
 from livecam.swap.gpu.align import align_matrices, template_tensor
 from livecam.swap.gpu.blend import lowfreq_gain
+from livecam.swap.gpu.boost import merge_tiles, repeat_latents, split_tiles
 from livecam.swap.gpu.paste import insightface_paste_
 from livecam.swap.gpu.warp import warp_affine
 
@@ -46,9 +48,13 @@ class GpuInswapper:
 
     def __init__(self, engine: Any, *, crop_px: int = 128, template: str = "arcface_128",
                  mean: float = 0.0, std: float = 255.0, window_px: int = 640,
-                 colour_blur_px: float = 0.0) -> None:
+                 colour_blur_px: float = 0.0, pixel_boost_px: int | None = None) -> None:
         self.engine = engine
-        self.crop_px = crop_px
+        # pixel boost (livecam.swap.boost): crops aligned at pixel_boost_px, the generator run
+        # on k*k interleaved model-size tiles per face; crop_px is the aligned crop's size
+        self.model_px = crop_px
+        self.crop_px = pixel_boost_px or crop_px
+        self._k = boost_factor(self.crop_px, crop_px)
         self.template_name = template
         self.mean, self.std = mean, std
         self.window_px = window_px
@@ -76,7 +82,10 @@ class GpuInswapper:
         return matrices, crops
 
     def blob(self, crops_nhwc: torch.Tensor) -> torch.Tensor:
-        """(N, 3, s, s) float32 RGB network input from BGR crops, as ``crops_to_blob``."""
+        """(N, 3, s, s) float32 RGB network input from BGR crops, as ``crops_to_blob`` (with
+        pixel boost: (N k k, 3, s / k, s / k), the tiles of each face in turn)."""
+        if self._k > 1:
+            crops_nhwc = split_tiles(crops_nhwc, self._k)
         rgb = crops_nhwc.flip(-1).permute(0, 3, 1, 2)
         return ((rgb - self.mean) * float(np.float32(1.0 / self.std))).contiguous()
 
@@ -86,14 +95,16 @@ class GpuInswapper:
         an engine running CUDA graphs this is its static buffer: use it before the next call."""
         assert self._names is not None, "predict() before open()"
         image, latent, out = self._names
+        if self._k > 1:
+            latents = repeat_latents(latents, self._k)
         return self.engine.run_torch({image: blob, latent: latents}, stream)[out]
 
-    @staticmethod
-    def to_faces(pred: torch.Tensor) -> torch.Tensor:
+    def to_faces(self, pred: torch.Tensor) -> torch.Tensor:
         """(N, s, s, 3) float BGR with integer values: the uint8 output, truncated like
-        insightface's ``astype(np.uint8)``."""
+        insightface's ``astype(np.uint8)`` (pixel boost: the tiles interleaved back)."""
         faces = torch.clamp(255.0 * pred.float(), 0.0, 255.0).floor()
-        return faces.permute(0, 2, 3, 1).flip(-1)
+        faces = faces.permute(0, 2, 3, 1).flip(-1)
+        return merge_tiles(faces, self._k) if self._k > 1 else faces
 
     def generate(self, blob: torch.Tensor, latents: torch.Tensor,
                  stream: Any = None) -> torch.Tensor:

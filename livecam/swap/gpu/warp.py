@@ -71,13 +71,14 @@ def affine_grid_px(matrix_2x3: torch.Tensor, height_px: int, width_px: int,
 
 def sample_bilinear_hwc(images_bhwc: torch.Tensor, image_index: torch.Tensor,
                         grid_xy: torch.Tensor, *, border: str = "constant",
-                        border_value: float = 0.0, opencv_subpixel: bool = True,
+                        border_value: float | torch.Tensor = 0.0, opencv_subpixel: bool = True,
                         round_uint8: bool | None = None) -> torch.Tensor:
     """Bilinear samples (N, h, w, C) float32 of ``images_bhwc`` at ``grid_xy`` (N, h, w, 2).
 
     ``images_bhwc``: (B, H, W, C) uint8 or float, any device. ``image_index``: (N,) int64, the
     image each output reads. ``border``: ``"constant"`` (taps outside read ``border_value``,
-    OpenCV BORDER_CONSTANT) or ``"replicate"`` (nearest edge pixel, BORDER_REPLICATE).
+    OpenCV BORDER_CONSTANT; a (C,) tensor gives one value per channel) or ``"replicate"``
+    (nearest edge pixel, BORDER_REPLICATE).
     ``round_uint8`` (default: when the input is uint8) rounds results to integers like OpenCV's
     uint8 warp does.
     """
