@@ -11,7 +11,7 @@ from livecam.gpupipe.stage import GpuSwapStage
 
 if TYPE_CHECKING:
     from livecam.config import Config
-    from livecam.core.stage import Stage
+    from livecam.core.stage import AnyStage
     from livecam.engines.torch_engine import TorchEngine
     from livecam.identity.model import IdentitySource
     from livecam.swap.neural_models import NeuralModels
@@ -39,7 +39,8 @@ def gpu_pipeline_wanted(config: Config) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
+def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any = None,
+                     stream: int = 0) -> list[AnyStage]:
     """``[GpuSwapStage]`` for ``swap.mode: neural`` from the config (cheap; nothing opened).
 
     The generator (``swap.model``) runs with the torch engine that
