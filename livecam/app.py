@@ -53,7 +53,7 @@ def build_stages(config: Config, state: RuntimeState,
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
     if gpu_pipeline_wanted(config):
-        # one stage does detection, mesh, tracking hand-off, swap and paste on the GPU
+        # the same analysis, then the swap on the GPU (shared by the streams of the process)
         return build_gpu_stages(config, identities, shared=shared or SharedStages(),
                                 stream=stream)
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous
@@ -132,7 +132,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     keymap = bindings(config.control,
                       snapshot=lambda: SaveSnapshot(str(new_snapshot_path(snapshots))))
     presses = PressLedger()  # a press in the focused preview reaches both key sources
-    shared = SharedStages()
+    shared = SharedStages(len(pairs))
     several = len(pairs) > 1
     apps: list[App] = []
     for k, ((input_spec, output_spec), (in_parsed, out_parsed)) in enumerate(
@@ -166,9 +166,10 @@ class SharedStages:
     pipeline (one generator call for the faces of every stream). Pipeline threads and the
     reload thread may ask at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, n_streams: int = 1) -> None:
         import threading
 
+        self.n_streams = n_streams
         self._lock = threading.Lock()
         self._made: list[tuple[object, Any]] = []
 

@@ -185,4 +185,8 @@ class Finisher:
         if packet is not None:
             self._metrics.record_stage_ns(head.tail.name,
                                           time.perf_counter_ns() - head.t_submit_ns)
+            # the stage's own split of that frame (the GPU's time), when it keeps one
+            for part, ms in (getattr(head.tail, "last_timings_ms", None) or {}).items():
+                if ms == ms:  # not NaN (no GPU clock on a CPU)
+                    self._metrics.record_stage_ns(f"{head.tail.name}.{part}", int(ms * 1e6))
         return packet

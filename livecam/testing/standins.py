@@ -252,3 +252,31 @@ def count_parameters(path: str | Path) -> int:
         if init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
             total += int(np.prod(init.dims)) if len(init.dims) else 1
     return total
+
+
+def install_standin_models(root: str | Path, *, size: str = "small") -> tuple[Path, Path]:
+    """Write a stand-in inswapper_128 (dynamic batch; ``size`` as :func:`build_inswapper`:
+    ``full`` is the real model's size) and w600k_r50, plus manifests accepting them, under
+    ``root``, installed the way ``livecam models import`` installs the real ones (the store
+    verifies them by sha256 exactly as it verifies downloads). Returns (models_dir,
+    manifests_dir) for the ``models`` config section."""
+    import yaml
+
+    from livecam.engines.manifest import default_manifests_dir, load_manifests
+    from livecam.engines.store import ModelStore, sha256_file
+
+    root = Path(root)
+    models_dir, manifests_dir, build_dir = root / "models", root / "manifests", root / "build"
+    for d in (models_dir, manifests_dir, build_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    built = {"inswapper_128": build_inswapper(build_dir / "inswapper_128.onnx", size=size,
+                                              batch="N"),
+             "w600k_r50": build_arcface(build_dir / "w600k_r50.onnx")}
+    for name, path in built.items():
+        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
+        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
+        (manifests_dir / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    store = ModelStore(models_dir, load_manifests(manifests_dir))
+    for name, path in built.items():
+        store.adopt(name, path)
+    return models_dir, manifests_dir
