@@ -66,5 +66,5 @@ def test_missing_virtual_camera_says_how_to_create_one() -> None:
 
 def test_missing_input_file_is_one_clear_line(tmp_path: Path) -> None:
     result = livecam("run", "--input", f"file:{tmp_path}/none.mp4", "--output", "null")
-    assert result.returncode == 1
+    assert result.returncode == 2  # bad input, like every other (issue 11)
     assert "does not exist" in result.stderr and "Traceback" not in result.stderr

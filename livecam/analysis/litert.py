@@ -20,10 +20,15 @@ def litert_interpreter() -> Any:
 
 
 def open_mediapipe_model(module: str, filename: str, num_threads: int) -> Any:
-    """An allocated interpreter for ``mediapipe/modules/<module>/<filename>``."""
-    import mediapipe as mp
+    """An allocated interpreter for ``mediapipe/modules/<module>/<filename>``, or for
+    ``$LIVECAM_MEDIAPIPE_MODULES/<module>/<filename>`` where that is set (a machine without
+    mediapipe, e.g. a GPU server running triton client streams in a benchmark)."""
+    modules = os.environ.get("LIVECAM_MEDIAPIPE_MODULES")
+    if not modules:
+        import mediapipe as mp
 
-    path = os.path.join(os.path.dirname(mp.__file__), "modules", module, filename)
+        modules = os.path.join(os.path.dirname(mp.__file__), "modules")
+    path = os.path.join(modules, module, filename)
     net = litert_interpreter()(model_path=path, num_threads=max(1, num_threads))
     net.allocate_tensors()
     return net

@@ -10,7 +10,8 @@ from livecam.config.schema import CaptureConfig
 from livecam.core.errors import UsageError
 
 INPUT_HELP = (
-    "camera:0 | camera:/dev/video2 | file:PATH (video) | image:PATH | synthetic[:WxH]"
+    "camera:0 | camera:/dev/video2 | file:PATH (a video, or a pipe such as /dev/stdin) | "
+    "image:PATH | synthetic[:WxH]"
 )
 
 
@@ -40,10 +41,12 @@ def make_source(spec: InputSpec, config: CaptureConfig) -> FrameSource:
         device: int | str = int(spec.target) if spec.target.isdigit() else spec.target
         return sources.CameraSource(device=device, width=config.width, height=config.height,
                                     fps=config.fps, fourcc=config.fourcc)
+    max_pixels = round(config.max_image_megapixels * 1e6)
     if spec.kind == "file":
-        return sources.FileSource(path=Path(spec.target), fps_fallback=config.fps)
+        return sources.FileSource(path=Path(spec.target), fps_fallback=config.fps,
+                                  max_pixels=max_pixels)
     if spec.kind == "image":
-        return sources.ImageSource(path=Path(spec.target), fps=config.fps)
+        return sources.ImageSource(path=Path(spec.target), fps=config.fps, max_pixels=max_pixels)
     width, height = config.width, config.height
     if spec.target:
         try:

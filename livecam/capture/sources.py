@@ -1,16 +1,24 @@
-"""Frame sources: cameras and video files (OpenCV), still images, a synthetic test pattern."""
+"""Frame sources: cameras (OpenCV), video files and pipes (PyAV), still images, a synthetic
+test pattern."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
-from livecam.core.errors import CaptureError
+from livecam.capture.still import decode_image, input_kind
+from livecam.core.errors import CaptureError, InputError
 from livecam.core.types import ImageBGR
+
+if TYPE_CHECKING:
+    import av
+    import av.container
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +48,7 @@ class _SourceBase:
         return self._size_px
 
 
-class _VideoCaptureSource(_SourceBase):
-    """What cameras and files share: an OpenCV ``VideoCapture``."""
-
-    _cap: cv2.VideoCapture | None
-
-    def close(self) -> None:
-        if self._cap is not None:
-            self._cap.release()
-            self._cap = None
-
-
-class CameraSource(_VideoCaptureSource):
+class CameraSource(_SourceBase):
     """A camera through OpenCV: ``device`` is an index (``0``) or a path (``/dev/video2``).
 
     Asks for ``fourcc``/``width``/``height``/``fps`` and logs what the camera actually gave.
@@ -103,54 +100,143 @@ class CameraSource(_VideoCaptureSource):
             raise CaptureError(f"camera {self._device!r} stopped delivering frames")
         return _readonly(image)
 
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
 
-class FileSource(_VideoCaptureSource):
-    """A video file decoded by OpenCV's FFmpeg backend; ``None`` at its end."""
+
+class FileSource(_SourceBase):
+    """A video file, or a pipe (a FIFO, ``/dev/stdin``), decoded by PyAV (FFmpeg); ``None`` at
+    its end.
+
+    ``open`` checks the input before handing out a frame: it must exist and hold a video (a
+    still image is refused with a pointer to ``image:``), and its frames must be at most
+    ``max_pixels`` (read from the stream header, then checked on every frame). PyAV gives
+    FFmpeg's errors as exceptions, so a bad file is one line, not FFmpeg's log on stderr. A pipe
+    can be read once: opening it again after its end raises :class:`InputError`.
+    """
 
     live = False
 
-    def __init__(self, *, path: Path, fps_fallback: float = 30.0) -> None:
+    def __init__(self, *, path: Path, fps_fallback: float = 30.0,
+                 max_pixels: int) -> None:
         self._path = path
-        self._cap: cv2.VideoCapture | None = None
         self._fps = fps_fallback
-        self._size_px = (0, 0)
+        self._max_pixels = max_pixels
+        self._container: av.container.InputContainer | None = None
+        self._frames: Iterator[av.VideoFrame] | None = None
+        self._pending: ImageBGR | None = None  # the first frame, decoded by open
+        self._pipe_used = False
 
     def open(self) -> None:
-        if not self._path.is_file():
-            raise CaptureError(f"input file {self._path} does not exist")
-        cap = cv2.VideoCapture(str(self._path), cv2.CAP_FFMPEG)
-        ok, first = cap.read() if cap.isOpened() else (False, None)
-        if not ok or first is None:
-            cap.release()
-            raise CaptureError(f"input file {self._path} is not a video this build can decode")
-        cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
-        self._fps = float(cap.get(cv2.CAP_PROP_FPS)) or self._fps
-        self._size_px = (first.shape[1], first.shape[0])
-        self._cap = cap
+        import av
+
+        path = self._path
+        kind = input_kind(path, "input file")
+        if kind == "pipe" and self._pipe_used:
+            raise InputError(f"input {path} is a pipe that has ended; a pipe cannot be "
+                             "restarted (capture.loop needs a file)")
+        self._pipe_used = kind == "pipe"
+        try:
+            container = av.open(str(path), mode="r")
+        except (av.FFmpegError, UnicodeDecodeError) as exc:
+            hint = (" (a pipe must carry a streamable format: MPEG-TS, Matroska/WebM, Y4M or "
+                    "fragmented MP4)" if kind == "pipe" else "")
+            raise InputError(f"input file {path} is not a video livecam can decode"
+                             f"{hint}: {_ffmpeg_reason(exc)}") from None
+        try:
+            image = self._probe(container)
+        except BaseException:
+            container.close()
+            raise
+        self._container, self._pending = container, image
+        self._size_px = (image.shape[1], image.shape[0])
+
+    def _probe(self, container: av.container.InputContainer) -> ImageBGR:
+        path = self._path
+        fmt = container.format.name
+        if (fmt == "image2" or fmt.endswith("_pipe")) and "%" not in path.name:
+            raise InputError(f"input file {path} is a still image, not a video: use "
+                             f"--input image:{path}")
+        if not container.streams.video:
+            raise InputError(f"input file {path} has no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        width, height = stream.codec_context.width, stream.codec_context.height
+        if width * height > self._max_pixels:
+            raise self._too_large(width, height)
+        rate = stream.average_rate or stream.guessed_rate
+        if rate is not None and 0 < rate <= 1000:
+            self._fps = float(rate)
+        self._frames = iter(container.decode(stream))
+        image = self._decode_next()
+        if image is None:
+            raise InputError(f"input file {path} holds no video frame that can be decoded")
+        return image
+
+    def _too_large(self, width: int, height: int) -> InputError:
+        return InputError(f"input file {self._path} has {width}x{height} frames "
+                          f"({width * height / 1e6:.0f} megapixels), above "
+                          f"capture.max_image_megapixels={self._max_pixels / 1e6:g}: scale it "
+                          "down, or raise capture.max_image_megapixels")
+
+    def _decode_next(self) -> ImageBGR | None:
+        import av
+
+        assert self._frames is not None
+        try:
+            frame = next(self._frames)
+        except StopIteration:
+            return None
+        except av.FFmpegError as exc:  # damaged data further in: the file ends here
+            log.warning("input file %s: decoding stopped: %s", self._path, _ffmpeg_reason(exc))
+            return None
+        if frame.width * frame.height > self._max_pixels:  # the size may change mid-stream
+            log.error("%s", self._too_large(frame.width, frame.height))
+            return None
+        return _readonly(frame.to_ndarray(format="bgr24"))
 
     def read(self) -> ImageBGR | None:
-        if self._cap is None:
+        if self._container is None:
             raise CaptureError("file source is not open")
-        ok, image = self._cap.read()
-        return _readonly(image) if ok and image is not None else None
+        image, self._pending = self._pending, None
+        return image if image is not None else self._decode_next()
+
+    def close(self) -> None:
+        self._frames, self._pending = None, None
+        if self._container is not None:
+            self._container.close()
+            self._container = None
+
+
+def _ffmpeg_reason(exc: BaseException) -> str:
+    """FFmpeg's reason without the errno and the file name PyAV appends."""
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return str(reason).rstrip(".")
 
 
 class ImageSource(_SourceBase):
-    """One still image, delivered again and again at ``fps`` (the same read-only array)."""
+    """One still image, delivered again and again at ``fps`` (the same read-only array).
+
+    Images larger than ``max_pixels`` are refused from their header, before decoding.
+    """
 
     live = False
 
-    def __init__(self, *, path: Path, fps: float) -> None:
+    def __init__(self, *, path: Path, fps: float, max_pixels: int) -> None:
         self._path = path
         self._fps = fps
+        self._max_pixels = max_pixels
         self._image: ImageBGR | None = None
 
     def open(self) -> None:
-        if not self._path.is_file():
-            raise CaptureError(f"input image {self._path} does not exist")
-        image = cv2.imread(str(self._path), cv2.IMREAD_COLOR)
-        if image is None:
-            raise CaptureError(f"input image {self._path} cannot be decoded (not an image?)")
+        if input_kind(self._path, "input image") == "pipe":
+            raise InputError(f"input image {self._path} is a pipe: image: needs a file (save "
+                             "the image first)")
+        image = decode_image(self._path, max_pixels=self._max_pixels,
+                             label=f"input image {self._path}",
+                             knob="capture.max_image_megapixels")
         self._image = _readonly(image)
         self._size_px = (image.shape[1], image.shape[0])
 

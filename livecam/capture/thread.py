@@ -21,7 +21,8 @@ class CaptureThread:
 
     Non-live sources are paced to their fps when ``realtime`` is true (a file then behaves like a
     camera) and read as fast as the pipeline takes them otherwise. At the end of a finite source
-    the thread restarts it when ``loop`` is true, else closes ``outbox``. ``stop`` returns within
+    the thread restarts it when ``loop`` is true, else closes ``outbox`` (so does a finite
+    source that cannot be reopened; a live one is retried with backoff). ``stop`` returns within
     about ``join_timeout_s`` even if a read is blocked inside the driver.
     """
 
@@ -68,6 +69,10 @@ class CaptureThread:
                 self._is_open = True
                 return True
             except CaptureError as exc:
+                if not self._source.live:
+                    # a file or pipe that cannot be reopened will not come back by waiting
+                    log.warning("%s; the input ends here", exc)
+                    return False
                 log.warning("%s; retrying in %.1f s", exc, delay_s)
                 self._stop.wait(delay_s)
                 delay_s = min(delay_s * 2, max_s)

@@ -12,8 +12,11 @@ class EngineConfig:
     backend: str = knob("auto", "Engine for neural models. auto = tensorrt if installed, else "
                         "torch on a CUDA GPU, else onnxruntime; the choice and why are logged "
                         "at start and shown by `livecam doctor`. Naming a backend that is not "
-                        "installed is an error, never a silent fallback.",
-                        choices=("auto", "tensorrt", "torch", "onnxruntime"))
+                        "installed is an error, never a silent fallback. triton = the swap "
+                        "models run on NVIDIA Triton Inference Server at engine.triton_urls "
+                        "(capture, analysis and paste-back stay here; see docs/triton.md); "
+                        "auto never picks it.",
+                        choices=("auto", "tensorrt", "torch", "onnxruntime", "triton"))
     device: str = knob("auto", "Where models run: auto (a CUDA GPU when present), cuda, cpu.",
                        choices=("auto", "cuda", "cpu"))
     precision: str = knob("fp16", "Compute precision on GPUs: fp16 is ~2x faster than fp32 and "
@@ -49,14 +52,32 @@ class EngineConfig:
                                            "(minutes) instead of failing with a pointer to "
                                            "`livecam engines build`.")
     max_batch: int = knob(8, "Most faces sent through the swapper in one call.", range=(1, 64))
+    triton_urls: tuple[str, ...] = knob(("localhost:8001",), "engine.backend triton: gRPC "
+                                        "addresses (host:port) of Triton servers. Each livecam "
+                                        "process starts on one of them (picked at random, so "
+                                        "many streams spread out) and moves to the next when it "
+                                        "fails; one load-balanced address works too.")
+    triton_timeout_ms: int = knob(500, "engine.backend triton: deadline of one swap request. "
+                                  "Longer rides out a slow network; shorter covers the faces "
+                                  "sooner when a server hangs (a late answer counts as down).",
+                                  range=(10, 60000))
+    triton_connect_timeout_s: float = knob(10.0, "engine.backend triton: how long the start "
+                                           "waits for a server and its model to be ready.",
+                                           range=(0.1, 600.0))
+    triton_reconnect_initial_s: float = knob(0.25, "engine.backend triton: first wait before "
+                                             "probing a server that failed; doubles per failed "
+                                             "probe up to triton_reconnect_max_s.",
+                                             range=(0.01, 60.0))
+    triton_reconnect_max_s: float = knob(4.0, "engine.backend triton: longest wait between "
+                                         "probes of a failed server.", range=(0.1, 600.0))
 
 
 @dataclass(frozen=True)
 class ModelsConfig:
     dir: str = knob("", "Directory of downloaded model files; empty = the user data dir (e.g. "
                     "~/.local/share/livecam/models).")
-    manifests_dir: str = knob("", "Directory of model manifests (*.yaml); empty = engines/ "
-                              "beside the livecam package.")
+    manifests_dir: str = knob("", "Directory of model manifests (*.yaml); empty = the ones "
+                              "livecam ships (engines/ in a source checkout).")
     fetch_timeout_s: float = knob(30.0, "Network timeout of one download request, s.",
                                   range=(1.0, 600.0))
     fetch_retries: int = knob(3, "Attempts per download source (each resumes the last).",

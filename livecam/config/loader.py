@@ -7,28 +7,59 @@ Validation is strict: an unknown key, a wrong type or an out-of-range value rais
 from __future__ import annotations
 
 import dataclasses
+import math
+import reprlib
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from livecam.config.safe_yaml import YamlRefused, YamlSyntaxError, load_yaml, read_yaml_file
 from livecam.config.schema import Config
 from livecam.core.errors import ConfigError
 
+# Error messages show values through this: a bounded repr, so a huge or deeply nested value
+# (an alias bomb, a 20,000-deep list) costs a few dozen characters to report, never gigabytes.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 2, 4, 4, 4
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 60, 60, 40
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to about 100 characters whatever its size or depth."""
+    try:
+        return _SHORT.repr(value)
+    except (ValueError, RecursionError):  # e.g. an int past Python's digit limit
+        return f"<{type(value).__name__}>"
+
+
+def _show_key(key: Any) -> str:
+    """A key as typed when it is short and printable, else its bounded repr."""
+    return key if isinstance(key, str) and key.isprintable() and len(key) <= 60 \
+        else short_repr(key)
+
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """Split ``a.b.c=value`` into (["a", "b", "c"], value), the value parsed as a YAML scalar."""
+    """Split ``a.b.c=value`` into (["a", "b", "c"], value), the value parsed as a YAML scalar.
+
+    Text that is not YAML is taken as a plain string (``--set output.device=/dev/video10``);
+    YAML that livecam refuses (an alias bomb, 64+ levels of nesting, an unreadable number)
+    raises :class:`ConfigError`.
+    """
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {text!r}: expected key.path=value, e.g. --set capture.fps=60")
+        raise ConfigError(f"--set {short_repr(text)}: expected key.path=value, "
+                          "e.g. --set capture.fps=60")
+    if not raw.strip():
+        return key.split("."), ""
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = load_yaml(raw)
+    except YamlSyntaxError:
         value = raw
+    except YamlRefused as exc:
+        raise ConfigError(f"--set {_show_key(key)}: the value {exc}") from None
     return key.split("."), value
 
 
@@ -43,7 +74,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         for part in keys[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"{'.'.join(keys)}: {part} is not a section")
+                raise ConfigError(f"{_show_key('.'.join(keys))}: {_show_key(part)} is not "
+                                  "a section")
             node = child
         node[keys[-1]] = value
     return build(Config, data)
@@ -51,17 +83,15 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        loaded = read_yaml_file(path)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a folder: give a YAML file") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(f"config file {path} is not valid YAML{where}") from None
+    except YamlRefused as exc:
+        raise ConfigError(f"config file {path} {exc}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
@@ -81,7 +111,7 @@ def build(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
     for key in data:
         if key not in fields:
             allowed = ", ".join(sorted(fields))
-            raise ConfigError(f"{prefix}{key}: unknown key (allowed here: {allowed})")
+            raise ConfigError(f"{prefix}{_show_key(key)}: unknown key (allowed here: {allowed})")
     kwargs: dict[str, Any] = {}
     for name, fld in fields.items():
         if name not in data:
@@ -89,7 +119,8 @@ def build(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         dotted = f"{prefix}{name}"
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
-            kwargs[name] = build(hint, data[name] or {}, dotted + ".")  # type: ignore[arg-type]
+            section = {} if data[name] is None else data[name]  # `capture:` with nothing under
+            kwargs[name] = build(hint, section, dotted + ".")  # type: ignore[arg-type]
         else:
             kwargs[name] = _check_value(dotted, hint, data[name], fld.metadata)
     return cls(**kwargs)
@@ -123,10 +154,10 @@ def _coerce(dotted: str, hint: Any, value: Any) -> Any:
                 return _coerce(dotted, arg, value)
             except ConfigError:
                 continue
-        raise ConfigError(f"{dotted}: expected {_describe(hint)}, got {value!r}")
+        raise ConfigError(f"{dotted}: expected {_describe(hint)}, got {short_repr(value)}")
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{dotted}: expected a list, got {value!r}")
+            raise ConfigError(f"{dotted}: expected a list, got {short_repr(value)}")
         args = typing.get_args(hint)
         item_hint = args[0] if args else Any
         items = [
@@ -136,7 +167,7 @@ def _coerce(dotted: str, hint: Any, value: Any) -> Any:
         return tuple(items) if origin is tuple else items
     if origin in (dict, Mapping):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{dotted}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{dotted}: expected a mapping, got {short_repr(value)}")
         key_hint, val_hint = typing.get_args(hint) or (Any, Any)
         return {
             (k if key_hint is Any else _coerce(f"{dotted}.{k}", key_hint, k)):
@@ -153,13 +184,21 @@ def _coerce(dotted: str, hint: Any, value: Any) -> Any:
             return value
     elif hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            # NaN passes every range check (all comparisons are false) and inf breaks pacing
+            # maths: neither is a setting
+            try:
+                number = float(value)
+            except OverflowError:
+                number = math.inf
+            if not math.isfinite(number):
+                raise ConfigError(f"{dotted}: {short_repr(value)} is not a finite number")
+            return number
     elif hint is str:
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-    raise ConfigError(f"{dotted}: expected {_describe(hint)}, got {value!r}")
+    raise ConfigError(f"{dotted}: expected {_describe(hint)}, got {short_repr(value)}")
 
 
 def _check_value(dotted: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:
@@ -167,12 +206,14 @@ def _check_value(dotted: str, hint: Any, value: Any, meta: Mapping[str, Any]) ->
     choices = meta.get("choices")
     if choices is not None and value not in choices:
         allowed = ", ".join(str(c) for c in choices)
-        raise ConfigError(f"{dotted}: {value!r} is not allowed (choose one of: {allowed})")
+        raise ConfigError(f"{dotted}: {short_repr(value)} is not allowed "
+                          f"(choose one of: {allowed})")
     bounds = meta.get("range")
     if bounds is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
         lo, hi = bounds
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             lo_s = "-inf" if lo is None else f"{lo:g}"
             hi_s = "inf" if hi is None else f"{hi:g}"
-            raise ConfigError(f"{dotted}: {value!r} is out of range (allowed: {lo_s} to {hi_s})")
+            raise ConfigError(f"{dotted}: {short_repr(value)} is out of range "
+                          f"(allowed: {lo_s} to {hi_s})")
     return value

@@ -29,7 +29,13 @@ class CaptureConfig:
                       range=(1.0, 240.0))
     fourcc: str = knob("MJPG", "Pixel format asked of a camera (MJPG gives full frame rates "
                        "at 720p/1080p on most USB cameras; YUYV is often limited to 5-10 fps).")
-    loop: bool = knob(True, "Restart `file:` inputs at their end instead of stopping.")
+    loop: bool = knob(True, "Restart `file:` inputs at their end instead of stopping (a pipe "
+                      "cannot restart: it always stops at its end).")
+    max_image_megapixels: float = knob(100.0, "Largest `image:` input or `file:` frame "
+                                       "accepted, megapixels (width x height / 1e6; a decoded "
+                                       "frame takes 3 bytes per pixel). Larger inputs are "
+                                       "refused from their header, before decoding.",
+                                       range=(0.01, 1000.0))
     reconnect_initial_s: float = knob(0.5, "First wait before reopening a lost camera, s; "
                                       "doubles after each failure.", range=(0.01, 60.0))
     reconnect_max_s: float = knob(5.0, "Longest wait between reopen attempts, s.",

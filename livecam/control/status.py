@@ -182,3 +182,31 @@ class StateCollector(Collector):
         info.add_metric([], {key: str(facts.get(key, "")) for key in
                              ("backend", "input", "output", "width", "height", "fps")})
         yield info
+        yield from _remote_engine_metrics(facts.get("remote_engines") or {})
+
+
+def _remote_engine_metrics(remote: dict[str, Any]) -> Iterator[Metric]:
+    """The link state of remote engines (Triton), one sample per stage and server address."""
+    if not remote:
+        return
+    labels = ["stage", "url"]
+    up = GaugeMetricFamily("livecam_remote_engine_up", "1 while the remote engine (Triton) "
+                           "answers; 0 while faces are covered and it reconnects.", labels=labels)
+    counters = {key: CounterMetricFamily(f"livecam_remote_engine_{key}", text, labels=labels)
+                for key, text in (("requests", "Requests sent to the remote engine."),
+                                  ("failures", "Requests that failed or missed their deadline."),
+                                  ("reconnects", "Times the remote engine came back."))}
+    request = GaugeMetricFamily("livecam_remote_engine_request_seconds", "Round trip of one "
+                                "request, recent requests.", labels=[*labels, "quantile"])
+    for stage, health in remote.items():
+        values = [stage, str(health.get("url", ""))]
+        up.add_metric(values, 1.0 if health.get("state") == "ready" else 0.0)
+        for key, family in counters.items():
+            family.add_metric(values, float(health.get(key, 0)))
+        for quantile, key in (("0.5", "p50"), ("0.99", "p99")):
+            ms = health.get("request_ms", {}).get(key)
+            if ms is not None:
+                request.add_metric([*values, quantile], ms / 1e3)
+    yield up
+    yield from counters.values()
+    yield request

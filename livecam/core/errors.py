@@ -37,3 +37,20 @@ class ModelError(LivecamError, RuntimeError):
 
 class IdentityError(LivecamError, ValueError):
     """An identity name or photo is unusable; the message says why and what to do."""
+
+
+class EngineUnavailableError(LivecamError, ConnectionError):
+    """A remote engine (a Triton server) is down, unreachable or too slow for this request.
+
+    At start it stops the run with one line naming the address; while streaming the swap stage
+    treats the faces of that frame as unswappable (never sent as they are) while the engine
+    reconnects in the background.
+    """
+
+
+class InputError(CaptureError, UsageError):
+    """An input file, image or pipe cannot be used (missing, not a video, too large, ...).
+
+    A :class:`CaptureError` to the capture thread and a :class:`UsageError` to the command line
+    (exit 2): the user gave something livecam cannot read, and the message says what to give.
+    """

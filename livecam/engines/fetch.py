@@ -1,9 +1,16 @@
 """Download a model from its manifest's sources: progress, resume, verify, never trust.
 
 The download goes to ``<file>.part``; an interrupted download resumes with an HTTP Range request
-(from this run's retries or a later ``livecam models fetch``). Only a complete file whose sha256
-the store accepts is moved into place; a file that does not verify is moved aside (see
+(from this run's retries or a later ``livecam models fetch``). A file is installed only when its
+size and its sha256 are both right: the sha256 must be a published one or the user's pin, and
+the size the manifest's or the server's (a connection that closes early looks like a complete
+file when the server sent no length). A model with neither a published hash nor a pin is
+fetched only with ``trust`` (the user vouches for the source; its hash is then pinned), and
+then only when the size is known. A file that does not verify is moved aside (see
 :meth:`ModelStore.quarantine`) and the next source is tried.
+
+The standard library's ``urllib`` does the HTTP: what makes a download safe is the policy above,
+which no download library applies for us (pooch, for one, checks a hash but cannot resume).
 """
 
 from __future__ import annotations
@@ -14,31 +21,31 @@ import os
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from livecam import __version__
 from livecam.core.errors import ModelError
-from livecam.engines.store import CHUNK_BYTES, ModelStore, sha256_file
+from livecam.engines.store import CHUNK_BYTES, ModelStore, ProgressFn, sha256_file
 
 log = logging.getLogger(__name__)
-
-ProgressFn = Callable[[int, int | None], None]  # (bytes so far, total bytes or None)
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
 
 def download(url: str, part_path: Path, *, progress: ProgressFn | None = None,
-             timeout_s: float = 30.0, expected_size: int | None = None) -> None:
+             timeout_s: float = 30.0, expected_size: int | None = None) -> int | None:
     """Download ``url`` into ``part_path``, resuming from its current length if it exists.
 
-    Raises ``OSError``/``http.client.HTTPException`` on network failures (the partial file is
-    kept so the next call resumes).
+    Returns the file's full size when the manifest (``expected_size``) or the server
+    (Content-Length, Content-Range) said it, None when nobody did: then a connection closed
+    early cannot be told from the end of the file. Raises ``OSError``/``HTTPException`` on
+    network failures and on a download shorter than the known size (the partial file is kept
+    so the next call resumes).
     """
     part_path.parent.mkdir(parents=True, exist_ok=True)
     offset = part_path.stat().st_size if part_path.exists() else 0
     if expected_size is not None and offset == expected_size:
-        return
+        return expected_size
     if expected_size is not None and offset > expected_size:
         part_path.unlink()
         offset = 0
@@ -49,8 +56,8 @@ def download(url: str, part_path: Path, *, progress: ProgressFn | None = None,
     try:
         response = urllib.request.urlopen(request, timeout=timeout_s)
     except urllib.error.HTTPError as exc:
-        if exc.code == 416 and offset:  # nothing left to send: the part is already whole
-            return
+        if exc.code == 416 and offset:  # nothing left to send: the part may be whole
+            return expected_size
         raise
     with response:
         total: int | None
@@ -71,26 +78,32 @@ def download(url: str, part_path: Path, *, progress: ProgressFn | None = None,
                 done += len(block)
                 if progress is not None:
                     progress(done, total)
+        total = expected_size if expected_size is not None else total
         if total is not None and done < total:
             raise http.client.IncompleteRead(b"", total - done)
+        return total
 
 
 def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = None,
-                retries: int = 3, timeout_s: float = 30.0) -> Path:
+                retries: int = 3, timeout_s: float = 30.0, trust: bool = False) -> Path:
     """Fetch model ``name`` into ``store`` and verify it; returns the installed path.
 
     Each source is tried in order, each up to ``retries`` times (resuming). Raises
-    :class:`ModelError` listing what every source did when none gives a verified file.
+    :class:`ModelError` listing what every source did when none gives a verified file, and
+    :class:`UsageError` before downloading a model nothing can check unless ``trust``.
     """
     manifest = store.manifest(name)
     target, part = store.path(name), store.partial_path(name)
-    if target.is_file():
+    expected = store.expected_sha256(name)
+    if target.is_file() and expected:
         try:
-            store.verify(name)
+            store.verify(name, force=True, progress=progress)
             log.info("model %s is already installed and verified at %s", name, target)
             return target
         except ModelError as exc:
             log.warning("%s", exc)  # moved aside; fetch a fresh copy
+    if not expected and not trust:
+        raise store.unpinned_error(name, "the download")
     failures: list[str] = []
     # a .part left by an earlier run belongs to the first source: keep it to resume
     previous_sha = manifest.sources[0].sha256 if manifest.sources else None
@@ -100,8 +113,8 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
         previous_sha = source.sha256
         for attempt in range(1, retries + 1):
             try:
-                download(source.url, part, progress=progress, timeout_s=timeout_s,
-                         expected_size=source.size_bytes)
+                size = download(source.url, part, progress=progress, timeout_s=timeout_s,
+                                expected_size=source.size_bytes)
                 break
             except (OSError, http.client.HTTPException) as exc:
                 log.warning("download of %s failed (attempt %d of %d): %s", source.url,
@@ -110,18 +123,36 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
                     failures.append(f"{source.url}: {exc}")
         else:
             continue
-        digest = sha256_file(part)
-        ok = digest == source.sha256 if source.sha256 else store.acceptable(name, digest)
-        if not ok:
-            moved = store.quarantine(part, digest)
-            failures.append(f"{source.url}: sha256 {digest} does not match "
-                            f"{source.sha256 or 'the recorded hash'} (file moved to {moved})")
+        digest, problem = _check_download(store, name, source.sha256, part, size)
+        if problem is not None:
+            failures.append(f"{source.url}: {problem}")
             continue
         os.replace(part, target)
+        if not store.expected_sha256(name):  # trusted, size known: pin what came
+            store.set_pin(name, digest, source.url)
         store.write_stamp(name, digest)
-        if not source.sha256:
-            log.warning("model %s: no public sha256 is documented for %s; recorded %s",
-                        name, source.url, digest)
         return target
     raise ModelError(f"could not fetch model {name}: " + "; ".join(failures) +
                      f". Download it yourself and run `livecam models import {name} PATH`")
+
+
+def _check_download(store: ModelStore, name: str, published: str | None, part: Path,
+                    size: int | None) -> tuple[str, str | None]:
+    """(the sha256 of the downloaded ``part``, why it must not be installed or None). A bad
+    file is moved aside."""
+    got = part.stat().st_size
+    expected = {published} if published else store.expected_sha256(name)
+    digest = sha256_file(part)
+    if not expected and size is None:
+        # nothing to check the bytes against and no size: a download cut short would pass
+        part.unlink()
+        return digest, ("the server did not send the file's size and no sha256 is known, so a "
+                        "download cut short cannot be told from a whole one (not installed)")
+    if size is not None and got != size:
+        moved = store.quarantine(part, digest)
+        return digest, f"{got} bytes instead of {size} (file moved to {moved})"
+    if expected and digest not in expected:
+        moved = store.quarantine(part, digest)
+        return digest, (f"sha256 {digest} does not match {', '.join(sorted(expected))} (file "
+                        f"moved to {moved})")
+    return digest, None

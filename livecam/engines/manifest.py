@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from livecam.config.safe_yaml import YamlRefused, read_yaml_file
 from livecam.core.errors import ConfigError
 from livecam.engines.engine_cache import Profile
 from livecam.engines.protocol import TensorSpec
@@ -82,9 +81,11 @@ def load_manifest(path: str | Path) -> ModelManifest:
     """Parse and check one manifest file; raises :class:`ConfigError` naming the file."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"model manifest {path} cannot be read: {exc}") from None
+        data = read_yaml_file(path)
+    except OSError as exc:
+        raise ConfigError(f"model manifest {path} cannot be read: {exc.strerror}") from None
+    except YamlRefused as exc:
+        raise ConfigError(f"model manifest {path} {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"model manifest {path}: expected a mapping")
     for key in ("name", "kind", "file", "sources", "inputs", "outputs"):
@@ -122,8 +123,12 @@ def load_manifest(path: str | Path) -> ModelManifest:
 
 
 def default_manifests_dir() -> Path:
-    """``engines/`` beside the ``livecam`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[2] / "engines"
+    """The manifests that come with livecam: the copy a wheel installs in the package
+    (``livecam/data/engines``, mapped from ``engines/`` by pyproject.toml), else ``engines/``
+    at the top of a source checkout (an editable install, or PYTHONPATH)."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "data" / "engines"
+    return shipped if shipped.is_dir() else package.parent / "engines"
 
 
 def load_manifests(directory: str | Path | None = None) -> dict[str, ModelManifest]:

@@ -1,8 +1,10 @@
 """Choose an engine backend by name and build engines; the only place backends are imported.
 
 ``auto`` picks tensorrt (importable, CUDA GPU), then torch on a CUDA GPU, then onnxruntime, and
-says why. Naming a backend that is not available is a :class:`DependencyError` that names what
-to install; it never falls back silently.
+says why. ``triton`` (the models run on a Triton Inference Server) is only ever named, never
+picked by ``auto``: a remote server is a deployment decision. Naming a backend that is not
+available is a :class:`DependencyError` that names what to install; it never falls back
+silently.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ INSTALL_HINTS = {
     "tensorrt": "pip install tensorrt (needs an NVIDIA GPU and driver) and a CUDA build of torch",
     "torch": "pip install 'livecam[torch]' (a CUDA build of torch for GPUs)",
     "onnxruntime": "pip install onnxruntime (or onnxruntime-gpu)",
+    "triton": "pip install 'livecam[triton]' (the Triton client; see docs/triton.md)",
 }
 
 
@@ -65,6 +68,10 @@ def probe_backends(device: str = "auto") -> dict[str, tuple[bool, str]]:
         out["onnxruntime"] = (False, "onnxruntime is not installed")
     else:
         out["onnxruntime"] = (True, "installed")
+    if importlib.util.find_spec("tritonclient") is None:
+        out["triton"] = (False, "the Triton client (tritonclient) is not installed")
+    else:
+        out["triton"] = (True, "client installed; the models run on engine.triton_urls")
     return out
 
 
@@ -134,6 +141,14 @@ def create_engine(manifest: ModelManifest, model_path: Path, model_sha256: str,
     """An unopened engine for one model on the chosen (or configured) backend;
     ``batch_sizes`` as :func:`create_torch_engine` (the torch backend only)."""
     choice = choice or choose_backend(config.backend, config.device)
+    if choice.name == "triton":
+        from livecam.engines.triton_client import TritonEngine
+
+        return TritonEngine(manifest.name, model_sha256=model_sha256, urls=config.triton_urls,
+                            timeout_ms=config.triton_timeout_ms,
+                            connect_timeout_s=config.triton_connect_timeout_s,
+                            reconnect_initial_s=config.triton_reconnect_initial_s,
+                            reconnect_max_s=config.triton_reconnect_max_s)
     if choice.name == "onnxruntime":
         from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 

@@ -2,10 +2,15 @@
 
 :class:`ModelStore` keeps each model as ``<models_dir>/<manifest.file>``. A file is usable only
 when its sha256 is one the manifest accepts, or -- for models no public source documents a hash
-for -- equals the hash recorded when it was first fetched or imported (``<file>.sha256.json``,
-which also lets later starts skip re-hashing an unchanged file). A file that fails is moved to
-``<models_dir>/rejected/`` (kept for inspection, never deleted) and a :class:`ModelError` says
-what to do.
+for -- equals the hash the user *pinned* (``<models_dir>/pins.json``). A pin is made only when
+the user vouches for a copy (``livecam models import|fetch NAME --trust``) and is replaced only
+when asked (``--trust --replace``); a file that fails never removes it. A file that fails is
+moved to ``<models_dir>/rejected/`` (kept for inspection, never deleted) and a
+:class:`ModelError` says what to do.
+
+``<file>.sha256.json`` (the *stamp*) caches the last full check: loading skips re-hashing a file
+whose size, mtime, ctime and inode are the stamp's (ctime cannot be set back by a program, so a
+changed byte with its mtime restored is still caught). ``livecam models verify`` always hashes.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +33,34 @@ log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1 << 20
 
+ProgressFn = Callable[[int, int | None], None]  # (bytes so far, total bytes or None)
 
-def sha256_file(path: Path) -> str:
+
+def sha256_file(path: Path, progress: ProgressFn | None = None) -> str:
+    """The file's sha256 (hex); ``progress(done, total)`` after each MiB when given."""
     digest = hashlib.sha256()
+    total = path.stat().st_size
+    done = 0
     with path.open("rb") as f:
         for block in iter(lambda: f.read(CHUNK_BYTES), b""):
             digest.update(block)
+            done += len(block)
+            if progress is not None:
+                progress(done, total)
     return digest.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def default_models_dir() -> Path:
@@ -80,26 +107,71 @@ class ModelStore:
     def _stamp_path(self, name: str) -> Path:
         return self.path(name).with_name(self.path(name).name + ".sha256.json")
 
-    def _read_stamp(self, name: str) -> dict[str, object] | None:
+    def _read_json(self, path: Path) -> dict[str, object] | None:
         try:
-            stamp = json.loads(self._stamp_path(name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
-        return stamp if isinstance(stamp, dict) else None
+        return data if isinstance(data, dict) else None
+
+    @staticmethod
+    def _identity_of(st: os.stat_result) -> dict[str, int]:
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+                "inode": st.st_ino}
 
     def write_stamp(self, name: str, sha256: str) -> None:
-        """Record that the file at :meth:`path` has ``sha256`` (its size and mtime too)."""
-        st = self.path(name).stat()
-        stamp = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        self._stamp_path(name).write_text(json.dumps(stamp), encoding="utf-8")
+        """Record that the file at :meth:`path` has ``sha256`` (and its size, times, inode)."""
+        stamp = {"sha256": sha256, **self._identity_of(self.path(name).stat())}
+        _write_atomic(self._stamp_path(name), json.dumps(stamp))
+
+    # -- pins: the hash a user vouched for, for models with no published hash ---------------
+
+    @property
+    def _pins_path(self) -> Path:
+        return self.models_dir / "pins.json"
+
+    def pin(self, name: str) -> dict[str, object] | None:
+        """The pin of ``name`` ({"sha256", "pinned", "source"}), or None."""
+        entry = (self._read_json(self._pins_path) or {}).get(name)
+        if isinstance(entry, dict) and isinstance(entry.get("sha256"), str):
+            return entry
+        return None
+
+    def set_pin(self, name: str, sha256: str, source: str) -> None:
+        from filelock import FileLock
+
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.models_dir / ".pins.lock")):
+            pins = self._read_json(self._pins_path) or {}
+            old = pins.get(name)
+            pins[name] = {"sha256": sha256, "pinned": time.strftime("%Y-%m-%d %H:%M:%S"),
+                          "source": source}
+            _write_atomic(self._pins_path, json.dumps(pins, indent=2))
+        if isinstance(old, dict) and old.get("sha256") != sha256:
+            log.warning("model %s: pin replaced: sha256 %s -> %s", name, old.get("sha256"),
+                        sha256)
+        else:
+            log.warning("model %s: no public sha256 is documented; pinned %s (from %s): "
+                        "later copies must match it", name, sha256, source)
+
+    def expected_sha256(self, name: str) -> frozenset[str]:
+        """The hashes a file must have: the published ones, else the pin (empty: neither)."""
+        accepted = self.manifest(name).accepted_sha256
+        if accepted:
+            return accepted
+        pin = self.pin(name)
+        return frozenset({str(pin["sha256"])}) if pin is not None else frozenset()
 
     def acceptable(self, name: str, sha256: str) -> bool:
         """Whether a file with ``sha256`` may be used as model ``name``."""
-        accepted = self.manifest(name).accepted_sha256
-        if accepted:
-            return sha256 in accepted
-        stamp = self._read_stamp(name)
-        return stamp is None or stamp.get("sha256") == sha256
+        return sha256 in self.expected_sha256(name)
+
+    def unpinned_error(self, name: str, where: str) -> UsageError:
+        return UsageError(
+            f"model {name} has no published sha256 and no copy was pinned, so livecam cannot "
+            f"tell a good copy from a bad one: if you trust where {where} came from, run "
+            f"`livecam models import {name} PATH --trust` (or `livecam models fetch {name} "
+            "--trust`) to pin its sha256; later copies must then match it")
 
     def quarantine(self, path: Path, sha256: str) -> Path:
         """Move a file that failed verification to ``rejected/``; returns where it went."""
@@ -112,37 +184,37 @@ class ModelStore:
         return target
 
     def _mismatch(self, name: str, path: Path, sha256: str) -> ModelError:
-        manifest = self.manifest(name)
         moved = self.quarantine(path, sha256)
         self._stamp_path(name).unlink(missing_ok=True)
-        expected = ", ".join(sorted(manifest.accepted_sha256)) or "the hash recorded earlier"
+        expected = ", ".join(sorted(self.expected_sha256(name)))
         return ModelError(
             f"model {name}: {path.name} has sha256 {sha256}, expected {expected}; it was not "
             f"loaded and was moved to {moved}. Run `livecam models fetch {name}` again, or "
             f"`livecam models import {name} PATH` with a good copy")
 
-    def verify(self, name: str, *, force: bool = False) -> str:
+    def verify(self, name: str, *, force: bool = False,
+               progress: ProgressFn | None = None) -> str:
         """Check the installed file; returns its sha256 or raises :class:`ModelError`.
 
-        Re-hashes only when the file's size or mtime changed since the last check (or
-        ``force``). A file that does not verify is moved aside (see :meth:`quarantine`).
+        Loading calls this without ``force``: a file whose size, mtime, ctime and inode are
+        the stamp's is not re-hashed. ``force`` (``livecam models verify``) always hashes,
+        calling ``progress(done, total)``. A file that does not verify is moved aside (see
+        :meth:`quarantine`); a model with neither a published hash nor a pin raises
+        :class:`UsageError` saying how to pin it.
         """
         path = self.path(name)
         if not path.is_file():
             raise self.missing_error(name)
-        stamp = self._read_stamp(name)
-        st = path.stat()
-        if (not force and stamp is not None and stamp.get("size") == st.st_size
-                and stamp.get("mtime_ns") == st.st_mtime_ns
-                and isinstance(stamp.get("sha256"), str)
+        if not self.expected_sha256(name):
+            raise self.unpinned_error(name, str(path))
+        stamp = self._read_json(self._stamp_path(name))
+        if (not force and stamp is not None and isinstance(stamp.get("sha256"), str)
+                and all(stamp.get(k) == v for k, v in self._identity_of(path.stat()).items())
                 and self.acceptable(name, str(stamp["sha256"]))):
             return str(stamp["sha256"])
-        digest = sha256_file(path)
+        digest = sha256_file(path, progress)
         if not self.acceptable(name, digest):
             raise self._mismatch(name, path, digest)
-        if not self.manifest(name).accepted_sha256 and stamp is None:
-            log.warning("model %s: no public sha256 is documented; recording %s and holding "
-                        "the file to it from now on", name, digest)
         self.write_stamp(name, digest)
         return digest
 
@@ -157,37 +229,56 @@ class ModelStore:
         self.verify(name)
         return self.path(name)
 
-    def status(self, name: str) -> ModelStatus:
+    def status(self, name: str, *, rehash: bool = False,
+               progress: ProgressFn | None = None) -> ModelStatus:
         path = self.path(name)
         if not path.is_file():
             return ModelStatus(name, path, False, False, None, "not installed")
         try:
-            digest = self.verify(name)
-        except ModelError as exc:
-            return ModelStatus(name, path, False, False, None, str(exc))
-        return ModelStatus(name, path, True, True, digest, "verified")
+            digest = self.verify(name, force=rehash, progress=progress)
+        except (ModelError, UsageError) as exc:
+            return ModelStatus(name, path, path.is_file(), False, None, str(exc))
+        pinned = "" if self.manifest(name).accepted_sha256 else " (pinned sha256)"
+        return ModelStatus(name, path, True, True, digest, f"verified{pinned}")
 
-    def adopt(self, name: str, src: Path, *, move: bool = False) -> Path:
+    def adopt(self, name: str, src: Path, *, move: bool = False, trust: bool = False,
+              replace: bool = False, progress: ProgressFn | None = None) -> Path:
         """Install ``src`` as model ``name`` after checking its hash (``models import``).
 
-        A file that does not verify is refused and left where it is. Copies by default.
+        A model with a published hash accepts only a file with that hash. One without accepts
+        a file with its pinned hash; with no pin yet, only with ``trust`` (the file's hash is
+        then pinned); a file with another hash than the pin only with ``trust`` and
+        ``replace``. A refused file is left where it is. Copies by default.
         """
         src = Path(src)
         if not src.is_file():
             raise UsageError(f"{src} is not a file")
-        digest = sha256_file(src)
+        digest = sha256_file(src, progress)
         manifest = self.manifest(name)
+        pin = self.pin(name)
         if manifest.accepted_sha256 and digest not in manifest.accepted_sha256:
             raise ModelError(
                 f"{src} has sha256 {digest}, which is not a known {name} "
                 f"({', '.join(sorted(manifest.accepted_sha256))}); not imported")
+        if not manifest.accepted_sha256:
+            if pin is None and not trust:
+                raise self.unpinned_error(name, str(src))
+            if pin is not None and pin["sha256"] != digest and not (trust and replace):
+                raise ModelError(
+                    f"{src} has sha256 {digest}, but {name} is pinned to {pin['sha256']} "
+                    f"(pinned {pin.get('pinned', '?')} from {pin.get('source', '?')}); not "
+                    "imported. If you trust this copy instead, run again with --trust "
+                    "--replace")
+            if pin is None or pin["sha256"] != digest:
+                self.set_pin(name, digest, str(src.resolve()))
         target = self.path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".import")
-        if move:
-            shutil.move(str(src), tmp)
-        else:
-            shutil.copyfile(src, tmp)
-        os.replace(tmp, target)
+        if src.resolve() != target.resolve():
+            tmp = target.with_name(target.name + ".import")
+            if move:
+                shutil.move(str(src), tmp)
+            else:
+                shutil.copyfile(src, tmp)
+            os.replace(tmp, target)
         self.write_stamp(name, digest)
         return target

@@ -10,23 +10,27 @@ dir)::
     photos/<sha256>/thumb.jpg
 
 Everything derived from a photo is keyed by the photo file's sha256, so two identities that use
-the same photo share it and re-adding a photo costs nothing. Writes are atomic (temp file +
-rename); a failed ``add`` leaves the library as it was. Any thread may read; writes come from
-the CLI (one process at a time is assumed; the last writer of an identity wins).
+the same photo share it and re-adding a photo costs nothing. Every write (``add``, ``remove``)
+holds the library's file lock (``.lock`` in the root, :mod:`filelock`), so concurrent ``livecam
+identity add`` processes keep every photo; each file is written atomically (see
+:mod:`livecam.identity.record`), so a writer killed at any moment leaves a library that lists
+and loads. Photo folders no identity uses (a killed add, a removed identity) and stray temp
+files are deleted by the next write. A damaged record is listed as damaged and can be removed.
+Any thread or process may read without the lock.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-import os
 import re
+import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -35,10 +39,19 @@ from livecam.config.identity import IdentityConfig
 from livecam.core.errors import IdentityError
 from livecam.identity.model import Identity, IdentityPhoto
 from livecam.identity.photo import PreparedPhoto, prepare_photo, read_photo
+from livecam.identity.record import (
+    SHA256_RE,
+    IdentityEntry,
+    atomic_write,
+    read_record,
+    record_bytes,
+)
 
 log = logging.getLogger(__name__)
 
 MESH_FORMAT_VERSION = 1
+#: How long a write waits for another process's write to finish, s.
+LOCK_TIMEOUT_S = 120.0
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
 
 
@@ -66,33 +79,11 @@ def validate_name(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class IdentityEntry:
-    """What the library knows about one identity without loading its textures."""
-
-    name: str
-    photos: tuple[dict[str, Any], ...]
-    created: float
-    thumb_path: Path
-
-
-@dataclass(frozen=True)
 class AddResult:
     entry: IdentityEntry
     added_sha256: tuple[str, ...]
     skipped_sha256: tuple[str, ...]  # photos already in this identity
     warnings: tuple[str, ...]  # "PHOTO: problem" lines (quality warnings, then notes)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _encode(image: np.ndarray, ext: str) -> bytes:
@@ -118,12 +109,31 @@ class IdentityLibrary:
         return self.root / "identities" / f"{validate_name(name)}.json"
 
     def _photo_dir(self, sha256: str) -> Path:
-        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        if not SHA256_RE.fullmatch(sha256):
             raise IdentityError(f"library entry names a bad photo key {sha256!r}: remove and "
                                 "re-add the identity")
         return self.root / "photos" / sha256
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the library's write lock (between processes, and threads of one process)."""
+        from filelock import FileLock, Timeout
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.root / ".lock"))
+        try:
+            lock.acquire(timeout=LOCK_TIMEOUT_S)
+        except Timeout:
+            raise IdentityError(f"the identity library {self.root} is busy: another `livecam "
+                                f"identity` command has held its lock for {LOCK_TIMEOUT_S:g} "
+                                "s; try again when it ends") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
     def names(self) -> list[str]:
+        """Every identity with a record, damaged ones included (see :meth:`scan`)."""
         folder = self.root / "identities"
         if not folder.is_dir():
             return []
@@ -132,20 +142,26 @@ class IdentityLibrary:
     def get(self, name: str) -> IdentityEntry:
         path = self._meta_path(name)
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
+            return read_record(path, name)
         except FileNotFoundError:
             known = ", ".join(self.names()) or "none yet"
             raise IdentityError(f"no identity named {name!r} (known: {known}); add one with "
                                 f"`livecam identity add {name} PHOTO`") from None
-        except (OSError, ValueError) as exc:
-            raise IdentityError(f"identity {name!r} is damaged ({exc}): remove it with "
-                                f"`livecam identity remove {name}` and add it again") from None
-        return IdentityEntry(name=name, photos=tuple(meta.get("photos", ())),
-                             created=float(meta.get("created", 0.0)),
-                             thumb_path=path.with_suffix(".jpg"))
+
+    def scan(self) -> tuple[list[IdentityEntry], dict[str, IdentityError]]:
+        """(the readable identities, the damaged ones with why): a damaged record never hides
+        the others."""
+        entries, damaged = [], {}
+        for name in self.names():
+            try:
+                entries.append(self.get(name))
+            except IdentityError as exc:
+                damaged[name] = exc
+        return entries, damaged
 
     def entries(self) -> list[IdentityEntry]:
-        return [self.get(n) for n in self.names()]
+        """The readable identities (damaged ones are skipped: see :meth:`scan`)."""
+        return self.scan()[0]
 
     def prepare(self, photos: Sequence[str | Path]) -> list[tuple[Path, PreparedPhoto]]:
         """Read and check every photo; raise on the first unusable one (nothing is written)."""
@@ -161,7 +177,9 @@ class IdentityLibrary:
     def add(self, name: str, photos: Sequence[str | Path], *, force: bool = False) -> AddResult:
         """Add photos to identity ``name`` (created if new). All or nothing.
 
-        Photos with quality warnings are refused unless ``force``; the error lists them.
+        Photos with quality warnings are refused unless ``force``; the error lists them. The
+        photos are analysed first, then the library is written under its lock, so concurrent
+        adds (other processes included) each keep their photos.
         """
         validate_name(name)
         prepared = self.prepare(photos)
@@ -170,58 +188,77 @@ class IdentityLibrary:
             raise IdentityError("photo problems (nothing was added; pass --force to add "
                                 "anyway): " + "; ".join(warnings))
         warnings += tuple(f"{path}: {n}" for path, p in prepared for n in p.notes)
-        try:
-            existing = list(self.get(name).photos)
-            created = self.get(name).created
-        except IdentityError:
-            if self._meta_path(name).exists():
-                raise
-            existing, created = [], time.time()
-        have = {p["sha256"] for p in existing}
-        added, skipped = [], []
-        for path, prep in prepared:
-            if prep.sha256 in have:
-                skipped.append(prep.sha256)
-                continue
-            self._store_photo(prep)
-            existing.append({"sha256": prep.sha256, "source": str(path.resolve()),
-                             "added": time.time(), "face_width_px": round(prep.face_width_px, 1),
-                             "warnings": list(prep.warnings)})
-            have.add(prep.sha256)
-            added.append(prep.sha256)
-        meta = {"name": name, "created": created, "photos": existing}
-        first = self._photo_dir(existing[0]["sha256"]) / "thumb.jpg"
-        _atomic_write(self._meta_path(name).with_suffix(".jpg"), first.read_bytes())
-        _atomic_write(self._meta_path(name), json.dumps(meta, indent=2).encode())
+        with self._writing():
+            try:
+                entry = self.get(name)
+                existing, created = list(entry.photos), entry.created
+            except IdentityError:
+                if self._meta_path(name).exists():
+                    raise  # damaged: its message says to remove it first
+                existing, created = [], time.time()
+            have = {p["sha256"] for p in existing}
+            added, skipped = [], []
+            try:
+                for path, prep in prepared:
+                    if prep.sha256 in have:
+                        skipped.append(prep.sha256)
+                        continue
+                    self._store_photo(prep)
+                    existing.append({"sha256": prep.sha256, "source": str(path.resolve()),
+                                     "added": time.time(),
+                                     "face_width_px": round(prep.face_width_px, 1),
+                                     "warnings": list(prep.warnings)})
+                    have.add(prep.sha256)
+                    added.append(prep.sha256)
+                first = self._photo_dir(existing[0]["sha256"]) / "thumb.jpg"
+                atomic_write(self._meta_path(name).with_suffix(".jpg"), first.read_bytes())
+                atomic_write(self._meta_path(name), record_bytes(name, created, existing))
+            finally:
+                self._collect_garbage()  # photos of a failed add, temp files
+            result = AddResult(self.get(name), tuple(added), tuple(skipped), warnings)
         log.info("identity %s: %d photo(s) added, %d already there", name, len(added),
                  len(skipped))
-        return AddResult(self.get(name), tuple(added), tuple(skipped), warnings)
+        return result
 
     def _store_photo(self, prep: PreparedPhoto) -> None:
         folder = self._photo_dir(prep.sha256)
-        _atomic_write(folder / "texture.png", _encode(prep.texture_bgr, ".png"))
-        _atomic_write(folder / "thumb.jpg", _encode(prep.thumb_bgr, ".jpg"))
+        atomic_write(folder / "texture.png", _encode(prep.texture_bgr, ".png"))
+        atomic_write(folder / "thumb.jpg", _encode(prep.thumb_bgr, ".jpg"))
         with tempfile.TemporaryFile() as fh:
             np.savez(fh, version=np.int32(MESH_FORMAT_VERSION), landmarks_xy=prep.landmarks_xy,
                      landmarks_z=prep.landmarks_z)
             fh.seek(0)
-            _atomic_write(folder / "mesh.npz", fh.read())
+            atomic_write(folder / "mesh.npz", fh.read())
 
     def remove(self, name: str) -> None:
-        """Delete identity ``name``; photos no other identity uses are deleted too."""
-        entry = self.get(name)
-        self._meta_path(name).unlink()
-        entry.thumb_path.unlink(missing_ok=True)
-        used = {p["sha256"] for other in self.entries() for p in other.photos}
-        for photo in entry.photos:
-            sha = photo["sha256"]
-            if sha in used:
+        """Delete identity ``name``, damaged or not; photos no other identity uses go too."""
+        path = self._meta_path(name)
+        with self._writing():
+            if not path.exists():
+                self.get(name)  # raises "no identity named ..."
+            try:
+                own = {p["sha256"] for p in self.get(name).photos}
+            except IdentityError:
+                own = set()  # damaged: which photos it had is unknown; the sweep decides
+            path.unlink()
+            path.with_suffix(".jpg").unlink(missing_ok=True)
+            self._collect_garbage(also=own)
+
+    def _collect_garbage(self, also: AbstractSet[str] = frozenset()) -> None:
+        """Delete photo folders no readable identity uses, and stray temp files. Holds the
+        write lock (no add is between storing photos and writing its record). While a record
+        is damaged, only the folders in ``also`` are candidates: the damaged record may name
+        the others, and its owner may still repair it by hand."""
+        entries, damaged = self.scan()
+        used = {p["sha256"] for e in entries for p in e.photos}
+        photos = self.root / "photos"
+        folders = [p for p in photos.iterdir() if p.is_dir()] if photos.is_dir() else []
+        for folder in folders:
+            if folder.name in used or (damaged and folder.name not in also):
                 continue
-            folder = self._photo_dir(sha)
-            for child in folder.glob("*"):
-                child.unlink()
-            if folder.exists():
-                folder.rmdir()
+            shutil.rmtree(folder, ignore_errors=True)
+        for tmp in [*self.root.glob("identities/.*.tmp"), *self.root.glob("photos/*/.*.tmp")]:
+            tmp.unlink(missing_ok=True)
 
     def load(self, name: str) -> Identity:
         """The identity's photos (textures + landmarks) from the cache; any thread."""

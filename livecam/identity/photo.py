@@ -25,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from livecam.analysis import geometry
+from livecam.capture.still import decode_image
 from livecam.config.identity import IdentityConfig
-from livecam.core.errors import IdentityError
+from livecam.core.errors import IdentityError, InputError
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +85,11 @@ def read_photo(path: str | Path, *, max_megapixels: float) -> tuple[ImageBGR, by
         raise IdentityError(f"photo {p} cannot be read: {exc.strerror}") from None
     if not data:
         raise IdentityError(f"photo {p} is empty: give a JPEG or PNG photo of a face")
-    buf = np.frombuffer(data, np.uint8)
-    decoded = cv2.imdecode(buf, cv2.IMREAD_COLOR)
-    if decoded is None:
-        raise IdentityError(f"photo {p} is not an image OpenCV can read (corrupt or not a "
-                            "JPEG/PNG/WebP/BMP/TIFF): give a JPEG or PNG photo of a face")
-    image = np.asarray(decoded, np.uint8)
-    megapixels = image.shape[0] * image.shape[1] / 1e6
-    if megapixels > max_megapixels:
-        raise IdentityError(f"photo {p} is {image.shape[1]}x{image.shape[0]} "
-                            f"({megapixels:.0f} MP), above identity.max_photo_megapixels="
-                            f"{max_megapixels:g}: scale it down")
+    try:  # the size is checked from the header, before decoding (a 40000x40000 PNG is small)
+        image = decode_image(data, max_pixels=round(max_megapixels * 1e6), label=f"photo {p}",
+                             knob="identity.max_photo_megapixels")
+    except InputError as exc:
+        raise IdentityError(str(exc)) from None
     return image, data
 
 

@@ -35,8 +35,9 @@ class OutputThread:
     is sent. Offline mode (``realtime=False``): every packet is sent once, in order, as fast
     as the sink takes it (no delay).
 
-    Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes, then
-    calls ``on_done``. ``delay_ms`` may be changed from any thread (:meth:`set_delay_ms`).
+    Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes (the
+    input ended) and the delay line has sent what it held, then calls ``on_done``.
+    ``delay_ms`` may be changed from any thread (:meth:`set_delay_ms`).
     """
 
     def __init__(self, *, sink: FrameSink, inbox: Mailbox[Packet], metrics: Metrics,
@@ -168,6 +169,8 @@ class OutputThread:
         last_was_new = True
         inbox_open = True
         while not self._done():
+            if not inbox_open and not self._held:
+                return  # the input ended (a file without capture.loop): so does the output
             repeat_at = t_last_send + (1.5 if last_was_new else 1.0) * period
             wake_at = repeat_at
             if self._held:

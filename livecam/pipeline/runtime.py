@@ -244,13 +244,19 @@ class App:
     def describe(self) -> dict[str, Any]:
         """Facts of the run for the status document (the A/V delay may change live)."""
         backends = [f"{s.name}:{s.backend}" for s in self.stages if hasattr(s, "backend")]
-        return {"backend": ", ".join(backends) or ", ".join(s.name for s in self.stages),
-                "stages": [s.name for s in self.stages], "input": self._labels[0],
-                "output": self._labels[1], "width": self.output_size_px[0],
-                "height": self.output_size_px[1], "fps": self.output_fps,
-                "delay_ms": self.output_delay_ms,
-                "stream": 0 if self.stream is None else self.stream,
-                "in_flight": 0 if self._scheduler is None else self._scheduler.in_flight}
+        doc = {"backend": ", ".join(backends) or ", ".join(s.name for s in self.stages),
+               "stages": [s.name for s in self.stages], "input": self._labels[0],
+               "output": self._labels[1], "width": self.output_size_px[0],
+               "height": self.output_size_px[1], "fps": self.output_fps,
+               "delay_ms": self.output_delay_ms,
+               "stream": 0 if self.stream is None else self.stream,
+               "in_flight": 0 if self._scheduler is None else self._scheduler.in_flight}
+        # and the link state of remote engines (a stage with ``health()``)
+        healths = [(s.name, getattr(s, "health", None)) for s in self.stages]
+        remote = {name: h for name, fn in healths if callable(fn) and (h := fn()) is not None}
+        if remote:
+            doc["remote_engines"] = remote
+        return doc
 
     @property
     def output_delay_ms(self) -> float:

@@ -13,7 +13,14 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from livecam.subcommands.common import add_config_options, config_from_args
+
+if TYPE_CHECKING:
+    from livecam.config import Config
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Report the cameras, virtual-camera backends, GPU, CUDA, "
                        "TensorRT and onnxruntime found on this machine, each with what to do "
                        "when it is missing. Exits 0 even when things are missing.")
+    add_config_options(p)
     p.set_defaults(func=run)
 
 
@@ -136,6 +144,25 @@ def check_engine() -> list[Check]:
                            "is an error, never a silent fallback")]
 
 
+def check_triton(config: Config) -> list[Check]:
+    """With ``engine.backend: triton``: is each server in ``engine.triton_urls`` ready, and does
+    it serve the swap model and its recognizer?"""
+    if config.engine.backend != "triton":
+        return []
+    from livecam.engines.registry import model_store
+    from livecam.engines.triton_client import probe_server
+
+    swapper = model_store(config.models).manifest(config.swap.model)
+    models = [swapper.name, swapper.recognizer or "w600k_r50"]
+    fix = ("start one with `livecam engines serve` where the GPU is, or fix "
+           "engine.triton_urls (docs/triton.md)")
+    checks = []
+    for url in config.engine.triton_urls:
+        ok, detail = probe_server(url, models)
+        checks.append(Check("triton server", ok, detail, "" if ok else fix))
+    return checks
+
+
 def check_neural_models() -> list[Check]:
     """Whether the models ``swap.mode: neural`` needs are installed (not re-hashed here)."""
     from livecam.config.engine import ModelsConfig
@@ -189,11 +216,14 @@ CHECKS: tuple[Callable[[], list[Check]], ...] = (
 
 def run(args: argparse.Namespace) -> int:
     mark = {True: "ok  ", False: "MISS", None: "info"}
-    for check_fn in CHECKS:
+    config = config_from_args(args)
+    named: list[tuple[str, Callable[[], list[Check]]]] = [(f.__name__, f) for f in CHECKS]
+    named.append(("check_triton", partial(check_triton, config)))
+    for name, check_fn in named:
         try:
             checks = check_fn()
         except Exception as exc:  # doctor reports; it must not crash on a broken package
-            checks = [Check(check_fn.__name__.removeprefix("check_"), False,
+            checks = [Check(name.removeprefix("check_"), False,
                             f"check failed: {type(exc).__name__}: {exc}")]
         for c in checks:
             print(f"[{mark[c.ok]}] {c.topic}: {c.detail}")

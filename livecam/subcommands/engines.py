@@ -1,4 +1,5 @@
-"""``livecam engines list | build NAME | clear [NAME]``: built engines and the backend choice.
+"""``livecam engines list | build NAME | clear [NAME] | serve``: built engines, the backend
+choice, and serving the models on NVIDIA Triton Inference Server (``serve``, docs/triton.md).
 
 ``build`` makes a TensorRT engine when the backend resolves to tensorrt, else compiles the
 swap generator for the torch backend (:func:`_build_compiled`): exactly the packages
@@ -27,7 +28,88 @@ def add_parser(sub: Any) -> None:
     build.add_argument("name")
     clear = verbs.add_parser("clear", help="delete cached engines (of one model, or all)")
     clear.add_argument("name", nargs="?")
+    _add_serve_parser(verbs)
     parser.set_defaults(func=run)
+
+
+def _add_serve_parser(verbs: Any) -> None:
+    serve = verbs.add_parser(
+        "serve", help="serve the swap models on NVIDIA Triton Inference Server",
+        description="Write a Triton model repository from the verified models (sha256 checked), "
+        "start Triton, print its addresses once it is ready, stop on SIGTERM or Ctrl-C. "
+        "Clients use --set engine.backend=triton --set engine.triton_urls=[HOST:PORT]. "
+        "See docs/triton.md.")
+    serve.add_argument("--models", nargs="+", metavar="NAME",
+                       help="models to serve (default: swap.model and its recognizer)")
+    serve.add_argument("--address", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1; 0.0.0.0 for a network: "
+                       "Triton has no authentication, keep it behind a firewall)")
+    serve.add_argument("--grpc-port", type=int, default=8001)
+    serve.add_argument("--http-port", type=int, default=8000)
+    serve.add_argument("--metrics-port", type=int, default=8002)
+    serve.add_argument("--instances", type=int, default=1,
+                       help="model instances per GPU (or on the CPU)")
+    serve.add_argument("--max-batch", type=int, default=16,
+                       help="most faces one model call holds (Triton merges requests up to it)")
+    serve.add_argument("--max-queue-delay-us", type=int, default=500,
+                       help="how long Triton may hold a request to fill a batch")
+    serve.add_argument("--gpus", help="CUDA devices to serve on, e.g. 0,1 (default: all)")
+    serve.add_argument("--repository", help="where to write the model repository (default: "
+                       "the user cache dir)")
+    serve.add_argument("--tritonserver", default="",
+                       help="a tritonserver binary (an NGC install) instead of the bundled one")
+    serve.add_argument("--no-warm-up", action="store_true",
+                       help="skip running every batch size once at load")
+    # the config options after the verb too (`engines serve --set ...`); SUPPRESS keeps those
+    # given before it (`engines --set ... serve`) when none follow
+    serve.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                       help="YAML config file")
+    serve.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append",
+                       default=argparse.SUPPRESS, help="override one config key (repeatable)")
+
+
+def _serve(config: Any, args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from livecam.core.errors import UsageError
+    from livecam.engines.triton_serve import Served, ServeOptions, serve
+    from livecam.engines.triton_server import ServerAddress
+
+    try:
+        gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else None
+    except ValueError as exc:
+        raise UsageError(f"--gpus takes device numbers like 0,1, got {args.gpus!r}") from exc
+    options = ServeOptions(
+        models=tuple(args.models or ()),
+        address=ServerAddress(args.address, args.grpc_port, args.http_port, args.metrics_port),
+        instances=args.instances, max_batch=args.max_batch,
+        max_queue_delay_us=args.max_queue_delay_us, gpus=gpus,
+        repository=args.repository or "", tritonserver=args.tritonserver,
+        warm_up=not args.no_warm_up)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+    def ready(served: Served) -> None:
+        plan, address = served.plan, served.address
+        where = f"GPUs {','.join(map(str, plan.gpus))}" if plan.gpus else "the CPU"
+        print(f"serving {', '.join(served.models)} with {plan.backend} on {where} "
+              f"({plan.instances} instance(s) each, batches up to {plan.max_batch}; "
+              f"{served.reason})", flush=True)
+        print(f"ready: grpc {address.grpc_url}  http {address.http_url}  metrics "
+              f"http://{address.grpc_url.rsplit(':', 1)[0]}:{address.metrics_port}/metrics",
+              flush=True)
+        print(f"clients: --set engine.backend=triton --set "
+              f"engine.triton_urls=[{address.grpc_url}]", flush=True)
+
+    serve(config, options, stop, ready)
+    print("stopped", flush=True)
+    return 0
 
 
 def _progress(phase: str, step: int, total: int) -> None:
@@ -47,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     )
 
     config = config_from_args(args)
+    if args.verb == "serve":
+        return _serve(config, args)
     cache = EngineCache(engine_cache_dir(config.engine))
     if args.verb == "list":
         for name, (ok, why) in probe_backends(config.engine.device).items():

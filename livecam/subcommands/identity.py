@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import TYPE_CHECKING
 
 from livecam.subcommands.common import add_config_options, config_from_args
+
+if TYPE_CHECKING:
+    from livecam.identity import IdentityLibrary
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +42,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _print_list(library: IdentityLibrary, *, as_json: bool) -> None:
+    """Every identity; a damaged record is listed with why and what to do, never fatal."""
+    entries, damaged = library.scan()
+    if as_json:
+        rows: list[dict[str, object]] = [
+            {"name": e.name, "photos": len(e.photos), "thumbnail": str(e.thumb_path)}
+            for e in entries]
+        rows += [{"name": name, "damaged": str(exc)} for name, exc in damaged.items()]
+        print(json.dumps(sorted(rows, key=lambda row: str(row["name"])), indent=2))
+        return
+    if not entries and not damaged:
+        print(f"no identities in {library.root}; add one with `livecam identity add NAME PHOTO`")
+        return
+    lines = {}
+    for e in entries:
+        warned = sum(1 for ph in e.photos if ph.get("warnings"))
+        note = f", {warned} with warnings" if warned else ""
+        lines[e.name] = f"{e.name}\t{len(e.photos)} photo(s){note}"
+    for name, exc in damaged.items():
+        lines[name] = f"{name}\tDAMAGED: {exc}"
+    for name in sorted(lines):
+        print(lines[name])
+
+
 def run(args: argparse.Namespace) -> int:
     from livecam.core.errors import IdentityError, UsageError
     from livecam.identity import IdentityLibrary
@@ -54,18 +82,7 @@ def run(args: argparse.Namespace) -> int:
                      else "")
                   + f" ({len(result.entry.photos)} in all); library: {library.root}")
         elif args.action == "list":
-            entries = library.entries()
-            if args.json:
-                print(json.dumps([{"name": e.name, "photos": len(e.photos),
-                                   "thumbnail": str(e.thumb_path)} for e in entries], indent=2))
-            elif not entries:
-                print(f"no identities in {library.root}; add one with "
-                      "`livecam identity add NAME PHOTO`")
-            else:
-                for e in entries:
-                    warned = sum(1 for ph in e.photos if ph.get("warnings"))
-                    note = f", {warned} with warnings" if warned else ""
-                    print(f"{e.name}\t{len(e.photos)} photo(s){note}")
+            _print_list(library, as_json=args.json)
         elif args.action == "show":
             e = library.get(args.name)
             print(f"name: {e.name}")

@@ -44,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run the live pipeline into a virtual camera, file or window",
         description="Capture frames, swap faces and send the result to a virtual camera (pick "
         "'livecam' as the camera in OBS, Zoom or Meet), a video file or a preview window. "
-        "Stops on Ctrl-C, after --frames output frames, or at the end of a non-looping file. "
+        "Stops on Ctrl-C, after --frames output frames, or at the end of a non-looping file or "
+        "a pipe. "
         "Hotkeys, the preview window's keys and the control API (`livecam ctl`) switch "
         "identities while it runs. Like `livecam daemon`, it refuses a camera, virtual camera "
         "or output file that another livecam is using.",

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from livecam.core.errors import EngineUnavailableError
 from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet
 from livecam.engines.protocol import Engine
@@ -186,6 +187,31 @@ class InswapperModel:
         return out
 
 
+def cover_faces(image_bgr: ImageBGR, boxes_xyxy: np.ndarray) -> ImageBGR:
+    """A new image with each face box (N, 4) px, grown by a quarter, pixelated into blocks of
+    about a sixth of the face: the frame goes out, the face is not recognisable.
+
+    The seam for faces a remote engine could not swap (``EngineUnavailableError``) until the
+    fail-closed module (hold the last good swap for a short gap, then cover) replaces it.
+    """
+    import cv2
+
+    out = image_bgr.copy()
+    h, w = out.shape[:2]
+    for x1, y1, x2, y2 in np.asarray(boxes_xyxy, np.float64):
+        pad_x, pad_y = 0.25 * (x2 - x1), 0.25 * (y2 - y1)
+        x0, y0 = max(int(x1 - pad_x), 0), max(int(y1 - pad_y), 0)
+        x3, y3 = min(int(np.ceil(x2 + pad_x)), w), min(int(np.ceil(y2 + pad_y)), h)
+        if x3 - x0 < 2 or y3 - y0 < 2:
+            continue
+        blocks = (max((x3 - x0) * 6 // max(int(x2 - x1), 1), 2),
+                  max((y3 - y0) * 6 // max(int(y2 - y1), 1), 2))
+        small = cv2.resize(out[y0:y3, x0:x3], blocks, interpolation=cv2.INTER_AREA)
+        out[y0:y3, x0:x3] = cv2.resize(small, (x3 - x0, y3 - y0),
+                                       interpolation=cv2.INTER_NEAREST)
+    return out
+
+
 EmbeddingFn = Callable[[str], "np.ndarray | None"]
 
 
@@ -230,18 +256,32 @@ class NeuralSwapStage(StageBase):
         if packet.state.bypass or len(faces) == 0 or not faces.has_landmarks:
             return packet
         assert self._five_point is not None, "process() before open()"
+        names = [self._assigner.identity_for(packet.state, int(t)) for t in faces.track_ids]
         picked, embeddings = [], []
-        for i, track_id in enumerate(faces.track_ids):
-            name = self._assigner.identity_for(packet.state, int(track_id))
-            embedding = self.source_embedding(name) if name else None
-            if embedding is not None:
-                picked.append(i)
-                embeddings.append(embedding)
-        if not picked:
-            return packet
-        kps = self._five_point(faces.landmarks_xy[picked])
-        latents = self.model.latents(np.stack(embeddings))
-        return packet.with_fields(image_bgr=self.model.swap(packet.image_bgr, kps, latents))
+        try:
+            for i, name in enumerate(names):
+                embedding = self.source_embedding(name) if name else None
+                if embedding is not None:
+                    picked.append(i)
+                    embeddings.append(embedding)
+            if not picked:
+                return packet
+            kps = self._five_point(faces.landmarks_xy[picked])
+            latents = self.model.latents(np.stack(embeddings))
+            image = self.model.swap(packet.image_bgr, kps, latents)
+        except EngineUnavailableError:
+            # a remote engine is down or late: every face meant to be swapped is covered,
+            # never sent as it is (the engine reconnects in the background)
+            wanted = [i for i, name in enumerate(names) if name]
+            return packet.with_fields(image_bgr=cover_faces(packet.image_bgr,
+                                                            faces.boxes_xyxy[wanted]))
+        return packet.with_fields(image_bgr=image)
+
+    def health(self) -> dict | None:
+        """The swap engine's link state when it is remote (``TritonEngine.health``), else None.
+        Any thread."""
+        health = getattr(self.model.engine, "health", None)
+        return health() if callable(health) else None
 
 
 def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], object], *,

@@ -81,6 +81,11 @@ class NeuralModels:
         ``livecam models fetch``."""
         for name in (self.swapper.name, self.recognizer.name):
             self.store.require(name)
+        if self.engine.backend == "triton":
+            # a server that does not serve the recognizer fails the start, not a later frame
+            probe = self.lazy_recognizer()
+            probe.open()
+            probe.close()
 
     @property
     def swapper_path(self) -> Path:
@@ -193,6 +198,11 @@ class _LazyEngine:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._get().run(feeds)
+
+    def health(self) -> dict[str, Any] | None:
+        """A remote engine's link state (``TritonEngine.health``), else None. Any thread."""
+        health = getattr(self._engine, "health", None)
+        return health() if callable(health) else None
 
 
 class _Embeddings:

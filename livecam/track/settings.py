@@ -45,18 +45,28 @@ class ByteTrackSettings:
                               "high_score_threshold")
 
 
+def shipped_bytetrack_file() -> Path:
+    """``trackers/bytetrack.yaml`` as installed: inside the package from a wheel
+    (``livecam/data/trackers``, mapped by pyproject.toml), at the checkout's top otherwise."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "data" / "trackers"
+    return (shipped if shipped.is_dir() else package.parent / "trackers") / "bytetrack.yaml"
+
+
 def load_bytetrack_settings(path: str | Path | None) -> ByteTrackSettings:
     """Settings from a YAML file (every key optional), or the defaults for None / ''."""
     if path is None or str(path) == "":
         return ByteTrackSettings()
-    import yaml
+    from livecam.config.safe_yaml import YamlRefused, read_yaml_file
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml_file(path) or {}
     except FileNotFoundError:
-        raise ConfigError(f"tracker file {path} does not exist (see trackers/bytetrack.yaml "
-                          "for a template)") from None
-    except yaml.YAMLError:
-        raise ConfigError(f"tracker file {path} is not valid YAML") from None
+        raise ConfigError(f"tracker file {path} does not exist (copy "
+                          f"{shipped_bytetrack_file()} for a template)") from None
+    except OSError as exc:
+        raise ConfigError(f"tracker file {path} cannot be read: {exc.strerror}") from None
+    except YamlRefused as exc:
+        raise ConfigError(f"tracker file {path} {exc}") from None
     return build(ByteTrackSettings, data, prefix=f"{path.name}: ")

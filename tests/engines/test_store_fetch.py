@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from livecam.core.errors import ModelError
+from livecam.core.errors import ModelError, UsageError
 from livecam.engines.fetch import fetch_model
 from livecam.engines.manifest import load_manifest, load_manifests
 from livecam.engines.store import ModelStore
@@ -24,6 +25,7 @@ class Served:
     payload: bytes
     cut_first_after: int | None = None  # drop the first connection after this many bytes
     range_headers: list[str | None] = field(default_factory=list)
+    send_length: bool = True  # Content-Length (some servers and proxies send none)
 
 
 def _handler(served: Served) -> type[http.server.BaseHTTPRequestHandler]:
@@ -42,7 +44,8 @@ def _handler(served: Served) -> type[http.server.BaseHTTPRequestHandler]:
             else:
                 self.send_response(200)
             body = data[start:]
-            self.send_header("Content-Length", str(len(body)))
+            if served.send_length:
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if served.cut_first_after is not None:
                 self.wfile.write(body[:served.cut_first_after])
@@ -137,11 +140,11 @@ def test_import_checks_the_hash(tmp_path: Path) -> None:
     assert store.status("standin").verified
 
 
-def test_without_a_documented_hash_the_first_copy_is_held_to(tmp_path: Path) -> None:
+def test_without_a_documented_hash_a_trusted_copy_is_held_to(tmp_path: Path) -> None:
     store = _store(tmp_path, "http://127.0.0.1:9/none", None)
     src = tmp_path / "m.onnx"
     src.write_bytes(b"first")
-    path = store.adopt("standin", src)
+    path = store.adopt("standin", src, trust=True)
     path.write_bytes(b"changed")
     with pytest.raises(ModelError):
         store.verify("standin")
@@ -157,3 +160,171 @@ def test_repository_manifests_load() -> None:
         swapper.accepted_sha256
     assert not manifests["inswapper_128_fp16"].accepted_sha256
     assert load_manifest(REPO / "engines" / "w600k_r50.yaml").mean == 127.5
+
+
+# -- issue 11: verify always hashes; no silent trust; a cut-short download is never installed
+
+
+def _cli(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from livecam.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "--set", f"models.dir={tmp_path / 'models'}", "--set",
+              f"models.manifests_dir={tmp_path / 'manifests'}", *args])
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_models_verify_rehashes_a_flipped_byte_with_its_mtime_restored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    payload = bytes(range(256)) * 64
+    store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(payload).hexdigest())
+    src = tmp_path / "good.onnx"
+    src.write_bytes(payload)
+    path = store.adopt("standin", src)
+    assert _cli(tmp_path, "verify", capsys=capsys)[0] == 0
+    before = path.stat()
+    with path.open("r+b") as f:  # one byte flipped in place, size unchanged
+        f.seek(1000)
+        f.write(bytes([payload[1000] ^ 0xFF]))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the mtime put back
+    assert path.stat().st_size == before.st_size
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    code, out, _ = _cli(tmp_path, "verify", capsys=capsys)
+    assert code == 1 and "FAILED" in out and "ok" not in out
+    assert not path.exists()  # moved aside, never loaded
+
+
+def test_loading_notices_a_restored_mtime_too(tmp_path: Path) -> None:
+    payload = bytes(range(256)) * 64
+    store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(payload).hexdigest())
+    src = tmp_path / "good.onnx"
+    src.write_bytes(payload)
+    path = store.adopt("standin", src)
+    assert store.require("standin") == path
+    before = path.stat()
+    path.write_bytes(payload[:-1] + b"\x00")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # ctime still moves on
+    with pytest.raises(ModelError, match="was not loaded"):
+        store.require("standin")
+
+
+def test_verify_shows_progress_for_large_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import livecam.subcommands.models as models_cli
+
+    payload = bytes(range(256)) * 4096 * 3  # 3 MiB, with the threshold lowered to 1 MiB
+    store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(payload).hexdigest())
+    src = tmp_path / "good.onnx"
+    src.write_bytes(payload)
+    store.adopt("standin", src)
+    monkeypatch.setattr(models_cli, "_PROGRESS_MIN_BYTES", 1 << 20)
+    code, out, err = _cli(tmp_path, "verify", "standin", capsys=capsys)
+    assert code == 0 and "ok" in out
+    assert "3.0 / 3.0 MiB (100.0%)" in err
+
+
+def test_unpublished_model_needs_trust_and_keeps_its_pin(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # before: random bytes were imported as "verified" and a second import replaced the pin
+    store = _store(tmp_path, "http://127.0.0.1:9/none", None)
+    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    first.write_bytes(os.urandom(4096))
+    second.write_bytes(os.urandom(4096))
+    code, _, err = _cli(tmp_path, "import", "standin", str(first), capsys=capsys)
+    assert code == 2 and "--trust" in err and len(err.strip().splitlines()) == 1
+    assert not store.path("standin").exists() and store.pin("standin") is None
+    code, out, _ = _cli(tmp_path, "import", "standin", str(first), "--trust", capsys=capsys)
+    assert code == 0 and "pinned" in out
+    pin = store.pin("standin")
+    assert pin is not None and pin["sha256"] == hashlib.sha256(first.read_bytes()).hexdigest()
+    for extra in ((), ("--trust",)):
+        code, _, err = _cli(tmp_path, "import", "standin", str(second), *extra, capsys=capsys)
+        assert code == 1 and "is pinned to" in err and "--trust --replace" in err
+        assert store.pin("standin") == pin and store.path("standin").read_bytes() == \
+            first.read_bytes()
+    code, _, err = _cli(tmp_path, "import", "standin", str(second), "--replace", capsys=capsys)
+    assert code == 2 and "needs --trust" in err
+    code, _, _ = _cli(tmp_path, "import", "standin", str(second), "--trust", "--replace",
+                      capsys=capsys)
+    assert code == 0
+    assert store.pin("standin")["sha256"] == hashlib.sha256(second.read_bytes()).hexdigest()  # type: ignore[index]
+
+
+def test_a_pin_survives_a_tampered_file(tmp_path: Path) -> None:
+    # before: a file that failed took the recorded hash with it; the next copy was trusted
+    store = _store(tmp_path, "http://127.0.0.1:9/none", None)
+    good, other = tmp_path / "good.onnx", tmp_path / "other.onnx"
+    good.write_bytes(b"good model")
+    other.write_bytes(b"other model")
+    path = store.adopt("standin", good, trust=True)
+    path.write_bytes(b"tampered!!")
+    with pytest.raises(ModelError):
+        store.verify("standin", force=True)
+    assert store.pin("standin") is not None
+    with pytest.raises(ModelError, match="is pinned to"):
+        store.adopt("standin", other, trust=True)
+    assert store.adopt("standin", good).read_bytes() == b"good model"
+
+
+def test_an_installed_file_nobody_vouched_for_is_not_loaded(tmp_path: Path) -> None:
+    store = _store(tmp_path, "http://127.0.0.1:9/none", None)
+    store.path("standin").parent.mkdir(parents=True)
+    store.path("standin").write_bytes(b"dropped in by hand")
+    with pytest.raises(UsageError, match="--trust"):
+        store.require("standin")
+    store.adopt("standin", store.path("standin"), trust=True)  # vouched for in place
+    assert store.require("standin").read_bytes() == b"dropped in by hand"
+
+
+def test_unpublished_fetch_without_trust_downloads_nothing(tmp_path: Path,
+                                                           server: tuple[str, Served]) -> None:
+    url, served = server
+    store = _store(tmp_path, url, None)
+    with pytest.raises(UsageError, match="--trust"):
+        fetch_model(store, "standin")
+    assert served.range_headers == []  # nothing was requested
+
+
+def test_a_download_cut_short_without_a_length_is_never_installed(
+        tmp_path: Path, server: tuple[str, Served]) -> None:
+    # before: installed and pinned as "verified"
+    url, served = server
+    served.send_length, served.cut_first_after = False, 300_000
+    store = _store(tmp_path, url, None)
+    with pytest.raises((ModelError, UsageError)):  # nothing vouches for it: not even fetched
+        fetch_model(store, "standin", retries=1)
+    assert not store.path("standin").exists()
+    served.cut_first_after = 300_000
+    with pytest.raises(ModelError, match="did not send the file's size"):
+        fetch_model(store, "standin", retries=1, trust=True)
+    assert not store.path("standin").exists() and store.pin("standin") is None
+
+
+def test_a_cut_short_download_of_a_published_model_is_not_installed(
+        tmp_path: Path, server: tuple[str, Served]) -> None:
+    url, served = server
+    served.send_length, served.cut_first_after = False, 300_000
+    store = _store(tmp_path, url, hashlib.sha256(served.payload).hexdigest())
+    with pytest.raises(ModelError, match="does not match"):
+        fetch_model(store, "standin", retries=1)
+    assert not store.path("standin").exists()
+    # the next fetch (whole this time) installs it
+    assert fetch_model(store, "standin").read_bytes() == served.payload
+
+
+def test_trusted_fetch_with_a_known_size_pins_the_copy(tmp_path: Path,
+                                                       server: tuple[str, Served]) -> None:
+    url, served = server
+    store = _store(tmp_path, url, None)
+    path = fetch_model(store, "standin", trust=True)
+    assert path.read_bytes() == served.payload
+    pin = store.pin("standin")
+    assert pin is not None and pin["sha256"] == hashlib.sha256(served.payload).hexdigest()
+    assert pin["source"] == url
+    # a later fetch of other bytes is held to the pin
+    path.unlink()
+    served.payload = b"x" * len(served.payload)
+    with pytest.raises(ModelError, match="does not match"):
+        fetch_model(store, "standin", retries=1, trust=True)
+    assert store.pin("standin") == pin

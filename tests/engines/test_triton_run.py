@@ -1,0 +1,223 @@
+"""`livecam run` with `engine.backend: triton` against a real Triton server (the bundled
+tritonserver on the CPU, stand-in models): same frames as the local backend, faces covered
+(never the real face) while the server is gone, swapping again when it is back, and one line
+when no server answers. The virtual camera is pyvirtualcam's registered-backend seam (this
+machine cannot load v4l2loopback); everything before it is the production path."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.cli import build_parser, main
+from livecam.control.status import StateCollector, StatusReporter
+from livecam.testing.virtualcam import register_recording_backend
+from tests.engines.triton_support import StandinDeployment, free_port, needs_triton
+
+pytestmark = [pytest.mark.slow, needs_triton]
+
+OFFLINE = ["pipeline.realtime=false", "control.api=false", "control.hotkeys=false",
+           "pipeline.status_interval_s=0", "swap.mode=neural"]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinDeployment]:
+    yield StandinDeployment(tmp_path_factory.mktemp("triton-run"))
+
+
+@pytest.fixture(scope="module")
+def photo(tmp_path_factory: pytest.TempPathFactory, astronaut_bgr: np.ndarray) -> Path:
+    path = tmp_path_factory.mktemp("photo") / "astronaut.png"
+    cv2.imwrite(str(path), astronaut_bgr)
+    return path
+
+
+@pytest.fixture(scope="module")
+def face_box(astronaut_bgr: np.ndarray) -> tuple[int, int, int, int]:
+    """The astronaut's face box shrunk by a fifth: pixels every swap or cover must change."""
+    from livecam.analysis.photo import analyze_photo
+
+    x1, y1, x2, y2 = analyze_photo(astronaut_bgr).boxes_xyxy[0]
+    dx, dy = 0.2 * (x2 - x1), 0.2 * (y2 - y1)
+    return int(x1 + dx), int(y1 + dy), int(x2 - dx), int(y2 - dy)
+
+
+def run_cli(tmp: Path, photo: Path, backend: str, sets: list[str], frames: int = 3) -> list:
+    name = f"recording-{backend}-{tmp.name}"
+    recording = register_recording_backend(name)
+    args = ["run", "--input", f"image:{photo}", "--output", "virtualcam", "--source",
+            str(photo), "--frames", str(frames)]
+    for item in [*OFFLINE, *sets, f"output.backend={name}", f"engine.cache_dir={tmp / 'c'}"]:
+        args += ["--set", item]
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 0
+    return recording.frames
+
+
+def test_run_through_triton_sends_the_frames_of_the_local_backend(
+        tmp_path: Path, deployment: StandinDeployment, photo: Path,
+        astronaut_bgr: np.ndarray, face_box: tuple[int, int, int, int]) -> None:
+    local = run_cli(tmp_path / "local", photo, "onnxruntime",
+                    [f"models.dir={deployment.models_dir}",
+                     f"models.manifests_dir={deployment.manifests_dir}",
+                     "engine.backend=onnxruntime", "engine.device=cpu"])
+    with deployment.server():
+        remote = run_cli(tmp_path / "remote", photo, "triton", deployment.config_overrides())
+    assert len(local) == len(remote) == 3
+    x1, y1, x2, y2 = face_box
+    for a, b in zip(local, remote, strict=True):
+        assert np.abs(a[y1:y2, x1:x2].astype(int) - astronaut_bgr[y1:y2, x1:x2]).mean() > 10
+        # float16 on the wire flips a swapped crop's pixel by at most one grey level (checked
+        # in test_triton_engine); the reference paste-back's float32 blend, truncated to
+        # uint8, turns a few of those into two where the mask is nearly opaque
+        diff = np.abs(a.astype(int) - b.astype(int))
+        assert diff.max() <= 2 and (diff > 1).sum() <= 1e-4 * diff.size
+
+
+def test_run_with_no_server_stops_with_one_line(
+        tmp_path: Path, deployment: StandinDeployment, photo: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"127.0.0.1:{free_port()}"
+    args = ["run", "--input", f"image:{photo}", "--output", "null", "--source", str(photo),
+            "--frames", "1"]
+    sets = [*OFFLINE, *deployment.config_overrides(), f"engine.triton_urls=[{url}]",
+            "engine.triton_connect_timeout_s=0.5"]
+    for item in sets:
+        args += ["--set", item]
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("livecam: error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert url in errors[0] and "livecam engines serve" in errors[0]
+
+
+class FaceCrops:
+    """A virtual-camera backend that keeps the face region of every frame sent (whole frames
+    of a long run would take hundreds of MB)."""
+
+    def __init__(self, box: tuple[int, int, int, int]) -> None:
+        self.box = box
+        self.crops: list[np.ndarray] = []
+        self.cond = threading.Condition()
+
+    def backend(self) -> type:
+        crops = self
+
+        class Backend:
+            def __init__(self, **kw: Any) -> None:
+                self.kw = kw
+
+            def send(self, frame: np.ndarray) -> None:
+                x1, y1, x2, y2 = crops.box
+                image = frame.reshape(self.kw["height"], self.kw["width"], -1)
+                with crops.cond:
+                    crops.crops.append(image[y1:y2, x1:x2].copy())
+                    crops.cond.notify_all()
+
+            def close(self) -> None:
+                pass
+
+            def device(self) -> str:
+                return "face-crops"
+
+            def native_fourcc(self) -> None:
+                return None
+
+        return Backend
+
+    def wait_for(self, predicate: Any, timeout_s: float = 180.0) -> int:
+        """Wait until ``predicate(crop)`` holds for a crop sent from now on; its index."""
+        with self.cond:
+            start = len(self.crops)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                for i in range(start, len(self.crops)):
+                    if predicate(self.crops[i]):
+                        return i
+                start = len(self.crops)
+                left = deadline - time.monotonic()
+                assert left > 0, "timed out waiting for the output"
+                self.cond.wait(left)
+
+
+def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
+        tmp_path: Path, deployment: StandinDeployment, photo: Path,
+        astronaut_bgr: np.ndarray, face_box: tuple[int, int, int, int]) -> None:
+    import pyvirtualcam
+
+    crops = FaceCrops(face_box)
+    pyvirtualcam.register_backend("face-crops", crops.backend())
+    x1, y1, x2, y2 = face_box
+    real = astronaut_bgr[y1:y2, x1:x2].astype(int)
+    argv = ["run", "--input", f"image:{photo}", "--output", "virtualcam", "--source",
+            str(photo)]
+    sets = ["pipeline.realtime=true", "capture.fps=10", "control.api=false",
+            "control.hotkeys=false", "pipeline.status_interval_s=0", "swap.mode=neural",
+            *deployment.config_overrides(), "engine.triton_timeout_ms=10000",
+            "engine.triton_reconnect_initial_s=0.1", "engine.triton_reconnect_max_s=0.5",
+            "output.backend=face-crops", f"engine.cache_dir={tmp_path / 'c'}"]
+    for item in sets:
+        argv += ["--set", item]
+    args = build_parser().parse_args(argv)
+    from livecam.subcommands.common import config_from_args
+    from livecam.subcommands.run import build_from_args
+
+    server = deployment.server()
+    server.open()
+    app = build_from_args(args, config_from_args(args), daemon=False)
+    app.start()
+    try:
+        swapped_at = crops.wait_for(lambda c: np.abs(c.astype(int) - real).mean() > 10)
+        swapped = crops.crops[swapped_at].astype(int)
+        reporter = StatusReporter(app)
+        # no request has failed yet, so that changed face is a swap, not a cover
+        assert reporter.status()["remote_engines"]["swap"]["failures"] == 0
+        server.kill()  # Triton dies mid-stream
+        server.close()
+        covered_at = crops.wait_for(lambda c: np.abs(c.astype(int) - swapped).mean() > 10)
+        assert reporter.status()["remote_engines"]["swap"]["state"] == "down"
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        registry = CollectorRegistry()
+        registry.register(StateCollector(app))
+        up = f'livecam_remote_engine_up{{stage="swap",url="{deployment.url}"}} 0.0'
+        assert up in generate_latest(registry).decode().splitlines()
+        n_down = len(crops.crops)
+        crops.wait_for(lambda c: True)  # the output keeps going while the server is away
+        assert len(crops.crops) > n_down
+        with deployment.server():
+            back_at = crops.wait_for(lambda c: np.abs(c.astype(int) - swapped).mean() < 3)
+            assert reporter.status()["remote_engines"]["swap"]["state"] == "ready"
+    finally:
+        app.stop()
+        server.close()
+    sent = crops.crops[swapped_at:back_at + 1]
+    assert covered_at < back_at
+    # no frame from the first swap on showed the real face: each was swapped or covered
+    for crop in sent:
+        assert np.abs(crop.astype(int) - real).mean() > 10
+
+
+def test_doctor_reports_each_server(deployment: StandinDeployment,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    down = f"127.0.0.1:{free_port()}"
+    args = ["doctor"]
+    for item in [*deployment.config_overrides(), f"engine.triton_urls=[{deployment.url},{down}]"]:
+        args += ["--set", item]
+    with deployment.server(), pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "triton server" in line]
+    assert lines[0].startswith(f"[ok  ] triton server: {deployment.url}: inswapper_128 ready")
+    assert "w600k_r50 ready" in lines[0]
+    assert lines[1].startswith(f"[MISS] triton server: {down}:")
