@@ -39,12 +39,13 @@ def gpu_pipeline_wanted(config: Config) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any,
+def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any = None,
                      stream: int = 0) -> list[AnyStage]:
     """The stages of one stream for ``swap.mode: neural`` on the GPU (cheap; nothing opened):
     the analysis stage (the face follower of ``analysis``) and a
     :class:`~livecam.gpupipe.stage.GpuSwapStage` on the GPU swap that ``shared``
-    (:class:`livecam.app.SharedStages`) holds for every stream of the process.
+    (:class:`livecam.app.SharedStages`) holds for every stream of the process (None: a GPU
+    swap of its own, for one stream).
 
     The generator (``swap.model``) runs with the torch engine that
     :meth:`NeuralModels.gpu_generator` makes (``engine.device``, ``engine.torch_mode``: the
@@ -59,7 +60,11 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any,
 
     key = ("gpu-swap", config.swap, config.engine, config.models, config.gpu,
            config.analysis.max_faces, identities)
-    hub = shared.get(key, lambda: build_hub(config, identities, n_streams=shared.n_streams))
+    if shared is None:
+        hub = build_hub(config, identities, n_streams=1)
+    else:
+        hub = shared.get(key, lambda: build_hub(config, identities,
+                                                n_streams=shared.n_streams))
     analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
     return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign)]
 

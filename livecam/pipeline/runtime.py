@@ -53,7 +53,10 @@ class ControlSource(Protocol):
 
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) -> None:
     """Prepare every stage that offers it for ``width_px`` x ``height_px`` frames (CUDA-graph
-    capture takes seconds: done before the output starts rather than on the first frames)."""
+    capture takes seconds: done before the output starts rather than on the first frames). A
+    size of 0 (a live source not there yet) prepares nothing: the first frame does it."""
+    if width_px <= 0 or height_px <= 0:
+        return
     for stage in stages:
         if not isinstance(stage, Prepares):
             continue

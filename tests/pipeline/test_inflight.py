@@ -218,3 +218,42 @@ def test_in_flight_is_reported() -> None:
     tail.close()
     assert rig.scheduler.in_flight == 0
     assert np.array_equal(rig.indices, np.arange(10))
+
+
+def test_slow_set_up_runs_before_the_output_sends_anything(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A stage that captures CUDA graphs for the frame size (seconds) does it in start(),
+    logged, before the output thread exists: no black frames go out meanwhile."""
+    import logging
+
+    from livecam.capture.sources import SyntheticSource
+    from livecam.config import load_config
+    from livecam.output.sinks import NullSink
+    from livecam.pipeline.runtime import App
+
+    class Preparing(StageBase):
+        name = "preparing"
+
+        def __init__(self) -> None:
+            self.prepared: list[tuple[int, int]] = []
+            self.sent_then: list[int] = []
+            self.app: App | None = None
+
+        def prepare(self, width_px: int, height_px: int) -> None:
+            assert self.app is not None
+            self.prepared.append((width_px, height_px))
+            self.sent_then.append(self.app.metrics.counter("sent"))
+
+        def process(self, packet: Packet) -> Packet:
+            return packet
+
+    stage = Preparing()
+    app = App(load_config(None, ["pipeline.status_interval_s=0"]),
+              source=SyntheticSource(width=64, height=48, fps=60.0), sink=NullSink(),
+              stages=[stage], max_frames=5)
+    stage.app = app
+    with caplog.at_level(logging.INFO, logger="livecam.pipeline.runtime"):
+        app.run()
+    assert stage.prepared == [(64, 48)] and stage.sent_then == [0]
+    assert app.metrics.counter("sent") == 5
+    assert any("preparing stage preparing for 64x48" in r.getMessage() for r in caplog.records)

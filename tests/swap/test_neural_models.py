@@ -92,7 +92,7 @@ def test_both_paths_build_from_the_same_object(tmp_path: Path) -> None:
                                 "gpu.pipeline=always"])
     models = NeuralModels.from_config(config)
     cpu_stage = build_neural_stage(models, lambda name: None)
-    (gpu_stage,) = build_gpu_stages(config, IdentityCollection({}))
+    *_, gpu_stage = build_gpu_stages(config, IdentityCollection({}))
     for stage in (cpu_stage, gpu_stage):
         with pytest.raises(ModelError, match="livecam models fetch inswapper_128"):
             stage.open()
