@@ -121,6 +121,7 @@ class GpuFaceNetworks:
         self._stream: Any = None
         self._side: Any = None
         self._detected: Any = None
+        self._uploaded: Any = None  # the last frame's upload has left the pinned staging
         self._sizes: dict[tuple[int, int], _SizeState] = {}
         self._current: _SizeState | None = None
         self._current_image: ImageBGR | None = None
@@ -160,6 +161,7 @@ class GpuFaceNetworks:
             self._stream = torch.cuda.Stream(self.device)
             self._side = torch.cuda.Stream(self.device)
             self._detected = torch.cuda.Event()
+            self._uploaded = torch.cuda.Event()
         pinned = self.cuda
         self._roi_host = torch.zeros((self.max_rois, 4), dtype=torch.float32, pin_memory=pinned)
         self._roi_dev = torch.zeros((self.max_rois, 4), dtype=torch.float32, device=self.device)
@@ -236,10 +238,11 @@ class GpuFaceNetworks:
             out_presence.copy_(result.presence)
 
         with torch.inference_mode():
-            if self.use_graphs:  # a benign region for the warm-up runs
-                self._roi_dev[:n] = torch.tensor([width_px / 2, height_px / 2,
-                                                  min(width_px, height_px) / 2, 0.0],
-                                                 device=self.device)
+            if self.use_graphs:  # a benign region for the warm-up runs, on the mesh's stream
+                benign = torch.tensor([width_px / 2, height_px / 2,
+                                       min(width_px, height_px) / 2, 0.0])
+                with self._on_stream(self._stream):
+                    self._roi_dev[:n].copy_(benign.expand(n, 4))
             graph = _Graph(mesh, device=self.device, stream=self._stream,
                            use_graph=self.use_graphs)
         self._mesh_graphs[key] = graph
@@ -251,10 +254,14 @@ class GpuFaceNetworks:
         """A new frame starts: upload it once and start the detector beside what follows."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
         state = self._size(h, w)
+        if self.cuda:
+            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
         np.copyto(state.frame_host.numpy()[0], image_bgr)
         with torch.inference_mode():
             with self._on_stream(self._stream):
                 state.frame_dev.copy_(state.frame_host, non_blocking=True)
+                if self.cuda:
+                    self._uploaded.record(self._stream)
             if self.cuda:
                 self._side.wait_stream(self._stream)
             with self._on_stream(self._side):

@@ -113,3 +113,26 @@ def test_auto_runs_both_models_and_merges_them(group_bgr: np.ndarray) -> None:
 def test_buckets() -> None:
     assert mesh_buckets(1) == (1,)
     assert mesh_buckets(6) == (1, 2, 4, 6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                    reason="CUDA is not available (the same code runs on the CPU above)")
+def test_cuda_graphs_fp16_match_the_cpu_backend(networks: GpuFaceNetworks,
+                                                group_bgr: np.ndarray) -> None:
+    from livecam.track.bytetrack import iou_matrix
+
+    cuda = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5, max_rois=2)
+    cuda.open()
+    cuda.prepare(group_bgr.shape[1], group_bgr.shape[0])  # graphs captured before use
+    ref, got = networks.detect(group_bgr), cuda.detect(group_bgr)
+    assert len(got) == len(ref) >= 3
+    assert iou_matrix(ref.boxes_xyxy, got.boxes_xyxy).max(axis=1).min() > 0.9
+    rois = [roi_from_detection(ref.boxes_xyxy[i], ref.keypoints_xy[i]) for i in range(len(ref))]
+    for frame in (group_bgr, group_bgr.copy()):  # a second frame reuses the graphs
+        mesh_gpu = cuda.landmarks(frame, rois)
+    mesh_cpu = networks.landmarks(group_bgr, rois)
+    for g, c in zip(mesh_gpu, mesh_cpu, strict=True):
+        assert (g is None) == (c is None)
+        if g is not None and c is not None:
+            assert np.linalg.norm(g.landmarks_xy - c.landmarks_xy, axis=1).mean() < 1.0
