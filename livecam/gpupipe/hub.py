@@ -42,9 +42,11 @@ EmbeddingFn = Callable[[str], "np.ndarray | None"]
 @dataclass
 class SwapRequest:
     """One frame of one stream for the GPU: ``buffers.inputs[index]`` holds the frame (the
-    stream wrote it), the swapped frame lands in ``buffers.outputs[index]``; ``kps`` (n, 5,
-    2) float32 px and ``latents`` (n, D) float32 per face. The hub fills ``fits`` (n,) bool,
-    ``error`` (when the tick failed) and the latencies, then sets ``done``."""
+    stream wrote it), or ``frame_dev`` does (a device tensor the follower's networks kept,
+    valid after the CUDA event ``frame_ready``); the swapped frame lands in
+    ``buffers.outputs[index]``; ``kps`` (n, 5, 2) float32 px and ``latents`` (n, D) float32
+    per face. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
+    latencies, then sets ``done``."""
 
     stream: int
     buffers: FrameBuffers
@@ -57,11 +59,17 @@ class SwapRequest:
     host_latency_ms: float = float("nan")
     gpu_latency_ms: float = float("nan")
     t_submit_ns: int = 0
+    frame_dev: Any = None
+    frame_ready: Any = None
 
     @property
     def size_hw(self) -> tuple[int, int]:
-        h, w = self.buffers.inputs[self.index].shape[:2]
+        h, w = self.buffers.outputs[self.index].shape[:2]
         return int(h), int(w)
+
+    @property
+    def frame_in(self) -> Any:
+        return self.frame_dev if self.frame_dev is not None else self.buffers.inputs[self.index]
 
 
 class GpuSwapHub:
@@ -322,8 +330,9 @@ class GpuSwapHub:
                         kps=np.concatenate([r.kps for r in requests]).astype(np.float32),
                         latents=np.concatenate([r.latents for r in requests]).astype(np.float32),
                         valid=np.ones(len(index), bool))
-        sched.submit([r.buffers.inputs[r.index] for r in requests],
-                     [r.buffers.outputs[r.index] for r in requests], rows)
+        sched.submit([r.frame_in for r in requests],
+                     [r.buffers.outputs[r.index] for r in requests], rows,
+                     [r.frame_ready for r in requests])
         self._launched.append((sched, requests))
         self.ticks += 1
         self._wake.notify_all()

@@ -22,6 +22,7 @@ import collections
 import time
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import torch
@@ -134,10 +135,11 @@ class GpuScheduler:
         return self.runner.modes
 
     def submit(self, frames_in: list[torch.Tensor], frames_out: list[torch.Tensor],
-               rows: TickRows) -> int:
-        """Queue one tick: frame k of ``frames_in`` (host (H, W, 3) uint8, pinned on CUDA) is
-        swapped with the ``rows`` whose ``frame_index`` is k and downloaded into
-        ``frames_out[k]``. Returns the tick number. The input buffers must not be written and
+               rows: TickRows, ready: list[Any] | None = None) -> int:
+        """Queue one tick: frame k of ``frames_in`` ((H, W, 3) uint8: a host buffer, pinned on
+        CUDA, or a device tensor copied after the CUDA event ``ready[k]``) is swapped with the
+        ``rows`` whose ``frame_index`` is k and downloaded into ``frames_out[k]`` (host).
+        Returns the tick number. The input buffers must not be written and
         the output buffers not read until :meth:`collect` returned this tick. Raises
         RuntimeError when the ring is full (collect first), ValueError for too many frames or
         faces."""
@@ -162,7 +164,7 @@ class GpuScheduler:
             fh.valid.numpy()[n:bucket] = False
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()
-        slot.upload(frames_in)
+        slot.upload(frames_in, ready)
         with slot.on_stream():
             self.runner.run(slot, bucket)
         slot.download(frames_out)

@@ -160,13 +160,17 @@ class Slot:
             return torch.cuda.stream(self.stream)
         return contextlib.nullcontext()
 
-    def upload(self, frames_host: list[torch.Tensor]) -> None:
-        """Queue host -> device copies of ``frames_host`` (frame k into position k) and of
+    def upload(self, frames: list[torch.Tensor], ready: list[Any] | None = None) -> None:
+        """Queue copies of ``frames`` (frame k into position k: pinned host buffers, or device
+        tensors the follower's networks kept, each copied after its ``ready`` event) and of
         the per-face inputs, on this slot's stream."""
         with self.on_stream():
             if self.cuda:
                 self.started.record(self.stream)
-            for k, frame in enumerate(frames_host):
+            for k, frame in enumerate(frames):
+                event = ready[k] if ready is not None else None
+                if event is not None:
+                    self.stream.wait_event(event)
                 self.frames_dev[k].copy_(frame, non_blocking=True)
             self.faces_dev.copy_from(self.faces_host, FaceRows.INPUTS)
 

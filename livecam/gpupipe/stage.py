@@ -21,6 +21,7 @@ import collections
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,10 @@ class GpuSwapStage:
     """The neural swap of stream ``stream`` on ``hub`` (see the module docstring).
 
     ``five_point`` maps (N, K, 2) mesh landmarks to (N, 5, 2) ArcFace keypoints (default:
-    :func:`livecam.analysis.landmarks.five_point`, as the CPU stage). ``last_timings_ms``
+    :func:`livecam.analysis.landmarks.five_point`, as the CPU stage). ``device_frame(image)``
+    (the follower's GPU networks' :meth:`~livecam.analysis.gpu.networks.GpuFaceNetworks.
+    device_frame`) gives the frame already on the device, so it is not uploaded twice; without
+    it (or when it says None) the frame is copied into a pinned buffer. ``last_timings_ms``
     holds the latest collected frame's GPU split (``gpu``: upload to download on the device;
     ``tick``: submit to the frame back in host memory, queueing included).
     """
@@ -51,8 +55,11 @@ class GpuSwapStage:
     backend = "torch"
 
     def __init__(self, hub: GpuSwapHub, *, stream: int = 0, assign: tuple[str, ...] = (),
-                 five_point: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+                 five_point: Callable[[np.ndarray], np.ndarray] | None = None,
+                 device_frame: Callable[[np.ndarray], tuple[Any, Any] | None] | None = None
+                 ) -> None:
         self.hub = hub
+        self._device_frame = device_frame
         self.stream = stream
         self._assigner = IdentityAssigner(assign)
         self._five_point = five_point
@@ -136,8 +143,12 @@ class GpuSwapStage:
         kps = self._five_point(faces.landmarks_xy[picked]).astype(np.float32)
         buffers = self._buffers_for(int(image.shape[0]), int(image.shape[1]))
         index = buffers.take()
-        np.copyto(buffers.inputs[index].numpy(), image)
+        on_device = self._device_frame(image) if self._device_frame is not None else None
         request = SwapRequest(self.stream, buffers, index, kps, np.stack(latents))
+        if on_device is not None:
+            request.frame_dev, request.frame_ready = on_device
+        else:
+            np.copyto(buffers.inputs[index].numpy(), image)
         try:
             self.hub.submit(request)
         except BaseException:

@@ -267,3 +267,33 @@ def test_livecam_run_swaps_two_streams_on_one_gpu_swap(tmp_path: Path,
         assert len(app.metrics.stage_times_ms()["swap.tick"]) >= 4
     # the identity's embedding was computed by ArcFace and cached on disk like the CPU stage's
     assert list((tmp_path / "cache" / "embeddings").rglob("*.npy"))
+
+
+@pytest.mark.slow
+def test_a_frame_already_on_the_device_is_not_uploaded_again(inswapper_dyn_path: Path,
+                                                             face_frame: FaceFrame) -> None:
+    """The follower's GPU networks keep the frame they uploaded; the swap copies it on the
+    device (its pinned input buffer stays untouched) and swaps the same pixels."""
+    import torch
+
+    embed = embedding_table(("alice",), [])
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
+    state = RuntimeState(active_identity="alice")
+    kept = torch.from_numpy(image.copy())
+    asked: list[np.ndarray] = []
+
+    def device_frame(img: np.ndarray) -> tuple[Any, Any] | None:
+        asked.append(img)
+        return (kept, None) if img is image else None
+
+    with GpuSwapStage(make_hub(inswapper_dyn_path, embed), device_frame=device_frame) as shared, \
+            GpuSwapStage(make_hub(inswapper_dyn_path, embed)) as uploaded:
+        shared.submit(packet(0, image, faces, state))
+        uploaded.submit(packet(0, image, faces, state))
+        (a,), (b,) = collect_all(shared, 1), collect_all(uploaded, 1)
+        untouched = all(not buf.numpy().any() for bufs in shared._buffers.values()
+                        for buf in bufs.inputs)
+    assert asked and asked[0] is image
+    assert untouched
+    assert (a.image_bgr != image).any()
+    np.testing.assert_array_equal(a.image_bgr, b.image_bgr)

@@ -16,6 +16,10 @@ kernel launches from Python.
 ``refine_landmarks`` (478 points with irises) has no torch port: the mesh then runs on the host
 with MediaPipe's graph (the CPU path's landmarker) and only the detector stays on the GPU.
 
+With ``keep_frames`` the uploaded frames are also kept on the device for that many frames
+(:meth:`GpuFaceNetworks.device_frame`), so the GPU swap of the same frame copies it on the
+device instead of uploading it again.
+
 On a CPU the same code runs eagerly (CI). One thread (the pipeline thread) calls everything.
 """
 
@@ -87,6 +91,9 @@ class _SizeState:
         self.detect: _Graph | None = None
         self.det_out: tuple[torch.Tensor, ...] = ()
         self.det_host: tuple[torch.Tensor, ...] = ()
+        self.kept: list[torch.Tensor] = []  # the last frames, for the swap (keep_frames)
+        self.kept_ready: list[Any] = []  # their events (CUDA): copied once these complete
+        self.next_kept = 0
 
 
 class GpuFaceNetworks:
@@ -96,13 +103,15 @@ class GpuFaceNetworks:
     ``min_score``: the detector's score floor (the tracker's low threshold, as on the CPU);
     ``precision``: ``fp16`` or ``fp32`` for both networks (fp32 on a CPU); ``max_rois``: the
     largest mesh batch (more regions run in several batches); ``models_dir``: MediaPipe's
-    ``modules`` folder (None: the installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``).
+    ``modules`` folder (None: the installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``);
+    ``keep_frames``: how many uploaded frames stay on the device for :meth:`device_frame`
+    (more than the frames its stream can have in flight after this one; 0 = none).
     """
 
     def __init__(self, *, device: str | torch.device, detector_model: str = "full",
                  min_score: float = 0.5, precision: str = "fp16", max_rois: int = 8,
                  refine_landmarks: bool = False, use_graphs: bool = True,
-                 models_dir: str | Path | None = None) -> None:
+                 models_dir: str | Path | None = None, keep_frames: int = 0) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -115,6 +124,8 @@ class GpuFaceNetworks:
         self.refine_landmarks = refine_landmarks
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
+        self.keep_frames = max(0, keep_frames)
+        self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
         self._detectors: list[Any] = []
         self._mesh: Any = None
         self._host_mesh: Any = None  # refine_landmarks: MediaPipe's graph on the host
@@ -180,6 +191,7 @@ class GpuFaceNetworks:
         self._mesh_out.clear()
         self._current = None
         self._current_image = None
+        self._kept_for = None
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Allocate for this frame size and capture its graphs now (CUDA: a few seconds)."""
@@ -210,6 +222,10 @@ class GpuFaceNetworks:
             state.det_out = tuple(t.clone() for out in first for t in out)
         state.det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
                                for t in state.det_out)
+        state.kept = [torch.zeros((height_px, width_px, 3), dtype=torch.uint8,
+                                  device=self.device) for _ in range(self.keep_frames)]
+        state.kept_ready = [torch.cuda.Event() if self.cuda else None
+                            for _ in range(self.keep_frames)]
         with torch.inference_mode():
             state.detect = _Graph(detect, device=self.device, stream=self._side,
                                   use_graph=self.use_graphs)
@@ -262,6 +278,13 @@ class GpuFaceNetworks:
                 state.frame_dev.copy_(state.frame_host, non_blocking=True)
                 if self.cuda:
                     self._uploaded.record(self._stream)
+                if state.kept:
+                    k = state.next_kept
+                    state.next_kept = (k + 1) % len(state.kept)
+                    state.kept[k].copy_(state.frame_dev[0])
+                    if self.cuda:
+                        state.kept_ready[k].record(self._stream)
+                    self._kept_for = (image_bgr, state.kept[k], state.kept_ready[k])
             if self.cuda:
                 self._side.wait_stream(self._stream)
             with self._on_stream(self._side):
@@ -272,6 +295,16 @@ class GpuFaceNetworks:
             if self.cuda:
                 self._detected.record(self._side)
         self._current, self._current_image = state, image_bgr
+
+    def device_frame(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any] | None:
+        """``image_bgr`` as uploaded for the latest frame: a device (H, W, 3) uint8 tensor and
+        the CUDA event after which it holds the frame (None on a CPU), or None when that
+        image is not the latest upload (or frames are not kept). Valid for ``keep_frames``
+        frames."""
+        kept = self._kept_for
+        if kept is None or kept[0] is not image_bgr:
+            return None
+        return kept[1], kept[2]
 
     def _frame(self, image_bgr: ImageBGR) -> _SizeState:
         if self._current is None or self._current_image is not image_bgr:
@@ -335,3 +368,34 @@ def _merged(found: list[tuple[np.ndarray, float, np.ndarray]]) -> Faces:
     from livecam.analysis.detect import merge_detections
 
     return merge_detections(found, MAX_DETECTIONS)
+
+
+class TorchBlazeFace:
+    """The torch BlazeFace with the CPU detector runners' interface (``detect(image_rgb)`` ->
+    ``[(box_xyxy, score, keypoints)]`` in the image's pixels), so the CPU tile search
+    (:class:`livecam.analysis.detect.BlazeFaceDetector`) runs its tiles on the GPU. Eager, on a
+    CUDA stream of its own: the tile search may run on a worker thread beside the follower's
+    networks. One caller at a time."""
+
+    def __init__(self, range_name: str, *, device: str | torch.device, min_score: float,
+                 precision: str = "fp16", models_dir: str | Path | None = None) -> None:
+        from livecam.analysis.gpu.models import load_blazeface
+
+        self.device = torch.device(device)
+        cuda = self.device.type == "cuda"
+        dtype = torch.float16 if cuda and precision == "fp16" else torch.float32
+        self.net = load_blazeface(range_name, models_dir=models_dir, max_faces=MAX_DETECTIONS,
+                                  min_score=min_score).to(self.device, dtype)
+        self._stream = torch.cuda.Stream(self.device) if cuda else None
+
+    def detect(self, image_rgb: np.ndarray) -> list[tuple[np.ndarray, float, np.ndarray]]:
+        bgr = np.ascontiguousarray(image_rgb[..., ::-1])  # the port reads BGR frames
+        ctx = torch.cuda.stream(self._stream) if self._stream is not None \
+            else contextlib.nullcontext()
+        with torch.inference_mode(), ctx:
+            det = self.net(torch.from_numpy(bgr).to(self.device)[None])
+            valid = det.valid[0].cpu().numpy()
+            boxes = det.boxes_xyxy_px[0].float().cpu().numpy()
+            kps = det.keypoints_xy_px[0].float().cpu().numpy()
+            scores = det.scores[0].float().cpu().numpy()
+        return [(boxes[j], float(scores[j]), kps[j]) for j in np.flatnonzero(valid)]

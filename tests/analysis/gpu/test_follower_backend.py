@@ -136,3 +136,13 @@ def test_cuda_graphs_fp16_match_the_cpu_backend(networks: GpuFaceNetworks,
         assert (g is None) == (c is None)
         if g is not None and c is not None:
             assert np.linalg.norm(g.landmarks_xy - c.landmarks_xy, axis=1).mean() < 1.0
+
+
+def test_kept_frames_are_offered_to_the_swap(group_bgr: np.ndarray) -> None:
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, keep_frames=3)
+    nets.open()
+    assert nets.device_frame(group_bgr) is None  # nothing uploaded yet
+    nets.detect(group_bgr)
+    kept = nets.device_frame(group_bgr)
+    assert kept is not None and np.array_equal(kept[0].numpy(), group_bgr)
+    assert nets.device_frame(group_bgr.copy()) is None  # only the latest frame's image
