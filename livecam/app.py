@@ -3,39 +3,48 @@
 ``build_app`` turns a config and ``--input``/``--output`` specs into an :class:`App` (see
 :mod:`livecam.pipeline.runtime`): capture thread → mailbox → pipeline thread(s) (stages) →
 mailbox → output thread → sink, plus a status reporter and the control sources.
-``build_stages`` picks the per-frame stages. Nothing else in the package picks implementations.
+``build_streams`` does the same for several input → output pairs in one process
+(:class:`~livecam.pipeline.streams.StreamSet`, what ``livecam run`` and ``livecam daemon``
+run, one pair or many). ``build_stages`` picks the per-frame stages. Nothing else in the
+package picks implementations.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from livecam.capture import make_source, parse_input
 from livecam.config import Config
-from livecam.core.commands import CommandQueue
-from livecam.core.stage import Stage
+from livecam.core.commands import CommandFanOut, CommandQueue, Commands
+from livecam.core.stage import AnyStage
 from livecam.core.types import RuntimeState
 from livecam.output import FrameSink, make_sink, parse_output
 from livecam.pipeline.passthrough import PassThrough
-from livecam.pipeline.runtime import App, StageFactory
+from livecam.pipeline.runtime import App, ControlSource, StageFactory
+from livecam.pipeline.streams import StreamSet
 
 if TYPE_CHECKING:
     from livecam.identity import IdentitySource
 
-__all__ = ["App", "build_app", "build_stages"]
+log = logging.getLogger(__name__)
+
+__all__ = ["App", "StreamSet", "build_app", "build_stages", "build_streams"]
 
 
 def build_stages(config: Config, state: RuntimeState,
-                 identities: IdentitySource | None = None) -> list[Stage]:
+                 identities: IdentitySource | None = None, *,
+                 shared: SharedStages | None = None, stream: int = 0) -> list[AnyStage]:
     """The per-frame stages: analysis then swap (or the all-GPU stage for neural swaps on a
     CUDA GPU, see ``gpu.pipeline``), or one no-op stage when there is no identity at all (none
     in the library, none given with ``--source``).
 
     ``identities`` loads identities by name (default: the library from ``config.identity``).
     Nothing is opened here; the swap stage reads the active identity from each packet's state,
-    so identities switch live without rebuilding stages.
+    so identities switch live without rebuilding stages. ``shared`` holds what the stages of
+    several streams share (the GPU pipeline); ``stream`` is this chain's stream.
     """
     if not state.identities and state.active_identity is None:
         return [PassThrough()]
@@ -47,11 +56,16 @@ def build_stages(config: Config, state: RuntimeState,
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
     if gpu_pipeline_wanted(config):
-        from livecam.swap import hands_stages, warn_unused_neural_options
+        from livecam.swap import warn_unused_neural_options
 
         warn_unused_neural_options(config, "the GPU pipeline")
-        # one stage does detection, mesh, tracking hand-off, swap and paste on the GPU
-        return [*build_gpu_stages(config, identities), *hands_stages(config)]
+        if config.swap.hands_in_front:
+            # the GPU swap finishes on the collector thread, after every synchronous stage
+            log.warning("swap.hands_in_front is not applied by the GPU pipeline yet "
+                        "(gpu.pipeline: never runs the CPU path, which applies it)")
+        # the same analysis, then the swap on the GPU (shared by the streams of the process)
+        return build_gpu_stages(config, identities, shared=shared or SharedStages(),
+                                stream=stream)
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous
     analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
     return [*analysis, *build_swap_stages(config, identities)]
@@ -59,69 +73,148 @@ def build_stages(config: Config, state: RuntimeState,
 
 def build_app(config: Config, *, input_spec: str, output_spec: str,
               max_frames: int | None = None, state: RuntimeState | None = None,
-              stages: Sequence[Stage] | None = None, controls: bool = False,
+              stages: Sequence[AnyStage] | None = None, controls: bool = False,
               hotkeys: bool = True, api_required: bool = False, wait_for_source: bool = False,
               config_loader: Callable[[], Config] | None = None,
               identities: IdentitySource | None = None) -> App:
-    """Parse the specs and wire an :class:`App` (nothing is opened yet).
+    """Parse the specs and wire an :class:`App` for one stream (nothing is opened yet).
 
-    With ``controls`` (``livecam run``, ``livecam daemon``) the app also gets: the identity
-    names from the library, key bindings in the preview window, global hotkeys (when
-    ``hotkeys`` and ``control.hotkeys``; the daemon passes ``hotkeys=False``), the control API
-    (``control.api``; a taken address fails the start only with ``api_required``), and
-    reloads that re-read the config through ``config_loader``. ``identities`` replaces the
-    library as the source of identities (``--source PHOTO`` puts a one-off identity in front).
+    With ``controls`` the app also gets what :func:`build_streams` gives a set (the identity
+    names from the library, key bindings in the preview window, global hotkeys when
+    ``hotkeys`` and ``control.hotkeys``, the control API when ``control.api``, reloads through
+    ``config_loader``), attached to the app itself. ``stages`` replaces the built stages (no
+    reloads then); ``identities`` replaces the library as the source of identities.
     """
-    out_spec = parse_output(output_spec)
-    source = make_source(parse_input(input_spec), config.capture)
-    state = state or RuntimeState()
-    commands = CommandQueue()
-    sink: FrameSink
     if not controls:
-        sink = make_sink(out_spec, config.output)
+        source = make_source(parse_input(input_spec), config.capture)
+        sink = make_sink(parse_output(output_spec), config.output)
+        state = state or RuntimeState()
         if stages is None:
             stages = build_stages(config, state, identities)
         return App(config, source=source, sink=sink, stages=stages, state=state,
-                   max_frames=max_frames, commands=commands, wait_for_source=wait_for_source,
-                   input_label=input_spec, output_label=output_spec)
+                   max_frames=max_frames, commands=CommandQueue(),
+                   wait_for_source=wait_for_source, input_label=input_spec,
+                   output_label=output_spec)
+    streams = build_streams(config, pairs=[(input_spec, output_spec)], max_frames=max_frames,
+                            state=state, stages=stages, hotkeys=hotkeys,
+                            api_required=api_required, wait_for_source=wait_for_source,
+                            config_loader=config_loader, identities=identities)
+    app = streams.apps[0]
+    app.controls.extend(streams.controls)
+    return app
 
-    from livecam.control.api import ControlServer
-    from livecam.control.auth import token_path
+
+def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
+                  max_frames: int | None = None, state: RuntimeState | None = None,
+                  stages: Sequence[AnyStage] | None = None, hotkeys: bool = True,
+                  api_required: bool = False, wait_for_source: bool = False,
+                  config_loader: Callable[[], Config] | None = None,
+                  identities: IdentitySource | None = None) -> StreamSet:
+    """One :class:`App` per ``(input_spec, output_spec)`` pair, with the controls of the set
+    (nothing is opened yet). Every spec is parsed before anything is built.
+
+    Each stream has its own capture, stage chain, output, metrics, runtime state and command
+    queue; on a CUDA GPU the streams' GPU stages share one GPU pipeline (the faces of every
+    stream in one generator call). Controls: the identity names from the library, key
+    bindings in a preview window, global hotkeys (``hotkeys`` and ``control.hotkeys``; the
+    daemon passes False), the control API (``control.api``; a taken address fails the start
+    only with ``api_required``) serving every stream, reloads that re-read the config through
+    ``config_loader``. A command from the keys, or from the API without a stream, goes to
+    every stream. ``stages`` (tests) replaces the built stages of a single stream.
+    """
     from livecam.control.catalog import LibraryCatalog
-    from livecam.control.hotkeys import HotkeySource
     from livecam.control.keymap import PressLedger, WindowKeys, bindings
     from livecam.control.paths import new_snapshot_path, snapshot_dir
     from livecam.core.commands import SaveSnapshot
 
+    if not pairs:
+        raise ValueError("build_streams needs at least one input/output pair")
+    if stages is not None and len(pairs) != 1:
+        raise ValueError("stages can only be given for a single stream")
+    parsed = [(parse_input(i), parse_output(o)) for i, o in pairs]
     catalog = LibraryCatalog(config.identity)
+    state = state or RuntimeState()
     if not state.identities:
         state = dataclasses.replace(state, identities=catalog.names())
+    queues = [CommandQueue() for _ in pairs]
+    commands: Commands = CommandFanOut(queues)
     snapshots = snapshot_dir(config.control.snapshot_dir)
     keymap = bindings(config.control,
                       snapshot=lambda: SaveSnapshot(str(new_snapshot_path(snapshots))))
     presses = PressLedger()  # a press in the focused preview reaches both key sources
-    if out_spec.kind == "window":
-        from livecam.output.window import WindowSink
+    shared = SharedStages(len(pairs))
+    several = len(pairs) > 1
+    apps: list[App] = []
+    for k, ((input_spec, output_spec), (in_parsed, out_parsed)) in enumerate(
+            zip(pairs, parsed, strict=True)):
+        sink: FrameSink
+        if out_parsed.kind == "window":
+            from livecam.output.window import WindowSink
 
-        sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
-    else:
-        sink = make_sink(out_spec, config.output)
-    factory: StageFactory | None = None
-    if stages is None:
-        def factory(cfg: Config, st: RuntimeState) -> list[Stage]:
-            return build_stages(cfg, st, identities)
+            sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
+        else:
+            sink = make_sink(out_parsed, config.output)
+        factory: StageFactory | None = None
+        app_stages = stages
+        if app_stages is None:
+            factory = _stage_factory(identities, shared, k)
+            app_stages = factory(config, state)
+        apps.append(App(config, source=make_source(in_parsed, config.capture), sink=sink,
+                        stages=app_stages, state=state, max_frames=max_frames,
+                        commands=queues[k], stage_factory=factory,
+                        config_loader=config_loader, identity_names=catalog.names,
+                        wait_for_source=wait_for_source, input_label=input_spec,
+                        output_label=output_spec, stream=k if several else None))
+    streams = StreamSet(apps)
+    streams.controls.extend(_controls(config, streams, keymap, presses, catalog, snapshots,
+                                      hotkeys=hotkeys, api_required=api_required))
+    return streams
 
-        stages = factory(config, state)
-    app = App(config, source=source, sink=sink, stages=stages, state=state,
-              max_frames=max_frames, commands=commands, stage_factory=factory,
-              config_loader=config_loader, identity_names=catalog.names,
-              wait_for_source=wait_for_source, input_label=input_spec,
-              output_label=output_spec)
+
+class SharedStages:
+    """What the stage chains of several streams share, built once per config: the GPU
+    pipeline (one generator call for the faces of every stream). Pipeline threads and the
+    reload thread may ask at once."""
+
+    def __init__(self, n_streams: int = 1) -> None:
+        import threading
+
+        self.n_streams = n_streams
+        self._lock = threading.Lock()
+        self._made: list[tuple[object, Any]] = []
+
+    def get(self, key: object, make: Callable[[], Any]) -> Any:
+        """The object ``make()`` built for an equal ``key`` (the config sections it depends
+        on: a reload that changed nothing there keeps it), else a new one."""
+        with self._lock:
+            for made_for, obj in self._made:
+                if made_for == key:
+                    return obj
+            obj = make()
+            self._made.append((key, obj))
+            return obj
+
+
+def _stage_factory(identities: IdentitySource | None, shared: SharedStages,
+                   stream: int) -> StageFactory:
+    def factory(cfg: Config, st: RuntimeState) -> list[AnyStage]:
+        return build_stages(cfg, st, identities, shared=shared, stream=stream)
+
+    return factory
+
+
+def _controls(config: Config, streams: StreamSet, keymap: Any, presses: Any, catalog: Any,
+              snapshots: Any, *, hotkeys: bool, api_required: bool) -> list[ControlSource]:
+    from livecam.control.api import ControlServer
+    from livecam.control.auth import token_path
+    from livecam.control.hotkeys import HotkeySource
+
+    out: list[ControlSource] = []
     if hotkeys and config.control.hotkeys:
-        app.controls.append(HotkeySource(keymap, commands, presses=presses))
+        out.append(HotkeySource(keymap, streams.commands, presses=presses))
     if config.control.api:
-        app.controls.append(ControlServer(target=app, catalog=catalog,
-                                          token_file=token_path(config.control.token_file),
-                                          config=config.control, snapshot_dir=snapshots,
-                                          required=api_required))
-    return app
+        out.append(ControlServer(targets=streams.apps, catalog=catalog,
+                                 token_file=token_path(config.control.token_file),
+                                 config=config.control, snapshot_dir=snapshots,
+                                 required=api_required))
+    return out

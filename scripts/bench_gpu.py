@@ -1,24 +1,29 @@
-"""GPU pipeline benchmark (issue 6): one command on the device machine.
+"""GPU benchmark of the product: ``livecam run`` itself, on the device machine (issue 12).
 
-    python scripts/bench_gpu.py --photos DIR --models-dir DIR [--quick] [--out FILE]
-    python scripts/bench_gpu.py --device cpu --small          # quick check on a CPU
+    python scripts/bench_gpu.py --photos DIR --models-dir DIR --out FILE [--work-dir DIR]
+    python scripts/bench_gpu.py --small --out /tmp/b.json      # a quick check on a CPU
 
-Synthetic 1080p frames with real face photos composited in (``--photos``: a folder of
-.png/.jpg; ``--models-dir``: a copy of mediapipe/modules with the face .tflite files), 1 and
-4 faces, neural swap with an inswapper-SIZED stand-in (138 M parameters, random weights, built
-here). Measures, all in this one run:
+Real face photos (``--photos``: a folder of .png/.jpg) composited into 1080p scenes, read by
+``livecam run`` as ``image:`` inputs (a camera that always shows the same people), output
+``null``; neural swap with an inswapper-SIZED stand-in generator (138 M parameters, random
+weights, installed like a downloaded model) and a library identity. Every run is built by the
+function ``livecam run`` calls (``build_streams``) with ``--set`` overrides only, and measured
+from its own metrics over a window after a warm-up:
 
-- latency p50/p99 from upload queued to swapped frame in host memory (one tick in flight);
-- frames per second for one stream (ticks pipelined over the slot ring);
-- per-stage GPU times (each stage captured as its own CUDA graph, replayed back to back with
-  CUDA events between; an eager run's breakdown too, which includes Python dispatch);
-- the largest number of concurrent 1080p30 streams (one face each, faces of all streams in one
-  generator call) whose p99 latency stays <= 33 ms when paced at 30 ticks/s;
-- the same workload through a naive baseline (eager fp32, synchronous, one face at a time);
-- the arithmetic floor: generator FLOPs per face / fp16 matmul peak measured here.
+- one stream, offline (``pipeline.realtime: false``): frames per second;
+- one stream, live at 30 fps: capture→sink and capture→output latency, each stage's time
+  (``analysis``: the face follower with its networks on the GPU; ``swap.gpu``: the swap's
+  device time from upload to download);
+- N live 1080p30 streams in one process (one face each): each stream's p99 and frames late
+  (repeated by the output or dropped), for N in ``--streams``;
+- 4 faces, offline;
+- the naive baseline (eager fp32, blocking, one face at a time) on the same scene, and the
+  arithmetic floor (generator FLOPs per face / fp16 matmul peak measured here);
+- with ``--compile``: ``livecam engines build`` (as a subprocess) and the one-stream runs again
+  with ``engine.torch_mode: compiled``.
 
-Prints a table and writes JSON. Frames are pre-staged in the slots' pinned buffers (the capture
-thread's job in the app); the classic swap has no GPU port yet and is not measured.
+Prints a table and writes JSON (rewritten after every section, so a time-out keeps what was
+measured). ``--models-dir``: a copy of mediapipe/modules (``scripts/export_bench_assets.py``).
 """
 
 from __future__ import annotations
@@ -26,119 +31,230 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import platform
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.bench_gpu_scenes import load_photos
+from scripts.bench_gpu_product import make_identity, measure_run, naive_baseline
+from scripts.bench_gpu_scenes import build_scene, find_faces, load_photos
+
+log = logging.getLogger("bench_gpu")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from scripts.bench_gpu_run import run_benchmark
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--small", action="store_true",
-                        help="small stand-in model and 640x360 frames (a quick CPU check)")
-    parser.add_argument("--quick", action="store_true", help="fewer ticks everywhere")
-    parser.add_argument("--photos", type=Path, default=None,
-                        help="folder of real face photos (.png/.jpg); default: the photos of "
-                             "installed packages (skimage, insightface) where present")
-    parser.add_argument("--models-dir", type=Path, default=None,
-                        help="copy of mediapipe/modules (face_detection/, face_landmark/ "
-                             ".tflite); default: the installed mediapipe")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="where the stand-in ONNX is built (default: a temp dir)")
-    parser.add_argument("--slots", type=int, default=3,
-                        help="slot ring size (>= 2; with 3, 438 fps vs 376 with 2: perf notes "
-                             "device run 4)")
-    parser.add_argument("--detect-every", type=int, default=5,
-                        help="run the detector every N ticks, as the CPU analysis stage's "
-                             "default (faces are followed from their landmarks in between); "
-                             "the baseline does the same")
-    parser.add_argument("--no-graphs", action="store_true", help="never capture CUDA graphs")
-    parser.add_argument("--engine-graphs", action="store_true",
-                        help="the generator engine replays its own CUDA graph between two "
-                             "pipeline graphs ('segmented'); default: the generator is captured "
-                             "inside the pipeline's swap graph ('graph'), so ticks' generators "
-                             "can overlap")
-    parser.add_argument("--max-streams", type=int, default=64,
-                        help="largest stream count the concurrency search tries")
-    parser.add_argument("--budget-s", type=float, default=300.0,
-                        help="skip the remaining measurements after this many seconds")
-    parser.add_argument("--out", type=Path, default=Path("bench_gpu.json"), help="JSON output")
+                        help="small stand-in, 640x360, short windows (a CPU check)")
+    parser.add_argument("--photos", type=Path, default=None)
+    parser.add_argument("--models-dir", default=None,
+                        help="copy of mediapipe/modules (default: the installed mediapipe)")
+    parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--streams", default="8,16,32",
+                        help="stream counts to try, comma-separated (stops at the first miss)")
+    parser.add_argument("--window-s", type=float, default=6.0)
+    parser.add_argument("--warm-s", type=float, default=2.0)
+    parser.add_argument("--compile", choices=("none", "fast", "autotune"), default="none",
+                        help="build the compiled generator (batch 1) and measure it too")
+    parser.add_argument("--budget-s", type=float, default=420.0,
+                        help="skip the remaining sections after this many seconds")
+    parser.add_argument("--out", type=Path, default=Path("bench_gpu.json"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    photos = load_photos(args.photos)
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="livecam_bench_"))
-    host = {"python": platform.python_version(), "machine": platform.machine()}
+    logging.getLogger("livecam").setLevel(logging.WARNING)
+    if args.models_dir:
+        os.environ["LIVECAM_MEDIAPIPE_MODULES"] = str(Path(args.models_dir).resolve())
+    work = (args.work_dir or Path(tempfile.mkdtemp(prefix="livecam_bench_"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    report: dict[str, Any] = {"host": {"python": platform.python_version()}, "errors": {},
+                              "sections": {}}
 
-    def save(report: dict[str, Any]) -> None:  # after every section: a timeout keeps results
-        args.out.write_text(json.dumps({**report, "host": host}, indent=2, default=float))
+    def save() -> None:
+        args.out.write_text(json.dumps(report, indent=2, default=float))
 
-    report = run_benchmark(args, photos, work, save)
-    save(report)
+    def section(name: str, fn: Any) -> None:
+        if time.perf_counter() - t_start > args.budget_s:
+            report["errors"][name] = f"skipped: over the {args.budget_s:.0f} s budget"
+            save()
+            return
+        t0 = time.perf_counter()
+        try:
+            report["sections"][name] = fn()
+        except Exception as exc:  # keep what was measured; say what broke
+            log.exception("%s failed", name)
+            report["errors"][name] = f"{type(exc).__name__}: {exc}"[:600]
+        log.info("%s: %.1f s", name, time.perf_counter() - t0)
+        save()
+
+    setup = prepare(args, work, report)
+    save()
+    one = [(f"image:{setup['scenes'][1]}", "null")]
+    four = [(f"image:{setup['scenes'][4]}", "null")]
+    win = {"warm_s": args.warm_s, "window_s": args.window_s}
+
+    def run(pairs: list[tuple[str, str]], *overrides: str) -> dict[str, Any]:
+        return measure_run(setup["config"](*overrides), pairs, setup["identities"], **win)
+
+    section("1 face offline", lambda: run(one, "pipeline.realtime=false"))
+    section("1 face live 30 fps", lambda: run(one))
+    section("naive baseline", lambda: naive_baseline(
+        args.models_dir, setup["onnx"], setup["frames"][1], 10 if args.small else 40))
+    for n in [int(x) for x in args.streams.split(",") if x]:
+        name = f"{n} streams live 30 fps"
+        section(name, lambda n=n: run(one * n, "analysis.max_faces=1"))
+        got = report["sections"].get(name)
+        if got is None or not all(s["capture_to_sink_ms"]["p99"] <= 33.0 and s["late"] == 0
+                                  for s in got["streams"]):
+            break
+    section("4 faces offline", lambda: run(four, "pipeline.realtime=false"))
+    if args.compile != "none":
+        section("compile", lambda: build_compiled(setup, args.compile))
+        if "compile" in report["sections"]:
+            compiled = ("engine.torch_mode=compiled",)
+            section("1 face offline, compiled",
+                    lambda: run(one, "pipeline.realtime=false", *compiled))
+            section("1 face live 30 fps, compiled", lambda: run(one, *compiled))
+    report["wall_s"] = time.perf_counter() - t_start
+    report["goals"] = goals(report)
+    save()
     print_table(report)
     print(f"\nwrote {args.out}")
     return 0
 
 
+def prepare(args: Any, work: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Scenes (PNG), the stand-in models installed, the identity, the config maker."""
+    import cv2
+    import torch
+
+    from livecam.analysis.gpu.models import load_blazeface
+    from livecam.config import load_config
+    from livecam.identity.model import IdentityCollection
+    from livecam.testing.standins import count_parameters, install_standin_models
+
+    height, width = (360, 640) if args.small else (1080, 1920)
+    photos = load_photos(args.photos)
+    faces = find_faces(load_blazeface("full", models_dir=args.models_dir), photos,
+                       torch.device("cpu"))
+    scenes, frames = {}, {}
+    for n in (1, 4):
+        scene = build_scene(faces, n, height, width)
+        scenes[n] = work / f"scene_{n}.png"
+        frames[n] = scene.frame_bgr
+        cv2.imwrite(str(scenes[n]), scene.frame_bgr)
+    size = "small" if args.small else "full"
+    marker = work / f"models_{size}" / "done"
+    if not marker.exists():
+        install_standin_models(work / f"models_{size}", size=size)
+        marker.write_text("ok")
+    models_dir, manifests_dir = work / f"models_{size}" / "models", \
+        work / f"models_{size}" / "manifests"
+    onnx = work / f"models_{size}" / "build" / "inswapper_128.onnx"
+    astronaut = next((p for p in photos if p.shape[:2] == (512, 512)), photos[0])
+    identities = IdentityCollection({"astro": make_identity(astronaut, args.models_dir)})
+    base = ["swap.mode=neural", "gpu.pipeline=always", f"models.dir={models_dir}",
+            f"models.manifests_dir={manifests_dir}",
+            f"engine.cache_dir={work / 'cache' / 'engines'}", "control.api=false",
+            "control.hotkeys=false", "pipeline.status_interval_s=0",
+            f"identity.library_dir={work / 'lib'}", "capture.fps=30"]
+    if not torch.cuda.is_available():
+        base.append("engine.device=cpu")
+
+    def config(*overrides: str) -> Any:
+        return load_config(None, [*base, *overrides])
+
+    report.update({
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__, "frame": f"{width}x{height}",
+        "model": {"parameters": count_parameters(onnx), "size": size},
+        "config": base, "faces_in_photos": len(faces)})
+    return {"scenes": scenes, "frames": frames, "identities": identities, "config": config,
+            "onnx": onnx, "base": base}
+
+
+def build_compiled(setup: dict[str, Any], mode: str) -> dict[str, Any]:
+    """``livecam engines build inswapper_128`` (batch 1) as a subprocess, as a user runs it."""
+    autotune = f"engine.compile_max_autotune={'true' if mode == 'autotune' else 'false'}"
+    sets = [*setup["base"], "engine.torch_mode=compiled", "engine.compiled_batch_sizes=[1]",
+            autotune]
+    cmd = [sys.executable, "-m", "livecam.cli", "engines", "build", "inswapper_128"]
+    for s in sets:
+        cmd += ["--set", s]
+    t0 = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    if result.returncode != 0:
+        raise RuntimeError(f"engines build failed: {result.stderr[-500:]}")
+    setup["base"].extend(["engine.compiled_batch_sizes=[1]", autotune])
+    return {"build_s": time.perf_counter() - t0, "mode": mode,
+            "stdout": result.stdout[-300:]}
+
+
+def goals(report: dict[str, Any]) -> dict[str, Any]:
+    s = report["sections"]
+    out: dict[str, Any] = {}
+
+    def first(name: str) -> dict[str, Any] | None:
+        got = s.get(name)
+        return got["streams"][0] if got else None
+
+    live = first("1 face live 30 fps")
+    if live is not None:
+        gpu = live["stages_ms"].get("swap.gpu", {})
+        analysis = live["stages_ms"].get("analysis", {})
+        out["swap GPU latency p50 ms (<= 2.5)"] = gpu.get("p50")
+        out["swap GPU latency p99 ms (<= 4)"] = gpu.get("p99")
+        out["analysis stage p50 ms (host + GPU networks)"] = analysis.get("p50")
+        out["capture->sink p99 ms (<= 33.3 + 5)"] = live["capture_to_sink_ms"]["p99"]
+    off = first("1 face offline")
+    if off is not None:
+        out["1 stream offline fps (>= 500)"] = off["fps"]
+        base = s.get("naive baseline")
+        if base:
+            out["x naive baseline (>= 25)"] = off["fps"] / base["fps"]
+    held = [int(k.split()[0]) for k, v in s.items() if k.endswith("streams live 30 fps")
+            and all(st["capture_to_sink_ms"]["p99"] <= 33.0 and st["late"] == 0
+                    for st in v["streams"])]
+    out["1080p30 streams held, p99 <= 33 ms, 0 late (>= 32)"] = max(held) if held else 0
+    return out
+
+
 def print_table(report: dict[str, Any]) -> None:
-    print(f"\n# GPU pipeline benchmark ({report['device']}, {report['frame']}, "
-          f"{report['model']['parameters'] / 1e6:.1f} M-param generator)")
-    print("| faces | mode | latency p50 / p99 ms (host) | GPU p50 ms | fps (1 stream) | "
-          "baseline p50 ms | baseline fps | speed-up |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, error in report.get("errors", {}).items():
+    print(f"\n# livecam run on {report.get('device')} ({report.get('frame')}, "
+          f"{report.get('model', {}).get('parameters', 0) / 1e6:.1f} M-param generator)")
+    for name, error in report["errors"].items():
         print(f"ERROR in {name}: {error}")
-    for key, row in report["workloads"].items():
-        lat = row["latency"]["host_latency_ms"]
-        base = row.get("baseline", {})
-        speed = row.get("speedup_vs_baseline", float("nan"))
-        print(f"| {key} | {row['modes']} | {lat['p50']:.2f} / {lat['p99']:.2f} | "
-              f"{row['latency']['gpu_latency_ms']['p50']:.2f} | "
-              f"{row['throughput']['frames_per_s']:.1f} | "
-              f"{base.get('latency_ms', {}).get('p50', float('nan')):.1f} | "
-              f"{base.get('frames_per_s', float('nan')):.1f} | {speed:.1f}x |")
-    print("\nper-stage ms (graphs: each stage its own CUDA graph, replayed back to back with "
-          "CUDA events between, median; eager: an eager run):")
-    for key, row in report["workloads"].items():
-        stages = ", ".join(f"{k} {v:.3f}" for k, v in row["stages_ms"].items())
-        print(f"  {key} [{row.get('stages_source', '?')}]: {stages}")
-    print("per-stage ms of an eager run (includes Python dispatch gaps):")
-    for key, row in report["workloads"].items():
-        stages = ", ".join(f"{k} {v:.3f}" for k, v in row.get("stages_eager_ms", {}).items())
-        print(f"  {key}: {stages}")
-    parity = report.get("parity_1_face", {})
-    if parity:
-        print(f"\nparity, pipeline vs naive fp32 (1 face): landmarks mean "
-              f"{parity['landmarks_mean_px']:.3f} px, frame mean |diff| "
-              f"{parity['frame_mean_abs']:.3f}, max {parity['frame_max_abs']}, "
-              f">3 levels {parity['frame_frac_over_3'] * 100:.3f}% of values")
-        if "swap_maths_vs_cpu_mean_abs" in parity:
-            print(f"swap maths on this device vs the CPU code (OpenCV), fp32: mean |diff| "
-                  f"{parity['swap_maths_vs_cpu_mean_abs']:.3f}, max "
-                  f"{parity['swap_maths_vs_cpu_max_abs']}, >3 levels "
-                  f"{parity['swap_maths_vs_cpu_frac_over_3'] * 100:.3f}% of values")
-    streams = report.get("streams", {})
-    print(f"\nconcurrent 1080p30 streams holding p99 <= 33 ms: {streams.get('max_streams')} "
-          f"(tried: {streams.get('tried')})")
-    floor = report.get("floor", {})
-    at_peak = floor.get("ms_per_face_at_measured_peak", float("nan"))
-    peak = floor.get("measured_fp16_tflops", float("nan"))
-    print(f"arithmetic floor per face: {at_peak:.3f} ms at {peak:.0f} TFLOP/s measured "
-          f"({floor.get('gflop_per_face', float('nan')):.0f} GFLOP/face); "
-          f"{floor.get('ms_per_face_at_790_tflops', float('nan')):.3f} ms at 790 TFLOP/s")
-    goals = report.get("goals", {})
-    if goals:
-        print("\ngoals (neural, 1 face, 1080p):")
-        for name, g in goals.items():
-            print(f"  {name}: {g['value']:.2f} (goal {g['goal']}) -> "
-                  f"{'met' if g['met'] else 'NOT met'}")
+    print("| run | fps/stream | capture->sink p50/p99 ms | late | analysis p50 | "
+          "swap.gpu p50/p99 | start s |")
+    print("|---|---|---|---|---|---|---|")
+    for name, sec in report["sections"].items():
+        if "streams" not in sec:
+            continue
+        st = sec["streams"]
+        worst = max(st, key=lambda x: x["capture_to_sink_ms"]["p99"])
+        gpu = worst["stages_ms"].get("swap.gpu", {})
+        print(f"| {name} | {min(x['fps'] for x in st):.1f} | "
+              f"{worst['capture_to_sink_ms']['p50']:.1f} / "
+              f"{worst['capture_to_sink_ms']['p99']:.1f} | {sum(x['late'] for x in st)} | "
+              f"{worst['stages_ms'].get('analysis', {}).get('p50', float('nan')):.2f} | "
+              f"{gpu.get('p50', float('nan')):.2f} / {gpu.get('p99', float('nan')):.2f} | "
+              f"{sec['start_s']:.1f} |")
+    base = report["sections"].get("naive baseline")
+    if base:
+        floor = base["flops"]
+        print(f"\nnaive baseline: {base['fps']:.1f} fps ({base['ms']['p50']:.1f} ms/frame); "
+              f"floor {floor.get('ms_per_face_at_measured_peak', float('nan')):.3f} ms/face at "
+              f"{floor.get('measured_fp16_tflops', float('nan')):.0f} TFLOP/s "
+              f"({floor['gflop_per_face']:.0f} GFLOP/face)")
+    print("\ngoals:")
+    for name, value in report.get("goals", {}).items():
+        print(f"  {name}: {value}")
 
 
 if __name__ == "__main__":

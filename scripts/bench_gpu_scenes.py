@@ -1,10 +1,10 @@
-"""Synthetic frames for the GPU benchmark: real face photos composited into 1080p pictures.
+"""Pictures for the GPU benchmark: real face photos composited into 1080p frames.
 
 :func:`load_photos` reads a folder of photos (or, where the packages are installed, the
 photos that ship inside scikit-image and insightface). :func:`find_faces` runs the torch
-BlazeFace on tiles of each photo. :func:`build_scene` cuts square regions around faces, scales
-them into cells of a smooth synthetic background and records where each face went, as ROIs
-for the face mesh (MediaPipe's detection-to-ROI rule) so tracking starts on the first tick.
+BlazeFace on tiles of each photo. :func:`build_scene` cuts square regions around faces and
+scales them into cells of a smooth synthetic background; ``livecam run`` then reads the scene
+as an ``image:`` input, like a camera that always shows the same people.
 """
 
 from __future__ import annotations
@@ -27,13 +27,11 @@ class FaceInPhoto:
 
 @dataclass(frozen=True)
 class Scene:
-    """Frames (variants for the slots: each (B, H, W, 3) uint8 BGR), ROIs (F, 4) as
-    (cx, cy, size, rotation) and the frame of each face (F,)."""
+    """One frame (H, W, 3) uint8 BGR with ``n_faces`` faces at ``boxes_xyxy`` (F, 4) px."""
 
     n_faces: int
-    frames_bgr: list[np.ndarray]
-    rois: np.ndarray
-    face_frame_index: np.ndarray
+    frame_bgr: np.ndarray
+    boxes_xyxy: np.ndarray
 
 
 def load_photos(folder: Path | None) -> list[np.ndarray]:
@@ -137,18 +135,14 @@ def _cells(n_faces: int, height: int, width: int) -> list[tuple[int, int, int]]:
 
 
 def build_scene(faces: list[FaceInPhoto], n_faces: int, height: int, width: int, *,
-                variants: int = 2, seed: int = 0) -> Scene:
-    """A one-frame scene with ``n_faces`` faces (photos reused round-robin); ``variants``
-    copies shifted by 2 px each, so consecutive ticks see slightly different frames."""
+                seed: int = 0) -> Scene:
+    """A frame with ``n_faces`` faces (photos reused round-robin) in a grid of cells."""
     import cv2
-    import torch
-
-    from livecam.analysis.gpu.facemesh import rois_from_detections
 
     if not faces:
         raise SystemExit("no face found in the photos: give photos with a visible face")
     base = _background(height, width, seed)
-    boxes, kps = [], []
+    boxes = []
     for i, (x, y, side) in enumerate(_cells(n_faces, height, width)):
         face = faces[i % len(faces)]
         bx1, by1, bx2, by2 = face.box_xyxy
@@ -161,20 +155,5 @@ def build_scene(faces: list[FaceInPhoto], n_faces: int, height: int, width: int,
         cell = cv2.warpAffine(face.photo, m, (width, height), flags=cv2.INTER_LINEAR,
                               borderMode=cv2.BORDER_REFLECT)
         base[y:y + side, x:x + side] = cell[y:y + side, x:x + side]
-        boxes.append(face.box_xyxy.reshape(2, 2) * scale + m[:, 2])
-        kps.append(face.keypoints_xy * scale + m[:, 2])
-    rois = rois_from_detections(torch.from_numpy(np.stack(boxes).reshape(-1, 4)).float(),
-                                torch.from_numpy(np.stack(kps)).float())
-    roi_rows = torch.cat((rois.center_xy_px, rois.size_px[:, None], rois.rotation_rad[:, None]),
-                         dim=1).numpy().astype(np.float32)
-    frames = [np.roll(base, shift=(2 * v, 2 * v), axis=(0, 1))[None] for v in range(variants)]
-    return Scene(n_faces, frames, roi_rows, np.zeros(n_faces, np.int64))
-
-
-def tile_streams(scene: Scene, n_streams: int) -> Scene:
-    """``n_streams`` copies of a one-frame scene, as one tick of ``n_streams`` streams."""
-    frames = [np.ascontiguousarray(np.broadcast_to(f, (n_streams, *f.shape[1:])))
-              for f in scene.frames_bgr]
-    rois = np.tile(scene.rois, (n_streams, 1))
-    index = np.repeat(np.arange(n_streams, dtype=np.int64), scene.n_faces)
-    return Scene(scene.n_faces * n_streams, frames, rois, index)
+        boxes.append((face.box_xyxy.reshape(2, 2) * scale + m[:, 2]).reshape(4))
+    return Scene(n_faces, base, np.asarray(boxes, np.float32))

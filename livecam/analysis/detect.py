@@ -149,7 +149,7 @@ class BlazeFaceDetector:
                 inner = (x0 > 0, y0 > 0, x1 < w, y1 < h)
                 found += _run(self._full, np.ascontiguousarray(rgb[y0:y1, x0:x1]), x0, y0,
                               x1 - x0, y1 - y0, inner_edges=inner)
-        return SearchResult(_merge(found, self.max_faces),
+        return SearchResult(merge_detections(found, self.max_faces),
                             np.array(searched, np.float32).reshape(-1, 4))
 
 
@@ -201,8 +201,11 @@ def _run(runner: Any, rgb: np.ndarray, x0: int, y0: int, w: int, h: int,
     return out
 
 
-def _merge(found: list[tuple[np.ndarray, float, np.ndarray]], max_faces: int) -> Faces:
-    """Greedy suppression by overlap over the smaller box, best score first."""
+def merge_detections(found: list[tuple[np.ndarray, float, np.ndarray]],
+                     max_faces: int) -> Faces:
+    """(box, score, keypoints) detections as :class:`Faces`, at most ``max_faces``: greedy
+    suppression by overlap over the smaller box, best score first (tiles, and the two models
+    of ``auto``, see the same face)."""
     found = sorted(found, key=lambda item: -item[1])
     kept: list[tuple[np.ndarray, float, np.ndarray]] = []
     for box, score, kps in found:

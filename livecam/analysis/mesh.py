@@ -182,7 +182,7 @@ def _crop(image_bgr: ImageBGR, roi: Roi) -> tuple[np.ndarray, int, int] | None:
 
 _INPUT_PX = 192
 # FaceLandmarkCpu drops a face whose presence score (sigmoid of the flag output) is below this.
-_MIN_PRESENCE = 0.5
+MIN_PRESENCE = 0.5
 
 
 class _DirectMesh:
@@ -213,7 +213,7 @@ class _DirectMesh:
         self._net.set_tensor(self._input, rgb[None])
         self._net.invoke()
         flag = float(self._net.get_tensor(self._flag_out).reshape(-1)[0])
-        if 1.0 / (1.0 + math.exp(-flag)) < _MIN_PRESENCE:
+        if 1.0 / (1.0 + math.exp(-flag)) < MIN_PRESENCE:
             return None
         points = self._net.get_tensor(self._landmarks_out).reshape(468, 3) / np.float32(_INPUT_PX)
         x, y = points[:, 0] - 0.5, points[:, 1] - 0.5

@@ -41,7 +41,7 @@ class EngineConfig:
     compiled_batch_sizes: tuple[int, ...] = knob((), "Batch sizes compiled by `livecam engines "
                                                  "build` (one package each; other batches run "
                                                  "padded to the next). Empty = 1, 2, 4, ... up "
-                                                 "to gpu.max_faces on the GPU pipeline, "
+                                                 "to analysis.max_faces on the GPU swap, "
                                                  "max_batch on the CPU path.")
     cache_dir: str = knob("", "Built TensorRT engines, compiled torch generators and the "
                           "timing cache; empty = the user cache dir (e.g. "

@@ -114,3 +114,9 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
+    streams: tuple[dict[str, str], ...] = knob(
+        (), "Several input → output pairs in one process, for `livecam run` and `livecam "
+        "daemon` without --input/--output: a list of {input: SPEC, output: SPEC} (the specs "
+        "of --input and --output). Each stream has its own capture, output, status and "
+        "controls (`livecam ctl --stream K`); on a CUDA GPU the faces of every stream are "
+        "swapped in one generator call. Empty = one stream from --input/--output.")

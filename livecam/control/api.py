@@ -20,6 +20,13 @@ token. Endpoints::
     POST /api/delay {"ms": MS}      A/V delay, 0-2000 ms
     POST /api/reload   /api/snapshot   /api/quit
 
+Several streams in one process (``livecam run`` with several ``--input``/``--output`` pairs):
+every endpoint takes ``?stream=K`` (0-based) to act on or report one stream; without it, a
+command goes to every stream, ``/api/status`` and ``/api/events`` report stream 0 with a
+``streams`` list of every stream's summary, ``/api/preview.jpg`` shows stream 0, and
+``/metrics`` labels every sample with its ``stream`` (one stream: no label). An unknown stream
+is 400.
+
 Bodies are empty or a JSON object with exactly the fields above (see
 :mod:`livecam.control.requests`); anything else is 400. Every error is JSON
 ``{"error": "..."}``: 400 bad body, 401 token, 404 unknown endpoint or identity, 405 wrong
@@ -40,13 +47,15 @@ import importlib.resources
 import json
 import logging
 import queue
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from livecam.config.control import ControlConfig
 from livecam.control.auth import load_or_create_token, token_matches
@@ -93,8 +102,28 @@ def _error(status: HTTPStatus, message: str, *, close: bool = False,
     return response
 
 
+class _StreamLabels(Collector):
+    """Every stream's metrics in one exposition, each sample labelled with its stream."""
+
+    def __init__(self, registries: Sequence[CollectorRegistry]) -> None:
+        self._registries = registries
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        for k, registry in enumerate(self._registries):
+            for family in registry.collect():
+                out = merged.get(family.name)
+                if out is None:
+                    out = merged[family.name] = Metric(family.name, family.documentation,
+                                                       family.type, family.unit)
+                out.samples.extend(s._replace(labels={**s.labels, "stream": str(k)})
+                                   for s in family.samples)
+        yield from merged.values()
+
+
 class ControlServer:
-    """Serves the API for ``target`` on ``config.api_address`` in a background thread.
+    """Serves the API for ``targets`` (one per stream) on ``config.api_address`` in a
+    background thread.
 
     ``start`` reads or creates the token in ``token_file`` and binds (raising
     :class:`ConfigError` when the address is taken) and returns; ``stop`` returns within
@@ -105,11 +134,14 @@ class ControlServer:
     thumbnails) runs in the loop's worker threads.
     """
 
-    def __init__(self, *, target: ControlTarget, catalog: IdentityCatalog, token_file: Path,
-                 config: ControlConfig, snapshot_dir: Path, required: bool = True,
-                 limits: Limits | None = None) -> None:
+    def __init__(self, *, targets: Sequence[ControlTarget], catalog: IdentityCatalog,
+                 token_file: Path, config: ControlConfig, snapshot_dir: Path,
+                 required: bool = True, limits: Limits | None = None) -> None:
+        if not targets:
+            raise ValueError("the control API needs at least one stream to serve")
         self._required = required
-        self._target = target
+        self._targets = list(targets)
+        self._target = self._targets[0]  # stream 0: the identities, the default reports
         self._catalog = catalog
         self._token_file = token_file
         self._token = ""
@@ -117,12 +149,18 @@ class ControlServer:
         self._config = config
         self._limits = limits or Limits()
         self._snapshot_dir = snapshot_dir
-        self._reporter = StatusReporter(target, extra={"preview_fps": config.preview_fps})
-        self._collector = StateCollector(target)
+        self._reporters = [StatusReporter(t, extra={"preview_fps": config.preview_fps})
+                           for t in self._targets]
+        self._collectors = [StateCollector(t) for t in self._targets]
+        self._merged: CollectorRegistry | None = None
+        if len(self._targets) > 1:
+            self._merged = CollectorRegistry(auto_describe=False)
+            self._merged.register(_StreamLabels([t.metrics.registry for t in self._targets]))
         self._hosts = HostCheck(self._address[0])
         self._http: HttpServer | None = None
         self._streams = 0
-        self._preview: tuple[int, bytes] | None = None  # (frames_sent, JPEG) last encoded
+        # per stream: (frames_sent, JPEG) last encoded
+        self._preview: dict[int, tuple[int, bytes]] = {}
 
     @property
     def url(self) -> str:
@@ -134,7 +172,8 @@ class ControlServer:
 
     @property
     def reporter(self) -> StatusReporter:
-        return self._reporter
+        """Stream 0's status reporter."""
+        return self._reporters[0]
 
     def start(self) -> None:
         """Read (or create) the token file, bind and serve in a background thread."""
@@ -153,7 +192,8 @@ class ControlServer:
                 raise ConfigError(message) from None
             log.warning("%s; running without the control API", message)
             return
-        self._target.metrics.registry.register(self._collector)
+        for target, collector in zip(self._targets, self._collectors, strict=True):
+            target.metrics.registry.register(collector)
         self._http = HttpServer(self._make_app, sock, self._limits)
         self._http.start()
         log.info("control API on %s (panel: %s/panel?token=... ; `livecam ctl panel-url` "
@@ -163,8 +203,9 @@ class ControlServer:
         """Stop serving and end event streams. Idempotent; any thread except a handler's."""
         if self._http is not None:
             self._http.stop()
-            with contextlib.suppress(KeyError):  # stop twice
-                self._target.metrics.registry.unregister(self._collector)
+            for target, collector in zip(self._targets, self._collectors, strict=True):
+                with contextlib.suppress(KeyError):  # stop twice
+                    target.metrics.registry.unregister(collector)
 
     # -- the application (everything below runs on the server's event-loop thread) -------
 
@@ -222,12 +263,38 @@ class ControlServer:
         return web.Response(body=html, content_type="text/html", charset="utf-8",
                             headers={"Cache-Control": "no-store"})
 
+    def _stream(self, request: web.Request) -> int | None:
+        """The ``?stream=K`` of the request (None: not given); 400 for an unknown one."""
+        text = request.query.get("stream")
+        if text is None:
+            return None
+        n = len(self._targets)
+        if not text.isdigit() or int(text) >= n:
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"stream must be a whole number from "
+                               f"0 to {n - 1} (this livecam runs {n} stream(s))")
+        return int(text)
+
+    def _status_doc(self, stream: int | None) -> dict[str, Any]:
+        """One stream's document (stream 0 when None), with every stream's summary."""
+        docs = [r.status() for r in self._reporters]
+        doc = dict(docs[stream or 0])
+        doc["streams"] = [_brief(d) for d in docs]
+        return doc
+
+    def _generation(self, stream: int | None) -> tuple[int, ...]:
+        targets = self._targets if stream is None else [self._targets[stream]]
+        return tuple(t.state.generation for t in targets)
+
     async def _status(self, request: web.Request) -> web.Response:
-        return _json(self._reporter.status())
+        return _json(self._status_doc(self._stream(request)))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = encode(self._target.metrics.registry)
+        stream = self._stream(request)
+        if stream is None and self._merged is not None:
+            body = encode(self._merged)
+        else:
+            body = encode(self._targets[stream or 0].metrics.registry)
         return web.Response(body=body, headers={"Content-Type": content_type,
                                                 "Cache-Control": "no-store"})
 
@@ -246,44 +313,47 @@ class ControlServer:
         return _jpeg(data)
 
     async def _preview_jpeg(self, request: web.Request) -> web.Response:
-        last = self._target.live.last()
+        stream = self._stream(request) or 0
+        last = self._targets[stream].live.last()
         if last is None or self._config.preview_width_px == 0:
             raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "no frame sent yet")
-        cached = self._preview
+        cached = self._preview.get(stream)
         if cached is None or cached[0] != last.frames_sent:
             # encoded once per frame however many panels ask, off the event loop
             cached = (last.frames_sent, await asyncio.to_thread(
                 _encode_preview, last.image_bgr, self._config.preview_width_px))
-            self._preview = cached
+            self._preview[stream] = cached
         return _jpeg(cached[1])
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         if self._streams >= _MAX_EVENT_STREAMS:
             raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, f"at most {_MAX_EVENT_STREAMS} "
                                "event streams at once")
+        stream = self._stream(request)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-store"})
         response.force_close()
         self._streams += 1
         try:
             await response.prepare(request)
-            await self._stream_status(response)
+            await self._stream_status(response, stream)
         except (ConnectionError, TimeoutError):
             pass  # the client went away or stopped reading
         finally:
             self._streams -= 1
         return response
 
-    async def _stream_status(self, response: web.StreamResponse) -> None:
+    async def _stream_status(self, response: web.StreamResponse, stream: int | None) -> None:
         interval_s = self._config.status_push_interval_s
         loop = asyncio.get_running_loop()
-        last_push, last_generation = 0.0, -1
+        last_push = 0.0
+        last_generation: tuple[int, ...] = ()
         http = self._http
         while http is not None and not http.stopping:
-            generation = self._target.state.generation
+            generation = self._generation(stream)
             now = loop.time()
             if generation != last_generation or now - last_push >= interval_s:
-                data = json.dumps(self._reporter.status())
+                data = json.dumps(self._status_doc(stream))
                 async with asyncio.timeout(_WRITE_TIMEOUT_S):
                     await response.write(f"event: status\ndata: {data}\n\n".encode())
                 last_push, last_generation = now, generation
@@ -291,11 +361,15 @@ class ControlServer:
 
     async def _command(self, request: web.Request) -> web.Response:
         verb = request.path.removeprefix("/api/")
+        stream = self._stream(request)
         body = parse_body(await self._read_body(request))
+        target = self._targets[stream or 0]
         command = build_command(
-            verb, body, names=self._target.state.identities,
+            verb, body, names=target.state.identities,
             snapshot_path=lambda: str(new_snapshot_path(self._snapshot_dir)))
-        reply = await self._apply(command)
+        commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in self._targets])
+                                  if stream is None else target.commands)
+        reply = await self._apply(command, commands, target)
         if isinstance(command, cmd.SaveSnapshot):
             reply["path"] = command.path
         return _json(reply)
@@ -315,10 +389,12 @@ class ControlServer:
             raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                f"request body over {limit // 1024} KiB") from None
 
-    async def _apply(self, command: cmd.Command) -> dict[str, Any]:
-        """Queue ``command`` and wait (without a thread) until the pipeline applied it."""
+    async def _apply(self, command: cmd.Command, commands: cmd.Commands,
+                     target: ControlTarget) -> dict[str, Any]:
+        """Queue ``command`` and wait (without a thread) until the pipeline(s) applied it;
+        the reply shows ``target``'s state."""
         try:
-            ticket = self._target.commands.put(command, timeout_s=0)
+            ticket = commands.put(command, timeout_s=0)
         except queue.Full:
             raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "the pipeline is not taking "
                                "commands (queue full); try again") from None
@@ -333,11 +409,21 @@ class ControlServer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(applied, _APPLY_TIMEOUT_S)
         done = applied.done()
-        state = ticket.state if done and ticket.state is not None else self._target.state
+        state = ticket.state if done and ticket.state is not None else target.state
         return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
                 "first_frame_index": ticket.first_frame_index,
                 "state": state_dict(state),
-                "delay_ms": self._target.describe().get("delay_ms", 0.0)}
+                "delay_ms": target.describe().get("delay_ms", 0.0)}
+
+
+def _brief(doc: dict[str, Any]) -> dict[str, Any]:
+    """One line of the ``streams`` list: what the panel shows per stream."""
+    return {"stream": doc.get("stream", 0), "input": doc.get("input"),
+            "output": doc.get("output"), "fps_in": doc.get("fps_in"),
+            "fps_out": doc.get("fps_out"), "latency_ms": doc.get("latency_ms"),
+            "overloaded": doc.get("overload", {}).get("active", False),
+            "active_identity": doc.get("active_identity"), "bypass": doc.get("bypass"),
+            "tracks": len(doc.get("tracks", ())), "in_flight": doc.get("in_flight", 0)}
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

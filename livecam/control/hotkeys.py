@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from livecam.control.keymap import CommandFactory, PressLedger, fires_while_typing
-from livecam.core.commands import CommandQueue
+from livecam.core.commands import Commands
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class HotkeySource:
     preview window's keys, makes a press that both see act once.
     """
 
-    def __init__(self, keymap: dict[str, CommandFactory], commands: CommandQueue, *,
+    def __init__(self, keymap: dict[str, CommandFactory], commands: Commands, *,
                  presses: PressLedger | None = None) -> None:
         self._keymap = dict(keymap)
         self._commands = commands

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from livecam.config.control import ControlConfig
 from livecam.core import commands as cmd
-from livecam.core.commands import CommandQueue
+from livecam.core.commands import Commands
 from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class WindowKeys:
     Called on the window's GUI thread; it only queues commands.
     """
 
-    def __init__(self, keymap: dict[str, CommandFactory], commands: CommandQueue, *,
+    def __init__(self, keymap: dict[str, CommandFactory], commands: Commands, *,
                  presses: PressLedger | None = None) -> None:
         self._by_code: dict[int, tuple[str, CommandFactory]] = {}
         for binding, factory in keymap.items():

@@ -52,7 +52,8 @@ class ControlTarget(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Facts of the run: ``backend``, ``stages``, ``input``, ``output``, ``width``,
-        ``height``, ``fps``, ``delay_ms`` (the A/V delay in force)."""
+        ``height``, ``fps``, ``delay_ms`` (the A/V delay in force), ``stream`` (its index
+        among the streams of the process), ``in_flight`` (frames in the GPU ring)."""
         ...
 
 

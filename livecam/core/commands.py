@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
@@ -256,6 +256,13 @@ class Ticket:
         return self._event.wait(timeout_s)
 
 
+class Commands(Protocol):
+    """Where control sources put commands: one stream's :class:`CommandQueue`, or every
+    stream's (:class:`CommandFanOut`). Any thread may call ``put``."""
+
+    def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket: ...
+
+
 class CommandQueue:
     """Thread-safe FIFO of commands; any thread may ``put``, the pipeline thread drains it."""
 
@@ -277,3 +284,39 @@ class CommandQueue:
                 out.append(self._queue.get_nowait())
             except queue.Empty:
                 return out
+
+
+class CommandFanOut:
+    """The commands of several streams in one process, as one queue: ``put`` queues the
+    command on every stream's :class:`CommandQueue` (hotkeys, SIGHUP, and the control API
+    without a stream act on all of them). Any thread may ``put``."""
+
+    def __init__(self, queues: Sequence[CommandQueue]) -> None:
+        if not queues:
+            raise ValueError("a command fan-out needs at least one queue")
+        self.queues = tuple(queues)
+
+    def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket:
+        """Queue ``command`` on every stream; the ticket resolves once every stream applied
+        it, with the first stream's state and frame count. Raises ``queue.Full`` as
+        :meth:`CommandQueue.put` does (streams queued before it keep the command)."""
+        tickets = [q.put(command, timeout_s=timeout_s) for q in self.queues]
+        if len(tickets) == 1:
+            return tickets[0]
+        joint = Ticket()
+        left = [len(tickets)]
+        lock = threading.Lock()
+
+        def one_done() -> None:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                first = tickets[0]
+                assert first.state is not None
+                joint.resolve(first.state, frames_sent=first.frames_sent,
+                              first_frame_index=first.first_frame_index)
+
+        for ticket in tickets:
+            ticket.add_done_callback(one_done)
+        return joint

@@ -1,9 +1,14 @@
-"""The stage protocol: a small object with one verb, ``process``.
+"""The stage protocols: a small object with one verb, ``process`` (or ``submit``/``collect``).
 
 A stage is constructed cheaply (config and dependencies only), does heavy work in ``open()``
 (loading models, allocating buffers) and frees it in an idempotent ``close()``. It is a context
 manager. Only the pipeline thread calls ``process``; it must not modify its input packet (return
 a new one with ``packet.with_fields(...)``).
+
+An :class:`AsyncStage` finishes its work after ``submit`` returns (the GPU pipeline keeps
+several frames in flight in a ring of slots); the runtime collects the results in order on a
+thread of its own. A stage that can do slow set-up for a frame size before the first frame
+(capturing CUDA graphs) offers :class:`Prepares`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,50 @@ class Stage(Protocol):
     def close(self) -> None: ...
 
     def process(self, packet: Packet) -> Packet: ...
+
+
+@runtime_checkable
+class AsyncStage(Protocol):
+    """A last step whose work finishes later, with up to ``capacity`` packets in flight.
+
+    Contract (the runtime's scheduler keeps it): ``submit`` is called by one thread (the
+    pipeline thread, or the last stage worker) only while fewer than ``capacity`` packets are
+    in flight; it may raise (then nothing was queued for that packet). ``collect`` is called by
+    one other thread (the runtime's collector): it returns the result of the *oldest* packet
+    submitted and not yet collected, waiting up to ``timeout_s`` (None when not ready), or
+    raises the error that packet's work ended in (that packet then counts as collected). So
+    every submitted packet comes back exactly once, in submit order. ``close`` is called after
+    both threads have stopped.
+    """
+
+    name: str
+
+    @property
+    def capacity(self) -> int:
+        """Most packets in flight at once (>= 1)."""
+        ...
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def submit(self, packet: Packet) -> None: ...
+
+    def collect(self, timeout_s: float) -> Packet | None: ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A stage with slow set-up per frame size (CUDA-graph capture). The runtime calls
+    ``prepare`` once, after ``open`` and before the output starts, with the source's frame
+    size, from the thread that starts the run; the stage logs its progress. A frame of another
+    size later is prepared on the frame's path (and logged)."""
+
+    def prepare(self, width_px: int, height_px: int) -> None: ...
+
+
+#: What a pipeline's stage list holds: synchronous stages, the last one maybe asynchronous.
+AnyStage = Stage | AsyncStage
 
 
 class StageBase(Lifecycle):

@@ -24,7 +24,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from livecam.config import Config
-from livecam.core.errors import LivecamError
+from livecam.core.errors import LivecamError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -131,13 +131,22 @@ class DeviceLock:
         self.release()
 
 
-def lock_for_run(config: Config, input_spec: str, output_spec: str) -> DeviceLock:
-    """The (not yet acquired) lock of the devices of a ``run``/``daemon``, in
-    ``control.lock_dir`` or the default lock dir."""
+def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
+    """The (not yet acquired) lock of the devices of a ``run``/``daemon`` with these
+    ``(input, output)`` streams, in ``control.lock_dir`` or the default lock dir. Raises
+    :class:`UsageError` when two streams name one camera, virtual camera or output file."""
     configured = config.control.lock_dir
     lock_dir = Path(configured).expanduser() if configured else default_lock_dir()
-    return DeviceLock(device_keys(input_spec, output_spec, output_device=config.output.device,
-                                  output_backend=config.output.backend), lock_dir)
+    keys: list[tuple[str, str]] = []
+    for input_spec, output_spec in pairs:
+        for key, label in device_keys(input_spec, output_spec,
+                                      output_device=config.output.device,
+                                      output_backend=config.output.backend):
+            if any(key == k for k, _ in keys):
+                raise UsageError(f"{label} is named by two streams: each stream needs its own "
+                                 "camera, virtual camera and output file")
+            keys.append((key, label))
+    return DeviceLock(keys, lock_dir)
 
 
 def _holder(pid_path: Path) -> str:

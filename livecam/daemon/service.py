@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
 
-from livecam.app import App
+from livecam.app import App, StreamSet
 from livecam.core.commands import Reload
 
 log = logging.getLogger(__name__)
@@ -36,15 +36,16 @@ class _StopWhileStarting(BaseException):
     opened, instead of finishing first."""
 
 
-def serve(build: Callable[[], App], *, stop_timeout_s: float = 0.7) -> str:
-    """Build and start an app with ``build`` and run it until a stop signal or its end;
-    returns why it stopped (``"SIGTERM"``, ``"SIGINT"``, ``"finished"``). A stop signal while
-    it is still starting ends the start at once. Main thread only (it installs handlers)."""
+def serve(build: Callable[[], App | StreamSet], *, stop_timeout_s: float = 0.7) -> str:
+    """Build and start an app (or a set of streams) with ``build`` and run it until a stop
+    signal or its end; returns why it stopped (``"SIGTERM"``, ``"SIGINT"``, ``"finished"``).
+    A stop signal while it is still starting ends the start at once. Main thread only (it
+    installs handlers)."""
     stop_reason: list[str] = []
     stop = threading.Event()
     t_signal_ns: list[int] = []
     starting = [True]
-    app: App | None = None
+    app: App | StreamSet | None = None
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
         t_signal_ns.append(time.perf_counter_ns())

@@ -1,20 +1,25 @@
 """The naive GPU baseline the benchmark compares against: eager fp32, synchronous, one face at
 a time.
 
-It runs the same networks and the same swap maths as :class:`FrameProgram`, the way a simple
-port would: a blocking upload from pageable memory, every module eagerly in float32, one
-generator call per face with a host sync after each, a blocking download. No streams, no
-pinned memory, no graphs, no batching. Build it with fp32 modules and an fp32 engine opened
-with ``cuda_graphs=False, channels_last=False``. One thread.
+It does the per-frame work of ``livecam run`` on the GPU (find the faces, their face mesh, the
+swap) with the same networks and the same swap maths, the way a simple port would: a blocking
+upload from pageable memory, BlazeFace on the whole frame, the face mesh on each detection's
+region, then per face the alignment, one generator call and the paste-back with a host sync
+after each step, and a blocking download. No streams, no pinned memory, no graphs, no
+batching, no tracking (every frame is detected). Build it from fp32 modules and an fp32 engine
+opened with ``cuda_graphs=False, channels_last=False``. One thread.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
-from livecam.analysis.gpu.facemesh import FaceRois, rois_from_landmarks
-from livecam.gpupipe.program import PRESENCE_THRESHOLD, FrameProgram
+from livecam.analysis.gpu.facemesh import rois_from_detections
+from livecam.swap.gpu.align import FivePointFromMesh
+from livecam.swap.gpu.neural import GpuInswapper
 
 
 def _sync(device: torch.device) -> None:
@@ -23,37 +28,44 @@ def _sync(device: torch.device) -> None:
 
 
 class NaiveBaseline:
-    """``process`` one frame: (H, W, 3) uint8 BGR, ROIs (n, 4) and latents (n, 512) in;
-    the swapped frame and the next ROIs out (host arrays)."""
+    """``process`` one frame: (H, W, 3) uint8 BGR and one latent (512,) per face in, the
+    swapped frame out (a host array). ``detector``/``landmarker``: the torch BlazeFace and
+    face mesh (fp32) on ``swapper``'s device; ``swapper``: an open :class:`GpuInswapper` on an
+    eager fp32 engine."""
 
-    def __init__(self, program: FrameProgram) -> None:
-        self.program = program
-        self.device = program.roi_state.device
+    def __init__(self, *, detector: Any, landmarker: Any, swapper: GpuInswapper,
+                 device: torch.device | str, presence_threshold: float) -> None:
+        self.detector = detector
+        self.landmarker = landmarker
+        self.swapper = swapper
+        self.device = torch.device(device)
+        self.presence_threshold = presence_threshold
+        self.five_point = FivePointFromMesh().to(self.device)
 
-    def process(self, frame_bgr: np.ndarray, rois: np.ndarray, latents: np.ndarray, *,
-                detect: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        prog, sw, dev = self.program, self.program.swapper, self.device
+    def process(self, frame_bgr: np.ndarray, latents: np.ndarray) -> tuple[np.ndarray, int]:
+        """The swapped frame and how many faces were swapped (at most ``len(latents)``)."""
+        sw, dev = self.swapper, self.device
         with torch.inference_mode():
             frames = torch.from_numpy(frame_bgr).to(dev)[None]  # blocking, pageable
-            if detect and prog.detector is not None:
-                det = prog.detector(frames)
-                det.valid.cpu()  # the host reads detections before going on
+            det = self.detector(frames)
+            valid = det.valid[0].cpu().numpy()  # the host reads detections before going on
+            rois = rois_from_detections(det.boxes_xyxy_px.float(), det.keypoints_xy_px.float())
             swapped = frames.clone()
-            next_rois = np.zeros_like(rois)
             zero = torch.zeros(1, dtype=torch.long, device=dev)
-            for i in range(len(rois)):
-                roi = torch.from_numpy(rois[i:i + 1]).to(dev)
-                mesh = prog.landmarker(frames, zero, FaceRois(roi[:, 0:2], roi[:, 2], roi[:, 3]))
-                present = float(mesh.presence[0]) >= PRESENCE_THRESHOLD  # host sync per face
-                follow = rois_from_landmarks(mesh.landmarks_px)
-                next_rois[i] = torch.cat((follow.center_xy_px[0], follow.size_px,
-                                          follow.rotation_rad)).cpu().numpy()
-                five = prog.five_point(mesh.landmarks_px)
+            done = 0
+            for j in np.flatnonzero(valid)[:len(latents)]:
+                roi = type(rois)(rois.center_xy_px[0, j:j + 1], rois.size_px[0, j:j + 1],
+                                 rois.rotation_rad[0, j:j + 1])
+                mesh = self.landmarker(frames, zero, roi)
+                if float(mesh.presence[0]) < self.presence_threshold:  # host sync per face
+                    continue
+                five = self.five_point(mesh.landmarks_px)
                 matrices, crops = sw.crops(frames, zero, five)
-                latent = torch.from_numpy(latents[i:i + 1]).to(dev)
+                latent = torch.from_numpy(latents[done:done + 1]).to(dev)
                 faces = sw.colour_match(sw.generate(sw.blob(crops), latent), crops)
                 _sync(dev)
-                valid = torch.tensor([present], device=dev)
-                sw.paste_(swapped, zero, faces, matrices, valid)
+                sw.paste_(swapped, zero, faces, matrices, torch.ones(1, dtype=torch.bool,
+                                                                      device=dev))
                 _sync(dev)
-            return swapped[0].cpu().numpy(), next_rois  # blocking download
+                done += 1
+            return swapped[0].cpu().numpy(), done  # blocking download

@@ -1,4 +1,4 @@
-"""Choosing and building the all-GPU stage for ``livecam run`` (see :mod:`.stage`)."""
+"""Choosing and building the GPU stages for ``livecam run`` (see :mod:`.stage`, :mod:`.hub`)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from livecam.engines.protocol import TensorSpec
-from livecam.gpupipe.stage import GpuSwapStage
 
 if TYPE_CHECKING:
     from livecam.config import Config
-    from livecam.core.stage import Stage
+    from livecam.core.stage import AnyStage
     from livecam.engines.torch_engine import TorchEngine
+    from livecam.gpupipe.hub import GpuSwapHub
     from livecam.identity.model import IdentitySource
     from livecam.swap.neural_models import NeuralModels
 
@@ -39,44 +39,69 @@ def gpu_pipeline_wanted(config: Config) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def build_gpu_stages(config: Config, identities: IdentitySource) -> list[Stage]:
-    """``[GpuSwapStage]`` for ``swap.mode: neural`` from the config (cheap; nothing opened).
+def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any = None,
+                     stream: int = 0) -> list[AnyStage]:
+    """The stages of one stream for ``swap.mode: neural`` on the GPU (cheap; nothing opened):
+    the analysis stage (the face follower of ``analysis``) and a
+    :class:`~livecam.gpupipe.stage.GpuSwapStage` on the GPU swap that ``shared``
+    (:class:`livecam.app.SharedStages`) holds for every stream of the process (None: a GPU
+    swap of its own, for one stream).
 
     The generator (``swap.model``) runs with the torch engine that
-    :meth:`NeuralModels.generator_engine` makes for the GPU pipeline (``engine.device``,
-    ``engine.torch_mode``: the packages ``livecam engines build`` compiled, else CUDA graphs;
-    fp32 on a CPU); ArcFace (the model's recognizer) runs on the configured engine backend,
-    once per identity photo, cached on disk as the CPU neural stage does. Both files are
-    verified in ``open()``: a missing or corrupt one raises :class:`ModelError` naming
-    ``livecam models fetch``. ``identities`` loads identities by name (the library, or an
-    ``IdentityCollection``).
+    :meth:`NeuralModels.gpu_generator` makes (``engine.device``, ``engine.torch_mode``: the
+    packages ``livecam engines build`` compiled, else CUDA graphs; fp32 on a CPU); ArcFace (the
+    model's recognizer) runs on the configured engine backend, once per identity photo, cached
+    on disk as the CPU neural stage does. Both files are verified when the first stream opens:
+    a missing or corrupt one raises :class:`ModelError` naming ``livecam models fetch``.
+    ``identities`` loads identities by name (the library, or an ``IdentityCollection``).
     """
-    from livecam.analysis import build_selector
+    from livecam.analysis import build_stages as build_analysis_stages
+    from livecam.gpupipe.stage import GpuSwapStage
+
+    key = ("gpu-swap", config.swap, config.engine, config.models, config.gpu,
+           config.analysis.max_faces, identities)
+    if shared is None:
+        hub = build_hub(config, identities, n_streams=1)
+    else:
+        hub = shared.get(key, lambda: build_hub(config, identities,
+                                                n_streams=shared.n_streams))
+    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
+    return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign)]
+
+
+def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> GpuSwapHub:
+    """The GPU swap for ``n_streams`` streams of ``config`` (not opened)."""
+    from livecam.gpupipe.hub import GpuSwapHub
+    from livecam.swap.neural import read_emap
     from livecam.swap.neural_models import NeuralModels
-    from livecam.track.settings import load_bytetrack_settings
 
     models = NeuralModels.from_config(config)
     # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that was the
     # fastest mode on the H200 (perf-notes, device run 4: 438 vs 418 fps)
     generator = _LazyGenerator(models, pipeline_graphs=config.gpu.cuda_graphs)
-    log.info("GPU pipeline: %s (torch, %s, engine.torch_mode %s) with %s", models.swapper.name,
-             models.gpu_device(), config.engine.torch_mode, models.recognizer.name)
-    stage = GpuSwapStage(
-        generator, models.swapper_path, models.embeddings(identities.load), gpu=config.gpu,
-        detect_every_n_frames=config.analysis.detect_every_n_frames,
-        tracker_settings=load_bytetrack_settings(config.analysis.tracker_file),
+    manifest = models.swapper
+    log.info("GPU swap: %s (torch, %s, engine.torch_mode %s) with %s, %d stream(s)",
+             manifest.name, models.gpu_device(), config.engine.torch_mode,
+             models.recognizer.name, n_streams)
+    return GpuSwapHub(
+        generator, emap=lambda: read_emap(models.swapper_path),
+        source_embedding=models.embeddings(identities.load), n_streams=n_streams,
+        max_faces=config.analysis.max_faces, slots=config.gpu.slots,
+        use_graphs=config.gpu.cuda_graphs, window_px=config.gpu.paste_window_px,
+        colour_blur_px=config.gpu.colour_blur_px,
+        model_options={"crop_px": manifest.crop_size_px or 128,
+                       "template": manifest.template or "arcface_128",
+                       "mean": manifest.mean, "std": manifest.std},
         require_models=models.require,
-        missing_log_interval_s=config.swap.missing_log_interval_s, assign=config.swap.assign,
-        selector=build_selector(config.analysis))
-    return [stage]
+        missing_log_interval_s=config.swap.missing_log_interval_s)
 
 
 class _LazyGenerator:
     """The generator engine, made in ``open`` (after the stage's ``require_models`` check, so
     a missing model is reported as such; making it verifies the file's sha256, which keys the
-    compiled packages) and then standing in for it: the stage and the GPU program use
-    ``device``, ``inputs``, ``outputs``, ``cuda_graphs`` and ``run_torch``. Only the
-    pipeline thread uses it."""
+    compiled packages) and then standing in for it: the hub and the GPU program use
+    ``device``, ``inputs``, ``outputs``, ``cuda_graphs`` and ``run_torch``. Only the thread
+    that launches ticks runs it."""
 
     def __init__(self, models: NeuralModels, *, pipeline_graphs: bool) -> None:
         self._models = models

@@ -1,21 +1,13 @@
-"""CUDA-graph capture of the frame program, per (slot, face-count bucket), and the order of
-its parts on the GPU.
+"""CUDA-graph capture of the swap program, per (slot, face-count bucket).
 
-A graph replays fixed device addresses, so each slot (its own buffers) and each face count (its
-own shapes) gets its own graphs; the detector gets one graph per slot. One tick runs as:
+A graph replays fixed device addresses, so each slot (its own buffers) and each face count
+(its own shapes) gets its own graphs. Modes, tried in order, falling back rather than failing
+(:attr:`GraphRunner.modes` says which ran and why):
 
-- the detector (ticks that ask) on the slot's *side stream*, beside everything below; the tick
-  joins it before its download;
-- the *analysis* graph (face mesh, next ROI), then the slot's ``computed`` event: the ROI state
-  chains from tick to tick, so tick k+1's analysis waits for that event of tick k and for
-  nothing else, and runs while tick k is still generating and pasting (small-kernel work from
-  one tick fills SMs that the other leaves idle);
-- the *swap* part (5 points, alignment, crops, generator, colour, paste-back), in one of the
-  modes below, tried in order, falling back rather than failing (:attr:`GraphRunner.modes`):
-
-1. ``graph``: one graph for the whole swap part. Needs an engine whose forward is capturable
-   inside someone else's graph (``cuda_graphs=False`` and no host reads); each (slot, bucket)
-   graph has its own memory pool, so two ticks' generators may run at the same time.
+1. ``graph``: one graph for the whole swap (alignment, crops, generator, colour, paste-back).
+   Needs an engine whose forward is capturable inside someone else's graph
+   (``cuda_graphs=False`` and no host reads); each (slot, bucket) graph has its own memory
+   pool, so two ticks' generators may run at the same time.
 2. ``segmented``: two graphs (alignment + crops; colour + paste-back) with the generator call
    between them, eager or replaying the engine's *own* CUDA graph
    (``TorchEngine(cuda_graphs=True)``; graphs cannot nest). That engine graph's buffers are
@@ -23,9 +15,9 @@ own shapes) gets its own graphs; the detector gets one graph per slot. One tick 
    its output is copied into a per-(slot, bucket) buffer the second graph reads.
 3. ``eager``: no graph (CPU, ``use_graphs=False``, or capture failed).
 
-Buckets: face counts round up to the next bucket (padding slots are invalid and only cost a
-little compute), so a handful of graphs cover every count up to ``max_faces``.
-Only the scheduler thread calls :meth:`GraphRunner.run`.
+Buckets: face counts round up to the next bucket (padding rows are invalid and only cost a
+little compute), so a handful of graphs cover every count up to the slot's ``max_faces``.
+Only the thread that launches ticks calls :meth:`GraphRunner.run` and :meth:`prepare`.
 """
 
 from __future__ import annotations
@@ -37,7 +29,7 @@ from typing import Any
 
 import torch
 
-from livecam.gpupipe.program import FrameProgram, Staged
+from livecam.gpupipe.program import Staged, SwapProgram
 from livecam.gpupipe.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -63,7 +55,7 @@ def bucket_for(n_faces: int, buckets: tuple[int, ...]) -> int:
 @dataclass
 class _Entry:
     mode: str
-    graphs: tuple[Any, ...] = ()  # graph: (analysis, swap); segmented: (analysis, crops, paste)
+    graphs: tuple[Any, ...] = ()  # graph: (swap,); segmented: (crops, paste)
     staged: Staged | None = None
     pred_static: torch.Tensor | None = None
     error: str = ""
@@ -71,81 +63,49 @@ class _Entry:
 
 @dataclass
 class GraphRunner:
-    """Runs a :class:`FrameProgram` on slots, replaying captured graphs where it can."""
+    """Runs a :class:`SwapProgram` on slots, replaying captured graphs where it can."""
 
-    program: FrameProgram
+    program: SwapProgram
     use_graphs: bool = True
     warmup_runs: int = 2
     _entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
-    _detectors: dict[int, _Entry] = field(default_factory=dict)
     _last_generated: Any = None  # event: the previous segmented generator call is done
 
     @property
     def modes(self) -> dict[str, str]:
-        """``"slot/bucket" -> mode`` and ``"slot/detect" -> mode`` (with the capture errors
-        that led there)."""
-        out = {f"{s}/{b}": e.mode + (f" ({e.error})" if e.error else "")
-               for (s, b), e in sorted(self._entries.items())}
-        out.update({f"{s}/detect": e.mode + (f" ({e.error})" if e.error else "")
-                    for s, e in sorted(self._detectors.items())})
-        return out
+        """``"slot/bucket" -> mode`` (with the capture errors that led there)."""
+        return {f"{s}/{b}": e.mode + (f" ({e.error})" if e.error else "")
+                for (s, b), e in sorted(self._entries.items())}
 
-    def prepare(self, slot: Slot, n_faces: int, detect: bool = True) -> str:
-        """Capture (or decide not to) for this slot and bucket, and the slot's detector when
-        ``detect``; returns the mode of the bucket."""
+    def prepare(self, slot: Slot, n_faces: int) -> str:
+        """Capture (or decide not to) for this slot and bucket; returns its mode."""
         key = (slot.index, n_faces)
-        with torch.inference_mode():
-            if detect and self.program.detector is not None and slot.index not in \
-                    self._detectors:
-                self._detectors[slot.index] = self._capture_detector(slot)
-            if key not in self._entries:
+        if key not in self._entries:
+            with torch.inference_mode():
                 self._entries[key] = self._capture(slot, n_faces)
         return self._entries[key].mode
 
-    def run(self, slot: Slot, n_faces: int, detect: bool = True) -> None:
-        """Queue the program for ``n_faces`` (a bucket) on the current stream (the slot's);
-        ``detect`` runs the detector this tick. Records ``slot.computed`` once the analysis
-        is queued. The caller orders this after the previous tick's ``computed``."""
-        self.prepare(slot, n_faces, detect)
+    def run(self, slot: Slot, n_faces: int) -> None:
+        """Queue the program for ``n_faces`` (a bucket) on the current stream (the slot's)."""
+        self.prepare(slot, n_faces)
         entry = self._entries[(slot.index, n_faces)]
         program = self.program
         with torch.inference_mode():
-            detector = self._detectors.get(slot.index) if detect else None
-            if detector is not None and slot.cuda:
-                slot.side_stream.wait_stream(torch.cuda.current_stream(slot.device))
-                with torch.cuda.stream(slot.side_stream):
-                    _replay_or(detector, lambda: program.detect(slot))
-                    slot.detected.record(slot.side_stream)
-            elif detect:
-                program.detect(slot)
+            if n_faces == 0:
+                return
             if entry.mode == "eager":
-                program.landmarks(slot, n_faces)
-                self._mark_computed(slot)
-                staged = program.prepare_swap(slot, n_faces)
-                if staged is not None:
-                    program.finish(slot, staged, self._generate(slot, staged))
-                    self._generated(slot)
-            elif n_faces == 0:
-                self._mark_computed(slot)
+                staged = program.prepare(slot, n_faces)
+                assert staged is not None
+                program.finish(slot, staged, self._generate(slot, staged))
+                self._generated(slot)
             elif entry.mode == "graph":
                 entry.graphs[0].replay()
-                self._mark_computed(slot)
-                entry.graphs[1].replay()
             else:
                 assert entry.staged is not None and entry.pred_static is not None
                 entry.graphs[0].replay()
-                self._mark_computed(slot)
-                entry.graphs[1].replay()
                 entry.pred_static.copy_(self._generate(slot, entry.staged))
                 self._generated(slot)
-                entry.graphs[2].replay()
-            if detector is not None and slot.cuda:
-                torch.cuda.current_stream(slot.device).wait_event(slot.detected)
-
-    @staticmethod
-    def _mark_computed(slot: Slot) -> None:
-        if slot.cuda:
-            slot.computed.record(torch.cuda.current_stream(slot.device))
+                entry.graphs[1].replay()
 
     def _generate(self, slot: Slot, staged: Staged) -> torch.Tensor:
         """The generator call, queued after the previous tick's generator output was consumed
@@ -163,25 +123,11 @@ class GraphRunner:
     def _engine_graphs(self) -> bool:
         return bool(getattr(self.program.swapper.engine, "cuda_graphs", False))
 
-    def _capture_detector(self, slot: Slot) -> _Entry:
-        if not (self.use_graphs and slot.cuda):
-            return _Entry("eager")
-        try:
-            graph = _capture(slot, lambda: self.program.detect(slot), self.warmup_runs)
-        except Exception as exc:  # capture refuses host syncs etc.: fall back, say why
-            torch.cuda.synchronize(slot.device)
-            error = f"graph: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-            log.warning("CUDA graph capture of the detector failed for slot %d: %s",
-                        slot.index, error)
-            return _Entry("eager", error=error)
-        return _Entry("graph", (graph,))
-
     def _capture(self, slot: Slot, n_faces: int) -> _Entry:
         if not (self.use_graphs and slot.cuda):
             return _Entry("eager")
         if n_faces == 0:
             return _Entry("graph")
-        saved = self.program.roi_state.clone()
         errors: list[str] = []
         modes = ("segmented",) if self._engine_graphs() else ("graph", "segmented")
         for mode in modes:
@@ -194,31 +140,22 @@ class GraphRunner:
                 log.warning("CUDA graph capture (%s) failed for slot %d, %d faces: %s",
                             mode, slot.index, n_faces, errors[-1])
                 continue
-            finally:
-                self.program.roi_state.copy_(saved)
             entry.error = "; ".join(errors)
             return entry
         return _Entry("eager", error="; ".join(errors))
 
     def _capture_whole(self, slot: Slot, n_faces: int) -> _Entry:
         program = self.program
-
-        def swap() -> None:
-            staged = program.prepare_swap(slot, n_faces)
-            assert staged is not None
-            program.finish(slot, staged, program.generate(staged))
-
-        analysis = _capture(slot, lambda: program.landmarks(slot, n_faces), self.warmup_runs)
-        return _Entry("graph", (analysis, _capture(slot, swap, self.warmup_runs)))
+        return _Entry("graph", (_capture(slot, lambda: program.run(slot, n_faces),
+                                         self.warmup_runs),))
 
     def _capture_segmented(self, slot: Slot, n_faces: int) -> _Entry:
         program = self.program
-        analysis = _capture(slot, lambda: program.landmarks(slot, n_faces), self.warmup_runs)
         holder: list[Staged] = []
 
         def crops() -> None:
             holder.clear()
-            staged = program.prepare_swap(slot, n_faces)
+            staged = program.prepare(slot, n_faces)
             assert staged is not None
             holder.append(staged)
 
@@ -234,14 +171,7 @@ class GraphRunner:
         torch.cuda.synchronize(slot.device)
         paste = _capture(slot, lambda: program.finish(slot, staged, pred_static),
                          self.warmup_runs)
-        return _Entry("segmented", (analysis, crops_graph, paste), staged, pred_static)
-
-
-def _replay_or(entry: _Entry, eager: Callable[[], None]) -> None:
-    if entry.mode == "graph":
-        entry.graphs[0].replay()
-    else:
-        eager()
+        return _Entry("segmented", (crops_graph, paste), staged, pred_static)
 
 
 def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:

@@ -1,21 +1,17 @@
-"""The GPU frame scheduler: overlaps upload/compute of tick k+1 with download/send of tick k.
+"""The GPU tick ring: overlaps upload/compute of tick k+1 with download of tick k.
 
-One *tick* is a group of frames (one per input stream) processed together. Each tick takes the
-next :class:`~livecam.gpupipe.slots.Slot` of a ring and queues, on that slot's stream:
-upload (pinned -> device), a wait for the previous tick's compute (the ROI state chains from
-tick to tick), the frame program (a CUDA graph replay where possible), download (device ->
-pinned) and an event. The host returns at once; while the GPU runs tick k+1 the host collects
-tick k. Only the analysis (the ROI state) is ordered between ticks, so tick k+1's detector,
-face mesh and alignment run on the GPU at the same time as tick k's generator and paste-back
-(see :mod:`livecam.gpupipe.graphs`). Usage, from one thread::
+Each tick takes the next :class:`~livecam.gpupipe.slots.Slot` of a ring and queues, on that
+slot's stream: upload (pinned -> device: the tick's frames and face rows), the swap program
+(a CUDA graph replay where possible), download (device -> pinned: the swapped frames, into
+the buffers the caller names, and the ``fits`` flags) and an event. :meth:`GpuScheduler.submit`
+returns at once; :meth:`GpuScheduler.collect` waits for the oldest tick. Ticks on different
+slots share no state, so they may run on the GPU at the same time (small-kernel work of one
+fills SMs the other leaves idle). Usage, from one thread at a time::
 
     with GpuScheduler(program, shape, device) as sched:
-        for frame in source:
-            if sched.ring_full:
-                send(sched.collect())       # oldest tick; its arrays are valid until reused
-            sched.submit(fill, n_faces)     # fill(slot) writes slot.frames_in_host etc.
-        while sched.in_flight:
-            send(sched.collect())
+        sched.warmup()                          # capture the graphs before the first frame
+        sched.submit(frames_in, frames_out, rows)
+        result = sched.collect()                # frames_out now hold the swapped frames
 
 No allocation happens per tick after the graphs are captured (:meth:`GpuScheduler.warmup`).
 """
@@ -24,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -32,69 +27,49 @@ from typing import Any
 import numpy as np
 import torch
 
-from livecam.core.types import Faces
 from livecam.gpupipe.graphs import GraphRunner, bucket_for, face_buckets
-from livecam.gpupipe.program import PRESENCE_THRESHOLD, FrameProgram
+from livecam.gpupipe.program import SwapProgram
 from livecam.gpupipe.slots import Slot, SlotRing, SlotShape
 
 
 @dataclass(frozen=True)
-class TickResult:
-    """One finished tick. Arrays are views of the slot's pinned host buffers, valid until the
-    scheduler submits to that slot again (``n_slots`` ticks later).
+class TickRows:
+    """The face rows of one tick (host arrays): ``frame_index`` (n,) int64 (the face's frame,
+    0 .. frames in the tick - 1), ``kps`` (n, 5, 2) float32 px in ArcFace order,
+    ``latents`` (n, D) float32, ``valid`` (n,) bool."""
 
-    ``frames_bgr`` (B, H, W, 3) uint8; ``frame_index`` (n,) int64, the frame of each face;
-    ``landmarks_px`` (n, 468, 3) float32; ``presence`` (n,);
-    ``fits`` (n,) bool; ``det_boxes_xyxy`` (B, D, 4), ``det_scores`` (B, D), ``det_valid``
-    (B, D), fresh when ``detected``; ``host_latency_ms`` from submit (upload queued) to
-    outputs in host memory as seen by the host; ``gpu_latency_ms`` the same span measured by
-    CUDA events (NaN on CPU).
-    """
+    frame_index: np.ndarray
+    kps: np.ndarray
+    latents: np.ndarray
+    valid: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.frame_index)
+
+
+@dataclass(frozen=True)
+class TickResult:
+    """One finished tick: ``fits`` (n,) bool per face row (its paste-back window held it; a
+    copy), ``host_latency_ms`` from submit to outputs in host memory as the host saw it,
+    ``gpu_latency_ms`` the same span by CUDA events (NaN on the CPU)."""
 
     tick: int
     slot: int
     n_faces: int
-    detected: bool
-    frames_bgr: np.ndarray
-    frame_index: np.ndarray
-    landmarks_px: np.ndarray
-    presence: np.ndarray
-    roi_next: np.ndarray
     fits: np.ndarray
-    det_boxes_xyxy: np.ndarray
-    det_scores: np.ndarray
-    det_valid: np.ndarray
     host_latency_ms: float
     gpu_latency_ms: float
 
 
-    def faces(self, frame: int = 0, *, min_presence: float = PRESENCE_THRESHOLD) -> Faces:
-        """The faces the mesh found in frame ``frame`` of this tick, as :class:`Faces` for the
-        host-side tracker: boxes around the landmarks, presence as score, keypoints in
-        BlazeFace order from the mesh, ``track_ids`` -1. Copies out of the slot's buffers."""
-        from livecam.analysis.landmarks import six_keypoints
-
-        keep = (self.frame_index == frame) & (self.presence >= min_presence)
-        lm = np.ascontiguousarray(self.landmarks_px[keep], dtype=np.float32)
-        if len(lm) == 0:
-            return Faces.empty()
-        xy = lm[..., :2]
-        boxes = np.concatenate([xy.min(axis=1), xy.max(axis=1)], axis=1)
-        return Faces(boxes_xyxy=boxes, scores=self.presence[keep].astype(np.float32),
-                     keypoints_xy=six_keypoints(xy), landmarks_xy=xy.copy(),
-                     landmarks_z=lm[..., 2].copy(),
-                     track_ids=np.full(len(lm), -1, np.int64))
-
-
 class GpuScheduler:
-    """Drives a :class:`FrameProgram` over a :class:`SlotRing` (see the module docstring).
+    """Drives a :class:`SwapProgram` over a :class:`SlotRing` (see the module docstring).
 
     Cheap to construct; :meth:`open` allocates the slots. ``use_graphs`` captures one CUDA
-    graph per (slot, bucket) (CUDA only). Only one thread uses a scheduler.
+    graph per (slot, bucket) (CUDA only). One thread at a time.
     """
 
-    def __init__(self, program: FrameProgram, shape: SlotShape, device: torch.device | str, *,
-                 n_slots: int = 2, use_graphs: bool = True) -> None:
+    def __init__(self, program: SwapProgram, shape: SlotShape, device: torch.device | str, *,
+                 n_slots: int = 3, use_graphs: bool = True) -> None:
         self.program = program
         self.shape = shape
         self.device = torch.device(device)
@@ -102,9 +77,10 @@ class GpuScheduler:
         self.runner = GraphRunner(program, use_graphs=use_graphs)
         self.buckets = face_buckets(shape.max_faces)
         self.ring: SlotRing | None = None
-        self._queue: collections.deque[tuple[Slot, int, bool]] = collections.deque()
-        self._last: Slot | None = None
+        self._queue: collections.deque[tuple[Slot, int]] = collections.deque()
         self._tick = 0
+        # padding rows align a benign square (never pasted: valid is False), not stale data
+        self._pad_kps = np.array([[0, 0], [64, 0], [32, 32], [0, 64], [64, 64]], np.float32)
 
     def open(self) -> None:
         if self.ring is None:
@@ -114,7 +90,6 @@ class GpuScheduler:
         while self._queue:
             self.collect()
         self.ring = None
-        self._last = None
 
     def __enter__(self) -> GpuScheduler:
         self.open()
@@ -132,64 +107,77 @@ class GpuScheduler:
     def ring_full(self) -> bool:
         return len(self._queue) >= self.n_slots
 
+    def oldest_slot(self) -> Slot:
+        """The slot of the oldest tick in flight (its ``wait`` blocks until it is done)."""
+        return self._queue[0][0]
+
+    def oldest_done(self) -> bool:
+        """Whether the oldest tick in flight has finished (False when none is)."""
+        if not self._queue:
+            return False
+        slot = self._queue[0][0]
+        return not slot.cuda or bool(slot.done.query())
+
     def warmup(self, face_counts: tuple[int, ...] | None = None,
-               detect: tuple[bool, ...] = (True, False)) -> dict[str, str]:
-        """Capture graphs for ``face_counts`` (default: every bucket) and the detection flags
-        on every slot now; returns the modes (see ``GraphRunner.modes``)."""
+               progress: object = None) -> dict[str, str]:
+        """Capture graphs for ``face_counts`` (default: every bucket) on every slot now;
+        returns the modes (see ``GraphRunner.modes``). ``progress(done, total)`` is called
+        after each capture (for the log)."""
         self.open()
         assert self.ring is not None
         counts = self.buckets if face_counts is None else tuple(
-            bucket_for(n, self.buckets) for n in face_counts)
-        for slot in self.ring.slots:
-            for n in counts:
-                for flag in detect:
-                    self.runner.prepare(slot, n, flag)
+            sorted({bucket_for(n, self.buckets) for n in face_counts}))
+        jobs = [(slot, n) for slot in self.ring.slots for n in counts]
+        for k, (slot, n) in enumerate(jobs, start=1):
+            self.runner.prepare(slot, n)
+            if callable(progress):
+                progress(k, len(jobs))
         return self.runner.modes
 
-    def submit(self, fill: Callable[[Slot], Any], n_faces: int, *, detect: bool = True) -> int:
-        """Queue one tick with ``n_faces`` face slots in use; returns its tick number.
-        ``detect`` runs the detector this tick (the app does it every few ticks; the detection
-        outputs of the slot keep older values otherwise, see ``TickResult.detected``).
-
-        ``fill(slot)`` writes the inputs into the slot's host buffers first
-        (``slot.frames_in_host``, ``slot.faces_host.*``; rows past ``n_faces`` are ignored).
-        Raises RuntimeError when the ring is full (collect first).
-        """
+    def submit(self, frames_in: list[torch.Tensor], frames_out: list[torch.Tensor],
+               rows: TickRows, ready: list[Any] | None = None) -> int:
+        """Queue one tick: frame k of ``frames_in`` ((H, W, 3) uint8: a host buffer, pinned on
+        CUDA, or a device tensor copied after the CUDA event ``ready[k]``) is swapped with the
+        ``rows`` whose ``frame_index`` is k and downloaded into ``frames_out[k]`` (host).
+        Returns the tick number. The input buffers must not be written and
+        the output buffers not read until :meth:`collect` returned this tick. Raises
+        RuntimeError when the ring is full (collect first), ValueError for too many frames or
+        faces."""
         self.open()
         assert self.ring is not None
         if self.ring_full:
             raise RuntimeError("every slot is in flight: collect() the oldest tick first")
-        bucket = bucket_for(n_faces, self.buckets)
+        n = len(rows)
+        if not 0 < len(frames_in) == len(frames_out) <= self.shape.n_frames:
+            raise ValueError(f"a tick takes 1 to {self.shape.n_frames} frames in and out, got "
+                             f"{len(frames_in)} and {len(frames_out)}")
+        bucket = bucket_for(n, self.buckets)  # raises past max_faces
         slot = self.ring.next()
-        fill(slot)
-        if bucket > n_faces:  # padding face slots: compute runs, paste is masked off
-            slot.faces_host.valid[n_faces:bucket] = False
+        fh = slot.faces_host
+        fh.frame_index.numpy()[:n] = rows.frame_index
+        fh.kps.numpy()[:n] = rows.kps
+        fh.latents.numpy()[:n] = rows.latents
+        fh.valid.numpy()[:n] = rows.valid
+        if bucket > n:  # padding rows: computed, never pasted
+            fh.frame_index.numpy()[n:bucket] = 0
+            fh.kps.numpy()[n:bucket] = self._pad_kps
+            fh.valid.numpy()[n:bucket] = False
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()
-        slot.upload()
+        slot.upload(frames_in, ready)
         with slot.on_stream():
-            if slot.cuda and self._last is not None:
-                # only the analysis chains (ROI state); the rest of the previous tick overlaps
-                slot.stream.wait_event(self._last.computed)
-            self.runner.run(slot, bucket, detect)  # records slot.computed after the analysis
-        slot.download()
-        self._queue.append((slot, n_faces, detect))
-        self._last = slot
+            self.runner.run(slot, bucket)
+        slot.download(frames_out)
+        self._queue.append((slot, n))
         self._tick += 1
         return slot.tick
 
     def collect(self) -> TickResult:
         """Wait for the oldest tick in flight and return it."""
-        slot, n, detected = self._queue.popleft()
+        slot, n = self._queue.popleft()
         slot.wait()
         t_ready = time.perf_counter_ns()
-        fh = slot.faces_host
-        return TickResult(
-            tick=slot.tick, slot=slot.index, n_faces=n, detected=detected,
-            frames_bgr=slot.frames_out_host.numpy(), frame_index=fh.frame_index[:n].numpy(),
-            landmarks_px=fh.landmarks[:n].numpy(), presence=fh.presence[:n].numpy(),
-            roi_next=fh.roi_next[:n].numpy(), fits=fh.fits[:n].numpy(),
-            det_boxes_xyxy=fh.det_boxes.numpy(), det_scores=fh.det_scores.numpy(),
-            det_valid=fh.det_valid.numpy(),
-            host_latency_ms=(t_ready - slot.t_submit_ns) / 1e6,
-            gpu_latency_ms=slot.gpu_time_ms())
+        return TickResult(tick=slot.tick, slot=slot.index, n_faces=n,
+                          fits=slot.faces_host.fits.numpy()[:n].copy(),
+                          host_latency_ms=(t_ready - slot.t_submit_ns) / 1e6,
+                          gpu_latency_ms=slot.gpu_time_ms())

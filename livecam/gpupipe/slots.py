@@ -1,44 +1,46 @@
-"""GPU slots: everything one in-flight tick (a group of frames) owns on the host and device.
+"""GPU slots: what one tick in flight owns on the device, and the per-face arrays both ways.
 
-A :class:`Slot` owns a CUDA stream, the events that mark its progress, pinned host buffers
-(frames in, frames out, small per-face arrays both ways) and the device buffers the frame
-program reads and writes, all sized once for ``n_frames`` frames of ``height x width`` and
-``max_faces`` face slots. Nothing is allocated per frame after :meth:`Slot.open`. A
-:class:`SlotRing` cycles through two or more slots so that tick k+1 is uploaded and computed on
-one stream while tick k is downloaded on another.
+A *tick* is one swap pass over up to ``n_frames`` frames (one per stream that had a frame
+ready) with up to ``max_faces`` faces among them. A :class:`Slot` owns a CUDA stream, the
+events that mark its progress, the device frames the swap reads and pastes into, and the
+small per-face arrays (pinned on the host, and on the device), all sized once. Frames travel
+between the device and each stream's own pinned buffers (:class:`FrameBuffers`), so a slot is
+free again as soon as its tick's download is done, whatever the streams' consumers do.
+Nothing is allocated per tick after :meth:`Slot.open`. A :class:`SlotRing` cycles through two
+or more slots so that tick k+1 uploads and computes while tick k downloads.
 
-On a CPU the same objects exist without streams, events or pinned memory, so the pipeline code
-is exercised by the CPU tests. Only the scheduler thread touches a slot.
+On a CPU the same objects exist without streams, events or pinned memory, so the pipeline
+code is exercised by the CPU tests. Only the thread that launches ticks (under the hub's
+lock) touches a slot.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
-
-LATENT_DIM = 512
-ROI_FIELDS = 4  # centre x, centre y, size, rotation (rad)
+KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 
 
 @dataclass(frozen=True)
 class SlotShape:
-    """Sizes every slot is allocated for: ``n_frames`` frames per tick (one per stream),
-    ``height_px`` x ``width_px`` BGR, ``max_faces`` face slots in total, ``max_detections``
-    detector outputs per frame."""
+    """Sizes every slot is allocated for: ``n_frames`` frames per tick, ``height_px`` x
+    ``width_px`` BGR, ``max_faces`` face rows per tick in all, ``latent_dim`` the generator's
+    source latent size (from its input spec)."""
 
     n_frames: int
     height_px: int
     width_px: int
     max_faces: int
-    max_detections: int = 8
+    latent_dim: int
 
     def __post_init__(self) -> None:
-        if min(self.n_frames, self.height_px, self.width_px, self.max_faces) < 1:
+        if min(self.n_frames, self.height_px, self.width_px, self.max_faces,
+               self.latent_dim) < 1:
             raise ValueError(f"every slot dimension must be >= 1, got {self}")
 
 
@@ -47,56 +49,69 @@ def _host(shape: tuple[int, ...], dtype: torch.dtype, pinned: bool) -> torch.Ten
 
 
 @dataclass
-class FaceBuffers:
-    """Per-face tensors of one side (host or device); row i is face slot i.
+class FaceRows:
+    """Per-face tensors of one side (host or device); row i is face i of the tick.
 
-    Inputs: ``frame_index`` (F,) int64, ``roi`` (F, 4) float32 (used where ``roi_override``),
-    ``roi_override`` (F,) bool, ``latents`` (F, 512) float32, ``valid`` (F,) bool.
-    Outputs: ``landmarks`` (F, 468, 3) float32 px, ``presence`` (F,) float32, ``roi_next``
-    (F, 4) float32, ``fits`` (F,) bool (paste window was large enough), detections
-    ``det_boxes`` (B, D, 4), ``det_scores`` (B, D), ``det_valid`` (B, D) bool.
+    Inputs: ``frame_index`` (F,) int64 (the face's frame in the tick), ``kps`` (F, 5, 2)
+    float32 px (ArcFace order), ``latents`` (F, D) float32, ``valid`` (F,) bool (False:
+    padding, nothing is pasted). Output: ``fits`` (F,) bool (the paste-back window held the
+    face's footprint).
     """
 
     frame_index: torch.Tensor
-    roi: torch.Tensor
-    roi_override: torch.Tensor
+    kps: torch.Tensor
     latents: torch.Tensor
     valid: torch.Tensor
-    landmarks: torch.Tensor
-    presence: torch.Tensor
-    roi_next: torch.Tensor
     fits: torch.Tensor
-    det_boxes: torch.Tensor
-    det_scores: torch.Tensor
-    det_valid: torch.Tensor
 
-    INPUTS = ("frame_index", "roi", "roi_override", "latents", "valid")
-    OUTPUTS = ("landmarks", "presence", "roi_next", "fits", "det_boxes", "det_scores",
-               "det_valid")
+    INPUTS = ("frame_index", "kps", "latents", "valid")
+    OUTPUTS = ("fits",)
 
     @classmethod
-    def allocate(cls, shape: SlotShape, *, device: torch.device | None,
-                 pinned: bool) -> FaceBuffers:
-        f, b, d = shape.max_faces, shape.n_frames, shape.max_detections
-
+    def allocate(cls, max_faces: int, latent_dim: int, *, device: torch.device | None,
+                 pinned: bool) -> FaceRows:
         def make(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
             if device is None:
                 return _host(size, dtype, pinned)
             return torch.zeros(size, dtype=dtype, device=device)
 
-        return cls(
-            frame_index=make((f,), torch.int64), roi=make((f, ROI_FIELDS), torch.float32),
-            roi_override=make((f,), torch.bool), latents=make((f, LATENT_DIM), torch.float32),
-            valid=make((f,), torch.bool),
-            landmarks=make((f, NUM_LANDMARKS, 3), torch.float32),
-            presence=make((f,), torch.float32), roi_next=make((f, ROI_FIELDS), torch.float32),
-            fits=make((f,), torch.bool), det_boxes=make((b, d, 4), torch.float32),
-            det_scores=make((b, d), torch.float32), det_valid=make((b, d), torch.bool))
+        f = max_faces
+        return cls(frame_index=make((f,), torch.int64),
+                   kps=make((f, KEYPOINTS, 2), torch.float32),
+                   latents=make((f, latent_dim), torch.float32), valid=make((f,), torch.bool),
+                   fits=make((f,), torch.bool))
 
-    def copy_from(self, other: FaceBuffers, names: tuple[str, ...]) -> None:
+    def copy_from(self, other: FaceRows, names: tuple[str, ...]) -> None:
         """Asynchronous copies of the named fields from ``other`` (pinned <-> device)."""
         for name in names:
             getattr(self, name).copy_(getattr(other, name), non_blocking=True)
+
+
+class FrameBuffers:
+    """One stream's frames on the host: ``count`` pinned (on CUDA) (H, W, 3) uint8 buffers in
+    and as many out, handed out in turn. The stream writes its frame into an ``inputs``
+    buffer, the tick uploads from it and downloads the swapped frame into the ``outputs``
+    buffer of the same index; the stream copies it out when it collects, and only then is the
+    index used again. Owned by one stream's stage (``take`` on its pipeline thread,
+    ``give_back`` on its collector)."""
+
+    def __init__(self, height_px: int, width_px: int, count: int, *, pinned: bool) -> None:
+        shape = (height_px, width_px, 3)
+        self.inputs = [_host(shape, torch.uint8, pinned) for _ in range(count)]
+        self.outputs = [_host(shape, torch.uint8, pinned) for _ in range(count)]
+        self._free = list(range(count))
+        self._lock = threading.Lock()
+
+    def take(self) -> int:
+        """A free index (raises when every buffer is in flight: the caller's bound broke)."""
+        with self._lock:
+            if not self._free:
+                raise RuntimeError("every frame buffer of this stream is in flight")
+            return self._free.pop(0)
+
+    def give_back(self, index: int) -> None:
+        with self._lock:
+            self._free.append(index)
 
 
 @dataclass
@@ -106,23 +121,15 @@ class Slot:
     index: int
     shape: SlotShape
     device: torch.device
-    frames_in_host: torch.Tensor  # (B, H, W, 3) uint8, pinned on CUDA: the capture writes here
-    frames_out_host: torch.Tensor  # (B, H, W, 3) uint8, pinned: the swapped frames land here
     frames_dev: torch.Tensor  # (B, H, W, 3) uint8 on the device, swapped in place
-    faces_host: FaceBuffers
-    faces_dev: FaceBuffers
+    faces_host: FaceRows
+    faces_dev: FaceRows
     stream: Any = None  # torch.cuda.Stream on CUDA
-    side_stream: Any = None  # torch.cuda.Stream: the detector, beside the mesh and the swap
-    uploaded: Any = None  # torch.cuda.Event: inputs are on the device
-    computed: Any = None  # torch.cuda.Event: the analysis has run (the ROI state is updated)
-    detected: Any = None  # torch.cuda.Event: the detector (side stream) has run
     generated: Any = None  # torch.cuda.Event: the generator's shared buffers are free again
-    done: Any = None  # torch.cuda.Event: outputs are in pinned host memory
-    started: Any = None  # timing events (enable_timing) around the whole tick
+    done: Any = None  # torch.cuda.Event (timing): outputs are in host memory
+    started: Any = None  # torch.cuda.Event (timing): the upload was queued
     t_submit_ns: int = 0
     tick: int = -1
-    busy: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def open(cls, index: int, shape: SlotShape, device: torch.device | str) -> Slot:
@@ -131,17 +138,13 @@ class Slot:
         frame_shape = (shape.n_frames, shape.height_px, shape.width_px, 3)
         slot = cls(
             index=index, shape=shape, device=device,
-            frames_in_host=_host(frame_shape, torch.uint8, cuda),
-            frames_out_host=_host(frame_shape, torch.uint8, cuda),
             frames_dev=torch.zeros(frame_shape, dtype=torch.uint8, device=device),
-            faces_host=FaceBuffers.allocate(shape, device=None, pinned=cuda),
-            faces_dev=FaceBuffers.allocate(shape, device=device, pinned=False))
+            faces_host=FaceRows.allocate(shape.max_faces, shape.latent_dim, device=None,
+                                         pinned=cuda),
+            faces_dev=FaceRows.allocate(shape.max_faces, shape.latent_dim, device=device,
+                                        pinned=False))
         if cuda:
             slot.stream = torch.cuda.Stream(device)
-            slot.side_stream = torch.cuda.Stream(device)
-            slot.uploaded = torch.cuda.Event()
-            slot.computed = torch.cuda.Event()
-            slot.detected = torch.cuda.Event()
             slot.generated = torch.cuda.Event()
             slot.done = torch.cuda.Event(enable_timing=True)
             slot.started = torch.cuda.Event(enable_timing=True)
@@ -157,21 +160,27 @@ class Slot:
             return torch.cuda.stream(self.stream)
         return contextlib.nullcontext()
 
-    def upload(self) -> None:
-        """Queue host -> device copies of the frames and per-face inputs on this slot's stream."""
+    def upload(self, frames: list[torch.Tensor], ready: list[Any] | None = None) -> None:
+        """Queue copies of ``frames`` (frame k into position k: pinned host buffers, or device
+        tensors the follower's networks kept, each copied after its ``ready`` event) and of
+        the per-face inputs, on this slot's stream."""
         with self.on_stream():
             if self.cuda:
                 self.started.record(self.stream)
-            self.frames_dev.copy_(self.frames_in_host, non_blocking=True)
-            self.faces_dev.copy_from(self.faces_host, FaceBuffers.INPUTS)
-            if self.cuda:
-                self.uploaded.record(self.stream)
+            for k, frame in enumerate(frames):
+                event = ready[k] if ready is not None else None
+                if event is not None:
+                    self.stream.wait_event(event)
+                self.frames_dev[k].copy_(frame, non_blocking=True)
+            self.faces_dev.copy_from(self.faces_host, FaceRows.INPUTS)
 
-    def download(self) -> None:
-        """Queue device -> host copies of the frames and per-face outputs, then mark done."""
+    def download(self, frames_host: list[torch.Tensor]) -> None:
+        """Queue device -> host copies of positions 0.. into ``frames_host`` and of the
+        per-face outputs, then mark done."""
         with self.on_stream():
-            self.frames_out_host.copy_(self.frames_dev, non_blocking=True)
-            self.faces_host.copy_from(self.faces_dev, FaceBuffers.OUTPUTS)
+            for k, frame in enumerate(frames_host):
+                frame.copy_(self.frames_dev[k], non_blocking=True)
+            self.faces_host.copy_from(self.faces_dev, FaceRows.OUTPUTS)
             if self.cuda:
                 self.done.record(self.stream)
 
@@ -179,9 +188,6 @@ class Slot:
         """Block the calling thread until this slot's outputs are in host memory."""
         if self.cuda:
             self.done.synchronize()
-
-    def is_done(self) -> bool:
-        return not self.cuda or bool(self.done.query())
 
     def gpu_time_ms(self) -> float:
         """Device time from the start of the upload to the end of the download (after wait)."""

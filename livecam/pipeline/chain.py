@@ -9,7 +9,9 @@ hop takes jobs in the order they were put, so frames are never reordered.
 
 A :class:`Job` carries the stage groups it was started with, so a frame runs on one consistent
 set of stages even while a reload installs new ones, and the runtime state it was started under
-(also in its packet), so a command takes effect for every group from the same frame on.
+(also in its packet), so a command takes effect for every group from the same frame on. An
+asynchronous last stage (:class:`~livecam.core.stage.AsyncStage`, the GPU pipeline) is not in
+a group: it is the job's ``tail``, which :class:`~livecam.pipeline.inflight.Finisher` drives.
 """
 
 from __future__ import annotations
@@ -19,18 +21,43 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from livecam.core.mailbox import Mailbox, MailboxClosed
 from livecam.core.metrics import Metrics
-from livecam.core.stage import Stage
+from livecam.core.stage import AsyncStage, Stage
 from livecam.core.types import Frame, Packet, Unswappable, WithheldFaces
 from livecam.swap.cover import FaceCover
+
+if TYPE_CHECKING:
+    from livecam.pipeline.inflight import Finisher
 
 log = logging.getLogger(__name__)
 
 StageGroups = tuple[tuple[Stage, ...], ...]
+
+
+def split_tail(stages: Sequence[Stage | AsyncStage]
+               ) -> tuple[tuple[Stage, ...], AsyncStage | None]:
+    """The synchronous stages and the asynchronous last stage (None when there is none).
+
+    Only the last stage may be asynchronous: a frame leaves an async stage on another thread,
+    after the stages before it. Raises ValueError for one anywhere else.
+    """
+    stages = tuple(stages)
+    tail = stages[-1] if stages and _is_async(stages[-1]) else None
+    body = stages[:-1] if tail is not None else stages
+    for stage in body:
+        if _is_async(stage):
+            raise ValueError(f"stage {stage.name!r} is asynchronous: only the last stage may "
+                             "be")
+    return body, tail  # type: ignore[return-value]
+
+
+def _is_async(stage: object) -> bool:
+    return isinstance(stage, AsyncStage)
 
 
 def split_stages(stages: Sequence[Stage], groups: int) -> StageGroups:
@@ -59,7 +86,8 @@ class Job:
     ``seq`` grows by one per frame the scheduler takes (gaps: frames dropped at a hop).
     ``packet`` is the work so far; ``failed`` means a stage raised and ``packet`` is the frame
     with its faces covered (see :class:`GroupRunner`), which the remaining groups pass on
-    untouched. ``groups`` are the stages this frame runs on, fixed when it started.
+    untouched. ``groups`` are the stages this frame runs on, fixed when it started, and
+    ``tail`` its asynchronous last stage.
     """
 
     seq: int
@@ -67,6 +95,7 @@ class Job:
     packet: Packet
     groups: StageGroups
     failed: bool = False
+    tail: AsyncStage | None = None
 
 
 class GroupRunner:
@@ -98,12 +127,18 @@ class GroupRunner:
             try:
                 packet = stage.process(packet)
             except Exception as exc:  # a broken stage must not freeze the camera
-                self._metrics.count("stage_errors")
-                self._log_error(stage.name, exc)
-                return replace(job, packet=self._covered(job, packet), failed=True)
+                return self.fail(replace(job, packet=packet), stage.name, exc)
             finally:
                 self._metrics.record_stage_ns(stage.name, time.perf_counter_ns() - t0)
         return replace(job, packet=packet)
+
+    def fail(self, job: Job, stage_name: str, exc: Exception) -> Job:
+        """``job`` after stage ``stage_name`` raised ``exc`` on ``job.packet`` (the packet it
+        was given): counted, logged at most once per interval, and turned into the fallback
+        packet (``failed``: the captured frame with the faces known so far covered)."""
+        self._metrics.count("stage_errors")
+        self._log_error(stage_name, exc)
+        return replace(job, packet=self._covered(job, job.packet), failed=True)
 
     def _covered(self, job: Job, known: Packet) -> Packet:
         """The captured frame with the faces of ``known`` (the packet the failing stage was
@@ -136,23 +171,23 @@ class GroupRunner:
 
 
 class StageWorker:
-    """A thread that runs stage group ``group`` of every job from ``inbox`` and puts the result
-    in ``outbox`` (the next hop's :class:`Job`, or, when ``last``, the finished
-    :class:`Packet`), then calls ``on_put(last)``. Closes ``outbox`` when ``inbox`` closes
-    (after passing on the last job) or when ``stop`` is set. ``start``/``join``: the
-    scheduler's thread; ``done_seq``/``wait_done``: any thread.
+    """A thread that runs stage group ``group`` of every job from ``inbox`` and passes it on:
+    into ``outbox`` (the next hop), or, for the last group, to ``finisher`` (which puts the
+    packet out, or submits it to the job's asynchronous tail), then calls ``on_put`` (not for
+    the last group: the finisher reports those). Closes ``outbox`` (ends ``finisher``) when
+    ``inbox`` closes (after passing on the last job) or when ``stop`` is set.
+    ``start``/``join``: the scheduler's thread; ``done_seq``/``wait_done``: any thread.
     """
 
-    def __init__(self, *, group: int, inbox: Mailbox[Job],
-                 outbox: Mailbox[Job] | Mailbox[Packet], last: bool, runner: GroupRunner,
-                 stop: threading.Event, on_put: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, *, group: int, inbox: Mailbox[Job], outbox: Mailbox[Job] | None = None,
+                 finisher: Finisher | None = None, runner: GroupRunner,
+                 stop: threading.Event, on_put: Callable[[], None] | None = None) -> None:
+        if (outbox is None) == (finisher is None):
+            raise ValueError("a stage worker passes jobs to exactly one of outbox, finisher")
         self.group = group
         self._inbox = inbox
-        self._outbox: Mailbox[Job] | Mailbox[Packet] = outbox
-        self._last = last
-        # the same mailbox under its item type (a Mailbox is invariant in what it holds)
-        self._packets: Mailbox[Packet] = outbox  # type: ignore[assignment]
-        self._jobs: Mailbox[Job] = outbox  # type: ignore[assignment]
+        self._outbox = outbox
+        self._finisher = finisher
         self._runner = runner
         self._stop = stop
         self._on_put = on_put
@@ -188,32 +223,43 @@ class StageWorker:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                if self._finisher is not None and not self._finisher.wait_room(
+                        self._tail_hint, 0.05):
+                    continue  # frames in flight at capacity: the hop keeps the newest
                 try:
                     job = self._inbox.get(timeout_s=0.05)
                 except MailboxClosed:
                     break
                 if job is None:
                     continue
+                self._tail_hint = job.tail
                 job = self._runner.run(job, self.group)
                 if not self._pass_on(job):
                     return
                 with self._cond:
                     self._done_seq = job.seq
                     self._cond.notify_all()
-                if self._on_put is not None:
-                    self._on_put(self._last)
+                if self._on_put is not None and self._finisher is None:
+                    self._on_put()
         finally:
-            self._outbox.close()
+            if self._finisher is not None:
+                self._finisher.end()
+            if self._outbox is not None:
+                self._outbox.close()
             with self._cond:
                 self._cond.notify_all()
 
+    _tail_hint: AsyncStage | None = None  # the last job's tail: room is asked for it
+
     def _pass_on(self, job: Job) -> bool:
         while not self._put(job):
-            if self._stop.is_set() or self._outbox.closed:
+            if self._stop.is_set() or (self._outbox is not None and self._outbox.closed) \
+                    or (self._finisher is not None and self._finisher.closed):
                 return False
         return True
 
     def _put(self, job: Job) -> bool:
-        if self._last:
-            return self._packets.put(job.packet, timeout_s=0.1)
-        return self._jobs.put(job, timeout_s=0.1)
+        if self._finisher is not None:
+            return self._finisher.deliver(job, timeout_s=0.1)
+        assert self._outbox is not None
+        return self._outbox.put(job, timeout_s=0.1)

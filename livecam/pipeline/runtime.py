@@ -23,7 +23,7 @@ from livecam.core.errors import CaptureError, LivecamError
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
-from livecam.core.stage import Stage
+from livecam.core.stage import AnyStage, Prepares
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
 from livecam.output.thread import OutputThread
@@ -40,7 +40,7 @@ _WATCH_TICK_S = 0.25
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
 
-StageFactory = Callable[[Config, RuntimeState], list[Stage]]
+StageFactory = Callable[[Config, RuntimeState], list[AnyStage]]
 
 
 class ControlSource(Protocol):
@@ -50,6 +50,22 @@ class ControlSource(Protocol):
     def start(self) -> Any: ...
 
     def stop(self) -> None: ...
+
+
+def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) -> None:
+    """Prepare every stage that offers it for ``width_px`` x ``height_px`` frames (CUDA-graph
+    capture takes seconds: done before the output starts rather than on the first frames). A
+    size of 0 (a live source not there yet) prepares nothing: the first frame does it."""
+    if width_px <= 0 or height_px <= 0:
+        return
+    for stage in stages:
+        if not isinstance(stage, Prepares):
+            continue
+        t0 = time.perf_counter()
+        log.info("preparing stage %s for %dx%d frames before the output starts",
+                 stage.name, width_px, height_px)
+        stage.prepare(width_px, height_px)
+        log.info("stage %s ready in %.1f s", stage.name, time.perf_counter() - t0)
 
 
 class _Stopwatch:
@@ -81,11 +97,13 @@ class App:
     ``save_snapshot``, ``set_output_delay``). ``overload`` judges every 0.25 s whether the
     stages keep up (live mode); ``summary()`` gives the whole-run figures. With
     ``wait_for_source`` a live source that cannot be opened at start does not fail the run:
-    the output sends black frames at ``capture`` size until it appears.
+    the output sends black frames at ``capture`` size until it appears. Stages with slow
+    set-up per frame size (:class:`~livecam.core.stage.Prepares`: CUDA-graph capture) are
+    prepared for the source's size in ``start``, before the output sends anything.
     """
 
     def __init__(self, config: Config, *, source: FrameSource, sink: FrameSink,
-                 stages: Sequence[Stage], state: RuntimeState | None = None,
+                 stages: Sequence[AnyStage], state: RuntimeState | None = None,
                  max_frames: int | None = None,
                  on_sent: Callable[[Packet | None, ImageBGR], None] | None = None,
                  commands: CommandQueue | None = None,
@@ -93,7 +111,7 @@ class App:
                  config_loader: Callable[[], Config] | None = None,
                  identity_names: Callable[[], Sequence[str]] | None = None,
                  wait_for_source: bool = False, input_label: str = "",
-                 output_label: str = "") -> None:
+                 output_label: str = "", stream: int | None = None) -> None:
         self.config = config
         self.source = source
         self.sink = sink
@@ -110,6 +128,8 @@ class App:
         self._identity_names = identity_names
         self._wait_for_source = wait_for_source
         self._labels = (input_label, output_label)
+        #: this app's index among the streams of one process (None: the only one)
+        self.stream = stream
         self._reload_lock = threading.Lock()
         self._reload_thread: threading.Thread | None = None
         self._reload_again = False
@@ -150,6 +170,7 @@ class App:
                 self._resources.callback(stage.close)
             source_open = self._open_source()
             src_w, src_h = self.source.size_px
+            prepare_stages(self.stages, src_w, src_h)
             width = cfg.output.width or src_w
             height = cfg.output.height or src_h
             fps = cfg.output.fps or self.source.fps
@@ -232,7 +253,9 @@ class App:
                "stages": [s.name for s in self.stages], "input": self._labels[0],
                "output": self._labels[1], "width": self.output_size_px[0],
                "height": self.output_size_px[1], "fps": self.output_fps,
-               "delay_ms": self.output_delay_ms}
+               "delay_ms": self.output_delay_ms,
+               "stream": 0 if self.stream is None else self.stream,
+               "in_flight": 0 if self._scheduler is None else self._scheduler.in_flight}
         # and the link state of remote engines (a stage with ``health()``)
         healths = [(s.name, getattr(s, "health", None)) for s in self.stages]
         remote = {name: h for name, fn in healths if callable(fn) and (h := fn()) is not None}
@@ -310,11 +333,12 @@ class App:
             state = self.state if names is None else dataclasses.replace(self.state,
                                                                          identities=names)
             stages = self._stage_factory(new_config, state)
-            opened: list[Stage] = []
+            opened: list[AnyStage] = []
             try:
                 for stage in stages:
                     stage.open()
                     opened.append(stage)
+                prepare_stages(stages, *self.source.size_px)
             except BaseException:
                 for stage in opened:
                     stage.close()
@@ -355,6 +379,8 @@ class App:
 
     def _log_status_line(self) -> None:
         line = self.metrics.snapshot().status_line()
+        if self.stream is not None:
+            line = f"stream {self.stream}: {line}"
         delay_ms = self.output_delay_ms
         if delay_ms:
             line += f" | delay {delay_ms:.0f} ms"

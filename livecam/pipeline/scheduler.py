@@ -17,9 +17,17 @@ from livecam.core.commands import (
 )
 from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
 from livecam.core.metrics import Metrics
-from livecam.core.stage import Stage
+from livecam.core.stage import AnyStage
 from livecam.core.types import Frame, Packet, RuntimeState
-from livecam.pipeline.chain import GroupRunner, Job, StageGroups, StageWorker, split_stages
+from livecam.pipeline.chain import (
+    GroupRunner,
+    Job,
+    StageGroups,
+    StageWorker,
+    split_stages,
+    split_tail,
+)
+from livecam.pipeline.inflight import Finisher
 from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
@@ -41,9 +49,14 @@ class Scheduler:
     frames, counted in the ``dropped_pipeline`` counter; "block": nothing dropped, for files).
     Commands are still applied in one place, the first thread, between two frames, and each
     frame carries its state in its packet, so every group sees a command from the same frame on.
+
+    An asynchronous last stage (:class:`~livecam.core.stage.AsyncStage`: the GPU pipeline)
+    keeps up to its ``capacity`` frames in flight; a collector thread
+    (:class:`~livecam.pipeline.inflight.Finisher`) puts them out in order. The thread that
+    feeds it asks for room before it takes a frame, so the frame it takes is the newest.
     """
 
-    def __init__(self, *, stages: Sequence[Stage], inbox: Mailbox[Frame],
+    def __init__(self, *, stages: Sequence[AnyStage], inbox: Mailbox[Frame],
                  outbox: Mailbox[Packet], commands: CommandQueue, metrics: Metrics,
                  state: RuntimeState, error_log_interval_s: float = 5.0,
                  on_quit: Callable[[], None] | None = None,
@@ -52,8 +65,9 @@ class Scheduler:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self._stages = list(stages)
-        self._groups: StageGroups = split_stages(self._stages, threads)
-        self._pending_stages: list[Stage] | None = None
+        body, self._tail = split_tail(self._stages)
+        self._groups: StageGroups = split_stages(body, threads)
+        self._pending_stages: list[AnyStage] | None = None
         self._hooks = hooks
         self._inbox = inbox
         self._outbox = outbox
@@ -71,11 +85,14 @@ class Scheduler:
         # hop k carries jobs from group k to group k + 1; worker k runs group k + 1
         self._hops: list[Mailbox[Job]] = [Mailbox(policy=hop_policy)
                                           for _ in range(threads - 1)]
+        self._finisher = Finisher(outbox=outbox, runner=self._runner, metrics=metrics,
+                                  stop=self._stop, on_put=lambda: self._passed_on(True))
         self._workers = [
             StageWorker(group=k, inbox=self._hops[k - 1],
-                        outbox=self._hops[k] if k < threads - 1 else outbox,
-                        last=k == threads - 1, runner=self._runner, stop=self._stop,
-                        on_put=self._passed_on)
+                        outbox=self._hops[k] if k < threads - 1 else None,
+                        finisher=self._finisher if k == threads - 1 else None,
+                        runner=self._runner, stop=self._stop,
+                        on_put=lambda: self._passed_on(False))
             for k in range(1, threads)
         ]
 
@@ -95,7 +112,13 @@ class Scheduler:
         """Frames dropped between stage groups so far (0 with one thread or "block")."""
         return sum(hop.dropped for hop in self._hops)
 
+    @property
+    def in_flight(self) -> int:
+        """Frames handed to the asynchronous last stage and not yet put out."""
+        return self._finisher.in_flight
+
     def start(self) -> None:
+        self._finisher.start()
         for worker in self._workers:
             worker.start()
         self._thread.start()
@@ -113,12 +136,14 @@ class Scheduler:
         self._thread.join(max(0.0, deadline - time.monotonic()))
         for worker in self._workers:
             worker.join(deadline - time.monotonic())
+        self._finisher.join(deadline - time.monotonic())
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive() or any(w.alive for w in self._workers)
+        return (self._thread.is_alive() or any(w.alive for w in self._workers)
+                or self._finisher.alive)
 
-    def replace_stages(self, stages: Sequence[Stage]) -> None:
+    def replace_stages(self, stages: Sequence[AnyStage]) -> None:
         """Install already-opened ``stages`` before the next frame (any thread may call; a
         reload opens them off the pipeline thread). The pipeline thread closes the old ones
         once no frame in flight still uses them."""
@@ -147,16 +172,17 @@ class Scheduler:
         if pending is None:
             return
         old, self._stages = self._stages, pending
-        self._groups = split_stages(pending, self.threads)
+        body, self._tail = split_tail(pending)
+        self._groups = split_stages(body, self.threads)
         for stage in old:
             if stage not in pending:
                 stage.close()
         log.info("stages now: %s", ", ".join(s.name for s in pending))
 
     def _wait_until_idle(self) -> bool:
-        """Wait until every frame this thread started has left the workers, so old stages are
-        closed only when no thread runs them (one pipeline bubble per reload). False if the
-        run is stopping."""
+        """Wait until every frame this thread started has left the workers and the
+        asynchronous last stage, so old stages are closed only when no thread runs them (one
+        pipeline bubble per reload). False if the run is stopping."""
         seq = self._seq
         for worker in self._workers:
             # a frame dropped at a hop never reaches the worker; a later one (seq too) does
@@ -165,6 +191,9 @@ class Scheduler:
                     return False
                 if worker.done_seq < seq and self._hops[worker.group - 1].closed:
                     return False
+        while seq >= 0 and not self._finisher.wait_done(seq, 0.05):
+            if self._stop.is_set() or not self._finisher.alive or self._finisher.closed:
+                return False
         return True
 
     def apply_commands(self) -> None:
@@ -190,18 +219,11 @@ class Scheduler:
             ticket.resolve(self._state, frames_sent=self._metrics.counter("sent"),
                            first_frame_index=self._next_index)
 
-    def process(self, frame: Frame) -> Packet:
-        """Run every stage on ``frame`` in the calling thread (pipeline thread only)."""
-        job = self._start_job(frame)
-        for group in range(len(job.groups)):
-            job = self._runner.run(job, group)
-        return job.packet
-
     def _start_job(self, frame: Frame) -> Job:
         self._seq += 1
         self._next_index = frame.index + 1
         return Job(seq=self._seq, frame=frame, packet=Packet.from_frame(frame, self._state),
-                   groups=self._groups)
+                   groups=self._groups, tail=self._tail)
 
     def _passed_on(self, finished: bool) -> None:
         if finished:
@@ -214,6 +236,8 @@ class Scheduler:
             while not self._stop.is_set():
                 self._install_pending_stages()
                 self.apply_commands()
+                if first is None and not self._finisher.wait_room(self._tail, 0.05):
+                    continue  # frames in flight at capacity: the inbox keeps the newest
                 try:
                     frame = self._inbox.get(timeout_s=0.05)
                 except MailboxClosed:
@@ -222,15 +246,18 @@ class Scheduler:
                     continue
                 job = self._runner.run(self._start_job(frame), 0)
                 if first is None:
-                    while not self._outbox.put(job.packet, timeout_s=0.1):
-                        if self._stop.is_set() or self._outbox.closed:
+                    while not self._finisher.deliver(job, timeout_s=0.1):
+                        if self._stop.is_set() or self._finisher.closed:
                             return
-                    self._metrics.count("processed")
                     continue
                 while not first.put(job, timeout_s=0.1):
                     if self._stop.is_set() or first.closed:
                         return
                 self._passed_on(False)
         finally:
-            # with workers, the last one closes ``outbox`` after passing on what it holds
-            (first or self._outbox).close()
+            # the finisher closes ``outbox`` once what is in flight is out; with workers, the
+            # last one ends it after passing on what it holds
+            if first is not None:
+                first.close()
+            else:
+                self._finisher.end()

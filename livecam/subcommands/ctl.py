@@ -24,6 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--url", help="API base URL (default: from control.api_address)")
     p.add_argument("--token-file", help="token file (default: from control.token_file)")
     p.add_argument("--json", action="store_true", help="print the server's JSON reply")
+    p.add_argument("--stream", type=int, metavar="K",
+                   help="act on stream K only (0 = the first --input/--output pair) when "
+                   "livecam runs several; without it a command goes to every stream and "
+                   "status shows stream 0 and a line per stream")
     add_config_options(p)
     acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     acts.required = True
@@ -119,6 +123,15 @@ def _print_status(s: dict[str, Any]) -> None:
     overload = s.get("overload") or {}
     if overload.get("active"):
         print(f"OVERLOADED: {overload.get('reason')}")
+    streams = s.get("streams") or []
+    if len(streams) > 1:
+        print(f"streams: {len(streams)} (this is stream {s.get('stream', 0)})")
+        for b in streams:
+            lat_b = b.get("latency_ms") or {}
+            print(f"  {b['stream']}: {b['input']} -> {b['output']}  fps {b['fps_out']:.1f}  "
+                  f"p99 {ms(lat_b.get('p99'))} ms  identity "
+                  f"{b['active_identity'] or 'none'}{'  BYPASS' if b['bypass'] else ''}"
+                  f"{'  OVERLOADED' if b['overloaded'] else ''}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,13 +146,17 @@ def run(args: argparse.Namespace) -> int:
     token = read_token(Path(args.token_file) if args.token_file
                        else token_path(config.control.token_file))
     action = args.action
+    if args.stream is not None and args.stream < 0:
+        raise UsageError("--stream must be 0 or more (0 = the first stream)")
+    query = "" if args.stream is None else f"?stream={args.stream}"
     if action == "panel-url":
-        print(f"{base}/panel?token={token}")
+        stream = "" if args.stream is None else f"&stream={args.stream}"
+        print(f"{base}/panel?token={token}{stream}")
         return 0
     if action in ("status", "identities", "metrics"):
         path = {"status": "/api/status", "identities": "/api/identities",
                 "metrics": "/metrics"}[action]
-        raw = _request(base + path, token)
+        raw = _request(base + path + query, token)
         if action == "metrics":
             sys.stdout.write(raw.decode())
         elif args.json:
@@ -164,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         body = {"track_id": args.track, "name": None if args.name == "none" else args.name}
     elif action == "delay":
         body = {"ms": args.ms}
-    reply = json.loads(_request(f"{base}/api/{action}", token, "POST", body))
+    reply = json.loads(_request(f"{base}/api/{action}{query}", token, "POST", body))
     if args.json:
         print(json.dumps(reply))
     elif action == "snapshot":

@@ -28,11 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from livecam.daemon.lock import lock_for_run
     from livecam.daemon.service import serve
-    from livecam.subcommands.run import build_from_args
+    from livecam.subcommands.run import build_from_args, stream_pairs
 
     # structured logs by default; a later --set logging.json=false still wins
     args.overrides = ["logging.json=true", *args.overrides]
     config = config_from_args(args)
-    with lock_for_run(config, args.input, args.output):
-        serve(lambda: build_from_args(args, config, daemon=True))
+    pairs = stream_pairs(args, config)
+    with lock_for_run(config, pairs):
+        serve(lambda: build_from_args(args, config, daemon=True, pairs=pairs))
     return 0

@@ -11,7 +11,7 @@ from livecam.output import OUTPUT_HELP
 from livecam.subcommands.common import add_config_options, config_from_args
 
 if TYPE_CHECKING:
-    from livecam.app import App
+    from livecam.app import StreamSet
     from livecam.config import Config
 
 log = logging.getLogger("livecam")
@@ -22,10 +22,13 @@ ONE_OFF_NAME = "source"
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``livecam run`` and ``livecam daemon``."""
-    p.add_argument("--input", default="camera:0", metavar="SPEC",
-                   help=f"where frames come from: {INPUT_HELP} (default: camera:0)")
-    p.add_argument("--output", default="virtualcam", metavar="SPEC",
-                   help=f"where frames go: {OUTPUT_HELP} (default: virtualcam)")
+    p.add_argument("--input", action="append", metavar="SPEC",
+                   help=f"where frames come from: {INPUT_HELP} (default: camera:0). Repeat "
+                   "it with --output for several streams in one process: the k-th --input "
+                   "goes to the k-th --output (or list them under `streams:` in the config)")
+    p.add_argument("--output", action="append", metavar="SPEC",
+                   help=f"where frames go: {OUTPUT_HELP} (default: virtualcam); one per "
+                   "--input")
     p.add_argument("--identity", metavar="NAME",
                    help="identity to swap in from the start (see `livecam identity list`); "
                    "switch later with hotkeys, the panel or `livecam ctl select`")
@@ -53,10 +56,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool) -> App:
-    """The app for ``run``/``daemon`` options: controls on, hotkeys only outside the daemon,
-    reloads re-reading the same ``--config``/``--set``."""
-    from livecam.app import build_app
+def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, str]]:
+    """The (input, output) specs of the run: the k-th ``--input`` with the k-th ``--output``,
+    else the config's ``streams``, else camera:0 → virtualcam. Raises :class:`UsageError`
+    when the counts do not pair up, :class:`ConfigError` for a bad ``streams`` entry."""
+    from livecam.core.errors import ConfigError, UsageError
+
+    inputs, outputs = list(args.input or []), list(args.output or [])
+    if inputs or outputs:
+        if len(inputs) <= 1 and len(outputs) <= 1:
+            return [(inputs[0] if inputs else "camera:0",
+                     outputs[0] if outputs else "virtualcam")]
+        if len(inputs) != len(outputs):
+            raise UsageError(f"{len(inputs)} --input and {len(outputs)} --output: give one "
+                             "--output per --input (the k-th input goes to the k-th output)")
+        return list(zip(inputs, outputs, strict=True))
+    pairs = []
+    for k, entry in enumerate(config.streams):
+        if set(entry) != {"input", "output"}:
+            raise ConfigError(f"streams[{k}]: expected the keys input and output, got "
+                              f"{', '.join(sorted(entry)) or 'none'}")
+        pairs.append((entry["input"], entry["output"]))
+    return pairs or [("camera:0", "virtualcam")]
+
+
+def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
+                    pairs: list[tuple[str, str]] | None = None) -> StreamSet:
+    """The streams for ``run``/``daemon`` options (``pairs``: :func:`stream_pairs`): controls
+    on, hotkeys only outside the daemon, reloads re-reading the same ``--config``/``--set``."""
+    from livecam.app import build_streams
     from livecam.config import load_config
     from livecam.control.catalog import LibraryCatalog
     from livecam.core.errors import UsageError
@@ -80,10 +108,11 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool) -
         active, names = ONE_OFF_NAME, (ONE_OFF_NAME, *names)
     state = RuntimeState(active_identity=active, identities=names)
     overrides = list(args.overrides)
-    return build_app(config, input_spec=args.input, output_spec=args.output, identities=identities,
-                     max_frames=getattr(args, "frames", None), state=state, controls=True,
-                     hotkeys=not daemon, api_required=daemon, wait_for_source=daemon,
-                     config_loader=lambda: load_config(args.config, overrides))
+    return build_streams(config, pairs=pairs or stream_pairs(args, config),
+                         identities=identities, max_frames=getattr(args, "frames", None),
+                         state=state, hotkeys=not daemon, api_required=daemon,
+                         wait_for_source=daemon,
+                         config_loader=lambda: load_config(args.config, overrides))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,13 +123,17 @@ def run(args: argparse.Namespace) -> int:
     from livecam.daemon.lock import lock_for_run
 
     config = config_from_args(args)
+    pairs = stream_pairs(args, config)
     # the same device locks as the daemon: a run and a daemon on one camera, virtual camera
     # or output file clobber each other just as two daemons would
-    with lock_for_run(config, args.input, args.output):
-        app = build_from_args(args, config, daemon=False)
+    with lock_for_run(config, pairs):
+        streams = build_from_args(args, config, daemon=False, pairs=pairs)
         try:
-            app.run()
+            streams.run()
         except KeyboardInterrupt:
             log.info("interrupted")
-    log.info("done: %s", app.summary().line())
+    if len(streams.apps) > 1:
+        for k, summary in enumerate(streams.summaries()):
+            log.info("stream %d: %s", k, summary.line())
+    log.info("done: %s", streams.summary().line())
     return 0

@@ -74,7 +74,7 @@ class NeuralModels:
                 raise ConfigError(f"engine.compiled_batch_sizes: {size} is not a batch size "
                                   "(use whole numbers from 1)")
         return cls(store, swapper, store.manifest(recognizer_name), config.engine,
-                   max_faces=config.gpu.max_faces)
+                   max_faces=config.analysis.max_faces)
 
     def require(self) -> None:
         """Both model files present and verified; else :class:`ModelError` naming

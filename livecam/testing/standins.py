@@ -332,3 +332,31 @@ def build_enhancer(path: str | Path, *, size_px: int = 512, weight_input: bool =
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size_px, size_px])],
         g.inits)
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+
+
+def install_standin_models(root: str | Path, *, size: str = "small") -> tuple[Path, Path]:
+    """Write a stand-in inswapper_128 (dynamic batch; ``size`` as :func:`build_inswapper`:
+    ``full`` is the real model's size) and w600k_r50, plus manifests accepting them, under
+    ``root``, installed the way ``livecam models import`` installs the real ones (the store
+    verifies them by sha256 exactly as it verifies downloads). Returns (models_dir,
+    manifests_dir) for the ``models`` config section."""
+    import yaml
+
+    from livecam.engines.manifest import default_manifests_dir, load_manifests
+    from livecam.engines.store import ModelStore, sha256_file
+
+    root = Path(root)
+    models_dir, manifests_dir, build_dir = root / "models", root / "manifests", root / "build"
+    for d in (models_dir, manifests_dir, build_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    built = {"inswapper_128": build_inswapper(build_dir / "inswapper_128.onnx", size=size,
+                                              batch="N"),
+             "w600k_r50": build_arcface(build_dir / "w600k_r50.onnx")}
+    for name, path in built.items():
+        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
+        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
+        (manifests_dir / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    store = ModelStore(models_dir, load_manifests(manifests_dir))
+    for name, path in built.items():
+        store.adopt(name, path)
+    return models_dir, manifests_dir

@@ -40,7 +40,7 @@ def _dotted_keys(cls: type, prefix: str = "") -> list[str]:
 
 KEYS = _dotted_keys(Config)
 SECTIONS = sorted({k.split(".")[0] for k in KEYS})
-NAMES = sorted({k.split(".")[1] for k in KEYS})
+NAMES = sorted({k.split(".")[-1] for k in KEYS})  # top-level lists (streams) too
 
 scalars = (st.none() | st.booleans() | st.integers() | st.floats()
            | st.integers(min_value=-(10 ** 4200), max_value=10 ** 4200)

@@ -103,7 +103,7 @@ def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
     app = build_app(config, input_spec=input_spec, output_spec=output_spec, stages=stages,
                     state=RuntimeState(identities=catalog.names()))
     token_file = tmp_path / "cfg" / "api-token"
-    server = ControlServer(target=app, catalog=catalog, token_file=token_file, config=control,
+    server = ControlServer(targets=[app], catalog=catalog, token_file=token_file, config=control,
                            snapshot_dir=tmp_path / "snaps", limits=limits)
     app.controls.append(server)
     app.start()

@@ -166,13 +166,15 @@ def test_the_cpu_neural_path_runs_the_build_when_torch_mode_is_compiled(built: B
 
 
 def test_the_gpu_pipeline_factory_runs_the_build(built: Built) -> None:
+    from livecam.app import SharedStages
     from livecam.gpupipe.factory import build_gpu_stages
 
     config = replace(built.config, engine=replace(built.config.engine, torch_mode="compiled"),
-                     gpu=replace(built.config.gpu, pipeline="always", max_faces=2))
-    (stage,) = build_gpu_stages(replace(config, swap=replace(config.swap, mode="neural")),
-                                identities=IdentityCollection({}))
-    generator = stage.engine  # type: ignore[attr-defined]
+                     gpu=replace(built.config.gpu, pipeline="always"),
+                     analysis=replace(built.config.analysis, max_faces=2))
+    *_, stage = build_gpu_stages(replace(config, swap=replace(config.swap, mode="neural")),
+                                 identities=IdentityCollection({}), shared=SharedStages())
+    generator = stage.hub.generator  # type: ignore[attr-defined]
     generator.open()
     try:
         assert generator.engine.mode == "compiled"

@@ -1,9 +1,10 @@
-"""Fixtures for the GPU pipeline tests: real MediaPipe weights, a stand-in generator and frames
-with a real face. The tests run the pipeline on the CPU (the same code as on CUDA: no streams,
-no pinned memory, no graphs); CUDA-only checks are marked ``gpu``.
+"""Fixtures for the GPU swap tests: a stand-in generator and frames with real faces with their
+MediaPipe landmarks. The tests run the GPU swap on the CPU (the same code as on CUDA: no
+streams, no pinned memory, no graphs); CUDA-only checks are marked ``gpu``.
 
 On a GPU machine without mediapipe/scikit-image, point ``LIVECAM_MEDIAPIPE_MODULES`` and
-``LIVECAM_TEST_PHOTOS`` at what ``scripts/export_bench_assets.py`` wrote.
+``LIVECAM_TEST_PHOTOS`` at what ``scripts/export_bench_assets.py`` wrote; the landmarks then
+come from the torch port of the face mesh on the detector's region (the same model).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.gpupipe.build import ProgramOptions, build_program, detect_rois
-from livecam.gpupipe.program import FrameProgram
+from livecam.gpupipe.build import build_program
+from livecam.gpupipe.program import SwapProgram
 from livecam.testing.standins import build_inswapper
 
 HEIGHT, WIDTH = 360, 480
@@ -28,8 +29,14 @@ HEIGHT, WIDTH = 360, 480
 @dataclass(frozen=True)
 class FaceFrame:
     frame_bgr: np.ndarray  # (H, W, 3)
-    rois: np.ndarray  # (1, 4) from the detector
+    landmarks_xy: np.ndarray  # (1, 468, 2) px
     latents: np.ndarray  # (4, 512)
+
+    @property
+    def kps(self) -> np.ndarray:
+        from livecam.analysis.landmarks import five_point
+
+        return five_point(self.landmarks_xy)
 
 
 @pytest.fixture(scope="session")
@@ -47,11 +54,8 @@ def cpu_engine(inswapper_dyn_path: Path) -> Any:
     return engine
 
 
-def make_program(engine: Any, max_faces: int, device: str = "cpu") -> FrameProgram:
-    precision = "fp16" if device == "cuda" else "fp32"
-    return build_program(engine, device=device, max_faces=max_faces,
-                         models_dir=os.environ.get("LIVECAM_MEDIAPIPE_MODULES"),
-                         options=ProgramOptions(precision=precision, window_px=320))
+def make_program(engine: Any, device: str = "cpu") -> SwapProgram:
+    return build_program(engine, device=device, window_px=320)
 
 
 @pytest.fixture(scope="session")
@@ -68,32 +72,39 @@ def astronaut_bgr() -> np.ndarray:
     return np.ascontiguousarray(data.astronaut()[:, :, ::-1])
 
 
+def mesh_of(frame_bgr: np.ndarray) -> np.ndarray:
+    """(N, 468, 2) landmarks of the faces in ``frame_bgr``: MediaPipe's (analyze_photo), or
+    where mediapipe is not installed the torch port of the same face mesh on the torch
+    BlazeFace's regions."""
+    import importlib.util
+
+    if importlib.util.find_spec("mediapipe") is not None:
+        from livecam.analysis.photo import analyze_photo
+
+        return analyze_photo(frame_bgr).landmarks_xy[:, :468]
+    from livecam.analysis.gpu.facemesh import rois_from_detections
+    from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+
+    models = os.environ.get("LIVECAM_MEDIAPIPE_MODULES")
+    detector = load_blazeface("full", models_dir=models)
+    mesh = load_face_mesh(models_dir=models)
+    with torch.inference_mode():
+        frames = torch.from_numpy(frame_bgr)[None]
+        det = detector(frames)
+        keep = det.valid[0]
+        rois = rois_from_detections(det.boxes_xyxy_px[0][keep], det.keypoints_xy_px[0][keep])
+        out = mesh(frames, torch.zeros(int(keep.sum()), dtype=torch.long), rois)
+    return out.landmarks_px[..., :2].numpy()
+
+
 @pytest.fixture(scope="session")
-def face_frame(astronaut_bgr: np.ndarray, cpu_engine: Any) -> FaceFrame:
-    """The astronaut on a grey background, her detector ROI, and unit latents."""
+def face_frame(astronaut_bgr: np.ndarray) -> FaceFrame:
+    """The astronaut on a grey background, her landmarks, and unit latents."""
     frame = np.full((HEIGHT, WIDTH, 3), 120, np.uint8)
     frame[:, 60:420] = cv2.resize(astronaut_bgr, (360, 360), interpolation=cv2.INTER_AREA)
-    program = make_program(cpu_engine, 1)
-    rois, index = detect_rois(program, torch.from_numpy(frame)[None], per_frame=1)
-    assert len(rois) == 1 and index[0] == 0
+    landmarks = mesh_of(frame)
+    assert len(landmarks) == 1
     rng = np.random.default_rng(5)
     latents = rng.standard_normal((4, 512)).astype(np.float32)
     latents /= np.linalg.norm(latents, axis=1, keepdims=True)
-    return FaceFrame(frame, rois, latents)
-
-
-def fill_with(frames_bgr: np.ndarray, rois: np.ndarray, latents: np.ndarray,
-              frame_index: np.ndarray, override: bool) -> Any:
-    """A scheduler fill callback writing these inputs."""
-    n = len(rois)
-
-    def fill(slot: Any) -> None:
-        slot.frames_in_host.numpy()[:] = frames_bgr
-        fh = slot.faces_host
-        fh.frame_index[:n] = torch.from_numpy(frame_index)
-        fh.roi[:n] = torch.from_numpy(rois)
-        fh.roi_override[:n] = override
-        fh.latents[:n] = torch.from_numpy(latents[:n])
-        fh.valid[:n] = True
-
-    return fill
+    return FaceFrame(frame, landmarks.astype(np.float32), latents)

@@ -9,36 +9,14 @@ sha256 as the accepted hash, so the store verifies them exactly as it verifies r
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import cv2
 import numpy as np
-import yaml
 
-from livecam.engines.manifest import default_manifests_dir
-from livecam.engines.store import ModelStore, sha256_file
 from livecam.identity.model import Identity, IdentityPhoto
-from livecam.testing.standins import build_arcface, build_inswapper
+from livecam.testing.standins import install_standin_models
 
-
-def install_standin_models(root: Path) -> tuple[Path, Path]:
-    """Write stand-in inswapper_128 (dynamic batch) and w600k_r50 plus manifests accepting
-    them under ``root``; returns (models_dir, manifests_dir) for the ``models`` config."""
-    models_dir, manifests_dir, build_dir = root / "models", root / "manifests", root / "build"
-    for d in (models_dir, manifests_dir, build_dir):
-        d.mkdir(parents=True, exist_ok=True)
-    built = {"inswapper_128": build_inswapper(build_dir / "inswapper_128.onnx", batch="N"),
-             "w600k_r50": build_arcface(build_dir / "w600k_r50.onnx")}
-    for name, path in built.items():
-        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
-        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
-        (manifests_dir / f"{name}.yaml").write_text(yaml.safe_dump(data))
-    from livecam.engines.manifest import load_manifests
-
-    store = ModelStore(models_dir, load_manifests(manifests_dir))
-    for name, path in built.items():
-        store.adopt(name, path)
-    return models_dir, manifests_dir
+__all__ = ["face_frame", "identity_from_photo", "install_standin_models"]
 
 
 def face_frame(photo_bgr: np.ndarray, size: tuple[int, int] = (480, 360)) -> np.ndarray:

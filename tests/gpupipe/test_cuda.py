@@ -1,6 +1,6 @@
-"""CUDA-only checks of the GPU pipeline: graphs are really captured and replay the eager
-result, ticks overlap on the slot streams, and nothing is allocated per tick after warm-up.
-Skipped (with the reason) where torch sees no CUDA GPU, as on CI."""
+"""CUDA-only checks of the GPU swap: graphs are really captured and replay the eager result,
+nothing is allocated per tick after warm-up, and the stream stage on CUDA equals the same
+stage on the CPU. Skipped (with the reason) where torch sees no CUDA GPU, as on CI."""
 
 from __future__ import annotations
 
@@ -11,68 +11,108 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.gpupipe.scheduler import GpuScheduler
-from livecam.gpupipe.slots import SlotShape
-from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame, fill_with, make_program
+from livecam.core.types import RuntimeState
+from livecam.gpupipe.scheduler import GpuScheduler, TickRows
+from livecam.gpupipe.slots import FrameBuffers, SlotShape
+from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame, make_program
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available"),
 ]
-ONE = np.zeros(1, np.int64)
 
 
 @pytest.fixture(scope="module")
 def cuda_engine(inswapper_dyn_path: Path) -> Any:
     from livecam.engines.torch_engine import TorchEngine
 
-    engine = TorchEngine(inswapper_dyn_path, device="cuda", precision="fp16", cuda_graphs=True)
+    engine = TorchEngine(inswapper_dyn_path, device="cuda", precision="fp16", cuda_graphs=False)
     engine.open()
     return engine
 
 
-def _run(engine: Any, face_frame: FaceFrame, use_graphs: bool, ticks: int) -> tuple[Any, Any]:
-    program = make_program(engine, 1, device="cuda")
-    sched = GpuScheduler(program, SlotShape(1, HEIGHT, WIDTH, 1), "cuda", use_graphs=use_graphs)
-    with sched:
-        modes = sched.warmup((1,))
-        out = None
+def _rows(face_frame: FaceFrame) -> TickRows:
+    return TickRows(frame_index=np.zeros(1, np.int64), kps=face_frame.kps,
+                    latents=face_frame.latents[:1], valid=np.ones(1, bool))
+
+
+def _run(engine: Any, face_frame: FaceFrame, use_graphs: bool, ticks: int
+         ) -> tuple[dict[str, str], np.ndarray]:
+    program = make_program(engine, device="cuda")
+    shape = SlotShape(1, HEIGHT, WIDTH, 1, program.latent_dim)
+    buffers = FrameBuffers(HEIGHT, WIDTH, 4, pinned=True)
+    for b in buffers.inputs:
+        b.numpy()[:] = face_frame.frame_bgr
+    with GpuScheduler(program, shape, "cuda", use_graphs=use_graphs) as sched:
+        modes = sched.warmup()
         for k in range(ticks):
             if sched.ring_full:
-                out = sched.collect().frames_bgr.copy()
-            sched.submit(fill_with(face_frame.frame_bgr[None], face_frame.rois,
-                                   face_frame.latents, ONE, k == 0), 1)
+                sched.collect()
+            sched.submit([buffers.inputs[k % 4]], [buffers.outputs[k % 4]], _rows(face_frame))
         while sched.in_flight:
-            out = sched.collect().frames_bgr.copy()
-    return modes, out
+            sched.collect()
+    return modes, buffers.outputs[(ticks - 1) % 4].numpy().copy()
 
 
 def test_graphs_replay_the_eager_result(cuda_engine: Any, face_frame: FaceFrame) -> None:
     modes, graphed = _run(cuda_engine, face_frame, True, 6)
     assert all(m.split(" ")[0] in ("graph", "segmented") for m in modes.values()), modes
     _, eager = _run(cuda_engine, face_frame, False, 6)
-    assert (graphed[0] != face_frame.frame_bgr).any()
+    assert (graphed != face_frame.frame_bgr).any()
     diff = np.abs(graphed.astype(int) - eager.astype(int))
     assert diff.max() <= 2 and diff.mean() < 0.01
 
 
 def test_no_allocation_per_tick_after_warmup(cuda_engine: Any, face_frame: FaceFrame) -> None:
-    program = make_program(cuda_engine, 1, device="cuda")
-    with GpuScheduler(program, SlotShape(1, HEIGHT, WIDTH, 1), "cuda") as sched:
-        sched.warmup((1,))
-        fill = fill_with(face_frame.frame_bgr[None], face_frame.rois, face_frame.latents, ONE,
-                         False)
-        for _ in range(4):  # every slot has run once
+    program = make_program(cuda_engine, device="cuda")
+    buffers = FrameBuffers(HEIGHT, WIDTH, 4, pinned=True)
+    rows = _rows(face_frame)
+    with GpuScheduler(program, SlotShape(1, HEIGHT, WIDTH, 1, program.latent_dim),
+                      "cuda") as sched:
+        sched.warmup()
+
+        def tick(k: int) -> None:
             if sched.ring_full:
                 sched.collect()
-            sched.submit(fill, 1)
+            sched.submit([buffers.inputs[k % 4]], [buffers.outputs[k % 4]], rows)
+
+        for k in range(4):  # every slot has run once
+            tick(k)
         torch.cuda.synchronize()
         before = torch.cuda.memory_stats()["allocation.all.allocated"]
-        for _ in range(20):
-            if sched.ring_full:
-                sched.collect()
-            sched.submit(fill, 1)
+        for k in range(20):
+            tick(k)
         while sched.in_flight:
             sched.collect()
         after = torch.cuda.memory_stats()["allocation.all.allocated"]
     assert after == before, f"{after - before} device allocations in 20 ticks"
+
+
+def test_cuda_stage_matches_the_cpu_stage(inswapper_dyn_path: Path,
+                                          face_frame: FaceFrame) -> None:
+    from livecam.engines.torch_engine import TorchEngine
+    from livecam.gpupipe.hub import GpuSwapHub
+    from livecam.gpupipe.stage import GpuSwapStage
+    from livecam.swap.neural import read_emap
+    from tests.gpupipe.test_stage import embedding_table, faces_of, packet
+
+    state = RuntimeState(active_identity="alice")
+    outs = {}
+    for device in ("cuda", "cpu"):
+        engine = TorchEngine(inswapper_dyn_path, device=device, precision="fp32",
+                             cuda_graphs=False)
+        hub = GpuSwapHub(engine, emap=lambda: read_emap(inswapper_dyn_path),
+                         source_embedding=embedding_table(("alice",), []), n_streams=1,
+                         max_faces=2, slots=3, window_px=320)
+        with GpuSwapStage(hub) as stage:
+            stage.prepare(WIDTH, HEIGHT)
+            if device == "cuda":
+                assert all(m.split(" ")[0] in ("graph", "segmented")
+                           for m in hub.graph_modes.values()), hub.graph_modes
+            for k in range(4):
+                stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
+            got = [stage.collect(60.0) for _ in range(4)]
+            assert all(p is not None for p in got)
+            outs[device] = got[-1].image_bgr  # type: ignore[union-attr]
+    diff = np.abs(outs["cuda"].astype(int) - outs["cpu"].astype(int))
+    assert (outs["cpu"] != face_frame.frame_bgr).any() and diff.mean() < 0.2

@@ -1,7 +1,10 @@
-"""The GPU pipeline as a stage (``livecam run``), on the CPU: the same torch code as on CUDA.
+"""The GPU swap as ``livecam run`` uses it, on the CPU: one stream's asynchronous stage equals
+the CPU neural stage, frames in flight come back in order, several streams share ticks of one
+hub without changing each other's frames, a failed tick fails only its frames, and the
+factory builds it from installed models.
 
-Real photos, real MediaPipe weights (ported to torch), stand-in generator and recognizer (the
-real ones are downloads). CUDA-only checks are marked ``gpu`` and skipped without a GPU.
+Real photos and landmarks, stand-in generator and recognizer (the real ones are downloads).
+CUDA-only checks are in test_cuda.py, marked ``gpu``.
 """
 
 from __future__ import annotations
@@ -14,21 +17,12 @@ import numpy as np
 import pytest
 
 from livecam.config import load_config
-from livecam.config.gpu import GpuConfig
 from livecam.core.errors import IdentityError, ModelError
-from livecam.core.types import Frame, Packet, RuntimeState
+from livecam.core.types import Faces, Frame, Packet, RuntimeState
 from livecam.gpupipe.factory import build_gpu_stages, gpu_pipeline_wanted
+from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.stage import GpuSwapStage
-from livecam.testing.standins import build_inswapper
-from tests.gpupipe.stage_support import face_frame, identity_from_photo, install_standin_models
-
-# Faces in these frames are small for BlazeFace's short range; the window fits them.
-TEST_GPU = GpuConfig(detector_range="full", max_faces=2, paste_window_px=320)
-
-
-@pytest.fixture(scope="module")
-def generator_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_inswapper(tmp_path_factory.mktemp("gpu_stage") / "inswapper.onnx", batch="N")
+from tests.gpupipe.conftest import FaceFrame
 
 
 def embedding_table(names: tuple[str, ...], asked: list[str]) -> Any:
@@ -44,114 +38,170 @@ def embedding_table(names: tuple[str, ...], asked: list[str]) -> Any:
     return source_embedding
 
 
-def make_stage(path: Path, source_embedding: Any, device: str = "cpu",
-               gpu: GpuConfig = TEST_GPU, **kwargs: Any) -> GpuSwapStage:
-    from livecam.engines.torch_engine import TorchEngine
+class Generator:
+    """The torch engine the hub runs, made on open (as the factory's lazy engine); ``fail_on``
+    names calls (counted from 0) that raise, standing in for a device error."""
 
-    engine = TorchEngine(path, device=device, precision="fp32", cuda_graphs=False)
-    return GpuSwapStage(engine, path, source_embedding, gpu=gpu, **kwargs)
+    def __init__(self, path: Path, fail_on: frozenset[int] = frozenset()) -> None:
+        from livecam.engines.torch_engine import TorchEngine
+
+        self.engine = TorchEngine(path, device="cpu", precision="fp32", cuda_graphs=False)
+        self.fail_on = fail_on
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+    def run_torch(self, feeds: Any, stream: Any = None) -> Any:
+        self.calls += 1
+        if self.calls - 1 in self.fail_on:
+            raise RuntimeError("device error")
+        return self.engine.run_torch(feeds, stream)
 
 
-def packet(k: int, image: np.ndarray, state: RuntimeState) -> Packet:
-    return Packet(frame=Frame(k, 0, image), image_bgr=image, state=state)
+def make_hub(path: Path, embed: Any, *, n_streams: int = 1, **kw: Any) -> GpuSwapHub:
+    from livecam.swap.neural import read_emap
+
+    generator = kw.pop("generator", None) or Generator(path)
+    return GpuSwapHub(generator, emap=lambda: read_emap(path), source_embedding=embed,
+                      n_streams=n_streams, max_faces=2, slots=3, window_px=320, **kw)
+
+
+def packet(k: int, image: np.ndarray, faces: Faces, state: RuntimeState) -> Packet:
+    return Packet(frame=Frame(k, 0, image), image_bgr=image, faces=faces, state=state)
+
+
+def faces_of(face_frame: FaceFrame, track_id: int = 1) -> Faces:
+    xy = face_frame.landmarks_xy
+    return Faces(boxes_xyxy=np.concatenate([xy.min(axis=1), xy.max(axis=1)], axis=1),
+                 scores=np.ones(1, np.float32), landmarks_xy=xy,
+                 track_ids=np.array([track_id], np.int64))
+
+
+def collect_all(stage: GpuSwapStage, n: int) -> list[Packet]:
+    out = []
+    for _ in range(n):
+        p = stage.collect(timeout_s=60.0)
+        assert p is not None, "a submitted frame did not come back"
+        out.append(p)
+    return out
 
 
 @pytest.mark.slow
-def test_stage_equals_cpu_neural_stage_and_honours_state(generator_path: Path,
-                                                         astronaut_bgr: np.ndarray) -> None:
+def test_stage_equals_the_cpu_neural_stage_with_frames_in_flight(
+        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
     from livecam.swap.neural import InswapperModel, NeuralSwapStage
 
-    image = face_frame(astronaut_bgr)
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
     asked: list[str] = []
     embed = embedding_table(("alice", "bob"), asked)
-    # track 1 is assigned bob; everyone else gets the active identity
     state = RuntimeState(active_identity="alice", track_identities=((1, "bob"),))
-    with make_stage(generator_path, embed) as stage:
-        first = stage.process(packet(0, image, state))
-        second = stage.process(packet(1, image, state))
-        bypassed = stage.process(packet(2, image, RuntimeState(active_identity="alice",
-                                                               bypass=True)))
-        odd_size = stage.process(packet(3, np.full((240, 320, 3), 90, np.uint8), state))
-    # first sight: the face is meshed and its track starts; it is swapped from the next frame
-    assert first.image_bgr is image and first.faces.track_ids.tolist() == [1]
-    assert second.faces.track_ids.tolist() == [1] and second.faces.has_landmarks
-    assert asked == ["bob"]
-    changed = (second.image_bgr != image).any(axis=-1)
-    assert changed.mean() > 0.03
-    assert (image == face_frame(astronaut_bgr)).all()  # the input was not written into
-
-    # the CPU neural stage on the same landmarks, identity and generator
-    cpu = NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(generator_path, device="cpu"),
-                                         generator_path), embed)
+    bypass = RuntimeState(active_identity="alice", bypass=True)
+    with GpuSwapStage(make_hub(inswapper_dyn_path, embed), assign=()) as stage:
+        assert stage.capacity == 3
+        # three frames in flight, one bypassed between them (it needs no GPU)
+        stage.submit(packet(0, image, faces, state))
+        stage.submit(packet(1, image, faces, bypass))
+        stage.submit(packet(2, image, faces, state))
+        outs = collect_all(stage, 3)
+        assert stage.hub.ticks == 2
+        assert stage.collect(timeout_s=0.01) is None
+    assert [p.frame.index for p in outs] == [0, 1, 2]
+    assert outs[1].image_bgr is image  # bypass: the frame itself
+    assert asked == ["bob"]  # track 1 is assigned bob; its latent is cached
+    np.testing.assert_array_equal(outs[0].image_bgr, outs[2].image_bgr)
+    assert (image == face_frame.frame_bgr).all()  # the input was not written into
+    cpu = NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(inswapper_dyn_path, device="cpu"),
+                                         inswapper_dyn_path), embed)
     with cpu:
-        ref = cpu.process(packet(1, image, state).with_fields(faces=second.faces))
-    diff = np.abs(second.image_bgr.astype(int) - ref.image_bgr.astype(int))
+        ref = cpu.process(packet(0, image, faces, state))
+    diff = np.abs(outs[0].image_bgr.astype(int) - ref.image_bgr.astype(int))
+    assert (ref.image_bgr != image).any(axis=-1).mean() > 0.03
     assert diff.mean() < 0.1 and (diff > 3).mean() < 2e-3, (diff.mean(), (diff > 3).mean())
 
-    # bypass: the input frame itself, faces still followed under the same id
-    assert bypassed.image_bgr is image and bypassed.faces.track_ids.tolist() == [1]
-    # a frame of another size re-allocates the slots; no face there
-    assert len(odd_size.faces) == 0 and odd_size.image_bgr is odd_size.frame.image_bgr
+
+@pytest.mark.slow
+def test_streams_share_ticks_and_keep_their_own_frames(inswapper_dyn_path: Path,
+                                                       face_frame: FaceFrame) -> None:
+    """Requests that wait while the slots are busy go out together: one tick, one generator
+    call for the faces of both streams; each stream gets exactly its own frame back."""
+    embed = embedding_table(("alice", "bob"), [])
+    hub = make_hub(inswapper_dyn_path, embed, n_streams=3, collector_thread=False)
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
+    mirrored = np.ascontiguousarray(image[:, ::-1])
+    mirror_faces = faces_of(FaceFrame(mirrored, face_frame.landmarks_xy * [-1, 1]
+                                      + [image.shape[1] - 1, 0], face_frame.latents))
+    s0, s1, s2 = (GpuSwapStage(hub, stream=k) for k in range(3))
+    alice, bob = RuntimeState(active_identity="alice"), RuntimeState(active_identity="bob")
+    with s0, s1, s2:
+        for k in range(3):  # stream 0 fills the three slots: one frame per tick
+            s0.submit(packet(k, image, faces, alice))
+        s1.submit(packet(0, mirrored, mirror_faces, bob))  # these two wait for a slot
+        s2.submit(packet(0, image, faces, alice))
+        assert hub.ticks == 3
+        while hub.collect_next(0.0):
+            pass
+        assert hub.ticks == 4 and list(hub.frames_per_tick) == [1, 1, 1, 2]
+        out0, out1, out2 = collect_all(s0, 3), collect_all(s1, 1), collect_all(s2, 1)
+    assert [p.frame.index for p in out0] == [0, 1, 2]
+    for p in [*out0[1:], *out2]:
+        np.testing.assert_array_equal(p.image_bgr, out0[0].image_bgr)
+    # stream 1 alone on a fresh hub: the same frame as in the shared tick
+    alone = GpuSwapStage(make_hub(inswapper_dyn_path, embed))
+    with alone:
+        alone.submit(packet(0, mirrored, mirror_faces, bob))
+        (ref,) = collect_all(alone, 1)
+    assert (out1[0].image_bgr != mirrored).any()
+    np.testing.assert_array_equal(out1[0].image_bgr, ref.image_bgr)
+
+
+@pytest.mark.slow
+def test_a_failed_tick_fails_only_its_frames(inswapper_dyn_path: Path,
+                                             face_frame: FaceFrame) -> None:
+    embed = embedding_table(("alice",), [])
+    generator = Generator(inswapper_dyn_path, fail_on=frozenset({1}))
+    state = RuntimeState(active_identity="alice")
+    with GpuSwapStage(make_hub(inswapper_dyn_path, embed, generator=generator)) as stage:
+        for k in range(3):
+            stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
+        first = stage.collect(60.0)
+        with pytest.raises(RuntimeError, match="device error"):
+            stage.collect(60.0)
+        third = stage.collect(60.0)
+        # the stream's buffers came back: it goes on
+        stage.submit(packet(3, face_frame.frame_bgr, faces_of(face_frame), state))
+        fourth = stage.collect(60.0)
+    assert first is not None and third is not None and fourth is not None
+    np.testing.assert_array_equal(first.image_bgr, third.image_bgr)
+    np.testing.assert_array_equal(first.image_bgr, fourth.image_bgr)
 
 
 @pytest.mark.slow
 def test_unknown_identity_goes_out_unswapped_and_is_logged_once(
-        generator_path: Path, astronaut_bgr: np.ndarray, caplog: pytest.LogCaptureFixture) -> None:
-    image = face_frame(astronaut_bgr)
+        inswapper_dyn_path: Path, face_frame: FaceFrame,
+        caplog: pytest.LogCaptureFixture) -> None:
     asked: list[str] = []
     state = RuntimeState(active_identity="ghost")
     # a frozen clock: the retry interval never passes, however slow the frames are
-    stage = make_stage(generator_path, embedding_table(("alice",), asked), clock=lambda: 100.0)
-    with stage, caplog.at_level(logging.WARNING, logger="livecam.gpupipe.stage"):
-        outs = [stage.process(packet(k, image, state)) for k in range(3)]
-    assert all(o.image_bgr is image for o in outs)
-    assert [o.faces.track_ids.tolist() for o in outs] == [[1], [1], [1]]
+    hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), asked), clock=lambda: 100.0)
+    with GpuSwapStage(hub) as stage, caplog.at_level(logging.WARNING, "livecam.gpupipe.hub"):
+        for k in range(3):
+            stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
+        outs = collect_all(stage, 3)
+    assert all(o.image_bgr is face_frame.frame_bgr for o in outs)
+    assert hub.ticks == 0  # nothing to swap: the GPU was not asked
     assert asked == ["ghost"]  # retried only after missing_log_interval_s
     assert sum("ghost" in r.getMessage() for r in caplog.records) == 1
 
 
-@pytest.mark.slow
-def test_track_ids_stay_with_their_faces_in_a_moving_clip(generator_path: Path) -> None:
-    from insightface.data import get_image
-
-    from livecam.testing.clips import Trajectory, face_sprites, make_clip, score_tracking
-    from livecam.track.bytetrack import iou_matrix
-
-    sprites = face_sprites(get_image("t1"))[:2]
-    n = 16
-    # two people walking past each other in two lanes, ~9 px per frame, detector every 5th
-    lanes = [Trajectory.linear((110, 95), (250, 105), n, 100),
-             Trajectory.linear((370, 265), (230, 255), n, 100)]
-    frames, truth = make_clip(sprites, lanes, size=(480, 360), noise_sigma=2.0)
-    state = RuntimeState(active_identity="alice")
-    ids, boxes = [], []
-    with make_stage(generator_path, embedding_table(("alice",), [])) as stage:
-        for k, image in enumerate(frames):
-            out = stage.process(packet(k, image, state))
-            ids.append(out.faces.track_ids)
-            boxes.append(out.faces.boxes_xyxy)
-            if k >= 1:  # both faces swapped once tracked, nothing far from them touched
-                changed = (out.image_bgr != image).any(axis=-1)
-                assert changed.mean() > 0.02
-    assert all(sorted(i.tolist()) == [1, 2] for i in ids), ids
-    # each id stays on one person (the person whose box it overlaps in frame 0)
-    owner: dict[int, int] = {}
-    for t, (i, b) in enumerate(zip(ids, boxes, strict=True)):
-        iou = iou_matrix(b, truth[t].boxes_xyxy)
-        for row, tid in enumerate(i.tolist()):
-            assert iou[row].max() > 0.5
-            person = int(truth[t].ids[int(iou[row].argmax())])
-            assert owner.setdefault(tid, person) == person, (t, tid, person)
-    metrics = score_tracking(truth, ids, boxes)
-    assert metrics["num_switches"] == 0 and metrics["mota"] > 0.95, metrics
-
-
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:
+    from livecam.app import SharedStages
+
     config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
                                 "engine.device=cpu", "gpu.pipeline=always"])
     assert gpu_pipeline_wanted(config)
-    (stage,) = build_gpu_stages(config, identities=_NoIdentities())
+    *_, stage = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
     with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
         stage.open()
 
@@ -176,93 +226,74 @@ def test_gpu_pipeline_wanted_follows_the_config() -> None:
 
 
 @pytest.mark.slow
-def test_factory_runs_installed_models_with_a_library_identity(tmp_path: Path,
-                                                               astronaut_bgr: np.ndarray) -> None:
+def test_livecam_run_swaps_two_streams_on_one_gpu_swap(tmp_path: Path,
+                                                       astronaut_bgr: np.ndarray) -> None:
+    """`livecam run` as built for two input/output pairs with the GPU swap (on the CPU here):
+    installed (stand-in) models, a library identity, the same analysis stage as the CPU path,
+    one hub for both streams, frames in flight through the runtime's collector."""
+    import cv2
     from insightface.data import get_image
 
+    from livecam.app import build_streams
     from livecam.identity.model import IdentityCollection
+    from tests.gpupipe.stage_support import face_frame, identity_from_photo, install_standin_models
 
     models_dir, manifests_dir = install_standin_models(tmp_path)
-    config = load_config(None, ["swap.mode=neural", f"models.dir={models_dir}",
-                                f"models.manifests_dir={manifests_dir}", "engine.device=cpu",
-                                f"engine.cache_dir={tmp_path / 'cache' / 'engines'}",
-                                "gpu.pipeline=always", "gpu.detector_range=full",
-                                "gpu.max_faces=2", "gpu.paste_window_px=320"])
+    config = load_config(None, [
+        "swap.mode=neural", f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
+        "engine.device=cpu", f"engine.cache_dir={tmp_path / 'cache' / 'engines'}",
+        "gpu.pipeline=always", "analysis.max_faces=2", "gpu.paste_window_px=320",
+        "pipeline.realtime=false", "pipeline.status_interval_s=0", "control.api=false",
+        "control.hotkeys=false", f"identity.library_dir={tmp_path / 'lib'}"])
+    live = [face_frame(astronaut_bgr), face_frame(get_image("t1")[60:460, 0:400])]
+    paths = []
+    for k, image in enumerate(live):
+        paths.append(tmp_path / f"live{k}.png")
+        cv2.imwrite(str(paths[-1]), image)
     identities = IdentityCollection({"astro": identity_from_photo("astro", astronaut_bgr)})
-    (stage,) = build_gpu_stages(config, identities)
-    # two real people from another photo as the live faces
-    live = face_frame(get_image("t1")[60:460, 0:400])
-    stage.open()
-    try:
-        outs = [stage.process(packet(k, live, RuntimeState(active_identity="astro")))
-                for k in range(2)]
-        other = stage.process(packet(2, live, RuntimeState(active_identity="nobody")))
-    finally:
-        stage.close()
-    assert sorted(outs[1].faces.track_ids.tolist()) == [1, 2]
-    changed = (outs[1].image_bgr != live).any(axis=-1)
-    for x1, y1, x2, y2 in outs[1].faces.boxes_xyxy.astype(int):  # both faces swapped
-        assert changed[y1:y2, x1:x2].mean() > 0.3
-    assert other.image_bgr is live  # unknown name: unswapped, not an error
+    streams = build_streams(config, pairs=[(f"image:{p}", "null") for p in paths],
+                            identities=identities, max_frames=6,
+                            state=RuntimeState(active_identity="astro", identities=("astro",)))
+    stages = [a.stages for a in streams.apps]
+    assert [type(s[-1]).__name__ for s in stages] == ["GpuSwapStage", "GpuSwapStage"]
+    assert stages[0][-1].hub is stages[1][-1].hub  # type: ignore[attr-defined]
+    streams.run()
+    for app, image in zip(streams.apps, live, strict=True):
+        last = app.live.last()
+        assert last is not None and app.metrics.counter("sent") == 6
+        changed = (last.image_bgr != image).any(axis=-1)
+        assert changed.mean() > 0.02, "the stream's faces were not swapped"
+        assert "swap.gpu" not in app.metrics.stage_times_ms()  # no GPU clock on a CPU
+        assert len(app.metrics.stage_times_ms()["swap.tick"]) >= 4
     # the identity's embedding was computed by ArcFace and cached on disk like the CPU stage's
     assert list((tmp_path / "cache" / "embeddings").rglob("*.npy"))
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
-                    reason="CUDA is not available (the same stage runs on the CPU above)")
-def test_cuda_stage_matches_the_cpu_stage(generator_path: Path,
-                                          astronaut_bgr: np.ndarray) -> None:
-    image = face_frame(astronaut_bgr, (1280, 720))
-    state = RuntimeState(active_identity="alice")
-    outs = {}
-    for device in ("cuda", "cpu"):
-        gpu = GpuConfig(detector_range="full", precision="fp32", max_faces=2)
-        stage = make_stage(generator_path, embedding_table(("alice",), []), device, gpu)
-        with stage:
-            out = [stage.process(packet(k, image, state)) for k in range(3)][-1]
-            if device == "cuda":
-                assert all(m.startswith(("graph", "segmented")) for m in
-                           stage.graph_modes.values()), stage.graph_modes
-            outs[device] = out
-    np.testing.assert_allclose(outs["cuda"].faces.landmarks_xy, outs["cpu"].faces.landmarks_xy,
-                               atol=0.5)
-    diff = np.abs(outs["cuda"].image_bgr.astype(int) - outs["cpu"].image_bgr.astype(int))
-    assert (outs["cpu"].image_bgr != image).any() and diff.mean() < 0.2
-
-
 @pytest.mark.slow
-def test_stage_follows_swap_assign(generator_path: Path, astronaut_bgr: np.ndarray) -> None:
-    """``swap.assign`` names the first person to appear, as in the CPU swap stages."""
-    image = face_frame(astronaut_bgr)
-    asked: list[str] = []
-    embed = embedding_table(("alice", "bob"), asked)
-    state = RuntimeState(active_identity="alice")
-    with make_stage(generator_path, embed, assign=("bob",)) as stage:
-        stage.process(packet(0, image, state))
-        swapped = stage.process(packet(1, image, state))
-    assert swapped.faces.track_ids.tolist() == [1]
-    assert asked == ["bob"]
+def test_a_frame_already_on_the_device_is_not_uploaded_again(inswapper_dyn_path: Path,
+                                                             face_frame: FaceFrame) -> None:
+    """The follower's GPU networks keep the frame they uploaded; the swap copies it on the
+    device (its pinned input buffer stays untouched) and swaps the same pixels."""
+    import torch
 
-
-@pytest.mark.slow
-def test_stage_swaps_only_the_faces_analysis_select_keeps(generator_path: Path,
-                                                          astronaut_bgr: np.ndarray) -> None:
-    """``analysis.select: largest`` with two people: only the larger face changes."""
-    import cv2
-
-    from livecam.analysis.select import FaceSelector
-
-    image = np.full((360, 720, 3), 120, np.uint8)
-    image[:, :360] = cv2.resize(astronaut_bgr, (360, 360), interpolation=cv2.INTER_AREA)
-    image[40:340, 400:700] = cv2.resize(astronaut_bgr, (300, 300), interpolation=cv2.INTER_AREA)
     embed = embedding_table(("alice",), [])
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
     state = RuntimeState(active_identity="alice")
-    with make_stage(generator_path, embed, selector=FaceSelector("largest")) as stage:
-        outs = [stage.process(packet(k, image, state)) for k in range(3)]
-    last = outs[-1]
-    # the stage reports the selected face only, as the CPU analysis does
-    assert len(last.faces) == 1 and last.faces.boxes_xyxy[0, 2] < 360
-    changed = (last.image_bgr != image).any(axis=-1)
-    assert changed[:, :360].mean() > 0.02  # the larger face is swapped
-    assert not changed[:, 380:].any()  # the smaller one is left alone
+    kept = torch.from_numpy(image.copy())
+    asked: list[np.ndarray] = []
+
+    def device_frame(img: np.ndarray) -> tuple[Any, Any] | None:
+        asked.append(img)
+        return (kept, None) if img is image else None
+
+    with GpuSwapStage(make_hub(inswapper_dyn_path, embed), device_frame=device_frame) as shared, \
+            GpuSwapStage(make_hub(inswapper_dyn_path, embed)) as uploaded:
+        shared.submit(packet(0, image, faces, state))
+        uploaded.submit(packet(0, image, faces, state))
+        (a,), (b,) = collect_all(shared, 1), collect_all(uploaded, 1)
+        untouched = all(not buf.numpy().any() for bufs in shared._buffers.values()
+                        for buf in bufs.inputs)
+    assert asked and asked[0] is image
+    assert untouched
+    assert (a.image_bgr != image).any()
+    np.testing.assert_array_equal(a.image_bgr, b.image_bgr)

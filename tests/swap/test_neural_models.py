@@ -66,7 +66,7 @@ def test_livecam_run_refuses_an_unknown_model_in_one_line(tmp_path: Path,
 
 
 def test_compiled_batch_sizes_follow_the_path() -> None:
-    config = load_config(None, ["gpu.max_faces=6", "engine.max_batch=8"])
+    config = load_config(None, ["analysis.max_faces=6", "engine.max_batch=8"])
     models = NeuralModels.from_config(config)
     assert models.generator_batch_sizes(gpu_pipeline=True) == (1, 2, 4, 6)
     assert models.generator_batch_sizes(gpu_pipeline=False) == (1, 2, 4, 8)
@@ -92,7 +92,7 @@ def test_both_paths_build_from_the_same_object(tmp_path: Path) -> None:
                                 "gpu.pipeline=always"])
     models = NeuralModels.from_config(config)
     cpu_stage = build_neural_stage(models, lambda name: None)
-    (gpu_stage,) = build_gpu_stages(config, IdentityCollection({}))
+    *_, gpu_stage = build_gpu_stages(config, IdentityCollection({}))
     for stage in (cpu_stage, gpu_stage):
         with pytest.raises(ModelError, match="livecam models fetch inswapper_128"):
             stage.open()

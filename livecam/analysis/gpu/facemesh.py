@@ -17,12 +17,11 @@ from torch import nn
 
 from livecam.analysis.gpu.sampling import rotated_rect_grid, sample_bilinear_u8
 from livecam.analysis.gpu.tflite_torch import TfliteGraphModule
+from livecam.analysis.roi import ROI_SCALE
 
 FACE_LANDMARK_RELPATH = "face_landmark/face_landmark.tflite"
 NUM_LANDMARKS = 468
 INPUT_SIZE_PX = 192
-# MediaPipe's ROI: the box grown 1.5x, made square on its long side.
-ROI_SCALE = 1.5
 # Landmarks whose line sets the ROI rotation when tracking from the previous frame's mesh.
 LANDMARK_ROTATION_START, LANDMARK_ROTATION_END = 33, 263
 

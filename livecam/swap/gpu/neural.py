@@ -61,6 +61,7 @@ class GpuInswapper:
         self.colour_blur_px = colour_blur_px
         self.template: torch.Tensor | None = None
         self._names: tuple[str, str, str] | None = None
+        self.latent_dim = 0  # the source latent's size, from the engine's input spec (open)
 
     def open(self, device: torch.device | str) -> None:
         """Put the template on ``device`` and resolve the engine's tensor names (engine must
@@ -68,8 +69,9 @@ class GpuInswapper:
         self.template = template_tensor(self.crop_px, self.template_name, device=device)
         inputs = list(self.engine.inputs)
         image = next(s.name for s in inputs if len(s.shape) == 4)
-        latent = next(s.name for s in inputs if len(s.shape) == 2)
-        self._names = (image, latent, self.engine.outputs[0].name)
+        latent_spec = next(s for s in inputs if len(s.shape) == 2)
+        self._names = (image, latent_spec.name, self.engine.outputs[0].name)
+        self.latent_dim = int(latent_spec.shape[1])
 
     def crops(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,401 @@
+"""The face follower's networks on the GPU: BlazeFace and MediaPipe's face mesh as torch ports.
+
+:class:`GpuFaceNetworks` offers what the follower asks of its networks (``detect`` the whole
+frame, ``landmarks`` on rotated regions; the same protocol as the CPU's MediaPipe models), so
+the CPU and GPU paths share one follower: detection cadence, tracking, smoothing, selection,
+``max_faces`` and the fail-closed decisions stay in ``livecam.analysis.follower``; only the
+networks run here. Per frame the frame is uploaded once (pinned staging, one host copy) and
+the detector starts on a side stream at once, so it runs beside the first face mesh call.
+
+Each call returns host arrays, so it ends in one small device-to-host copy and a wait on it:
+the follower decides on them before the next call. Shapes are static: the detector sees the
+frame size (captured when the frame size is prepared), the mesh runs in buckets of 1, 2, 4, ...
+regions (each a CUDA graph on CUDA), so a call is a few graph replays rather than hundreds of
+kernel launches from Python.
+
+``refine_landmarks`` (478 points with irises) has no torch port: the mesh then runs on the host
+with MediaPipe's graph (the CPU path's landmarker) and only the detector stays on the GPU.
+
+With ``keep_frames`` the uploaded frames are also kept on the device for that many frames
+(:meth:`GpuFaceNetworks.device_frame`), so the GPU swap of the same frame copies it on the
+device instead of uploading it again.
+
+On a CPU the same code runs eagerly (CI). One thread (the pipeline thread) calls everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from livecam.analysis.gpu.facemesh import NUM_LANDMARKS, FaceRois
+from livecam.analysis.mesh import MIN_PRESENCE, MeshResult
+from livecam.analysis.roi import Roi
+from livecam.core.types import Faces, ImageBGR
+
+log = logging.getLogger(__name__)
+
+#: Detector output slots per frame (faces beyond the best this many are not reported).
+MAX_DETECTIONS = 64
+
+
+def mesh_buckets(max_rois: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to and including ``max_rois``: the region counts the mesh runs at."""
+    out = [1]
+    while out[-1] < max_rois:
+        out.append(min(out[-1] * 2, max_rois))
+    return tuple(out)
+
+
+class _Graph:
+    """One captured call (CUDA), or the eager call (CPU / no graphs)."""
+
+    def __init__(self, fn: Callable[[], None], *, device: torch.device, stream: Any,
+                 use_graph: bool, warmup_runs: int = 2) -> None:
+        self._fn = fn
+        self._graph: Any = None
+        if not use_graph:
+            return
+        with torch.cuda.stream(stream):
+            for _ in range(warmup_runs):
+                fn()
+        torch.cuda.synchronize(device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            fn()
+        torch.cuda.synchronize(device)
+        self._graph = graph
+
+    def __call__(self) -> None:
+        if self._graph is not None:
+            self._graph.replay()
+        else:
+            self._fn()
+
+
+class _SizeState:
+    """Everything sized for one frame size: pinned staging, the device frame, the detector's
+    outputs and graph."""
+
+    def __init__(self, height_px: int, width_px: int, device: torch.device, cuda: bool) -> None:
+        self.frame_host = torch.zeros((1, height_px, width_px, 3), dtype=torch.uint8,
+                                      pin_memory=cuda)
+        self.frame_dev = torch.zeros((1, height_px, width_px, 3), dtype=torch.uint8,
+                                     device=device)
+        self.detect: _Graph | None = None
+        self.det_out: tuple[torch.Tensor, ...] = ()
+        self.det_host: tuple[torch.Tensor, ...] = ()
+        self.kept: list[torch.Tensor] = []  # the last frames, for the swap (keep_frames)
+        self.kept_ready: list[Any] = []  # their events (CUDA): copied once these complete
+        self.next_kept = 0
+
+
+class GpuFaceNetworks:
+    """Whole-frame BlazeFace and the face mesh on ``device`` (see the module docstring).
+
+    ``detector_model``: ``short``, ``full`` or ``auto`` (both, merged as on the CPU);
+    ``min_score``: the detector's score floor (the tracker's low threshold, as on the CPU);
+    ``precision``: ``fp16`` or ``fp32`` for both networks (fp32 on a CPU); ``max_rois``: the
+    largest mesh batch (more regions run in several batches); ``models_dir``: MediaPipe's
+    ``modules`` folder (None: the installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``);
+    ``keep_frames``: how many uploaded frames stay on the device for :meth:`device_frame`
+    (more than the frames its stream can have in flight after this one; 0 = none).
+    """
+
+    def __init__(self, *, device: str | torch.device, detector_model: str = "full",
+                 min_score: float = 0.5, precision: str = "fp16", max_rois: int = 8,
+                 refine_landmarks: bool = False, use_graphs: bool = True,
+                 models_dir: str | Path | None = None, keep_frames: int = 0) -> None:
+        if detector_model not in ("short", "full", "auto"):
+            raise ValueError(f"detector_model must be short, full or auto, got "
+                             f"{detector_model!r}")
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.detector_model = detector_model
+        self.min_score = min_score
+        self.precision = precision if self.cuda else "fp32"
+        self.max_rois = max(1, max_rois)
+        self.refine_landmarks = refine_landmarks
+        self.use_graphs = use_graphs and self.cuda
+        self.models_dir = models_dir
+        self.keep_frames = max(0, keep_frames)
+        self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
+        self._detectors: list[Any] = []
+        self._mesh: Any = None
+        self._host_mesh: Any = None  # refine_landmarks: MediaPipe's graph on the host
+        self._stream: Any = None
+        self._side: Any = None
+        self._detected: Any = None
+        self._uploaded: Any = None  # the last frame's upload has left the pinned staging
+        self._sizes: dict[tuple[int, int], _SizeState] = {}
+        self._current: _SizeState | None = None
+        self._current_image: ImageBGR | None = None
+        self._mesh_graphs: dict[tuple[tuple[int, int], int], _Graph] = {}
+        self._roi_host: torch.Tensor | None = None
+        self._roi_dev: torch.Tensor | None = None
+        self._mesh_out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._mesh_host: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def num_landmarks(self) -> int:
+        return 478 if self.refine_landmarks else NUM_LANDMARKS
+
+    def open(self) -> None:
+        if self._detectors:
+            return
+        from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+
+        dtype = torch.float16 if self.precision == "fp16" else torch.float32
+        ranges = ("short", "full") if self.detector_model == "auto" else (self.detector_model,)
+        self._detectors = [load_blazeface(r, models_dir=self.models_dir,
+                                          max_faces=MAX_DETECTIONS,
+                                          min_score=self.min_score).to(self.device, dtype)
+                           for r in ranges]
+        if self.refine_landmarks:
+            from livecam.analysis.mesh import FaceMeshLandmarker
+
+            log.info("analysis.refine_landmarks: the 478-point mesh has no GPU port; it runs "
+                     "on the host (MediaPipe), the detector on %s", self.device)
+            self._host_mesh = FaceMeshLandmarker(refine_landmarks=True)
+            self._host_mesh.open()
+        else:
+            self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
+        if self.cuda:
+            self._stream = torch.cuda.Stream(self.device)
+            self._side = torch.cuda.Stream(self.device)
+            self._detected = torch.cuda.Event()
+            self._uploaded = torch.cuda.Event()
+        pinned = self.cuda
+        self._roi_host = torch.zeros((self.max_rois, 4), dtype=torch.float32, pin_memory=pinned)
+        self._roi_dev = torch.zeros((self.max_rois, 4), dtype=torch.float32, device=self.device)
+        self._mesh_host = (torch.zeros((self.max_rois, NUM_LANDMARKS, 3), dtype=torch.float32,
+                                       pin_memory=pinned),
+                           torch.zeros((self.max_rois,), dtype=torch.float32, pin_memory=pinned))
+
+    def close(self) -> None:
+        if self._host_mesh is not None:
+            self._host_mesh.close()
+        self._host_mesh = None
+        self._detectors = []
+        self._mesh = None
+        self._sizes.clear()
+        self._mesh_graphs.clear()
+        self._mesh_out.clear()
+        self._current = None
+        self._current_image = None
+        self._kept_for = None
+
+    def prepare(self, width_px: int, height_px: int) -> None:
+        """Allocate for this frame size and capture its graphs now (CUDA: a few seconds)."""
+        state = self._size(height_px, width_px)
+        if self._mesh is not None:
+            for n in mesh_buckets(self.max_rois):
+                self._mesh_graph(state, height_px, width_px, n)
+
+    def _on_stream(self, stream: Any) -> Any:
+        return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
+
+    def _size(self, height_px: int, width_px: int) -> _SizeState:
+        state = self._sizes.get((height_px, width_px))
+        if state is not None:
+            return state
+        if not self._detectors:
+            raise RuntimeError("GpuFaceNetworks used before open()")
+        state = _SizeState(height_px, width_px, self.device, self.cuda)
+
+        def detect() -> None:
+            outs = [d(state.frame_dev) for d in self._detectors]
+            for k, out in enumerate(outs):
+                for dst, src in zip(state.det_out[4 * k:4 * k + 4], out, strict=True):
+                    dst.copy_(src)
+
+        with torch.inference_mode(), self._on_stream(self._side):
+            first = [d(state.frame_dev) for d in self._detectors]
+            state.det_out = tuple(t.clone() for out in first for t in out)
+        state.det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
+                               for t in state.det_out)
+        state.kept = [torch.zeros((height_px, width_px, 3), dtype=torch.uint8,
+                                  device=self.device) for _ in range(self.keep_frames)]
+        state.kept_ready = [torch.cuda.Event() if self.cuda else None
+                            for _ in range(self.keep_frames)]
+        with torch.inference_mode():
+            state.detect = _Graph(detect, device=self.device, stream=self._side,
+                                  use_graph=self.use_graphs)
+        self._sizes[(height_px, width_px)] = state
+        return state
+
+    def _mesh_graph(self, state: _SizeState, height_px: int, width_px: int,
+                    n: int) -> _Graph:
+        key = ((height_px, width_px), n)
+        graph = self._mesh_graphs.get(key)
+        if graph is not None:
+            return graph
+        assert self._roi_dev is not None
+        roi = self._roi_dev[:n]
+        index = torch.zeros(n, dtype=torch.long, device=self.device)
+        if n not in self._mesh_out:
+            self._mesh_out[n] = (torch.zeros((n, NUM_LANDMARKS, 3), device=self.device),
+                                 torch.zeros((n,), device=self.device))
+        out_lm, out_presence = self._mesh_out[n]
+        # a graph per size: it reads that size's device frame
+
+        def mesh() -> None:
+            result = self._mesh(state.frame_dev, index, FaceRois(roi[:, 0:2], roi[:, 2],
+                                                                 roi[:, 3]))
+            out_lm.copy_(result.landmarks_px)
+            out_presence.copy_(result.presence)
+
+        with torch.inference_mode():
+            if self.use_graphs:  # a benign region for the warm-up runs, on the mesh's stream
+                benign = torch.tensor([width_px / 2, height_px / 2,
+                                       min(width_px, height_px) / 2, 0.0])
+                with self._on_stream(self._stream):
+                    self._roi_dev[:n].copy_(benign.expand(n, 4))
+            graph = _Graph(mesh, device=self.device, stream=self._stream,
+                           use_graph=self.use_graphs)
+        self._mesh_graphs[key] = graph
+        return graph
+
+    # -- per frame ---------------------------------------------------------------------------
+
+    def new_frame(self, image_bgr: ImageBGR) -> None:
+        """A new frame starts: upload it once and start the detector beside what follows."""
+        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
+        state = self._size(h, w)
+        if self.cuda:
+            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
+        np.copyto(state.frame_host.numpy()[0], image_bgr)
+        with torch.inference_mode():
+            with self._on_stream(self._stream):
+                state.frame_dev.copy_(state.frame_host, non_blocking=True)
+                if self.cuda:
+                    self._uploaded.record(self._stream)
+                if state.kept:
+                    k = state.next_kept
+                    state.next_kept = (k + 1) % len(state.kept)
+                    state.kept[k].copy_(state.frame_dev[0])
+                    if self.cuda:
+                        state.kept_ready[k].record(self._stream)
+                    self._kept_for = (image_bgr, state.kept[k], state.kept_ready[k])
+            if self.cuda:
+                self._side.wait_stream(self._stream)
+            with self._on_stream(self._side):
+                assert state.detect is not None
+                state.detect()
+                for dst, src in zip(state.det_host, state.det_out, strict=True):
+                    dst.copy_(src, non_blocking=True)
+            if self.cuda:
+                self._detected.record(self._side)
+        self._current, self._current_image = state, image_bgr
+
+    def device_frame(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any] | None:
+        """``image_bgr`` as uploaded for the latest frame: a device (H, W, 3) uint8 tensor and
+        the CUDA event after which it holds the frame (None on a CPU), or None when that
+        image is not the latest upload (or frames are not kept). Valid for ``keep_frames``
+        frames."""
+        kept = self._kept_for
+        if kept is None or kept[0] is not image_bgr:
+            return None
+        return kept[1], kept[2]
+
+    def _frame(self, image_bgr: ImageBGR) -> _SizeState:
+        if self._current is None or self._current_image is not image_bgr:
+            self.new_frame(image_bgr)
+        assert self._current is not None
+        return self._current
+
+    def detect(self, image_bgr: ImageBGR) -> Faces:
+        """Faces in the whole frame, best first (boxes, scores, 6 keypoints; ids -1)."""
+        state = self._frame(image_bgr)
+        if self.cuda:
+            self._detected.synchronize()
+        found: list[tuple[np.ndarray, float, np.ndarray]] = []
+        for k in range(len(self._detectors)):
+            boxes, kps, scores, valid = (t.numpy()[0] for t in state.det_host[4 * k:4 * k + 4])
+            for j in np.flatnonzero(valid):
+                found.append((boxes[j].astype(np.float32), float(scores[j]),
+                              kps[j].astype(np.float32)))
+        return _merged(found)
+
+    def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
+        """The mesh in each region (None where its presence is under MediaPipe's floor)."""
+        if self._host_mesh is not None:
+            return list(self._host_mesh.landmarks(image_bgr, rois))
+        if not rois:
+            return []
+        state = self._frame(image_bgr)
+        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
+        out: list[MeshResult | None] = []
+        for start in range(0, len(rois), self.max_rois):
+            out += self._mesh_batch(state, h, w, rois[start:start + self.max_rois])
+        return out
+
+    def _mesh_batch(self, state: _SizeState, h: int, w: int,
+                    rois: Sequence[Roi]) -> list[MeshResult | None]:
+        assert self._roi_host is not None and self._roi_dev is not None
+        assert self._mesh_host is not None
+        n = len(rois)
+        bucket = next(b for b in mesh_buckets(self.max_rois) if b >= n)
+        rows = self._roi_host.numpy()
+        rows[:n] = [(r.center_x_px, r.center_y_px, r.size_px, r.rotation_rad) for r in rois]
+        rows[n:bucket] = rows[0]  # padding: a real region, results ignored
+        graph = self._mesh_graph(state, h, w, bucket)
+        lm_host, presence_host = self._mesh_host
+        out_lm, out_presence = self._mesh_out[bucket]
+        with torch.inference_mode(), self._on_stream(self._stream):
+            self._roi_dev[:bucket].copy_(self._roi_host[:bucket], non_blocking=True)
+            graph()
+            lm_host[:bucket].copy_(out_lm, non_blocking=True)
+            presence_host[:bucket].copy_(out_presence, non_blocking=True)
+        if self.cuda:
+            self._stream.synchronize()
+        lm = lm_host.numpy()
+        presence = presence_host.numpy()
+        return [MeshResult(np.ascontiguousarray(lm[i, :, :2]), lm[i, :, 2].copy())
+                if presence[i] >= MIN_PRESENCE else None for i in range(n)]
+
+
+def _merged(found: list[tuple[np.ndarray, float, np.ndarray]]) -> Faces:
+    """Detections best first, overlapping ones from the two models (``auto``) merged."""
+    from livecam.analysis.detect import merge_detections
+
+    return merge_detections(found, MAX_DETECTIONS)
+
+
+class TorchBlazeFace:
+    """The torch BlazeFace with the CPU detector runners' interface (``detect(image_rgb)`` ->
+    ``[(box_xyxy, score, keypoints)]`` in the image's pixels), so the CPU tile search
+    (:class:`livecam.analysis.detect.BlazeFaceDetector`) runs its tiles on the GPU. Eager, on a
+    CUDA stream of its own: the tile search may run on a worker thread beside the follower's
+    networks. One caller at a time."""
+
+    def __init__(self, range_name: str, *, device: str | torch.device, min_score: float,
+                 precision: str = "fp16", models_dir: str | Path | None = None) -> None:
+        from livecam.analysis.gpu.models import load_blazeface
+
+        self.device = torch.device(device)
+        cuda = self.device.type == "cuda"
+        dtype = torch.float16 if cuda and precision == "fp16" else torch.float32
+        self.net = load_blazeface(range_name, models_dir=models_dir, max_faces=MAX_DETECTIONS,
+                                  min_score=min_score).to(self.device, dtype)
+        self._stream = torch.cuda.Stream(self.device) if cuda else None
+
+    def detect(self, image_rgb: np.ndarray) -> list[tuple[np.ndarray, float, np.ndarray]]:
+        bgr = np.ascontiguousarray(image_rgb[..., ::-1])  # the port reads BGR frames
+        ctx = torch.cuda.stream(self._stream) if self._stream is not None \
+            else contextlib.nullcontext()
+        with torch.inference_mode(), ctx:
+            det = self.net(torch.from_numpy(bgr).to(self.device)[None])
+            valid = det.valid[0].cpu().numpy()
+            boxes = det.boxes_xyxy_px[0].float().cpu().numpy()
+            kps = det.keypoints_xy_px[0].float().cpu().numpy()
+            scores = det.scores[0].float().cpu().numpy()
+        return [(boxes[j], float(scores[j]), kps[j]) for j in np.flatnonzero(valid)]

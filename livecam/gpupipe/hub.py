@@ -1,0 +1,383 @@
+"""The GPU swap of every stream of one process: one generator, one ring of slots, ticks that
+batch the faces of all streams that have a frame ready.
+
+Each stream's :class:`~livecam.gpupipe.stage.GpuSwapStage` hands over a :class:`SwapRequest`
+(its frame in one of its own pinned buffers, the faces' 5 keypoints and latents). The hub
+launches a tick whenever a slot of the ring is free and requests wait, taking the oldest
+waiting request of each stream (one frame per stream per tick, so a stream's frames stay in
+order), as many as the slot holds: with one stream every frame is a tick of its own and up
+to ``slots`` ticks overlap on the GPU; with many streams under load, requests gather while
+the slots are busy and go out together, so the generator sees the faces of many streams in
+one call. A collector thread waits for the ticks in the order they were launched, marks their
+requests done, and launches what waits. A request never waits for another stream's consumer:
+its frame comes back into its own stream's buffer.
+
+Frame sizes: each size has its own ring (captured in :meth:`GpuSwapHub.prepare` before the
+output starts, or on the first frame of a new size, logged). Identities: the hub turns names
+into the generator's latents (embeddings cached on disk, latents in memory), shared by the
+streams. Lifecycle: streams ``acquire`` (the first opens the engine) and ``release`` (the
+last closes it). Any thread may call the public methods.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from livecam.core.errors import IdentityError
+from livecam.gpupipe.slots import FrameBuffers, SlotShape
+
+log = logging.getLogger(__name__)
+
+EmbeddingFn = Callable[[str], "np.ndarray | None"]
+
+
+@dataclass
+class SwapRequest:
+    """One frame of one stream for the GPU: ``buffers.inputs[index]`` holds the frame (the
+    stream wrote it), or ``frame_dev`` does (a device tensor the follower's networks kept,
+    valid after the CUDA event ``frame_ready``); the swapped frame lands in
+    ``buffers.outputs[index]``; ``kps`` (n, 5, 2) float32 px and ``latents`` (n, D) float32
+    per face. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
+    latencies, then sets ``done``."""
+
+    stream: int
+    buffers: FrameBuffers
+    index: int
+    kps: np.ndarray
+    latents: np.ndarray
+    done: threading.Event = field(default_factory=threading.Event)
+    fits: np.ndarray | None = None
+    error: BaseException | None = None
+    host_latency_ms: float = float("nan")
+    gpu_latency_ms: float = float("nan")
+    t_submit_ns: int = 0
+    frame_dev: Any = None
+    frame_ready: Any = None
+
+    @property
+    def size_hw(self) -> tuple[int, int]:
+        h, w = self.buffers.outputs[self.index].shape[:2]
+        return int(h), int(w)
+
+    @property
+    def frame_in(self) -> Any:
+        return self.frame_dev if self.frame_dev is not None else self.buffers.inputs[self.index]
+
+
+class GpuSwapHub:
+    """The shared GPU swap (see the module docstring).
+
+    ``generator``: an unopened torch-side engine factory's product (``open``, ``close``,
+    ``device``, ``inputs``, ``outputs``, ``cuda_graphs``, ``run_torch``), opened by the first
+    :meth:`acquire`. ``emap``: () -> the model's (D, D) embedding map (read at open).
+    ``source_embedding(name)``: an identity's (512,) ArcFace embedding, None or
+    :class:`IdentityError` when it cannot be had. ``n_streams`` x ``max_faces`` face rows per
+    tick; ``slots`` ticks in flight (also each stream's bound). ``require_models()`` runs
+    first in :meth:`acquire` (a missing model raises :class:`ModelError` naming the fetch).
+    ``model_options``: the swap geometry of the model's manifest (``crop_px``, ``template``,
+    ``mean``, ``std``; see :func:`~livecam.gpupipe.build.build_program`).
+    ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
+    """
+
+    def __init__(self, generator: Any, *, emap: Callable[[], np.ndarray],
+                 source_embedding: EmbeddingFn, n_streams: int, max_faces: int,
+                 slots: int = 3, use_graphs: bool = True, window_px: int = 640,
+                 colour_blur_px: float = 0.0, model_options: dict[str, Any] | None = None,
+                 require_models: Callable[[], object] | None = None,
+                 missing_log_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 collector_thread: bool = True) -> None:
+        self.generator = generator
+        self._emap_fn = emap
+        self.source_embedding = source_embedding
+        self.n_streams = max(1, n_streams)
+        self.max_faces = max_faces
+        self.slots = slots
+        self.use_graphs = use_graphs
+        self.window_px = window_px
+        self.colour_blur_px = colour_blur_px
+        self.model_options = dict(model_options or {})
+        self.require_models = require_models
+        self.missing_log_interval_s = missing_log_interval_s
+        self._clock = clock
+        self._collector_thread = collector_thread
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._users = 0
+        self._program: Any = None
+        self._emap: np.ndarray | None = None
+        self._rings: dict[tuple[int, int], Any] = {}
+        self._pending: collections.deque[SwapRequest] = collections.deque()
+        self._launched: collections.deque[tuple[Any, list[SwapRequest]]] = collections.deque()
+        self._collector: threading.Thread | None = None
+        self._stopping = False
+        self._latents: dict[str, np.ndarray] = {}
+        self._failed: dict[str, float] = {}
+        self._embed_lock = threading.Lock()
+        self.graph_modes: dict[str, str] = {}
+        self.ticks = 0
+        #: frames in each of the last ticks (how well the streams batch)
+        self.frames_per_tick: collections.deque[int] = collections.deque(maxlen=1000)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def device(self) -> Any:
+        return self.generator.device
+
+    @property
+    def capacity(self) -> int:
+        """Frames one stream may have in flight."""
+        return self.slots
+
+    def acquire(self) -> None:
+        """A stream starts using the hub; the first opens the engine and the swap program."""
+        with self._lock:
+            self._users += 1
+            if self._program is not None:
+                return
+            try:
+                self._open()
+            except BaseException:
+                self._users -= 1
+                raise
+
+    def _open(self) -> None:
+        from livecam.gpupipe.build import build_program
+
+        if self.require_models is not None:
+            self.require_models()
+        self.generator.open()
+        self._emap = self._emap_fn()
+        self._program = build_program(self.generator, device=self.device,
+                                      window_px=self.window_px,
+                                      colour_blur_px=self.colour_blur_px,
+                                      **self.model_options)
+        self._stopping = False
+        if self._collector_thread:
+            self._collector = threading.Thread(target=self._collect_loop,
+                                               name="livecam-gpu-collect", daemon=True)
+            self._collector.start()
+        log.info("GPU swap on %s: %d stream(s) x %d faces per tick, %d slots, CUDA graphs %s",
+                 self.device, self.n_streams, self.max_faces, self.slots,
+                 "on" if self._graphs_on() else "off")
+
+    def release(self) -> None:
+        """A stream stops using the hub; the last one closes it (waits for ticks in flight)."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users > 0 or self._program is None:
+                return
+            self._stopping = True
+            self._wake.notify_all()
+            collector = self._collector
+        if collector is not None:
+            collector.join(5.0)
+        while self._launched and self.collect_next(0.0):
+            pass
+        with self._lock:
+            for sched in self._rings.values():
+                sched.close()
+            self._rings.clear()
+            for request in self._pending:
+                request.error = RuntimeError("the GPU swap closed before this frame ran")
+                request.done.set()
+            self._pending.clear()
+            self._program = None
+            self._collector = None
+            self._latents.clear()
+            self._failed.clear()
+        self.generator.close()
+
+    @property
+    def closed(self) -> bool:
+        with self._lock:
+            return self._program is None and self._users == 0
+
+    def _graphs_on(self) -> bool:
+        return self.use_graphs and getattr(self.device, "type", "cpu") == "cuda"
+
+    # -- frame sizes ---------------------------------------------------------------------------
+
+    def prepare(self, width_px: int, height_px: int) -> None:
+        """Allocate the ring for this frame size and capture its CUDA graphs now (seconds),
+        logging the progress. Idempotent per size."""
+        self._ring_for(height_px, width_px)
+
+    def _ring_for(self, height_px: int, width_px: int) -> Any:
+        with self._lock:
+            sched = self._rings.get((height_px, width_px))
+            if sched is not None:
+                return sched
+            if self._program is None:
+                raise RuntimeError("GpuSwapHub used before acquire()")
+            from livecam.gpupipe.scheduler import GpuScheduler
+
+            shape = SlotShape(self.n_streams, height_px, width_px,
+                              self.n_streams * self.max_faces, self._program.latent_dim)
+            sched = GpuScheduler(self._program, shape, self.device, n_slots=self.slots,
+                                 use_graphs=self._graphs_on())
+            sched.open()
+            if self._graphs_on():
+                t0 = time.perf_counter()
+                step = max(1, (len(sched.buckets) * self.slots) // 4)
+
+                def progress(done: int, total: int) -> None:
+                    if done % step == 0 or done == total:
+                        log.info("GPU swap %dx%d: CUDA graphs %d of %d captured (%.1f s)",
+                                 width_px, height_px, done, total, time.perf_counter() - t0)
+
+                modes = sched.warmup(progress=progress)
+                self.graph_modes.update({f"{width_px}x{height_px}/{k}": v
+                                         for k, v in modes.items()})
+                log.info("GPU swap %dx%d ready in %.1f s (%s)", width_px, height_px,
+                         time.perf_counter() - t0,
+                         ", ".join(sorted({m.split(" ")[0] for m in modes.values()})))
+            self._rings[(height_px, width_px)] = sched
+            return sched
+
+    def buffers(self, height_px: int, width_px: int) -> FrameBuffers:
+        """A stream's pinned frame buffers for this size (``capacity`` of them)."""
+        return FrameBuffers(height_px, width_px, self.capacity,
+                            pinned=getattr(self.device, "type", "cpu") == "cuda")
+
+    # -- identities ----------------------------------------------------------------------------
+
+    def latent(self, name: str) -> np.ndarray | None:
+        """The generator's (D,) source latent for identity ``name``, cached; None when it
+        cannot be had (logged at most once per ``missing_log_interval_s``, retried after)."""
+        with self._embed_lock:
+            cached = self._latents.get(name)
+            if cached is not None:
+                return cached
+            failed = self._failed.get(name)
+            if failed is not None and self._clock() - failed < self.missing_log_interval_s:
+                return None
+            from livecam.swap.neural import latents_from_embeddings
+
+            try:
+                embedding = self.source_embedding(name)
+                why = "it has no usable photo"
+            except IdentityError as exc:
+                embedding, why = None, str(exc)
+            if embedding is None:
+                self._failed[name] = self._clock()
+                log.warning("identity %r is unavailable: %s", name, why)
+                return None
+            self._failed.pop(name, None)
+            assert self._emap is not None, "latent() before acquire()"
+            latent = latents_from_embeddings(np.asarray(embedding)[None], self._emap)[0]
+            self._latents[name] = latent.astype(np.float32)
+            return self._latents[name]
+
+    # -- ticks ---------------------------------------------------------------------------------
+
+    def submit(self, request: SwapRequest) -> None:
+        """Queue ``request``; it runs in the next tick a slot is free for (now, if one is).
+        Its ``done`` is set when its frame is back (or its tick failed: ``error``)."""
+        h, w = request.size_hw
+        self._ring_for(h, w)  # a new size is prepared here (logged), on the caller's thread
+        request.t_submit_ns = time.perf_counter_ns()
+        with self._lock:
+            if self._program is None:
+                raise RuntimeError("GpuSwapHub.submit after close")
+            self._pending.append(request)
+            self._launch()
+
+    def _launch(self) -> None:
+        """Start ticks while slots are free and requests wait (hub lock held)."""
+        while self._pending:
+            size = self._pending[0].size_hw
+            sched = self._rings[size]
+            if sched.ring_full:
+                return
+            taken: list[SwapRequest] = []
+            streams: set[int] = set()
+            faces = 0
+            limit = sched.shape.max_faces
+            for request in list(self._pending):
+                if request.size_hw != size or request.stream in streams:
+                    continue
+                if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
+                    break
+                taken.append(request)
+                streams.add(request.stream)
+                faces += len(request.kps)
+            for request in taken:
+                self._pending.remove(request)
+            try:
+                self._start_tick(sched, taken)
+            except Exception as exc:  # the tick could not start: those frames fail, not all
+                log.error("GPU swap tick failed to start (%s: %s)", type(exc).__name__, exc)
+                for request in taken:
+                    request.error = exc
+                    request.done.set()
+
+    def _start_tick(self, sched: Any, requests: list[SwapRequest]) -> None:
+        from livecam.gpupipe.scheduler import TickRows
+
+        index = np.concatenate([np.full(len(r.kps), k, np.int64)
+                                for k, r in enumerate(requests)])
+        rows = TickRows(frame_index=index,
+                        kps=np.concatenate([r.kps for r in requests]).astype(np.float32),
+                        latents=np.concatenate([r.latents for r in requests]).astype(np.float32),
+                        valid=np.ones(len(index), bool))
+        sched.submit([r.frame_in for r in requests],
+                     [r.buffers.outputs[r.index] for r in requests], rows,
+                     [r.frame_ready for r in requests])
+        self._launched.append((sched, requests))
+        self.ticks += 1
+        self._wake.notify_all()
+
+    def _collect_loop(self) -> None:
+        while not (self._stopping and not self._launched):
+            self.collect_next(0.1)
+
+    def collect_next(self, timeout_s: float) -> bool:
+        """Finish the oldest tick in flight: wait for it (up to ``timeout_s`` for one to be
+        launched), mark its requests done, launch what waits. False when none was in flight.
+        The collector thread calls it; nothing else should while that thread runs."""
+        with self._lock:
+            self._wake.wait_for(lambda: bool(self._launched) or self._stopping, timeout_s)
+            if not self._launched:
+                return False
+            sched, requests = self._launched[0]
+            slot = sched.oldest_slot()
+        failure: Exception | None = None
+        try:
+            slot.wait()  # outside the lock: streams keep submitting meanwhile
+        except Exception as exc:  # a device error surfaces here first
+            failure = exc
+        with self._lock:
+            self._launched.popleft()
+            try:
+                result = sched.collect()  # pops the tick (raises again after a failure)
+            except Exception as exc:
+                failure = failure or exc
+            if failure is not None:  # a failed tick fails its frames, the hub goes on
+                log.error("GPU swap tick failed (%s: %s)", type(failure).__name__, failure)
+                for request in requests:
+                    request.error = failure
+                    request.done.set()
+                return True
+            start = 0
+            now_ns = time.perf_counter_ns()
+            for request in requests:
+                n = len(request.kps)
+                request.fits = result.fits[start:start + n]
+                start += n
+                request.gpu_latency_ms = result.gpu_latency_ms
+                request.host_latency_ms = (now_ns - request.t_submit_ns) / 1e6
+                request.done.set()
+            self.frames_per_tick.append(len(requests))
+            if not self._stopping:
+                self._launch()
+        return True

@@ -1,0 +1,148 @@
+"""The face follower's GPU backend (:class:`GpuFaceNetworks`) against its CPU networks, on real
+photos: the same faces found, the same mesh on the same regions, one upload per frame, a
+region with no face refused as MediaPipe refuses it. Run on the CPU here (the same torch code
+as on CUDA, eager); the CUDA graph replay of the same calls is checked in test_gpu_cuda.py.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.analysis.gpu.networks import GpuFaceNetworks, mesh_buckets
+from livecam.analysis.roi import Roi, roi_from_detection
+
+
+@pytest.fixture(scope="module")
+def group_bgr() -> np.ndarray:
+    """insightface's t1 (six people, 1280x886) on a 1280x720 canvas."""
+    from insightface.data import get_image
+
+    image = get_image("t1")[83:803]
+    return np.ascontiguousarray(image)
+
+
+@pytest.fixture(scope="module")
+def networks() -> GpuFaceNetworks:
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, max_rois=2)
+    nets.open()
+    return nets
+
+
+def test_detections_match_the_cpu_detector(networks: GpuFaceNetworks,
+                                           group_bgr: np.ndarray) -> None:
+    from livecam.analysis.detect import BlazeFaceDetector
+
+    cpu = BlazeFaceDetector(model="full", min_score=0.5, max_faces=64, tile_size_px=0)
+    with cpu:
+        ref = cpu.detect(group_bgr)
+    got = networks.detect(group_bgr)
+    assert len(ref) >= 3 and len(got) == len(ref)
+    # the same faces: each CPU box has its GPU twin (MediaPipe's weighted NMS on the GPU, the
+    # LiteRT path's own on the CPU: a few % of the face apart), keypoints as close
+    from livecam.track.bytetrack import iou_matrix
+
+    iou = iou_matrix(ref.boxes_xyxy, got.boxes_xyxy)
+    for i, j in enumerate(iou.argmax(axis=1)):
+        width = ref.boxes_xyxy[i, 2] - ref.boxes_xyxy[i, 0]
+        assert iou[i, j] > 0.8
+        assert np.abs(got.keypoints_xy[j] - ref.keypoints_xy[i]).max() < 0.08 * width
+    assert np.all(np.diff(got.scores) <= 0)  # best first
+    assert (got.track_ids == -1).all()
+
+
+def test_mesh_matches_the_cpu_mesh_on_the_same_regions(networks: GpuFaceNetworks,
+                                                       group_bgr: np.ndarray) -> None:
+    from livecam.analysis.mesh import FaceMeshLandmarker
+
+    faces = networks.detect(group_bgr)
+    rois = [roi_from_detection(faces.boxes_xyxy[i], faces.keypoints_xy[i])
+            for i in range(len(faces))]
+    assert len(rois) > networks.max_rois  # the regions run in two batches
+    got = networks.landmarks(group_bgr, rois)
+    with FaceMeshLandmarker() as cpu:
+        ref = cpu.landmarks(group_bgr, rois)
+    for g, r in zip(got, ref, strict=True):
+        assert (g is None) == (r is None)
+        if g is not None and r is not None:
+            assert g.landmarks_xy.shape == (468, 2) and g.landmarks_z.shape == (468,)
+            assert np.linalg.norm(g.landmarks_xy - r.landmarks_xy, axis=1).mean() < 1.5
+
+
+def test_a_region_without_a_face_has_no_mesh(networks: GpuFaceNetworks) -> None:
+    blank = np.full((360, 480, 3), 90, np.uint8)
+    cv2.circle(blank, (240, 180), 60, (30, 200, 30), -1)
+    (result,) = networks.landmarks(blank, [Roi(240.0, 180.0, 200.0, 0.0)])
+    assert result is None
+
+
+def test_one_upload_per_frame_and_a_new_one_for_a_new_frame(
+        networks: GpuFaceNetworks, group_bgr: np.ndarray,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    uploads: list[int] = []
+    real = networks.new_frame
+    monkeypatch.setattr(networks, "new_frame", lambda image: (uploads.append(1), real(image)))
+    faces = networks.detect(group_bgr)
+    rois = [roi_from_detection(faces.boxes_xyxy[0], faces.keypoints_xy[0])]
+    networks.landmarks(group_bgr, rois)
+    networks.landmarks(group_bgr, rois)
+    assert len(uploads) == 1
+    other = group_bgr.copy()  # same pixels, another frame
+    networks.landmarks(other, rois)
+    assert len(uploads) == 2
+
+
+def test_auto_runs_both_models_and_merges_them(group_bgr: np.ndarray) -> None:
+    nets = GpuFaceNetworks(device="cpu", detector_model="auto", min_score=0.5)
+    nets.open()
+    full = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5)
+    full.open()
+    both, one = nets.detect(group_bgr), full.detect(group_bgr)
+    assert len(both) >= len(one)
+    # no face twice: merged boxes overlap little
+    boxes = both.boxes_xyxy
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            ix = max(0, min(boxes[i, 2], boxes[j, 2]) - max(boxes[i, 0], boxes[j, 0]))
+            iy = max(0, min(boxes[i, 3], boxes[j, 3]) - max(boxes[i, 1], boxes[j, 1]))
+            assert ix * iy < 0.5 * min(np.prod(boxes[i, 2:] - boxes[i, :2]),
+                                       np.prod(boxes[j, 2:] - boxes[j, :2]))
+
+
+def test_buckets() -> None:
+    assert mesh_buckets(1) == (1,)
+    assert mesh_buckets(6) == (1, 2, 4, 6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                    reason="CUDA is not available (the same code runs on the CPU above)")
+def test_cuda_graphs_fp16_match_the_cpu_backend(networks: GpuFaceNetworks,
+                                                group_bgr: np.ndarray) -> None:
+    from livecam.track.bytetrack import iou_matrix
+
+    cuda = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5, max_rois=2)
+    cuda.open()
+    cuda.prepare(group_bgr.shape[1], group_bgr.shape[0])  # graphs captured before use
+    ref, got = networks.detect(group_bgr), cuda.detect(group_bgr)
+    assert len(got) == len(ref) >= 3
+    assert iou_matrix(ref.boxes_xyxy, got.boxes_xyxy).max(axis=1).min() > 0.9
+    rois = [roi_from_detection(ref.boxes_xyxy[i], ref.keypoints_xy[i]) for i in range(len(ref))]
+    for frame in (group_bgr, group_bgr.copy()):  # a second frame reuses the graphs
+        mesh_gpu = cuda.landmarks(frame, rois)
+    mesh_cpu = networks.landmarks(group_bgr, rois)
+    for g, c in zip(mesh_gpu, mesh_cpu, strict=True):
+        assert (g is None) == (c is None)
+        if g is not None and c is not None:
+            assert np.linalg.norm(g.landmarks_xy - c.landmarks_xy, axis=1).mean() < 1.0
+
+
+def test_kept_frames_are_offered_to_the_swap(group_bgr: np.ndarray) -> None:
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, keep_frames=3)
+    nets.open()
+    assert nets.device_frame(group_bgr) is None  # nothing uploaded yet
+    nets.detect(group_bgr)
+    kept = nets.device_frame(group_bgr)
+    assert kept is not None and np.array_equal(kept[0].numpy(), group_bgr)
+    assert nets.device_frame(group_bgr.copy()) is None  # only the latest frame's image

@@ -1,0 +1,299 @@
+"""Several streams in one process: `livecam run` with input/output pairs, per-stream control,
+independence (one stream's stall or failure never holds another's output).
+
+Real threads, real sources and sinks (synthetic and image inputs, file and null outputs), the
+real control API; the stages are small test stages where a stall or an error has to be made
+on purpose (the real CPU and GPU stages run per stream through the same ``App``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+
+from livecam.app import App, build_streams
+from livecam.capture.sources import SyntheticSource
+from livecam.config import Config, load_config
+from livecam.control.api import ControlServer
+from livecam.core.stage import StageBase
+from livecam.core.types import Packet, RuntimeState
+from livecam.output.sinks import NullSink
+from livecam.pipeline.streams import StreamSet
+from tests.control.conftest import NAMES, PhotoCatalog
+
+
+def livecam(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "livecam.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def frames_in(path: Path) -> int:
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+QUIET = ["--set", "control.api=false", "--set", "control.hotkeys=false",
+         "--set", "pipeline.status_interval_s=0"]
+
+
+def test_run_pairs_each_input_with_its_output(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.mp4", tmp_path / "b.mp4"
+    result = livecam("run", "--input", "synthetic:160x120", "--output", f"file:{a}",
+                     "--input", "synthetic:320x240", "--output", f"file:{b}",
+                     "--frames", "12", "--set", "capture.fps=60", *QUIET)
+    assert result.returncode == 0, result.stderr
+    assert frames_in(a) == 12 and frames_in(b) == 12
+    with av.open(str(a)) as ca, av.open(str(b)) as cb:  # each input went to its own output
+        assert (ca.streams.video[0].width, cb.streams.video[0].width) == (160, 320)
+    assert "stream 0:" in result.stderr and "stream 1:" in result.stderr
+
+
+def test_streams_from_the_config(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.mp4", tmp_path / "b.mp4"
+    streams = (f'streams=[{{input: "synthetic:160x120", output: "file:{a}"}}, '
+               f'{{input: "synthetic:200x100", output: "file:{b}"}}]')
+    result = livecam("run", "--frames", "6", "--set", "capture.fps=60", "--set", streams,
+                     *QUIET)
+    assert result.returncode == 0, result.stderr
+    assert frames_in(a) == 6 and frames_in(b) == 6
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--input", "synthetic", "--input", "synthetic", "--output", "null"],
+     "2 --input and 1 --output: give one --output per --input"),
+    (["--input", "synthetic", "--output", "file:{out}", "--input", "synthetic:64x64",
+      "--output", "file:{out}"], "is named by two streams"),
+    (["--set", 'streams=[{input: synthetic, out: "null"}]'],
+     "streams[0]: expected the keys input and output"),
+])
+def test_streams_that_do_not_pair_up_are_one_clear_line(tmp_path: Path, args: list[str],
+                                                         message: str) -> None:
+    args = [a.replace("{out}", str(tmp_path / "x.mp4")) for a in args]
+    result = livecam("run", "--frames", "1", *args, *QUIET)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.mp4").exists()
+
+
+class Gate(StageBase):
+    """Holds the frame ``at`` until ``release`` is set (a stage that stalls)."""
+
+    name = "gate"
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+
+    def process(self, packet: Packet) -> Packet:
+        if packet.frame.index == self.at:
+            self.stalled.set()
+            self.release.wait(30)
+        return packet
+
+
+class Raiser(StageBase):
+    name = "raiser"
+
+    def process(self, packet: Packet) -> Packet:
+        raise RuntimeError("boom")
+
+
+class Marker(StageBase):
+    name = "marker"
+
+    def process(self, packet: Packet) -> Packet:
+        return packet.with_fields(image_bgr=np.full_like(packet.image_bgr, 7))
+
+
+def stream_app(config: Config, stages: list[Any], stream: int, width: int = 64) -> App:
+    return App(config, source=SyntheticSource(width=width, height=48, fps=60.0),
+               sink=NullSink(), stages=stages, state=RuntimeState(identities=NAMES),
+               stream=stream, input_label=f"synthetic:{width}x48", output_label="null")
+
+
+def wait_until(condition: Any, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_one_streams_stall_never_holds_another(fast_config: Config) -> None:
+    gate = Gate(at=5)
+    streams = StreamSet([stream_app(fast_config, [gate], 0),
+                         stream_app(fast_config, [Marker()], 1)])
+    streams.start()
+    try:
+        assert gate.stalled.wait(20)
+        s0, s1 = (a.metrics.counter("sent") for a in streams.apps)
+        # while stream 0's stage holds its frame, stream 1 keeps swapping and sending, and
+        # stream 0's output keeps sending (repeats), neither waits for the other
+        assert wait_until(lambda: streams.apps[1].metrics.counter("processed") >= 30 + 5)
+        assert streams.apps[0].metrics.counter("processed") <= 5
+        assert wait_until(lambda: streams.apps[0].metrics.counter("sent") > s0 + 5)
+        assert streams.apps[1].metrics.counter("sent") > s1
+        gate.release.set()
+        assert wait_until(lambda: streams.apps[0].metrics.counter("processed") > 10)
+    finally:
+        gate.release.set()
+        streams.stop()
+
+
+def test_each_stream_fails_on_its_own(fast_config: Config) -> None:
+    seen: list[Packet] = []
+    streams = StreamSet([stream_app(fast_config, [Raiser()], 0),
+                         stream_app(fast_config, [Marker()], 1)])
+    streams.apps[1]._on_sent = lambda p, _img: seen.append(p) if p is not None else None
+    streams.start()
+    try:
+        assert wait_until(lambda: len(seen) >= 10 and streams.apps[0].metrics.counter(
+            "stage_errors") >= 10)
+    finally:
+        streams.stop()
+    assert streams.apps[1].metrics.counter("stage_errors") == 0
+    assert all(int(p.image_bgr[0, 0, 0]) == 7 for p in seen)
+
+
+def test_stop_ends_every_stream_within_a_second(fast_config: Config) -> None:
+    streams = StreamSet([stream_app(fast_config, [Marker()], k) for k in range(6)])
+    streams.start()
+    assert wait_until(lambda: all(a.metrics.counter("sent") > 3 for a in streams.apps))
+    t0 = time.perf_counter()
+    streams.stop(timeout_s=0.9)
+    assert time.perf_counter() - t0 < 2.0  # six streams stopped together, not one by one
+    assert streams.done
+
+
+@pytest.fixture
+def two_streams(fast_config: Config, tmp_path: Path,
+                astronaut_bgr: np.ndarray) -> Iterator[tuple[StreamSet, ControlServer, str]]:
+    control = dataclasses.replace(fast_config.control, api_address="127.0.0.1:0",
+                                  status_push_interval_s=0.1)
+    config = dataclasses.replace(fast_config, control=control)
+    streams = StreamSet([stream_app(config, [Marker()], 0),
+                         stream_app(config, [Marker()], 1, width=80)])
+    token_file = tmp_path / "cfg" / "api-token"
+    server = ControlServer(targets=streams.apps, catalog=PhotoCatalog(astronaut_bgr, NAMES),
+                           token_file=token_file, config=control,
+                           snapshot_dir=tmp_path / "snaps")
+    streams.controls.append(server)
+    streams.start()
+    try:
+        yield streams, server, token_file.read_text().strip()
+    finally:
+        streams.stop()
+
+
+def call(server: ControlServer, token: str, path: str, body: dict[str, Any] | None = None
+         ) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(server.url + path, data=data,
+                                 method="GET" if body is None else "POST",
+                                 headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if path != "/metrics" else raw.decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_api_acts_on_one_stream_or_on_all(two_streams: tuple[StreamSet, ControlServer, str]
+                                          ) -> None:
+    streams, server, token = two_streams
+    status, reply = call(server, token, "/api/select?stream=1", {"name": "bob"})
+    assert status == 200 and reply["applied"] and reply["state"]["active_identity"] == "bob"
+    assert [a.state.active_identity for a in streams.apps] == [None, "bob"]
+    status, reply = call(server, token, "/api/bypass", {"on": True})  # no stream: every one
+    assert status == 200 and reply["applied"]
+    assert [a.state.bypass for a in streams.apps] == [True, True]
+    assert [a.state.active_identity for a in streams.apps] == [None, "bob"]
+
+    status, doc = call(server, token, "/api/status?stream=1")
+    assert status == 200 and doc["stream"] == 1 and doc["active_identity"] == "bob"
+    assert [s["stream"] for s in doc["streams"]] == [0, 1]
+    assert [s["input"] for s in doc["streams"]] == ["synthetic:64x48", "synthetic:80x48"]
+    status, doc = call(server, token, "/api/status")
+    assert doc["stream"] == 0 and len(doc["streams"]) == 2
+
+    status, reply = call(server, token, "/api/status?stream=2")
+    assert status == 400 and "from 0 to 1" in reply["error"]
+    status, text = call(server, token, "/metrics")
+    assert status == 200
+    assert 'livecam_bypass{stream="0"} 1.0' in text and 'stream="1"' in text
+
+
+def test_ctl_stream_reaches_one_stream(two_streams: tuple[StreamSet, ControlServer, str],
+                                       tmp_path: Path) -> None:
+    streams, server, _ = two_streams
+    token_file = tmp_path / "cfg" / "api-token"
+    result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "--stream",
+                     "0", "select", "carol")
+    assert result.returncode == 0, result.stderr
+    assert [a.state.active_identity for a in streams.apps] == ["carol", None]
+    result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "status")
+    assert result.returncode == 0, result.stderr
+    assert "streams: 2" in result.stdout and "1: synthetic:80x48 -> null" in result.stdout
+    result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "--stream",
+                     "7", "next")
+    assert result.returncode == 2 and "from 0 to 1" in result.stderr
+
+
+def test_build_streams_wires_one_app_per_pair(tmp_path: Path) -> None:
+    config = load_config(None, ["control.api=false", "control.hotkeys=false",
+                                f"identity.library_dir={tmp_path / 'lib'}"])
+    streams = build_streams(config, pairs=[("synthetic:64x48", "null"),
+                                           ("synthetic:80x48", "null")])
+    assert [a.stream for a in streams.apps] == [0, 1]
+    assert [a.describe()["input"] for a in streams.apps] == ["synthetic:64x48",
+                                                              "synthetic:80x48"]
+    # separate runtime state and command queues, one fan-out for the keys
+    assert streams.apps[0].commands is not streams.apps[1].commands
+    assert streams.commands.queues == (streams.apps[0].commands, streams.apps[1].commands)
+
+
+@pytest.mark.slow
+def test_panel_lists_the_streams_and_acts_on_the_one_picked(
+        two_streams: tuple[StreamSet, ControlServer, str], tmp_path: Path) -> None:
+    from tests.control.test_panel import ARGS, CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    streams, server, token = two_streams
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 360, "height": 720})
+            page.goto(f"{server.url}/panel?token={token}")
+            page.wait_for_selector("#streambox.on")
+            options = page.eval_on_selector_all("#stream option", "os => os.map(o => o.text)")
+            assert options == ["every stream", "stream 0: synthetic:64x48 → null",
+                               "stream 1: synthetic:80x48 → null"]
+            page.select_option("#stream", "1")
+            page.click(".identity[data-name='carol']")
+            assert wait_until(lambda: streams.apps[1].state.active_identity == "carol", 5)
+            assert streams.apps[0].state.active_identity is None  # only the stream picked
+            page.select_option("#stream", "")
+            page.click("#bypass")
+            assert wait_until(lambda: all(a.state.bypass for a in streams.apps), 5)
+            page.screenshot(path=str(tmp_path / "panel-streams.png"), full_page=True)
+        finally:
+            browser.close()
