@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from livecam.analysis.follower import FaceFollower
+    from livecam.analysis.networks import FaceNetworks, TileSearch
     from livecam.analysis.select import FaceSelector
     from livecam.config.analysis import AnalysisConfig
     from livecam.core.stage import Stage
 
 
-def build_stages(config: Any, *, fps: float | None = None,
-                 realtime: bool = False) -> list[Stage]:
+def build_stages(config: Any, *, fps: float | None = None, realtime: bool = False,
+                 networks: FaceNetworks | None = None,
+                 search: TileSearch | None = None) -> list[Stage]:
     """The analysis stages for the pipeline (today one :class:`AnalysisStage`), not yet opened.
 
     ``config`` is the whole :class:`livecam.config.Config` or its ``analysis`` section; the
@@ -26,6 +28,8 @@ def build_stages(config: Any, *, fps: float | None = None,
     a worker thread, off the frame's path, and is merged a frame or two later; False keeps it
     in ``process`` (files, tests: results do not depend on timing). Either way every frame
     gets its own whole-frame detection (``analysis.detect_each_frame``).
+    ``networks`` / ``search`` replace the CPU networks and tile search (the GPU pipeline's
+    :class:`~livecam.analysis.gpu.networks.GpuFaceNetworks`); the follower is the same.
     Reference photos for ``select: reference`` are read here; a missing dlib raises
     :class:`livecam.core.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """
@@ -35,11 +39,13 @@ def build_stages(config: Any, *, fps: float | None = None,
     if fps is None:
         capture = getattr(config, "capture", None)
         fps = float(capture.fps) if capture is not None else 30.0
-    return [AnalysisStage(build_follower(analysis, fps=fps, realtime=realtime))]
+    return [AnalysisStage(build_follower(analysis, fps=fps, realtime=realtime,
+                                         networks=networks, search=search))]
 
 
 def build_follower(analysis: AnalysisConfig, *, fps: float = 30.0, realtime: bool = False,
-                   selector: FaceSelector | None = None) -> FaceFollower:
+                   selector: FaceSelector | None = None, networks: FaceNetworks | None = None,
+                   search: TileSearch | None = None) -> FaceFollower:
     """The CPU :class:`~livecam.analysis.follower.FaceFollower` for ``analysis`` (not opened):
     BlazeFace and MediaPipe's face mesh (:class:`~livecam.analysis.networks.CpuFaceNetworks`)
     and a BlazeFace tile search. ``selector`` defaults to :func:`build_selector`'s."""
@@ -48,13 +54,15 @@ def build_follower(analysis: AnalysisConfig, *, fps: float = 30.0, realtime: boo
     from livecam.track.settings import load_bytetrack_settings
 
     tracker = load_bytetrack_settings(analysis.tracker_file)
-    networks = CpuFaceNetworks(detector_model=analysis.detector_model,
-                               min_score=tracker.low_score_threshold,
-                               refine_landmarks=analysis.refine_landmarks)
-    search = cpu_tile_search(min_score=tracker.low_score_threshold,
-                             tile_size_px=analysis.tile_size_px,
-                             tiles_per_call=analysis.tiles_per_detection,
-                             whole_frame=not analysis.detect_each_frame)
+    if networks is None:
+        networks = CpuFaceNetworks(detector_model=analysis.detector_model,
+                                   min_score=tracker.low_score_threshold,
+                                   refine_landmarks=analysis.refine_landmarks)
+    if search is None:
+        search = cpu_tile_search(min_score=tracker.low_score_threshold,
+                                 tile_size_px=analysis.tile_size_px,
+                                 tiles_per_call=analysis.tiles_per_detection,
+                                 whole_frame=not analysis.detect_each_frame)
     return FaceFollower(analysis, networks, search, fps=fps, tracker_settings=tracker,
                         selector=selector or build_selector(analysis),
                         search_in_background=realtime)

@@ -55,6 +55,12 @@ class AnalysisStage(StageBase):
         self.follower.close()
         self._opened = False
 
+    def prepare(self, width_px: int, height_px: int) -> None:
+        """Networks with set-up per frame size (the GPU networks' CUDA graphs) do it now."""
+        prepare = getattr(self.follower.networks, "prepare", None)
+        if prepare is not None:
+            prepare(width_px, height_px)
+
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr
         if (image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8

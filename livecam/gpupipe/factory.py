@@ -57,6 +57,8 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     """
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.gpupipe.stage import GpuSwapStage
+    from livecam.swap.cover import FaceCover
+    from livecam.swap.neural_models import NeuralModels
 
     key = ("gpu-swap", config.swap, config.engine, config.models, config.gpu,
            config.analysis.max_faces, identities)
@@ -65,8 +67,31 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     else:
         hub = shared.get(key, lambda: build_hub(config, identities,
                                                 n_streams=shared.n_streams))
-    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
-    return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign)]
+    device = NeuralModels.from_config(config).gpu_device()
+    networks = follower_networks(config, device)
+    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime,
+                                     networks=networks)
+    return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign,
+                                    device_frame=getattr(networks, "device_frame", None),
+                                    cover=FaceCover.from_config(config.swap))]
+
+
+def follower_networks(config: Config, device: str) -> Any:
+    """The face follower's networks for the GPU pipeline on ``device``: BlazeFace and the face
+    mesh as torch ports on a CUDA device (:class:`GpuFaceNetworks`, keeping the uploaded frames
+    for the swap), None (the CPU's MediaPipe networks, faster there) on a CPU."""
+    if not device.startswith("cuda"):
+        return None
+    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    from livecam.track.settings import load_bytetrack_settings
+
+    tracker = load_bytetrack_settings(config.analysis.tracker_file)
+    return GpuFaceNetworks(device=device, detector_model=config.analysis.detector_model,
+                           min_score=tracker.low_score_threshold, precision=config.gpu.precision,
+                           max_rois=max(1, config.analysis.max_faces),
+                           refine_landmarks=config.analysis.refine_landmarks,
+                           use_graphs=config.gpu.cuda_graphs,
+                           keep_frames=config.gpu.slots + 2)
 
 
 def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> GpuSwapHub:

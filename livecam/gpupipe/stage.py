@@ -11,6 +11,12 @@ returns at once and the runtime collects the frames in order on its collector th
 ``capacity`` (``gpu.slots``) frames of the stream are in flight. A frame with nothing to swap
 (bypass, no face, no identity chosen) never goes to the GPU; it still comes back in its place.
 
+Fail closed, as the CPU stages: faces the follower withheld (``packet.withheld``), faces whose
+identity cannot be had, faces beyond the hub's ``max_faces`` and faces whose footprint did not
+fit the paste-back window are covered by ``cover`` (:class:`~livecam.swap.cover.FaceCover`,
+``swap.unswappable``) when the frame is collected, on top of the swapped faces; a frame whose
+GPU work failed is covered by the runtime's fallback (the faces it was given).
+
 Threads: ``submit`` on the pipeline thread, ``collect`` on the runtime's collector thread;
 ``open``/``close``/``prepare`` on the thread that starts or reloads the run.
 """
@@ -20,23 +26,28 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from livecam.core.types import Packet
+from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
 from livecam.gpupipe.hub import GpuSwapHub, SwapRequest
 from livecam.gpupipe.slots import FrameBuffers
 from livecam.swap.assign import IdentityAssigner
+from livecam.swap.cover import FaceCover
 
 
 @dataclass(frozen=True)
 class _InFlight:
-    """One submitted packet: ``request`` None when it needed no GPU (it is its own result)."""
+    """One submitted packet: ``request`` None when it needed no GPU (it is its own result);
+    ``under`` the faces to cover when it is collected, ``swapped`` the faces sent to the GPU
+    (in the request's order)."""
 
     packet: Packet
     request: SwapRequest | None = None
+    under: WithheldFaces = field(default_factory=WithheldFaces)
+    swapped: Faces | None = None
 
 
 class GpuSwapStage:
@@ -48,7 +59,8 @@ class GpuSwapStage:
     device_frame`) gives the frame already on the device, so it is not uploaded twice; without
     it (or when it says None) the frame is copied into a pinned buffer. ``last_timings_ms``
     holds the latest collected frame's GPU split (``gpu``: upload to download on the device;
-    ``tick``: submit to the frame back in host memory, queueing included).
+    ``tick``: submit to the frame back in host memory, queueing included). ``cover``: what
+    is shown where a face cannot be swapped (default: hold, then blur).
     """
 
     name = "swap"
@@ -56,9 +68,10 @@ class GpuSwapStage:
 
     def __init__(self, hub: GpuSwapHub, *, stream: int = 0, assign: tuple[str, ...] = (),
                  five_point: Callable[[np.ndarray], np.ndarray] | None = None,
-                 device_frame: Callable[[np.ndarray], tuple[Any, Any] | None] | None = None
-                 ) -> None:
+                 device_frame: Callable[[np.ndarray], tuple[Any, Any] | None] | None = None,
+                 cover: FaceCover | None = None) -> None:
         self.hub = hub
+        self.cover = cover or FaceCover()
         self._device_frame = device_frame
         self.stream = stream
         self._assigner = IdentityAssigner(assign)
@@ -118,33 +131,56 @@ class GpuSwapStage:
     def submit(self, packet: Packet) -> None:
         if not self._opened:
             raise RuntimeError("GpuSwapStage.submit called before open()")
-        request = self._request(packet)
+        item = self._in_flight(packet)
         with self._cond:
-            self._queue.append(_InFlight(packet, request))
+            self._queue.append(item)
             self._cond.notify_all()
 
-    def _request(self, packet: Packet) -> SwapRequest | None:
-        """The GPU work for ``packet``, or None when there is none (already handed over)."""
-        faces = packet.faces
-        image = packet.image_bgr
-        if packet.state.bypass or not len(faces) or not faces.has_landmarks:
-            return None
+    def _in_flight(self, packet: Packet) -> _InFlight:
+        """What ``packet`` needs: its GPU work (handed over to the hub) and what to cover."""
+        if packet.state.bypass:
+            return _InFlight(packet)
+        faces, state = packet.faces, packet.state
+        withheld = packet.withheld
+        # withheld faces no identity is chosen for are shown as they are (the user's choice)
+        chosen = np.array([self._assigner.identity_for(state, int(t)) is not None
+                           for t in withheld.track_ids], bool)
+        parts = [withheld if chosen.all() else withheld[chosen]]
         picked: list[int] = []
         latents: list[np.ndarray] = []
+        reasons: dict[int, Unswappable] = {}
         for i, track_id in enumerate(faces.track_ids):
-            name = self._assigner.identity_for(packet.state, int(track_id))
-            latent = self.hub.latent(name) if name is not None else None
-            if latent is not None and len(picked) < self.hub.max_faces:
+            name = self._assigner.identity_for(state, int(track_id))
+            if name is None:
+                continue
+            latent = self.hub.latent(name) if faces.has_landmarks else None
+            if latent is None:
+                reasons[i] = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
+                              else Unswappable.NO_SWAP)
+            elif len(picked) >= self.hub.max_faces:
+                reasons[i] = Unswappable.OVER_MAX
+            else:
                 picked.append(i)
                 latents.append(latent)
+        if reasons:
+            index = list(reasons)
+            parts.append(WithheldFaces.from_faces(faces[index], list(reasons.values())))
+        under = WithheldFaces.concat(parts)
         if not picked:
-            return None
+            return _InFlight(packet, None, under)
+        swapped = faces[picked]
+        return _InFlight(packet, self._request(packet, swapped, np.stack(latents)), under,
+                         swapped)
+
+    def _request(self, packet: Packet, faces: Faces, latents: np.ndarray) -> SwapRequest:
+        """The GPU work for ``faces`` of ``packet`` with ``latents``, handed to the hub."""
+        image = packet.image_bgr
         assert self._five_point is not None
-        kps = self._five_point(faces.landmarks_xy[picked]).astype(np.float32)
+        kps = self._five_point(faces.landmarks_xy).astype(np.float32)
         buffers = self._buffers_for(int(image.shape[0]), int(image.shape[1]))
         index = buffers.take()
         on_device = self._device_frame(image) if self._device_frame is not None else None
-        request = SwapRequest(self.stream, buffers, index, kps, np.stack(latents))
+        request = SwapRequest(self.stream, buffers, index, kps, latents)
         if on_device is not None:
             request.frame_dev, request.frame_ready = on_device
         else:
@@ -172,7 +208,7 @@ class GpuSwapStage:
             self._queue.popleft()
         if request is None:
             self.last_timings_ms = {}
-            return head.packet
+            return self._covered(head, head.packet.image_bgr)
         try:
             if request.error is not None:
                 raise request.error
@@ -180,4 +216,23 @@ class GpuSwapStage:
         finally:
             request.buffers.give_back(request.index)
         self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms}
-        return head.packet.with_fields(image_bgr=out)
+        return self._covered(head, out, request.fits)
+
+    def _covered(self, head: _InFlight, out: np.ndarray,
+                 fits: np.ndarray | None = None) -> Packet:
+        """``head``'s packet with image ``out`` (its own pixels when nothing was swapped):
+        the swapped faces remembered for ``hold``, the withheld ones and the swapped ones
+        whose paste did not fit (``fits`` False) covered on top."""
+        under, swapped = head.under, head.swapped
+        index = head.packet.frame.index
+        if swapped is not None and fits is not None and not bool(np.all(fits)):
+            fits = np.asarray(fits, bool)
+            under = WithheldFaces.concat([under, WithheldFaces.from_faces(swapped[~fits],
+                                                                          Unswappable.NO_SWAP)])
+            swapped = swapped[fits]
+        if swapped is not None and len(swapped):
+            self.cover.remember(out, swapped, index)
+        if len(under) == 0 or self.cover.shows_real_faces:
+            return head.packet if out is head.packet.image_bgr \
+                else head.packet.with_fields(image_bgr=out)
+        return head.packet.with_fields(image_bgr=self.cover.cover(out, under, index))

@@ -22,6 +22,7 @@ from livecam.core.types import Faces, Frame, Packet, RuntimeState
 from livecam.gpupipe.factory import build_gpu_stages, gpu_pipeline_wanted
 from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.stage import GpuSwapStage
+from livecam.swap.cover import FaceCover
 from tests.gpupipe.conftest import FaceFrame
 
 
@@ -178,21 +179,38 @@ def test_a_failed_tick_fails_only_its_frames(inswapper_dyn_path: Path,
 
 
 @pytest.mark.slow
-def test_unknown_identity_goes_out_unswapped_and_is_logged_once(
+def test_unknown_identity_is_covered_never_sent_real_and_is_logged_once(
         inswapper_dyn_path: Path, face_frame: FaceFrame,
         caplog: pytest.LogCaptureFixture) -> None:
+    """Fail closed on the GPU path: before, a face whose identity cannot be loaded went out
+    as it was (the real face). Now it is covered; ``swap.unswappable: real`` keeps the old
+    behaviour as an explicit choice."""
     asked: list[str] = []
     state = RuntimeState(active_identity="ghost")
+    faces = faces_of(face_frame)
     # a frozen clock: the retry interval never passes, however slow the frames are
     hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), asked), clock=lambda: 100.0)
     with GpuSwapStage(hub) as stage, caplog.at_level(logging.WARNING, "livecam.gpupipe.hub"):
         for k in range(3):
-            stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
+            stage.submit(packet(k, face_frame.frame_bgr, faces, state))
         outs = collect_all(stage, 3)
-    assert all(o.image_bgr is face_frame.frame_bgr for o in outs)
     assert hub.ticks == 0  # nothing to swap: the GPU was not asked
     assert asked == ["ghost"]  # retried only after missing_log_interval_s
     assert sum("ghost" in r.getMessage() for r in caplog.records) == 1
+    x0, y0, x1, y1 = (int(v) for v in faces.boxes_xyxy[0])
+    inside = (slice(y0 + (y1 - y0) // 4, y1 - (y1 - y0) // 4),
+              slice(x0 + (x1 - x0) // 4, x1 - (x1 - x0) // 4))
+    for out in outs:
+        change = np.abs(out.image_bgr.astype(np.int16)
+                        - face_frame.frame_bgr.astype(np.int16))
+        assert change[inside].mean() > 3  # the face is covered, not the real one
+        assert change[:20, :20].max() == 0  # away from the face nothing changed
+
+    real = make_hub(inswapper_dyn_path, embedding_table(("alice",), []), clock=lambda: 100.0)
+    with GpuSwapStage(real, cover=FaceCover(mode="real")) as stage:
+        stage.submit(packet(0, face_frame.frame_bgr, faces, state))
+        (out,) = collect_all(stage, 1)
+    assert out.image_bgr is face_frame.frame_bgr  # the user asked for the real face
 
 
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:

@@ -153,11 +153,11 @@ def test_failed_submit_and_failed_work_go_out_in_their_place() -> None:
     rig.run()
     tail.close()
     assert rig.indices == list(range(12))
-    failed = {p.frame.index for p in rig.out if p.image_bgr is p.frame.image_bgr}
-    assert failed == {3, 5, 6}  # the fallback (the frame as captured), in order
+    # the fallback, in its place: the captured frame, covered where faces were known (here
+    # none: all of it), never the stage's work
+    failed = {p.frame.index for p in rig.out if int(p.image_bgr[0, 0, 0]) != 11}
+    assert failed == {3, 5, 6}
     assert rig.metrics.counter("stage_errors") == 3
-    assert all(int(p.image_bgr[0, 0, 0]) == 11 for p in rig.out
-               if p.frame.index not in failed)
 
 
 def test_reload_between_sync_and_async_stages_never_uses_a_closed_stage() -> None:
