@@ -12,6 +12,7 @@ The models run on LiteRT directly (``blazeface_lite.py``: the same detections, 6
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,13 +48,16 @@ class BlazeFaceDetector:
     the tiles only (a tile search beside a whole-frame detector). ``weak=True`` keeps
     detections down to ``min_score`` on LiteRT too, below the model's own threshold (0.5
     short, 0.6 full range), as MediaPipe's graph does: the face follower takes a weak hit
-    (a half-hidden face scores ~0.4) as a sign a hidden face is still there. Only one thread
-    may call :meth:`detect` at a time.
+    (a half-hidden face scores ~0.4) as a sign a hidden face is still there.
+    ``full_runner`` makes the full-range runner instead of LiteRT/MediaPipe (the GPU
+    pipeline's torch port, :class:`livecam.analysis.gpu.networks.TorchBlazeFace`). Only one
+    thread may call :meth:`detect` at a time.
     """
 
     def __init__(self, *, model: str = "full", min_score: float = 0.5, max_faces: int = 4,
                  tile_size_px: int = 384, tiles_per_call: int = 0,
-                 whole_frame: bool = True, weak: bool = False) -> None:
+                 whole_frame: bool = True, weak: bool = False,
+                 full_runner: Callable[[], Any] | None = None) -> None:
         if model not in ("short", "full", "auto"):
             raise ValueError(f"model must be short, full or auto, got {model!r}")
         self.model = model
@@ -63,6 +67,7 @@ class BlazeFaceDetector:
         self.tiles_per_call = tiles_per_call
         self.whole_frame = whole_frame
         self.weak = weak
+        self._full_runner = full_runner
         self._short: Any = None
         self._full: Any = None
         self._next_tile = 0
@@ -78,6 +83,11 @@ class BlazeFaceDetector:
         if self._short is not None or self._full is not None:
             return
         # Tiles always use the full-range model: a tile's faces are small relative to it.
+        if self._full_runner is not None:  # e.g. the torch port on the GPU (tiles only)
+            if self.whole_frame and self.model != "full":
+                raise ValueError("a custom full-range runner serves the full model only")
+            self._full = self._full_runner()
+            return
         if litert.litert_interpreter() is not None:
             floor = self.min_score if self.weak else None
             if self.model in ("short", "auto") and self.whole_frame:

@@ -18,8 +18,8 @@ graphs); the GPU pipeline's torch ports can implement the same two protocols.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from livecam.analysis.detect import BlazeFaceDetector, SearchResult
 from livecam.analysis.mesh import FaceMeshLandmarker, MeshResult
@@ -106,10 +106,12 @@ class CpuFaceNetworks:
 
 
 def cpu_tile_search(*, min_score: float, tile_size_px: int, tiles_per_call: int,
-                    whole_frame: bool = False) -> BlazeFaceDetector:
+                    whole_frame: bool = False,
+                    full_runner: Callable[[], Any] | None = None) -> BlazeFaceDetector:
     """A :class:`TileSearch` on the CPU: the full-range BlazeFace on tiles (and the whole frame
     too with ``whole_frame``), with its own interpreter so it can run beside
-    :class:`CpuFaceNetworks`."""
+    :class:`CpuFaceNetworks`. ``full_runner``: see :class:`BlazeFaceDetector` (the GPU
+    pipeline runs the tiles on the torch port)."""
     return BlazeFaceDetector(model="full", min_score=min_score, max_faces=MAX_DETECTIONS,
                              tile_size_px=tile_size_px, tiles_per_call=tiles_per_call,
-                             whole_frame=whole_frame)
+                             whole_frame=whole_frame, full_runner=full_runner)

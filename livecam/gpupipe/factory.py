@@ -68,30 +68,39 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
         hub = shared.get(key, lambda: build_hub(config, identities,
                                                 n_streams=shared.n_streams))
     device = NeuralModels.from_config(config).gpu_device()
-    networks = follower_networks(config, device)
+    networks, search = follower_networks(config, device)
     analysis = build_analysis_stages(config, realtime=config.pipeline.realtime,
-                                     networks=networks)
+                                     networks=networks, search=search)
     return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign,
                                     device_frame=getattr(networks, "device_frame", None),
                                     cover=FaceCover.from_config(config.swap))]
 
 
-def follower_networks(config: Config, device: str) -> Any:
-    """The face follower's networks for the GPU pipeline on ``device``: BlazeFace and the face
-    mesh as torch ports on a CUDA device (:class:`GpuFaceNetworks`, keeping the uploaded frames
-    for the swap), None (the CPU's MediaPipe networks, faster there) on a CPU."""
+def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
+    """The face follower's networks and tile search for the GPU pipeline on ``device``:
+    BlazeFace and the face mesh as torch ports on a CUDA device (:class:`GpuFaceNetworks`,
+    keeping the uploaded frames for the swap; the tile search on the torch BlazeFace), or
+    (None, None): the CPU's MediaPipe networks, faster there."""
     if not device.startswith("cuda"):
-        return None
-    from livecam.analysis.gpu.networks import GpuFaceNetworks
+        return None, None
+    from livecam.analysis.gpu.networks import GpuFaceNetworks, TorchBlazeFace
+    from livecam.analysis.networks import cpu_tile_search
     from livecam.track.settings import load_bytetrack_settings
 
-    tracker = load_bytetrack_settings(config.analysis.tracker_file)
-    return GpuFaceNetworks(device=device, detector_model=config.analysis.detector_model,
-                           min_score=tracker.low_score_threshold, precision=config.gpu.precision,
-                           max_rois=max(1, config.analysis.max_faces),
-                           refine_landmarks=config.analysis.refine_landmarks,
-                           use_graphs=config.gpu.cuda_graphs,
-                           keep_frames=config.gpu.slots + 2)
+    analysis = config.analysis
+    floor = load_bytetrack_settings(analysis.tracker_file).low_score_threshold
+    networks = GpuFaceNetworks(device=device, detector_model=analysis.detector_model,
+                               min_score=floor, precision=config.gpu.precision,
+                               max_rois=max(1, analysis.max_faces),
+                               refine_landmarks=analysis.refine_landmarks,
+                               use_graphs=config.gpu.cuda_graphs,
+                               keep_frames=config.gpu.slots + 2)
+    search = cpu_tile_search(
+        min_score=floor, tile_size_px=analysis.tile_size_px,
+        tiles_per_call=analysis.tiles_per_detection, whole_frame=not analysis.detect_each_frame,
+        full_runner=lambda: TorchBlazeFace("full", device=device, min_score=floor,
+                                           precision=config.gpu.precision))
+    return networks, search
 
 
 def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> GpuSwapHub:

@@ -146,3 +146,39 @@ def test_kept_frames_are_offered_to_the_swap(group_bgr: np.ndarray) -> None:
     kept = nets.device_frame(group_bgr)
     assert kept is not None and np.array_equal(kept[0].numpy(), group_bgr)
     assert nets.device_frame(group_bgr.copy()) is None  # only the latest frame's image
+
+
+def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
+        group_bgr: np.ndarray) -> None:
+    """The one follower with the GPU pipeline's networks and tile search (torch ports, run on
+    the CPU here, as ``livecam.gpupipe.factory.follower_networks`` builds them for CUDA)
+    swaps-or-withholds the same faces of a still group photo as with the CPU networks."""
+    from livecam.analysis import build_follower
+    from livecam.analysis.gpu.networks import TorchBlazeFace
+    from livecam.analysis.networks import cpu_tile_search
+    from livecam.config import load_config
+    from livecam.core.types import Frame, Packet, RuntimeState
+
+    analysis = load_config(None).analysis
+
+    def follow(**parts: object) -> list[tuple[int, int]]:
+        follower = build_follower(analysis, **parts)  # type: ignore[arg-type]
+        from livecam.analysis.stage import AnalysisStage
+
+        counts = []
+        with AnalysisStage(follower) as stage:
+            for i in range(6):
+                p = stage.process(Packet.from_frame(Frame(i, i * 33_000_000, group_bgr),
+                                                    RuntimeState()))
+                counts.append((len(p.faces), len(p.withheld)))
+        return counts
+
+    gpu = follow(networks=GpuFaceNetworks(device="cpu", detector_model=analysis.detector_model,
+                                          min_score=0.5, max_rois=max(1, analysis.max_faces)),
+                 search=cpu_tile_search(
+                     min_score=0.5, tile_size_px=analysis.tile_size_px,
+                     tiles_per_call=analysis.tiles_per_detection,
+                     full_runner=lambda: TorchBlazeFace("full", device="cpu", min_score=0.5)))
+    cpu = follow()
+    assert sum(gpu[-1]) == sum(cpu[-1]) == 6  # every person followed or withheld
+    assert gpu[-1] == cpu[-1]
