@@ -280,7 +280,9 @@ class TorchEngine(EngineBase):
                     self._module(*static_inputs)
         torch.cuda.current_stream(self._device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with self._module.replaying_host_values(host_values), torch.cuda.graph(graph):
+        # thread_local: other streams of the process keep running their GPU work meanwhile
+        with self._module.replaying_host_values(host_values), \
+                torch.cuda.graph(graph, capture_error_mode="thread_local"):
             static_outputs = self._module(*static_inputs)
         captured = _Captured(graph, static_inputs, tuple(static_outputs))
         self._graphs[key] = captured

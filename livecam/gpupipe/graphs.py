@@ -185,7 +185,8 @@ def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:
     torch.cuda.current_stream(slot.device).wait_stream(side)
     torch.cuda.synchronize(slot.device)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: other streams of the process keep running their GPU work meanwhile
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         fn()
     torch.cuda.synchronize(slot.device)
     return graph

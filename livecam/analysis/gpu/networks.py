@@ -67,7 +67,8 @@ class _Graph:
                 fn()
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
+        # thread_local: other streams of the process keep running their GPU work meanwhile
+        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
             fn()
         torch.cuda.synchronize(device)
         self._graph = graph
