@@ -93,7 +93,7 @@ def test_select_and_bypass_apply_from_the_first_frame_under_the_new_state(
     t1 = get_image("t1")
     library = IdentityLibrary(d.root / "data" / "livecam" / "identities")
     for name, photo_bgr in (("astro", data.astronaut()[:, :, ::-1]),
-                            ("other", t1[0:443, 640:1280])):
+                            ("other", t1[204:485, 1031:1280])):  # a frontal face
         photo = d.root / f"{name}.png"
         cv2.imwrite(str(photo), np.ascontiguousarray(photo_bgr))
         library.add(name, [photo], force=True)

@@ -174,12 +174,17 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
 
     server = deployment.server()
     server.open()
-    app = build_from_args(args, config_from_args(args), daemon=False)
-    app.start()
+    streams = build_from_args(args, config_from_args(args), daemon=False)
+    app = streams.apps[0]  # one --input/--output pair: one stream
+    streams.start()
     try:
+        reporter = StatusReporter(app)
+        # the first frames are covered (fail closed) until the face is confirmed and the
+        # server has answered: the swap is the first crop sent after an answer came back
+        crops.wait_for(lambda c: reporter.status()["remote_engines"]["swap"]["rows"] > 0)
+        crops.wait_for(lambda c: True)
         swapped_at = crops.wait_for(lambda c: np.abs(c.astype(int) - real).mean() > 10)
         swapped = crops.crops[swapped_at].astype(int)
-        reporter = StatusReporter(app)
         # no request has failed yet, so that changed face is a swap, not a cover
         assert reporter.status()["remote_engines"]["swap"]["failures"] == 0
         server.kill()  # Triton dies mid-stream
@@ -199,7 +204,7 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
             back_at = crops.wait_for(lambda c: np.abs(c.astype(int) - swapped).mean() < 3)
             assert reporter.status()["remote_engines"]["swap"]["state"] == "ready"
     finally:
-        app.stop()
+        streams.stop()
         server.close()
     sent = crops.crops[swapped_at:back_at + 1]
     assert covered_at < back_at
