@@ -12,7 +12,8 @@ Per frame:
    faces too small for the whole-frame pass.
 3. **Admit** the detections that are no followed face: while fewer than ``max_faces`` faces
    are followed (a lost one keeps its place for ``lost_cover_frames``), the best gets a mesh
-   and is followed from now on; the others are *box-only* faces, covered where they were last
+   (run again on its own landmarks until it settles where the carried meshes will be) and is
+   followed from now on; the others are *box-only* faces, covered where they were last
    detected. The faces followed stay the same while they are in view (hysteresis), so on a
    still picture nothing ever changes.
 4. **Track** every observation with ByteTrack (boxes around the mesh, or the detection box for
@@ -42,6 +43,7 @@ from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
+from livecam.analysis.mesh import MeshResult
 from livecam.analysis.networks import FaceNetworks, TileSearch
 from livecam.analysis.observations import (
     Candidate,
@@ -75,6 +77,11 @@ _SLID_IOU = (0.1, 0.5)
 # A carried mesh whose centre lands this far (fraction of the ROI side) from the ROI's centre
 # is run again on a ROI centred on it (fast motion the track's velocity did not predict).
 _RECENTER_FRACTION = 0.08
+# A new face's first mesh is run again on its own landmarks' ROI (see _settled) at most this
+# often, or until a run moves the points by less than this fraction of the face width (on the
+# same image, the runs settle to ~0.02 px, ~0.0002 face widths).
+_SETTLE_RUNS = 6
+_SETTLED_FRACTION = 0.002
 
 
 class FaceFollower:
@@ -288,6 +295,7 @@ class FaceFollower:
                 continue
             mesh = self.networks.landmarks(image, [roi_from_detection(box, c.keypoints_xy)])[0]
             if mesh is not None:
+                mesh = self._settled(image, mesh)
                 o = mesh_observation(mesh, c.score, -1)
                 if not overlaps(o.box_xyxy, [p.box_xyxy for p in followed + admitted]):
                     admitted.append(o)
@@ -301,6 +309,28 @@ class FaceFollower:
         seen = [o.box_xyxy for o in obs] + ([] if whole is None else list(whole.boxes_xyxy))
         kept = self._box_only.update(box_only, seen, searched)
         return obs + [o for o, _ in box_only] + kept
+
+    def _settled(self, image: ImageBGR, mesh: MeshResult) -> MeshResult:
+        """A new face's mesh run again on the ROI from its own landmarks (the ROI it is carried
+        on from the next frame) until it stops moving, at most ``_SETTLE_RUNS`` times.
+
+        The mesh depends on its crop: from a detection's ROI it lies 0.3-4 px (t1's six
+        people, a still astronaut) from where the carried meshes settle, and each carried
+        frame takes only about half of the gap (measured on t1 and the astronaut). The smoother
+        starts from this first mesh, so a still face's swap slid by that much over the next
+        second (4.5 px for t1's turned face; the flicker of tests/swap/test_temporal). Costs
+        up to ``_SETTLE_RUNS`` meshes per face admitted (t1's six people: 22 in all, once),
+        none per frame carried.
+        """
+        for _ in range(_SETTLE_RUNS):
+            again = self.networks.landmarks(image, [roi_from_landmarks(mesh.landmarks_xy)])[0]
+            if again is None:
+                break
+            move_px = float(np.linalg.norm(again.landmarks_xy - mesh.landmarks_xy, axis=1).mean())
+            mesh = again
+            if move_px < _SETTLED_FRACTION * float(np.ptp(mesh.landmarks_xy[:, 0])):
+                break
+        return mesh
 
     def _verified(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
                   timings: dict[str, float]) -> list[Observation]:
