@@ -102,7 +102,7 @@ class DaemonEnv:
 
         t1 = get_image("t1")
         photos = {"astro": np.ascontiguousarray(astronaut()[:, :, ::-1]),
-                  "t1b": np.ascontiguousarray(t1[0:330, 820:1090]),  # not the clip's person
+                  "t1b": np.ascontiguousarray(t1[204:485, 1031:1280]),  # frontal, not the clip's
                   "t1c": np.ascontiguousarray(t1[180:500, 0:260])}
         library = IdentityLibrary(self.root / "data" / "livecam" / "identities")
         for name, image in photos.items():
