@@ -312,6 +312,9 @@ class EngineCache:
                 if model_name is None or entry.model_name == model_name:
                     entry.engine_path.unlink(missing_ok=True)
                     entry.engine_path.with_suffix(".json").unlink(missing_ok=True)
+                    # torch_compiled.probe_load's verdict
+                    entry.engine_path.with_name(entry.engine_path.name + ".opens").unlink(
+                        missing_ok=True)
                     removed += 1
             if model_name is None:
                 self.timing_cache_path.unlink(missing_ok=True)

@@ -26,6 +26,8 @@ import importlib.metadata
 import logging
 import platform
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -195,11 +197,51 @@ class CompiledModule:
         yield
 
 
+#: Seconds a child process may take to open one package (its import of torch included).
+PROBE_TIMEOUT_S = 300.0
+
+
+def probe_load(path: Path, device_index: int) -> None:
+    """Open ``path`` once in a child process before this process does; raise
+    :class:`ModelError` when that fails or crashes.
+
+    On the H200 test machine (torch 2.11.0+cu130) ``aoti_load_package`` of a CUDA package
+    killed the process with a segmentation fault, whatever its options: a crash there would
+    take the live run down with it. A success is remembered beside the package (the torch
+    version that opened it), so later starts skip the probe.
+    """
+    import torch
+
+    marker = path.with_name(path.name + ".opens")
+    if marker.exists() and marker.read_text() == torch.__version__:
+        return
+    code = ("import sys, torch; torch._inductor.aoti_load_package(sys.argv[1], "
+            "device_index=int(sys.argv[2]))")
+    try:
+        result = subprocess.run([sys.executable, "-c", code, str(path), str(device_index)],
+                                capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise ModelError(f"opening the compiled package {path.name} took over "
+                         f"{PROBE_TIMEOUT_S:.0f} s in a probe process; set engine.torch_mode: "
+                         "cuda_graphs") from exc
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        how = (f"crashed (signal {-result.returncode})" if result.returncode < 0
+               else f"failed (exit {result.returncode}: {last})")
+        raise ModelError(f"torch {torch.__version__} could not open the compiled package "
+                         f"{path.name}: a probe process {how}; set engine.torch_mode: "
+                         "cuda_graphs (or rebuild it with another torch)")
+    marker.write_text(torch.__version__)
+
+
 def load_compiled(paths: dict[int, Path], device: Any, channels_last: bool) -> CompiledModule:
-    """Open the packages (no compiling); ``paths`` maps batch size to package."""
+    """Open the packages (no compiling); ``paths`` maps batch size to package. Each is first
+    opened in a child process (:func:`probe_load`): raises :class:`ModelError` if that fails."""
     import torch
 
     index = (device.index or 0) if device.type == "cuda" else -1
+    for path in paths.values():
+        probe_load(path, index)
     runners = {b: torch._inductor.aoti_load_package(str(p), run_single_threaded=True,
                                                     device_index=index)
                for b, p in paths.items()}

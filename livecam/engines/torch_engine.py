@@ -187,7 +187,13 @@ class TorchEngine(EngineBase):
                      ", ".join(map(str, missing)), keys[missing[0]].device, options.model_name)
             return None
         ready = {b: p for b, p in paths.items() if p is not None}
-        return load_compiled(ready, self._device, self._use_channels_last)
+        try:
+            return load_compiled(ready, self._device, self._use_channels_last)
+        except ModelError as exc:
+            if options.required:
+                raise
+            log.warning("%s: %s; running the ONNX executor instead", options.model_name, exc)
+            return None
 
     @property
     def _use_channels_last(self) -> bool:

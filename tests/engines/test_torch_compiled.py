@@ -180,3 +180,20 @@ def test_the_gpu_pipeline_factory_runs_the_build(built: Built) -> None:
         assert generator.engine.mode == "compiled"
     finally:
         generator.close()
+
+
+def test_a_package_that_cannot_be_opened_is_refused_before_this_process_opens_it(
+        tmp_path: Path) -> None:
+    """On the H200 machine torch's AOTInductor loader crashed the process (SIGSEGV) on a
+    package it had just built; the package is now opened in a child process first. A package
+    that does not open there is a ModelError naming the way out, and this process lives."""
+    import torch
+
+    from livecam.engines.torch_compiled import load_compiled
+
+    broken = tmp_path / "inswapper_128-0000.pt2"
+    broken.write_bytes(b"PK\x03\x04 not a package")
+    with pytest.raises(ModelError, match=r"could not open the compiled package .*"
+                                         r"engine\.torch_mode: cuda_graphs"):
+        load_compiled({1: broken}, torch.device("cpu"), channels_last=False)
+    assert not broken.with_name(broken.name + ".opens").exists()  # no success remembered
