@@ -28,7 +28,7 @@ restores a face that is shown covered (a restorer would rebuild a blurred real f
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -195,38 +195,6 @@ class FaceEnhancer:
         return out
 
 
-class _LazyEngine:
-    """The restorer's engine, made (and its file verified) in ``open``."""
-
-    def __init__(self, backend: str, make: Callable[[], Engine]) -> None:
-        self.backend = backend
-        self._make = make
-        self._engine: Engine | None = None
-
-    def _get(self) -> Engine:
-        if self._engine is None:
-            self._engine = self._make()
-        return self._engine
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._get().inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._get().outputs
-
-    def open(self) -> None:
-        self._get().open()
-
-    def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self._get().run(feeds)
-
-
 def build_face_enhancer(name: str, *, blend: float, fidelity: float,
                         engine_config: EngineConfig, models_config: ModelsConfig
                         ) -> FaceEnhancer | None:
@@ -235,6 +203,7 @@ def build_face_enhancer(name: str, *, blend: float, fidelity: float,
     if name == "none":
         return None
     from livecam.engines.registry import choose_backend, create_engine, model_store
+    from livecam.swap.neural_models import LazyEngine
 
     store = model_store(models_config)
     enhancers = sorted(n for n, m in store.manifests.items() if m.kind == "enhancer")
@@ -250,6 +219,6 @@ def build_face_enhancer(name: str, *, blend: float, fidelity: float,
         digest = store.verify(name)
         return create_engine(manifest, store.path(name), digest, engine_config, choice)
 
-    return FaceEnhancer(_LazyEngine(choice.name, make), size_px=manifest.crop_size_px or 512,
+    return FaceEnhancer(LazyEngine(choice.name, make), size_px=manifest.crop_size_px or 512,
                         template=manifest.template or "ffhq_512", blend=blend,
                         fidelity=fidelity, require=lambda: store.require(name))

@@ -145,7 +145,7 @@ class NeuralModels:
     def lazy_generator(self) -> Engine:
         """:meth:`generator_engine` for the CPU path, built (and the file verified) in
         ``open`` so that a missing model is reported when the stage opens."""
-        return _LazyEngine(self.backend().name, lambda: self.generator_engine(
+        return LazyEngine(self.backend().name, lambda: self.generator_engine(
             gpu_pipeline=False))
 
     def lazy_recognizer(self) -> Engine:
@@ -157,7 +157,7 @@ class NeuralModels:
             return create_engine(self.recognizer, self.store.path(self.recognizer.name),
                                  digest, self.engine, choice)
 
-        return _LazyEngine(choice.name, make)
+        return LazyEngine(choice.name, make)
 
     def embeddings(self, load_identity: Callable[[str], Any]
                    ) -> Callable[[str], np.ndarray | None]:
@@ -167,7 +167,7 @@ class NeuralModels:
         return _Embeddings(self, load_identity)
 
 
-class _LazyEngine:
+class LazyEngine:
     """An engine made (and its model verified) on first use, so construction stays cheap and
     a missing model fails when the stage opens, not when the app is wired."""
 
