@@ -137,11 +137,18 @@ class LeakReport:
     def leaks_before_full_view(self) -> int:
         return sum(1 for v in self.verdicts if v.leaked and not v.counted)
 
+    @property
+    def min_counted_residual(self) -> float | None:
+        """The lowest residual of a face-frame the goal counts: how close the weakest swap or
+        cover came to the threshold (None when no face was counted)."""
+        return min((v.residual for v in self.verdicts if v.counted), default=None)
+
     def summary(self) -> dict[str, object]:
         return {"output_frames": self.output_frames, "input_frames_shown": self.distinct_inputs,
                 "unreadable_frames": self.unreadable,
                 "black_frames": self.black, "face_frames_judged": self.faces_judged,
                 "leaks": self.leaks_counted, "leaks_before_full_view": self.leaks_before_full_view,
+                "min_counted_residual": self.min_counted_residual,
                 "leaked": [asdict(v) for v in self.leaked]}
 
 
