@@ -7,8 +7,10 @@ judged from pixels only, output against input, never from livecam's own bookkeep
 1. Which input frame does output frame k show? Live mode drops and repeats frames; each clip
    frame carries its index (:mod:`livecam.testing.framecode`), read back here.
 2. For each face visible in that input frame, compare the face's *core* (eyes, nose, mouth: the
-   middle of its landmark box, only the pixels where the face itself is seen) in output and
-   input, both scaled so the face is :data:`FACE_PX` wide, in a band of spatial frequencies
+   middle of its landmark box, only the pixels where the face itself is seen; the output's
+   other pixels around it, over an occluder or beside the face, are taken as the input's so
+   the filter does not carry them in) in output and input, both scaled so the face is
+   :data:`FACE_PX` wide, in a band of spatial frequencies
    (a difference of Gaussians, sigma 1 and 4 px at that scale: features 2-10 % of the face
    width, which is where eyes, brows, nostrils and lips, the parts that identify a person,
    live). The *residual* is the energy of the band's change relative to the band's energy in
@@ -66,8 +68,8 @@ def residual(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
     scale = FACE_PX / max(bw, 1.0)
     size = (max(8, round((x2 - x1) * scale)), max(8, round((y2 - y1) * scale)))
 
-    def band(image: ImageBGR) -> np.ndarray:
-        grey = cv2.cvtColor(image[y1:y2, x1:x2], cv2.COLOR_BGR2GRAY).astype(np.float32)
+    def band(crop: ImageBGR) -> np.ndarray:
+        grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY).astype(np.float32)
         small = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
         return np.asarray(cv2.GaussianBlur(small, (0, 0), _SIGMAS[0])
                           - cv2.GaussianBlur(small, (0, 0), _SIGMAS[1]), np.float32)
@@ -88,7 +90,13 @@ def residual(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
                      * bh / max(bw, 1.0))
     if core.sum() < MIN_CORE_SEEN * max(full, expected, 1):
         return None
-    b_in, b_out = band(input_bgr), band(output_bgr)
+    crop_in, crop_out = input_bgr[y1:y2, x1:x2], output_bgr[y1:y2, x1:x2]
+    if seen is not None and seen.size:
+        # Only the face's own visible pixels are judged: what the output shows over an
+        # occluder or the background beside the face must not reach the core's band through
+        # the filter (its sigma-4 blur reaches ~12 px at FACE_PX), so there it is the input.
+        crop_out = np.where(seen[:, :, None], crop_out, crop_in)
+    b_in, b_out = band(crop_in), band(crop_out)
     energy = float((b_in[core] ** 2).sum())
     if energy <= 1e-6:
         return None
