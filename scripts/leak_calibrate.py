@@ -1,19 +1,22 @@
 """Calibrate the leak judge: its residual (and dlib's identity distance) on faces that are real,
 lightly blurred, covered and swapped; print a table and write JSON.
 
-    python scripts/leak_calibrate.py [--json leak_calibrate.json] [--samples 6]
+    python scripts/leak_calibrate.py [--json leak_calibrate.json] [--samples 4]
+        [--set swap.keep_eyes=never ...] [--conditions real,swapped]
 
 Faces: every face of the ``still_2``, ``still_6`` and ``turn`` leak clips (livecam.testing.
 leak_clips) on a few frames each. Each is altered as named, H.264-encoded at the leak
 measure's output quality (CRF 14) and decoded, then compared with the unaltered input:
 
 - ``real``: unaltered; ``real_crf28``: unaltered at a low streaming quality (CRF 28);
-- ``blur_2pct`` ... ``blur_8pct``: a Gaussian blur of sigma 2-8 % of the face width over the
-  face (a light blur still shows the person: a viewer knows them, and so does dlib);
+- ``blur_2pct`` ... ``blur_8pct``: a Gaussian blur of sigma 2, 3, 4, 6 or 8 % of the face
+  width over the face (a light blur still shows the person: a viewer knows them, and so does
+  dlib);
 - ``cover_*``: ``livecam.swap.cover.FaceCover`` (``swap.cover`` style, ``swap.cover_cells``) on
   the face as livecam follows it (mesh hull);
 - ``swapped``: livecam's classic swap of skimage's astronaut onto the face (analysis + swap
-  stages as ``livecam run`` builds them, offline).
+  stages as ``livecam run`` builds them, offline), with the config's ``--set`` overrides (to
+  see which swap setting moves the residual).
 
 dlib distance: ``livecam.testing.face_judge`` (ResNet 128-d) between the altered and the
 unaltered face; same person ~0.2-0.5, different people 0.6-0.95, threshold 0.6. The judge's
@@ -62,7 +65,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="leak_calibrate.json")
     parser.add_argument("--samples", type=int, default=4, help="frames per clip")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override for the analysis and swap, as livecam run's")
+    parser.add_argument("--conditions", default="",
+                        help="comma-separated condition names to measure (default: all)")
     args = parser.parse_args()
+    wanted = set(filter(None, args.conditions.split(",")))
 
     import tempfile
     from pathlib import Path
@@ -81,7 +89,7 @@ def main() -> None:
     from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
     from livecam.track.bytetrack import iou_matrix
 
-    config = load_config(None, ["pipeline.realtime=false"])
+    config = load_config(None, ["pipeline.realtime=false", *args.set])
     photo = Path(tempfile.mkdtemp()) / "astronaut.png"
     cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
     identity = identity_from_photo(photo, config.identity, name="astro")
@@ -91,15 +99,18 @@ def main() -> None:
     covers = {f"cover_blur_{c}cells": FaceCover(mode="cover", style="blur", cells=c)
               for c in (12, 8, 6)}
     covers["cover_pixelate_8cells"] = FaceCover(mode="cover", style="pixelate", cells=8)
-    rows: dict[str, list[tuple[float | None, float | None]]] = {}
+    rows: dict[str, list[tuple[float | None, float | None, str]]] = {}
+    where = ""  # clip/frame/face of the face being recorded, kept with its figures
 
     def record(name: str, original: np.ndarray, altered: np.ndarray, box: np.ndarray) -> None:
+        if wanted and name not in wanted:
+            return
         out = reencode(altered, 28 if name == "real_crf28" else 14)
         r = residual(original, out, box)
         dlib_box = box.copy()
         dlib_box[1] += 0.2 * (box[3] - box[1])  # dlib's boxes start at the brows
         d = distance(judge.embed(original, dlib_box), judge.embed(out, dlib_box))
-        rows.setdefault(name, []).append((r, d))
+        rows.setdefault(name, []).append((r, d, where))
 
     swap.open()
     for name, clip in leak_clips().items():
@@ -116,10 +127,11 @@ def main() -> None:
                 if t not in picks:
                     continue
                 faces = packet.faces
-                for box in truth.boxes_xyxy:
+                for j, box in enumerate(truth.boxes_xyxy):
+                    where = f"{name}/{t}/{j}"
                     record("real", frame, frame, box)
                     record("real_crf28", frame, frame, box)
-                    for pct in (2, 4, 6, 8):
+                    for pct in (2, 3, 4, 6, 8):
                         record(f"blur_{pct}pct", frame, blurred(frame, box, pct), box)
                     match = iou_matrix(box[None], faces.boxes_xyxy)
                     if match.size and match.max() > 0.3:
@@ -135,7 +147,8 @@ def main() -> None:
     print(f"{'condition':>22} {'faces':>5} {'resid min':>9} {'p5':>6} {'median':>7} "
           f"{'p95':>6} {'max':>6} {'leak %':>7} {'dlib med':>8} {'dlib min':>8}")
     for name, vals in rows.items():
-        r = np.array([v[0] for v in vals if v[0] is not None])
+        judged = [v for v in vals if v[0] is not None]
+        r = np.array([v[0] for v in judged])
         d = np.array([v[1] for v in vals if v[1] is not None])
         row = {"faces": len(vals), "residual_min": float(r.min()),
                "residual_max": float(r.max()), "residual_p5": float(np.percentile(r, 5)),
@@ -143,6 +156,7 @@ def main() -> None:
                "leak_share": float((r < LEAK_RESIDUAL).mean()),
                "dlib_median": float(np.median(d)), "dlib_min": float(d.min()),
                "residuals": [round(float(x), 4) for x in r],
+               "faces_at": [v[2] for v in judged],  # clip/frame/face of each residual
                "dlib": [round(float(x), 4) for x in d]}
         report[name] = row
         print(f"{name:>22} {row['faces']:>5} {row['residual_min']:>9.3f} "
@@ -151,7 +165,8 @@ def main() -> None:
               f"{100 * row['leak_share']:>6.1f}% {row['dlib_median']:>8.3f} "
               f"{row['dlib_min']:>8.3f}")
     with open(args.json, "w", encoding="utf-8") as fh:
-        json.dump({"threshold": LEAK_RESIDUAL, "conditions": report}, fh, indent=2)
+        json.dump({"threshold": LEAK_RESIDUAL, "settings": args.set, "conditions": report},
+                  fh, indent=2)
     print(f"\nwrote {args.json}")
 
 

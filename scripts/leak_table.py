@@ -17,7 +17,9 @@ once per setting:
 
 The output is judged from its pixels against the input frame each output frame shows
 (``livecam.testing.leak_judge``). *leaks* counts leaked face-frames at or after each face's
-first full view (the goal: 0); *before* those before it (a face still entering).
+first full view (the goal: 0); *before* those before it (a face still entering); the
+*lowest residual* of a counted face-frame says how close the weakest swap or cover came to the
+judge's threshold (docs/fail-closed.md: the live minimum of its calibration).
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ def main() -> None:
             r = m.report
             row = {"clip": name, "setting": setting, "wall_s": round(m.wall_s, 1), **r.summary()}
             rows.append(row)
+            low = r.min_counted_residual
             print(f"{name:>14} {setting:>8}: leaks {r.leaks_counted:>4} (before full view "
-                  f"{r.leaks_before_full_view}), judged {r.faces_judged}, output "
+                  f"{r.leaks_before_full_view}), judged {r.faces_judged}, lowest residual "
+                  f"{'-' if low is None else f'{low:.3f}'}, output "
                   f"{r.output_frames} frames showing {r.distinct_inputs} inputs, "
                   f"{m.wall_s:.1f} s", flush=True)
     print(f"\nleaked face-frames, livecam run in live mode ({time.perf_counter() - t_start:.0f} s"
