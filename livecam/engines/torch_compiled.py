@@ -207,14 +207,19 @@ def probe_load(path: Path, device_index: int) -> None:
 
     On the H200 test machine (torch 2.11.0+cu130) ``aoti_load_package`` of a CUDA package
     killed the process with a segmentation fault, whatever its options: a crash there would
-    take the live run down with it. A success is remembered beside the package (the torch
-    version that opened it), so later starts skip the probe.
+    take the live run down with it. The verdict is remembered beside the package for this
+    torch version (the package is keyed by it too), so later starts skip the probe: a success
+    opens at once, a failure is the same error at once.
     """
     import torch
 
     marker = path.with_name(path.name + ".opens")
-    if marker.exists() and marker.read_text() == torch.__version__:
+    verdict = marker.read_text() if marker.exists() else ""
+    if verdict == torch.__version__:
         return
+    failed = f"fails {torch.__version__}\n"
+    if verdict.startswith(failed):
+        raise ModelError(verdict[len(failed):])
     code = ("import sys, torch; torch._inductor.aoti_load_package(sys.argv[1], "
             "device_index=int(sys.argv[2]))")
     try:
@@ -228,9 +233,11 @@ def probe_load(path: Path, device_index: int) -> None:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         how = (f"crashed (signal {-result.returncode})" if result.returncode < 0
                else f"failed (exit {result.returncode}: {last})")
-        raise ModelError(f"torch {torch.__version__} could not open the compiled package "
-                         f"{path.name}: a probe process {how}; set engine.torch_mode: "
-                         "cuda_graphs (or rebuild it with another torch)")
+        message = (f"torch {torch.__version__} could not open the compiled package "
+                   f"{path.name}: a probe process {how}; set engine.torch_mode: cuda_graphs "
+                   "(or rebuild it with another torch)")
+        marker.write_text(failed + message)
+        raise ModelError(message)
     marker.write_text(torch.__version__)
 
 

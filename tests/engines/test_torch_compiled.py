@@ -183,7 +183,7 @@ def test_the_gpu_pipeline_factory_runs_the_build(built: Built) -> None:
 
 
 def test_a_package_that_cannot_be_opened_is_refused_before_this_process_opens_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the H200 machine torch's AOTInductor loader crashed the process (SIGSEGV) on a
     package it had just built; the package is now opened in a child process first. A package
     that does not open there is a ModelError naming the way out, and this process lives."""
@@ -196,4 +196,7 @@ def test_a_package_that_cannot_be_opened_is_refused_before_this_process_opens_it
     with pytest.raises(ModelError, match=r"could not open the compiled package .*"
                                          r"engine\.torch_mode: cuda_graphs"):
         load_compiled({1: broken}, torch.device("cpu"), channels_last=False)
-    assert not broken.with_name(broken.name + ".opens").exists()  # no success remembered
+    # the verdict is kept: the next start fails at once, without another probe process
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("probed again"))
+    with pytest.raises(ModelError, match=r"a probe process failed"):
+        load_compiled({1: broken}, torch.device("cpu"), channels_last=False)
