@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from livecam.swap.enhance import CROP_BORDER_BGR
 from livecam.swap.gpu.align import align_matrices, template_tensor
 from livecam.swap.gpu.blend import window_origins
-from livecam.swap.gpu.paste import gaussian_weights
+from livecam.swap.gpu.paste import blend_windows_, gaussian_weights
 from livecam.swap.gpu.warp import affine_grid_px, sample_bilinear_hwc
 
 
@@ -63,7 +63,7 @@ def restore_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     float BGR integer-valued; ``matrix_2x3`` (N, 2, 3) frame -> crop; ``frame_index`` (N,)
     int64; ``face_valid`` (N,) bool. Returns the frames.
     """
-    batch, height, width, _ = frames_bhwc_u8.shape
+    height, width = frames_bhwc_u8.shape[1], frames_bhwc_u8.shape[2]
     n, size = faces_nhwc.shape[0], faces_nhwc.shape[1]
     win = min(window_px, height, width)
     origin = window_origins(matrix_2x3, size, win, height, width)
@@ -98,18 +98,7 @@ def restore_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     soft = F.conv2d(soft, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
     alpha = (soft * float(blend) * face_valid[:, None, None].float())[..., None]
     pasted = eroded[..., None] * fake
-    flat = frames_bhwc_u8.reshape(batch * height * width, 3)
-    yy = torch.arange(win, device=flat.device)[None, :, None]
-    xx = torch.arange(win, device=flat.device)[None, None, :]
-    pixel = (frame_index.long()[:, None, None] * (height * width)
-             + (origin[:, 1, None, None] + yy) * width + origin[:, 0, None, None] + xx)
-    for i in range(n):
-        idx = pixel[i].reshape(-1)
-        roi = flat[idx].float()
-        a = alpha[i].reshape(-1, 1)
-        merged = a * pasted[i].reshape(-1, 3) + (1.0 - a) * roi
-        flat[idx] = merged.clamp(0.0, 255.0).to(torch.uint8)  # truncates, like astype
-    return frames_bhwc_u8
+    return blend_windows_(frames_bhwc_u8, frame_index, origin, pasted, alpha)
 
 
 class GpuFaceEnhancer:

@@ -58,7 +58,7 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
 
     Also returns nothing about clipping; use :func:`mask_fits_window` for that.
     """
-    batch, height, width, _ = frames_bhwc_u8.shape
+    height, width = frames_bhwc_u8.shape[1], frames_bhwc_u8.shape[2]
     n, size = faces_nhwc.shape[0], faces_nhwc.shape[1]
     win = min(window_px, height, width)
     origin = window_origins(matrix_2x3, size, win, height, width)
@@ -106,6 +106,17 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     blurred = F.conv2d(eroded[None], taps[:, None, :, None], padding=(pad, 0), groups=n)
     blurred = F.conv2d(blurred, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
     alpha = (blurred / 255.0 * face_valid[:, None, None].float())[..., None]
+    return blend_windows_(frames_bhwc_u8, frame_index, origin, fake, alpha)
+
+
+def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
+                   origin: torch.Tensor, faces_nwwc: torch.Tensor,
+                   alpha_nww1: torch.Tensor) -> torch.Tensor:
+    """Blend each face's (win, win, 3) window into its frame in place: ``alpha * face + (1 -
+    alpha) * frame`` at ``origin`` (N, 2) x, y of frame ``frame_index`` (N,), truncated to
+    uint8 like insightface's ``astype``. Returns ``frames_bhwc_u8``."""
+    batch, height, width, _ = frames_bhwc_u8.shape
+    n, win = int(faces_nwwc.shape[0]), int(faces_nwwc.shape[1])
     flat = frames_bhwc_u8.reshape(batch * height * width, 3)
     yy = torch.arange(win, device=flat.device)[None, :, None]
     xx = torch.arange(win, device=flat.device)[None, None, :]
@@ -114,8 +125,8 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     for i in range(n):
         idx = pixel[i].reshape(-1)
         roi = flat[idx].float()
-        a = alpha[i].reshape(-1, 1)
-        merged = a * fake[i].reshape(-1, 3) + (1.0 - a) * roi
+        a = alpha_nww1[i].reshape(-1, 1)
+        merged = a * faces_nwwc[i].reshape(-1, 3) + (1.0 - a) * roi
         flat[idx] = merged.clamp(0.0, 255.0).to(torch.uint8)  # truncates, like astype
     return frames_bhwc_u8
 
