@@ -12,7 +12,6 @@ The models run on LiteRT directly (``blazeface_lite.py``: the same detections, 6
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,15 +48,15 @@ class BlazeFaceDetector:
     detections down to ``min_score`` on LiteRT too, below the model's own threshold (0.5
     short, 0.6 full range), as MediaPipe's graph does: the face follower takes a weak hit
     (a half-hidden face scores ~0.4) as a sign a hidden face is still there.
-    ``full_runner`` makes the full-range runner instead of LiteRT/MediaPipe (the GPU
-    pipeline's torch port, :class:`livecam.analysis.gpu.networks.TorchBlazeFace`). Only one
-    thread may call :meth:`detect` at a time.
+    Only one thread may call :meth:`detect` at a time. As a tile search
+    (:class:`livecam.analysis.networks.TileSearch`) it runs on a worker thread in live mode.
     """
+
+    on_caller_thread = False
 
     def __init__(self, *, model: str = "full", min_score: float = 0.5, max_faces: int = 4,
                  tile_size_px: int = 384, tiles_per_call: int = 0,
-                 whole_frame: bool = True, weak: bool = False,
-                 full_runner: Callable[[], Any] | None = None) -> None:
+                 whole_frame: bool = True, weak: bool = False) -> None:
         if model not in ("short", "full", "auto"):
             raise ValueError(f"model must be short, full or auto, got {model!r}")
         self.model = model
@@ -67,7 +66,6 @@ class BlazeFaceDetector:
         self.tiles_per_call = tiles_per_call
         self.whole_frame = whole_frame
         self.weak = weak
-        self._full_runner = full_runner
         self._short: Any = None
         self._full: Any = None
         self._next_tile = 0
@@ -83,11 +81,6 @@ class BlazeFaceDetector:
         if self._short is not None or self._full is not None:
             return
         # Tiles always use the full-range model: a tile's faces are small relative to it.
-        if self._full_runner is not None:  # e.g. the torch port on the GPU (tiles only)
-            if self.whole_frame and self.model != "full":
-                raise ValueError("a custom full-range runner serves the full model only")
-            self._full = self._full_runner()
-            return
         if litert.litert_interpreter() is not None:
             floor = self.min_score if self.weak else None
             if self.model in ("short", "auto") and self.whole_frame:
@@ -119,10 +112,7 @@ class BlazeFaceDetector:
 
     def tiles(self, width_px: int, height_px: int) -> list[tuple[int, int, int]]:
         """Tiles (x0, y0, side) covering the frame, or [] when the frame needs none."""
-        side = self.tile_size_px
-        if side <= 0 or max(width_px, height_px) <= side * 1.25:
-            return []
-        return [(x, y, side) for y in _starts(height_px, side) for x in _starts(width_px, side)]
+        return tiles(width_px, height_px, self.tile_size_px)
 
     def detect(self, image_bgr: ImageBGR, *, all_tiles: bool = False) -> Faces:
         """Faces in one frame, best first, at most ``max_faces``; ``track_ids`` are -1.
@@ -144,23 +134,49 @@ class BlazeFaceDetector:
         rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)  # 0.1 ms at 720p; [..., ::-1] took 12
         found: list[tuple[np.ndarray, float, np.ndarray]] = []
         if self._short is not None:
-            found += _run(self._short, rgb, 0, 0, w, h, inner_edges=None)
+            found += _run(self._short, rgb, 0, 0, None)
         if self.model in ("full", "auto") and self.whole_frame:
-            found += _run(self._full, rgb, 0, 0, w, h, inner_edges=None)
+            found += _run(self._full, rgb, 0, 0, None)
         tiles = self.tiles(w, h)
         if tiles:
             count = len(tiles) if all_tiles or self.tiles_per_call <= 0 else min(
                 self.tiles_per_call, len(tiles))
             for _ in range(count):
-                x0, y0, side = tiles[self._next_tile % len(tiles)]
+                x0, y0, x1, y1 = tile_crop(tiles[self._next_tile % len(tiles)], w, h)
                 self._next_tile = (self._next_tile + 1) % len(tiles)
-                x1, y1 = min(w, x0 + side), min(h, y0 + side)
                 searched.append((x0, y0, x1, y1))
-                inner = (x0 > 0, y0 > 0, x1 < w, y1 < h)
                 found += _run(self._full, np.ascontiguousarray(rgb[y0:y1, x0:x1]), x0, y0,
-                              x1 - x0, y1 - y0, inner_edges=inner)
+                              (w, h))
         return SearchResult(merge_detections(found, self.max_faces),
                             np.array(searched, np.float32).reshape(-1, 4))
+
+
+def tiles(width_px: int, height_px: int, side_px: int) -> list[tuple[int, int, int]]:
+    """Overlapping square tiles (x0, y0, side) covering a frame, row by row, or [] when the
+    frame needs none (no tiling, or a frame hardly larger than a tile)."""
+    if side_px <= 0 or max(width_px, height_px) <= side_px * 1.25:
+        return []
+    return [(x, y, side_px) for y in _starts(height_px, side_px)
+            for x in _starts(width_px, side_px)]
+
+
+def tile_crop(tile: tuple[int, int, int], width_px: int, height_px: int
+              ) -> tuple[int, int, int, int]:
+    """A tile's pixels (x0, y0, x1, y1): the tile cut to the frame (a frame narrower than a
+    tile in one direction)."""
+    x0, y0, side = tile
+    return x0, y0, min(width_px, x0 + side), min(height_px, y0 + side)
+
+
+def cut_by_inner_edge(box_xyxy: np.ndarray, crop_xyxy: tuple[int, int, int, int],
+                      width_px: int, height_px: int) -> bool:
+    """A detection in a tile whose box touches one of the tile's edges inside the frame: a
+    face cut by the tile, which a neighbouring tile holds whole."""
+    x0, y0, x1, y1 = crop_xyxy
+    m = _EDGE_MARGIN_PX
+    return bool((x0 > 0 and box_xyxy[0] <= x0 + m) or (y0 > 0 and box_xyxy[1] <= y0 + m)
+                or (x1 < width_px and box_xyxy[2] >= x1 - m)
+                or (y1 < height_px and box_xyxy[3] >= y1 - m))
 
 
 def _starts(length: int, side: int) -> list[int]:
@@ -190,23 +206,20 @@ class _GraphBlazeFace:
         return out
 
 
-def _run(runner: Any, rgb: np.ndarray, x0: int, y0: int, w: int, h: int,
-         inner_edges: tuple[bool, bool, bool, bool] | None,
+def _run(runner: Any, rgb: np.ndarray, x0: int, y0: int, frame_wh: tuple[int, int] | None,
          ) -> list[tuple[np.ndarray, float, np.ndarray]]:
+    """The runner's detections in ``rgb``, a crop at (x0, y0) of a frame of ``frame_wh`` px (a
+    tile: faces cut by its inner edges left out) or the whole frame (None)."""
     out: list[tuple[np.ndarray, float, np.ndarray]] = []
     shift = np.array([x0, y0], np.float32)
+    crop = (x0, y0, x0 + rgb.shape[1], y0 + rgb.shape[0])
     for box, score, kps in runner.detect(rgb):
         box = box + np.tile(shift, 2)
         kps = kps + shift
         if kps.shape != (6, 2):
             continue
-        if inner_edges is not None:
-            left, top, right, bottom = inner_edges
-            m = _EDGE_MARGIN_PX
-            if ((left and box[0] <= x0 + m) or (top and box[1] <= y0 + m)
-                    or (right and box[2] >= x0 + w - _EDGE_MARGIN_PX)
-                    or (bottom and box[3] >= y0 + h - _EDGE_MARGIN_PX)):
-                continue
+        if frame_wh is not None and cut_by_inner_edge(box, crop, *frame_wh):
+            continue
         out.append((box, score, kps))
     return out
 

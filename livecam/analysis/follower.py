@@ -89,10 +89,11 @@ class FaceFollower:
     loads the networks (and starts the search worker in live mode); ``close`` stops it.
 
     ``search_in_background`` (live mode): the tile search runs on a worker thread and its
-    results are merged a frame or two later; False keeps everything in :meth:`follow`, so
-    results do not depend on timing (files, tests). Only the pipeline thread calls ``follow``.
-    ``last_timings_ms`` holds the latest frame's split (detect, search, mesh, track, smooth,
-    select, total).
+    results are merged a frame or two later (unless the search is cheap on the caller's
+    thread: ``search.on_caller_thread``, the GPU's); False keeps everything in
+    :meth:`follow`, so results do not depend on timing (files, tests). Only the pipeline
+    thread calls ``follow``. ``last_timings_ms`` holds the latest frame's split (detect,
+    search, mesh, track, smooth, select, total).
     """
 
     def __init__(self, config: AnalysisConfig, networks: FaceNetworks, search: TileSearch, *,
@@ -104,7 +105,8 @@ class FaceFollower:
         self.networks = networks
         self.search = search
         self.tracker_settings = tracker_settings or ByteTrackSettings()
-        self.background = BackgroundDetector(search) if search_in_background else None  # type: ignore[arg-type]
+        self.background = (BackgroundDetector(search)  # type: ignore[arg-type]
+                           if search_in_background and not search.on_caller_thread else None)
         self.tracker = ByteTracker(self.tracker_settings)
         self.smoother = LandmarkSmoother(
             min_cutoff_hz=config.smooth_min_cutoff_hz, beta=config.smooth_beta,

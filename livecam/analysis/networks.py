@@ -8,18 +8,20 @@ mesh, how to track, smooth and select; a :class:`FaceNetworks` only runs the two
 - ``landmarks(image, rois)``: the face mesh on rotated regions of interest.
 
 and a :class:`TileSearch` runs the detector on tiles of the frame, for faces too small for the
-whole-frame pass (in turn, a few tiles per call; all of them on the first frame). The tile
-search may run on a worker thread *at the same time* as the other two (live mode), so an
-implementation must not share a single-caller network between them.
+whole-frame pass (on the CPU in turn, a few tiles per call, all of them on the first frame; on
+the GPU every tile in one call). The CPU tile search may run on a worker thread *at the same
+time* as the other two (live mode), so an implementation must not share a single-caller
+network between them.
 
 :class:`CpuFaceNetworks` is MediaPipe's BlazeFace and face mesh on LiteRT (or MediaPipe's
-graphs); the GPU pipeline's torch ports can implement the same two protocols.
+graphs); the GPU pipeline's torch ports (``livecam.analysis.gpu``) implement the same two
+protocols.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from livecam.analysis.detect import BlazeFaceDetector, SearchResult
 from livecam.analysis.mesh import FaceMeshLandmarker, MeshResult
@@ -59,7 +61,14 @@ class FaceNetworks(Protocol):
 
 class TileSearch(Protocol):
     """The detector on tiles of the frame (small faces). One caller at a time, which may be a
-    worker thread running beside :class:`FaceNetworks`' caller."""
+    worker thread running beside :class:`FaceNetworks`' caller.
+
+    ``on_caller_thread``: True when a search costs the caller little (the GPU's one batched
+    call over every tile), so live mode runs it on the follower's thread, on the frame it
+    searches; False: live mode runs it on a worker thread (a CPU search of a few tiles takes
+    several ms) and merges its result a frame or two later."""
+
+    on_caller_thread: bool
 
     def open(self) -> None: ...
 
@@ -106,12 +115,10 @@ class CpuFaceNetworks:
 
 
 def cpu_tile_search(*, min_score: float, tile_size_px: int, tiles_per_call: int,
-                    whole_frame: bool = False,
-                    full_runner: Callable[[], Any] | None = None) -> BlazeFaceDetector:
+                    whole_frame: bool = False) -> BlazeFaceDetector:
     """A :class:`TileSearch` on the CPU: the full-range BlazeFace on tiles (and the whole frame
     too with ``whole_frame``), with its own interpreter so it can run beside
-    :class:`CpuFaceNetworks`. ``full_runner``: see :class:`BlazeFaceDetector` (the GPU
-    pipeline runs the tiles on the torch port)."""
+    :class:`CpuFaceNetworks`."""
     return BlazeFaceDetector(model="full", min_score=min_score, max_faces=MAX_DETECTIONS,
                              tile_size_px=tile_size_px, tiles_per_call=tiles_per_call,
-                             whole_frame=whole_frame, full_runner=full_runner)
+                             whole_frame=whole_frame)

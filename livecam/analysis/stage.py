@@ -56,10 +56,12 @@ class AnalysisStage(StageBase):
         self._opened = False
 
     def prepare(self, width_px: int, height_px: int) -> None:
-        """Networks with set-up per frame size (the GPU networks' CUDA graphs) do it now."""
-        prepare = getattr(self.follower.networks, "prepare", None)
-        if prepare is not None:
-            prepare(width_px, height_px)
+        """Networks with set-up per frame size (the GPU networks' and tile search's CUDA
+        graphs) do it now."""
+        for part in (self.follower.networks, self.follower.search):
+            prepare = getattr(part, "prepare", None)
+            if prepare is not None:
+                prepare(width_px, height_px)
 
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr

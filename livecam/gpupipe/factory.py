@@ -79,14 +79,13 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
 def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
     """The face follower's networks and tile search for the GPU pipeline on ``device``:
     BlazeFace and the face mesh as torch ports on a CUDA device (:class:`GpuFaceNetworks`,
-    keeping the uploaded frames for the swap; the tile search on LiteRT, else the torch
-    BlazeFace), or
-    (None, None): the CPU's MediaPipe networks, faster there."""
+    keeping the uploaded frames for the swap) and every tile searched in one batch on the same
+    uploaded frame (:class:`GpuTileSearch`), or (None, None): the CPU's MediaPipe networks,
+    faster there."""
     if not device.startswith("cuda"):
         return None, None
-    from livecam.analysis import litert
-    from livecam.analysis.gpu.networks import GpuFaceNetworks, TorchBlazeFace
-    from livecam.analysis.networks import cpu_tile_search
+    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    from livecam.analysis.gpu.tiles import GpuTileSearch
     from livecam.track.settings import load_bytetrack_settings
 
     analysis = config.analysis
@@ -97,20 +96,8 @@ def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
                                refine_landmarks=analysis.refine_landmarks,
                                use_graphs=config.gpu.cuda_graphs,
                                keep_frames=config.gpu.slots + 2)
-    # The tile search runs beside the pipeline on a worker thread. LiteRT (a dependency, on
-    # the CPU) releases the GIL while it runs; the eager torch port holds it between kernel
-    # launches and slowed the pipeline threads (H200, 2 streams: 5 and 2 fps), so the port
-    # serves only where LiteRT cannot be imported.
-    torch_tiles = litert.litert_interpreter() is None
-    if torch_tiles:
-        log.info("GPU pipeline: LiteRT is not importable; the tile search for small faces "
-                 "runs the torch BlazeFace on %s", device)
-    search = cpu_tile_search(
-        min_score=floor, tile_size_px=analysis.tile_size_px,
-        tiles_per_call=analysis.tiles_per_detection, whole_frame=not analysis.detect_each_frame,
-        full_runner=(lambda: TorchBlazeFace("full", device=device, min_score=floor,
-                                            precision=config.gpu.precision))
-        if torch_tiles else None)
+    search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px, min_score=floor,
+                           whole_frame=not analysis.detect_each_frame)
     return networks, search
 
 

@@ -100,20 +100,39 @@ class BlazeFaceDetector(nn.Module):
         """The network's dtype (float32, or float16 after ``.half()``)."""
         return next(self.net.buffers()).dtype
 
-    def preprocess(self, images_bhwc_bgr: torch.Tensor) -> torch.Tensor:
-        """Letterboxed (B, 3, S, S) RGB network input in [-1, 1], in the module dtype."""
+    def regions(self, images_bhwc_bgr: torch.Tensor, squares_xys_px: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the network sees, as (centre (N, 2), side (N,), image index (N,)) in pixels:
+        each frame letterboxed (the square of side max(H, W) centred on it), or with
+        ``squares_xys_px`` (T, 3) float32 (x0, y0, side of squares inside frame 0: tiles) each
+        of those squares."""
         batch, height, width, _ = images_bhwc_bgr.shape
         device = images_bhwc_bgr.device
-        side = float(max(height, width))
+        if squares_xys_px is not None:
+            side_px = squares_xys_px[:, 2].float()
+            center = squares_xys_px[:, 0:2].float() + side_px[:, None] / 2.0
+            return center, side_px, torch.zeros(len(squares_xys_px), dtype=torch.long,
+                                                device=device)
         # filled on the device (no host->device copy), so a CUDA graph can capture this
         center = torch.empty((batch, 2), device=device)
         center[:, 0].fill_(width / 2.0)
         center[:, 1].fill_(height / 2.0)
-        size = torch.full((batch, 2), side, device=device)
-        grid = rotated_rect_grid(center, size, torch.zeros(batch, device=device),
+        side_px = torch.full((batch,), float(max(height, width)), device=device)
+        return center, side_px, torch.arange(batch, device=device)
+
+    def preprocess(self, images_bhwc_bgr: torch.Tensor,
+                   squares_xys_px: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, 3, S, S) RGB network input in [-1, 1], in the module dtype, of the squares
+        :meth:`regions` gives (zeros outside the frame, as MediaPipe's BORDER_ZERO)."""
+        return self._sample(images_bhwc_bgr, *self.regions(images_bhwc_bgr, squares_xys_px))
+
+    def _sample(self, images_bhwc_bgr: torch.Tensor, center_xy_px: torch.Tensor,
+                side_px: torch.Tensor, image_index: torch.Tensor) -> torch.Tensor:
+        n = len(center_xy_px)
+        grid = rotated_rect_grid(center_xy_px, side_px[:, None].expand(n, 2),
+                                 torch.zeros(n, device=center_xy_px.device),
                                  self.input_size_px)
-        index = torch.arange(batch, device=device)
-        pixels = sample_bilinear_u8(images_bhwc_bgr, index, grid, border_zero=True,
+        pixels = sample_bilinear_u8(images_bhwc_bgr, image_index, grid, border_zero=True,
                                     channel_order=(2, 1, 0))
         return (pixels * (2.0 / 255.0) - 1.0).to(self.dtype)
 
@@ -134,9 +153,12 @@ class BlazeFaceDetector(nn.Module):
         scores = torch.sigmoid(raw_scores.float()[..., 0].clamp(-100.0, 100.0))
         return boxes, keypoints, scores
 
-    def forward(self, images_bhwc_bgr: torch.Tensor) -> FaceDetections:
-        batch, height, width, _ = images_bhwc_bgr.shape
-        raw_boxes, raw_scores = self.net(self.preprocess(images_bhwc_bgr))
+    def forward(self, images_bhwc_bgr: torch.Tensor,
+                squares_xys_px: torch.Tensor | None = None) -> FaceDetections:
+        """Detections in each frame, or with ``squares_xys_px`` in each square of frame 0 (one
+        batch entry per square, in frame pixels): see :meth:`regions`."""
+        center, side_px, index = self.regions(images_bhwc_bgr, squares_xys_px)
+        raw_boxes, raw_scores = self.net(self._sample(images_bhwc_bgr, center, side_px, index))
         boxes, keypoints, scores = self.decode(raw_boxes, raw_scores)
         valid = (scores >= self.min_score) & (boxes[..., 2] >= boxes[..., 0]) & (
             boxes[..., 3] >= boxes[..., 1])
@@ -144,16 +166,15 @@ class BlazeFaceDetector(nn.Module):
             boxes, keypoints.flatten(2), scores, valid, max_out=self.max_faces,
             max_candidates=self.max_candidates, iou_threshold=self.min_suppression_iou,
             iterations=self.nms_iterations)
-        # Letterbox: the square ROI of side max(H, W) is centred on the frame.
-        side = float(max(height, width))
-        offset = torch.empty(2, device=boxes.device)  # filled on the device: graph-capturable
-        offset[0:1].fill_((width - side) / 2.0)
-        offset[1:2].fill_((height - side) / 2.0)
-        boxes_px = out_boxes.reshape(batch, -1, 2, 2) * side + offset
-        points_px = out_points.reshape(batch, -1, NUM_KEYPOINTS, 2) * side + offset
+        # [0, 1] of each square back to frame pixels
+        n = len(center)
+        origin = (center - side_px[:, None] / 2.0)[:, None, None, :]
+        scale = side_px[:, None, None, None]
+        boxes_px = out_boxes.reshape(n, -1, 2, 2) * scale + origin
+        points_px = out_points.reshape(n, -1, NUM_KEYPOINTS, 2) * scale + origin
         mask = out_valid[..., None].float()
         return FaceDetections(
-            boxes_xyxy_px=boxes_px.reshape(batch, -1, 4) * mask,
+            boxes_xyxy_px=boxes_px.reshape(n, -1, 4) * mask,
             keypoints_xy_px=points_px * mask[..., None],
             scores=(out_scores * mask[..., 0]).to(self.dtype),
             valid=out_valid)

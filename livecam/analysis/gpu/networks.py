@@ -53,8 +53,9 @@ def mesh_buckets(max_rois: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-class _Graph:
-    """One captured call (CUDA), or the eager call (CPU / no graphs)."""
+class CapturedCall:
+    """``fn`` captured once in a CUDA graph on ``stream`` (after ``warmup_runs`` eager runs)
+    and replayed by each call; on a CPU, or without graphs, ``fn`` itself."""
 
     def __init__(self, fn: Callable[[], None], *, device: torch.device, stream: Any,
                  use_graph: bool, warmup_runs: int = 2) -> None:
@@ -89,7 +90,7 @@ class _SizeState:
                                       pin_memory=cuda)
         self.frame_dev = torch.zeros((1, height_px, width_px, 3), dtype=torch.uint8,
                                      device=device)
-        self.detect: _Graph | None = None
+        self.detect: CapturedCall | None = None
         self.det_out: tuple[torch.Tensor, ...] = ()
         self.det_host: tuple[torch.Tensor, ...] = ()
         self.kept: list[torch.Tensor] = []  # the last frames, for the swap (keep_frames)
@@ -137,7 +138,7 @@ class GpuFaceNetworks:
         self._sizes: dict[tuple[int, int], _SizeState] = {}
         self._current: _SizeState | None = None
         self._current_image: ImageBGR | None = None
-        self._mesh_graphs: dict[tuple[tuple[int, int], int], _Graph] = {}
+        self._mesh_graphs: dict[tuple[tuple[int, int], int], CapturedCall] = {}
         self._roi_host: torch.Tensor | None = None
         self._roi_dev: torch.Tensor | None = None
         self._mesh_out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -228,13 +229,13 @@ class GpuFaceNetworks:
         state.kept_ready = [torch.cuda.Event() if self.cuda else None
                             for _ in range(self.keep_frames)]
         with torch.inference_mode():
-            state.detect = _Graph(detect, device=self.device, stream=self._side,
+            state.detect = CapturedCall(detect, device=self.device, stream=self._side,
                                   use_graph=self.use_graphs)
         self._sizes[(height_px, width_px)] = state
         return state
 
     def _mesh_graph(self, state: _SizeState, height_px: int, width_px: int,
-                    n: int) -> _Graph:
+                    n: int) -> CapturedCall:
         key = ((height_px, width_px), n)
         graph = self._mesh_graphs.get(key)
         if graph is not None:
@@ -260,7 +261,7 @@ class GpuFaceNetworks:
                                        min(width_px, height_px) / 2, 0.0])
                 with self._on_stream(self._stream):
                     self._roi_dev[:n].copy_(benign.expand(n, 4))
-            graph = _Graph(mesh, device=self.device, stream=self._stream,
+            graph = CapturedCall(mesh, device=self.device, stream=self._stream,
                            use_graph=self.use_graphs)
         self._mesh_graphs[key] = graph
         return graph
@@ -306,6 +307,12 @@ class GpuFaceNetworks:
         if kept is None or kept[0] is not image_bgr:
             return None
         return kept[1], kept[2]
+
+    def frame_on_device(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any]:
+        """``image_bgr`` on the device, uploaded once per frame: its (1, H, W, 3) uint8 tensor
+        (the same tensor for every frame of this size, so a CUDA graph can read it) and the
+        CUDA stream its upload runs on (None on a CPU): work on another stream waits on it."""
+        return self._frame(image_bgr).frame_dev, self._stream
 
     def _frame(self, image_bgr: ImageBGR) -> _SizeState:
         if self._current is None or self._current_image is not image_bgr:
@@ -369,34 +376,3 @@ def _merged(found: list[tuple[np.ndarray, float, np.ndarray]]) -> Faces:
     from livecam.analysis.detect import merge_detections
 
     return merge_detections(found, MAX_DETECTIONS)
-
-
-class TorchBlazeFace:
-    """The torch BlazeFace with the CPU detector runners' interface (``detect(image_rgb)`` ->
-    ``[(box_xyxy, score, keypoints)]`` in the image's pixels), so the CPU tile search
-    (:class:`livecam.analysis.detect.BlazeFaceDetector`) runs its tiles on the GPU. Eager, on a
-    CUDA stream of its own: the tile search may run on a worker thread beside the follower's
-    networks. One caller at a time."""
-
-    def __init__(self, range_name: str, *, device: str | torch.device, min_score: float,
-                 precision: str = "fp16", models_dir: str | Path | None = None) -> None:
-        from livecam.analysis.gpu.models import load_blazeface
-
-        self.device = torch.device(device)
-        cuda = self.device.type == "cuda"
-        dtype = torch.float16 if cuda and precision == "fp16" else torch.float32
-        self.net = load_blazeface(range_name, models_dir=models_dir, max_faces=MAX_DETECTIONS,
-                                  min_score=min_score).to(self.device, dtype)
-        self._stream = torch.cuda.Stream(self.device) if cuda else None
-
-    def detect(self, image_rgb: np.ndarray) -> list[tuple[np.ndarray, float, np.ndarray]]:
-        bgr = np.ascontiguousarray(image_rgb[..., ::-1])  # the port reads BGR frames
-        ctx = torch.cuda.stream(self._stream) if self._stream is not None \
-            else contextlib.nullcontext()
-        with torch.inference_mode(), ctx:
-            det = self.net(torch.from_numpy(bgr).to(self.device)[None])
-            valid = det.valid[0].cpu().numpy()
-            boxes = det.boxes_xyxy_px[0].float().cpu().numpy()
-            kps = det.keypoints_xy_px[0].float().cpu().numpy()
-            scores = det.scores[0].float().cpu().numpy()
-        return [(boxes[j], float(scores[j]), kps[j]) for j in np.flatnonzero(valid)]

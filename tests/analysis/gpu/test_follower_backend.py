@@ -152,8 +152,7 @@ def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
     the CPU here, as ``livecam.gpupipe.factory.follower_networks`` builds them for CUDA)
     swaps-or-withholds the same faces of a still group photo as with the CPU networks."""
     from livecam.analysis import build_follower
-    from livecam.analysis.gpu.networks import TorchBlazeFace
-    from livecam.analysis.networks import cpu_tile_search
+    from livecam.analysis.gpu.tiles import GpuTileSearch
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
 
@@ -171,12 +170,10 @@ def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
                 counts.append((len(p.faces), len(p.withheld)))
         return counts
 
-    gpu = follow(networks=GpuFaceNetworks(device="cpu", detector_model=analysis.detector_model,
-                                          min_score=0.5, max_rois=max(1, analysis.max_faces)),
-                 search=cpu_tile_search(
-                     min_score=0.5, tile_size_px=analysis.tile_size_px,
-                     tiles_per_call=analysis.tiles_per_detection,
-                     full_runner=lambda: TorchBlazeFace("full", device="cpu", min_score=0.5)))
+    nets = GpuFaceNetworks(device="cpu", detector_model=analysis.detector_model,
+                           min_score=0.5, max_rois=max(1, analysis.max_faces))
+    gpu = follow(networks=nets, search=GpuTileSearch(nets, tile_size_px=analysis.tile_size_px,
+                                                      min_score=0.5))
     cpu = follow()
     assert sum(gpu[-1]) == sum(cpu[-1]) == 6  # every person followed or withheld
     assert gpu[-1] == cpu[-1]

@@ -1,0 +1,166 @@
+"""The tile search for small faces on the GPU: every tile of the frame in one batched call.
+
+The CPU tile search (:class:`livecam.analysis.detect.BlazeFaceDetector`) runs the full-range
+BlazeFace on two tiles every ``detect_every_n_frames`` frames, so a 1080p frame's 28 tiles are
+all searched only every 70 frames, and each run costs the CPU several ms (on the H200 host,
+offline, 36 % of the follower's thread; live, a worker thread per stream). Here the same tiles
+(:func:`livecam.analysis.detect.tiles`), letterboxed as the CPU letterboxes a tile, run as one
+batch of the torch BlazeFace on the frame :class:`GpuFaceNetworks` already uploaded, captured in
+a CUDA graph per frame size: every tile at every search, at about the cost of one tile, on the
+follower's own thread (``on_caller_thread``). Detections cut by a tile's inner edge are left
+out and the rest merged over the tiles exactly as on the CPU.
+
+With ``whole_frame`` (``analysis.detect_each_frame`` off) the search also reports the
+networks' whole-frame detections, as the CPU search runs its whole-frame pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+import torch
+
+from livecam.analysis.detect import (
+    SearchResult,
+    cut_by_inner_edge,
+    merge_detections,
+    tile_crop,
+    tiles,
+)
+from livecam.analysis.gpu.networks import MAX_DETECTIONS, CapturedCall, GpuFaceNetworks
+from livecam.core.types import ImageBGR
+
+#: Detection slots per tile: the full-range model sees faces down to ~1/8 of a tile, so a tile
+#: holds a handful of them; more would be merged away with the neighbouring tiles' anyway.
+SLOTS_PER_TILE = 16
+
+
+class _Layout:
+    """One frame size's tiles: their pixels on the host, the captured batch call, its outputs
+    on the device and their pinned host copies (boxes, keypoints, scores, valid)."""
+
+    def __init__(self, crops_xyxy: list[tuple[int, int, int, int]]) -> None:
+        self.crops_xyxy = crops_xyxy
+        self.call: CapturedCall | None = None
+        self.out: tuple[torch.Tensor, ...] = ()
+        self.host: tuple[torch.Tensor, ...] = ()
+
+
+def _squares(crops_xyxy: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """(T, 3) float32 squares (x0, y0, side px) the detector sees for each tile: the tile
+    letterboxed, centred on it, as the CPU letterboxes a tile cut by the frame's edge."""
+    rows = []
+    for x0, y0, x1, y1 in crops_xyxy:
+        side = max(x1 - x0, y1 - y0)
+        rows.append(((x0 + x1 - side) / 2, (y0 + y1 - side) / 2, side))
+    return np.array(rows, np.float32).reshape(-1, 3)
+
+
+class GpuTileSearch:
+    """A :class:`~livecam.analysis.networks.TileSearch` on :class:`GpuFaceNetworks`' frames
+    (see the module docstring). ``search`` searches every tile, whatever ``all_tiles`` says.
+    One caller (the follower's thread, which also drives ``networks``). Construct cheaply;
+    ``open`` loads the model (the networks' own ``open`` is idempotent)."""
+
+    on_caller_thread = True
+
+    def __init__(self, networks: GpuFaceNetworks, *, tile_size_px: int, min_score: float,
+                 whole_frame: bool = False) -> None:
+        self.networks = networks
+        self.tile_size_px = tile_size_px
+        self.min_score = min_score
+        self.whole_frame = whole_frame
+        self._detector: Any = None
+        self._stream: Any = None
+        self._layouts: dict[tuple[int, int], _Layout | None] = {}  # None: no tiles
+
+    def open(self) -> None:
+        if self._detector is not None:
+            return
+        from livecam.analysis.gpu.models import load_blazeface
+
+        nets = self.networks
+        nets.open()
+        dtype = torch.float16 if nets.precision == "fp16" else torch.float32
+        self._detector = load_blazeface("full", models_dir=nets.models_dir,
+                                        max_faces=SLOTS_PER_TILE,
+                                        min_score=self.min_score).to(nets.device, dtype)
+        self._stream = torch.cuda.Stream(nets.device) if nets.cuda else None
+
+    def close(self) -> None:
+        self._detector = None
+        self._layouts.clear()
+
+    def prepare(self, width_px: int, height_px: int) -> None:
+        """Capture this frame size's batch now (CUDA: a second or so), before frames flow."""
+        self._layout(np.zeros((height_px, width_px, 3), np.uint8))
+
+    def _on_stream(self) -> Any:
+        return torch.cuda.stream(self._stream) if self._stream is not None \
+            else contextlib.nullcontext()
+
+    def _layout(self, image_bgr: ImageBGR) -> _Layout | None:
+        """This frame size's layout (made and captured on first use); None: no tiles."""
+        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
+        layout = self._layouts.get((h, w))
+        if layout is not None or (h, w) in self._layouts:
+            return layout
+        if self._detector is None:
+            raise RuntimeError("GpuTileSearch used before open()")
+        crops = [tile_crop(t, w, h) for t in tiles(w, h, self.tile_size_px)]
+        if not crops:
+            self._layouts[(h, w)] = None
+            return None
+        layout = _Layout(crops)
+        frame, upload = self.networks.frame_on_device(image_bgr)
+        squares = torch.from_numpy(_squares(crops)).to(frame.device)
+        with torch.inference_mode():
+            first = self._detector(frame, squares)
+            layout.out = tuple(t.clone() for t in first)
+            pinned = self._stream is not None
+            layout.host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=pinned)
+                                for t in layout.out)
+
+            def batch() -> None:
+                for dst, src in zip(layout.out, self._detector(frame, squares), strict=True):
+                    dst.copy_(src)
+
+            if self._stream is not None:
+                self._stream.wait_stream(upload)
+            layout.call = CapturedCall(batch, device=frame.device, stream=self._stream,
+                                       use_graph=self.networks.use_graphs)
+        self._layouts[(h, w)] = layout
+        return layout
+
+    def search(self, image_bgr: ImageBGR, *, all_tiles: bool = False) -> SearchResult:
+        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
+        found: list[tuple[np.ndarray, float, np.ndarray]] = []
+        if self.whole_frame:
+            whole = self.networks.detect(image_bgr)
+            found += [(whole.boxes_xyxy[i], float(whole.scores[i]), whole.keypoints_xy[i])
+                      for i in range(len(whole))]
+        layout = self._layout(image_bgr)
+        if layout is None:
+            return SearchResult(merge_detections(found, MAX_DETECTIONS),
+                                np.zeros((0, 4), np.float32))
+        _, upload = self.networks.frame_on_device(image_bgr)
+        assert layout.call is not None
+        with torch.inference_mode(), self._on_stream():
+            if self._stream is not None:
+                self._stream.wait_stream(upload)
+            layout.call()
+            for dst, src in zip(layout.host, layout.out, strict=True):
+                dst.copy_(src, non_blocking=True)
+        if self._stream is not None:
+            self._stream.synchronize()
+        boxes, points, scores, valid = (t.float().numpy() if t.dtype == torch.float16
+                                        else t.numpy() for t in layout.host)
+        for t, crop in enumerate(layout.crops_xyxy):
+            for j in np.flatnonzero(valid[t]):
+                if not cut_by_inner_edge(boxes[t, j], crop, w, h):
+                    found.append((boxes[t, j].astype(np.float32), float(scores[t, j]),
+                                  points[t, j].astype(np.float32)))
+        return SearchResult(merge_detections(found, MAX_DETECTIONS),
+                            np.array(layout.crops_xyxy, np.float32).reshape(-1, 4))

@@ -1,0 +1,108 @@
+"""The GPU tile search (:class:`GpuTileSearch`) against the CPU tile search, on real photos: the
+same tiles, the same small faces, and in live mode no worker thread. Run on the CPU here (the
+same torch code as on CUDA, eager); the CUDA graph replay is checked in test_gpu_cuda.py.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.analysis.gpu.networks import GpuFaceNetworks
+from livecam.analysis.gpu.tiles import GpuTileSearch
+from livecam.track.bytetrack import iou_matrix
+
+
+@pytest.fixture(scope="module")
+def small_faces_bgr(t1_bgr: np.ndarray) -> np.ndarray:
+    """insightface's t1 (six people) at half size in a 1600x900 frame: faces of ~50-70 px, too
+    small for the whole-frame pass, found in tiles."""
+    small = cv2.resize(t1_bgr, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+    frame = np.full((900, 1600, 3), 40, np.uint8)
+    frame[300:300 + small.shape[0], 700:700 + small.shape[1]] = small
+    return frame
+
+
+@pytest.fixture(scope="module")
+def search() -> GpuTileSearch:
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, max_rois=2)
+    tiles = GpuTileSearch(nets, tile_size_px=384, min_score=0.5)
+    tiles.open()
+    return tiles
+
+
+def test_every_tile_in_one_call_finds_the_faces_the_cpu_tiles_find(
+        search: GpuTileSearch, small_faces_bgr: np.ndarray) -> None:
+    from livecam.analysis.networks import cpu_tile_search
+
+    cpu = cpu_tile_search(min_score=0.5, tile_size_px=384, tiles_per_call=2)
+    with cpu:
+        ref = cpu.search(small_faces_bgr, all_tiles=True)
+    got = search.search(small_faces_bgr)  # every tile, without asking
+    assert np.array_equal(got.searched_xyxy, ref.searched_xyxy)
+    assert len(got.searched_xyxy) == len(cpu.tiles(1600, 900)) > 2
+    whole = search.networks.detect(small_faces_bgr)
+    assert len(ref.faces) == 6 and len(whole) < 6  # the tiles are what finds them all
+    assert len(got.faces) == len(ref.faces)
+    iou = iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy)
+    for i, j in enumerate(iou.argmax(axis=1)):
+        width = ref.faces.boxes_xyxy[i, 2] - ref.faces.boxes_xyxy[i, 0]
+        assert iou[i, j] > 0.75
+        assert np.abs(got.faces.keypoints_xy[j] - ref.faces.keypoints_xy[i]).max() < 0.1 * width
+
+
+def test_a_frame_narrower_than_a_tile_is_letterboxed_as_on_the_cpu(
+        search: GpuTileSearch, small_faces_bgr: np.ndarray) -> None:
+    """A 1600x300 strip: its tiles are cut by the frame (1 row of 384x300 crops)."""
+    from livecam.analysis.networks import cpu_tile_search
+
+    strip = np.ascontiguousarray(small_faces_bgr[330:630])
+    cpu = cpu_tile_search(min_score=0.5, tile_size_px=384, tiles_per_call=0)
+    with cpu:
+        ref = cpu.search(strip, all_tiles=True)
+    got = search.search(strip)
+    assert np.array_equal(got.searched_xyxy, ref.searched_xyxy)
+    assert (got.searched_xyxy[:, 3] == 300).all()
+    assert len(ref.faces) >= 3 and len(got.faces) == len(ref.faces)
+    assert (iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy).max(axis=1) > 0.75).all()
+
+
+def test_live_mode_searches_on_the_followers_thread_and_finds_small_faces_at_once(
+        small_faces_bgr: np.ndarray) -> None:
+    """With the GPU tile search the live follower starts no search thread, and the frame a
+    small face is searched on carries it (the CPU's worker hands it over frames later)."""
+    from livecam.analysis import build_follower
+    from livecam.config import load_config
+
+    analysis = load_config(None).analysis
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5,
+                           max_rois=analysis.max_faces)
+    follower = build_follower(analysis, realtime=True, networks=nets,
+                              search=GpuTileSearch(nets, tile_size_px=384, min_score=0.5))
+    assert follower.background is None
+    follower.open()
+    try:
+        faces, withheld = follower.follow(small_faces_bgr, 0)
+        assert len(faces) + len(withheld) == 6
+        # a frame later, where the first frame's search is not due again, nobody is lost
+        faces, withheld = follower.follow(small_faces_bgr, 1)
+        assert len(faces) + len(withheld) == 6
+    finally:
+        follower.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                    reason="CUDA is not available (the same code runs on the CPU above)")
+def test_cuda_graph_of_the_tiles_matches_the_cpu_run(search: GpuTileSearch,
+                                                     small_faces_bgr: np.ndarray) -> None:
+    nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5, max_rois=2)
+    cuda = GpuTileSearch(nets, tile_size_px=384, min_score=0.5)
+    cuda.open()
+    cuda.prepare(small_faces_bgr.shape[1], small_faces_bgr.shape[0])  # captured before use
+    ref = search.search(small_faces_bgr)
+    for frame in (small_faces_bgr.copy(), small_faces_bgr):  # new uploads, the same graph
+        got = cuda.search(frame)
+    assert len(got.faces) == len(ref.faces) == 6
+    assert iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy).max(axis=1).min() > 0.9
