@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="copy of mediapipe/modules (default: the installed mediapipe)")
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--streams", default="8,16,32",
-                        help="stream counts to try, comma-separated (stops at the first miss)")
+                        help="stream counts to try, comma-separated (stops at the first miss "
+                             "unless --keep-going)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="try every stream count, even after one was not held")
     parser.add_argument("--window-s", type=float, default=6.0)
     parser.add_argument("--warm-s", type=float, default=2.0)
     parser.add_argument("--compile", choices=("none", "fast", "autotune"), default="none",
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         name = f"{n} streams live 30 fps"
         section(name, lambda n=n: run(one * n, "analysis.max_faces=1"))
         got = report["sections"].get(name)
-        if got is None or not _held(got):
+        if got is None or (not _held(got) and not args.keep_going):
             break
     section("4 faces offline", lambda: run(four, "pipeline.realtime=false"))
     if args.compile != "none":
