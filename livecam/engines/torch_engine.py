@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from livecam.core.errors import DependencyError, ModelError
+from livecam.engines.cuda_streams import new_stream
 from livecam.engines.protocol import EngineBase, TensorSpec, check_feeds
 from livecam.engines.torch_compiled import CompileOptions
 
@@ -278,7 +279,7 @@ class TorchEngine(EngineBase):
         if captured is not None:
             return captured
         static_inputs = self._prepare([t.clone() for t in tensors])
-        side = torch.cuda.Stream(self._device)
+        side = new_stream(self._device)  # of its own: see livecam.engines.cuda_streams
         side.wait_stream(torch.cuda.current_stream(self._device))
         with torch.cuda.stream(side):
             for _ in range(2):  # let cuDNN pick its algorithms before capture
@@ -288,7 +289,7 @@ class TorchEngine(EngineBase):
         graph = torch.cuda.CUDAGraph()
         # thread_local: other streams of the process keep running their GPU work meanwhile
         with self._module.replaying_host_values(host_values), \
-                torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
             static_outputs = self._module(*static_inputs)
         captured = _Captured(graph, static_inputs, tuple(static_outputs))
         self._graphs[key] = captured

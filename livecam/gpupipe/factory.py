@@ -96,7 +96,7 @@ def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
                                refine_landmarks=analysis.refine_landmarks,
                                use_graphs=config.gpu.cuda_graphs,
                                keep_frames=config.gpu.slots + 2)
-    search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px, min_score=floor,
+    search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px,
                            whole_frame=not analysis.detect_each_frame)
     return networks, search
 

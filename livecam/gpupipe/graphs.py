@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from livecam.engines.cuda_streams import new_stream
 from livecam.gpupipe.program import Staged, SwapProgram
 from livecam.gpupipe.slots import Slot
 
@@ -162,7 +163,7 @@ class GraphRunner:
         crops_graph = _capture(slot, crops, self.warmup_runs)
         staged = holder[0]
         # the generator runs eagerly between the graphs (or replays its own graph)
-        side = torch.cuda.Stream(slot.device)
+        side = new_stream(slot.device)
         side.wait_stream(torch.cuda.current_stream(slot.device))
         with torch.cuda.stream(side):
             crops_graph.replay()
@@ -177,7 +178,7 @@ class GraphRunner:
 def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:
     """Eager runs of ``fn`` on a side stream (cuDNN picks algorithms, an engine captures
     itself), then one CUDA graph of it."""
-    side = torch.cuda.Stream(slot.device)
+    side = new_stream(slot.device)  # of its own: see livecam.engines.cuda_streams
     side.wait_stream(torch.cuda.current_stream(slot.device))
     with torch.cuda.stream(side):
         for _ in range(warmup_runs):
@@ -186,7 +187,7 @@ def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:
     torch.cuda.synchronize(slot.device)
     graph = torch.cuda.CUDAGraph()
     # thread_local: other streams of the process keep running their GPU work meanwhile
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+    with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
         fn()
     torch.cuda.synchronize(slot.device)
     return graph

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from livecam.engines.cuda_streams import new_stream
+
 KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 
 
@@ -144,7 +146,7 @@ class Slot:
             faces_dev=FaceRows.allocate(shape.max_faces, shape.latent_dim, device=device,
                                         pinned=False))
         if cuda:
-            slot.stream = torch.cuda.Stream(device)
+            slot.stream = new_stream(device)  # of its own: see livecam.engines.cuda_streams
             slot.generated = torch.cuda.Event()
             slot.done = torch.cuda.Event(enable_timing=True)
             slot.started = torch.cuda.Event(enable_timing=True)

@@ -38,6 +38,7 @@ from livecam.analysis.gpu.facemesh import NUM_LANDMARKS, FaceRois
 from livecam.analysis.mesh import MIN_PRESENCE, MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
+from livecam.engines.cuda_streams import new_stream, release_stream
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,10 @@ class GpuFaceNetworks:
         else:
             self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
         if self.cuda:
-            self._stream = torch.cuda.Stream(self.device)
-            self._side = torch.cuda.Stream(self.device)
+            # streams of their own (livecam.engines.cuda_streams): torch's pooled ones are
+            # shared with the other pipeline streams of the process
+            self._stream = new_stream(self.device)
+            self._side = new_stream(self.device)
             self._detected = torch.cuda.Event()
             self._uploaded = torch.cuda.Event()
         pinned = self.cuda
@@ -194,6 +197,9 @@ class GpuFaceNetworks:
         self._current = None
         self._current_image = None
         self._kept_for = None
+        for stream in (self._stream, self._side):
+            release_stream(stream)
+        self._stream = self._side = None
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Allocate for this frame size and capture its graphs now (CUDA: a few seconds)."""

@@ -172,8 +172,7 @@ def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
 
     nets = GpuFaceNetworks(device="cpu", detector_model=analysis.detector_model,
                            min_score=0.5, max_rois=max(1, analysis.max_faces))
-    gpu = follow(networks=nets, search=GpuTileSearch(nets, tile_size_px=analysis.tile_size_px,
-                                                      min_score=0.5))
+    gpu = follow(networks=nets, search=GpuTileSearch(nets, tile_size_px=analysis.tile_size_px))
     cpu = follow()
     assert sum(gpu[-1]) == sum(cpu[-1]) == 6  # every person followed or withheld
     assert gpu[-1] == cpu[-1]

@@ -1,0 +1,87 @@
+"""CUDA streams of livecam's own, instead of torch's pooled ones.
+
+``torch.cuda.Stream()`` hands out one of 32 pooled CUDA streams per priority, round-robin, and
+``torch.cuda.graph`` captures on one stream per process unless told otherwise. With several
+pipeline streams in one process (each has its face networks, tile search, swap slots and capture
+side streams) two threads end up on one CUDA stream: a CUDA graph that one thread captures on
+it is invalidated by the other thread's work (H200 run 19, 8 streams starting together:
+``cudaErrorStreamCaptureInvalidated``), and a ``synchronize`` waits for the other's work too.
+
+:func:`new_stream` makes a stream nobody else holds: ``cuStreamCreate`` (non-blocking) from the
+CUDA driver, which every CUDA machine has (``libcuda.so.1`` on Linux, ``nvcuda.dll`` on Windows;
+macOS has no CUDA), in the primary context torch uses, wrapped as ``torch.cuda.ExternalStream``.
+Streams live until the process ends (a few per pipeline stream; :func:`release_stream` gives one
+back when its owner closes). Where the driver cannot be reached that way, torch's pool serves,
+with a warning.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import sys
+import threading
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_CU_STREAM_NON_BLOCKING = 1
+_lock = threading.Lock()
+_driver: Any = None
+_driver_tried = False
+
+
+def _load_driver() -> Any:
+    """The CUDA driver library, or None (explicit per platform)."""
+    global _driver, _driver_tried
+    with _lock:
+        if _driver_tried:
+            return _driver
+        _driver_tried = True
+        names: list[str]
+        if sys.platform == "win32":
+            names = ["nvcuda.dll"]
+        elif sys.platform == "darwin":
+            names = []  # no CUDA on macOS
+        else:
+            names = ["libcuda.so.1", "libcuda.so"]
+        for name in names:
+            try:
+                _driver = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if _driver is None:
+            log.warning("the CUDA driver library could not be loaded: CUDA streams come from "
+                        "torch's pool of 32 (many streams in one process may share one)")
+        return _driver
+
+
+def new_stream(device: Any) -> Any:
+    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller gets;
+    torch's pooled stream where the driver is not reachable."""
+    import torch
+
+    driver = _load_driver()
+    if driver is not None:
+        with torch.cuda.device(device):
+            torch.cuda.current_stream(device).synchronize()  # the primary context is current
+            handle = ctypes.c_void_p()
+            err = driver.cuStreamCreate(ctypes.byref(handle), _CU_STREAM_NON_BLOCKING)
+        if err == 0 and handle.value:
+            return torch.cuda.ExternalStream(handle.value, device=device)
+        log.warning("cuStreamCreate failed (CUresult %d): using torch's pooled streams", err)
+    return torch.cuda.Stream(device)
+
+
+def release_stream(stream: Any) -> None:
+    """Give back a stream from :func:`new_stream` after its work is done (torch's pooled
+    streams are left to torch)."""
+    import torch
+
+    if stream is None or not isinstance(stream, torch.cuda.ExternalStream):
+        return
+    driver = _load_driver()
+    if driver is not None:
+        stream.synchronize()
+        driver.cuStreamDestroy_v2(ctypes.c_void_p(stream.cuda_stream))
