@@ -10,9 +10,12 @@ it is invalidated by the other thread's work (H200 run 19, 8 streams starting to
 :func:`new_stream` makes a stream nobody else holds: ``cuStreamCreate`` (non-blocking) from the
 CUDA driver, which every CUDA machine has (``libcuda.so.1`` on Linux, ``nvcuda.dll`` on Windows;
 macOS has no CUDA), in the primary context torch uses, wrapped as ``torch.cuda.ExternalStream``.
-Streams live until the process ends (a few per pipeline stream; :func:`release_stream` gives one
-back when its owner closes). Where the driver cannot be reached that way, torch's pool serves,
-with a warning.
+Streams are never destroyed: the caching allocator keeps each block's stream and records
+events on it when the tensor is freed, maybe after its owner closed (H200 run 20: destroying a
+closed pipeline's streams aborted the process with "invalid device context"). A closed owner
+hands its streams back (:func:`release_stream`) and the next :func:`new_stream` reuses them, so
+opening and closing pipelines does not grow their number. Where the driver cannot be reached
+that way, torch's pool serves, with a warning.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ _CU_STREAM_NON_BLOCKING = 1
 _lock = threading.Lock()
 _driver: Any = None
 _driver_tried = False
+_free: dict[int, list[Any]] = {}  # device index -> streams handed back, reused first
 
 
 def _load_driver() -> Any:
@@ -58,30 +62,34 @@ def _load_driver() -> Any:
 
 
 def new_stream(device: Any) -> Any:
-    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller gets;
+    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller holds;
     torch's pooled stream where the driver is not reachable."""
     import torch
 
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with _lock:
+        if _free.get(index):
+            return _free[index].pop()
     driver = _load_driver()
     if driver is not None:
-        with torch.cuda.device(device):
-            torch.cuda.current_stream(device).synchronize()  # the primary context is current
+        with torch.cuda.device(index):
+            torch.cuda.current_stream(index).synchronize()  # the primary context is current
             handle = ctypes.c_void_p()
             err = driver.cuStreamCreate(ctypes.byref(handle), _CU_STREAM_NON_BLOCKING)
         if err == 0 and handle.value:
-            return torch.cuda.ExternalStream(handle.value, device=device)
+            return torch.cuda.ExternalStream(handle.value, device=torch.device("cuda", index))
         log.warning("cuStreamCreate failed (CUresult %d): using torch's pooled streams", err)
     return torch.cuda.Stream(device)
 
 
 def release_stream(stream: Any) -> None:
-    """Give back a stream from :func:`new_stream` after its work is done (torch's pooled
-    streams are left to torch)."""
+    """Hand back a stream from :func:`new_stream` once its owner is done with it (it is reused,
+    never destroyed; torch's pooled streams are left to torch)."""
     import torch
 
     if stream is None or not isinstance(stream, torch.cuda.ExternalStream):
         return
-    driver = _load_driver()
-    if driver is not None:
-        stream.synchronize()
-        driver.cuStreamDestroy_v2(ctypes.c_void_p(stream.cuda_stream))
+    stream.synchronize()
+    with _lock:
+        _free.setdefault(stream.device.index, []).append(stream)

@@ -21,8 +21,15 @@ def test_more_streams_than_torchs_pool_are_all_distinct() -> None:
     assert len({s.cuda_stream for s in pool}) < 40  # why livecam does not use the pool
     own = [new_stream(device) for _ in range(40)]
     assert len({s.cuda_stream for s in own}) == 40
+    kept = torch.ones(1024, device=device)
+    with torch.cuda.stream(own[0]):
+        used = kept * 2  # allocated on own[0]: freed after the stream is handed back
     for s in own:
         release_stream(s)
+    del used  # the allocator records on own[0] (destroying it aborted the process)
+    again = [new_stream(device) for _ in range(40)]
+    assert {s.cuda_stream for s in again} == {s.cuda_stream for s in own}  # reused
+    torch.cuda.synchronize(device)
 
 
 def test_a_capture_survives_other_threads_working_on_their_own_streams() -> None:
