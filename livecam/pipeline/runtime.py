@@ -52,6 +52,42 @@ class ControlSource(Protocol):
     def stop(self) -> None: ...
 
 
+def stop_controls(controls: Sequence[ControlSource]) -> None:
+    """Stop ``controls`` in reverse start order; one that fails is logged and the rest go on."""
+    for control in reversed(controls):
+        try:
+            control.stop()
+        except Exception as exc:  # stopping must go on
+            log.error("stopping %s failed: %s", type(control).__name__, exc)
+
+
+class Runnable(Protocol):
+    """What :func:`run_to_end` runs: an :class:`App` or a
+    :class:`~livecam.pipeline.streams.StreamSet`."""
+
+    @property
+    def output_error(self) -> BaseException | None: ...
+
+    def start(self) -> None: ...
+
+    def wait(self, timeout_s: float | None = None) -> bool: ...
+
+    def stop(self, timeout_s: float = 0.9) -> None: ...
+
+
+def run_to_end(run: Runnable) -> None:
+    """``start``, wait until done (or Ctrl-C), ``stop``; then raise the output's error, if any.
+    On the thread that draws a preview window (``wait`` draws it)."""
+    run.start()
+    try:
+        while not run.wait(0.2):
+            pass
+    finally:
+        run.stop()
+    if run.output_error is not None:
+        raise run.output_error
+
+
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) -> None:
     """Prepare every stage that offers it for ``width_px`` x ``height_px`` frames (CUDA-graph
     capture takes seconds: done before the output starts rather than on the first frames). A
@@ -427,11 +463,7 @@ class App:
         deadline = time.monotonic() + timeout_s
         timings = _Stopwatch()
         self._mark_done()
-        for control in reversed(self.controls):
-            try:
-                control.stop()
-            except Exception as exc:  # stopping must go on
-                log.error("stopping %s failed: %s", type(control).__name__, exc)
+        stop_controls(self.controls)
         timings.lap("controls")
         threads = [t for t in (self._capture, self._scheduler, self._output) if t is not None]
         for t in threads:
@@ -452,12 +484,5 @@ class App:
         self.stop_timings_ms = timings.laps_ms
 
     def run(self) -> None:
-        """start, wait until done (or Ctrl-C), stop."""
-        self.start()
-        try:
-            while not self.wait(0.2):
-                pass
-        finally:
-            self.stop()
-        if self.output_error is not None:
-            raise self.output_error
+        """start, wait until done (or Ctrl-C), stop (:func:`run_to_end`)."""
+        run_to_end(self)
