@@ -308,18 +308,7 @@ class App:
 
     def save_snapshot(self, path: str) -> None:
         """Write the last frame sent to ``path`` (PNG/JPEG by suffix). Pipeline thread."""
-        import cv2
-
-        last = self.live.last()
-        if last is None:
-            log.warning("snapshot not saved: no frame has been sent yet")
-            return
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not cv2.imwrite(str(target), last.image_bgr):
-            log.error("snapshot could not be written to %s", target)
-            return
-        log.info("snapshot saved: %s", target)
+        self.live.save_snapshot(Path(path))
 
     def request_reload(self) -> None:
         """Re-read the config file and identity library and swap in new stages, in a
