@@ -34,9 +34,9 @@ method, 408 body too slow, 413 body over 64 KiB, 421 foreign Host, 503 busy. Mal
 that never becomes a request is 400 from the HTTP layer itself (plain text). Command endpoints
 answer once the pipeline has applied the command (or after 2 s) with ``{"applied",
 "frames_sent_at_apply", "first_frame_index", "state", "delay_ms"}`` (see
-:class:`~livecam.core.commands.Ticket`: the first captured frame processed under the new state;
--1 while not applied). Tokens are never logged (paths are, queries
-are not).
+:mod:`livecam.control.apply` and :class:`~livecam.core.commands.Ticket`: the first captured
+frame processed under the new state; -1 while not applied). Tokens are never logged (paths
+are, queries are not).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ import contextlib
 import importlib.resources
 import json
 import logging
-import queue
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from http import HTTPStatus
 from pathlib import Path
@@ -58,18 +57,16 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from livecam.config.control import ControlConfig
+from livecam.control.apply import run_command
 from livecam.control.auth import load_or_create_token, token_matches
 from livecam.control.catalog import IdentityCatalog
 from livecam.control.http import LOOPBACK, HostCheck, HttpServer, Limits, bind_socket
-from livecam.control.paths import new_snapshot_path
-from livecam.control.requests import VERBS, RequestError, build_command, parse_body
+from livecam.control.requests import VERBS, RequestError
 from livecam.control.status import ControlTarget, StateCollector, StatusReporter
-from livecam.core import commands as cmd
 from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-_APPLY_TIMEOUT_S = 2.0
 #: Open ``/api/events`` streams at most (a panel holds one); more get 503.
 _MAX_EVENT_STREAMS = 8
 #: A stream whose client stops reading for this long is closed.
@@ -85,12 +82,6 @@ def parse_address(text: str) -> tuple[str, int]:
         raise ConfigError(f"control.api_address {text!r}: expected HOST:PORT, e.g. "
                           "127.0.0.1:8765")
     return host, int(port_text)
-
-
-def state_dict(state: Any) -> dict[str, Any]:
-    return {"active_identity": state.active_identity, "bypass": state.bypass,
-            "identities": list(state.identities), "generation": state.generation,
-            "assignments": [{"track_id": t, "identity": n} for t, n in state.track_identities]}
 
 
 def _error(status: HTTPStatus, message: str, *, close: bool = False,
@@ -360,60 +351,9 @@ class ControlServer:
             await asyncio.sleep(0.05)
 
     async def _command(self, request: web.Request) -> web.Response:
-        verb = request.path.removeprefix("/api/")
-        stream = self._stream(request)
-        body = parse_body(await self._read_body(request))
-        target = self._targets[stream or 0]
-        command = build_command(
-            verb, body, names=target.state.identities,
-            snapshot_path=lambda: str(new_snapshot_path(self._snapshot_dir)))
-        commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in self._targets])
-                                  if stream is None else target.commands)
-        reply = await self._apply(command, commands, target)
-        if isinstance(command, cmd.SaveSnapshot):
-            reply["path"] = command.path
-        return _json(reply)
-
-    async def _read_body(self, request: web.Request) -> bytes:
-        limit = self._limits.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                               f"request body over {limit // 1024} KiB")
-        try:
-            async with asyncio.timeout(self._limits.body_timeout_s):
-                return await request.read()
-        except TimeoutError:
-            raise RequestError(HTTPStatus.REQUEST_TIMEOUT, "request body not received in "
-                               f"{self._limits.body_timeout_s:g} s") from None
-        except web.HTTPRequestEntityTooLarge:  # a chunked body past the limit
-            raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                               f"request body over {limit // 1024} KiB") from None
-
-    async def _apply(self, command: cmd.Command, commands: cmd.Commands,
-                     target: ControlTarget) -> dict[str, Any]:
-        """Queue ``command`` and wait (without a thread) until the pipeline(s) applied it;
-        the reply shows ``target``'s state."""
-        try:
-            ticket = commands.put(command, timeout_s=0)
-        except queue.Full:
-            raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "the pipeline is not taking "
-                               "commands (queue full); try again") from None
-        loop = asyncio.get_running_loop()
-        applied: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:  # pipeline thread
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(_resolve, applied)
-
-        ticket.add_done_callback(wake)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(applied, _APPLY_TIMEOUT_S)
-        done = applied.done()
-        state = ticket.state if done and ticket.state is not None else target.state
-        return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
-                "first_frame_index": ticket.first_frame_index,
-                "state": state_dict(state),
-                "delay_ms": target.describe().get("delay_ms", 0.0)}
+        return _json(await run_command(request, targets=self._targets,
+                                       stream=self._stream(request), limits=self._limits,
+                                       snapshot_dir=self._snapshot_dir))
 
 
 def _brief(doc: dict[str, Any]) -> dict[str, Any]:
@@ -424,11 +364,6 @@ def _brief(doc: dict[str, Any]) -> dict[str, Any]:
             "overloaded": doc.get("overload", {}).get("active", False),
             "active_identity": doc.get("active_identity"), "bypass": doc.get("bypass"),
             "tracks": len(doc.get("tracks", ())), "in_flight": doc.get("in_flight", 0)}
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _json(value: Any) -> web.Response:

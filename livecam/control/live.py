@@ -8,12 +8,16 @@ reference is enough: no per-frame copy.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from livecam.core.types import ImageBGR, Packet
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,3 +70,19 @@ class LiveView:
                 lambda: self._last is not None and self._last.frames_sent > frames_sent,
                 timeout_s)
             return self._last
+
+    def save_snapshot(self, path: Path) -> None:
+        """Write the newest frame sent to ``path`` (PNG/JPEG by suffix); log what happened
+        (nothing sent yet, not writable) rather than raise: a snapshot must not stop a run.
+        Any thread (the pipeline thread, through the snapshot command)."""
+        import cv2
+
+        last = self.last()
+        if last is None:
+            log.warning("snapshot not saved: no frame has been sent yet")
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not cv2.imwrite(str(path), last.image_bgr):
+            log.error("snapshot could not be written to %s", path)
+            return
+        log.info("snapshot saved: %s", path)

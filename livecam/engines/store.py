@@ -20,13 +20,13 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.core.errors import ModelError, UsageError
+from livecam.core.files import atomic_write
 from livecam.engines.manifest import ModelManifest
 
 log = logging.getLogger(__name__)
@@ -48,19 +48,6 @@ def sha256_file(path: Path, progress: ProgressFn | None = None) -> str:
             if progress is not None:
                 progress(done, total)
     return digest.hexdigest()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def default_models_dir() -> Path:
@@ -122,7 +109,7 @@ class ModelStore:
     def write_stamp(self, name: str, sha256: str) -> None:
         """Record that the file at :meth:`path` has ``sha256`` (and its size, times, inode)."""
         stamp = {"sha256": sha256, **self._identity_of(self.path(name).stat())}
-        _write_atomic(self._stamp_path(name), json.dumps(stamp))
+        atomic_write(self._stamp_path(name), json.dumps(stamp).encode())
 
     # -- pins: the hash a user vouched for, for models with no published hash ---------------
 
@@ -146,7 +133,7 @@ class ModelStore:
             old = pins.get(name)
             pins[name] = {"sha256": sha256, "pinned": time.strftime("%Y-%m-%d %H:%M:%S"),
                           "source": source}
-            _write_atomic(self._pins_path, json.dumps(pins, indent=2))
+            atomic_write(self._pins_path, json.dumps(pins, indent=2).encode())
         if isinstance(old, dict) and old.get("sha256") != sha256:
             log.warning("model %s: pin replaced: sha256 %s -> %s", name, old.get("sha256"),
                         sha256)

@@ -37,12 +37,12 @@ import numpy as np
 
 from livecam.config.identity import IdentityConfig
 from livecam.core.errors import IdentityError
+from livecam.core.files import atomic_write
 from livecam.identity.model import Identity, IdentityPhoto
 from livecam.identity.photo import PreparedPhoto, prepare_photo, read_photo
 from livecam.identity.record import (
     SHA256_RE,
     IdentityEntry,
-    atomic_write,
     read_record,
     record_bytes,
 )

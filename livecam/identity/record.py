@@ -4,17 +4,16 @@ The record is the only thing that says which photos an identity has, so a damage
 never stop the rest of the library working: :func:`read_record` turns anything that is not a
 well-formed record (bad JSON, ``[]``, a wrong type, NaN, 100,000 levels of nesting, a huge
 file) into one :class:`IdentityError` with a short reason, and the library lists, skips or
-removes it. :func:`atomic_write` (temp file, fsync, rename) means a writer killed at any
-moment leaves the old file or the new one, never a half-written one.
+removes it. The library writes it with :func:`~livecam.core.files.atomic_write` (temp file,
+fsync, rename): a writer killed at any moment leaves the old file or the new one, never a
+half-written one.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,19 +110,3 @@ def read_record(path: Path, name: str) -> IdentityEntry:
 def record_bytes(name: str, created: float, photos: list[dict[str, Any]]) -> bytes:
     return json.dumps({"name": name, "created": created, "photos": photos}, indent=2,
                       allow_nan=False).encode()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader (or a crash) sees the old or the new file
-    whole: a temp file beside it (``.<name>.*.tmp``), flushed to disk, renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

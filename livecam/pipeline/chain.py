@@ -170,7 +170,52 @@ class GroupRunner:
                       type(exc).__name__, exc, shown, exc_info=log.isEnabledFor(logging.DEBUG))
 
 
-class StageWorker:
+class JobThread:
+    """What the threads that pass jobs on share: a daemon thread running ``target`` and the
+    ``seq`` of the last job passed on, to wait for (a reload waits until no thread still runs
+    the old stages). ``start``/``join``: the scheduler's thread; ``done_seq``/``wait_done``:
+    any thread. ``_cond`` guards ``_done_seq`` and whatever else a subclass keeps under it."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self._cond = threading.Condition()
+        self._done_seq = -1
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(max(0.0, timeout_s))
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def done_seq(self) -> int:
+        """``seq`` of the last job passed on (-1 before the first)."""
+        with self._cond:
+            return self._done_seq
+
+    def wait_done(self, seq: int, timeout_s: float) -> bool:
+        """Wait until job ``seq`` (or a later one) has been passed on (and, see ``_settled``,
+        nothing else is pending); False on timeout or once the thread has ended."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._settled(seq) or not self._thread.is_alive(), timeout_s
+            ) and self._settled(seq)
+
+    def _settled(self, seq: int) -> bool:
+        """Job ``seq`` is passed on; called holding ``_cond``."""
+        return self._done_seq >= seq
+
+    def _mark_done(self, seq: int) -> None:
+        with self._cond:
+            self._done_seq = max(self._done_seq, seq)
+            self._cond.notify_all()
+
+
+class StageWorker(JobThread):
     """A thread that runs stage group ``group`` of every job from ``inbox`` and passes it on:
     into ``outbox`` (the next hop), or, for the last group, to ``finisher`` (which puts the
     packet out, or submits it to the job's asynchronous tail), then calls ``on_put`` (not for
@@ -191,34 +236,7 @@ class StageWorker:
         self._runner = runner
         self._stop = stop
         self._on_put = on_put
-        self._cond = threading.Condition()
-        self._done_seq = -1
-        self._thread = threading.Thread(target=self._run, name=f"livecam-pipeline-{group + 1}",
-                                        daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout_s: float) -> None:
-        self._thread.join(max(0.0, timeout_s))
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    @property
-    def done_seq(self) -> int:
-        """``seq`` of the last job this worker passed on (-1 before the first)."""
-        with self._cond:
-            return self._done_seq
-
-    def wait_done(self, seq: int, timeout_s: float) -> bool:
-        """Wait until the job ``seq`` (or a later one) has left this worker; False on timeout
-        or once the worker has ended."""
-        with self._cond:
-            return self._cond.wait_for(
-                lambda: self._done_seq >= seq or not self._thread.is_alive(), timeout_s
-            ) and self._done_seq >= seq
+        super().__init__(self._run, f"livecam-pipeline-{group + 1}")
 
     def _run(self) -> None:
         try:
@@ -236,9 +254,7 @@ class StageWorker:
                 job = self._runner.run(job, self.group)
                 if not self._pass_on(job):
                     return
-                with self._cond:
-                    self._done_seq = job.seq
-                    self._cond.notify_all()
+                self._mark_done(job.seq)
                 if self._on_put is not None and self._finisher is None:
                     self._on_put()
         finally:

@@ -29,7 +29,7 @@ from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
 from livecam.core.stage import AsyncStage
 from livecam.core.types import Packet
-from livecam.pipeline.chain import GroupRunner, Job
+from livecam.pipeline.chain import GroupRunner, Job, JobThread
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class _Queued:
     t_submit_ns: int
 
 
-class Finisher:
+class Finisher(JobThread):
     """Puts finished jobs' packets in ``outbox`` in order; drives asynchronous tails.
 
     ``on_put`` is called after each packet is put (the scheduler counts it as processed).
@@ -60,24 +60,11 @@ class Finisher:
         self._metrics = metrics
         self._stop = stop
         self._on_put = on_put
-        self._cond = threading.Condition()
-        self._queue: deque[_Queued] = deque()
+        super().__init__(self._collect_loop, "livecam-collect")
+        self._queue: deque[_Queued] = deque()  # under _cond
         self._ended = False
-        self._done_seq = -1
-        self._thread = threading.Thread(target=self._collect_loop, name="livecam-collect",
-                                        daemon=True)
 
     # -- the finishing thread ---------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout_s: float) -> None:
-        self._thread.join(max(0.0, timeout_s))
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
 
     @property
     def closed(self) -> bool:
@@ -132,19 +119,10 @@ class Finisher:
             self._ended = True
             self._cond.notify_all()
 
-    def wait_done(self, seq: int, timeout_s: float) -> bool:
-        """Wait until job ``seq`` (or a later one) is in ``outbox`` and nothing is in flight;
-        False on timeout or once the collector ended."""
-        with self._cond:
-            return self._cond.wait_for(
-                lambda: (self._done_seq >= seq and not self._queue)
-                or not self._thread.is_alive(), timeout_s
-            ) and self._done_seq >= seq and not self._queue
-
-    def _mark_done(self, seq: int) -> None:
-        with self._cond:
-            self._done_seq = max(self._done_seq, seq)
-            self._cond.notify_all()
+    def _settled(self, seq: int) -> bool:
+        """``wait_done``: job ``seq`` (or a later one) is in ``outbox`` and nothing is in
+        flight."""
+        return self._done_seq >= seq and not self._queue
 
     # -- the collector thread ---------------------------------------------------------------
 

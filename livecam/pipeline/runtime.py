@@ -5,7 +5,6 @@ Built and wired by :mod:`livecam.app`; this module only runs what it is given.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -18,8 +17,8 @@ from livecam.capture import FrameSource
 from livecam.capture.thread import CaptureThread
 from livecam.config import Config
 from livecam.control.live import LiveView
-from livecam.core.commands import CommandQueue, SetIdentityList
-from livecam.core.errors import CaptureError, LivecamError
+from livecam.core.commands import CommandQueue
+from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
@@ -27,21 +26,17 @@ from livecam.core.stage import AnyStage, Prepares
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
 from livecam.output.thread import OutputThread
+from livecam.pipeline.reload import Reloader, StageFactory
 from livecam.pipeline.scheduler import Scheduler
 from livecam.pipeline.summary import RunSummary
+from livecam.pipeline.watch import StatusWatcher
 from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
-#: How often the watcher updates drop counters and judges overload, s (a warning shows within
-#: the 1 s judging window plus one tick).
-_WATCH_TICK_S = 0.25
 #: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
-
-StageFactory = Callable[[Config, RuntimeState], list[AnyStage]]
-
 
 class ControlSource(Protocol):
     """Something that feeds ``app.commands`` while the app runs (hotkeys, the control API).
@@ -50,6 +45,42 @@ class ControlSource(Protocol):
     def start(self) -> Any: ...
 
     def stop(self) -> None: ...
+
+
+def stop_controls(controls: Sequence[ControlSource]) -> None:
+    """Stop ``controls`` in reverse start order; one that fails is logged and the rest go on."""
+    for control in reversed(controls):
+        try:
+            control.stop()
+        except Exception as exc:  # stopping must go on
+            log.error("stopping %s failed: %s", type(control).__name__, exc)
+
+
+class Runnable(Protocol):
+    """What :func:`run_to_end` runs: an :class:`App` or a
+    :class:`~livecam.pipeline.streams.StreamSet`."""
+
+    @property
+    def output_error(self) -> BaseException | None: ...
+
+    def start(self) -> None: ...
+
+    def wait(self, timeout_s: float | None = None) -> bool: ...
+
+    def stop(self, timeout_s: float = 0.9) -> None: ...
+
+
+def run_to_end(run: Runnable) -> None:
+    """``start``, wait until done (or Ctrl-C), ``stop``; then raise the output's error, if any.
+    On the thread that draws a preview window (``wait`` draws it)."""
+    run.start()
+    try:
+        while not run.wait(0.2):
+            pass
+    finally:
+        run.stop()
+    if run.output_error is not None:
+        raise run.output_error
 
 
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) -> None:
@@ -123,16 +154,12 @@ class App:
         self.commands = commands or CommandQueue()
         self.live = LiveView()
         self.controls: list[ControlSource] = []
-        self._stage_factory = stage_factory
-        self._config_loader = config_loader
-        self._identity_names = identity_names
+        self._reloader = Reloader(self, stage_factory=stage_factory,
+                                  config_loader=config_loader, identity_names=identity_names)
         self._wait_for_source = wait_for_source
         self._labels = (input_label, output_label)
         #: this app's index among the streams of one process (None: the only one)
         self.stream = stream
-        self._reload_lock = threading.Lock()
-        self._reload_thread: threading.Thread | None = None
-        self._reload_again = False
         self._initial_state = state or RuntimeState()
         self._max_frames = max_frames
         self._on_sent = on_sent
@@ -141,7 +168,7 @@ class App:
         self._capture: CaptureThread | None = None
         self._scheduler: Scheduler | None = None
         self._output: OutputThread | None = None
-        self._watcher: threading.Thread | None = None
+        self._watcher: StatusWatcher | None = None
         self._t_start_ns: int | None = None
         self._t_stop_ns: int | None = None
         self._gui_thread: int | None = None
@@ -187,7 +214,6 @@ class App:
         policy: Policy = "latest" if realtime else "block"
         frames: Mailbox[Frame] = Mailbox(policy=policy)
         packets: Mailbox[Packet] = Mailbox(policy=policy)
-        self._frames_box, self._packets_box = frames, packets
         self._output = OutputThread(sink=self.sink, inbox=packets, metrics=self.metrics,
                                     width=width, height=height, fps=fps, realtime=realtime,
                                     max_frames=self._max_frames, on_done=self._mark_done,
@@ -207,7 +233,10 @@ class App:
         self._output.start()
         self._scheduler.start()
         self._capture.start(already_open=source_open)
-        self._watcher = threading.Thread(target=self._watch, name="livecam-status", daemon=True)
+        self._watcher = StatusWatcher(
+            metrics=self.metrics, overload=self.overload, frames=frames, packets=packets,
+            scheduler=self._scheduler, output=self._output, done=self._done, realtime=realtime,
+            status_interval_s=cfg.pipeline.status_interval_s, stream=self.stream)
         self._watcher.start()
         log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
                  ", ".join(s.name for s in self.stages), "live" if realtime else "offline")
@@ -279,123 +308,38 @@ class App:
 
     def save_snapshot(self, path: str) -> None:
         """Write the last frame sent to ``path`` (PNG/JPEG by suffix). Pipeline thread."""
-        import cv2
-
-        last = self.live.last()
-        if last is None:
-            log.warning("snapshot not saved: no frame has been sent yet")
-            return
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not cv2.imwrite(str(target), last.image_bgr):
-            log.error("snapshot could not be written to %s", target)
-            return
-        log.info("snapshot saved: %s", target)
+        self.live.save_snapshot(Path(path))
 
     def request_reload(self) -> None:
         """Re-read the config file and identity library and swap in new stages, in a
         background thread so frames keep flowing (SIGHUP, ``livecam ctl reload``)."""
-        with self._reload_lock:
-            if self._reload_thread is not None and self._reload_thread.is_alive():
-                self._reload_again = True  # one more pass once the running one ends
-                return
-            self._reload_thread = threading.Thread(target=self._reload_loop,
-                                                   name="livecam-reload", daemon=True)
-            self._reload_thread.start()
+        self._reloader.request()
 
-    def _reload_loop(self) -> None:
-        while True:
-            try:
-                self._reload()
-            except Exception as exc:  # a failed reload keeps the running setup
-                log.error("reload failed, keeping the current setup: %s", exc)
-            with self._reload_lock:
-                if not self._reload_again or self._done.is_set():
-                    self._reload_thread = None
-                    return
-                self._reload_again = False
+    @property
+    def started(self) -> bool:
+        """``start`` has built the pipeline (any thread)."""
+        return self._scheduler is not None
 
-    def _reload(self) -> None:
-        t0 = time.perf_counter()
-        new_config = self.config
-        if self._config_loader is not None:
-            try:
-                new_config = self._config_loader()
-            except LivecamError as exc:
-                log.error("config not reloaded (%s); keeping the running config", exc)
-        for section in ("capture", "output", "pipeline", "control", "logging"):
-            if getattr(new_config, section) != getattr(self.config, section):
-                log.warning("config section %r changed: restart livecam for it to take "
-                            "effect", section)
-        self.config = new_config
-        names = tuple(self._identity_names()) if self._identity_names is not None else None
-        if self._stage_factory is not None and self._scheduler is not None:
-            state = self.state if names is None else dataclasses.replace(self.state,
-                                                                         identities=names)
-            stages = self._stage_factory(new_config, state)
-            opened: list[AnyStage] = []
-            try:
-                for stage in stages:
-                    stage.open()
-                    opened.append(stage)
-                prepare_stages(stages, *self.source.size_px)
-            except BaseException:
-                for stage in opened:
-                    stage.close()
-                raise
-            if self._done.is_set():
-                for stage in stages:
-                    stage.close()
-                return
-            self._scheduler.replace_stages(stages)
-            self.stages = list(stages)
-        if names is not None:
-            self.commands.put(SetIdentityList(names))
-        log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
-                 "no identity library" if names is None else
-                 f"{len(names)} identities ({', '.join(names) or 'none'})")
-
-    def _watch(self) -> None:
-        """Update drop counters and judge overload every tick (live mode); log the status
-        line every ``pipeline.status_interval_s`` (0 = never), at WARNING while overloaded."""
-        interval_ns = int(self.config.pipeline.status_interval_s * 1e9)
-        next_line_ns = time.perf_counter_ns() + interval_ns
-        self.metrics.snapshot()
-        while not self._done.wait(_WATCH_TICK_S):
-            self._update_drop_counters()
-            now_ns = time.perf_counter_ns()
-            began = False
-            if self.config.pipeline.realtime:
-                was_active = self.overload.active
-                total, latencies = self.metrics.pipeline_latencies_ms()
-                self.overload.update(now_ns=now_ns, captured=self.metrics.counter("captured"),
-                                     processed=self.metrics.counter("processed"),
-                                     latencies_ms=latencies, latency_total=total)
-                began = self.overload.active and not was_active
-            # an overload shows in the status line at once, not at the next regular one
-            if interval_ns and (now_ns >= next_line_ns or began):
-                next_line_ns = now_ns + interval_ns
-                self._log_status_line()
-
-    def _log_status_line(self) -> None:
-        line = self.metrics.snapshot().status_line()
-        if self.stream is not None:
-            line = f"stream {self.stream}: {line}"
-        delay_ms = self.output_delay_ms
-        if delay_ms:
-            line += f" | delay {delay_ms:.0f} ms"
-        overload = self.overload.state
-        if overload.active:
-            log.warning("%s | OVERLOADED: %s", line, overload.reason)
-        else:
-            log.info("%s", line)
-
-    def _update_drop_counters(self) -> None:
-        self.metrics.set_counter("dropped_capture", self._frames_box.dropped)
-        output_dropped = self._output.dropped if self._output is not None else 0
-        self.metrics.set_counter("dropped_output", self._packets_box.dropped + output_dropped)
-        if self._scheduler is not None:
-            self.metrics.set_counter("dropped_pipeline", self._scheduler.dropped)
+    def replace_stages(self, stages: Sequence[AnyStage]) -> None:
+        """Open ``stages`` (built for a reload), prepare them for the source's frame size and
+        hand them to the pipeline, which installs them before its next frame. They are closed
+        again when opening fails (raised) or the run ended meanwhile. The reload thread."""
+        opened: list[AnyStage] = []
+        try:
+            for stage in stages:
+                stage.open()
+                opened.append(stage)
+            prepare_stages(stages, *self.source.size_px)
+        except BaseException:
+            for stage in opened:
+                stage.close()
+            raise
+        if self._done.is_set() or self._scheduler is None:
+            for stage in stages:
+                stage.close()
+            return
+        self._scheduler.replace_stages(stages)
+        self.stages = list(stages)
 
     def summary(self) -> RunSummary:
         """Whole-run figures (from start to stop, or to now while running)."""
@@ -427,11 +371,7 @@ class App:
         deadline = time.monotonic() + timeout_s
         timings = _Stopwatch()
         self._mark_done()
-        for control in reversed(self.controls):
-            try:
-                control.stop()
-            except Exception as exc:  # stopping must go on
-                log.error("stopping %s failed: %s", type(control).__name__, exc)
+        stop_controls(self.controls)
         timings.lap("controls")
         threads = [t for t in (self._capture, self._scheduler, self._output) if t is not None]
         for t in threads:
@@ -445,19 +385,12 @@ class App:
         if self._output is not None:
             self._output.stop(join_timeout_s=max(0.0, deadline - time.monotonic()))
         timings.lap("output")
-        if self._capture is not None:
-            self._update_drop_counters()
+        if self._watcher is not None:
+            self._watcher.update_drop_counters()
         self._resources.close()
         timings.lap("close")
         self.stop_timings_ms = timings.laps_ms
 
     def run(self) -> None:
-        """start, wait until done (or Ctrl-C), stop."""
-        self.start()
-        try:
-            while not self.wait(0.2):
-                pass
-        finally:
-            self.stop()
-        if self.output_error is not None:
-            raise self.output_error
+        """start, wait until done (or Ctrl-C), stop (:func:`run_to_end`)."""
+        run_to_end(self)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from livecam.core.commands import CommandFanOut
 from livecam.core.types import RuntimeState
 from livecam.output import GuiSink
-from livecam.pipeline.runtime import App, ControlSource
+from livecam.pipeline.runtime import App, ControlSource, run_to_end, stop_controls
 from livecam.pipeline.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -96,11 +96,7 @@ class StreamSet:
     def stop(self, timeout_s: float = 0.9) -> None:
         """Stop the controls, then every stream in parallel. Idempotent."""
         t0 = time.perf_counter_ns()
-        for control in reversed(self.controls):
-            try:
-                control.stop()
-            except Exception as exc:  # stopping must go on
-                log.error("stopping %s failed: %s", type(control).__name__, exc)
+        stop_controls(self.controls)
         t_controls = (time.perf_counter_ns() - t0) / 1e6
         self._stop_all(self.apps, timeout_s)
         timings = {"controls": t_controls}
@@ -124,15 +120,8 @@ class StreamSet:
             t.join(max(0.0, deadline - time.monotonic()))
 
     def run(self) -> None:
-        """start, wait until every stream is done (or Ctrl-C), stop."""
-        self.start()
-        try:
-            while not self.wait(0.2):
-                pass
-        finally:
-            self.stop()
-        if self.output_error is not None:
-            raise self.output_error
+        """start, wait until every stream is done (or Ctrl-C), stop (:func:`run_to_end`)."""
+        run_to_end(self)
 
     def summary(self) -> RunSummary:
         """Whole-run figures over every stream (counts added, the longest wall time)."""

@@ -2,7 +2,8 @@
 
 A swap produces a face image for a box of the frame and a soft mask saying how much of it to
 use. This module turns a hard mask into a feathered one (:func:`feather_mask`) and composites
-(:func:`paste_back`, :func:`paste_back_into`, :func:`paste_back_affine`, :func:`seamless_paste`).
+(:func:`paste_back`, :func:`paste_back_into`, :func:`paste_back_affine`, :func:`seamless_paste`);
+:func:`affine_roi` says where an aligned crop lands in the frame.
 All functions are pure or write only into the array they are given as ``out``; any thread may
 call them on arrays it owns.
 
@@ -11,6 +12,8 @@ Conventions: images are (H, W, 3) uint8 BGR; masks are (H, W) uint8 0/255 (hard)
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -106,6 +109,34 @@ def paste_back_affine(image_bgr: ImageBGR, face_bgr: ImageBGR, alpha: Alpha,
                                           borderMode=cv2.BORDER_CONSTANT, borderValue=(0,)),
                            np.float32)
     return paste_back(image_bgr, face_box, alpha_box, (x1, y1, x2, y2))
+
+
+def affine_roi(matrix_2x3: np.ndarray, *, crop_px: int, frame_shape: tuple[int, ...],
+               margin_px: Callable[[float, float], int],
+               ) -> tuple[npt.NDArray[np.float64], Box] | None:
+    """Where a (crop_px, crop_px) crop aligned by ``matrix_2x3`` (frame -> crop) lands in a
+    frame of ``frame_shape`` (H, W, ...) px, for pasting it back through a region of interest only.
+
+    Returns ``(roi_inverse, box_xyxy)``: the (2, 3) float64 crop -> ROI transform and the ROI,
+    the crop's bounding box in the frame grown on each side by ``margin_px(width_px,
+    height_px)`` of that box (room for the caller's mask erosion and blur) and clipped to the
+    frame; None where nothing of it is inside the frame.
+    """
+    inverse = np.asarray(cv2.invertAffineTransform(np.asarray(matrix_2x3, np.float64)),
+                         np.float64)
+    h, w = frame_shape[:2]
+    corners = np.array([[0, 0, 1], [crop_px, 0, 1], [0, crop_px, 1], [crop_px, crop_px, 1]],
+                       np.float64)
+    mapped = corners @ inverse.T
+    margin = margin_px(float(np.ptp(mapped[:, 0])), float(np.ptp(mapped[:, 1])))
+    x0 = max(int(np.floor(mapped[:, 0].min())) - margin, 0)
+    y0 = max(int(np.floor(mapped[:, 1].min())) - margin, 0)
+    x1 = min(int(np.ceil(mapped[:, 0].max())) + margin, w)
+    y1 = min(int(np.ceil(mapped[:, 1].max())) + margin, h)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    inverse[:, 2] -= (x0, y0)
+    return inverse, (x0, y0, x1, y1)
 
 
 def seamless_paste_into(out_bgr: ImageBGR, face_bgr: ImageBGR, mask_u8: MaskU8,

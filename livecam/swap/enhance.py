@@ -85,22 +85,16 @@ def paste_restored(image_bgr: ImageBGR, restored_bgr: np.ndarray, matrix: np.nda
     """
     import cv2
 
+    from livecam.swap.blend import affine_roi
+
     size = restored_bgr.shape[0]
-    inverse = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
-    h, w = image_bgr.shape[:2]
-    corners = np.array([[0, 0, 1], [size, 0, 1], [0, size, 1], [size, size, 1]], np.float64)
-    mapped = corners @ inverse.T
-    side = float(max(np.ptp(mapped[:, 0]), np.ptp(mapped[:, 1])))
-    margin = int(side / 5) + 8  # beyond the erosion and blur reach (3 w_edge <= side * 0.15)
-    x0 = max(int(np.floor(mapped[:, 0].min())) - margin, 0)
-    y0 = max(int(np.floor(mapped[:, 1].min())) - margin, 0)
-    x1 = min(int(np.ceil(mapped[:, 0].max())) + margin, w)
-    y1 = min(int(np.ceil(mapped[:, 1].max())) + margin, h)
+    # margin beyond the erosion and blur reach (3 w_edge <= side * 0.15)
+    placement = affine_roi(matrix, crop_px=size, frame_shape=image_bgr.shape,
+                           margin_px=lambda w_px, h_px: int(max(w_px, h_px) / 5) + 8)
     out = image_bgr.copy()
-    if x1 <= x0 or y1 <= y0:
+    if placement is None:
         return out
-    roi_inverse = inverse.copy()
-    roi_inverse[:, 2] -= (x0, y0)
+    roi_inverse, (x0, y0, x1, y1) = placement
     roi_size = (x1 - x0, y1 - y0)
     inv_restored = cv2.warpAffine(restored_bgr, roi_inverse, roi_size)
     inv_mask = np.asarray(cv2.warpAffine(np.ones((size, size), np.float32), roi_inverse,

@@ -25,6 +25,7 @@ from livecam.engines.protocol import Engine
 from livecam.swap import features
 from livecam.swap.align import align_matrix, warp_crop
 from livecam.swap.assign import IdentityAssigner
+from livecam.swap.blend import affine_roi
 from livecam.swap.boost import boost_factor, merge_tiles, split_tiles
 from livecam.swap.cover import FaceCover
 from livecam.swap.enhance import FaceEnhancer
@@ -90,21 +91,13 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray, *,
     import cv2
 
     size = face_bgr.shape[0]
-    inverse = np.asarray(cv2.invertAffineTransform(np.asarray(matrix, np.float64)), np.float64)
-    h, w = image_bgr.shape[:2]
-    corners = np.array([[0, 0, 1], [size, 0, 1], [0, size, 1], [size, size, 1]], np.float64)
-    mapped = corners @ inverse.T
-    span = float(np.ptp(mapped[:, 0]) + np.ptp(mapped[:, 1]))
-    margin = int(span / 4) + 16  # beyond the erode and blur reach: mask is zero there
-    x0 = max(int(np.floor(mapped[:, 0].min())) - margin, 0)
-    y0 = max(int(np.floor(mapped[:, 1].min())) - margin, 0)
-    x1 = min(int(np.ceil(mapped[:, 0].max())) + margin, w)
-    y1 = min(int(np.ceil(mapped[:, 1].max())) + margin, h)
+    # margin beyond the erode and blur reach: the mask is zero there
+    placement = affine_roi(matrix, crop_px=size, frame_shape=image_bgr.shape,
+                           margin_px=lambda w_px, h_px: int((w_px + h_px) / 4) + 16)
     out = image_bgr.copy()
-    if x1 <= x0 or y1 <= y0:
+    if placement is None:
         return out
-    roi_inverse = inverse.copy()
-    roi_inverse[:, 2] -= (x0, y0)
+    roi_inverse, (x0, y0, x1, y1) = placement
     roi_size = (x1 - x0, y1 - y0)
     white = np.full((size, size), 255, dtype=np.float32)
     zero = (0.0, 0.0, 0.0)

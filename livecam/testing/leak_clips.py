@@ -2,8 +2,8 @@
 
 Every clip is 1280x720 at 30 fps, built from the six people of insightface's ``t1`` photo (the
 source identity of the measure is skimage's astronaut, who is in none of them), with sensor
-noise, and each frame's index drawn in the bottom-left corner (:mod:`framecode`). The faces
-stay clear of that corner.
+noise, and each frame's index drawn in the bottom-left corner (:mod:`frame_code`, in
+``CODE_BOX_XYXY``). The faces stay clear of that corner.
 
 ======================  ==========================================================================
 ``still_2``             two people, still
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from livecam.core.types import ImageBGR
-from livecam.testing import framecode
+from livecam.testing import frame_code
 from livecam.testing.clips import (
     FaceSprite,
     FrameTruth,
@@ -41,6 +41,22 @@ SIZE = (1280, 720)
 FPS = 30.0
 NOISE_SIGMA = 2.0
 _Y = 300.0  # faces' centre height: well above the frame code
+CODE_BITS = 12  # clips are far shorter than 2**12 frames, so a code is the frame's index
+# 24 bars of 10x14 px in the bottom-left corner: wide enough to read back through H.264
+CODE_BOX_XYXY = (6, SIZE[1] - 20, 6 + 2 * CODE_BITS * 10, SIZE[1] - 6)
+
+
+def stamp(image_bgr: ImageBGR, index: int) -> ImageBGR:
+    """A copy of clip frame ``image_bgr`` (720, 1280, 3) uint8 with its ``index`` drawn."""
+    if not 0 <= index < 1 << CODE_BITS:
+        raise ValueError(f"frame index {index} does not fit in {CODE_BITS} bits")
+    return frame_code.draw_code(image_bgr, index, bits=CODE_BITS, box_xyxy=CODE_BOX_XYXY)
+
+
+def read_index(image_bgr: ImageBGR) -> int | None:
+    """The index :func:`stamp` drew into a clip frame (or livecam's output of it), or None
+    where no clean code is there (livecam's black start frames, a damaged code)."""
+    return frame_code.read_code(image_bgr, bits=CODE_BITS, box_xyxy=CODE_BOX_XYXY)
 
 
 @dataclass(frozen=True)
@@ -127,7 +143,7 @@ def _sliding_board(n: int, cx: float, cy: float, fw: float) -> list[Occluder]:
 
 
 def _code_board(n: int) -> Occluder:
-    return Occluder(framecode.code_box_xyxy(SIZE), 0, n, (128, 128, 128))
+    return Occluder(CODE_BOX_XYXY, 0, n, (128, 128, 128))
 
 
 def _sprites_clip(sprites: Sequence[FaceSprite], trajectories: Sequence[Trajectory],
@@ -139,7 +155,7 @@ def _sprites_clip(sprites: Sequence[FaceSprite], trajectories: Sequence[Trajecto
         for t, (frame, truth) in enumerate(render_clip(
                 sprites, trajectories, SIZE, occluders=[*occluders, _code_board(n)],
                 noise_sigma=NOISE_SIGMA)):
-            yield framecode.stamp(frame, t), truth
+            yield stamp(frame, t), truth
 
     return frames
 
@@ -166,7 +182,7 @@ def _photo_clip(photo: ImageBGR, n: int) -> Callable[[], Iterator[tuple[ImageBGR
             shift = (int(rng.integers(0, h)), int(rng.integers(0, w)))
             noise = np.roll(bank[t % len(bank)], shift, axis=(0, 1))
             noisy = np.clip(crop + noise + 0.5, 0, 255)
-            yield framecode.stamp(noisy.astype(np.uint8), t), truth
+            yield stamp(noisy.astype(np.uint8), t), truth
 
     return frames
 

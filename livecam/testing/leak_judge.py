@@ -5,7 +5,7 @@ from :mod:`livecam.testing.clips`) is shown as the real face: neither swapped no
 judged from pixels only, output against input, never from livecam's own bookkeeping:
 
 1. Which input frame does output frame k show? Live mode drops and repeats frames; each clip
-   frame carries its index (:mod:`livecam.testing.framecode`), read back here.
+   frame carries its index (:func:`livecam.testing.leak_clips.stamp`), read back here.
 2. For each face visible in that input frame, compare the face's *core* (eyes, nose, mouth: the
    middle of its landmark box, only the pixels where the face itself is seen; the output's
    other pixels around it, over an occluder or beside the face, are taken as the input's so
@@ -37,8 +37,8 @@ import cv2
 import numpy as np
 
 from livecam.core.types import ImageBGR
-from livecam.testing import framecode
 from livecam.testing.clips import FrameTruth, box_region
+from livecam.testing.leak_clips import read_index
 
 #: Face width the core is compared at, px.
 FACE_PX = 64
@@ -187,7 +187,7 @@ def judge(inputs: Sequence[ImageBGR], truth: Sequence[FrameTruth], outputs: Sequ
     report = LeakReport(output_frames=len(outputs))
     full = first_full_view(truth)
     for k, out in enumerate(outputs):
-        index = framecode.read(out)
+        index = read_index(out)
         report.shown.append(index)
         if index is None or index >= len(inputs):
             if float(out.mean()) < 8.0:

@@ -1,13 +1,15 @@
-"""The leak clips' ground truth: who is visible where, how much of them, from which frame."""
+"""The leak clips' ground truth: who is visible where, how much of them, from which frame; the
+frame number drawn into clip frames survives H.264 and reads back exactly, or not at all."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from livecam.testing import framecode
 from livecam.testing.clips import FrameTruth
-from livecam.testing.leak_clips import SIZE, LeakClip
+from livecam.testing.leak_clips import CODE_BITS, CODE_BOX_XYXY, LeakClip, read_index, stamp
 from livecam.testing.leak_judge import first_full_view
 
 
@@ -18,11 +20,11 @@ def truths(clips: dict[str, LeakClip]) -> dict[str, list[FrameTruth]]:
 
 def test_every_clip_is_numbered_and_keeps_faces_off_the_code(
         clips: dict[str, LeakClip], truths: dict[str, list[FrameTruth]]) -> None:
-    _, y0, x1, _ = framecode.code_box_xyxy(SIZE)
+    _, y0, x1, _ = CODE_BOX_XYXY
     for name, clip in clips.items():
         frames = list(clip.frames())
         assert len(frames) == clip.n_frames == len(truths[name])
-        assert [framecode.read(f) for f, _ in frames[:3]] == [0, 1, 2], name
+        assert [read_index(f) for f, _ in frames[:3]] == [0, 1, 2], name
         for t in truths[name]:
             for box in t.boxes_xyxy:
                 assert box[3] < y0 or box[0] > x1, name  # no face over the frame code
@@ -48,3 +50,43 @@ def test_the_scenarios_are_what_they_say(truths: dict[str, list[FrameTruth]]) ->
     assert not mask[:, : mask.shape[1] // 3].any() and mask[:, -mask.shape[1] // 4:].all()
     crossing = truths["crossing"]
     assert min(len(t.ids) for t in crossing) == 1  # one hides the other for a while
+
+
+def _through_h264(frames: list[np.ndarray], crf: int) -> list[np.ndarray]:
+    import av
+
+    h, w = frames[0].shape[:2]
+    enc = av.CodecContext.create("libx264", "w")
+    enc.width, enc.height, enc.pix_fmt = w, h, "yuv420p"
+    enc.time_base = Fraction(1, 30)
+    enc.options = {"crf": str(crf), "preset": "veryfast"}
+    packets = []
+    for f in frames:
+        packets += enc.encode(av.VideoFrame.from_ndarray(f, format="bgr24"))
+    packets += enc.encode(None)
+    dec = av.CodecContext.create("h264", "r")
+    out = []
+    for p in packets:
+        out += [d.to_ndarray(format="bgr24") for d in dec.decode(p)]
+    out += [d.to_ndarray(format="bgr24") for d in dec.decode(None)]
+    return out
+
+
+@pytest.mark.parametrize("crf", [14, 30])
+def test_codes_read_back_through_h264(crf: int, t1_bgr: np.ndarray) -> None:
+    picture = np.ascontiguousarray(t1_bgr[:720, :1280])
+    indices = [0, 1, 2, 77, 1000, 4095]
+    frames = [stamp(picture, i) for i in indices]
+    assert [read_index(f) for f in _through_h264(frames, crf)] == indices
+
+
+def test_frames_without_a_clean_code_read_as_none(t1_bgr: np.ndarray) -> None:
+    picture = np.ascontiguousarray(t1_bgr[:720, :1280])
+    assert read_index(np.zeros_like(picture)) is None  # livecam's black start frames
+    assert read_index(picture) is None
+    damaged = stamp(picture, 5)
+    x0, y0, _, y1 = CODE_BOX_XYXY
+    damaged[y0:y1, x0 + 60:x0 + 70] = 255 - damaged[y0:y1, x0 + 60:x0 + 70]  # flip one bit
+    assert read_index(damaged) is None  # its complement bar catches it
+    with pytest.raises(ValueError):
+        stamp(picture, 1 << CODE_BITS)

@@ -9,9 +9,8 @@ import pytest
 
 from livecam.core.types import Unswappable, WithheldFaces
 from livecam.swap.cover import FaceCover
-from livecam.testing import framecode
 from livecam.testing.clips import FrameTruth, box_region
-from livecam.testing.leak_clips import SIZE, LeakClip
+from livecam.testing.leak_clips import SIZE, LeakClip, stamp
 from livecam.testing.leak_judge import judge
 
 
@@ -77,7 +76,7 @@ def test_only_the_visible_part_of_a_half_hidden_face_is_judged(
     hidden_changed = image.copy()
     region = hidden_changed[y1:y2, x1:x2]
     region[~mask] = 255 - region[~mask]
-    outputs = [framecode.stamp(hidden_changed, t)]
+    outputs = [stamp(hidden_changed, t)]
     assert judge(inputs, truths, outputs).leaks_counted == 1
     # the visible half covered: no leak, whatever is under the board
     covered = _covered(image, truth)

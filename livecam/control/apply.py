@@ -1,0 +1,102 @@
+"""The command endpoints of the control API (``POST /api/VERB``): read the body within the
+limits, build the command (:mod:`livecam.control.requests`), queue it to one stream or to
+every stream, and wait, without a thread, until the pipeline applied it (or 2 s).
+
+The reply is ``{"applied", "frames_sent_at_apply", "first_frame_index", "state",
+"delay_ms"}`` (and ``path`` for a snapshot); see :class:`~livecam.core.commands.Ticket`.
+Runs on the API server's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+from collections.abc import Sequence
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from livecam.control.http import Limits
+from livecam.control.paths import new_snapshot_path
+from livecam.control.requests import RequestError, build_command, parse_body
+from livecam.control.status import ControlTarget
+from livecam.core import commands as cmd
+
+_APPLY_TIMEOUT_S = 2.0
+
+
+async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
+                      stream: int | None, limits: Limits, snapshot_dir: Path) -> dict[str, Any]:
+    """The reply to ``POST /api/VERB`` after applying its command to ``targets[stream]``
+    (every target when ``stream`` is None; the reply shows stream 0's state then).
+    :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
+    or a full command queue."""
+    verb = request.path.removeprefix("/api/")
+    body = parse_body(await _read_body(request, limits))
+    target = targets[stream or 0]
+    command = build_command(
+        verb, body, names=target.state.identities,
+        snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)))
+    commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in targets])
+                              if stream is None else target.commands)
+    reply = await _apply(command, commands, target)
+    if isinstance(command, cmd.SaveSnapshot):
+        reply["path"] = command.path
+    return reply
+
+
+def state_dict(state: Any) -> dict[str, Any]:
+    return {"active_identity": state.active_identity, "bypass": state.bypass,
+            "identities": list(state.identities), "generation": state.generation,
+            "assignments": [{"track_id": t, "identity": n} for t, n in state.track_identities]}
+
+
+async def _read_body(request: web.Request, limits: Limits) -> bytes:
+    limit = limits.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                           f"request body over {limit // 1024} KiB")
+    try:
+        async with asyncio.timeout(limits.body_timeout_s):
+            return await request.read()
+    except TimeoutError:
+        raise RequestError(HTTPStatus.REQUEST_TIMEOUT, "request body not received in "
+                           f"{limits.body_timeout_s:g} s") from None
+    except web.HTTPRequestEntityTooLarge:  # a chunked body past the limit
+        raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                           f"request body over {limit // 1024} KiB") from None
+
+
+async def _apply(command: cmd.Command, commands: cmd.Commands,
+                 target: ControlTarget) -> dict[str, Any]:
+    """Queue ``command`` and wait (without a thread) until the pipeline(s) applied it;
+    the reply shows ``target``'s state."""
+    try:
+        ticket = commands.put(command, timeout_s=0)
+    except queue.Full:
+        raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "the pipeline is not taking "
+                           "commands (queue full); try again") from None
+    loop = asyncio.get_running_loop()
+    applied: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:  # pipeline thread
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(_resolve, applied)
+
+    ticket.add_done_callback(wake)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(applied, _APPLY_TIMEOUT_S)
+    done = applied.done()
+    state = ticket.state if done and ticket.state is not None else target.state
+    return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
+            "first_frame_index": ticket.first_frame_index,
+            "state": state_dict(state),
+            "delay_ms": target.describe().get("delay_ms", 0.0)}
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

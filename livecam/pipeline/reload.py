@@ -1,0 +1,98 @@
+"""Live reloads: re-read the config file and the identity library, build new stages off the
+frame path and hand them to the running :class:`~livecam.pipeline.runtime.App`.
+
+What a reload cannot change in a running process (capture, output, pipeline, control and
+logging sections) is logged as needing a restart; a reload that fails keeps the running setup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from livecam.config import Config
+from livecam.core.commands import SetIdentityList
+from livecam.core.errors import LivecamError
+from livecam.core.stage import AnyStage
+from livecam.core.types import RuntimeState
+
+if TYPE_CHECKING:
+    from livecam.pipeline.runtime import App
+
+log = logging.getLogger(__name__)
+
+#: Builds a stream's stage chain (not opened) for a config and runtime state.
+StageFactory = Callable[[Config, RuntimeState], list[AnyStage]]
+
+_RESTART_SECTIONS = ("capture", "output", "pipeline", "control", "logging")
+
+
+class Reloader:
+    """Reloads ``app`` on a thread of its own, so frames keep flowing.
+
+    ``config_loader`` re-reads the config (None: keep ``app.config``), ``stage_factory``
+    builds the new stages (None: the stages stay), ``identity_names`` lists the library
+    (None: the identity list stays). ``request`` may be called from any thread (SIGHUP,
+    ``livecam ctl reload``); a request while a reload runs makes one more pass after it.
+    """
+
+    def __init__(self, app: App, *, stage_factory: StageFactory | None,
+                 config_loader: Callable[[], Config] | None,
+                 identity_names: Callable[[], Sequence[str]] | None) -> None:
+        self._app = app
+        self._stage_factory = stage_factory
+        self._config_loader = config_loader
+        self._identity_names = identity_names
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._again = False
+
+    def request(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                self._again = True  # one more pass once the running one ends
+                return
+            self._thread = threading.Thread(target=self._loop, name="livecam-reload",
+                                            daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self._reload()
+            except Exception as exc:  # a failed reload keeps the running setup
+                log.error("reload failed, keeping the current setup: %s", exc)
+            with self._lock:
+                if not self._again or self._app.done:
+                    self._thread = None
+                    return
+                self._again = False
+
+    def _reload(self) -> None:
+        t0 = time.perf_counter()
+        app = self._app
+        new_config = app.config
+        if self._config_loader is not None:
+            try:
+                new_config = self._config_loader()
+            except LivecamError as exc:
+                log.error("config not reloaded (%s); keeping the running config", exc)
+        for section in _RESTART_SECTIONS:
+            if getattr(new_config, section) != getattr(app.config, section):
+                log.warning("config section %r changed: restart livecam for it to take "
+                            "effect", section)
+        app.config = new_config
+        names = tuple(self._identity_names()) if self._identity_names is not None else None
+        if self._stage_factory is not None and app.started:
+            state = app.state if names is None else dataclasses.replace(app.state,
+                                                                        identities=names)
+            app.replace_stages(self._stage_factory(new_config, state))
+        if names is not None:
+            app.commands.put(SetIdentityList(names))
+        log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
+                 "no identity library" if names is None else
+                 f"{len(names)} identities ({', '.join(names) or 'none'})")
