@@ -24,8 +24,9 @@ def build_stages(config: Any, *, fps: float | None = None, realtime: bool = Fals
 
     ``config`` is the whole :class:`livecam.config.Config` or its ``analysis`` section; the
     One Euro filter's time step comes from ``fps`` (default: ``config.capture.fps``, else 30).
-    ``realtime`` (pass ``config.pipeline.realtime``): the tile search for small faces runs on
-    a worker thread, off the frame's path, and is merged a frame or two later; False keeps it
+    ``realtime`` (pass ``config.pipeline.realtime``): the CPU tile search for small faces runs
+    on a worker thread, off the frame's path, and is merged a frame or two later (the GPU's,
+    one batched call, stays on the follower's thread); False keeps it
     in ``process`` (files, tests: results do not depend on timing). Either way every frame
     gets its own whole-frame detection (``analysis.detect_each_frame``).
     ``networks`` / ``search`` replace the CPU networks and tile search (the GPU pipeline's
