@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ class _InFlight:
     under: WithheldFaces = field(default_factory=WithheldFaces)
     swapped: Faces | None = None
     hands: Hands = field(default_factory=Hands)
+    hands_ms: float = float("nan")
 
 
 class GpuSwapStage:
@@ -72,7 +74,8 @@ class GpuSwapStage:
     device_frame`) gives the frame already on the device, so it is not uploaded twice; without
     it (or when it says None) the frame is copied into a pinned buffer. ``last_timings_ms``
     holds the latest collected frame's GPU split (``gpu``: upload to download on the device;
-    ``tick``: submit to the frame back in host memory, queueing included). ``cover``: what
+    ``tick``: submit to the frame back in host memory, queueing included; ``hands``: finding
+    the hands and drawing their mask on the submitting thread, where it was done). ``cover``: what
     is shown where a face cannot be swapped (default: hold, then blur). ``hands``: keep
     hands in front of the faces (the hub must have been built with ``hands``), or None.
     """
@@ -193,18 +196,21 @@ class GpuSwapStage:
             parts.append(WithheldFaces.from_faces(faces[index], list(reasons.values())))
         under = WithheldFaces.concat(parts)
         covered = len(under) > 0 and not self.cover.shows_real_faces
+        hands, box, hands_ms = Hands(), None, float("nan")
         # hands are looked for only where the picture changes (as the CPU stage does)
-        hands = (self.hands.find(packet.frame.image_bgr)
-                 if self.hands is not None and (picked or covered) else Hands())
+        if self.hands is not None and (picked or covered):
+            t0 = time.perf_counter_ns()
+            hands = self.hands.find(packet.frame.image_bgr)
+            # with covers the host lays the hands over everything once they are drawn
+            if len(hands) and picked and not covered:
+                height, width = packet.image_bgr.shape[:2]
+                box = hand_alpha_box(hands, (height, width), shape=self.hands.shape)
+            hands_ms = (time.perf_counter_ns() - t0) / 1e6
         if not picked:
-            return _InFlight(packet, None, under, hands=hands)
+            return _InFlight(packet, None, under, hands=hands, hands_ms=hands_ms)
         swapped = faces[picked]
-        # with covers the host lays the hands over everything once the covers are drawn
-        height, width = packet.image_bgr.shape[:2]
-        box = (hand_alpha_box(hands, (height, width), shape=self.hands.shape)
-               if self.hands is not None and len(hands) and not covered else None)
         return _InFlight(packet, self._request(packet, swapped, np.stack(latents), box), under,
-                         swapped, hands)
+                         swapped, hands, hands_ms)
 
     def _request(self, packet: Packet, faces: Faces, latents: np.ndarray,
                  hands: HandBox | None = None) -> SwapRequest:
@@ -242,8 +248,9 @@ class GpuSwapStage:
             if not self._queue or self._queue[0] is not head:
                 return None  # closed meanwhile
             self._queue.popleft()
+        hands = {"hands": head.hands_ms} if head.hands_ms == head.hands_ms else {}
         if request is None:
-            self.last_timings_ms = {}
+            self.last_timings_ms = hands
             return self._covered(head, head.packet.image_bgr)
         try:
             if request.error is not None:
@@ -251,7 +258,8 @@ class GpuSwapStage:
             out = request.buffers.outputs[request.index].numpy().copy()
         finally:
             request.buffers.give_back(request.index)
-        self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms}
+        self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms,
+                                **hands}
         return self._covered(head, out, request.fits)
 
     def _covered(self, head: _InFlight, out: np.ndarray,
