@@ -386,7 +386,8 @@ def main() -> int:
     parser.add_argument("--out", default="bench_enhance.json")
     parser.add_argument("--work-dir", default="")
     parser.add_argument("--only", default="",
-                        help="run only settings whose label contains this text")
+                        help="run only settings whose label contains this text (product: "
+                             "one of these comma-separated texts)")
     parser.add_argument("--photos", type=Path, default=None,
                         help="product: a folder of face photos (default: installed packages)")
     parser.add_argument("--models-dir", default=None,

@@ -206,14 +206,15 @@ def why_no_hands() -> str:
 def quality_runs(setup: dict[str, Any], section: Any, *, warm_s: float, window_s: float,
                  hand_scene: Path | None, only: str = "") -> None:
     """``livecam run`` (as :func:`measure_run` builds it) on the one-face scene for each
-    :data:`QUALITY_SETTINGS` entry whose label contains ``only``, offline and at live 30 fps;
+    :data:`QUALITY_SETTINGS` entry whose label contains one of the comma-separated ``only``
+    (empty: all), offline and at live 30 fps;
     ``section(name, fn)`` runs and records one (``fn`` raising records the error). The
     hand-over-the-chin row reads ``hand_scene`` (None: skipped, as are the hands rows where
     :func:`why_no_hands` says why)."""
     one = [(f"image:{setup['scenes'][1]}", "null")]
     why_not = why_no_hands()
     for label, sets in QUALITY_SETTINGS.items():
-        if only not in label:
+        if not any(part in label for part in only.split(",")):
             continue
         pairs = one
         if "hand over" in label:
