@@ -243,3 +243,67 @@ def test_an_unknown_enhancer_is_a_config_error(installed: Path, identities: Any)
     with pytest.raises(ConfigError, match=r"gfpgan_9.*gfpgan_1\.4, gpen_bfr_256"):
         build_gpu_stages(config_for(installed, "swap.enhancer=gfpgan_9"), identities,
                          shared=SharedStages())
+
+
+class _FixedHands:
+    """A hand landmarker that always finds ``hands`` (MediaPipe itself is exercised above);
+    counts its calls."""
+
+    def __init__(self, hands: Any) -> None:
+        self.hands, self.calls = hands, 0
+
+    def open(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def detect(self, image_bgr: np.ndarray) -> Any:
+        self.calls += 1
+        return self.hands
+
+
+def test_hands_stay_in_front_of_covers_and_are_not_searched_when_nothing_changes(
+        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
+    """A face that is withheld (not yet confirmed) is covered on the host when its frame is
+    collected: the hand found at submit is laid over the cover there, as the CPU stage lays it
+    over covers; a bypassed frame (shown as captured) is not searched at all."""
+    from livecam.analysis.hands import Hands
+    from livecam.core.types import Unswappable, WithheldFaces
+    from livecam.gpupipe.stage import GpuSwapStage
+    from livecam.swap.occlusion import HandsInFront, hand_alpha
+    from tests.gpupipe.test_stage import embedding_table, make_hub
+
+    faces = faces_of(face_frame)
+    x1, y1, x2, y2 = faces.boxes_xyxy[0]
+    # a flat hand across the lower face: palm and fingers laid out from a scale
+    u = (x2 - x1) / 4
+    palm = [(x1 + u, y2), (x1 + u, y2 - u), (x1 + 1.5 * u, y2 - 1.2 * u),
+            (x1 + 2 * u, y2 - 1.2 * u), (x1 + 2.5 * u, y2 - 1.2 * u), (x1 + 3 * u, y2 - u)]
+    points = [palm[0]]
+    for base in palm[1:]:
+        points += [(base[0], base[1] - j * 0.3 * u) for j in range(4)]
+    hands = Hands(np.asarray(points, np.float32)[None], np.ones(1, np.float32))
+    landmarker = _FixedHands(hands)
+    hub = make_hub(inswapper_dyn_path, embedding_table(("src",), []), hands=True)
+    stage = GpuSwapStage(hub, hands=HandsInFront(landmarker))  # type: ignore[arg-type]
+    image = face_frame.frame_bgr
+    withheld = Packet(frame=Frame(0, 0, image), image_bgr=image,
+                      withheld=WithheldFaces.from_faces(faces, Unswappable.PENDING), state=STATE)
+    bypass = Packet(frame=Frame(1, 0, image), image_bgr=image, faces=faces,
+                    state=RuntimeState(active_identity="src", bypass=True))
+    with stage:
+        stage.submit(withheld)
+        covered = stage.collect(60.0)
+        stage.submit(bypass)
+        shown = stage.collect(60.0)
+    assert covered is not None and shown is not None
+    assert landmarker.calls == 1 and hub.ticks == 0  # covers need no GPU; bypass no search
+    assert shown.image_bgr is image
+    alpha = hand_alpha(hands, image.shape[:2])
+    real = (covered.image_bgr == image).all(axis=-1)
+    face = np.zeros(image.shape[:2], bool)
+    face[int(y1):int(y2), int(x1):int(x2)] = True
+    assert real[alpha > 0.999].all()  # the hand, in front of the cover
+    assert (alpha > 0.999).sum() > 500
+    assert real[face & (alpha == 0)].mean() < 0.2  # the rest of the face is covered
