@@ -12,7 +12,6 @@ package picks implementations.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +28,6 @@ from livecam.pipeline.streams import StreamSet
 
 if TYPE_CHECKING:
     from livecam.identity import IdentitySource
-
-log = logging.getLogger(__name__)
 
 __all__ = ["App", "StreamSet", "build_app", "build_stages", "build_streams"]
 
@@ -57,14 +54,8 @@ def build_stages(config: Config, state: RuntimeState,
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
     if gpu_pipeline_wanted(config):
-        from livecam.swap import warn_unused_neural_options
-
-        warn_unused_neural_options(config, "the GPU pipeline")
-        if config.swap.hands_in_front:
-            # the GPU swap finishes on the collector thread, after every synchronous stage
-            log.warning("swap.hands_in_front is not applied by the GPU pipeline yet "
-                        "(gpu.pipeline: never runs the CPU path, which applies it)")
-        # the same analysis, then the swap on the GPU (shared by the streams of the process)
+        # the same analysis, then the swap on the GPU (shared by the streams of the process;
+        # pixel boost, the enhancer and hands in front run there too)
         return build_gpu_stages(config, identities, shared=shared or SharedStages(),
                                 stream=stream)
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous

@@ -16,8 +16,17 @@ On the H200 (``--device cuda``) the ``cost`` section times the GPU twins instead
 (``GpuFaceEnhancer``, ``GpuInswapper`` with pixel boost) with the torch engine; mediapipe is not
 there, so hands are skipped. Timings on a shared CPU drift by tens of percent with load.
 
+A third section, ``product`` (not in ``all``), is the GPU pipeline's figure: ``livecam run``
+built by ``build_streams`` (scripts/bench_gpu_product.py) on bench_gpu.py's one-face 1080p
+scene from real photos, null output, offline and live 30 fps, with nothing, each enhancer's
+stand-in (the 138 M-parameter generator stand-in), pixel boost 256 and 512, and hands in front
+(with no hand in view, and with t1's hand over the chin; hands need the ``mediapipe`` package,
+else those rows say why they were skipped). A table and JSON (rewritten after every run).
+
     python scripts/bench_enhance.py --out bench_enhance.json              # CPU, both sections
     python scripts/bench_enhance.py --device cuda --section cost --full --out $OUT/e.json
+    python scripts/bench_enhance.py --section product --photos DIR --models-dir DIR --out F
+    python scripts/bench_enhance.py --section product --small --out /tmp/p.json   # CPU check
 """
 
 from __future__ import annotations
@@ -57,22 +66,27 @@ def timed(fn: Callable[[], Any], repeats: int, sync: Callable[[], None] = lambda
     return {"wall_ms": float(np.median(walls)), "cpu_ms": float(np.median(cpus))}
 
 
-def scene_1080p(with_hand: bool) -> tuple[np.ndarray, np.ndarray]:
+def scene_1080p(with_hand: bool, photos: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """A 1920x1080 frame with the astronaut scaled to its height (face about 200 px wide),
     optionally with t1.jpg's card-holding hand over her lower face (laid in at 512 px, as in
-    tests/swap/test_occlusion.py, before scaling); and a source photo (t1's second person)."""
+    tests/swap/test_occlusion.py, before scaling); and a source photo (t1's second person).
+    ``photos``: (astronaut, t1) BGR where scikit-image and insightface are not installed."""
     import cv2
-    import insightface
-    import skimage.data
 
     from livecam.analysis.photo import analyze_photo
 
-    astronaut = np.ascontiguousarray(skimage.data.astronaut()[..., ::-1])
+    if photos is None:
+        import insightface
+        import skimage.data
+
+        photos = (np.ascontiguousarray(skimage.data.astronaut()[..., ::-1]),
+                  insightface.data.get_image("t1"))
+    astronaut, t1 = photos
     if with_hand:
-        astronaut = _with_hand(astronaut, insightface.data.get_image("t1"))
+        astronaut = _with_hand(astronaut, t1)
     frame = np.full((1080, 1920, 3), 120, np.uint8)
     frame[:, 420:1500] = cv2.resize(astronaut, (1080, 1080), interpolation=cv2.INTER_CUBIC)
-    t1 = insightface.data.get_image("t1")
     faces = analyze_photo(t1)
     x1, y1, x2, y2 = faces.boxes_xyxy[int(np.argsort(faces.boxes_xyxy[:, 0])[1])]
     pad = 0.8 * (x2 - x1)
@@ -244,27 +258,9 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
 
 def install_models(root: Path) -> tuple[Path, Path]:
     """Stand-in swapper, recognizer and enhancers with manifests that accept them."""
-    import yaml
+    from livecam.testing.standins import install_standin_models
 
-    from livecam.engines.manifest import default_manifests_dir, load_manifests
-    from livecam.engines.store import ModelStore, sha256_file
-    from livecam.testing.standins import build_arcface, build_enhancer, build_inswapper
-
-    models, manifests, build = root / "models", root / "manifests", root / "build"
-    for d in (models, manifests, build):
-        d.mkdir(parents=True, exist_ok=True)
-    built = {"inswapper_128": build_inswapper(build / "inswapper_128.onnx", batch="N"),
-             "w600k_r50": build_arcface(build / "w600k_r50.onnx")}
-    for name, (size, _, weighted) in ENHANCERS.items():
-        built[name] = build_enhancer(build / f"{name}.onnx", size_px=size, weight_input=weighted)
-    for name, path in built.items():
-        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
-        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
-        (manifests / f"{name}.yaml").write_text(yaml.safe_dump(data))
-    store = ModelStore(models, load_manifests(manifests))
-    for name, path in built.items():
-        store.adopt(name, path)
-    return models, manifests
+    return install_standin_models(root, enhancers=tuple(ENHANCERS))
 
 
 SETTINGS = {
@@ -325,9 +321,60 @@ def run_section(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def product_section(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """``livecam run`` fps and latency with each option on (bench_gpu_product.quality_runs), on
+    bench_gpu.py's one-face 1080p scene from real photos (``--small``: 640x360 and the small
+    generator, to check the script on a CPU), rewriting ``--out`` after every run."""
+    from scripts.bench_gpu import prepare
+    from scripts.bench_gpu_product import (
+        QUALITY_ENHANCERS,
+        print_quality_table,
+        quality_runs,
+        why_no_hands,
+    )
+
+    report: dict[str, Any] = {"errors": {}, "sections": {}}
+    t_start = time.perf_counter()
+
+    def save() -> None:
+        Path(args.out).write_text(json.dumps(report, indent=2, default=float))
+
+    def section(name: str, fn: Callable[[], Any] | None, skipped: str = "") -> None:
+        if fn is None or time.perf_counter() - t_start > args.budget_s:
+            report["sections"][name] = {"skipped": skipped or f"over the {args.budget_s} s"}
+        else:
+            try:
+                report["sections"][name] = fn()
+            except Exception as exc:  # keep what was measured; say what broke
+                report["errors"][name] = f"{type(exc).__name__}: {exc}"[:600]
+        print(f"  {name}: {time.perf_counter() - t_start:.0f} s", flush=True)
+        save()
+
+    setup = prepare(args, work, report, enhancers=QUALITY_ENHANCERS)
+    hand_scene = None
+    if not why_no_hands() and not args.small:
+        import cv2
+
+        from scripts.bench_gpu_scenes import load_photos
+
+        photos = load_photos(args.photos)  # astronaut.png, t1.png (export_bench_assets.py)
+        astronaut = next(p for p in photos if p.shape[:2] == (512, 512))
+        t1 = next(p for p in photos if p.shape[:2] == (886, 1280))
+        hand_scene = work / "scene_hand.png"
+        cv2.imwrite(str(hand_scene), scene_1080p(True, (astronaut, t1))[0])
+    quality_runs(setup, section, warm_s=args.warm_s, window_s=args.window_s,
+                 hand_scene=hand_scene, only=args.only)
+    report["wall_s"] = time.perf_counter() - t_start
+    save()
+    print_quality_table(report)
+    return report
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--section", choices=("cost", "run", "all"), default="all")
+    parser.add_argument("--section", choices=("cost", "run", "all", "product"), default="all",
+                        help="product: livecam run with the GPU pipeline and each option "
+                             "(the H200 run; see the module docstring)")
     parser.add_argument("--device", choices=("cpu", "cuda", "torch-cpu"), default="cpu",
                         help="cpu: the CPU path; cuda: the GPU twins (H200); torch-cpu: the "
                              "GPU twins on the CPU (to check the script)")
@@ -339,10 +386,27 @@ def main() -> int:
     parser.add_argument("--out", default="bench_enhance.json")
     parser.add_argument("--work-dir", default="")
     parser.add_argument("--only", default="",
-                        help="run only settings whose label contains this text")
+                        help="run only settings whose label contains this text (product: "
+                             "one of these comma-separated texts)")
+    parser.add_argument("--photos", type=Path, default=None,
+                        help="product: a folder of face photos (default: installed packages)")
+    parser.add_argument("--models-dir", default=None,
+                        help="product: copy of mediapipe/modules (export_bench_assets.py)")
+    parser.add_argument("--small", action="store_true",
+                        help="product: 640x360 and the small generator (a CPU check)")
+    parser.add_argument("--warm-s", type=float, default=2.0)
+    parser.add_argument("--window-s", type=float, default=5.0)
+    parser.add_argument("--budget-s", type=float, default=540.0,
+                        help="product: skip the remaining runs after this many seconds")
     args = parser.parse_args()
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_enhance_"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.section == "product":
+        if args.models_dir:
+            os.environ["LIVECAM_MEDIAPIPE_MODULES"] = str(Path(args.models_dir).resolve())
+        product_section(args, work)
+        print(f"wrote {args.out}")
+        return 0
     result: dict[str, Any] = {"device": args.device, "load_avg": os.getloadavg(),
                               "cpu_count": os.cpu_count(), "full_generator": args.full}
     if args.section in ("cost", "all"):

@@ -143,8 +143,10 @@ def _held(section: dict[str, Any]) -> bool:
                for st in section["streams"])
 
 
-def prepare(args: Any, work: Path, report: dict[str, Any]) -> dict[str, Any]:
-    """Scenes (PNG), the stand-in models installed, the identity, the config maker."""
+def prepare(args: Any, work: Path, report: dict[str, Any],
+            enhancers: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Scenes (PNG), the stand-in models installed (``enhancers``: enhancer stand-ins too,
+    see ``install_standin_models``), the identity, the config maker."""
     import cv2
     import torch
 
@@ -164,9 +166,9 @@ def prepare(args: Any, work: Path, report: dict[str, Any]) -> dict[str, Any]:
         frames[n] = scene.frame_bgr
         cv2.imwrite(str(scenes[n]), scene.frame_bgr)
     size = "small" if args.small else "full"
-    marker = work / f"models_{size}" / "done"
+    marker = work / f"models_{size}" / f"done{'_'.join(('', *enhancers))}"
     if not marker.exists():
-        install_standin_models(work / f"models_{size}", size=size)
+        install_standin_models(work / f"models_{size}", size=size, enhancers=enhancers)
         marker.write_text("ok")
     models_dir, manifests_dir = work / f"models_{size}" / "models", \
         work / f"models_{size}" / "manifests"

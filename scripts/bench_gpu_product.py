@@ -176,3 +176,80 @@ def _floor(onnx_path: Path, device: Any) -> dict[str, float]:
         out["measured_fp16_tflops"] = tflops
         out["ms_per_face_at_measured_peak"] = flops / (tflops * 1e12) * 1e3
     return out
+
+
+#: The picture-quality options of issue 13 as ``--set`` overrides; the enhancers are stand-ins
+#: with each model's interface and crop (the real weights are downloads), so their rows time
+#: the pipeline's own work around a small network, not the real restorers.
+QUALITY_ENHANCERS = ("gpen_bfr_256", "gfpgan_1.4", "gpen_bfr_512", "codeformer")
+QUALITY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "nothing": (),
+    **{f"enhancer {name} (stand-in)": (f"swap.enhancer={name}",) for name in QUALITY_ENHANCERS},
+    "pixel boost 256": ("swap.pixel_boost=256",),
+    "pixel boost 512": ("swap.pixel_boost=512",),
+    "hands in front, no hand in view": ("swap.hands_in_front=true",),
+    "hands in front, a hand over the chin": ("swap.hands_in_front=true",),
+}
+QUALITY_MODES = {"offline": ("pipeline.realtime=false",), "live 30 fps": ()}
+
+
+def why_no_hands() -> str:
+    """Why hands in front cannot run here ("" when it can): it needs MediaPipe's hands
+    solution (the ``mediapipe`` package), not only its ``.tflite`` files."""
+    import importlib.util
+
+    if importlib.util.find_spec("mediapipe") is None:
+        return "mediapipe is not importable (hands in front runs mp.solutions.hands)"
+    return ""
+
+
+def quality_runs(setup: dict[str, Any], section: Any, *, warm_s: float, window_s: float,
+                 hand_scene: Path | None, only: str = "") -> None:
+    """``livecam run`` (as :func:`measure_run` builds it) on the one-face scene for each
+    :data:`QUALITY_SETTINGS` entry whose label contains one of the comma-separated ``only``
+    (empty: all), offline and at live 30 fps;
+    ``section(name, fn)`` runs and records one (``fn`` raising records the error). The
+    hand-over-the-chin row reads ``hand_scene`` (None: skipped, as are the hands rows where
+    :func:`why_no_hands` says why)."""
+    one = [(f"image:{setup['scenes'][1]}", "null")]
+    why_not = why_no_hands()
+    for label, sets in QUALITY_SETTINGS.items():
+        if not any(part in label for part in only.split(",")):
+            continue
+        pairs = one
+        if "hand over" in label:
+            why_not = why_not or ("" if hand_scene else "no scene with a hand (needs mediapipe "
+                                                        "and the astronaut and t1 photos)")
+            pairs = [(f"image:{hand_scene}", "null")]
+        for mode, extra in QUALITY_MODES.items():
+            name = f"{label}, {mode}"
+            if "hands" in label and why_not:
+                section(name, None, skipped=why_not)
+                continue
+            section(name, lambda p=pairs, s=(*sets, *extra): measure_run(
+                setup["config"](*s), p, setup["identities"], warm_s=warm_s,
+                window_s=window_s))
+
+
+def print_quality_table(report: dict[str, Any]) -> None:
+    """One row per run: frames per second, capture->sink latency, the GPU's time per frame
+    (``swap.gpu``), hands on the host, the graph modes (were the options captured?)."""
+    print(f"\n# livecam run, 1 face, {report.get('frame')}, {report.get('device')}, null output")
+    print("| setting | mode | fps | capture->sink p50/p99 ms | late | swap.gpu p50 ms | "
+          "hands p50/p99 ms | graphs | start s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, sec in report["sections"].items():
+        label, mode = name.rsplit(", ", 1)
+        if "streams" not in sec:
+            print(f"| {label} | {mode} | {sec.get('skipped', '?')} |||||||")
+            continue
+        st = sec["streams"][0]
+        stages = st["stages_ms"]
+        print(f"| {label} | {mode} | {st['fps']:.1f} | "
+              f"{st['capture_to_sink_ms']['p50']:.1f} / {st['capture_to_sink_ms']['p99']:.1f} | "
+              f"{st['late']} | {stages.get('swap.gpu', {}).get('p50', float('nan')):.2f} | "
+              f"{stages.get('swap.hands', {}).get('p50', float('nan')):.1f} / "
+              f"{stages.get('swap.hands', {}).get('p99', float('nan')):.1f} | "
+              f"{','.join(sec['graph_modes'])} | {sec['start_s']:.1f} |")
+    for name, error in report["errors"].items():
+        print(f"ERROR in {name}: {error}")

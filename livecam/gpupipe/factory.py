@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from livecam.engines.protocol import TensorSpec
@@ -54,11 +54,17 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     on disk as the CPU neural stage does. Both files are verified when the first stream opens:
     a missing or corrupt one raises :class:`ModelError` naming ``livecam models fetch``.
     ``identities`` loads identities by name (the library, or an ``IdentityCollection``).
+
+    ``swap.pixel_boost`` and ``swap.enhancer`` run inside the GPU swap (see :func:`build_hub`);
+    ``swap.hands_in_front`` finds the hands on the host when a frame is submitted (MediaPipe,
+    the CPU path's :class:`~livecam.swap.occlusion.HandsInFront`) and the paste-back keeps them
+    in front.
     """
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.gpupipe.stage import GpuSwapStage
     from livecam.swap.cover import FaceCover
     from livecam.swap.neural_models import NeuralModels
+    from livecam.swap.occlusion import HandsInFront
 
     key = ("gpu-swap", config.swap, config.engine, config.models, config.gpu,
            config.analysis.max_faces, identities)
@@ -71,9 +77,10 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     networks, search = follower_networks(config, device)
     analysis = build_analysis_stages(config, realtime=config.pipeline.realtime,
                                      networks=networks, search=search)
+    hands = HandsInFront.from_config(config.swap) if config.swap.hands_in_front else None
     return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign,
                                     device_frame=getattr(networks, "device_frame", None),
-                                    cover=FaceCover.from_config(config.swap))]
+                                    cover=FaceCover.from_config(config.swap), hands=hands)]
 
 
 def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
@@ -102,7 +109,11 @@ def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
 
 
 def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> GpuSwapHub:
-    """The GPU swap for ``n_streams`` streams of ``config`` (not opened)."""
+    """The GPU swap for ``n_streams`` streams of ``config`` (not opened): the generator
+    (``swap.model``, at ``swap.pixel_boost``), the face enhancer (``swap.enhancer``, a torch
+    engine on the same device, inside the pipeline's CUDA graphs) and hand masks
+    (``swap.hands_in_front``). Raises :class:`ConfigError` for an enhancer name that is no
+    enhancer manifest."""
     from livecam.gpupipe.hub import GpuSwapHub
     from livecam.swap.neural import read_emap
     from livecam.swap.neural_models import NeuralModels
@@ -110,11 +121,24 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
     models = NeuralModels.from_config(config)
     # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that was the
     # fastest mode on the H200 (perf-notes, device run 4: 438 vs 418 fps)
-    generator = _LazyGenerator(models, pipeline_graphs=config.gpu.cuda_graphs)
+    generator = _LazyEngine(lambda: models.gpu_generator(
+        pipeline_graphs=config.gpu.cuda_graphs), "generator")
+    enhancer, enhancer_options = _enhancer(config, models)
     manifest = models.swapper
-    log.info("GPU swap: %s (torch, %s, engine.torch_mode %s) with %s, %d stream(s)",
+
+    def require() -> None:
+        models.require()
+        if enhancer is not None:
+            models.store.require(config.swap.enhancer)
+
+    log.info("GPU swap: %s (torch, %s, engine.torch_mode %s) with %s, %d stream(s)%s%s%s",
              manifest.name, models.gpu_device(), config.engine.torch_mode,
-             models.recognizer.name, n_streams)
+             models.recognizer.name, n_streams,
+             f", pixel boost {config.swap.pixel_boost}" if config.swap.pixel_boost != (
+                 manifest.crop_size_px or 128) else "",
+             f", enhancer {config.swap.enhancer} (blend {config.swap.enhancer_blend:.2f})"
+             if enhancer is not None else "",
+             ", hands in front" if config.swap.hands_in_front else "")
     return GpuSwapHub(
         generator, emap=lambda: read_emap(models.swapper_path),
         source_embedding=models.embeddings(identities.load), n_streams=n_streams,
@@ -123,34 +147,67 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         colour_blur_px=config.gpu.colour_blur_px,
         model_options={"crop_px": manifest.crop_size_px or 128,
                        "template": manifest.template or "arcface_128",
-                       "mean": manifest.mean, "std": manifest.std},
-        require_models=models.require,
-        missing_log_interval_s=config.swap.missing_log_interval_s)
+                       "mean": manifest.mean, "std": manifest.std,
+                       "pixel_boost_px": config.swap.pixel_boost},
+        require_models=require,
+        missing_log_interval_s=config.swap.missing_log_interval_s,
+        enhancer=enhancer, enhancer_options=enhancer_options,
+        hands=config.swap.hands_in_front)
 
 
-class _LazyGenerator:
-    """The generator engine, made in ``open`` (after the stage's ``require_models`` check, so
-    a missing model is reported as such; making it verifies the file's sha256, which keys the
-    compiled packages) and then standing in for it: the hub and the GPU program use
-    ``device``, ``inputs``, ``outputs``, ``cuda_graphs`` and ``run_torch``. Only the thread
-    that launches ticks runs it."""
+def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:
+    """The GPU pipeline's face enhancer for ``swap.enhancer`` (None for ``none`` or a blend
+    of 0): a torch engine of its manifest on the generator's device, in the generator's
+    precision (fp32 on a CPU), without CUDA graphs of its own (the pipeline captures it inside
+    its graphs; graphs do not nest, and one engine graph shared by the slots' concurrent ticks
+    would race on its buffers)."""
+    from livecam.engines.registry import create_torch_engine
+    from livecam.gpupipe.build import EnhancerOptions
+    from livecam.swap.enhance import enhancer_manifest
 
-    def __init__(self, models: NeuralModels, *, pipeline_graphs: bool) -> None:
-        self._models = models
-        self._pipeline_graphs = pipeline_graphs
+    name = config.swap.enhancer
+    if name == "none" or config.swap.enhancer_blend <= 0.0:
+        return None, None
+    store = models.store
+    manifest = enhancer_manifest(store, name)
+    device = models.gpu_device()
+    precision = config.engine.precision if device.startswith("cuda") else "fp32"
+
+    def make() -> TorchEngine:
+        return create_torch_engine(manifest, store.path(name), store.verify(name),
+                                   config.engine, device=device, precision=precision,
+                                   cuda_graphs=False)
+
+    options = EnhancerOptions(size_px=manifest.crop_size_px or 512,
+                              template=manifest.template or "ffhq_512",
+                              blend=config.swap.enhancer_blend,
+                              fidelity=config.swap.enhancer_fidelity)
+    return _LazyEngine(make, f"enhancer {name}"), options
+
+
+class _LazyEngine:
+    """A torch engine made in ``open`` by ``make`` (after the stage's ``require_models``
+    check, so a missing model is reported as such; making it verifies the file's sha256,
+    which keys the compiled packages) and then standing in for it: the hub and the GPU
+    program use ``device``, ``inputs``, ``outputs``, ``cuda_graphs`` and ``run_torch``. Only
+    the thread that launches ticks runs it."""
+
+    def __init__(self, make: Callable[[], TorchEngine], label: str) -> None:
+        self._make = make
+        self._label = label
         self._engine: TorchEngine | None = None
 
     @property
     def engine(self) -> TorchEngine:
         if self._engine is None:
-            raise RuntimeError("the generator engine is not open: call open() first")
+            raise RuntimeError(f"the {self._label} engine is not open: call open() first")
         return self._engine
 
     def open(self) -> None:
         if self._engine is None:
-            self._engine = self._models.gpu_generator(pipeline_graphs=self._pipeline_graphs)
+            self._engine = self._make()
         self._engine.open()
-        log.info("GPU pipeline generator: %s", self._engine.mode)
+        log.info("GPU pipeline %s: %s", self._label, self._engine.mode)
 
     def close(self) -> None:
         if self._engine is not None:

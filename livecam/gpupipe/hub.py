@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from livecam.core.errors import IdentityError
-from livecam.gpupipe.slots import FrameBuffers, SlotShape
+from livecam.gpupipe.slots import FrameBuffers, HandBox, SlotShape
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ class SwapRequest:
     t_submit_ns: int = 0
     frame_dev: Any = None
     frame_ready: Any = None
+    hands: HandBox | None = None
 
     @property
     def size_hw(self) -> tuple[int, int]:
@@ -83,7 +84,10 @@ class GpuSwapHub:
     tick; ``slots`` ticks in flight (also each stream's bound). ``require_models()`` runs
     first in :meth:`acquire` (a missing model raises :class:`ModelError` naming the fetch).
     ``model_options``: the swap geometry of the model's manifest (``crop_px``, ``template``,
-    ``mean``, ``std``; see :func:`~livecam.gpupipe.build.build_program`).
+    ``mean``, ``std``) and ``pixel_boost_px`` (see :func:`~livecam.gpupipe.build.build_program`).
+    ``enhancer``: an unopened torch-side engine of the face enhancer (``open``/``close``,
+    like ``generator``; no CUDA graphs of its own) run with ``enhancer_options``, or None.
+    ``hands``: frames carry hand masks (``SwapRequest.hands``) the paste-back keeps in front.
     ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
     """
 
@@ -94,8 +98,12 @@ class GpuSwapHub:
                  require_models: Callable[[], object] | None = None,
                  missing_log_interval_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic,
-                 collector_thread: bool = True) -> None:
+                 collector_thread: bool = True, enhancer: Any = None,
+                 enhancer_options: Any = None, hands: bool = False) -> None:
         self.generator = generator
+        self.enhancer = enhancer
+        self.enhancer_options = enhancer_options
+        self.hands = hands
         self._emap_fn = emap
         self.source_embedding = source_embedding
         self.n_streams = max(1, n_streams)
@@ -156,11 +164,17 @@ class GpuSwapHub:
         if self.require_models is not None:
             self.require_models()
         self.generator.open()
-        self._emap = self._emap_fn()
-        self._program = build_program(self.generator, device=self.device,
-                                      window_px=self.window_px,
-                                      colour_blur_px=self.colour_blur_px,
-                                      **self.model_options)
+        try:
+            if self.enhancer is not None:
+                self.enhancer.open()
+            self._emap = self._emap_fn()
+            self._program = build_program(
+                self.generator, device=self.device, window_px=self.window_px,
+                colour_blur_px=self.colour_blur_px, enhancer_engine=self.enhancer,
+                enhancer=self.enhancer_options, hands=self.hands, **self.model_options)
+        except BaseException:
+            self._close_engines()
+            raise
         self._stopping = False
         if self._collector_thread:
             self._collector = threading.Thread(target=self._collect_loop,
@@ -195,7 +209,12 @@ class GpuSwapHub:
             self._collector = None
             self._latents.clear()
             self._failed.clear()
+        self._close_engines()
+
+    def _close_engines(self) -> None:
         self.generator.close()
+        if self.enhancer is not None:
+            self.enhancer.close()
 
     @property
     def closed(self) -> bool:
@@ -222,7 +241,8 @@ class GpuSwapHub:
             from livecam.gpupipe.scheduler import GpuScheduler
 
             shape = SlotShape(self.n_streams, height_px, width_px,
-                              self.n_streams * self.max_faces, self._program.latent_dim)
+                              self.n_streams * self.max_faces, self._program.latent_dim,
+                              hands=self.hands)
             sched = GpuScheduler(self._program, shape, self.device, n_slots=self.slots,
                                  use_graphs=self._graphs_on())
             sched.open()
@@ -332,7 +352,7 @@ class GpuSwapHub:
                         valid=np.ones(len(index), bool))
         sched.submit([r.frame_in for r in requests],
                      [r.buffers.outputs[r.index] for r in requests], rows,
-                     [r.frame_ready for r in requests])
+                     [r.frame_ready for r in requests], hands=[r.hands for r in requests])
         self._launched.append((sched, requests))
         self.ticks += 1
         self._wake.notify_all()

@@ -1,4 +1,4 @@
-"""The per-tick GPU work: align, crop, generate, colour, paste, all on the device.
+"""The per-tick GPU work: align, crop, generate, colour, paste, enhance, all on the device.
 
 :class:`SwapProgram` runs on one :class:`~livecam.gpupipe.slots.Slot`'s device buffers for a
 static number of face rows (a *bucket*), so it can be captured in CUDA graphs per (slot,
@@ -7,8 +7,16 @@ follower, smoothing and selection as on the CPU path) as 5 ArcFace keypoints eac
 frames are already on the device. Its parts: :meth:`SwapProgram.prepare` (alignment, crops,
 network input), :meth:`SwapProgram.generate` (one batched generator call for every face of
 every frame) and :meth:`SwapProgram.finish` (optional colour match, insightface paste-back in
-place). The generator call sits between two capturable halves so an engine that runs its own
-CUDA graph (or no graph) can be used between two pipeline graphs.
+place, then the optional face enhancer on the pasted faces, as the CPU path orders them). The
+generator call sits between two capturable halves so an engine that runs its own CUDA graph
+(or no graph) can be used between two pipeline graphs; the enhancer's engine runs without
+graphs of its own, inside the pipeline's (graphs do not nest).
+
+Options that change what a tick does (each a static part of the captured program): pixel
+boost (the swapper's ``pixel_boost_px``: larger crops, k * k tiles per face through the
+generator), the enhancer (:class:`~livecam.swap.gpu.enhance.GpuFaceEnhancer`), and hands in
+front (``hands``: the slot's hand masks scale both paste-backs' alpha, so a hand the host
+found stays in front of the swapped and the enhanced face).
 
 Only the per-face ``fits`` flags go back besides the frames. The caller makes the slot's
 stream current; nothing here synchronises with the host.
@@ -22,6 +30,7 @@ from typing import Any, NamedTuple
 import torch
 
 from livecam.gpupipe.slots import Slot
+from livecam.swap.gpu.enhance import GpuFaceEnhancer
 from livecam.swap.gpu.neural import GpuInswapper
 from livecam.swap.gpu.paste import mask_fits_window
 
@@ -30,8 +39,10 @@ Marker = Callable[[str], None]
 
 class Staged(NamedTuple):
     """What the generator and the paste-back need for N faces: ``frame_index`` (N,),
-    ``matrices`` (N, 2, 3) frame -> crop, ``crops`` (N, s, s, 3) BGR, ``blob`` (N, 3, s, s)
-    network input, ``latents`` (N, D), ``valid`` (N,) bool."""
+    ``matrices`` (N, 2, 3) frame -> crop, ``crops`` (N, s, s, 3) BGR, ``blob`` (N k k, 3,
+    s / k, s / k) network input, ``latents`` (N, D), ``valid`` (N,) bool, ``kps`` (N, 5, 2)
+    the keypoints (the enhancer aligns its own crop from them), ``enhance`` (N,) bool: valid
+    and the enhancer's paste window holds the face."""
 
     frame_index: torch.Tensor
     matrices: torch.Tensor
@@ -39,6 +50,8 @@ class Staged(NamedTuple):
     blob: torch.Tensor
     latents: torch.Tensor
     valid: torch.Tensor
+    kps: torch.Tensor
+    enhance: torch.Tensor
 
 
 def _no_mark(_: str) -> None:
@@ -47,10 +60,14 @@ def _no_mark(_: str) -> None:
 
 class SwapProgram:
     """The swap on device tensors (see the module docstring). ``swapper``: an open
-    :class:`GpuInswapper`."""
+    :class:`GpuInswapper`; ``enhancer``: an open :class:`GpuFaceEnhancer` or None; ``hands``:
+    paste behind the slots' hand masks (the slots must be allocated with ``hands``)."""
 
-    def __init__(self, swapper: GpuInswapper) -> None:
+    def __init__(self, swapper: GpuInswapper, enhancer: GpuFaceEnhancer | None = None, *,
+                 hands: bool = False) -> None:
         self.swapper = swapper
+        self.enhancer = enhancer
+        self.hands = hands
 
     @property
     def latent_dim(self) -> int:
@@ -69,8 +86,10 @@ class SwapProgram:
         matrices, crops = sw.crops(slot.frames_dev, index, fd.kps[:n])
         fd.fits[:n].copy_(mask_fits_window(matrices, sw.crop_px, sw.window_px))
         blob = sw.blob(crops)
+        kps, valid = fd.kps[:n], fd.valid[:n]
+        enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps)
         mark("align_crop")
-        return Staged(index, matrices, crops, blob, fd.latents[:n], fd.valid[:n])
+        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance)
 
     def generate(self, staged: Staged, mark: Marker = _no_mark, stream: Any = None
                  ) -> torch.Tensor:
@@ -81,12 +100,21 @@ class SwapProgram:
 
     def finish(self, slot: Slot, staged: Staged, pred: torch.Tensor,
                mark: Marker = _no_mark) -> None:
-        """Output to uint8 faces, colour match, paste-back into the frames in place."""
+        """Output to uint8 faces, colour match, paste-back into the frames in place, then the
+        enhancer on the pasted faces (behind the hands, with ``hands``)."""
         sw = self.swapper
+        hands = slot.hands_dev if self.hands else None
+        if self.hands and hands is None:
+            raise RuntimeError("SwapProgram(hands=True) on a slot without hand masks")
         faces = sw.colour_match(sw.to_faces(pred), staged.crops)
         mark("colour")
-        sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid)
+        sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid,
+                  hands_bhw_u8=hands)
         mark("paste")
+        if self.enhancer is not None:
+            self.enhancer.enhance_(slot.frames_dev, staged.frame_index, staged.kps,
+                                   staged.enhance, hands_bhw_u8=hands)
+            mark("enhance")
 
     def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> None:
         """The whole tick eagerly (or inside one capture)."""

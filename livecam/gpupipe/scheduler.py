@@ -29,7 +29,7 @@ import torch
 
 from livecam.gpupipe.graphs import GraphRunner, bucket_for, face_buckets
 from livecam.gpupipe.program import SwapProgram
-from livecam.gpupipe.slots import Slot, SlotRing, SlotShape
+from livecam.gpupipe.slots import HandBox, Slot, SlotRing, SlotShape
 
 
 @dataclass(frozen=True)
@@ -135,10 +135,12 @@ class GpuScheduler:
         return self.runner.modes
 
     def submit(self, frames_in: list[torch.Tensor], frames_out: list[torch.Tensor],
-               rows: TickRows, ready: list[Any] | None = None) -> int:
+               rows: TickRows, ready: list[Any] | None = None,
+               hands: list[HandBox | None] | None = None) -> int:
         """Queue one tick: frame k of ``frames_in`` ((H, W, 3) uint8: a host buffer, pinned on
         CUDA, or a device tensor copied after the CUDA event ``ready[k]``) is swapped with the
-        ``rows`` whose ``frame_index`` is k and downloaded into ``frames_out[k]`` (host).
+        ``rows`` whose ``frame_index`` is k and downloaded into ``frames_out[k]`` (host);
+        ``hands[k]`` is frame k's hand mask (slots allocated with ``hands``; None: no hand).
         Returns the tick number. The input buffers must not be written and
         the output buffers not read until :meth:`collect` returned this tick. Raises
         RuntimeError when the ring is full (collect first), ValueError for too many frames or
@@ -164,7 +166,7 @@ class GpuScheduler:
             fh.valid.numpy()[n:bucket] = False
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()
-        slot.upload(frames_in, ready)
+        slot.upload(frames_in, ready, hands)
         with slot.on_stream():
             self.runner.run(slot, bucket)
         slot.download(frames_out)

@@ -21,24 +21,31 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from livecam.engines.cuda_streams import new_stream
 
 KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 
+#: A hand mask on part of a frame: (y0, x0, (h, w) float32 in [0, 1]), as
+#: :func:`livecam.swap.occlusion.hand_alpha_box` gives it.
+HandBox = tuple[int, int, "np.ndarray"]
+
 
 @dataclass(frozen=True)
 class SlotShape:
     """Sizes every slot is allocated for: ``n_frames`` frames per tick, ``height_px`` x
     ``width_px`` BGR, ``max_faces`` face rows per tick in all, ``latent_dim`` the generator's
-    source latent size (from its input spec)."""
+    source latent size (from its input spec); ``hands``: a hand mask per frame
+    (``swap.hands_in_front``)."""
 
     n_frames: int
     height_px: int
     width_px: int
     max_faces: int
     latent_dim: int
+    hands: bool = False
 
     def __post_init__(self) -> None:
         if min(self.n_frames, self.height_px, self.width_px, self.max_faces,
@@ -132,6 +139,11 @@ class Slot:
     started: Any = None  # torch.cuda.Event (timing): the upload was queued
     t_submit_ns: int = 0
     tick: int = -1
+    # (B, H, W) uint8 hand masks (shape.hands): 255 where a hand stays in front of the faces;
+    # written on the host (pinned), uploaded with the frame, read by the paste-back
+    hands_host: torch.Tensor | None = None
+    hands_dev: torch.Tensor | None = None
+    _hands_dirty: list[bool] | None = None  # position k holds a mask (host and device)
 
     @classmethod
     def open(cls, index: int, shape: SlotShape, device: torch.device | str) -> Slot:
@@ -145,6 +157,10 @@ class Slot:
                                          pinned=cuda),
             faces_dev=FaceRows.allocate(shape.max_faces, shape.latent_dim, device=device,
                                         pinned=False))
+        if shape.hands:
+            slot.hands_host = _host(frame_shape[:3], torch.uint8, cuda)
+            slot.hands_dev = torch.zeros(frame_shape[:3], dtype=torch.uint8, device=device)
+            slot._hands_dirty = [False] * shape.n_frames
         if cuda:
             slot.stream = new_stream(device)  # of its own: see livecam.engines.cuda_streams
             slot.generated = torch.cuda.Event()
@@ -162,10 +178,13 @@ class Slot:
             return torch.cuda.stream(self.stream)
         return contextlib.nullcontext()
 
-    def upload(self, frames: list[torch.Tensor], ready: list[Any] | None = None) -> None:
+    def upload(self, frames: list[torch.Tensor], ready: list[Any] | None = None,
+               hands: list[HandBox | None] | None = None) -> None:
         """Queue copies of ``frames`` (frame k into position k: pinned host buffers, or device
-        tensors the follower's networks kept, each copied after its ``ready`` event) and of
-        the per-face inputs, on this slot's stream."""
+        tensors the follower's networks kept, each copied after its ``ready`` event), of
+        the per-face inputs and (``shape.hands``) of frame k's hand mask ``hands[k]``, on this
+        slot's stream. Call only while the slot is not in flight (its host buffers are
+        written here)."""
         with self.on_stream():
             if self.cuda:
                 self.started.record(self.stream)
@@ -175,6 +194,27 @@ class Slot:
                     self.stream.wait_event(event)
                 self.frames_dev[k].copy_(frame, non_blocking=True)
             self.faces_dev.copy_from(self.faces_host, FaceRows.INPUTS)
+            if self.hands_dev is not None:
+                for k in range(self.shape.n_frames):
+                    self._upload_hands(k, hands[k] if hands is not None and k < len(hands)
+                                       else None)
+
+    def _upload_hands(self, k: int, box: HandBox | None) -> None:
+        """Position k's hand mask: ``box`` written and uploaded whole (one 1-byte plane, so
+        the copy has a static shape), or zeros where the last mask was, else nothing."""
+        assert self.hands_host is not None and self.hands_dev is not None
+        assert self._hands_dirty is not None
+        if box is None and not self._hands_dirty[k]:
+            return
+        plane = self.hands_host[k].numpy()
+        if self._hands_dirty[k]:
+            plane.fill(0)
+        if box is not None:
+            y0, x0, alpha = box
+            h, w = alpha.shape
+            plane[y0:y0 + h, x0:x0 + w] = np.rint(alpha * 255.0)
+        self._hands_dirty[k] = box is not None
+        self.hands_dev[k].copy_(self.hands_host[k], non_blocking=True)
 
     def download(self, frames_host: list[torch.Tensor]) -> None:
         """Queue device -> host copies of positions 0.. into ``frames_host`` and of the

@@ -11,6 +11,14 @@ returns at once and the runtime collects the frames in order on its collector th
 ``capacity`` (``gpu.slots``) frames of the stream are in flight. A frame with nothing to swap
 (bypass, no face, no identity chosen) never goes to the GPU; it still comes back in its place.
 
+Hands in front (``hands``, :class:`~livecam.swap.occlusion.HandsInFront`, the CPU path's
+stage): on a frame that will be swapped or covered, the hands are found in the captured frame
+on the submitting thread (MediaPipe, with the same search cadence), their soft region is drawn
+there and travels with the request; the GPU paste-back keeps it in front of the swapped and
+enhanced faces. Where the frame also gets covers (drawn on the host when it is collected) the
+hands are laid over the result on the host instead, as the CPU stage lays them over swaps and
+covers alike. A hand search that raises fails the frame like any stage error (covered).
+
 Fail closed, as the CPU stages: faces the follower withheld (``packet.withheld``), faces whose
 identity cannot be had, faces beyond the hub's ``max_faces`` and faces whose footprint did not
 fit the paste-back window are covered by ``cover`` (:class:`~livecam.swap.cover.FaceCover`,
@@ -25,29 +33,36 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from livecam.analysis.hands import Hands
 from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
 from livecam.gpupipe.hub import GpuSwapHub, SwapRequest
-from livecam.gpupipe.slots import FrameBuffers
+from livecam.gpupipe.slots import FrameBuffers, HandBox
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
+from livecam.swap.occlusion import HandsInFront, hand_alpha_box, keep_in_front
 
 
 @dataclass(frozen=True)
 class _InFlight:
     """One submitted packet: ``request`` None when it needed no GPU (it is its own result);
     ``under`` the faces to cover when it is collected, ``swapped`` the faces sent to the GPU
-    (in the request's order)."""
+    (in the request's order); ``hands`` the hands to keep in front of covers drawn when it
+    is collected (a face whose paste did not fit is only known then: there the hands the GPU
+    already kept in front are laid over once more, which only sharpens their soft edge)."""
 
     packet: Packet
     request: SwapRequest | None = None
     under: WithheldFaces = field(default_factory=WithheldFaces)
     swapped: Faces | None = None
+    hands: Hands = field(default_factory=Hands)
+    hands_ms: float = float("nan")
 
 
 class GpuSwapStage:
@@ -59,8 +74,10 @@ class GpuSwapStage:
     device_frame`) gives the frame already on the device, so it is not uploaded twice; without
     it (or when it says None) the frame is copied into a pinned buffer. ``last_timings_ms``
     holds the latest collected frame's GPU split (``gpu``: upload to download on the device;
-    ``tick``: submit to the frame back in host memory, queueing included). ``cover``: what
-    is shown where a face cannot be swapped (default: hold, then blur).
+    ``tick``: submit to the frame back in host memory, queueing included; ``hands``: finding
+    the hands and drawing their mask on the submitting thread, where it was done). ``cover``: what
+    is shown where a face cannot be swapped (default: hold, then blur). ``hands``: keep
+    hands in front of the faces (the hub must have been built with ``hands``), or None.
     """
 
     name = "swap"
@@ -69,8 +86,11 @@ class GpuSwapStage:
     def __init__(self, hub: GpuSwapHub, *, stream: int = 0, assign: tuple[str, ...] = (),
                  five_point: Callable[[np.ndarray], np.ndarray] | None = None,
                  device_frame: Callable[[np.ndarray], tuple[Any, Any] | None] | None = None,
-                 cover: FaceCover | None = None) -> None:
+                 cover: FaceCover | None = None, hands: HandsInFront | None = None) -> None:
+        if hands is not None and not hub.hands:
+            raise ValueError("a GpuSwapStage with hands needs a hub built with hands=True")
         self.hub = hub
+        self.hands = hands
         self.cover = cover or FaceCover()
         self._device_frame = device_frame
         self.stream = stream
@@ -95,7 +115,14 @@ class GpuSwapStage:
             from livecam.analysis.landmarks import five_point
 
             self._five_point = five_point
-        self.hub.acquire()
+        if self.hands is not None:
+            self.hands.open()
+        try:
+            self.hub.acquire()
+        except BaseException:
+            if self.hands is not None:
+                self.hands.close()
+            raise
         self._opened = True
 
     def close(self) -> None:
@@ -106,6 +133,8 @@ class GpuSwapStage:
             self._queue.clear()
         self._buffers.clear()
         self.hub.release()
+        if self.hands is not None:
+            self.hands.close()
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Capture the hub's graphs for this frame size and make this stream's buffers."""
@@ -166,21 +195,34 @@ class GpuSwapStage:
             index = list(reasons)
             parts.append(WithheldFaces.from_faces(faces[index], list(reasons.values())))
         under = WithheldFaces.concat(parts)
+        covered = len(under) > 0 and not self.cover.shows_real_faces
+        hands, box, hands_ms = Hands(), None, float("nan")
+        # hands are looked for only where the picture changes (as the CPU stage does)
+        if self.hands is not None and (picked or covered):
+            t0 = time.perf_counter_ns()
+            hands = self.hands.find(packet.frame.image_bgr)
+            # with covers the host lays the hands over everything once they are drawn
+            if len(hands) and picked and not covered:
+                height, width = packet.image_bgr.shape[:2]
+                box = hand_alpha_box(hands, (height, width), shape=self.hands.shape)
+            hands_ms = (time.perf_counter_ns() - t0) / 1e6
         if not picked:
-            return _InFlight(packet, None, under)
+            return _InFlight(packet, None, under, hands=hands, hands_ms=hands_ms)
         swapped = faces[picked]
-        return _InFlight(packet, self._request(packet, swapped, np.stack(latents)), under,
-                         swapped)
+        return _InFlight(packet, self._request(packet, swapped, np.stack(latents), box), under,
+                         swapped, hands, hands_ms)
 
-    def _request(self, packet: Packet, faces: Faces, latents: np.ndarray) -> SwapRequest:
-        """The GPU work for ``faces`` of ``packet`` with ``latents``, handed to the hub."""
+    def _request(self, packet: Packet, faces: Faces, latents: np.ndarray,
+                 hands: HandBox | None = None) -> SwapRequest:
+        """The GPU work for ``faces`` of ``packet`` with ``latents`` (and the hand mask
+        ``hands``, or None), handed to the hub."""
         image = packet.image_bgr
         assert self._five_point is not None
         kps = self._five_point(faces.landmarks_xy).astype(np.float32)
         buffers = self._buffers_for(int(image.shape[0]), int(image.shape[1]))
         index = buffers.take()
         on_device = self._device_frame(image) if self._device_frame is not None else None
-        request = SwapRequest(self.stream, buffers, index, kps, latents)
+        request = SwapRequest(self.stream, buffers, index, kps, latents, hands=hands)
         if on_device is not None:
             request.frame_dev, request.frame_ready = on_device
         else:
@@ -206,8 +248,9 @@ class GpuSwapStage:
             if not self._queue or self._queue[0] is not head:
                 return None  # closed meanwhile
             self._queue.popleft()
+        hands = {"hands": head.hands_ms} if head.hands_ms == head.hands_ms else {}
         if request is None:
-            self.last_timings_ms = {}
+            self.last_timings_ms = hands
             return self._covered(head, head.packet.image_bgr)
         try:
             if request.error is not None:
@@ -215,7 +258,8 @@ class GpuSwapStage:
             out = request.buffers.outputs[request.index].numpy().copy()
         finally:
             request.buffers.give_back(request.index)
-        self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms}
+        self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms,
+                                **hands}
         return self._covered(head, out, request.fits)
 
     def _covered(self, head: _InFlight, out: np.ndarray,
@@ -235,4 +279,8 @@ class GpuSwapStage:
         if len(under) == 0 or self.cover.shows_real_faces:
             return head.packet if out is head.packet.image_bgr \
                 else head.packet.with_fields(image_bgr=out)
-        return head.packet.with_fields(image_bgr=self.cover.cover(out, under, index))
+        out = self.cover.cover(out, under, index)
+        if self.hands is not None and len(head.hands):
+            out = keep_in_front(out, head.packet.frame.image_bgr, head.hands,
+                                shape=self.hands.shape)
+        return head.packet.with_fields(image_bgr=out)

@@ -55,12 +55,13 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
 
 def warn_unused_neural_options(config: Config, path: str) -> None:
     """One warning when ``swap.enhancer`` or ``swap.pixel_boost`` is set for a swap ``path``
-    that does not run them (the classic swap; the GPU pipeline until it is wired there)."""
+    that does not run them (the classic swap; the neural swap runs them on the CPU path and
+    in the GPU pipeline)."""
     unused = [f"swap.{key}={value}" for key, value, off in (
         ("enhancer", config.swap.enhancer, "none"), ("pixel_boost", config.swap.pixel_boost, 128))
         if value != off]
     if unused:
-        log.warning("%s is not applied by %s (only the CPU neural swap runs it so far)",
+        log.warning("%s is not applied by %s (only the neural swap runs it)",
                     " and ".join(unused), path)
 
 

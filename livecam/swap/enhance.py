@@ -41,6 +41,8 @@ from livecam.swap.align import align_matrix
 
 if TYPE_CHECKING:
     from livecam.config.engine import EngineConfig, ModelsConfig
+    from livecam.engines.manifest import ModelManifest
+    from livecam.engines.store import ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +191,17 @@ class FaceEnhancer:
         return out
 
 
+def enhancer_manifest(store: ModelStore, name: str) -> ModelManifest:
+    """The manifest of enhancer ``name`` (``swap.enhancer``) in ``store``; raises
+    :class:`ConfigError` listing the enhancers when it is none (CPU path and GPU pipeline)."""
+    enhancers = sorted(n for n, m in store.manifests.items() if m.kind == "enhancer")
+    if name not in enhancers:
+        raise ConfigError(f"swap.enhancer: {name!r} is not an enhancer manifest (available: "
+                          f"none, {', '.join(enhancers) or 'no others'}; see `livecam models "
+                          "list`)")
+    return store.manifest(name)
+
+
 def build_face_enhancer(name: str, *, blend: float, fidelity: float,
                         engine_config: EngineConfig, models_config: ModelsConfig
                         ) -> FaceEnhancer | None:
@@ -200,12 +213,7 @@ def build_face_enhancer(name: str, *, blend: float, fidelity: float,
     from livecam.swap.neural_models import LazyEngine
 
     store = model_store(models_config)
-    enhancers = sorted(n for n, m in store.manifests.items() if m.kind == "enhancer")
-    if name not in enhancers:
-        raise ConfigError(f"swap.enhancer: {name!r} is not an enhancer manifest (available: "
-                          f"none, {', '.join(enhancers) or 'no others'}; see `livecam models "
-                          "list`)")
-    manifest = store.manifest(name)
+    manifest = enhancer_manifest(store, name)
     choice = choose_backend(engine_config.backend, engine_config.device)
     log.info("face enhancer: %s on the %s engine, blend %.2f", name, choice.name, blend)
 

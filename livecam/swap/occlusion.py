@@ -153,17 +153,23 @@ class HandsInFront(StageBase):
         captured = packet.frame.image_bgr
         if packet.image_bgr is captured or packet.image_bgr.shape != captured.shape:
             return packet
-        if len(self.last_hands) == 0:
-            self._since_search += 1
-            if self._since_search < self.search_every_n_frames:
-                return packet
-        self._since_search = 0
-        hands = self.landmarker.detect(captured)
-        self.last_hands = hands
+        hands = self.find(captured)
         if len(hands) == 0:
             return packet
         return packet.with_fields(image_bgr=keep_in_front(packet.image_bgr, captured, hands,
                                                           shape=self.shape))
+
+    def find(self, captured_bgr: ImageBGR) -> Hands:
+        """The hands to keep in front on a captured frame whose picture a swap or cover
+        changes: found (or followed) there, or none while the search waits its turn (see the
+        class docstring). The GPU pipeline calls it before the swap; the pipeline thread."""
+        if len(self.last_hands) == 0:
+            self._since_search += 1
+            if self._since_search < self.search_every_n_frames:
+                return Hands()
+        self._since_search = 0
+        self.last_hands = self.landmarker.detect(captured_bgr)
+        return self.last_hands
 
 
 def keep_in_front(output_bgr: ImageBGR, captured_bgr: ImageBGR, hands: Hands, *,

@@ -334,12 +334,16 @@ def build_enhancer(path: str | Path, *, size_px: int = 512, weight_input: bool =
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
 
 
-def install_standin_models(root: str | Path, *, size: str = "small") -> tuple[Path, Path]:
+def install_standin_models(root: str | Path, *, size: str = "small",
+                           enhancers: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """Write a stand-in inswapper_128 (dynamic batch; ``size`` as :func:`build_inswapper`:
     ``full`` is the real model's size) and w600k_r50, plus manifests accepting them, under
     ``root``, installed the way ``livecam models import`` installs the real ones (the store
-    verifies them by sha256 exactly as it verifies downloads). Returns (models_dir,
-    manifests_dir) for the ``models`` config section."""
+    verifies them by sha256 exactly as it verifies downloads). ``enhancers``: enhancer
+    manifests (``gpen_bfr_256``, ``gfpgan_1.4``, ...) to install a :func:`build_enhancer`
+    stand-in for too, at their manifest's crop size (with a ``weight`` input where the
+    manifest declares one). Returns (models_dir, manifests_dir) for the ``models`` config
+    section."""
     import yaml
 
     from livecam.engines.manifest import default_manifests_dir, load_manifests
@@ -352,6 +356,11 @@ def install_standin_models(root: str | Path, *, size: str = "small") -> tuple[Pa
     built = {"inswapper_128": build_inswapper(build_dir / "inswapper_128.onnx", size=size,
                                               batch="N"),
              "w600k_r50": build_arcface(build_dir / "w600k_r50.onnx")}
+    for name in enhancers:
+        manifest = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
+        built[name] = build_enhancer(
+            build_dir / f"{name}.onnx", size_px=int(manifest["alignment"]["size"]),
+            weight_input=any(i["name"] == "weight" for i in manifest.get("inputs", ())))
     for name, path in built.items():
         data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
         data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]

@@ -117,3 +117,59 @@ def test_cuda_stage_matches_the_cpu_stage(inswapper_dyn_path: Path,
             outs[device] = got[-1].image_bgr  # type: ignore[union-attr]
     diff = np.abs(outs["cuda"].astype(int) - outs["cpu"].astype(int))
     assert (outs["cpu"] != face_frame.frame_bgr).any() and diff.mean() < 0.2
+
+
+def test_graphs_hold_boost_enhancer_and_hands(cuda_engine: Any, face_frame: FaceFrame,
+                                              tmp_path: Path) -> None:
+    """Pixel boost 256, a (batch-1) restorer and a hand mask inside the captured program:
+    captured (not eager) on every slot, the same frame as eager, no allocation per tick, and
+    the hand's pixels are the frame's own."""
+    from livecam.engines.torch_engine import TorchEngine
+    from livecam.gpupipe.build import EnhancerOptions, build_program
+    from livecam.testing.standins import build_enhancer
+
+    restorer = TorchEngine(build_enhancer(tmp_path / "gpen_bfr_256.onnx", size_px=256),
+                           device="cuda", precision="fp16", cuda_graphs=False)
+    restorer.open()
+    # a hand-shaped stand-in mask over the mouth: fully in front inside, soft at its edge
+    mouth = face_frame.kps[0, 3:5].mean(axis=0)
+    alpha = np.zeros((60, 90), np.float32)
+    alpha[10:50, 10:80] = 1.0
+    alpha[5:10, 5:85] = 0.5
+    box = (int(mouth[1]) - 30, int(mouth[0]) - 45, alpha)
+    outs, allocations = {}, 0
+    for use_graphs in (True, False):
+        program = build_program(cuda_engine, device="cuda", window_px=320, pixel_boost_px=256,
+                                enhancer_engine=restorer,
+                                enhancer=EnhancerOptions(256, "arcface_128", blend=0.8),
+                                hands=True)
+        shape = SlotShape(1, HEIGHT, WIDTH, 1, program.latent_dim, hands=True)
+        buffers = FrameBuffers(HEIGHT, WIDTH, 4, pinned=True)
+        for b in buffers.inputs:
+            b.numpy()[:] = face_frame.frame_bgr
+        with GpuScheduler(program, shape, "cuda", use_graphs=use_graphs) as sched:
+            modes = sched.warmup()
+            if use_graphs:
+                assert all(m.split(" ")[0] in ("graph", "segmented") for m in modes.values()), \
+                    modes
+            for k in range(12):
+                if k == 6:
+                    torch.cuda.synchronize()
+                    before = torch.cuda.memory_stats()["allocation.all.allocated"]
+                if sched.ring_full:
+                    sched.collect()
+                sched.submit([buffers.inputs[k % 4]], [buffers.outputs[k % 4]],
+                             _rows(face_frame), hands=[box])
+            while sched.in_flight:
+                sched.collect()
+            if use_graphs:
+                allocations = torch.cuda.memory_stats()["allocation.all.allocated"] - before
+        outs[use_graphs] = buffers.outputs[11 % 4].numpy().copy()
+    frame = face_frame.frame_bgr
+    y0, x0 = box[0], box[1]
+    inside = outs[True][y0 + 10:y0 + 50, x0 + 10:x0 + 80]
+    assert (inside == frame[y0 + 10:y0 + 50, x0 + 10:x0 + 80]).all()
+    assert (outs[True] != frame).any(axis=-1).mean() > 0.03
+    diff = np.abs(outs[True].astype(int) - outs[False].astype(int))
+    assert diff.max() <= 3 and diff.mean() < 0.02
+    assert allocations == 0, f"{allocations} device allocations in 6 ticks"

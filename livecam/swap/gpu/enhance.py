@@ -56,12 +56,14 @@ def _coverage(u: torch.Tensor, v: torch.Tensor, size: int) -> torch.Tensor:
 
 def restore_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                    faces_nhwc: torch.Tensor, matrix_2x3: torch.Tensor,
-                   face_valid: torch.Tensor, *, blend: float, window_px: int) -> torch.Tensor:
+                   face_valid: torch.Tensor, *, blend: float, window_px: int,
+                   hands_bhw_u8: torch.Tensor | None = None) -> torch.Tensor:
     """Paste N restored crops into their frames in place with facexlib's mask times ``blend``.
 
     ``frames_bhwc_u8`` (B, H, W, 3) uint8, written face after face; ``faces_nhwc`` (N, S, S, 3)
     float BGR integer-valued; ``matrix_2x3`` (N, 2, 3) frame -> crop; ``frame_index`` (N,)
-    int64; ``face_valid`` (N,) bool. Returns the frames.
+    int64; ``face_valid`` (N,) bool; ``hands_bhw_u8`` (B, H, W) uint8 or None: hands kept in
+    front (:func:`livecam.swap.gpu.paste.blend_windows_`). Returns the frames.
     """
     height, width = frames_bhwc_u8.shape[1], frames_bhwc_u8.shape[2]
     n, size = faces_nhwc.shape[0], faces_nhwc.shape[1]
@@ -98,7 +100,22 @@ def restore_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     soft = F.conv2d(soft, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
     alpha = (soft * float(blend) * face_valid[:, None, None].float())[..., None]
     pasted = eroded[..., None] * fake
-    return blend_windows_(frames_bhwc_u8, frame_index, origin, pasted, alpha)
+    return blend_windows_(frames_bhwc_u8, frame_index, origin, pasted, alpha,
+                          hands_bhw_u8=hands_bhw_u8)
+
+
+def enhancer_window_px(paste_window_px: int, *, crop_px: int, template: str, size_px: int,
+                       enhancer_template: str) -> int:
+    """The enhancer's paste window for a swap whose paste window is ``paste_window_px``: the
+    restorer's crop footprint of the largest face the swap's window holds (the FFHQ crop is
+    about 1.18 times the arcface crop), plus a margin, in multiples of 32 px."""
+    from livecam.swap.align import align_matrix, template_xy
+
+    five = template_xy(template, crop_px)  # a face that fills the swap's crop exactly
+    matrix = align_matrix(five, size_px, enhancer_template)
+    scale = float(abs(matrix[0, 0] * matrix[1, 1] - matrix[0, 1] * matrix[1, 0])) ** 0.5
+    ratio = size_px / (scale * crop_px)
+    return int(-(-(paste_window_px * ratio * 1.04) // 32) * 32)
 
 
 class GpuFaceEnhancer:
@@ -117,15 +134,31 @@ class GpuFaceEnhancer:
         self.template: torch.Tensor | None = None
         self._names: tuple[str, str | None, str] | None = None
         self._weight: torch.Tensor | None = None
+        self._batch = 0  # faces per engine call: the file's fixed batch, 0 = any
 
     def open(self, device: torch.device | str) -> None:
         """Template and fidelity on ``device``; the engine's tensor names (engine open)."""
         from livecam.swap.enhance import _image_and_weight
 
         self.template = template_tensor(self.size_px, self.template_name, device=device)
-        image, weight = _image_and_weight(tuple(self.engine.inputs))
+        inputs = tuple(self.engine.inputs)
+        image, weight = _image_and_weight(inputs)
         self._names = (image, weight, self.engine.outputs[0].name)
         self._weight = torch.tensor([self.fidelity], dtype=torch.float64, device=device)
+        # the released restorers declare batch 1 (their graphs may reshape with it): a fixed
+        # batch is honoured by running the faces in chunks of it (static, so still capturable)
+        batch = next(s.shape[0] for s in inputs if s.name == image)
+        self._batch = batch if isinstance(batch, int) and batch > 0 else 0
+
+    def fits(self, five_xy: torch.Tensor) -> torch.Tensor:
+        """(N,) bool: the restorer's crop footprint of each face fits the paste window (a
+        face that does not is left as swapped, not restored: its paste would be cut)."""
+        if self.template is None:
+            raise RuntimeError("GpuFaceEnhancer is not open: call open(device) first")
+        from livecam.swap.gpu.paste import mask_fits_window
+
+        return mask_fits_window(align_matrices(five_xy, self.template), self.size_px,
+                                self.window_px)
 
     def crops(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,19 +176,28 @@ class GpuFaceEnhancer:
         return matrices, crops
 
     def restore(self, crops_nhwc: torch.Tensor, stream: Any = None) -> torch.Tensor:
-        """Restored faces (N, S, S, 3) float BGR with integer values."""
+        """Restored faces (N, S, S, 3) float BGR with integer values (in chunks of the
+        model's fixed batch, when it declares one)."""
         assert self._names is not None and self._weight is not None, "restore() before open()"
         image, weight, out = self._names
-        feeds = {image: enhancer_input(crops_nhwc)}
-        if weight is not None:
-            feeds[weight] = self._weight
-        return enhancer_faces(self.engine.run_torch(feeds, stream)[out])
+        blob = enhancer_input(crops_nhwc)
+        step = self._batch or len(blob)
+        preds = []
+        for i in range(0, len(blob), step):
+            feeds = {image: blob[i:i + step]}
+            if weight is not None:
+                feeds[weight] = self._weight
+            preds.append(enhancer_faces(self.engine.run_torch(feeds, stream)[out]))
+        return preds[0] if len(preds) == 1 else torch.cat(preds)
 
     def enhance_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                  five_xy: torch.Tensor, face_valid: torch.Tensor,
-                 stream: Any = None) -> torch.Tensor:
-        """Every valid face restored and blended into its frame, in place; returns frames."""
+                 stream: Any = None, *, hands_bhw_u8: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """Every valid face restored and blended into its frame, in place; returns frames.
+        ``hands_bhw_u8``: hands kept in front (see :func:`restore_paste_`)."""
         matrices, crops = self.crops(frames_bhwc_u8, frame_index, five_xy)
         faces = self.restore(crops, stream)
         return restore_paste_(frames_bhwc_u8, frame_index, faces, matrices, face_valid,
-                              blend=self.blend, window_px=self.window_px)
+                              blend=self.blend, window_px=self.window_px,
+                              hands_bhw_u8=hands_bhw_u8)

@@ -125,10 +125,12 @@ class GpuInswapper:
 
     def paste_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                faces_nhwc: torch.Tensor, matrices: torch.Tensor,
-               face_valid: torch.Tensor) -> torch.Tensor:
-        """insightface's paste-back of every valid face, in place (see ``insightface_paste_``)."""
+               face_valid: torch.Tensor, *, hands_bhw_u8: torch.Tensor | None = None
+               ) -> torch.Tensor:
+        """insightface's paste-back of every valid face, in place (see ``insightface_paste_``;
+        ``hands_bhw_u8``: hands kept in front)."""
         return insightface_paste_(frames_bhwc_u8, frame_index, faces_nhwc, matrices, face_valid,
-                                  window_px=self.window_px)
+                                  window_px=self.window_px, hands_bhw_u8=hands_bhw_u8)
 
     def swap_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor, latents: torch.Tensor, face_valid: torch.Tensor,
