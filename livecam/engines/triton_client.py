@@ -280,8 +280,11 @@ class TritonEngine(EngineBase):
                 future.set_exception(EngineUnavailableError(
                     f"Triton request to {self.urls[index]} failed: {_short(error)}"))
                 return
-            outs = {s.name: result.as_numpy(s.name) for s in self._outputs}
-            short = [k for k, v in outs.items() if v is None or len(v) != rows]
+            try:
+                outs = {s.name: result.as_numpy(s.name) for s in self._outputs}
+                short = [k for k, v in outs.items() if v is None or len(v) != rows]
+            except ValueError:  # a reply whose bytes do not fill its shape (an empty one)
+                outs, short = {}, [s.name for s in self._outputs]
             if short:  # an answer without our rows is no answer: cover, do not paste
                 error = RuntimeError(f"the server returned no rows for {', '.join(short)}")
                 self._mark_down(index, error)
