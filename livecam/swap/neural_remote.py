@@ -130,10 +130,11 @@ class RemoteSwapStage:
                 preds.append(outputs[self.stage.model.output_name])
         except EngineUnavailableError:
             down = True  # failed or late: that frame's faces are covered
-        with self._cond:
-            if not self._queue or self._queue[0] is not head:
-                return None  # closed meanwhile
-            self._queue.popleft()
+        except BaseException:
+            self._pop(head)  # the runtime counts this packet as collected (its fallback)
+            raise
+        if not self._pop(head):
+            return None  # closed meanwhile
         plan = head.plan
         if isinstance(plan, Packet):
             return plan
@@ -142,3 +143,11 @@ class RemoteSwapStage:
         if not head.requests:
             return self.stage.finish(plan)
         return self.stage.finish(plan, self.stage.model.faces_from(preds), head.matrices)
+
+    def _pop(self, head: _InFlight) -> bool:
+        """Take ``head`` off the queue; False if it is not there any more (closed)."""
+        with self._cond:
+            if not self._queue or self._queue[0] is not head:
+                return False
+            self._queue.popleft()
+            return True

@@ -126,3 +126,22 @@ def test_a_local_engine_cannot_be_driven_with_frames_in_flight(tmp_path: Path) -
                                            model_path), embedding)
     with pytest.raises(TypeError, match="one request at a time"):
         RemoteSwapStage(stage, capacity=3)
+
+
+def test_a_frame_whose_work_raised_counts_as_collected(tmp_path: Path,
+                                                       packets: list[Packet]) -> None:
+    """The runtime turns a ``collect`` that raises into that frame's fallback and moves on:
+    the stage must move on too (before: the next collect raised the same frame's error)."""
+    model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
+    held = HeldEngine(OnnxRuntimeEngine(model_path, device="cpu"))
+    remote = RemoteSwapStage(NeuralSwapStage(InswapperModel(held, model_path), embedding),
+                             capacity=3)
+    with remote:
+        remote.submit(packets[0])
+        remote.submit(packets[1])
+        held.requests[0][1].set_exception(RuntimeError("a reply nobody could read (test)"))
+        held.answer(1)
+        with pytest.raises(RuntimeError, match="nobody could read"):
+            remote.collect(1.0)
+        out = remote.collect(1.0)
+    assert out is not None and out.frame.index == 1
