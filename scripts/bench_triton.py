@@ -7,24 +7,33 @@ What it runs (the products, not a reimplementation):
 2. A 1920x1080 scene with ``--faces`` copies of a real photo's face (skimage's astronaut).
 3. ``livecam engines serve`` (Triton; torch with CUDA graphs on a GPU, onnxruntime on a CPU),
    waited on until it prints ``ready:``.
-4. For each N in ``--streams``: N processes of ``scripts/bench_triton_stream.py``, each a
-   ``livecam run --input image:scene --output null`` at ``--fps`` in live mode with
-   ``engine.backend=triton``, for ``--seconds`` after a warm-up. Meanwhile CPU and GPU
-   utilisation are sampled and Triton's /metrics read before and after.
-5. Unless ``--skip-inprocess``: one stream of the same scene in process (``engine.backend``
-   auto: the GPU pipeline on a CUDA GPU), the baseline for the remote overhead.
+4. One request through the triton engine (the served model answers, with rows: a server
+   that answers empty fails here, in one line, before any stream starts).
+5. For each in-flight depth F in ``--in-flight`` and each N in ``--streams``: N processes of
+   ``scripts/bench_triton_stream.py``, each a ``livecam run --input image:scene --output
+   null`` at ``--fps`` in live mode with ``engine.backend=triton`` and
+   ``engine.triton_in_flight=F``; once all N run, they warm up and measure over the same
+   ``--seconds``. Meanwhile CPU and GPU utilisation are sampled and Triton's /metrics read
+   before and after.
+6. Unless ``--skip-inprocess`` (first, so it is there even when the budget runs out): one
+   stream of the same scene in process (``engine.backend`` auto: the GPU pipeline on a CUDA
+   GPU), the baseline for the remote overhead.
 
-Reported per N: streams that held the frame rate (new frames swapped, not repeats), faces/s
-served, mean Triton batch, request
-p50/p99 (client round trip), capture->sink p50/p99 (median and worst stream), bytes per face
-per frame on the wire, CPU and GPU utilisation. Prints a table and writes JSON (``--out``).
+Reported per (F, N): streams that held the frame rate (new frames swapped, not repeats),
+faces/s served, mean Triton batch, request p50/p99 (client round trip), most requests in
+flight in a stream, capture->sink p50/p99 (median and worst stream), bytes per face per frame
+on the wire, CPU and GPU utilisation. Prints a table and writes JSON (``--out``, rewritten
+after every run). ``--budget-s`` skips the runs that would not end in time (a device call
+has 600 s), and says so in the JSON.
 
-    python scripts/bench_triton.py --streams 1,8,16,32 --seconds 20 --out bench_triton.json
+    python scripts/bench_triton.py --streams 1,8,16,32 --in-flight 3 --seconds 15 \
+        --out bench_triton.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -132,20 +141,65 @@ class Sampler:
 
 
 def run_streams(n: int, run_args: list[str], args: argparse.Namespace,
-                env: dict[str, str]) -> list[dict[str, Any]]:
+                env: dict[str, str], logs: Path) -> list[dict[str, Any]]:
+    """N stream processes started together; each measures once all N are running (their
+    logs in ``logs``); one result per stream (``error`` where one failed)."""
     cmd = [sys.executable, str(REPO / "scripts" / "bench_triton_stream.py"), "--seconds",
-           str(args.seconds), "--warmup-s", str(args.warmup_s), "--", *run_args]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) for _ in range(n)]
-    results = []
+           str(args.seconds), "--warmup-s", str(args.warmup_s), "--wait-go", "--", *run_args]
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for k in range(n):
+        with (logs / f"stream{k}.log").open("w") as err:
+            procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=err, text=True, env=env))
+    deadline = time.monotonic() + args.start_timeout_s
+    for p in procs:  # stdout carries only "ready" and the result line: it never fills up
+        assert p.stdout is not None
+        while time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line or line.strip() == "ready":
+                break
     for p in procs:
-        out, err = p.communicate(timeout=args.seconds + args.warmup_s + 600)
+        with contextlib.suppress(OSError):  # one that died already reports below
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.close()
+        p.stdin = None  # communicate() below must not flush it again
+    results = []
+    for k, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=args.seconds + args.warmup_s + 120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if p.returncode != 0 or not lines:
-            results.append({"error": (err.strip().splitlines() or ["no output"])[-1]})
+            tail = (logs / f"stream{k}.log").read_text(errors="replace").strip().splitlines()
+            results.append({"error": (tail or ["no output"])[-1][:300]})
         else:
             results.append(json.loads(lines[-1]))
     return results
+
+
+def probe_request(url: str) -> dict[str, Any]:
+    """One inswapper request through livecam's triton engine: its round trip and whether the
+    rows came back finite (``error`` otherwise)."""
+    from livecam.engines.triton_client import TritonEngine
+
+    engine = TritonEngine("inswapper_128", urls=[url], timeout_ms=60000,
+                          connect_timeout_s=30.0)
+    feeds = {"target": np.random.default_rng(0).random((2, 3, 128, 128), dtype=np.float32),
+             "source": np.random.default_rng(1).standard_normal((2, 512)).astype(np.float32)}
+    try:
+        with engine:
+            t0 = time.perf_counter()
+            out = engine.run(feeds)["output"]
+            rtt_ms = (time.perf_counter() - t0) * 1e3
+    except Exception as exc:  # the report says what went wrong, the baseline still runs
+        return {"error": f"{type(exc).__name__}: {exc}"[:400]}
+    ok = out.shape == (2, 3, 128, 128) and bool(np.isfinite(out).all())
+    return {"shape": list(out.shape), "finite": ok, "rtt_ms": round(rtt_ms, 1),
+            **({} if ok else {"error": f"bad output {out.shape}"})}
 
 
 def summarise(n: int, streams: list[dict[str, Any]], before: dict[str, float],
@@ -159,7 +213,8 @@ def summarise(n: int, streams: list[dict[str, Any]], before: dict[str, float],
     execs = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
     infers = after["nv_inference_count"] - before["nv_inference_count"]
     return {
-        "streams": n, "errors": [s["error"] for s in streams if "error" in s],
+        "streams": n, "in_flight": args.in_flight_now,
+        "errors": [s["error"] for s in streams if "error" in s],
         "held_fps": sum(1 for s in ok if s["fps_processed"] >= 0.95 * args.fps),
         "fps_processed_min": min((s["fps_processed"] for s in ok), default=None),
         "faces_per_s": round(rows / args.seconds, 1) if remote else None,
@@ -175,6 +230,7 @@ def summarise(n: int, streams: list[dict[str, Any]], before: dict[str, float],
         if rows else None,
         "bytes_down_per_face": round(sum(r["bytes_received_delta"] for r in remote) / rows)
         if rows else None,
+        "in_flight_max": max((r.get("in_flight_max", 0) for r in remote), default=None),
         "failures": sum(r["failures_delta"] for r in remote),
         "stage_errors": sum(s["stage_errors"] for s in ok),
         "cpu_percent": round(float(np.mean(sampler.cpu)), 1) if sampler.cpu else None,
@@ -186,8 +242,15 @@ def summarise(n: int, streams: list[dict[str, Any]], before: dict[str, float],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", default="1,8,16,32")
+    parser.add_argument("--in-flight", default="3",
+                        help="engine.triton_in_flight values to run (each with every N)")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup-s", type=float, default=8.0)
+    parser.add_argument("--start-timeout-s", type=float, default=180.0,
+                        help="longest wait for N streams to be running")
+    parser.add_argument("--budget-s", type=float, default=0.0,
+                        help="skip runs that would end later than this after the start (0: "
+                        "no limit); a device call has 600 s")
     parser.add_argument("--fps", type=float, default=30.0)
     parser.add_argument("--size", default="1920x1080")
     parser.add_argument("--faces", type=int, default=1, help="faces per frame")
@@ -200,6 +263,7 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/bench_triton")
     parser.add_argument("--out", default="bench_triton.json")
     args = parser.parse_args()
+    t_start = time.monotonic()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, XDG_CACHE_HOME=str(work / "cache"), XDG_DATA_HOME=str(work / "data"),
@@ -214,13 +278,30 @@ def main() -> None:
             "pipeline.realtime=true", f"capture.fps={args.fps}", f"output.fps={args.fps}",
             "swap.mode=neural"]
     base = ["--input", f"image:{scene}", "--output", "null", "--source", str(photo)]
+    results: dict[str, Any] = {"args": vars(args), "runs": [], "skipped": []}
+
+    def save() -> None:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+
+    def fits(n: int) -> bool:
+        # a rough upper bound: the streams' start, warm-up, window and stop
+        need_s = args.warmup_s + args.seconds + 20 + 1.5 * n
+        return not args.budget_s or time.monotonic() - t_start + need_s <= args.budget_s
+
+    if not args.skip_inprocess:
+        local_args = [*base, *[x for s in sets for x in ("--set", s)]]
+        with Sampler() as sampler:
+            streams = run_streams(1, local_args, args, env, work / "logs" / "inprocess")
+        results["inprocess"] = {"stream": streams[0], "cpu_percent": sampler.cpu,
+                                "gpu_percent": sampler.gpu}
+        print("in process:", json.dumps(streams[0])[:600], flush=True)
+        save()
     grpc, http, metrics = 18501, 18500, 18502
     serve_cmd = [sys.executable, "-m", "livecam.cli", "engines", "serve", "--grpc-port",
                  str(grpc), "--http-port", str(http), "--metrics-port", str(metrics),
                  "--instances", str(args.instances), "--max-batch", str(args.max_batch),
                  "--max-queue-delay-us", str(args.max_queue_delay_us),
                  *[x for s in sets[:2] for x in ("--set", s)]]
-    results: dict[str, Any] = {"args": vars(args), "runs": []}
     t0 = time.perf_counter()
     server = subprocess.Popen(serve_cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -230,43 +311,57 @@ def main() -> None:
             if line.startswith("ready:"):
                 break
         else:
-            raise SystemExit("livecam engines serve ended before it was ready")
+            results["serve_error"] = "livecam engines serve ended before it was ready"
+            raise SystemExit(results["serve_error"])
         results["serve_ready_s"] = round(time.perf_counter() - t0, 1)
-        remote_sets = [*sets, "engine.backend=triton", f"engine.triton_urls=[127.0.0.1:{grpc}]",
-                       f"engine.triton_timeout_ms={args.timeout_ms}"]
-        run_args = [*base, *[x for s in remote_sets for x in ("--set", s)]]
-        for n in (int(v) for v in args.streams.split(",")):
-            before = triton_metrics(metrics)
-            with Sampler() as sampler:
-                streams = run_streams(n, run_args, args, env)
-            summary = summarise(n, streams, before, triton_metrics(metrics), sampler, args)
-            results["runs"].append(summary)
-            print(json.dumps({k: v for k, v in summary.items() if k != "per_stream"}),
-                  flush=True)
+        results["probe"] = probe_request(f"127.0.0.1:{grpc}")
+        print("probe:", json.dumps(results["probe"]), flush=True)
+        save()
+        if "error" in results["probe"]:
+            raise SystemExit(f"the served model does not answer: {results['probe']['error']}")
+        for depth in (int(v) for v in args.in_flight.split(",")):
+            remote_sets = [*sets, "engine.backend=triton",
+                           f"engine.triton_urls=[127.0.0.1:{grpc}]",
+                           f"engine.triton_timeout_ms={args.timeout_ms}",
+                           f"engine.triton_in_flight={depth}"]
+            run_args = [*base, *[x for s in remote_sets for x in ("--set", s)]]
+            args.in_flight_now = depth
+            for n in (int(v) for v in args.streams.split(",")):
+                if not fits(n):
+                    results["skipped"].append({"streams": n, "in_flight": depth,
+                                               "why": "--budget-s"})
+                    print(f"skipped {n} streams at in-flight {depth}: over --budget-s",
+                          flush=True)
+                    continue
+                before = triton_metrics(metrics)
+                with Sampler() as sampler:
+                    streams = run_streams(n, run_args, args, env,
+                                          work / "logs" / f"f{depth}_n{n}")
+                summary = summarise(n, streams, before, triton_metrics(metrics), sampler, args)
+                results["runs"].append(summary)
+                print(json.dumps({k: v for k, v in summary.items() if k != "per_stream"}),
+                      flush=True)
+                save()
     finally:
         server.terminate()
         server.wait(60)
-    if not args.skip_inprocess:
-        local_args = [*base, *[x for s in sets for x in ("--set", s)]]
-        with Sampler() as sampler:
-            streams = run_streams(1, local_args, args, env)
-        results["inprocess"] = {"stream": streams[0], "cpu_percent": sampler.cpu,
-                                "gpu_percent": sampler.gpu}
-    Path(args.out).write_text(json.dumps(results, indent=1))
-    print_table(results)
+        save()
+        print_table(results)
 
 
 def print_table(results: dict[str, Any]) -> None:
     def f(v: Any) -> str:
         return "-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
 
-    head = ("streams", "held fps", "faces/s", "batch", "req p50", "req p99", "lat p50",
-            "lat p99 med", "lat p99 worst", "B up/face", "B down/face", "fail", "cpu%", "gpu%")
+    head = ("streams", "in flight", "held fps", "faces/s", "batch", "req p50", "req p99",
+            "max in flight", "lat p50", "lat p99 med", "lat p99 worst", "B up/face",
+            "B down/face", "fail", "cpu%", "gpu%")
     print(" | ".join(head))
     for r in results["runs"]:
         print(" | ".join(f(r[k]) for k in (
-            "streams", "held_fps", "faces_per_s", "triton_mean_batch", "request_p50_ms",
-            "request_p99_ms", "latency_p50_ms_median", "latency_p99_ms_median",
+            "streams", "in_flight", "held_fps", "faces_per_s", "triton_mean_batch",
+            "request_p50_ms", "request_p99_ms", "in_flight_max", "latency_p50_ms_median",
+            "latency_p99_ms_median",
             "latency_p99_ms_worst", "bytes_up_per_face", "bytes_down_per_face", "failures",
             "cpu_percent", "gpu_percent")))
         if r["errors"]:

@@ -4,7 +4,11 @@ Builds the app exactly as ``livecam run`` does (``build_from_args`` on the real 
 ``livecam run`` arguments given after ``--``, runs it for ``--seconds`` after ``--warmup-s``,
 and prints one JSON line: capture->sink latency p50/p99 of the frames sent after the warm-up,
 fps, dropped/repeated frames, per-stage p50, and the remote engine's link state (requests,
-request p50/p99, bytes, rows) when the swap runs on Triton.
+request p50/p99, bytes, rows, requests in flight at most) when the swap runs on Triton.
+
+With ``--wait-go`` it prints ``ready`` once the app runs and waits for a line on stdin before
+its warm-up, so that ``bench_triton.py`` measures N streams over the same window (32
+processes take seconds to start one after the other).
 
     python scripts/bench_triton_stream.py --seconds 20 -- --input image:scene.png ...
 """
@@ -24,6 +28,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup-s", type=float, default=5.0)
+    parser.add_argument("--wait-go", action="store_true",
+                        help="print 'ready' once running, then wait for a line on stdin")
     parser.add_argument("run_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     run_args = [a for a in args.run_args if a != "--"]
@@ -35,11 +41,15 @@ def main() -> None:
     from livecam.subcommands.run import build_from_args
 
     run_ns = build_parser().parse_args(["run", *run_args])
-    app = build_from_args(run_ns, config_from_args(run_ns), daemon=False)
+    streams = build_from_args(run_ns, config_from_args(run_ns), daemon=False)
+    app = streams.apps[0]  # one --input/--output pair: one stream
     t_open = time.perf_counter()
-    app.start()
+    streams.start()
     open_s = time.perf_counter() - t_open
     try:
+        if args.wait_go:
+            print("ready", flush=True)
+            sys.stdin.readline()
         time.sleep(args.warmup_s)
         m = app.metrics
         sent0, captured0 = m.counter("sent"), m.counter("captured")
@@ -70,7 +80,7 @@ def main() -> None:
                                               "bytes_received")}} if health else None,
         }
     finally:
-        app.stop()
+        streams.stop()
     print(json.dumps(doc), flush=True)
 
 

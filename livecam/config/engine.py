@@ -61,6 +61,12 @@ class EngineConfig:
                                   "Longer rides out a slow network; shorter covers the faces "
                                   "sooner when a server hangs (a late answer counts as down).",
                                   range=(10, 60000))
+    triton_in_flight: int = knob(3, "engine.backend triton: most frames of one stream whose "
+                                 "swap requests are in flight at once, so the network round "
+                                 "trip overlaps the next frames' analysis and requests. Higher "
+                                 "keeps a slow link busy but lets that many frames queue up "
+                                 "(latency); 1 = one request at a time (no overlap).",
+                                 range=(1, 16))
     triton_connect_timeout_s: float = knob(10.0, "engine.backend triton: how long the start "
                                            "waits for a server and its model to be ready.",
                                            range=(0.1, 600.0))

@@ -198,9 +198,13 @@ def _remote_engine_metrics(remote: dict[str, Any]) -> Iterator[Metric]:
                                   ("reconnects", "Times the remote engine came back."))}
     request = GaugeMetricFamily("livecam_remote_engine_request_seconds", "Round trip of one "
                                 "request, recent requests.", labels=[*labels, "quantile"])
+    in_flight = GaugeMetricFamily("livecam_remote_engine_in_flight", "Requests sent to the "
+                                  "remote engine and not answered yet (engine.triton_in_flight "
+                                  "frames' worth at most).", labels=labels)
     for stage, health in remote.items():
         values = [stage, str(health.get("url", ""))]
         up.add_metric(values, 1.0 if health.get("state") == "ready" else 0.0)
+        in_flight.add_metric(values, float(health.get("in_flight", 0)))
         for key, family in counters.items():
             family.add_metric(values, float(health.get(key, 0)))
         for quantile, key in (("0.5", "p50"), ("0.99", "p99")):
@@ -208,5 +212,6 @@ def _remote_engine_metrics(remote: dict[str, Any]) -> Iterator[Metric]:
             if ms is not None:
                 request.add_metric([*values, quantile], ms / 1e3)
     yield up
+    yield in_flight
     yield from counters.values()
     yield request

@@ -9,6 +9,7 @@ and stream (see :class:`TorchEngine` and :class:`TensorRTEngine`), which the GPU
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -59,6 +60,23 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+@runtime_checkable
+class RequestEngine(Protocol):
+    """An engine that takes several requests at once (a remote server: the triton backend).
+
+    ``submit(feeds)`` (as ``run``'s) sends a request and returns at once; ``result(future,
+    sent_ns=, wait_s=)`` gives its outputs (as ``run``'s), None while it is not answered
+    within ``wait_s`` and still within its deadline (counted from ``sent_ns``,
+    ``time.perf_counter_ns``), and raises :class:`~livecam.core.errors.EngineUnavailableError`
+    when it failed or is past its deadline. Both may be called from any thread.
+    """
+
+    def submit(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]: ...
+
+    def result(self, future: Future[dict[str, np.ndarray]], *, sent_ns: int,
+               wait_s: float) -> dict[str, np.ndarray] | None: ...
 
 
 class EngineBase(Lifecycle):

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,11 @@ from livecam.core.errors import ConfigError, DependencyError, EngineUnavailableE
 from livecam.engines.protocol import EngineBase, TensorSpec, check_feeds
 
 log = logging.getLogger(__name__)
+
+#: How long past its deadline a request may stay unanswered before the client gives up on it
+#: itself: gRPC enforces the deadline (``client_timeout``) and calls back; this only guards
+#: against a callback that never comes.
+_GRACE_S = 5.0
 
 
 def _grpc_client() -> Any:
@@ -54,8 +60,9 @@ class TritonEngine(EngineBase):
     """A model served by Triton at one of ``urls`` (gRPC ``host:port``).
 
     ``run`` may be called by one thread at a time (the pipeline thread); ``submit`` may be
-    called from any thread and returns a future, so several requests can be in flight.
-    ``health`` may be called from any thread.
+    called from any thread and returns a future, so several requests can be in flight, and
+    ``result`` reads a submitted request's outputs from any thread. ``health`` may be called
+    from any thread; it counts the requests in flight now and the most there have been.
     """
 
     backend = "triton"
@@ -80,7 +87,7 @@ class TritonEngine(EngineBase):
         self._state = "closed"
         self._last_error = ""
         self._counts = {"requests": 0, "failures": 0, "reconnects": 0, "bytes_sent": 0,
-                        "bytes_received": 0, "rows": 0}
+                        "bytes_received": 0, "rows": 0, "in_flight": 0, "in_flight_max": 0}
         self._rtt_ms: deque[float] = deque(maxlen=1000)
         self.max_batch: int | None = None
         self._wake = threading.Event()
@@ -178,12 +185,30 @@ class TritonEngine(EngineBase):
 
         Raises :class:`EngineUnavailableError` when the server is down or misses the deadline.
         """
+        sent_ns = time.perf_counter_ns()
+        future = self.submit(feeds)
+        while (outputs := self.result(future, sent_ns=sent_ns,
+                                      wait_s=self.timeout_s + _GRACE_S)) is None:
+            pass
+        return outputs
+
+    def result(self, future: Future[dict[str, np.ndarray]], *, sent_ns: int,
+               wait_s: float) -> dict[str, np.ndarray] | None:
+        """The float32 outputs of a request ``submit`` returned (sent at ``sent_ns``,
+        ``time.perf_counter_ns``), waiting up to ``wait_s``; None while it is not answered yet
+        and still within its deadline. Raises :class:`EngineUnavailableError` when it failed,
+        or when it is still unanswered a grace period past its deadline (gRPC never called
+        back: as down as a refused request; the server is marked down). Any thread."""
+        left_s = (sent_ns - time.perf_counter_ns()) / 1e9 + self.timeout_s + _GRACE_S
         try:
-            return self.submit(feeds).result(timeout=self.timeout_s + 5.0)
-        except TimeoutError as exc:  # gRPC never called back: as down as a refused request
+            return future.result(timeout=max(0.0, min(wait_s, left_s)))
+        except FutureTimeout as exc:
+            if time.perf_counter_ns() < sent_ns + int((self.timeout_s + _GRACE_S) * 1e9):
+                return None
             self._mark_down(self._index, exc)
-            raise EngineUnavailableError(f"no answer from the Triton server at {self.url} "
-                                         f"within {self.timeout_s + 5.0:.1f} s") from exc
+            raise EngineUnavailableError(
+                f"no answer from the Triton server at {self.url} within "
+                f"{self.timeout_s + _GRACE_S:.1f} s") from exc
 
     def submit(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]:
         """Send the rows now (one request per ``max_batch`` rows the server takes); the future
@@ -236,15 +261,30 @@ class TritonEngine(EngineBase):
         sent = sum(a.nbytes for a in wire.values())
         rows = len(next(iter(wire.values())))
         t0 = time.perf_counter_ns()
+        with self._lock:
+            self._counts["in_flight"] += 1
+            self._counts["in_flight_max"] = max(self._counts["in_flight_max"],
+                                                self._counts["in_flight"])
+        answered = [False]  # counted out of in_flight once, whichever way it ends
+
+        def landed() -> None:
+            with self._lock:
+                if not answered[0]:
+                    answered[0] = True
+                    self._counts["in_flight"] -= 1
 
         def done(result: Any, error: Any) -> None:
+            landed()
             if error is not None:
                 self._mark_down(index, error)
                 future.set_exception(EngineUnavailableError(
                     f"Triton request to {self.urls[index]} failed: {_short(error)}"))
                 return
-            outs = {s.name: result.as_numpy(s.name) for s in self._outputs}
-            short = [k for k, v in outs.items() if v is None or len(v) != rows]
+            try:
+                outs = {s.name: result.as_numpy(s.name) for s in self._outputs}
+                short = [k for k, v in outs.items() if v is None or len(v) != rows]
+            except ValueError:  # a reply whose bytes do not fill its shape (an empty one)
+                outs, short = {}, [s.name for s in self._outputs]
             if short:  # an answer without our rows is no answer: cover, do not paste
                 error = RuntimeError(f"the server returned no rows for {', '.join(short)}")
                 self._mark_down(index, error)
@@ -262,6 +302,7 @@ class TritonEngine(EngineBase):
             client.async_infer(self.model_name, inputs, done, outputs=outputs,
                                client_timeout=self.timeout_s)
         except Exception as exc:  # a closed channel raises here instead of calling back
+            landed()
             self._mark_down(index, exc)
             future.set_exception(EngineUnavailableError(
                 f"Triton request to {self.urls[index]} failed: {_short(exc)}"))

@@ -117,6 +117,28 @@ class ServedEngine:
             self._engine = None
 
 
+#: The stub's pybind11 reads numpy's array descriptor with the numpy 1.x layout: under numpy 2
+#: its arrays come out with item size 0 (``as_numpy`` inputs with zero strides, outputs of 0
+#: bytes: every answer empty, as first seen on the H200), so there tensors cross through DLPack,
+#: which carries shape, strides and dtype itself. Under numpy 1.x DLPack is the broken side
+#: (numpy's capsule deleter fails on the capsule the stub renamed, and the stub dies), so
+#: there the plain numpy bridge stays.
+_DLPACK = int(np.__version__.split(".")[0]) >= 2
+
+
+def _to_numpy(tensor: Any) -> np.ndarray:
+    """A request's (CPU) tensor as a numpy array of its own (see ``_DLPACK``)."""
+    if _DLPACK:
+        return np.array(np.from_dlpack(tensor), copy=True)
+    return np.asarray(tensor.as_numpy())
+
+
+def _to_tensor(pb_utils: Any, name: str, array: np.ndarray) -> Any:
+    """A response tensor holding ``array`` (see ``_DLPACK``)."""
+    array = np.ascontiguousarray(array)
+    return pb_utils.Tensor.from_dlpack(name, array) if _DLPACK else pb_utils.Tensor(name, array)
+
+
 class TritonPythonModel:
     """Triton's Python-backend interface (``initialize``/``execute``/``finalize``).
 
@@ -143,7 +165,7 @@ class TritonPythonModel:
     def execute(self, requests: list[Any]) -> list[Any]:
         import triton_python_backend_utils as pb_utils
 
-        arrays = [{n: pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self._inputs}
+        arrays = [{n: _to_numpy(pb_utils.get_input_tensor_by_name(r, n)) for n in self._inputs}
                   for r in requests]
         rows = [len(a[self._inputs[0]]) for a in arrays]
         responses = []
@@ -159,7 +181,7 @@ class TritonPythonModel:
             full = {n: np.concatenate(v) for n, v in outs.items()}
             offset = 0
             for count in rows:
-                tensors = [pb_utils.Tensor(n, full[n][offset:offset + count])
+                tensors = [_to_tensor(pb_utils, n, full[n][offset:offset + count])
                            for n in self._outputs]
                 responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
                 offset += count

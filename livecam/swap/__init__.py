@@ -16,18 +16,21 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from livecam.config import Config
-    from livecam.core.stage import Stage
+    from livecam.core.stage import AnyStage, Stage
     from livecam.identity.model import IdentitySource
+    from livecam.swap.neural import NeuralSwapStage
 
 log = logging.getLogger(__name__)
 
 
-def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]:
+def build_swap_stages(config: Config, identities: IdentitySource) -> list[AnyStage]:
     """The swap stage(s) for ``config.swap.mode``, constructed but not opened.
 
     ``identities`` loads identities by name (``IdentityLibrary.from_config(config.identity)``,
     or an ``IdentityCollection`` with one-off ``--source`` identities in front). The stages
-    read the active identity from each packet's ``state``.
+    read the active identity from each packet's ``state``. With ``engine.backend: triton``
+    the neural swap keeps ``engine.triton_in_flight`` frames in flight
+    (:class:`~livecam.swap.neural_remote.RemoteSwapStage`, an asynchronous last stage).
     """
     if config.swap.mode == "neural":
         neural = importlib.import_module("livecam.swap.neural")
@@ -39,18 +42,33 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[Stage]
             fidelity=config.swap.enhancer_fidelity, engine_config=config.engine,
             models_config=config.models)
         models = neural.NeuralModels.from_config(config)
-        stages: list[Stage] = [neural.build_neural_stage(
+        stage = neural.build_neural_stage(
             models, identities.load, assign=config.swap.assign,
             cover=FaceCover.from_config(config.swap),
             keep_eyes=config.swap.keep_eyes == "always", keep_mouth=config.swap.keep_mouth,
             mouth_size=config.swap.mouth_size, pixel_boost_px=config.swap.pixel_boost,
-            enhancer=enhancer)]
-    else:
-        from livecam.swap.stage import ClassicSwapStage
+            enhancer=enhancer)
+        return [remote_swap(config, stage), *hands_stages(config)]
+    from livecam.swap.stage import ClassicSwapStage
 
-        warn_unused_neural_options(config, "the classic swap")
-        stages = [ClassicSwapStage(config.swap, identities)]
-    return stages + hands_stages(config)
+    warn_unused_neural_options(config, "the classic swap")
+    return [ClassicSwapStage(config.swap, identities), *hands_stages(config)]
+
+
+def remote_swap(config: Config, stage: NeuralSwapStage) -> AnyStage:
+    """``stage`` (the neural swap) with ``engine.triton_in_flight`` frames in flight when its
+    model runs on Triton; as it is otherwise, with 1, and with ``swap.hands_in_front`` (only
+    the last stage can finish frames later, and the hands stage comes after the swap)."""
+    in_flight = config.engine.triton_in_flight
+    if config.engine.backend != "triton" or in_flight <= 1:
+        return stage
+    if config.swap.hands_in_front:
+        log.info("swap.hands_in_front: the Triton swap keeps one request in flight (the hands "
+                 "stage runs after it)")
+        return stage
+    from livecam.swap.neural_remote import RemoteSwapStage
+
+    return RemoteSwapStage(stage, capacity=in_flight)
 
 
 def warn_unused_neural_options(config: Config, path: str) -> None:
@@ -75,4 +93,4 @@ def hands_stages(config: Config) -> list[Stage]:
     return [HandsInFront.from_config(config.swap)]
 
 
-__all__ = ["build_swap_stages", "hands_stages", "warn_unused_neural_options"]
+__all__ = ["build_swap_stages", "hands_stages", "remote_swap", "warn_unused_neural_options"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -175,25 +176,51 @@ class InswapperModel:
         crops = np.stack([warp_crop(image_bgr, m, size) for m in matrices])
         return crops, matrices
 
-    def swap_crops(self, crops_bgr: np.ndarray, latents: np.ndarray) -> npt.NDArray[np.uint8]:
-        """Swapped faces (N, S, S, 3) uint8 BGR, in chunks of at most ``max_batch`` per call
-        (with pixel boost, S = k * crop size and each face is k * k tiles in those calls)."""
+    def crop_feeds(self, crops_bgr: np.ndarray, latents: np.ndarray
+                   ) -> list[dict[str, FloatArray]]:
+        """The engine feeds for aligned crops (N, S, S, 3) uint8 BGR and latents (N, 512): one
+        per call of at most ``max_batch`` rows (with pixel boost each face is k * k tiles)."""
         k = self._boost
         if k > 1:
             crops_bgr = split_tiles(crops_bgr, k)
             latents = np.repeat(np.asarray(latents, np.float32), k * k, axis=0)
         names = [s.name for s in self.engine.inputs]
         target_name, source_name = names[0], names[1]
-        out_name = self.engine.outputs[0].name
         blob = crops_to_blob(crops_bgr, self.mean, self.std)
-        preds = []
-        for i in range(0, len(blob), self.max_batch):
-            feeds = {target_name: blob[i:i + self.max_batch],
-                     source_name: np.ascontiguousarray(latents[i:i + self.max_batch],
-                                                       dtype=np.float32)}
-            preds.append(self.engine.run(feeds)[out_name])
+        return [{target_name: blob[i:i + self.max_batch],
+                 source_name: np.ascontiguousarray(latents[i:i + self.max_batch],
+                                                   dtype=np.float32)}
+                for i in range(0, len(blob), self.max_batch)]
+
+    @property
+    def output_name(self) -> str:
+        return self.engine.outputs[0].name
+
+    def faces_from(self, preds: Sequence[np.ndarray]) -> npt.NDArray[np.uint8]:
+        """Swapped faces (N, S, S, 3) uint8 BGR from the engine outputs of :meth:`crop_feeds`'
+        calls, in order (tiles merged back with pixel boost)."""
         faces = output_to_bgr(np.concatenate(preds))
-        return merge_tiles(faces, k) if k > 1 else faces
+        return merge_tiles(faces, self._boost) if self._boost > 1 else faces
+
+    def swap_crops(self, crops_bgr: np.ndarray, latents: np.ndarray) -> npt.NDArray[np.uint8]:
+        """Swapped faces (N, S, S, 3) uint8 BGR, in chunks of at most ``max_batch`` per call
+        (with pixel boost, S = k * crop size and each face is k * k tiles in those calls)."""
+        return self.faces_from([self.engine.run(feeds)[self.output_name]
+                                for feeds in self.crop_feeds(crops_bgr, latents)])
+
+    def paste(self, onto_bgr: ImageBGR, faces_bgr: np.ndarray, matrices: np.ndarray,
+              kps_xy: np.ndarray, *, keep_loops_xy: Sequence[Sequence[np.ndarray]] = (),
+              keep_soft_px: Sequence[float] = ()) -> ImageBGR:
+        """Swapped faces (N, S, S, 3) with their (N, 2, 3) alignment matrices pasted onto
+        ``onto_bgr`` (not modified; see :meth:`swap`), then the enhancer; a new image."""
+        out = onto_bgr
+        for i, (face, matrix) in enumerate(zip(faces_bgr, matrices, strict=True)):
+            loops = keep_loops_xy[i] if i < len(keep_loops_xy) else ()
+            soft = keep_soft_px[i] if i < len(keep_soft_px) else 1.0
+            out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft)
+        if self.enhancer is not None:
+            out = self.enhancer.enhance(out, kps_xy)
+        return out
 
     def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray, *,
              onto_bgr: ImageBGR | None = None,
@@ -211,17 +238,33 @@ class InswapperModel:
         if len(kps_xy) == 0:
             return out
         crops, matrices = self.align(image_bgr, kps_xy)
-        faces = self.swap_crops(crops, latents)
-        for i, (face, matrix) in enumerate(zip(faces, matrices, strict=True)):
-            loops = keep_loops_xy[i] if i < len(keep_loops_xy) else ()
-            soft = keep_soft_px[i] if i < len(keep_soft_px) else 1.0
-            out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft)
-        if self.enhancer is not None:
-            out = self.enhancer.enhance(out, kps_xy)
-        return out
+        return self.paste(out, self.swap_crops(crops, latents), matrices, kps_xy,
+                          keep_loops_xy=keep_loops_xy, keep_soft_px=keep_soft_px)
 
 
 EmbeddingFn = Callable[[str], "np.ndarray | None"]
+
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """What :meth:`NeuralSwapStage.plan` decided for one packet, before the model runs.
+
+    ``under``: the faces to cover; ``wanted``: every face an identity is chosen for (indices
+    into ``packet.faces``; all covered when the engine does not answer); ``picked``: the faces
+    to swap, with their ArcFace keypoints (N, 5, 2) px, latents (N, 512) float32, kept regions
+    and soft edges (see :meth:`InswapperModel.swap`); ``down``: a remote engine was already
+    down while planning (the recognizer).
+    """
+
+    packet: Packet
+    under: WithheldFaces
+    wanted: list[int]
+    picked: list[int] = field(default_factory=list)
+    kps_xy: np.ndarray | None = None
+    latents: np.ndarray | None = None
+    keep_loops_xy: list[list[np.ndarray]] = field(default_factory=list)
+    keep_soft_px: list[float] = field(default_factory=list)
+    down: bool = False
 
 
 class NeuralSwapStage(StageBase):
@@ -240,7 +283,9 @@ class NeuralSwapStage(StageBase):
     blinks and the mouth's opening are the streamer's whatever the generator makes of them
     (``mouth_size`` scales the kept mouth region). Off by default here (insightface's plain
     paste-back, which the GPU pipeline matches); ``build_neural_stage`` passes ``swap.*``.
-    Only the pipeline thread calls ``process``.
+    Only the pipeline thread calls ``process``; ``process`` is ``plan``, the model, ``finish``
+    (:class:`~livecam.swap.neural_remote.RemoteSwapStage` runs the same steps with several
+    frames in flight).
     """
 
     name = "swap"
@@ -272,6 +317,22 @@ class NeuralSwapStage(StageBase):
         self.model.close()
 
     def process(self, packet: Packet) -> Packet:
+        plan = self.plan(packet)
+        if isinstance(plan, Packet):
+            return plan
+        if plan.down or not plan.picked:
+            return self.finish(plan)
+        assert plan.kps_xy is not None and plan.latents is not None
+        try:
+            crops, matrices = self.model.align(packet.image_bgr, plan.kps_xy)
+            faces = self.model.swap_crops(crops, plan.latents)
+        except EngineUnavailableError:
+            return self.finish_down(plan)
+        return self.finish(plan, faces, matrices)
+
+    def plan(self, packet: Packet) -> SwapPlan | Packet:
+        """Which faces of ``packet`` are swapped (with what) and which covered; the packet
+        itself when nothing is to be done (bypass, nothing chosen). Pipeline thread."""
         faces = packet.faces
         if packet.state.bypass:
             return packet
@@ -283,7 +344,7 @@ class NeuralSwapStage(StageBase):
                          for t in withheld.track_ids], bool)
         under = withheld if keep.all() else withheld[keep]
         names = [self._assigner.identity_for(state, int(t)) for t in faces.track_ids]
-        index = packet.frame.index
+        wanted = [i for i, name in enumerate(names) if name]
         picked, embeddings, missing = [], [], []
         try:
             for i, name in enumerate(names):
@@ -295,31 +356,49 @@ class NeuralSwapStage(StageBase):
                 else:
                     picked.append(i)
                     embeddings.append(embedding)
-            if missing:
-                reason = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
-                          else Unswappable.NO_SWAP)
-                under = WithheldFaces.concat([under, WithheldFaces.from_faces(faces[missing],
-                                                                               reason)])
-            if not picked and (len(under) == 0 or self.cover.shows_real_faces):
+        except EngineUnavailableError:  # a remote recognizer is down
+            return SwapPlan(packet, under, wanted, down=True)
+        if missing:
+            reason = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
+                      else Unswappable.NO_SWAP)
+            under = WithheldFaces.concat([under, WithheldFaces.from_faces(faces[missing],
+                                                                           reason)])
+        if not picked:
+            if len(under) == 0 or self.cover.shows_real_faces:
                 return packet
-            # a new image where anything is covered; paste_back never writes into its input
-            out = self.cover.cover(packet.image_bgr, under, index)
-            if picked:
-                kps = self._five_point(faces.landmarks_xy[picked])
-                latents = self.model.latents(np.stack(embeddings))
-                loops = [self._kept_loops(faces.landmarks_xy[i]) for i in picked]
-                soft = [_KEPT_EDGE * float(np.ptp(faces.landmarks_xy[i][:, 0])) for i in picked]
-                out = self.model.swap(packet.image_bgr, kps, latents, onto_bgr=out,
-                                      keep_loops_xy=loops, keep_soft_px=soft)
-                self.cover.remember(out, faces[picked], index)
-        except EngineUnavailableError:
-            # a remote engine is down or late: every face meant to be swapped is covered,
-            # never sent as it is (the engine reconnects in the background)
-            wanted = [i for i, name in enumerate(names) if name]
-            down = WithheldFaces.from_faces(faces[wanted], Unswappable.ENGINE_DOWN)
-            return packet.with_fields(image_bgr=self.cover.cover(
-                packet.image_bgr, WithheldFaces.concat([under, down]), index))
+            return SwapPlan(packet, under, wanted)
+        return SwapPlan(packet, under, wanted, picked,
+                        kps_xy=self._five_point(faces.landmarks_xy[picked]),
+                        latents=self.model.latents(np.stack(embeddings)),
+                        keep_loops_xy=[self._kept_loops(faces.landmarks_xy[i]) for i in picked],
+                        keep_soft_px=[_KEPT_EDGE * float(np.ptp(faces.landmarks_xy[i][:, 0]))
+                                      for i in picked])
+
+    def finish(self, plan: SwapPlan, faces_bgr: np.ndarray | None = None,
+               matrices: np.ndarray | None = None) -> Packet:
+        """``plan``'s packet with its faces covered and the swapped ``faces_bgr`` (N, S, S, 3)
+        uint8, aligned with ``matrices`` (N, 2, 3), pasted (None when nothing was picked).
+        Called in frame order by one thread (it keeps the cover's last good swaps)."""
+        if plan.down:
+            return self.finish_down(plan)
+        packet, index = plan.packet, plan.packet.frame.index
+        # a new image where anything is covered; paste_back never writes into its input
+        out = self.cover.cover(packet.image_bgr, plan.under, index)
+        if plan.picked:
+            assert faces_bgr is not None and matrices is not None and plan.kps_xy is not None
+            out = self.model.paste(out, faces_bgr, matrices, plan.kps_xy,
+                                   keep_loops_xy=plan.keep_loops_xy,
+                                   keep_soft_px=plan.keep_soft_px)
+            self.cover.remember(out, packet.faces[plan.picked], index)
         return packet.with_fields(image_bgr=out)
+
+    def finish_down(self, plan: SwapPlan) -> Packet:
+        """``plan``'s packet when a remote engine is down or late: every face meant to be
+        swapped is covered, never sent as it is (the engine reconnects in the background)."""
+        packet = plan.packet
+        down = WithheldFaces.from_faces(packet.faces[plan.wanted], Unswappable.ENGINE_DOWN)
+        return packet.with_fields(image_bgr=self.cover.cover(
+            packet.image_bgr, WithheldFaces.concat([plan.under, down]), packet.frame.index))
 
     def _kept_loops(self, landmarks_xy: np.ndarray) -> list[np.ndarray]:
         """The streamer's regions to keep for one face's mesh (468+, 2)."""

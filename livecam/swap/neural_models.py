@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ import numpy as np
 from livecam.config.engine import EngineConfig
 from livecam.core.errors import ConfigError
 from livecam.engines.manifest import ModelManifest
-from livecam.engines.protocol import Engine, TensorSpec
+from livecam.engines.protocol import Engine, RequestEngine, TensorSpec
 from livecam.engines.registry import BackendChoice, choose_backend, create_engine
 from livecam.engines.store import ModelStore
 
@@ -198,6 +199,20 @@ class LazyEngine:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self._get().run(feeds)
+
+    def submit(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]:
+        """A remote engine's request (:class:`RequestEngine`); TypeError for a local one."""
+        return self._requests().submit(feeds)
+
+    def result(self, future: Future[dict[str, np.ndarray]], *, sent_ns: int,
+               wait_s: float) -> dict[str, np.ndarray] | None:
+        return self._requests().result(future, sent_ns=sent_ns, wait_s=wait_s)
+
+    def _requests(self) -> RequestEngine:
+        engine = self._get()
+        if not isinstance(engine, RequestEngine):
+            raise TypeError(f"the {self.backend} engine runs one request at a time (no submit)")
+        return engine
 
     def health(self) -> dict[str, Any] | None:
         """A remote engine's link state (``TritonEngine.health``), else None. Any thread."""

@@ -1,8 +1,15 @@
 """`livecam run` with `engine.backend: triton` against a real Triton server (the bundled
-tritonserver on the CPU, stand-in models): same frames as the local backend, faces covered
-(never the real face) while the server is gone, swapping again when it is back, and one line
-when no server answers. The virtual camera is pyvirtualcam's registered-backend seam (this
-machine cannot load v4l2loopback); everything before it is the production path."""
+tritonserver on the CPU, stand-in models): same frames as the local backend, in order, with
+several requests in flight; faces covered (never the real face) while the server is gone,
+swapping again when it is back, and one line when no server answers. The virtual camera is
+pyvirtualcam's registered-backend seam (this machine cannot load v4l2loopback); everything
+before it is the production path.
+
+The server's batcher holds a lone request up to 1 s for a second one (Triton's
+``max_queue_delay``, its smallest preferred batch being 2): a client that keeps several
+requests in flight sends frame k+1's request while frame k's waits there, so the engine's
+high-water mark of requests in flight shows whether requests really overlap (not timing);
+one that waits for each answer never has two."""
 
 from __future__ import annotations
 
@@ -18,6 +25,10 @@ import pytest
 
 from livecam.cli import build_parser, main
 from livecam.control.status import StateCollector, StatusReporter
+from livecam.pipeline.streams import StreamSet
+from livecam.subcommands.common import config_from_args
+from livecam.subcommands.run import build_from_args
+from livecam.testing.frame_code import read_code, write_coded_clip
 from livecam.testing.virtualcam import register_recording_backend
 from tests.engines.triton_support import StandinDeployment, free_port, needs_triton
 
@@ -29,7 +40,8 @@ OFFLINE = ["pipeline.realtime=false", "control.api=false", "control.hotkeys=fals
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandinDeployment]:
-    yield StandinDeployment(tmp_path_factory.mktemp("triton-run"))
+    yield StandinDeployment(tmp_path_factory.mktemp("triton-run"),
+                            max_queue_delay_us=1_000_000)
 
 
 @pytest.fixture(scope="module")
@@ -49,29 +61,55 @@ def face_box(astronaut_bgr: np.ndarray) -> tuple[int, int, int, int]:
     return int(x1 + dx), int(y1 + dy), int(x2 - dx), int(y2 - dy)
 
 
-def run_cli(tmp: Path, photo: Path, backend: str, sets: list[str], frames: int = 3) -> list:
+#: Where the coded clip carries each frame's index (away from the face and its paste-back).
+CODE_BOX = (8, 448, 136, 504)
+CLIP_FRAMES = 8
+
+
+@pytest.fixture(scope="module")
+def coded_clip(tmp_path_factory: pytest.TempPathFactory, astronaut_bgr: np.ndarray) -> Path:
+    """The astronaut, frame k with k drawn in ``CODE_BOX`` (lossless), to check the order."""
+    return write_coded_clip(tmp_path_factory.mktemp("clip") / "coded.mp4", astronaut_bgr,
+                            n_frames=CLIP_FRAMES, fps=10.0, bits=8, box_xyxy=CODE_BOX)
+
+
+def run_streams(tmp: Path, clip: Path, photo: Path, backend: str,
+                sets: list[str]) -> tuple[StreamSet, list[np.ndarray]]:
+    """`livecam run --input file:CLIP --output virtualcam --source PHOTO` as the CLI runs it
+    (its parser, config and ``build_from_args``; ``streams.run()``), keeping the streams so
+    the test can read the engine's counters afterwards; the frames sent, in order."""
     name = f"recording-{backend}-{tmp.name}"
     recording = register_recording_backend(name)
-    args = ["run", "--input", f"image:{photo}", "--output", "virtualcam", "--source",
-            str(photo), "--frames", str(frames)]
-    for item in [*OFFLINE, *sets, f"output.backend={name}", f"engine.cache_dir={tmp / 'c'}"]:
-        args += ["--set", item]
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    assert info.value.code == 0
-    return recording.frames
+    argv = ["run", "--input", f"file:{clip}", "--output", "virtualcam", "--source",
+            str(photo), "--frames", str(CLIP_FRAMES)]
+    for item in [*OFFLINE, "capture.loop=false", *sets, f"output.backend={name}",
+                 f"engine.cache_dir={tmp / 'c'}"]:
+        argv += ["--set", item]
+    args = build_parser().parse_args(argv)
+    streams = build_from_args(args, config_from_args(args), daemon=False)
+    streams.run()
+    return streams, recording.frames
 
 
-def test_run_through_triton_sends_the_frames_of_the_local_backend(
-        tmp_path: Path, deployment: StandinDeployment, photo: Path,
+def test_run_through_triton_sends_the_frames_of_the_local_backend_in_order(
+        tmp_path: Path, deployment: StandinDeployment, photo: Path, coded_clip: Path,
         astronaut_bgr: np.ndarray, face_box: tuple[int, int, int, int]) -> None:
-    local = run_cli(tmp_path / "local", photo, "onnxruntime",
-                    [f"models.dir={deployment.models_dir}",
-                     f"models.manifests_dir={deployment.manifests_dir}",
-                     "engine.backend=onnxruntime", "engine.device=cpu"])
+    """Several frames' requests in flight (before: one at a time, in_flight_max 1), the
+    frames still those of the local backend and in capture order."""
+    _, local = run_streams(tmp_path / "local", coded_clip, photo, "onnxruntime",
+                           [f"models.dir={deployment.models_dir}",
+                            f"models.manifests_dir={deployment.manifests_dir}",
+                            "engine.backend=onnxruntime", "engine.device=cpu"])
     with deployment.server():
-        remote = run_cli(tmp_path / "remote", photo, "triton", deployment.config_overrides())
-    assert len(local) == len(remote) == 3
+        streams, remote = run_streams(tmp_path / "remote", coded_clip, photo, "triton",
+                                      [*deployment.config_overrides(),
+                                       "engine.triton_in_flight=3"])
+    health = streams.apps[0].describe()["remote_engines"]["swap"]
+    assert health["failures"] == 0 and health["in_flight"] == 0
+    assert health["in_flight_max"] >= 2  # frame k+1's request sent before k's answer
+    assert len(local) == len(remote) == CLIP_FRAMES
+    assert [read_code(f, box_xyxy=CODE_BOX) for f in remote] == list(range(CLIP_FRAMES))
+    assert [read_code(f, box_xyxy=CODE_BOX) for f in local] == list(range(CLIP_FRAMES))
     x1, y1, x2, y2 = face_box
     for a, b in zip(local, remote, strict=True):
         assert np.abs(a[y1:y2, x1:x2].astype(int) - astronaut_bgr[y1:y2, x1:x2]).mean() > 10
@@ -164,14 +202,12 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
     sets = ["pipeline.realtime=true", "capture.fps=10", "control.api=false",
             "control.hotkeys=false", "pipeline.status_interval_s=0", "swap.mode=neural",
             *deployment.config_overrides(), "engine.triton_timeout_ms=10000",
+            "engine.triton_in_flight=3",
             "engine.triton_reconnect_initial_s=0.1", "engine.triton_reconnect_max_s=0.5",
             "output.backend=face-crops", f"engine.cache_dir={tmp_path / 'c'}"]
     for item in sets:
         argv += ["--set", item]
     args = build_parser().parse_args(argv)
-    from livecam.subcommands.common import config_from_args
-    from livecam.subcommands.run import build_from_args
-
     server = deployment.server()
     server.open()
     streams = build_from_args(args, config_from_args(args), daemon=False)
@@ -187,7 +223,11 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
         swapped = crops.crops[swapped_at].astype(int)
         # no request has failed yet, so that changed face is a swap, not a cover
         assert reporter.status()["remote_engines"]["swap"]["failures"] == 0
-        server.kill()  # Triton dies mid-stream
+        # the requests of consecutive frames wait for each other in the server's batcher
+        crops.wait_for(lambda c: reporter.status()["remote_engines"]["swap"]
+                       ["in_flight_max"] >= 2)
+        crops.wait_for(lambda c: reporter.status()["remote_engines"]["swap"]["in_flight"] > 0)
+        server.kill()  # Triton dies mid-stream, requests in flight
         server.close()
         covered_at = crops.wait_for(lambda c: np.abs(c.astype(int) - swapped).mean() > 10)
         assert reporter.status()["remote_engines"]["swap"]["state"] == "down"
@@ -196,7 +236,10 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
         registry = CollectorRegistry()
         registry.register(StateCollector(app))
         up = f'livecam_remote_engine_up{{stage="swap",url="{deployment.url}"}} 0.0'
-        assert up in generate_latest(registry).decode().splitlines()
+        lines = generate_latest(registry).decode().splitlines()
+        assert up in lines
+        assert any(line.startswith(f'livecam_remote_engine_in_flight{{stage="swap",url="'
+                                   f'{deployment.url}"}}') for line in lines)
         n_down = len(crops.crops)
         crops.wait_for(lambda c: True)  # the output keeps going while the server is away
         assert len(crops.crops) > n_down

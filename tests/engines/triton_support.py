@@ -35,13 +35,15 @@ def free_port() -> int:
 class StandinDeployment:
     """Stand-in models installed in a models dir, a repository written from them, and
     ``server()`` to build a (not yet started) server on fixed ports, so a test can kill it
-    and start another one at the same address."""
+    and start another one at the same address. ``max_queue_delay_us``: how long Triton's
+    batcher holds a lone request waiting for a second one (its smallest preferred batch)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, max_queue_delay_us: int = 500) -> None:
         self.root = root
         self.models_dir, self.manifests_dir = install_standin_models(root / "standins")
         self.store = ModelStore(self.models_dir, load_manifests(self.manifests_dir))
-        self.plan = ServingPlan(backend="onnxruntime", max_batch=4, warm_up=False)
+        self.plan = ServingPlan(backend="onnxruntime", max_batch=4, warm_up=False,
+                                max_queue_delay_us=max_queue_delay_us)
         self.digests = write_repository(root / "repository", self.store, self.manifests_dir,
                                         MODELS, self.plan)
         self.address = ServerAddress(grpc_port=free_port(), http_port=free_port(),
