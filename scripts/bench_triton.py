@@ -76,11 +76,21 @@ def install_models(root: Path, size: str) -> tuple[Path, Path]:
 
 
 def build_scene(root: Path, faces: int, size: tuple[int, int]) -> tuple[Path, Path]:
-    """A W x H scene with ``faces`` astronaut faces side by side; (scene, source photo)."""
+    """A W x H scene with ``faces`` astronaut faces side by side; (scene, source photo). The
+    astronaut from scikit-image, or ``$LIVECAM_TEST_PHOTOS/astronaut.png`` where it is not
+    installed (the GPU machine)."""
     import cv2
-    from skimage.data import astronaut
 
-    photo_bgr = np.ascontiguousarray(astronaut()[:, :, ::-1])
+    try:
+        from skimage.data import astronaut
+
+        photo_bgr = np.ascontiguousarray(astronaut()[:, :, ::-1])
+    except ImportError:
+        path = Path(os.environ.get("LIVECAM_TEST_PHOTOS", ".")) / "astronaut.png"
+        photo_bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if photo_bgr is None:
+            raise SystemExit(f"scikit-image is not installed and {path} is not there: set "
+                             "LIVECAM_TEST_PHOTOS to a folder with astronaut.png") from None
     w, h = size
     scene = np.full((h, w, 3), 110, np.uint8)
     side = min(h, w // faces)
