@@ -156,6 +156,7 @@ class OnnxGraphModule(torch.nn.Module):
         # device->host reads (data-dependent shapes) of one eager run, for CUDA-graph capture
         self._host_record: dict[tuple[int, int], torch.Tensor] | None = None
         self._host_replay: dict[tuple[int, int], torch.Tensor] | None = None
+        self._moved_values: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
         self._consts_cpu = self._used_consts(raw, consts)
         self._nodes = self._place(raw)
         self._buffer_names: dict[str, str] = {}
@@ -290,10 +291,8 @@ class OnnxGraphModule(torch.nn.Module):
                 if self._host_record is not None:
                     self._host_record[(index, pos)] = host
                 return host
-            if value.device != device:  # a host value used as data (rare): move it once
-                value = value.to(device)
-                if value.dtype.is_floating_point:
-                    value = value.to(self.float_dtype)
+            if value.device != device:  # a host value used as data (rare)
+                return self._moved((index, pos), value, device)
             return value
         if node.host or pos in host_pos:
             return self._consts_cpu[name]
@@ -303,8 +302,21 @@ class OnnxGraphModule(torch.nn.Module):
                 device: torch.device) -> torch.Tensor:
         if name in env:
             return env[name]
-        value = self._consts_cpu[name].to(device)
-        return value.to(self.float_dtype) if value.dtype.is_floating_point else value
+        return self._moved(name, self._consts_cpu[name], device)
+
+    def _moved(self, key: Any, host: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """``host`` on ``device`` in the compute dtype, copied once per value: these values
+        come from shapes and constants and repeat from call to call, and a CUDA graph cannot
+        capture a copy from pageable host memory (the eager runs before a capture fill this)."""
+        kept = self._moved_values.get(key)
+        if (kept is not None and kept[1].device == device and kept[0].shape == host.shape
+                and torch.equal(kept[0], host)):
+            return kept[1]
+        value = host.to(device)
+        if value.dtype.is_floating_point:
+            value = value.to(self.float_dtype)
+        self._moved_values[key] = (host.clone(), value)
+        return value
 
 
 def _constant_value(attrs: dict[str, Any], numpy_helper: Any) -> torch.Tensor:

@@ -134,6 +134,7 @@ class GpuFaceEnhancer:
         self.template: torch.Tensor | None = None
         self._names: tuple[str, str | None, str] | None = None
         self._weight: torch.Tensor | None = None
+        self._border: torch.Tensor | None = None
         self._batch = 0  # faces per engine call: the file's fixed batch, 0 = any
 
     def open(self, device: torch.device | str) -> None:
@@ -145,6 +146,9 @@ class GpuFaceEnhancer:
         image, weight = _image_and_weight(inputs)
         self._names = (image, weight, self.engine.outputs[0].name)
         self._weight = torch.tensor([self.fidelity], dtype=torch.float64, device=device)
+        # made here, not per call: a CUDA graph cannot capture a copy from pageable host
+        # memory (H200 run 23: every enhancer graph failed on it and ran eagerly)
+        self._border = torch.tensor(CROP_BORDER_BGR, device=device)
         # the released restorers declare batch 1 (their graphs may reshape with it): a fixed
         # batch is honoured by running the faces in chunks of it (static, so still capturable)
         batch = next(s.shape[0] for s in inputs if s.name == image)
@@ -163,16 +167,15 @@ class GpuFaceEnhancer:
     def crops(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, 2, 3) frame -> crop matrices and (N, S, S, 3) integer-valued BGR crops."""
-        if self.template is None:
+        if self.template is None or self._border is None:
             raise RuntimeError("GpuFaceEnhancer is not open: call open(device) first")
         matrices = align_matrices(five_xy, self.template)
         from livecam.swap.gpu.warp import invert_affine
 
         grid = affine_grid_px(invert_affine(matrices.double()).float(), self.size_px,
                               self.size_px)
-        border = torch.tensor(CROP_BORDER_BGR, device=grid.device)
         crops = sample_bilinear_hwc(frames_bhwc_u8, frame_index, grid, border="constant",
-                                    border_value=border)
+                                    border_value=self._border)
         return matrices, crops
 
     def restore(self, crops_nhwc: torch.Tensor, stream: Any = None) -> torch.Tensor:
