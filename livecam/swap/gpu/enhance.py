@@ -141,18 +141,23 @@ class GpuFaceEnhancer:
         """Template and fidelity on ``device``; the engine's tensor names (engine open)."""
         from livecam.swap.enhance import _image_and_weight
 
-        self.template = template_tensor(self.size_px, self.template_name, device=device)
+        self.place(device)
         inputs = tuple(self.engine.inputs)
         image, weight = _image_and_weight(inputs)
         self._names = (image, weight, self.engine.outputs[0].name)
         self._weight = torch.tensor([self.fidelity], dtype=torch.float64, device=device)
-        # made here, not per call: a CUDA graph cannot capture a copy from pageable host
-        # memory (H200 run 23: every enhancer graph failed on it and ran eagerly)
-        self._border = torch.tensor(CROP_BORDER_BGR, device=device)
         # the released restorers declare batch 1 (their graphs may reshape with it): a fixed
         # batch is honoured by running the faces in chunks of it (static, so still capturable)
         batch = next(s.shape[0] for s in inputs if s.name == image)
         self._batch = batch if isinstance(batch, int) and batch > 0 else 0
+
+    def place(self, device: torch.device | str) -> None:
+        """The alignment template and the crop border on ``device`` (all that :meth:`crops` and
+        :meth:`fits` need; :meth:`open` does this). Made once here, not per call: a CUDA graph
+        cannot capture a copy from pageable host memory (H200 run 23: every enhancer graph
+        failed on the border and ran eagerly)."""
+        self.template = template_tensor(self.size_px, self.template_name, device=device)
+        self._border = torch.tensor(CROP_BORDER_BGR, device=device)
 
     def fits(self, five_xy: torch.Tensor) -> torch.Tensor:
         """(N,) bool: the restorer's crop footprint of each face fits the paste window (a
