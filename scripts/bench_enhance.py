@@ -138,7 +138,7 @@ def cost_cpu(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         output_to_bgr,
         paste_restored,
     )
-    from livecam.swap.neural import InswapperModel
+    from livecam.swap.inswapper import InswapperModel
     from livecam.testing.standins import build_enhancer, build_inswapper
 
     frame, _ = scene_1080p(with_hand=False)

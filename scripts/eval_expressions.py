@@ -34,7 +34,8 @@ from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages
-from livecam.swap.neural import InswapperModel, NeuralSwapStage
+from livecam.swap.inswapper import InswapperModel
+from livecam.swap.neural import NeuralSwapStage
 from livecam.testing.expressions import follow_report, run_through, streamer_clip
 from livecam.testing.standins import build_blurring_inswapper
 from livecam.testing.swap_eval import real_faces

@@ -28,41 +28,39 @@ the user's choice.
 
 The networks sit behind :class:`~livecam.analysis.networks.FaceNetworks` (whole-frame
 detector and face mesh) and :class:`~livecam.analysis.networks.TileSearch`, so the GPU pipeline
-can drive this same follower with its own backends.
+can drive this same follower with its own backends. Where the mesh is run (carried, checked
+against the detections, settled for a new face) is :mod:`livecam.analysis.mesh_runs`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 import numpy as np
 
+from livecam.analysis import mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
-from livecam.analysis.mesh import MeshResult
 from livecam.analysis.networks import FaceNetworks, TileSearch
 from livecam.analysis.observations import (
     Candidate,
     Observation,
     any_overlap,
     as_withheld,
-    at_edge,
     dedupe,
     merge_candidates,
     mesh_observation,
     overlaps,
-    share_inside,
 )
-from livecam.analysis.roi import Roi, boxes_from_landmarks, roi_from_detection, roi_from_landmarks
+from livecam.analysis.roi import boxes_from_landmarks, roi_from_detection
 from livecam.analysis.select import FaceSelector
 from livecam.analysis.smooth import LandmarkSmoother
 from livecam.config.analysis import AnalysisConfig
 from livecam.core.types import Faces, ImageBGR, Unswappable, WithheldFaces
-from livecam.track.bytetrack import ByteTracker, TrackResult, iou_matrix
+from livecam.track.bytetrack import ByteTracker, TrackResult
 from livecam.track.settings import ByteTrackSettings
 
 log = logging.getLogger(__name__)
@@ -71,17 +69,6 @@ log = logging.getLogger(__name__)
 # the swap would sit beside the face it hides (measured: a face re-entering at 40 px/frame on a
 # loaded machine was swapped 25 px behind, its real nose and mouth showing).
 _MAX_LAG = 0.03
-# A carried mesh overlapping a detection of this frame by IoU in this range has slid off the
-# face (mesh and detection boxes of one face agree to IoU ~0.8): it is re-run on the detection.
-_SLID_IOU = (0.1, 0.5)
-# A carried mesh whose centre lands this far (fraction of the ROI side) from the ROI's centre
-# is run again on a ROI centred on it (fast motion the track's velocity did not predict).
-_RECENTER_FRACTION = 0.08
-# A new face's first mesh is run again on its own landmarks' ROI (see _settled) at most this
-# often, or until a run moves the points by less than this fraction of the face width (on the
-# same image, the runs settle to ~0.02 px, ~0.0002 face widths).
-_SETTLE_RUNS = 6
-_SETTLED_FRACTION = 0.002
 
 
 class FaceFollower:
@@ -150,7 +137,8 @@ class FaceFollower:
         # is predicted that far
         gap = 1 if self._last_index is None else max(1, index - self._last_index)
         self._last_index = index
-        carried = self._carry(image, list(self._marks), gap, timings)
+        carried = mesh_runs.carry(self.networks, image, self._marks,
+                                  self.tracker.velocities_px(), self._scores, gap, timings)
         whole, searched = self._detect(image, index, first, any_overlap(carried), timings)
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
@@ -171,35 +159,6 @@ class FaceFollower:
         timings["total"] = (time.perf_counter_ns() - t0) / 1e6
         self.last_timings_ms = timings
         return selected, withheld
-
-    # -- 1. carry -------------------------------------------------------------------------
-
-    def _carry(self, image: ImageBGR, track_ids: list[int], gap: int,
-               timings: dict[str, float]) -> list[Observation]:
-        """Meshes on ROIs from each followed track's last landmarks, ``gap`` frames on."""
-        if not track_ids:
-            return []
-        t = time.perf_counter_ns()
-        velocities = self.tracker.velocities_px()
-        rois: list[Roi] = []
-        for tid in track_ids:
-            vx, vy = velocities.get(tid, (0.0, 0.0))
-            rois.append(roi_from_landmarks(self._marks[tid]).shifted(vx * gap, vy * gap))
-        meshes = self.networks.landmarks(image, rois)
-        # A face moving faster than its track predicts sits off the ROI's centre, and the
-        # mesh of an off-centre face lags it (about half the offset, measured): look once
-        # more, centred where the mesh found it, rather than fall further behind each frame.
-        for i, (roi, mesh) in enumerate(zip(rois, meshes, strict=True)):
-            if mesh is None:
-                continue
-            again = roi_from_landmarks(mesh.landmarks_xy)
-            offset_px = math.hypot(again.center_x_px - roi.center_x_px,
-                                   again.center_y_px - roi.center_y_px)
-            if offset_px > _RECENTER_FRACTION * roi.size_px:
-                meshes[i] = self.networks.landmarks(image, [again])[0] or mesh
-        timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
-        return [mesh_observation(m, self._scores.get(tid, 1.0), tid)
-                for tid, m in zip(track_ids, meshes, strict=True) if m is not None]
 
     # -- 2. detect ------------------------------------------------------------------------
 
@@ -256,13 +215,13 @@ class FaceFollower:
                  searched: SearchResult | None, index: int,
                  timings: dict[str, float]) -> list[Observation]:
         """Every face of this frame: followed (mesh) first, then box-only ones."""
-        followed = self._verified(image, carried, whole, timings)
+        followed = mesh_runs.verified(self.networks, image, carried, whole, timings)
         if any_overlap(followed) and whole is not None:
             # crossing: a carried mesh may have slid onto the face in front; a mesh from
             # each detection there decides, the carried ones no detection repeats stay
             near = [i for i in range(len(whole))
                     if overlaps(whole.boxes_xyxy[i], [o.box_xyxy for o in followed])]
-            fresh = self._meshes_for(image, whole, near, timings)
+            fresh = mesh_runs.meshes_for(self.networks, image, whole, near, timings)
             followed = dedupe([o for o in fresh if o.mesh is not None] + followed)
         candidates: list[Candidate] = []
         if whole is not None:
@@ -297,7 +256,7 @@ class FaceFollower:
                 continue
             mesh = self.networks.landmarks(image, [roi_from_detection(box, c.keypoints_xy)])[0]
             if mesh is not None:
-                mesh = self._settled(image, mesh)
+                mesh = mesh_runs.settled(self.networks, image, mesh)
                 o = mesh_observation(mesh, c.score, -1)
                 if not overlaps(o.box_xyxy, [p.box_xyxy for p in followed + admitted]):
                     admitted.append(o)
@@ -312,74 +271,12 @@ class FaceFollower:
         kept = self._box_only.update(box_only, seen, searched)
         return obs + [o for o, _ in box_only] + kept
 
-    def _settled(self, image: ImageBGR, mesh: MeshResult) -> MeshResult:
-        """A new face's mesh run again on the ROI from its own landmarks (the ROI it is carried
-        on from the next frame) until it stops moving, at most ``_SETTLE_RUNS`` times.
-
-        The mesh depends on its crop: from a detection's ROI it lies 0.3-4 px (t1's six
-        people, a still astronaut) from where the carried meshes settle, and each carried
-        frame takes only about half of the gap (measured on t1 and the astronaut). The smoother
-        starts from this first mesh, so a still face's swap slid by that much over the next
-        second (4.5 px for t1's turned face; the flicker of tests/swap/test_temporal). Costs
-        up to ``_SETTLE_RUNS`` meshes per face admitted (t1's six people: 22 in all, once),
-        none per frame carried.
-        """
-        for _ in range(_SETTLE_RUNS):
-            again = self.networks.landmarks(image, [roi_from_landmarks(mesh.landmarks_xy)])[0]
-            if again is None:
-                break
-            move_px = float(np.linalg.norm(again.landmarks_xy - mesh.landmarks_xy, axis=1).mean())
-            mesh = again
-            if move_px < _SETTLED_FRACTION * float(np.ptp(mesh.landmarks_xy[:, 0])):
-                break
-        return mesh
-
-    def _verified(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
-                  timings: dict[str, float]) -> list[Observation]:
-        """Carried meshes checked against this frame's detections: one that only partly
-        overlaps a detection has slid off its face (the track's motion overshot a stop, or a
-        jump under load) and is run again on that detection's ROI. A carried mesh no detection
-        overlaps stays (a face the detector misses this frame)."""
-        if whole is None or len(whole) == 0 or not carried:
-            return list(carried)
-        iou = iou_matrix(np.stack([o.box_xyxy for o in carried]), whole.boxes_xyxy)
-        owner = np.argmax(iou, axis=0)  # the carried face each detection overlaps most
-        h, w = image.shape[:2]
-        out = []
-        for i, o in enumerate(carried):
-            j = int(np.argmax(iou[i]))
-            # a detection on another followed face (two people crossing: the one behind
-            # overlaps the one in front) is that face's, not a sign this one slid; at the
-            # frame's edge a detection sees only the part inside, the carried mesh the face
-            if (not _SLID_IOU[0] < iou[i, j] < _SLID_IOU[1] or owner[j] != i
-                    or share_inside(o.box_xyxy, w, h) < 1.0
-                    or share_inside(whole.boxes_xyxy[j], w, h) < 1.0
-                    or at_edge(whole.boxes_xyxy[j], w, h)):
-                out.append(o)
-                continue
-            t = time.perf_counter_ns()
-            mesh = self.networks.landmarks(image, [roi_from_detection(
-                whole.boxes_xyxy[j], whole.keypoints_xy[j])])[0]
-            timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
-            out.append(o if mesh is None else mesh_observation(mesh, o.score, o.carried_from))
-        return out
-
     def _place_holders(self, carried_ids: set[int]) -> list[np.ndarray]:
         """Boxes of the followed faces that hold a place without being seen this frame: those
         followed last frame whose carry failed now, and lost ones still covered."""
         boxes = [boxes_from_landmarks(m[None])[0] for tid, m in self._marks.items()
                  if tid not in carried_ids]
         return boxes + self._hidden.holders(exclude=set(self._marks))
-
-    def _meshes_for(self, image: ImageBGR, dets: Faces, which: list[int],
-                    timings: dict[str, float]) -> list[Observation]:
-        t = time.perf_counter_ns()
-        meshes = self.networks.landmarks(image, [
-            roi_from_detection(dets.boxes_xyxy[i], dets.keypoints_xy[i]) for i in which])
-        timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
-        return [mesh_observation(m, float(dets.scores[i]), -1) if m is not None
-                else Observation(dets.boxes_xyxy[i], float(dets.scores[i]))
-                for i, m in zip(which, meshes, strict=True)]
 
     # -- 4. track, smooth, output ---------------------------------------------------------
 

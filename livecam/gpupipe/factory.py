@@ -115,7 +115,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
     (``swap.hands_in_front``). Raises :class:`ConfigError` for an enhancer name that is no
     enhancer manifest."""
     from livecam.gpupipe.hub import GpuSwapHub
-    from livecam.swap.neural import read_emap
+    from livecam.swap.inswapper import read_emap
     from livecam.swap.neural_models import NeuralModels
 
     models = NeuralModels.from_config(config)

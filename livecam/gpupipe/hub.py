@@ -281,7 +281,7 @@ class GpuSwapHub:
             failed = self._failed.get(name)
             if failed is not None and self._clock() - failed < self.missing_log_interval_s:
                 return None
-            from livecam.swap.neural import latents_from_embeddings
+            from livecam.swap.inswapper import latents_from_embeddings
 
             try:
                 embedding = self.source_embedding(name)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from livecam.core.types import ImageBGR
 from livecam.engines.protocol import Engine
 from livecam.swap.align import align_matrix, warp_crop
-from livecam.swap.neural import crops_to_blob
+from livecam.swap.inswapper import crops_to_blob
 
 log = logging.getLogger(__name__)
 

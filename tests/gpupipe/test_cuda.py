@@ -93,7 +93,7 @@ def test_cuda_stage_matches_the_cpu_stage(inswapper_dyn_path: Path,
     from livecam.engines.torch_engine import TorchEngine
     from livecam.gpupipe.hub import GpuSwapHub
     from livecam.gpupipe.stage import GpuSwapStage
-    from livecam.swap.neural import read_emap
+    from livecam.swap.inswapper import read_emap
     from tests.gpupipe.test_stage import embedding_table, faces_of, packet
 
     state = RuntimeState(active_identity="alice")

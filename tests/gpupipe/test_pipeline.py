@@ -38,7 +38,7 @@ def run_tick(engine: Any, frames: list[np.ndarray], tick_rows: TickRows, *,
 def test_tick_equals_cpu_neural_swap(cpu_engine: Any, face_frame: FaceFrame,
                                      inswapper_dyn_path: Path) -> None:
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
-    from livecam.swap.neural import InswapperModel
+    from livecam.swap.inswapper import InswapperModel
 
     (out,) = run_tick(cpu_engine, [face_frame.frame_bgr],
                       rows(face_frame.kps, face_frame.latents[:1], [0]))

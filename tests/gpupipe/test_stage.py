@@ -61,7 +61,7 @@ class Generator:
 
 
 def make_hub(path: Path, embed: Any, *, n_streams: int = 1, **kw: Any) -> GpuSwapHub:
-    from livecam.swap.neural import read_emap
+    from livecam.swap.inswapper import read_emap
 
     generator = kw.pop("generator", None) or Generator(path)
     return GpuSwapHub(generator, emap=lambda: read_emap(path), source_embedding=embed,
@@ -92,7 +92,8 @@ def collect_all(stage: GpuSwapStage, n: int) -> list[Packet]:
 def test_stage_equals_the_cpu_neural_stage_with_frames_in_flight(
         inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
-    from livecam.swap.neural import InswapperModel, NeuralSwapStage
+    from livecam.swap.inswapper import InswapperModel
+    from livecam.swap.neural import NeuralSwapStage
 
     image, faces = face_frame.frame_bgr, faces_of(face_frame)
     asked: list[str] = []

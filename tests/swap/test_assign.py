@@ -9,7 +9,8 @@ import numpy as np
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.assign import IdentityAssigner
-from livecam.swap.neural import InswapperModel, NeuralSwapStage
+from livecam.swap.inswapper import InswapperModel
+from livecam.swap.neural import NeuralSwapStage
 from livecam.testing.standins import build_inswapper
 from livecam.testing.swap_eval import RealFace
 

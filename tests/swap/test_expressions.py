@@ -29,7 +29,8 @@ from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages, features
-from livecam.swap.neural import InswapperModel, NeuralSwapStage
+from livecam.swap.inswapper import InswapperModel
+from livecam.swap.neural import NeuralSwapStage
 from livecam.testing.expressions import (
     ExpressionTrack,
     FollowReport,

@@ -13,7 +13,7 @@ import pytest
 
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.arcface import ArcFaceEmbedder
-from livecam.swap.neural import InswapperModel
+from livecam.swap.inswapper import InswapperModel
 from livecam.testing.standins import build_arcface, build_inswapper
 
 insightface = pytest.importorskip("insightface")

@@ -18,7 +18,8 @@ from livecam.core.stage import AsyncStage
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.pipeline.chain import split_tail
-from livecam.swap.neural import InswapperModel, NeuralSwapStage
+from livecam.swap.inswapper import InswapperModel
+from livecam.swap.neural import NeuralSwapStage
 from livecam.swap.neural_remote import RemoteSwapStage
 from livecam.testing.standins import build_inswapper
 

@@ -11,7 +11,8 @@ from livecam.config import load_config
 from livecam.core.errors import ModelError
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
-from livecam.swap.neural import InswapperModel, NeuralSwapStage, build_neural_stage
+from livecam.swap.inswapper import InswapperModel
+from livecam.swap.neural import NeuralSwapStage, build_neural_stage
 from livecam.swap.neural_models import NeuralModels
 from livecam.testing.standins import build_inswapper
 

@@ -165,7 +165,8 @@ def test_real_hand_stays_in_front_of_the_swapped_face(
         hand_sprite: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
     from livecam.analysis.photo import analyze_photo
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
-    from livecam.swap.neural import InswapperModel, NeuralSwapStage
+    from livecam.swap.inswapper import InswapperModel
+    from livecam.swap.neural import NeuralSwapStage
     from livecam.testing.standins import build_inswapper
 
     faces = analyze_photo(astronaut_bgr).with_fields(track_ids=np.array([1], np.int64))

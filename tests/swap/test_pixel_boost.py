@@ -11,7 +11,7 @@ import pytest
 
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.boost import boost_factor, merge_tiles, split_tiles
-from livecam.swap.neural import InswapperModel, paste_back
+from livecam.swap.inswapper import InswapperModel, paste_back
 from livecam.testing.standins import build_inswapper
 
 

@@ -1,6 +1,6 @@
 """The neural swap (inswapper family) on tensors: align, crop, generate, colour, paste.
 
-:class:`GpuInswapper` is the GPU twin of :class:`livecam.swap.neural.InswapperModel`: the same
+:class:`GpuInswapper` is the GPU twin of :class:`livecam.swap.inswapper.InswapperModel`: the same
 alignment (5 points -> arcface_128 template), the same crop (``cv2.warpAffine`` semantics), the
 same blob (RGB, ``(x - mean) / std``), the same truncation of the output to uint8 and the same
 insightface paste-back (:mod:`livecam.swap.gpu.paste`). Every step works on batches of faces from
@@ -29,7 +29,7 @@ from livecam.swap.gpu.warp import warp_affine
 
 def latents_from_embeddings(embeddings: torch.Tensor, emap: torch.Tensor) -> torch.Tensor:
     """inswapper's source input (N, 512) from ArcFace embeddings (N, 512); float32, as
-    :func:`livecam.swap.neural.latents_from_embeddings`."""
+    :func:`livecam.swap.inswapper.latents_from_embeddings`."""
     emb = embeddings.float()
     normed = emb / emb.norm(dim=1, keepdim=True)
     latent = normed @ emap.float()

@@ -1,6 +1,6 @@
 """insightface's paste-back (``INSwapper.get(paste_back=True)``) on tensors, static shapes.
 
-The CPU twin is :func:`livecam.swap.neural.paste_back`: warp a white crop into the frame,
+The CPU twin is :func:`livecam.swap.inswapper.paste_back`: warp a white crop into the frame,
 threshold it (> 20 -> 255), erode it with a k1 x k1 square and Gaussian-blur it with a
 (2 k2 + 1) kernel, where k1 = max(size // 10, 10), k2 = max(size // 20, 5) and ``size`` is the
 geometric mean of the mask's bounding box; then ``alpha * face + (1 - alpha) * frame``,

@@ -1,5 +1,5 @@
 """Feathered masks, colour gain and both paste-backs on tensors equal their CPU twins
-(``livecam.swap.blend``, ``livecam.swap.colour``, ``livecam.swap.neural.paste_back``) on real
+(``livecam.swap.blend``, ``livecam.swap.colour``, ``livecam.swap.inswapper.paste_back``) on real
 photos with real MediaPipe landmarks."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from livecam.swap import blend, colour
-from livecam.swap import neural as cpu_neural
+from livecam.swap import inswapper as cpu_inswapper
 from livecam.swap.align import align_matrix
 from livecam.swap.gpu.align import similarity_lstsq, template_tensor
 from livecam.swap.gpu.blend import (
@@ -89,7 +89,7 @@ def test_insightface_paste_equals_cpu_on_six_faces(t1_faces) -> None:  # type: i
     faces = [_face_texture(i) for i in range(n)]
     ref = image
     for face, m in zip(faces, mats.numpy(), strict=True):
-        ref = cpu_neural.paste_back(ref, face, m.astype(np.float64))
+        ref = cpu_inswapper.paste_back(ref, face, m.astype(np.float64))
     frames = torch.from_numpy(image.copy())[None]
     insightface_paste_(frames, torch.zeros(n, dtype=torch.long),
                        torch.from_numpy(np.stack(faces)).float(), mats,
@@ -110,7 +110,7 @@ def test_insightface_paste_on_a_large_rotated_face(astronaut_faces) -> None:  # 
     five = astronaut_faces.five_xy[0] * 2.0 @ rot[:, :2].T + rot[:, 2]
     m = align_matrix(five, 128)
     face = _face_texture(9)
-    ref = cpu_neural.paste_back(image, face, m)
+    ref = cpu_inswapper.paste_back(image, face, m)
     frames = torch.from_numpy(image.copy())[None]
     mats = torch.from_numpy(m)[None]
     insightface_paste_(frames, torch.zeros(1, dtype=torch.long),

@@ -112,7 +112,7 @@ def test_enhance_equals_cpu_enhancer(t1_faces, gfpgan_standin: Path) -> None:  #
 
 def test_boosted_gpu_swap_equals_cpu(astronaut_faces, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from livecam.swap.gpu.neural import GpuInswapper
-    from livecam.swap.neural import InswapperModel
+    from livecam.swap.inswapper import InswapperModel
     from livecam.testing.standins import build_inswapper
 
     path = build_inswapper(tmp_path / "inswapper.onnx", batch="N")

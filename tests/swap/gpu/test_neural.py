@@ -14,8 +14,8 @@ import torch
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.engines.torch_engine import TorchEngine
 from livecam.swap.gpu.neural import GpuInswapper, latents_from_embeddings
-from livecam.swap.neural import InswapperModel, read_emap
-from livecam.swap.neural import latents_from_embeddings as cpu_latents
+from livecam.swap.inswapper import InswapperModel, read_emap
+from livecam.swap.inswapper import latents_from_embeddings as cpu_latents
 from livecam.testing.standins import build_inswapper
 
 
