@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-s", type=float, default=2.0)
     parser.add_argument("--compile", choices=("none", "fast", "autotune"), default="none",
                         help="build the compiled generator (batch 1) and measure it too")
+    parser.add_argument("--only", default="",
+                        help="run only the sections whose names contain one of these "
+                             "comma-separated words (e.g. 'compile')")
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="skip the remaining sections after this many seconds")
     parser.add_argument("--out", type=Path, default=Path("bench_gpu.json"))
@@ -82,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         args.out.write_text(json.dumps(report, indent=2, default=float))
 
+    wanted = [w for w in args.only.split(",") if w]
+
     def section(name: str, fn: Any) -> None:
+        if wanted and not any(w in name for w in wanted):
+            return
         if time.perf_counter() - t_start > args.budget_s:
             report["errors"][name] = f"skipped: over the {args.budget_s:.0f} s budget"
             save()

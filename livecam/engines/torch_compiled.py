@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -220,8 +221,9 @@ def probe_load(path: Path, device_index: int) -> None:
     failed = f"fails {torch.__version__}\n"
     if verdict.startswith(failed):
         raise ModelError(verdict[len(failed):])
-    code = ("import sys, torch; torch._inductor.aoti_load_package(sys.argv[1], "
-            "device_index=int(sys.argv[2]))")
+    code = ("import sys, torch; from livecam.engines.torch_compiled import open_runner; "
+            "i = int(sys.argv[2]); "
+            "open_runner(sys.argv[1], torch.device('cuda', i) if i >= 0 else torch.device('cpu'))")
     try:
         result = subprocess.run([sys.executable, "-c", code, str(path), str(device_index)],
                                 capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
@@ -241,17 +243,48 @@ def probe_load(path: Path, device_index: int) -> None:
     marker.write_text(torch.__version__)
 
 
+def open_runner(path: str | Path, device: Any) -> Callable[..., list[Any]]:
+    """Open the shared library inside an AOTInductor package with the model-container runner
+    itself, not the package loader: the package is unzipped (once, beside it) in Python and
+    its ``.so`` handed to ``AOTIModelContainerRunnerCuda``/``Cpu``. Returns ``run(*tensors)``
+    -> list of output tensors."""
+    import torch
+
+    path = Path(path)
+    folder = path.with_name(path.name + ".unpacked")
+    if not folder.exists():
+        scratch = path.with_name(path.name + f".unpacking-{time.time_ns()}")
+        with zipfile.ZipFile(path) as archive:
+            archive.extractall(scratch)
+        try:
+            scratch.rename(folder)
+        except OSError:  # another process unpacked it first
+            shutil.rmtree(scratch, ignore_errors=True)
+    libraries = sorted(folder.glob("*/data/aotinductor/*/*.so"))
+    if len(libraries) != 1:
+        raise ModelError(f"the compiled package {path.name} holds {len(libraries)} shared "
+                         "libraries, expected 1: rebuild it with `livecam engines build`")
+    so = libraries[0]
+    if device.type == "cuda":
+        runner = torch._C._aoti.AOTIModelContainerRunnerCuda(
+            str(so), 1, f"cuda:{device.index or 0}", str(so.parent))
+    else:
+        runner = torch._C._aoti.AOTIModelContainerRunnerCpu(str(so), 1)
+
+    def run(*inputs: Any) -> list[Any]:
+        return list(runner.run(list(inputs)))
+
+    return run
+
+
 def load_compiled(paths: dict[int, Path], device: Any, channels_last: bool) -> CompiledModule:
     """Open the packages (no compiling); ``paths`` maps batch size to package. Each is first
     opened in a child process (:func:`probe_load`): raises :class:`ModelError` if that fails."""
-    import torch
 
     index = (device.index or 0) if device.type == "cuda" else -1
     for path in paths.values():
         probe_load(path, index)
-    runners = {b: torch._inductor.aoti_load_package(str(p), run_single_threaded=True,
-                                                    device_index=index)
-               for b, p in paths.items()}
+    runners = {b: open_runner(p, device) for b, p in paths.items()}
     return CompiledModule(runners, channels_last=channels_last)
 
 
