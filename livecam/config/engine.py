@@ -23,13 +23,14 @@ class EngineConfig:
                           "within 1e-2 of it; CPUs always compute fp32 with onnxruntime.",
                           choices=("fp16", "fp32"))
     torch_mode: str = knob("auto", "How the torch backend runs the swap generator: compiled "
-                           "(the packages `livecam engines build` compiled ahead of time for "
-                           "this model, device, torch and precision; an error naming that "
-                           "command when they are missing), cuda_graphs (our ONNX executor, "
-                           "one captured CUDA graph per batch size; eager on a CPU), eager "
-                           "(the executor op by op), or auto (compiled when built, else "
-                           "cuda_graphs; the choice is logged). Nothing compiles at start "
-                           "unless compile_if_missing is set. Speeds: docs/perf-notes.md.",
+                           "(what `livecam engines build` compiled for this model, device, "
+                           "torch and precision, taken from the engine cache in seconds; an "
+                           "error naming that command when it is missing), cuda_graphs (our "
+                           "ONNX executor, one captured CUDA graph per batch size; eager on "
+                           "a CPU), eager (the executor op by op), or auto (compiled when "
+                           "built, else cuda_graphs; the choice is logged). Nothing "
+                           "compiles at start unless compile_if_missing is set. Speeds: "
+                           "docs/perf-notes.md.",
                            choices=("auto", "compiled", "cuda_graphs", "eager"))
     compile_if_missing: bool = knob(False, "Compile the generator at start when torch_mode is "
                                     "auto or compiled and no build exists (minutes on a GPU, "
@@ -39,10 +40,10 @@ class EngineConfig:
                                       "(Inductor max-autotune): faster generator, several "
                                       "times longer build. Ignored on the CPU.")
     compiled_batch_sizes: tuple[int, ...] = knob((), "Batch sizes compiled by `livecam engines "
-                                                 "build` (one package each; other batches run "
-                                                 "padded to the next). Empty = 1, 2, 4, ... up "
-                                                 "to analysis.max_faces on the GPU swap, "
-                                                 "max_batch on the CPU path.")
+                                                 "build` (one compiled graph each; other "
+                                                 "batches run padded to the next). Empty = "
+                                                 "1, 2, 4, ... up to analysis.max_faces on "
+                                                 "the GPU swap, max_batch on the CPU path.")
     cache_dir: str = knob("", "Built TensorRT engines, compiled torch generators and the "
                           "timing cache; empty = the user cache dir (e.g. "
                           "~/.cache/livecam/engines).")

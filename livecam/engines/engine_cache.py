@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -31,7 +32,7 @@ from livecam.core.files import atomic_write
 log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
-COMPILED_KEY_VERSION = 1
+COMPILED_KEY_VERSION = 2  # 2: Inductor cache entries (1 was AOTInductor packages)
 
 
 @dataclass(frozen=True)
@@ -129,15 +130,18 @@ class EngineKey:
 
 @dataclass(frozen=True)
 class CompiledKey:
-    """Everything an ahead-of-time compiled torch generator (an AOTInductor package) depends on.
+    """Everything a compiled torch generator (Inductor's code for one flattened graph and batch)
+    depends on.
 
     ``device`` names the hardware the code was generated for (GPU name and compute capability,
     or the CPU architecture and the vector ISA torch uses); ``executor_sha256`` hashes the
-    ONNX executor's source, so fixing an op invalidates every package traced through it.
+    ONNX executor's source, so fixing an op invalidates every graph traced through it. The
+    entry itself is small (the flattened graph's digest); the compiled code lives in the
+    cache's ``inductor`` folder.
     """
 
     kind: ClassVar[str] = "torch-compiled"
-    suffix: ClassVar[str] = ".pt2"
+    suffix: ClassVar[str] = ".compiled"
 
     model_sha256: str
     device: str
@@ -299,12 +303,10 @@ class EngineCache:
                 if model_name is None or entry.model_name == model_name:
                     entry.engine_path.unlink(missing_ok=True)
                     entry.engine_path.with_suffix(".json").unlink(missing_ok=True)
-                    # torch_compiled.probe_load's verdict
-                    entry.engine_path.with_name(entry.engine_path.name + ".opens").unlink(
-                        missing_ok=True)
                     removed += 1
             if model_name is None:
                 self.timing_cache_path.unlink(missing_ok=True)
+                shutil.rmtree(self.root / "inductor", ignore_errors=True)  # compiled torch code
         return removed
 
     def merge_timing_cache(self, merge: Callable[[bytes | None], bytes]) -> None:

@@ -1,35 +1,39 @@
-"""The compiled generator: the ONNX executor flattened per fixed batch and compiled ahead of
-time with AOTInductor, stored in the engine cache, loaded in seconds without compiling.
+"""The compiled generator: the ONNX executor flattened per fixed batch and compiled with
+``torch.compile`` (Inductor), its compiled code kept in the engine cache's Inductor folder, so a
+later start finds it there and does not compile again.
 
-Why this route (measured on the CPU with the small stand-in, docs/perf-notes.md): an
-AOTInductor package (``torch._inductor.aoti_compile_and_package``) holds the generated kernels,
-the compiled wrapper and the weights; ``aoti_load_package`` opens it without tracing or
-compiling anything. ``torch.compile`` with ``torch.compiler.save_cache_artifacts`` /
-``load_cache_artifacts`` (the FX graph and autotune caches) still re-traces with dynamo and
-re-runs parts of the compiler at every start (47 s cold, 35 s "warm" there), so it would
-compile in the live path.
+Why this route (measured, docs/perf-notes.md):
+
+- The first route was an AOTInductor package (``aoti_compile_and_package``), the cleanest
+  artefact: on the CPU it opens without tracing. But on the H200 test machine (torch
+  2.11.0+cu130) every CUDA package crashed the process with SIGSEGV when opened, even a
+  two-layer conv net, through the package loader and through the model-container runner alike
+  (``scripts/probe_aoti.py``, device runs 18 and 24). A loader that crashes on the one GPU
+  this project can test is no product path.
+- ``torch.compile`` with a persistent ``TORCHINDUCTOR_CACHE_DIR`` runs the same Inductor
+  kernels through the JIT path that works there. A later start re-traces with dynamo (the
+  flattened graph: seconds) and takes the compiled graph from Inductor's FX graph cache.
 
 Steps of a build (:func:`build_compiled`, run by ``livecam engines build``): the executor runs
 once eagerly (filling its shape-only device tensors), ``make_fx`` flattens it to one graph of
 aten ops for the batch (host shape reads become constants: compiled directly, dynamo splits the
-executor into 29 graphs), ``torch.export`` makes an ExportedProgram of it, AOTInductor compiles
-it (fp16 + channels_last on CUDA, optionally max-autotune; fp32 on the CPU) into a ``.pt2``
-package, and the package is moved into the cache under a :class:`CompiledKey`. One package per
-batch size; a call with another batch runs in the next larger package, padded with zero rows
-(or in chunks of the largest).
+executor into 29 graphs), ``torch.compile`` compiles and runs it once (fp16 + channels_last on
+CUDA, optionally max-autotune; fp32 on the CPU) with the Inductor cache pointed into the
+engine cache, and a small entry records the flattened graph's digest under a
+:class:`CompiledKey`. A start (:func:`load_compiled`) flattens again, checks the digest, and
+compiles with the same cache: a hit. Should Inductor miss anyway, it compiles there and says so
+in the log with the time it took. One compiled graph per batch size; a call with another batch
+runs in the next larger one, padded with zero rows (or in chunks of the largest).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import logging
 import platform
-import shutil
-import subprocess
-import sys
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -130,39 +134,98 @@ def example_inputs(module: Any, specs: Any, batch: int, device: Any,
     return out
 
 
-def build_compiled(module: Any, specs: Any, *, cache: EngineCache, model_name: str,
-                   key: CompiledKey, device: Any,
-                   progress: ProgressFn | None = None) -> Path:
-    """Flatten, export and compile ``module`` (an open ``OnnxGraphModule`` on ``device``, in
-    the key's precision and layout) for ``key.batch``; store the package; return its path."""
+INDUCTOR_DIR = "inductor"
+
+
+@contextmanager
+def inductor_cache(cache: EngineCache) -> Iterator[None]:
+    """Point Inductor's caches into the engine cache while compiling (the environment variable
+    is read at each cache access; an outer setting of the user's is restored afterwards)."""
+    import os
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache.root / INDUCTOR_DIR)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+def flatten(module: Any, inputs: list[Any]) -> Any:
+    """The executor as one FX graph of aten ops for these input shapes."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    with torch.no_grad():
+        module(*inputs)  # eager: shape-only device tensors are made now, constants below
+        return make_fx(module, tracing_mode="real")(*inputs)
+
+
+def graph_digest(flat: Any) -> str:
+    """sha256 of the flattened graph's code and its constants' shapes and dtypes."""
+    digest = hashlib.sha256(flat.code.encode())
+    for name, value in sorted(flat.state_dict().items()):
+        digest.update(f"{name}:{tuple(value.shape)}:{value.dtype}".encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class CompileCount:
+    """Inductor's FX graph cache over one compile: hits, misses and bypasses."""
+
+    hits: int = 0
+    misses: int = 0
+    bypasses: int = 0
+
+
+def compile_flat(flat: Any, inputs: list[Any], max_autotune: bool) -> tuple[Any, CompileCount]:
+    """``torch.compile`` the flattened graph and run it once (the compile happens there)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    def now() -> tuple[int, int, int]:
+        c = counters["inductor"]
+        return c["fxgraph_cache_hit"], c["fxgraph_cache_miss"], c["fxgraph_cache_bypass"]
+
+    before = now()
+    fn = torch.compile(flat, fullgraph=True, dynamic=False,
+                       mode="max-autotune-no-cudagraphs" if max_autotune else None)
+    with torch.no_grad():
+        fn(*inputs)
+    after = now()
+    return fn, CompileCount(*(a - b for a, b in zip(after, before, strict=True)))
+
+
+def build_compiled(module: Any, specs: Any, *, cache: EngineCache, model_name: str,
+                   key: CompiledKey, device: Any,
+                   progress: ProgressFn | None = None) -> Path:
+    """Flatten and compile ``module`` (an open ``OnnxGraphModule`` on ``device``, in the key's
+    precision and layout) for ``key.batch`` into the engine cache; return the entry's path."""
     say = progress or (lambda _text: None)
     inputs = example_inputs(module, specs, key.batch, device, key.channels_last)
     t0 = time.perf_counter()
-    with torch.no_grad():
-        module(*inputs)  # eager: shape-only device tensors are made now, constants below
-        flat = make_fx(module, tracing_mode="real")(*inputs)
-        say(f"traced {len(flat.graph.nodes)} nodes ({time.perf_counter() - t0:.1f} s)")
-        exported = torch.export.export(flat, tuple(inputs), strict=False)
-    scratch = cache.scratch_dir()
-    try:
-        t1 = time.perf_counter()
-        package = torch._inductor.aoti_compile_and_package(
-            exported, package_path=str(scratch / "model.pt2"),
-            inductor_configs={"max_autotune": key.max_autotune})
-        say(f"compiled ({time.perf_counter() - t1:.1f} s)")
-        return cache.save_file(model_name, key, Path(package))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    flat = flatten(module, inputs)
+    say(f"traced {len(flat.graph.nodes)} nodes ({time.perf_counter() - t0:.1f} s)")
+    t1 = time.perf_counter()
+    with inductor_cache(cache):
+        _fn, count = compile_flat(flat, inputs, key.max_autotune)
+    if count.bypasses:
+        raise ModelError(f"torch could not cache the compiled {model_name} (Inductor bypassed "
+                         "its FX graph cache), so every start would compile it again; set "
+                         "engine.torch_mode: cuda_graphs")
+    say(f"compiled ({time.perf_counter() - t1:.1f} s)")
+    entry = json.dumps({"graph_sha256": graph_digest(flat), "inductor_dir": INDUCTOR_DIR})
+    return cache.save(model_name, key, entry.encode())
 
 
 class CompiledModule:
-    """Per-batch AOTInductor runners behind the executor's call: ``module(*inputs)`` returns
-    one tensor per graph output. A batch without its own package runs in the next larger one
+    """Per-batch compiled graphs behind the executor's call: ``module(*inputs)`` returns
+    one tensor per graph output. A batch without its own graph runs in the next larger one
     (zero rows appended, results cut) or in chunks of the largest. Inputs are made contiguous
-    in the layout the packages were built for. Only one thread calls it (the pipeline's)."""
+    in the layout the graphs were compiled for. Only one thread calls it (the pipeline's)."""
 
     def __init__(self, runners: dict[int, Any], *, channels_last: bool) -> None:
         self.runners = dict(sorted(runners.items()))
@@ -173,7 +236,7 @@ class CompiledModule:
 
         n = int(inputs[0].shape[0])
         batch = next((b for b in self.runners if b >= n), None)
-        if batch is None:  # more rows than the largest package: run it chunk by chunk
+        if batch is None:  # more rows than the largest graph: run it chunk by chunk
             largest = max(self.runners)
             parts = [self(*[t[i:i + largest] for t in inputs]) for i in range(0, n, largest)]
             return tuple(torch.cat(outs) for outs in zip(*parts, strict=True))
@@ -184,7 +247,8 @@ class CompiledModule:
             layout = torch.channels_last if self.channels_last and t.dim() == 4 \
                 else torch.contiguous_format
             ready.append(t.contiguous(memory_format=layout))
-        outs = self.runners[batch](*ready)
+        with torch.no_grad():
+            outs = self.runners[batch](*ready)
         return tuple(o[:n] if batch > n else o for o in outs)
 
     # the engine's CUDA-graph capture asks the executor to record / replay host reads; a
@@ -198,93 +262,35 @@ class CompiledModule:
         yield
 
 
-#: Seconds a child process may take to open one package (its import of torch included).
-PROBE_TIMEOUT_S = 300.0
-
-
-def probe_load(path: Path, device_index: int) -> None:
-    """Open ``path`` once in a child process before this process does; raise
-    :class:`ModelError` when that fails or crashes.
-
-    On the H200 test machine (torch 2.11.0+cu130) ``aoti_load_package`` of a CUDA package
-    killed the process with a segmentation fault, whatever its options: a crash there would
-    take the live run down with it. The verdict is remembered beside the package for this
-    torch version (the package is keyed by it too), so later starts skip the probe: a success
-    opens at once, a failure is the same error at once.
-    """
-    import torch
-
-    marker = path.with_name(path.name + ".opens")
-    verdict = marker.read_text() if marker.exists() else ""
-    if verdict == torch.__version__:
-        return
-    failed = f"fails {torch.__version__}\n"
-    if verdict.startswith(failed):
-        raise ModelError(verdict[len(failed):])
-    code = ("import sys, torch; from livecam.engines.torch_compiled import open_runner; "
-            "i = int(sys.argv[2]); "
-            "open_runner(sys.argv[1], torch.device('cuda', i) if i >= 0 else torch.device('cpu'))")
-    try:
-        result = subprocess.run([sys.executable, "-c", code, str(path), str(device_index)],
-                                capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        raise ModelError(f"opening the compiled package {path.name} took over "
-                         f"{PROBE_TIMEOUT_S:.0f} s in a probe process; set engine.torch_mode: "
-                         "cuda_graphs") from exc
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        how = (f"crashed (signal {-result.returncode})" if result.returncode < 0
-               else f"failed (exit {result.returncode}: {last})")
-        message = (f"torch {torch.__version__} could not open the compiled package "
-                   f"{path.name}: a probe process {how}; set engine.torch_mode: cuda_graphs "
-                   "(or rebuild it with another torch)")
-        marker.write_text(failed + message)
-        raise ModelError(message)
-    marker.write_text(torch.__version__)
-
-
-def open_runner(path: str | Path, device: Any) -> Callable[..., list[Any]]:
-    """Open the shared library inside an AOTInductor package with the model-container runner
-    itself, not the package loader: the package is unzipped (once, beside it) in Python and
-    its ``.so`` handed to ``AOTIModelContainerRunnerCuda``/``Cpu``. Returns ``run(*tensors)``
-    -> list of output tensors."""
-    import torch
-
-    path = Path(path)
-    folder = path.with_name(path.name + ".unpacked")
-    if not folder.exists():
-        scratch = path.with_name(path.name + f".unpacking-{time.time_ns()}")
-        with zipfile.ZipFile(path) as archive:
-            archive.extractall(scratch)
-        try:
-            scratch.rename(folder)
-        except OSError:  # another process unpacked it first
-            shutil.rmtree(scratch, ignore_errors=True)
-    libraries = sorted(folder.glob("*/data/aotinductor/*/*.so"))
-    if len(libraries) != 1:
-        raise ModelError(f"the compiled package {path.name} holds {len(libraries)} shared "
-                         "libraries, expected 1: rebuild it with `livecam engines build`")
-    so = libraries[0]
-    if device.type == "cuda":
-        runner = torch._C._aoti.AOTIModelContainerRunnerCuda(
-            str(so), 1, f"cuda:{device.index or 0}", str(so.parent))
-    else:
-        runner = torch._C._aoti.AOTIModelContainerRunnerCpu(str(so), 1)
-
-    def run(*inputs: Any) -> list[Any]:
-        return list(runner.run(list(inputs)))
-
-    return run
-
-
-def load_compiled(paths: dict[int, Path], device: Any, channels_last: bool) -> CompiledModule:
-    """Open the packages (no compiling); ``paths`` maps batch size to package. Each is first
-    opened in a child process (:func:`probe_load`): raises :class:`ModelError` if that fails."""
-
-    index = (device.index or 0) if device.type == "cuda" else -1
-    for path in paths.values():
-        probe_load(path, index)
-    runners = {b: open_runner(p, device) for b, p in paths.items()}
+def load_compiled(entries: dict[int, Path], module: Any, specs: Any, *, cache: EngineCache,
+                  keys: dict[int, CompiledKey], device: Any, model_name: str,
+                  progress: ProgressFn | None = None) -> CompiledModule:
+    """The compiled graphs for the batches in ``entries`` (batch -> cache entry), from
+    Inductor's cache. Raises :class:`ModelError` when the executor's flattened graph is not
+    the one that was built (rebuild); logs a warning when Inductor compiled anyway."""
+    say = progress or (lambda _text: None)
+    runners = {}
+    channels_last = False
+    for batch, path in entries.items():
+        key = keys[batch]
+        channels_last = key.channels_last
+        built = json.loads(path.read_text())
+        inputs = example_inputs(module, specs, batch, device, key.channels_last)
+        flat = flatten(module, inputs)
+        if built.get("graph_sha256") != graph_digest(flat):
+            raise ModelError(f"the compiled {model_name} for batch {batch} was built from "
+                             "another graph: run `livecam engines build "
+                             f"{model_name}` again")
+        t0 = time.perf_counter()
+        with inductor_cache(cache):
+            runners[batch], count = compile_flat(flat, inputs, key.max_autotune)
+        took = time.perf_counter() - t0
+        if count.misses or count.bypasses:
+            log.warning("%s batch %d: torch did not find its compiled code in %s and compiled "
+                        "it again (%.0f s); `livecam engines build %s` refreshes the cache",
+                        model_name, batch, cache.root / INDUCTOR_DIR, took, model_name)
+        else:
+            say(f"batch {batch}: loaded from the cache ({took:.1f} s)")
     return CompiledModule(runners, channels_last=channels_last)
 
 

@@ -1,5 +1,5 @@
 """The torch backend: the ONNX graph executed by torch, fp16 and CUDA graphs on a GPU, or
-compiled ahead of time (:mod:`livecam.engines.torch_compiled`).
+compiled by ``livecam engines build`` (:mod:`livecam.engines.torch_compiled`).
 
 The GPU pipeline calls :meth:`TorchEngine.run_torch` with device tensors on its own CUDA
 stream; :meth:`TorchEngine.run` is the host-array convenience every backend has. On a CPU the
@@ -56,12 +56,13 @@ class TorchEngine(EngineBase):
     - ``channels_last``: NHWC memory layout for 4-D tensors (faster fp16 convolutions on GPUs).
     - ``fuse``: replace decomposed instance-norm / AdaIN chains by one fused op (fewer kernels;
       see :mod:`livecam.engines.torch_fuse`).
-    - ``compile``: run the AOTInductor packages ``livecam engines build`` stored in the engine
-      cache for this model, device, torch and precision (:class:`CompileOptions`); they load
-      in seconds and are never compiled here unless ``compile.build_if_missing``. Without
-      them the engine falls back to the executor (CUDA graphs / eager), or fails when
-      ``compile.required``. ``cuda_graphs`` still applies on top (the packages are replayed
-      inside the engine's own graph). :attr:`mode` says what runs.
+    - ``compile``: run the generator ``livecam engines build`` compiled into the engine cache
+      for this model, device, torch and precision (:class:`CompileOptions`); a start takes it
+      from Inductor's cache in seconds and compiles here only with
+      ``compile.build_if_missing``. Without a build the engine falls back to the executor
+      (CUDA graphs / eager), or fails when ``compile.required``. ``cuda_graphs`` still applies
+      on top (the compiled graphs are replayed inside the engine's own CUDA graph).
+      :attr:`mode` says what runs.
 
     Only the pipeline thread calls ``run``/``run_torch``.
     """
@@ -155,7 +156,7 @@ class TorchEngine(EngineBase):
         return module.to(self._device)
 
     def _open_compiled(self, model: Any) -> Any:
-        """The compiled packages for every batch size, or None to run the executor."""
+        """The compiled graphs for every batch size, or None to run the executor."""
         from livecam.engines.engine_cache import EngineCache
         from livecam.engines.torch_compiled import (
             build_compiled,
@@ -170,26 +171,29 @@ class TorchEngine(EngineBase):
                 for b in options.batch_sizes}
         paths = {b: cache.load_path(options.model_name, k) for b, k in keys.items()}
         missing = [b for b, p in paths.items() if p is None]
-        if missing and options.build_if_missing:
-            executor = self._executor(model)
-            for i, b in enumerate(missing):
-                log.info("compiling %s for batch %d (%d of %d; minutes on a GPU)",
-                         options.model_name, b, i + 1, len(missing))
-                paths[b] = build_compiled(
-                    executor, self._inputs, cache=cache, model_name=options.model_name,
-                    key=keys[b], device=self._device,
-                    progress=lambda text: log.info("  %s: %s", options.model_name, text))
-            missing = []
-        if missing:
+        if missing and not options.build_if_missing:
             if options.required:
                 raise missing_build_error(options, keys[missing[0]], missing)
             log.info("%s: no compiled build for batch %s on %s; running the ONNX executor "
                      "(`livecam engines build %s` compiles it, minutes)", options.model_name,
                      ", ".join(map(str, missing)), keys[missing[0]].device, options.model_name)
             return None
+        executor = self._executor(model)
+
+        def say(text: str) -> None:
+            log.info("  %s: %s", options.model_name, text)
+
+        for i, b in enumerate(missing):
+            log.info("compiling %s for batch %d (%d of %d; minutes on a GPU)",
+                     options.model_name, b, i + 1, len(missing))
+            paths[b] = build_compiled(executor, self._inputs, cache=cache,
+                                      model_name=options.model_name, key=keys[b],
+                                      device=self._device, progress=say)
         ready = {b: p for b, p in paths.items() if p is not None}
         try:
-            return load_compiled(ready, self._device, self._use_channels_last)
+            return load_compiled(ready, executor, self._inputs, cache=cache, keys=keys,
+                                 device=self._device, model_name=options.model_name,
+                                 progress=say)
         except ModelError as exc:
             if options.required:
                 raise

@@ -2,7 +2,7 @@
 choice, and serving the models on NVIDIA Triton Inference Server (``serve``, docs/triton.md).
 
 ``build`` makes a TensorRT engine when the backend resolves to tensorrt, else compiles the
-swap generator for the torch backend (:func:`_build_compiled`): exactly the packages
+swap generator for the torch backend (:func:`_build_compiled`): exactly the compiled graphs
 ``livecam run`` with the same config will look for.
 """
 
@@ -193,7 +193,7 @@ def _build_compiled(config: Any, name: str) -> int:
     engine = forced.generator_engine(gpu_pipeline=gpu)
     batches = forced.generator_batch_sizes(gpu_pipeline=gpu)
     print(f"{name}: compiling for batch {', '.join(map(str, batches))} "
-          f"({'GPU pipeline' if gpu else 'CPU path'}; built packages are kept)",
+          f"({'GPU pipeline' if gpu else 'CPU path'}; built batches are kept)",
           file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     engine.open()

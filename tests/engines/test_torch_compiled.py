@@ -6,6 +6,7 @@ another key. The build is one AOTInductor compile of a small stand-in (~1-2 min 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, replace
@@ -78,7 +79,7 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
-def test_build_made_one_package_per_batch_and_list_shows_it(built: Built) -> None:
+def test_build_made_one_entry_per_batch_and_list_shows_it(built: Built) -> None:
     entries = built.cache.entries()
     assert [e.key.kind for e in entries] == ["torch-compiled"]
     assert entries[0].key.batch == 2 and entries[0].key.precision == "fp32"  # type: ignore
@@ -89,35 +90,39 @@ def test_build_made_one_package_per_batch_and_list_shows_it(built: Built) -> Non
     assert "batch 2" in listed.stdout
 
 
-@pytest.mark.parametrize("batch", [1, 2, 3])
-def test_compiled_matches_the_executor_and_onnxruntime(built: Built, batch: int) -> None:
-    # 1: padded into the batch-2 package; 3: a chunk of 2 and a padded chunk of 1
-    feeds = _feeds(batch, seed=batch)
+def test_compiled_matches_the_executor_and_onnxruntime(built: Built) -> None:
     with TorchEngine(built.onnx_path, device="cpu", precision="fp32",
-                     compile=_options(built)) as compiled:
+                     compile=_options(built)) as compiled, \
+            TorchEngine(built.onnx_path, device="cpu", precision="fp32") as eager, \
+            OnnxRuntimeEngine(built.onnx_path, device="cpu") as ort:
         assert compiled.mode == "compiled"
-        ours = compiled.run(feeds)["output"]
-    with TorchEngine(built.onnx_path, device="cpu", precision="fp32") as eager:
-        executor = eager.run(feeds)["output"]
-    with OnnxRuntimeEngine(built.onnx_path, device="cpu") as ort:
-        reference = ort.run(feeds)["output"]
-    assert ours.shape == (batch, 3, 128, 128)
-    assert _rel(ours, executor) <= 1e-4
-    assert _rel(ours, reference) <= 1e-4
+        # 1: padded into the batch-2 graph; 3: a chunk of 2 and a padded chunk of 1
+        for batch in (1, 2, 3):
+            feeds = _feeds(batch, seed=batch)
+            ours = compiled.run(feeds)["output"]
+            assert ours.shape == (batch, 3, 128, 128)
+            assert _rel(ours, eager.run(feeds)["output"]) <= 1e-4
+            assert _rel(ours, ort.run(feeds)["output"]) <= 1e-4
 
 
-def test_a_later_start_loads_without_compiling(built: Built,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch._inductor
+def test_a_later_start_loads_without_compiling(built: Built, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A start takes the build's code from Inductor's cache in the engine cache (wherever the
+    user's own TORCHINDUCTOR_CACHE_DIR points): hits only, no miss, nothing compiled."""
+    from torch._dynamo.utils import counters
 
-    def no_compiling(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("compiled at start")
-
-    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", no_compiling)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    before = dict(counters["inductor"])
     engine = TorchEngine(built.onnx_path, device="cpu", precision="fp32",
                          compile=_options(built, build_if_missing=True))
-    with engine:
+    with caplog.at_level(logging.INFO, logger="livecam.engines"), engine:
         assert engine.mode == "compiled"
+    after = counters["inductor"]
+    assert after["fxgraph_cache_miss"] == before.get("fxgraph_cache_miss", 0)
+    assert after["fxgraph_cache_hit"] > before.get("fxgraph_cache_hit", 0)
+    assert "compiling" not in caplog.text and "loaded from the cache" in caplog.text
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "elsewhere")
 
 
 @pytest.mark.parametrize("change", ["model", "batch", "executor"])
@@ -150,7 +155,7 @@ def test_a_modified_package_is_refused(built: Built, tmp_path: Path) -> None:
     shutil.copytree(built.cache.root, copy.root, dirs_exist_ok=True)
     (entry,) = copy.entries()
     with entry.engine_path.open("r+b") as f:
-        f.seek(100)
+        f.seek(10)
         f.write(b"\0\1\2\3")
     with pytest.raises(ModelError, match="livecam engines build"):
         TorchEngine(built.onnx_path, device="cpu", precision="fp32",
@@ -182,21 +187,21 @@ def test_the_gpu_pipeline_factory_runs_the_build(built: Built) -> None:
         generator.close()
 
 
-def test_a_package_that_cannot_be_opened_is_refused_before_this_process_opens_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On the H200 machine torch's AOTInductor loader crashed the process (SIGSEGV) on a
-    package it had just built; the package is now opened in a child process first. A package
-    that does not open there is a ModelError naming the way out, and this process lives."""
-    import torch
+def test_a_build_from_another_graph_is_refused(built: Built,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """The entry records the flattened graph's digest: a start whose executor flattens to
+    another graph (an op changed without a key change) is refused before compiling, with the
+    way out; without ``required`` it runs the executor and says why."""
+    import livecam.engines.torch_compiled as tc
 
-    from livecam.engines.torch_compiled import load_compiled
-
-    broken = tmp_path / "inswapper_128-0000.pt2"
-    broken.write_bytes(b"PK\x03\x04 not a package")
-    with pytest.raises(ModelError, match=r"could not open the compiled package .*"
-                                         r"engine\.torch_mode: cuda_graphs"):
-        load_compiled({1: broken}, torch.device("cpu"), channels_last=False)
-    # the verdict is kept: the next start fails at once, without another probe process
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("probed again"))
-    with pytest.raises(ModelError, match=r"a probe process failed"):
-        load_compiled({1: broken}, torch.device("cpu"), channels_last=False)
+    monkeypatch.setattr(tc, "graph_digest", lambda _flat: "ef" * 32)
+    monkeypatch.setattr(tc, "compile_flat", lambda *_a: pytest.fail("compiled"))
+    with pytest.raises(ModelError, match=r"built from another graph.*livecam engines build"):
+        TorchEngine(built.onnx_path, device="cpu", precision="fp32",
+                    compile=_options(built)).open()
+    with caplog.at_level(logging.WARNING, logger="livecam.engines.torch_engine"), TorchEngine(
+            built.onnx_path, device="cpu", precision="fp32",
+            compile=_options(built, required=False)) as engine:
+        assert engine.mode == "eager"
+    assert "built from another graph" in caplog.text
