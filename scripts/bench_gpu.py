@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-s", type=float, default=2.0)
     parser.add_argument("--compile", choices=("none", "fast", "autotune"), default="none",
                         help="build the compiled generator (batch 1) and measure it too")
+    parser.add_argument("--compile-first", action="store_true",
+                        help="with --compile: build first, so every run uses the compiled "
+                             "generator (engine.torch_mode auto finds it)")
     parser.add_argument("--only", default="",
                         help="run only the sections whose names contain one of these "
                              "comma-separated words (e.g. 'compile')")
@@ -112,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     def run(pairs: list[tuple[str, str]], *overrides: str) -> dict[str, Any]:
         return measure_run(setup["config"](*overrides), pairs, setup["identities"], **win)
 
+    if args.compile != "none" and args.compile_first:
+        section("compile", lambda: build_compiled(setup, args.compile))
     section("1 face offline", lambda: run(one, "pipeline.realtime=false"))
     section("1 face live 30 fps", lambda: run(one))
     section("naive baseline", lambda: naive_baseline(
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         if got is None or (not _held(got) and not args.keep_going):
             break
     section("4 faces offline", lambda: run(four, "pipeline.realtime=false"))
-    if args.compile != "none":
+    if args.compile != "none" and not args.compile_first:
         section("compile", lambda: build_compiled(setup, args.compile))
         if "compile" in report["sections"]:
             compiled = ("engine.torch_mode=compiled",)

@@ -96,9 +96,16 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                                     if hub is not None and hub.frames_per_tick else None),
                 "graph_modes": sorted({m.split(" ")[0] for m in hub.graph_modes.values()})
                 if hub is not None else [],
-                "backend": streams.apps[0].describe()["backend"]}
+                "backend": streams.apps[0].describe()["backend"],
+                "generator_mode": _generator_mode(hub)}
     finally:
         streams.stop()
+
+
+def _generator_mode(hub: Any) -> str | None:
+    """How the swap generator runs: compiled, CUDA graphs or eager (TorchEngine.mode)."""
+    engine = getattr(getattr(hub, "generator", None), "engine", None)
+    return getattr(engine, "mode", None)
 
 
 def _hub(streams: Any) -> Any:

@@ -193,8 +193,10 @@ def compile_flat(flat: Any, inputs: list[Any], max_autotune: bool) -> tuple[Any,
     before = now()
     fn = torch.compile(flat, fullgraph=True, dynamic=False,
                        mode="max-autotune-no-cudagraphs" if max_autotune else None)
-    with torch.no_grad():
-        fn(*inputs)
+    # the engine calls it in inference mode (dynamo guards on that mode, and Inductor's cache
+    # key holds it): compiled any other way, the first frame would compile it again
+    with torch.inference_mode():
+        fn(*[t.clone() for t in inputs])
     after = now()
     return fn, CompileCount(*(a - b for a, b in zip(after, before, strict=True)))
 
@@ -241,13 +243,15 @@ class CompiledModule:
             parts = [self(*[t[i:i + largest] for t in inputs]) for i in range(0, n, largest)]
             return tuple(torch.cat(outs) for outs in zip(*parts, strict=True))
         ready = []
-        for t in inputs:
-            if batch > n:
-                t = torch.cat([t, t.new_zeros((batch - n, *t.shape[1:]))])
-            layout = torch.channels_last if self.channels_last and t.dim() == 4 \
-                else torch.contiguous_format
-            ready.append(t.contiguous(memory_format=layout))
-        with torch.no_grad():
+        # copies made in inference mode, laid out as compiled (compile_flat): dynamo guards on
+        # how a tensor was made, and a guard that fails compiles again on the first frame
+        with torch.inference_mode():
+            for t in inputs:
+                if batch > n:
+                    t = torch.cat([t, t.new_zeros((batch - n, *t.shape[1:]))])
+                layout = torch.channels_last if self.channels_last and t.dim() == 4 \
+                    else torch.contiguous_format
+                ready.append(t.clone(memory_format=layout))
             outs = self.runners[batch](*ready)
         return tuple(o[:n] if batch > n else o for o in outs)
 
