@@ -58,7 +58,8 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     ``swap.pixel_boost`` and ``swap.enhancer`` run inside the GPU swap (see :func:`build_hub`);
     ``swap.hands_in_front`` finds the hands on the host when a frame is submitted (MediaPipe,
     the CPU path's :class:`~livecam.swap.occlusion.HandsInFront`) and the paste-back keeps them
-    in front.
+    in front; ``swap.keep_eyes``/``swap.keep_mouth`` keep the streamer's own eyes and mouth
+    through the same keep mask.
     """
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.gpupipe.stage import GpuSwapStage
@@ -80,7 +81,17 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     hands = HandsInFront.from_config(config.swap) if config.swap.hands_in_front else None
     return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign,
                                     device_frame=getattr(networks, "device_frame", None),
-                                    cover=FaceCover.from_config(config.swap), hands=hands)]
+                                    cover=FaceCover.from_config(config.swap), hands=hands,
+                                    keep_eyes=config.swap.keep_eyes == "always",
+                                    keep_mouth=config.swap.keep_mouth,
+                                    mouth_size=config.swap.mouth_size)]
+
+
+def keep_masks(config: Config) -> bool:
+    """Whether frames carry keep masks to the paste-back: hands in front, or the streamer's
+    own eyes or mouth kept (``swap.keep_eyes: always``, ``swap.keep_mouth``)."""
+    swap = config.swap
+    return swap.hands_in_front or swap.keep_eyes == "always" or swap.keep_mouth
 
 
 def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
@@ -152,7 +163,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         require_models=require,
         missing_log_interval_s=config.swap.missing_log_interval_s,
         enhancer=enhancer, enhancer_options=enhancer_options,
-        hands=config.swap.hands_in_front)
+        hands=keep_masks(config))
 
 
 def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:

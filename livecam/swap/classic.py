@@ -41,8 +41,6 @@ _GRID_CELLS = 80  # warp grid cells across the face width (at least swap.grid_st
 _EDGE_BLUR = 0.15
 _EDGE_BAND = 0.08
 _CUT_BAND = 0.15  # the forehead cut crosses the brightest skin: a wider local match there
-# Soft edge of the kept eyes and mouth interior, in face widths.
-_KEPT_EDGE = 0.008
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +136,7 @@ class ClassicFaceSwapper:
             face, _gain = sharpness.match_sharpness(face, target_box, shown)
         if kept:
             face = features.keep_streamer(face, target_bgr, warp.box_xyxy, kept,
-                                          soft_px=_KEPT_EDGE * face_w)
+                                          soft_px=features.KEPT_EDGE_FRACTION * face_w)
         if cfg.blend == "seamless":
             hard = np.asarray(cv2.resize(outer, size, interpolation=cv2.INTER_NEAREST), np.uint8)
             erode = max(1, int(face_w * cfg.feather * 0.5))

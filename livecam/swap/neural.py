@@ -23,9 +23,6 @@ from livecam.swap.neural_models import NeuralModels
 
 log = logging.getLogger(__name__)
 
-# Soft edge of the kept eyes and mouth, as a fraction of the face's width (as the classic swap).
-_KEPT_EDGE = 0.008
-
 EmbeddingFn = Callable[[str], "np.ndarray | None"]
 
 
@@ -155,7 +152,8 @@ class NeuralSwapStage(StageBase):
                         kps_xy=self._five_point(faces.landmarks_xy[picked]),
                         latents=self.model.latents(np.stack(embeddings)),
                         keep_loops_xy=[self._kept_loops(faces.landmarks_xy[i]) for i in picked],
-                        keep_soft_px=[_KEPT_EDGE * float(np.ptp(faces.landmarks_xy[i][:, 0]))
+                        keep_soft_px=[features.KEPT_EDGE_FRACTION
+                                      * float(np.ptp(faces.landmarks_xy[i][:, 0]))
                                       for i in picked])
 
     def finish(self, plan: SwapPlan, faces_bgr: np.ndarray | None = None,
@@ -186,15 +184,8 @@ class NeuralSwapStage(StageBase):
 
     def _kept_loops(self, landmarks_xy: np.ndarray) -> list[np.ndarray]:
         """The streamer's regions to keep for one face's mesh (468+, 2)."""
-        loops = []
-        if self.keep_eyes:
-            loops += [landmarks_xy[list(features.EYE_RIGHT_LOOP)],
-                      landmarks_xy[list(features.EYE_LEFT_LOOP)]]
-        if self.keep_mouth:
-            mouth = landmarks_xy[list(features.MOUTH_INNER_LOOP)]
-            centre = mouth.mean(axis=0)
-            loops.append(centre + (mouth - centre) * self.mouth_size)
-        return loops
+        return features.kept_loops(landmarks_xy, eyes=self.keep_eyes, mouth=self.keep_mouth,
+                                   mouth_size=self.mouth_size)
 
     def health(self) -> dict | None:
         """The swap engine's link state when it is remote (``TritonEngine.health``), else None.

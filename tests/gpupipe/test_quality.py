@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -52,8 +53,8 @@ def identities() -> Any:
 
 def config_for(root: Path, *sets: str) -> Config:
     """``livecam run --set ...`` with the installed stand-ins: neural swap, the GPU pipeline on
-    the CPU, the streamer's own eyes and mouth off (the GPU swap does not keep them yet, so
-    the CPU path it is compared with must not either)."""
+    the CPU, the streamer's own eyes and mouth off unless ``sets`` turn them on (so each test
+    sees its own option's effect alone)."""
     return load_config(None, [
         "swap.mode=neural", f"models.dir={root / 'standins' / 'models'}",
         f"models.manifests_dir={root / 'standins' / 'manifests'}", "engine.device=cpu",
@@ -133,6 +134,40 @@ def test_options_run_in_the_gpu_pipeline_as_on_the_cpu_path(
     print(f"{sets}: {changed.mean():.4f} of the frame changed by the options; GPU vs CPU path "
           f"mean |diff| {mean:.4f}, > 3 levels {over3:.5f}")
     assert changed.mean() > 0.02, "the options changed nothing in the GPU pipeline"
+    assert mean < 0.1 and over3 < 2e-3
+
+
+def test_the_streamers_eyes_and_mouth_are_kept_as_on_the_cpu_path(
+        installed: Path, identities: Any, face_frame: FaceFrame, plain_gpu: np.ndarray) -> None:
+    """``swap.keep_eyes: always`` and ``swap.keep_mouth`` (the defaults) in the GPU pipeline.
+    Before: it ignored them, so its output equalled the output without them (the first
+    assert) and showed the source's eyes where the CPU path shows the streamer's."""
+    config = config_for(installed, "swap.keep_eyes=always", "swap.keep_mouth=true",
+                        "swap.mouth_size=1.3")
+    frames = [packet(0, face_frame.frame_bgr, faces_of(face_frame))]
+    (gpu,) = run_gpu(config, identities, frames)
+    (cpu,) = run_cpu(config, identities, frames)
+    from livecam.swap.features import EYE_LEFT_LOOP, EYE_RIGHT_LOOP
+
+    xy = faces_of(face_frame).landmarks_xy[0]
+    eyes = np.zeros(gpu.shape[:2], np.uint8)
+    for loop in (EYE_RIGHT_LOOP, EYE_LEFT_LOOP):
+        cv2.fillPoly(eyes, [np.round(xy[list(loop)]).astype(np.int32)], (1,))
+    inside = eyes.astype(bool)
+    changed = (gpu != plain_gpu).any(axis=-1)
+
+    def from_streamer(out: np.ndarray) -> float:  # mean levels from the captured eyes
+        return float(np.abs(out[inside].astype(int)
+                            - face_frame.frame_bgr[inside].astype(int)).mean())
+
+    mean, over3 = diff_stats(gpu, cpu)
+    print(f"kept eyes/mouth: {changed[inside].mean():.3f} of the eye pixels changed; levels "
+          f"from the streamer's eyes: GPU {from_streamer(gpu):.2f}, CPU path "
+          f"{from_streamer(cpu):.2f}, without the option {from_streamer(plain_gpu):.2f}; GPU "
+          f"vs CPU path mean |diff| {mean:.4f}, > 3 levels {over3:.5f}")
+    assert changed[inside].mean() > 0.5, "the GPU pipeline did not keep the streamer's eyes"
+    assert from_streamer(gpu) < 0.5 * from_streamer(plain_gpu)
+    assert abs(from_streamer(gpu) - from_streamer(cpu)) < 0.5
     assert mean < 0.1 and over3 < 2e-3
 
 
