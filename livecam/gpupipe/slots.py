@@ -28,9 +28,18 @@ from livecam.engines.cuda_streams import new_stream
 
 KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 
-#: A hand mask on part of a frame: (y0, x0, (h, w) float32 in [0, 1]), as
-#: :func:`livecam.swap.occlusion.hand_alpha_box` gives it.
+#: A keep mask (hands in front, the streamer's kept eyes and mouth) on part of a frame:
+#: (y0, x0, (h, w) uint8, 255 = the frame's own pixel), or float32 in [0, 1] as
+#: :func:`livecam.swap.occlusion.hand_alpha_box` gives it (quantised at upload).
 HandBox = tuple[int, int, "np.ndarray"]
+
+
+def quantised(box: HandBox) -> HandBox:
+    """``box`` with its alpha as uint8 (what the slot's plane holds)."""
+    y0, x0, alpha = box
+    if alpha.dtype == np.uint8:
+        return box
+    return y0, x0, np.rint(alpha * np.float32(255.0)).astype(np.uint8)
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,8 @@ class Slot:
     # written on the host (pinned), uploaded with the frame, read by the paste-back
     hands_host: torch.Tensor | None = None
     hands_dev: torch.Tensor | None = None
-    _hands_dirty: list[bool] | None = None  # position k holds a mask (host and device)
+    # position k's last mask: (y0, x0, h, w) of the box it wrote (host and device), or None
+    _hands_box: list[tuple[int, int, int, int] | None] | None = None
 
     @classmethod
     def open(cls, index: int, shape: SlotShape, device: torch.device | str) -> Slot:
@@ -160,7 +170,7 @@ class Slot:
         if shape.hands:
             slot.hands_host = _host(frame_shape[:3], torch.uint8, cuda)
             slot.hands_dev = torch.zeros(frame_shape[:3], dtype=torch.uint8, device=device)
-            slot._hands_dirty = [False] * shape.n_frames
+            slot._hands_box = [None] * shape.n_frames
         if cuda:
             slot.stream = new_stream(device)  # of its own: see livecam.engines.cuda_streams
             slot.generated = torch.cuda.Event()
@@ -200,21 +210,31 @@ class Slot:
                                        else None)
 
     def _upload_hands(self, k: int, box: HandBox | None) -> None:
-        """Position k's hand mask: ``box`` written and uploaded whole (one 1-byte plane, so
-        the copy has a static shape), or zeros where the last mask was, else nothing."""
+        """Position k's keep mask: the last box zeroed, ``box`` written, and the rows the two
+        cover copied to the device (the rest of the plane stays zero on both sides), so a
+        frame costs its boxes, not a whole 1080p plane (measured: the whole-plane fill, scale
+        and copy held the hub's launching thread at 8 streams)."""
         assert self.hands_host is not None and self.hands_dev is not None
-        assert self._hands_dirty is not None
-        if box is None and not self._hands_dirty[k]:
+        assert self._hands_box is not None
+        last = self._hands_box[k]
+        if box is None and last is None:
             return
         plane = self.hands_host[k].numpy()
-        if self._hands_dirty[k]:
-            plane.fill(0)
+        rows = []
+        if last is not None:
+            ly, lx, lh, lw = last
+            plane[ly:ly + lh, lx:lx + lw] = 0
+            rows.append((ly, ly + lh))
         if box is not None:
-            y0, x0, alpha = box
+            y0, x0, alpha = quantised(box)
             h, w = alpha.shape
-            plane[y0:y0 + h, x0:x0 + w] = np.rint(alpha * 255.0)
-        self._hands_dirty[k] = box is not None
-        self.hands_dev[k].copy_(self.hands_host[k], non_blocking=True)
+            plane[y0:y0 + h, x0:x0 + w] = alpha
+            rows.append((y0, y0 + h))
+            self._hands_box[k] = (y0, x0, h, w)
+        else:
+            self._hands_box[k] = None
+        r0, r1 = min(r[0] for r in rows), max(r[1] for r in rows)
+        self.hands_dev[k, r0:r1].copy_(self.hands_host[k, r0:r1], non_blocking=True)
 
     def download(self, frames_host: list[torch.Tensor]) -> None:
         """Queue device -> host copies of positions 0.. into ``frames_host`` and of the

@@ -48,7 +48,7 @@ import numpy as np
 from livecam.analysis.hands import Hands
 from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
 from livecam.gpupipe.hub import GpuSwapHub, SwapRequest
-from livecam.gpupipe.slots import FrameBuffers, HandBox
+from livecam.gpupipe.slots import FrameBuffers, HandBox, quantised
 from livecam.swap import features
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
@@ -246,7 +246,9 @@ class GpuSwapStage:
         buffers = self._buffers_for(int(image.shape[0]), int(image.shape[1]))
         index = buffers.take()
         on_device = self._device_frame(image) if self._device_frame is not None else None
-        request = SwapRequest(self.stream, buffers, index, kps, latents, hands=hands)
+        # quantised here, on the stream's own thread, not on the hub's launching thread
+        request = SwapRequest(self.stream, buffers, index, kps, latents,
+                              hands=quantised(hands) if hands is not None else None)
         if on_device is not None:
             request.frame_dev, request.frame_ready = on_device
         else:

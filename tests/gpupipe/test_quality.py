@@ -270,6 +270,12 @@ def test_hand_masks_are_uploaded_and_cleared() -> None:
     assert int(slot.hands_dev[1].sum()) == 255 + 199 * 128 and not slot.hands_dev[0].any()
     slot.upload(frames, hands=[(0, 0, alpha), None])
     assert not slot.hands_dev[1].any() and int(slot.hands_dev[0, 0, 0]) == 255
+    # a box elsewhere (already uint8, as the stage hands it over) replaces the last one whole
+    slot.upload(frames, hands=[(28, 38, np.full((12, 22), 7, np.uint8)), None])
+    assert int(slot.hands_dev[0].sum()) == 12 * 22 * 7 and int(slot.hands_dev[0, 39, 59]) == 7
+    assert torch.equal(slot.hands_dev, torch.from_numpy(slot.hands_host.numpy()))
+    slot.upload(frames, hands=[None, None])
+    assert not slot.hands_dev.any() and not slot.hands_host.numpy().any()
 
 
 def test_an_unknown_enhancer_is_a_config_error(installed: Path, identities: Any) -> None:
