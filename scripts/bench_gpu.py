@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-first", action="store_true",
                         help="with --compile: build first, so every run uses the compiled "
                              "generator (engine.torch_mode auto finds it)")
+    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
+                        help="a config override for every run, as `livecam run --set`")
     parser.add_argument("--only", default="",
                         help="run only the sections whose names contain one of these "
                              "comma-separated words (e.g. 'compile')")
@@ -191,7 +193,8 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
             f"models.manifests_dir={manifests_dir}",
             f"engine.cache_dir={work / 'cache' / 'engines'}", "control.api=false",
             "control.hotkeys=false", "pipeline.status_interval_s=0",
-            f"identity.library_dir={work / 'lib'}", "capture.fps=30"]
+            f"identity.library_dir={work / 'lib'}", "capture.fps=30",
+            *getattr(args, "sets", [])]
     if not torch.cuda.is_available():
         base.append("engine.device=cpu")
 
