@@ -82,6 +82,12 @@ class PipelineConfig:
                         "up with the camera a frame may wait one swap at the hop: set 1 for the "
                         "lowest latency on a busy CPU). More splits the stages one per thread.",
                         range=(1, 4))
+    gil_switch_interval_ms: float = knob(
+        0.25, "Python's thread switch interval while livecam runs, ms (Python's own is 5): a "
+        "pipeline thread that let go of the GIL for a moment (a numpy call, a wait for the "
+        "GPU) gets it back within this time instead of up to 5 ms later, which matters with "
+        "several streams in one process (docs/perf-notes.md). 0 = leave Python's.",
+        range=(0.0, 10.0))
     overload_drop_share: float = knob(
         0.2, "Live mode warns that the pipeline is overloaded (log, status line, API, panel, "
         "metrics) when more than this share of the frames captured in the last second were "

@@ -23,6 +23,7 @@ from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
 from livecam.core.stage import AnyStage, Prepares
+from livecam.core.switching import switch_interval
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
 from livecam.output.thread import OutputThread
@@ -192,6 +193,8 @@ class App:
         cfg = self.config
         realtime = cfg.pipeline.realtime
         try:
+            self._resources.enter_context(
+                switch_interval(cfg.pipeline.gil_switch_interval_ms / 1000.0))
             for stage in self.stages:
                 stage.open()
                 self._resources.callback(stage.close)

@@ -297,3 +297,25 @@ def test_panel_lists_the_streams_and_acts_on_the_one_picked(
             page.screenshot(path=str(tmp_path / "panel-streams.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_a_run_sets_the_switch_interval_and_puts_it_back() -> None:
+    """``pipeline.gil_switch_interval_ms`` holds while a run is started (the stage sees it)
+    and Python's own value is back after stop, also with two streams whose starts overlap."""
+    seen: list[float] = []
+
+    class Probe(StageBase):
+        name = "probe"
+
+        def process(self, packet: Packet) -> Packet:
+            seen.append(sys.getswitchinterval())
+            return packet
+
+    before = sys.getswitchinterval()
+    config = load_config(None, ["pipeline.status_interval_s=0",
+                                "pipeline.gil_switch_interval_ms=0.5"])
+    apps = [App(config, source=SyntheticSource(width=64, height=48, fps=60.0), sink=NullSink(),
+                stages=[Probe()], max_frames=3) for _ in range(2)]
+    StreamSet(apps).run()
+    assert seen and all(abs(s - 0.0005) < 1e-9 for s in seen)
+    assert sys.getswitchinterval() == before
