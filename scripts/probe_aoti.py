@@ -39,6 +39,18 @@ y = y[0] if isinstance(y, (list, tuple)) else y
 print("ok", tuple(y.shape), float(y.float().abs().mean()))
 """
 
+# the package unzipped beside it (main does that), its library opened by the container runner
+_RUNNER = """
+import sys, glob, torch
+so = glob.glob(sys.argv[1] + ".unpacked/*/data/aotinductor/*/*.so")[0]
+dev = torch.device(sys.argv[2])
+if dev.type == "cuda":
+    runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, str(dev), so.rsplit("/", 1)[0])
+else:
+    runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)
+run = lambda *xs: runner.run(list(xs))
+"""
+
 _OPEN = {
     "package": """
 import sys, torch
@@ -49,28 +61,11 @@ import sys, torch
 meta = torch._C._aoti.AOTIModelPackageLoader.load_metadata_from_package(sys.argv[1], "model")
 print("ok", sorted(meta)[:6])
 """,
-    "runner": """
-import sys, glob, torch
-so = glob.glob(sys.argv[1] + ".unpacked/*/data/aotinductor/*/*.so")[0]
-dev = torch.device(sys.argv[2])
-if dev.type == "cuda":
-    runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, str(dev), so.rsplit("/", 1)[0])
-else:
-    runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)
-run = lambda *xs: runner.run(list(xs))
-""" + _RUN,
+    "runner": _RUNNER + _RUN,
     "runner_after_cuda_init": """
-import torch, sys
+import sys, torch
 torch.zeros(1, device=sys.argv[2]).sum().item()
-import sys, glob, torch
-so = glob.glob(sys.argv[1] + ".unpacked/*/data/aotinductor/*/*.so")[0]
-dev = torch.device(sys.argv[2])
-if dev.type == "cuda":
-    runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, str(dev), so.rsplit("/", 1)[0])
-else:
-    runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)
-run = lambda *xs: runner.run(list(xs))
-""" + _RUN,
+""" + _RUNNER + _RUN,
     "dlopen": """
 import ctypes, sys, glob, torch
 so = glob.glob(sys.argv[1] + ".unpacked/*/data/aotinductor/*/*.so")[0]
