@@ -97,8 +97,8 @@ COMPILED = CompiledKey(model_sha256="ab" * 32, device="NVIDIA H200 sm9.0",
 
 def test_compiled_keys_load_only_themselves(tmp_path: Path) -> None:
     cache = EngineCache(tmp_path)
-    path = cache.save("inswapper_128", COMPILED, b"package")
-    assert path.suffix == ".pt2"
+    path = cache.save("inswapper_128", COMPILED, b"entry")
+    assert path.suffix == ".compiled"
     assert cache.load_path("inswapper_128", COMPILED) == path
     assert CompiledKey.from_dict(COMPILED.to_dict()) == COMPILED
     for field_name, value in (("device", "NVIDIA RTX 4090 sm8.9"), ("torch_version", "2.13.0"),
@@ -110,7 +110,7 @@ def test_compiled_keys_load_only_themselves(tmp_path: Path) -> None:
         assert COMPILED.differences(other) == [field_name]
 
 
-def test_a_tensorrt_sidecar_never_loads_as_a_compiled_package(tmp_path: Path) -> None:
+def test_a_tensorrt_sidecar_never_loads_as_a_compiled_entry(tmp_path: Path) -> None:
     cache = EngineCache(tmp_path)
     built = cache.save("inswapper_128", KEY, b"engine")
     wanted = cache.engine_path("inswapper_128", COMPILED)
@@ -122,12 +122,16 @@ def test_a_tensorrt_sidecar_never_loads_as_a_compiled_package(tmp_path: Path) ->
 def test_entries_and_clear_cover_both_kinds(tmp_path: Path) -> None:
     cache = EngineCache(tmp_path)
     cache.save("inswapper_128", KEY, b"engine")
-    cache.save("inswapper_128", COMPILED, b"package")
+    cache.save("inswapper_128", COMPILED, b"entry")
+    (tmp_path / "inductor" / "fx").mkdir(parents=True)  # the compiled code, Inductor's cache
+    (tmp_path / "inductor" / "fx" / "code.py").write_text("# compiled")
     assert sorted(e.key.kind for e in cache.entries()) == ["tensorrt", "torch-compiled"]
     assert "batch 4" in next(e.key.describe() for e in cache.entries()
                              if e.key.kind == "torch-compiled")
     assert cache.clear("inswapper_128") == 2
-    assert list(tmp_path.glob("*.pt2")) == [] and list(tmp_path.glob("*.engine")) == []
+    assert list(tmp_path.glob("*.compiled")) == [] and list(tmp_path.glob("*.engine")) == []
+    assert (tmp_path / "inductor").is_dir()  # other models' code may live there
+    assert cache.clear() == 0 and not (tmp_path / "inductor").exists()
 
 
 def test_sidecars_written_before_kinds_existed_are_tensorrt(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def test_a_later_start_loads_without_compiling(built: Built, tmp_path: Path,
 
 
 @pytest.mark.parametrize("change", ["model", "batch", "executor"])
-def test_a_package_for_another_key_never_loads(built: Built, change: str,
+def test_a_build_for_another_key_never_loads(built: Built, change: str,
                                                monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
     import livecam.engines.torch_compiled as tc
@@ -152,7 +152,7 @@ def test_a_package_for_another_key_never_loads(built: Built, change: str,
     assert "livecam engines build inswapper_128" in caplog.text
 
 
-def test_a_modified_package_is_refused(built: Built, tmp_path: Path) -> None:
+def test_a_modified_entry_is_refused(built: Built, tmp_path: Path) -> None:
     import shutil
 
     copy = EngineCache(tmp_path / "cache")
