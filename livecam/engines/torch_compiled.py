@@ -243,15 +243,17 @@ class CompiledModule:
             parts = [self(*[t[i:i + largest] for t in inputs]) for i in range(0, n, largest)]
             return tuple(torch.cat(outs) for outs in zip(*parts, strict=True))
         ready = []
-        # copies made in inference mode, laid out as compiled (compile_flat): dynamo guards on
-        # how a tensor was made, and a guard that fails compiles again on the first frame
+        # inference tensors laid out as compiled (compile_flat): dynamo guards on how a tensor
+        # was made, and a guard that fails compiles again on the first frame; a tensor made
+        # outside inference mode is copied, one made inside is used as it is
         with torch.inference_mode():
             for t in inputs:
                 if batch > n:
                     t = torch.cat([t, t.new_zeros((batch - n, *t.shape[1:]))])
                 layout = torch.channels_last if self.channels_last and t.dim() == 4 \
                     else torch.contiguous_format
-                ready.append(t.clone(memory_format=layout))
+                t = t.contiguous(memory_format=layout)
+                ready.append(t if t.is_inference() else t.clone())
             outs = self.runners[batch](*ready)
         return tuple(o[:n] if batch > n else o for o in outs)
 

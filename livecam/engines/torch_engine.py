@@ -135,9 +135,8 @@ class TorchEngine(EngineBase):
             torch.backends.cudnn.allow_tf32 = False
             torch.backends.cuda.matmul.allow_tf32 = False
         if self.compile is not None:
-            self._module = self._open_compiled(model)
-            self.compiled = self._module is not None
-        if self._module is None:
+            self._module, self.compiled = self._open_compiled(model)
+        else:
             self._module = self._executor(model)
         log.debug("torch engine opened %s on %s (%s, %s)", self.model_path.name, self._device,
                   self.precision, self.mode)
@@ -155,8 +154,9 @@ class TorchEngine(EngineBase):
                     setattr(module, name, buf.contiguous(memory_format=torch.channels_last))
         return module.to(self._device)
 
-    def _open_compiled(self, model: Any) -> Any:
-        """The compiled graphs for every batch size, or None to run the executor."""
+    def _open_compiled(self, model: Any) -> tuple[Any, bool]:
+        """(the compiled graphs for every batch size, True), or (the executor, False) when
+        they are missing or refused and not required."""
         from livecam.engines.engine_cache import EngineCache
         from livecam.engines.torch_compiled import (
             build_compiled,
@@ -177,7 +177,7 @@ class TorchEngine(EngineBase):
             log.info("%s: no compiled build for batch %s on %s; running the ONNX executor "
                      "(`livecam engines build %s` compiles it, minutes)", options.model_name,
                      ", ".join(map(str, missing)), keys[missing[0]].device, options.model_name)
-            return None
+            return self._executor(model), False
         executor = self._executor(model)
 
         def say(text: str) -> None:
@@ -193,12 +193,12 @@ class TorchEngine(EngineBase):
         try:
             return load_compiled(ready, executor, self._inputs, cache=cache, keys=keys,
                                  device=self._device, model_name=options.model_name,
-                                 progress=say)
+                                 progress=say), True
         except ModelError as exc:
             if options.required:
                 raise
             log.warning("%s: %s; running the ONNX executor instead", options.model_name, exc)
-            return None
+            return executor, False
 
     @property
     def _use_channels_last(self) -> bool:
