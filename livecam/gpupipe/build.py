@@ -36,7 +36,7 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
                   std: float = 255.0, pixel_boost_px: int | None = None,
                   enhancer_engine: Any = None,
                   enhancer: EnhancerOptions | None = None,
-                  hands: bool = False) -> SwapProgram:
+                  hands: bool = False, keep: bool = False) -> SwapProgram:
     """The swap program on ``device``.
 
     ``engine`` is open, lives on ``device`` and offers ``run_torch`` (``TorchEngine``). With
@@ -47,7 +47,8 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     ``pixel_boost_px`` (``swap.pixel_boost``): the swap's crop size, a multiple of ``crop_px``.
     ``enhancer_engine`` (open, on ``device``, no CUDA graphs of its own) with ``enhancer``:
     the face enhancer after the paste-back, its paste window sized from ``window_px`` (the
-    same largest face). ``hands``: paste behind the slots' hand masks.
+    same largest face). ``hands``: paste behind the slots' hand masks; ``keep``: keep each
+    face's eyes and mouth loops (the slots' ``keep_xy`` rows) in the paste-backs.
     """
     boost = pixel_boost_px if pixel_boost_px and pixel_boost_px != crop_px else None
     swapper = GpuInswapper(engine, crop_px=crop_px, template=template, mean=mean, std=std,
@@ -64,4 +65,4 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
                                          size_px=options.size_px,
                                          enhancer_template=options.template))
         restorer.open(torch.device(device))
-    return SwapProgram(swapper, restorer, hands=hands)
+    return SwapProgram(swapper, restorer, hands=hands, keep=keep)

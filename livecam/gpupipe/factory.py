@@ -59,7 +59,7 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     ``swap.hands_in_front`` finds the hands on the host when a frame is submitted (MediaPipe,
     the CPU path's :class:`~livecam.swap.occlusion.HandsInFront`) and the paste-back keeps them
     in front; ``swap.keep_eyes``/``swap.keep_mouth`` keep the streamer's own eyes and mouth
-    through the same keep mask.
+    (their mesh loops travel with each face; the paste-back draws them on the device).
     """
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.gpupipe.stage import GpuSwapStage
@@ -87,11 +87,10 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
                                     mouth_size=config.swap.mouth_size)]
 
 
-def keep_masks(config: Config) -> bool:
-    """Whether frames carry keep masks to the paste-back: hands in front, or the streamer's
-    own eyes or mouth kept (``swap.keep_eyes: always``, ``swap.keep_mouth``)."""
-    swap = config.swap
-    return swap.hands_in_front or swap.keep_eyes == "always" or swap.keep_mouth
+def keeps_features(config: Config) -> bool:
+    """Whether faces carry the streamer's own eyes or mouth to keep (``swap.keep_eyes:
+    always``, ``swap.keep_mouth``)."""
+    return config.swap.keep_eyes == "always" or config.swap.keep_mouth
 
 
 def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
@@ -163,7 +162,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         require_models=require,
         missing_log_interval_s=config.swap.missing_log_interval_s,
         enhancer=enhancer, enhancer_options=enhancer_options,
-        hands=keep_masks(config))
+        hands=config.swap.hands_in_front, keep=keeps_features(config))
 
 
 def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:

@@ -45,7 +45,9 @@ class SwapRequest:
     stream wrote it), or ``frame_dev`` does (a device tensor the follower's networks kept,
     valid after the CUDA event ``frame_ready``); the swapped frame lands in
     ``buffers.outputs[index]``; ``kps`` (n, 5, 2) float32 px and ``latents`` (n, D) float32
-    per face. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
+    per face; ``keep_xy``/``keep_soft`` each face's kept eyes and mouth
+    (:func:`livecam.swap.gpu.keep.loop_rows`, stacked) or None; ``hands`` the frame's hand
+    mask or None. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
     latencies, then sets ``done``."""
 
     stream: int
@@ -62,6 +64,8 @@ class SwapRequest:
     frame_dev: Any = None
     frame_ready: Any = None
     hands: HandBox | None = None
+    keep_xy: np.ndarray | None = None
+    keep_soft: np.ndarray | None = None
 
     @property
     def size_hw(self) -> tuple[int, int]:
@@ -88,6 +92,7 @@ class GpuSwapHub:
     ``enhancer``: an unopened torch-side engine of the face enhancer (``open``/``close``,
     like ``generator``; no CUDA graphs of its own) run with ``enhancer_options``, or None.
     ``hands``: frames carry hand masks (``SwapRequest.hands``) the paste-back keeps in front.
+    ``keep``: faces carry the streamer's eyes and mouth to keep (``SwapRequest.keep_xy``).
     ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
     """
 
@@ -99,8 +104,10 @@ class GpuSwapHub:
                  missing_log_interval_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic,
                  collector_thread: bool = True, enhancer: Any = None,
-                 enhancer_options: Any = None, hands: bool = False) -> None:
+                 enhancer_options: Any = None, hands: bool = False,
+                 keep: bool = False) -> None:
         self.generator = generator
+        self.keep = keep
         self.enhancer = enhancer
         self.enhancer_options = enhancer_options
         self.hands = hands
@@ -171,7 +178,8 @@ class GpuSwapHub:
             self._program = build_program(
                 self.generator, device=self.device, window_px=self.window_px,
                 colour_blur_px=self.colour_blur_px, enhancer_engine=self.enhancer,
-                enhancer=self.enhancer_options, hands=self.hands, **self.model_options)
+                enhancer=self.enhancer_options, hands=self.hands, keep=self.keep,
+                **self.model_options)
         except BaseException:
             self._close_engines()
             raise
@@ -349,7 +357,7 @@ class GpuSwapHub:
         rows = TickRows(frame_index=index,
                         kps=np.concatenate([r.kps for r in requests]).astype(np.float32),
                         latents=np.concatenate([r.latents for r in requests]).astype(np.float32),
-                        valid=np.ones(len(index), bool))
+                        valid=np.ones(len(index), bool), **_keep_rows(requests))
         sched.submit([r.frame_in for r in requests],
                      [r.buffers.outputs[r.index] for r in requests], rows,
                      [r.frame_ready for r in requests], hands=[r.hands for r in requests])
@@ -401,3 +409,17 @@ class GpuSwapHub:
             if not self._stopping:
                 self._launch()
         return True
+
+
+def _keep_rows(requests: list[SwapRequest]) -> dict[str, np.ndarray]:
+    """The tick's kept-loop rows (``TickRows.keep_xy``/``keep_soft``), zeros for a request
+    without them; nothing when no request has any."""
+    if all(r.keep_xy is None for r in requests):
+        return {}
+    from livecam.swap.gpu.keep import LOOPS, POINTS
+
+    xy = [r.keep_xy if r.keep_xy is not None
+          else np.zeros((len(r.kps), LOOPS, POINTS, 2), np.float32) for r in requests]
+    soft = [r.keep_soft if r.keep_soft is not None else np.zeros(len(r.kps), np.float32)
+            for r in requests]
+    return {"keep_xy": np.concatenate(xy), "keep_soft": np.concatenate(soft)}

@@ -31,6 +31,7 @@ import torch
 
 from livecam.gpupipe.slots import Slot
 from livecam.swap.gpu.enhance import GpuFaceEnhancer
+from livecam.swap.gpu.keep import KeepLoops
 from livecam.swap.gpu.neural import GpuInswapper
 from livecam.swap.gpu.paste import mask_fits_window
 
@@ -52,6 +53,7 @@ class Staged(NamedTuple):
     valid: torch.Tensor
     kps: torch.Tensor
     enhance: torch.Tensor
+    keep: KeepLoops | None = None
 
 
 def _no_mark(_: str) -> None:
@@ -64,10 +66,11 @@ class SwapProgram:
     paste behind the slots' hand masks (the slots must be allocated with ``hands``)."""
 
     def __init__(self, swapper: GpuInswapper, enhancer: GpuFaceEnhancer | None = None, *,
-                 hands: bool = False) -> None:
+                 hands: bool = False, keep: bool = False) -> None:
         self.swapper = swapper
         self.enhancer = enhancer
         self.hands = hands
+        self.keep = keep
 
     @property
     def latent_dim(self) -> int:
@@ -89,7 +92,8 @@ class SwapProgram:
         kps, valid = fd.kps[:n], fd.valid[:n]
         enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps)
         mark("align_crop")
-        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance)
+        keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n]) if self.keep else None
+        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, keep)
 
     def generate(self, staged: Staged, mark: Marker = _no_mark, stream: Any = None
                  ) -> torch.Tensor:
@@ -109,11 +113,11 @@ class SwapProgram:
         faces = sw.colour_match(sw.to_faces(pred), staged.crops)
         mark("colour")
         sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid,
-                  hands_bhw_u8=hands)
+                  hands_bhw_u8=hands, keep=staged.keep)
         mark("paste")
         if self.enhancer is not None:
             self.enhancer.enhance_(slot.frames_dev, staged.frame_index, staged.kps,
-                                   staged.enhance, hands_bhw_u8=hands)
+                                   staged.enhance, hands_bhw_u8=hands, keep=staged.keep)
             mark("enhance")
 
     def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> None:

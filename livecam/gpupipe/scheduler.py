@@ -36,12 +36,16 @@ from livecam.gpupipe.slots import HandBox, Slot, SlotRing, SlotShape
 class TickRows:
     """The face rows of one tick (host arrays): ``frame_index`` (n,) int64 (the face's frame,
     0 .. frames in the tick - 1), ``kps`` (n, 5, 2) float32 px in ArcFace order,
-    ``latents`` (n, D) float32, ``valid`` (n,) bool."""
+    ``latents`` (n, D) float32, ``valid`` (n,) bool; ``keep_xy`` (n, LOOPS, POINTS, 2) and
+    ``keep_soft`` (n,) float32: the streamer's kept eyes and mouth
+    (:func:`livecam.swap.gpu.keep.loop_rows`), None: nothing kept."""
 
     frame_index: np.ndarray
     kps: np.ndarray
     latents: np.ndarray
     valid: np.ndarray
+    keep_xy: np.ndarray | None = None
+    keep_soft: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.frame_index)
@@ -160,10 +164,16 @@ class GpuScheduler:
         fh.kps.numpy()[:n] = rows.kps
         fh.latents.numpy()[:n] = rows.latents
         fh.valid.numpy()[:n] = rows.valid
+        if rows.keep_xy is not None and rows.keep_soft is not None:
+            fh.keep_xy.numpy()[:n] = rows.keep_xy
+            fh.keep_soft.numpy()[:n] = rows.keep_soft
+        else:
+            fh.keep_xy.numpy()[:n] = 0.0
         if bucket > n:  # padding rows: computed, never pasted
             fh.frame_index.numpy()[n:bucket] = 0
             fh.kps.numpy()[n:bucket] = self._pad_kps
             fh.valid.numpy()[n:bucket] = False
+            fh.keep_xy.numpy()[n:bucket] = 0.0
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()
         slot.upload(frames_in, ready, hands)

@@ -25,12 +25,13 @@ import numpy as np
 import torch
 
 from livecam.engines.cuda_streams import new_stream
+from livecam.swap.gpu import keep
 
 KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 
-#: A keep mask (hands in front, the streamer's kept eyes and mouth) on part of a frame:
-#: (y0, x0, (h, w) uint8, 255 = the frame's own pixel), or float32 in [0, 1] as
-#: :func:`livecam.swap.occlusion.hand_alpha_box` gives it (quantised at upload).
+#: A hand mask (hands in front) on part of a frame: (y0, x0, (h, w) uint8, 255 = the frame's
+#: own pixel), or float32 in [0, 1] as :func:`livecam.swap.occlusion.hand_alpha_box` gives it
+#: (quantised on the stream's thread, :func:`quantised`).
 HandBox = tuple[int, int, "np.ndarray"]
 
 
@@ -72,17 +73,21 @@ class FaceRows:
 
     Inputs: ``frame_index`` (F,) int64 (the face's frame in the tick), ``kps`` (F, 5, 2)
     float32 px (ArcFace order), ``latents`` (F, D) float32, ``valid`` (F,) bool (False:
-    padding, nothing is pasted). Output: ``fits`` (F,) bool (the paste-back window held the
-    face's footprint).
+    padding, nothing is pasted), ``keep_xy`` (F, LOOPS, POINTS, 2) float32 px and
+    ``keep_soft`` (F,) float32: the streamer's eyes and mouth kept
+    (:class:`~livecam.swap.gpu.keep.KeepLoops`; zeros keep nothing). Output: ``fits`` (F,)
+    bool (the paste-back window held the face's footprint).
     """
 
     frame_index: torch.Tensor
     kps: torch.Tensor
     latents: torch.Tensor
     valid: torch.Tensor
+    keep_xy: torch.Tensor
+    keep_soft: torch.Tensor
     fits: torch.Tensor
 
-    INPUTS = ("frame_index", "kps", "latents", "valid")
+    INPUTS = ("frame_index", "kps", "latents", "valid", "keep_xy", "keep_soft")
     OUTPUTS = ("fits",)
 
     @classmethod
@@ -97,7 +102,8 @@ class FaceRows:
         return cls(frame_index=make((f,), torch.int64),
                    kps=make((f, KEYPOINTS, 2), torch.float32),
                    latents=make((f, latent_dim), torch.float32), valid=make((f,), torch.bool),
-                   fits=make((f,), torch.bool))
+                   keep_xy=make((f, keep.LOOPS, keep.POINTS, 2), torch.float32),
+                   keep_soft=make((f,), torch.float32), fits=make((f,), torch.bool))
 
     def copy_from(self, other: FaceRows, names: tuple[str, ...]) -> None:
         """Asynchronous copies of the named fields from ``other`` (pinned <-> device)."""
@@ -210,7 +216,7 @@ class Slot:
                                        else None)
 
     def _upload_hands(self, k: int, box: HandBox | None) -> None:
-        """Position k's keep mask: the last box zeroed, ``box`` written, and the rows the two
+        """Position k's hand mask: the last box zeroed, ``box`` written, and the rows the two
         cover copied to the device (the rest of the plane stays zero on both sides), so a
         frame costs its boxes, not a whole 1080p plane (measured: the whole-plane fill, scale
         and copy held the hub's launching thread at 8 streams)."""

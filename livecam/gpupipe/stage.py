@@ -20,9 +20,10 @@ hands are laid over the result on the host instead, as the CPU stage lays them o
 covers alike. A hand search that raises fails the frame like any stage error (covered).
 
 The streamer's own eyes and mouth interior (``keep_eyes``/``keep_mouth``, from
-``swap.keep_eyes: always`` and ``swap.keep_mouth``, on by default as in the CPU stage): their
-regions on each swapped face's mesh, with the CPU stage's loops and soft edge, are drawn into
-the same keep mask as the hands, so the paste-back shows the streamer's gaze, blinks and mouth.
+``swap.keep_eyes: always`` and ``swap.keep_mouth``, on by default as in the CPU stage): each
+swapped face's eye and inner mouth loops (the CPU stage's loops and soft edge) travel with the
+request, and the paste-back draws them on the device (:mod:`livecam.swap.gpu.keep`), so it
+shows the streamer's gaze, blinks and mouth.
 
 Fail closed, as the CPU stages: faces the follower withheld (``packet.withheld``), faces whose
 identity cannot be had, faces beyond the hub's ``max_faces`` and faces whose footprint did not
@@ -49,9 +50,9 @@ from livecam.analysis.hands import Hands
 from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
 from livecam.gpupipe.hub import GpuSwapHub, SwapRequest
 from livecam.gpupipe.slots import FrameBuffers, HandBox, quantised
-from livecam.swap import features
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
+from livecam.swap.gpu.keep import loop_rows
 from livecam.swap.occlusion import HandsInFront, hand_alpha_box, keep_in_front
 
 
@@ -95,9 +96,11 @@ class GpuSwapStage:
                  cover: FaceCover | None = None, hands: HandsInFront | None = None,
                  keep_eyes: bool = False, keep_mouth: bool = False,
                  mouth_size: float = 1.0) -> None:
-        if (hands is not None or keep_eyes or keep_mouth) and not hub.hands:
-            raise ValueError("a GpuSwapStage with hands or kept eyes/mouth needs a hub built "
-                             "with hands=True (keep masks)")
+        if hands is not None and not hub.hands:
+            raise ValueError("a GpuSwapStage with hands needs a hub built with hands=True")
+        if (keep_eyes or keep_mouth) and not hub.keep:
+            raise ValueError("a GpuSwapStage keeping eyes or mouth needs a hub built with "
+                             "keep=True")
         self.hub = hub
         self.hands = hands
         self.keep_eyes, self.keep_mouth, self.mouth_size = keep_eyes, keep_mouth, mouth_size
@@ -219,22 +222,18 @@ class GpuSwapStage:
         if not picked:
             return _InFlight(packet, None, under, hands=hands, hands_ms=hands_ms)
         swapped = faces[picked]
-        if self.keep_eyes or self.keep_mouth:
-            height, width = packet.image_bgr.shape[:2]
-            box = features.union_alpha(box, self._kept_box(swapped, (height, width)))
         return _InFlight(packet, self._request(packet, swapped, np.stack(latents), box), under,
                          swapped, hands, hands_ms)
 
-    def _kept_box(self, faces: Faces, shape_hw: tuple[int, int]) -> features.AlphaBox | None:
-        """The streamer's own eyes and mouth interior of the swapped ``faces``, as the CPU
-        stage keeps them (same loops and soft edge), drawn for the paste-back's keep mask."""
-        box = None
-        for xy in faces.landmarks_xy:
-            loops = features.kept_loops(xy, eyes=self.keep_eyes, mouth=self.keep_mouth,
-                                        mouth_size=self.mouth_size)
-            soft = features.KEPT_EDGE_FRACTION * float(np.ptp(xy[:, 0]))
-            box = features.union_alpha(box, features.kept_alpha_box(loops, soft, shape_hw))
-        return box
+    def _kept_loops(self, faces: Faces) -> tuple[np.ndarray, np.ndarray] | None:
+        """The streamer's own eyes and mouth loops of ``faces`` (the CPU stage's loops and
+        soft edge; the paste-back draws them on the device), or None when none are kept."""
+        if not (self.keep_eyes or self.keep_mouth):
+            return None
+        rows = [loop_rows(xy, eyes=self.keep_eyes, mouth=self.keep_mouth,
+                          mouth_size=self.mouth_size) for xy in faces.landmarks_xy]
+        return (np.stack([xy for xy, _ in rows]),
+                np.array([soft for _, soft in rows], np.float32))
 
     def _request(self, packet: Packet, faces: Faces, latents: np.ndarray,
                  hands: HandBox | None = None) -> SwapRequest:
@@ -249,6 +248,9 @@ class GpuSwapStage:
         # quantised here, on the stream's own thread, not on the hub's launching thread
         request = SwapRequest(self.stream, buffers, index, kps, latents,
                               hands=quantised(hands) if hands is not None else None)
+        kept = self._kept_loops(faces)
+        if kept is not None:
+            request.keep_xy, request.keep_soft = kept
         if on_device is not None:
             request.frame_dev, request.frame_ready = on_device
         else:

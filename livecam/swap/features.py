@@ -71,9 +71,6 @@ def region_alpha(loop_xy: FloatArray, origin_xy: tuple[int, int], shape_hw: tupl
 #: Soft edge of the kept eyes and mouth in the neural swap, as a fraction of the face's width.
 KEPT_EDGE_FRACTION = 0.008
 
-#: An alpha over a box of the frame: (y0, x0, (h, w) float32 in [0, 1]).
-AlphaBox = tuple[int, int, FloatArray]
-
 
 def kept_loops(landmarks_xy: FloatArray, *, eyes: bool, mouth: bool,
                mouth_size: float = 1.0) -> list[FloatArray]:
@@ -87,45 +84,6 @@ def kept_loops(landmarks_xy: FloatArray, *, eyes: bool, mouth: bool,
         centre = inner.mean(axis=0)
         loops.append(centre + (inner - centre) * mouth_size)
     return loops
-
-
-def kept_alpha_box(loops: list[FloatArray], soft_px: float,
-                   shape_hw: tuple[int, int]) -> AlphaBox | None:
-    """``loops`` (polygons in frame px) drawn as :func:`region_alpha` does, combined as the CPU
-    paste-back combines them (the paste alpha times 1 - alpha of each: here 1 - the product of
-    1 - alpha), on the smallest box holding them; None when none is inside the frame."""
-    margin = int(np.ceil(3 * soft_px)) + 1
-    h, w = shape_hw
-    boxes = []
-    for loop in loops:
-        x0, y0 = (np.floor(loop.min(axis=0)).astype(int) - margin).tolist()
-        x1, y1 = (np.ceil(loop.max(axis=0)).astype(int) + margin + 1).tolist()
-        x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
-        if x1 > x0 and y1 > y0:
-            boxes.append((loop, x0, y0, x1, y1))
-    if not boxes:
-        return None
-    bx0, by0 = min(b[1] for b in boxes), min(b[2] for b in boxes)
-    bx1, by1 = max(b[3] for b in boxes), max(b[4] for b in boxes)
-    shown = np.ones((by1 - by0, bx1 - bx0), np.float32)  # 1 - alpha: the swap's share
-    for loop, x0, y0, x1, y1 in boxes:
-        shown[y0 - by0:y1 - by0, x0 - bx0:x1 - bx0] *= 1.0 - region_alpha(
-            loop, (x0, y0), (y1 - y0, x1 - x0), soft_px)
-    return by0, bx0, 1.0 - shown
-
-
-def union_alpha(a: AlphaBox | None, b: AlphaBox | None) -> AlphaBox | None:
-    """Two alpha boxes as one over the box holding both: 1 - (1 - a)(1 - b) (a region kept by
-    either stays kept, as when the CPU path applies them one after the other)."""
-    if a is None or b is None:
-        return a if b is None else b
-    y0, x0 = min(a[0], b[0]), min(a[1], b[1])
-    y1 = max(a[0] + a[2].shape[0], b[0] + b[2].shape[0])
-    x1 = max(a[1] + a[2].shape[1], b[1] + b[2].shape[1])
-    shown = np.ones((y1 - y0, x1 - x0), np.float32)
-    for by, bx, alpha in (a, b):
-        shown[by - y0:by - y0 + alpha.shape[0], bx - x0:bx - x0 + alpha.shape[1]] *= 1.0 - alpha
-    return y0, x0, 1.0 - shown
 
 
 def keep_streamer(face_bgr: ImageBGR, target_bgr: ImageBGR, box_xyxy: tuple[int, int, int, int],

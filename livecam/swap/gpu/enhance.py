@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from livecam.swap.enhance import CROP_BORDER_BGR
 from livecam.swap.gpu.align import align_matrices, template_tensor
 from livecam.swap.gpu.blend import window_origins
+from livecam.swap.gpu.keep import KeepLoops
 from livecam.swap.gpu.paste import blend_windows_, gaussian_weights
 from livecam.swap.gpu.warp import affine_grid_px, sample_bilinear_hwc
 
@@ -57,13 +58,15 @@ def _coverage(u: torch.Tensor, v: torch.Tensor, size: int) -> torch.Tensor:
 def restore_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                    faces_nhwc: torch.Tensor, matrix_2x3: torch.Tensor,
                    face_valid: torch.Tensor, *, blend: float, window_px: int,
-                   hands_bhw_u8: torch.Tensor | None = None) -> torch.Tensor:
+                   hands_bhw_u8: torch.Tensor | None = None,
+                   keep: KeepLoops | None = None) -> torch.Tensor:
     """Paste N restored crops into their frames in place with facexlib's mask times ``blend``.
 
     ``frames_bhwc_u8`` (B, H, W, 3) uint8, written face after face; ``faces_nhwc`` (N, S, S, 3)
     float BGR integer-valued; ``matrix_2x3`` (N, 2, 3) frame -> crop; ``frame_index`` (N,)
     int64; ``face_valid`` (N,) bool; ``hands_bhw_u8`` (B, H, W) uint8 or None: hands kept in
-    front (:func:`livecam.swap.gpu.paste.blend_windows_`). Returns the frames.
+    front and ``keep`` the streamer's eyes and mouth
+    (:func:`livecam.swap.gpu.paste.blend_windows_`). Returns the frames.
     """
     height, width = frames_bhwc_u8.shape[1], frames_bhwc_u8.shape[2]
     n, size = faces_nhwc.shape[0], faces_nhwc.shape[1]
@@ -101,7 +104,7 @@ def restore_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     alpha = (soft * float(blend) * face_valid[:, None, None].float())[..., None]
     pasted = eroded[..., None] * fake
     return blend_windows_(frames_bhwc_u8, frame_index, origin, pasted, alpha,
-                          hands_bhw_u8=hands_bhw_u8)
+                          hands_bhw_u8=hands_bhw_u8, keep=keep)
 
 
 def enhancer_window_px(paste_window_px: int, *, crop_px: int, template: str, size_px: int,
@@ -200,12 +203,13 @@ class GpuFaceEnhancer:
 
     def enhance_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                  five_xy: torch.Tensor, face_valid: torch.Tensor,
-                 stream: Any = None, *, hands_bhw_u8: torch.Tensor | None = None
-                 ) -> torch.Tensor:
+                 stream: Any = None, *, hands_bhw_u8: torch.Tensor | None = None,
+                 keep: KeepLoops | None = None) -> torch.Tensor:
         """Every valid face restored and blended into its frame, in place; returns frames.
-        ``hands_bhw_u8``: hands kept in front (see :func:`restore_paste_`)."""
+        ``hands_bhw_u8``: hands kept in front, ``keep`` the streamer's eyes and mouth (see
+        :func:`restore_paste_`)."""
         matrices, crops = self.crops(frames_bhwc_u8, frame_index, five_xy)
         faces = self.restore(crops, stream)
         return restore_paste_(frames_bhwc_u8, frame_index, faces, matrices, face_valid,
                               blend=self.blend, window_px=self.window_px,
-                              hands_bhw_u8=hands_bhw_u8)
+                              hands_bhw_u8=hands_bhw_u8, keep=keep)

@@ -23,6 +23,7 @@ from livecam.swap.boost import boost_factor
 from livecam.swap.gpu.align import align_matrices, template_tensor
 from livecam.swap.gpu.blend import lowfreq_gain
 from livecam.swap.gpu.boost import merge_tiles, repeat_latents, split_tiles
+from livecam.swap.gpu.keep import KeepLoops
 from livecam.swap.gpu.paste import insightface_paste_
 from livecam.swap.gpu.warp import warp_affine
 
@@ -125,12 +126,13 @@ class GpuInswapper:
 
     def paste_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                faces_nhwc: torch.Tensor, matrices: torch.Tensor,
-               face_valid: torch.Tensor, *, hands_bhw_u8: torch.Tensor | None = None
-               ) -> torch.Tensor:
+               face_valid: torch.Tensor, *, hands_bhw_u8: torch.Tensor | None = None,
+               keep: KeepLoops | None = None) -> torch.Tensor:
         """insightface's paste-back of every valid face, in place (see ``insightface_paste_``;
-        ``hands_bhw_u8``: hands kept in front)."""
+        ``hands_bhw_u8``: hands kept in front; ``keep``: the streamer's eyes and mouth)."""
         return insightface_paste_(frames_bhwc_u8, frame_index, faces_nhwc, matrices, face_valid,
-                                  window_px=self.window_px, hands_bhw_u8=hands_bhw_u8)
+                                  window_px=self.window_px, hands_bhw_u8=hands_bhw_u8,
+                                  keep=keep)
 
     def swap_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor, latents: torch.Tensor, face_valid: torch.Tensor,

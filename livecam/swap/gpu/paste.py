@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from livecam.swap.gpu.blend import window_origins
+from livecam.swap.gpu.keep import KeepLoops, kept_alpha
 from livecam.swap.gpu.warp import affine_grid_px, sample_bilinear_hwc
 
 _THRESHOLD = 20.0 / 255.0  # insightface: mask[mask > 20] = 255 on a 0..255 white crop
@@ -48,7 +49,8 @@ def gaussian_weights(ksize: torch.Tensor, max_ksize: int) -> torch.Tensor:
 def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                        faces_nhwc: torch.Tensor, matrix_2x3: torch.Tensor,
                        face_valid: torch.Tensor, *, window_px: int,
-                       hands_bhw_u8: torch.Tensor | None = None) -> torch.Tensor:
+                       hands_bhw_u8: torch.Tensor | None = None,
+                       keep: KeepLoops | None = None) -> torch.Tensor:
     """Paste N swapped crops into their frames in place, as insightface does; returns frames.
 
     - ``frames_bhwc_u8`` (B, H, W, 3) uint8 BGR, written in place, faces one after the other.
@@ -56,7 +58,8 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
       leaves the frame untouched).
     - ``faces_nhwc`` (N, s, s, 3) float BGR with integer values 0..255 (the uint8 model output).
     - ``matrix_2x3`` (N, 2, 3) frame px -> crop px.
-    - ``hands_bhw_u8`` (B, H, W) uint8 or None: hands kept in front (see :func:`blend_windows_`).
+    - ``hands_bhw_u8`` (B, H, W) uint8 or None: hands kept in front, ``keep`` the streamer's
+      eyes and mouth (see :func:`blend_windows_`).
 
     Also returns nothing about clipping; use :func:`mask_fits_window` for that.
     """
@@ -109,13 +112,14 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     blurred = F.conv2d(blurred, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
     alpha = (blurred / 255.0 * face_valid[:, None, None].float())[..., None]
     return blend_windows_(frames_bhwc_u8, frame_index, origin, fake, alpha,
-                          hands_bhw_u8=hands_bhw_u8)
+                          hands_bhw_u8=hands_bhw_u8, keep=keep)
 
 
 def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                    origin: torch.Tensor, faces_nwwc: torch.Tensor,
                    alpha_nww1: torch.Tensor, *,
-                   hands_bhw_u8: torch.Tensor | None = None) -> torch.Tensor:
+                   hands_bhw_u8: torch.Tensor | None = None,
+                   keep: KeepLoops | None = None) -> torch.Tensor:
     """Blend each face's (win, win, 3) window into its frame in place: ``alpha * face + (1 -
     alpha) * frame`` at ``origin`` (N, 2) x, y of frame ``frame_index`` (N,), truncated to
     uint8 like insightface's ``astype``. Returns ``frames_bhwc_u8``.
@@ -124,9 +128,15 @@ def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     :func:`livecam.swap.occlusion.hand_alpha` times 255, rounded): alpha is scaled by ``1 -
     hand``, so the frame's own pixels stay there. Algebraically that is the CPU path's
     ``hand * captured + (1 - hand) * swapped`` (``keep_in_front`` after the paste) for one
-    face; where two blends overlap at the hand's soft edge the order differs slightly."""
+    face; where two blends overlap at the hand's soft edge the order differs slightly.
+
+    ``keep`` (:class:`~livecam.swap.gpu.keep.KeepLoops`, N rows): each face's own eyes and
+    mouth drawn on its window (:func:`~livecam.swap.gpu.keep.kept_alpha`) scale alpha by one
+    minus them, as the CPU path keeps the streamer's there."""
     batch, height, width, _ = frames_bhwc_u8.shape
     n, win = int(faces_nwwc.shape[0]), int(faces_nwwc.shape[1])
+    if keep is not None:
+        alpha_nww1 = alpha_nww1 * (1.0 - kept_alpha(keep, origin, win))[..., None]
     flat = frames_bhwc_u8.reshape(batch * height * width, 3)
     hands = hands_bhw_u8.reshape(-1) if hands_bhw_u8 is not None else None
     yy = torch.arange(win, device=flat.device)[None, :, None]

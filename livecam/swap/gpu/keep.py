@@ -1,0 +1,163 @@
+"""The streamer's kept eyes and mouth, drawn on the device inside each face's paste window.
+
+The CPU path keeps the streamer's own eyes and mouth interior (``swap.keep_eyes``,
+``swap.keep_mouth``): the mesh's eye loops and the inner mouth loop are filled with OpenCV's
+anti-aliased ``fillPoly`` and Gaussian-blurred by ``KEPT_EDGE_FRACTION`` x the face's width
+(:func:`livecam.swap.features.region_alpha`), and the paste-back's alpha is scaled by one minus
+that. Here the same regions are drawn on the GPU, on each face's paste window, with static
+shapes (so the paste-back stays inside the pipeline's CUDA graph) and from a few hundred bytes
+per face: the host sends the loops (:func:`loop_rows`), not a mask. Drawing the mask on the
+host cost each 1080p frame about 1 ms of Python on the stream's thread and a plane upload on
+the hub's launching thread, which took 8 streams' 30 fps on the H200 (perf-notes, run 33).
+
+How a loop is filled: along each of ``SUBROWS`` sample rows per pixel row, every loop edge that
+crosses the row adds its winding sign to the pixels left of the crossing, and the pixel the
+crossing falls in gets the covered fraction, so each sample row holds the exact horizontal
+coverage; the sample rows are averaged (vertical anti-aliasing). Each loop's winding is made
+positive first (the two eyes run opposite ways), so disjoint loops add up to their union. The
+soft edge is a separable Gaussian with OpenCV's kernel size for a float image.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import torch
+import torch.nn.functional as F
+
+from livecam.swap.features import (
+    EYE_LEFT_LOOP,
+    EYE_RIGHT_LOOP,
+    KEPT_EDGE_FRACTION,
+    MOUTH_INNER_LOOP,
+)
+
+#: Loops per face (right eye, left eye, inner mouth) and points per loop (the longest; shorter
+#: loops repeat their last point, which adds an edge of length zero).
+LOOPS = 3
+POINTS = max(len(EYE_RIGHT_LOOP), len(EYE_LEFT_LOOP), len(MOUTH_INNER_LOOP))
+#: OpenCV's anti-aliased fill covers about half a pixel beyond the polygon (measured on
+#: the eye and mouth loops: 10 % more than their area); the loops grow by as much.
+GROW_PX = 0.5
+#: Sample rows per pixel row (vertical anti-aliasing).
+SUBROWS = 4
+
+_INDEX = np.array([list(loop) + [loop[-1]] * (POINTS - len(loop))
+                   for loop in (EYE_RIGHT_LOOP, EYE_LEFT_LOOP, MOUTH_INNER_LOOP)], np.int64)
+_MOUTH_POINTS = len(MOUTH_INNER_LOOP)
+
+
+class KeepLoops(NamedTuple):
+    """The kept regions of N faces on the device: ``xy`` (N, LOOPS, POINTS, 2) float32 frame px
+    (a loop whose points are all equal keeps nothing), ``soft_px`` (N,) float32: the Gaussian
+    sigma of the soft edge."""
+
+    xy: torch.Tensor
+    soft_px: torch.Tensor
+
+
+def loop_rows(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool,
+              mouth_size: float = 1.0) -> tuple[npt.NDArray[np.float32], float]:
+    """One face's kept loops as a (LOOPS, POINTS, 2) float32 row, the loops of
+    :func:`livecam.swap.features.kept_loops` (the mouth scaled by ``mouth_size`` about its
+    centre), and the soft edge's sigma in px (``KEPT_EDGE_FRACTION`` x the mesh's width)."""
+    xy = np.asarray(landmarks_xy, np.float32)
+    rows = xy[_INDEX]
+    if mouth:
+        inner = rows[2, :_MOUTH_POINTS]
+        centre = inner.mean(axis=0)
+        rows[2] = centre + (rows[2] - centre) * np.float32(mouth_size)
+    else:
+        rows[2] = 0.0
+    if not eyes:
+        rows[:2] = 0.0
+    return rows, KEPT_EDGE_FRACTION * float(np.ptp(xy[:, 0]))
+
+
+def max_ksize(window_px: int) -> int:
+    """The Gaussian's largest kernel on a ``window_px`` window: a face wider than its window is
+    never pasted, so sigma <= ``KEPT_EDGE_FRACTION`` x ``window_px``."""
+    return _opencv_ksize(KEPT_EDGE_FRACTION * window_px)
+
+
+def _opencv_ksize(sigma: float) -> int:
+    """``cv2.GaussianBlur(float image, (0, 0), sigma)``'s kernel size: round(8 sigma + 1) | 1."""
+    return int(np.floor(sigma * 8.0 + 1.5)) | 1
+
+
+def coverage(xy: torch.Tensor, origin: torch.Tensor, window_px: int) -> torch.Tensor:
+    """(N, win, win) float32 in [0, 1]: how much of each pixel of each face's window (top-left
+    ``origin`` (N, 2) x, y in frame px) the loops ``xy`` (N, L, P, 2) cover."""
+    n, loops, points, _ = xy.shape
+    win = window_px
+    a = xy.float() - origin.float()[:, None, None, :]  # window px
+    b = torch.roll(a, -1, dims=2)  # edge k runs a[k] -> a[k + 1], the last closes the loop
+    twice_area = (a[..., 0] * b[..., 1] - b[..., 0] * a[..., 1]).sum(dim=2)  # (N, L)
+    positive = torch.where(twice_area < 0, -1.0, 1.0)[:, :, None]
+    a = _grown(a, b, positive)
+    b = torch.roll(a, -1, dims=2)
+    orient = positive.expand(n, loops, points)
+    a, b = a.reshape(n, 1, -1, 2), b.reshape(n, 1, -1, 2)
+    orient = orient.reshape(n, 1, -1)
+    # sample rows: pixel row r spans [r - 0.5, r + 0.5]
+    y = ((torch.arange(win * SUBROWS, device=xy.device, dtype=torch.float32) + 0.5)
+         / SUBROWS - 0.5)[None, :, None]
+    ay, by = a[..., 1], b[..., 1]
+    crosses = (ay <= y) != (by <= y)  # (N, R, E)
+    dy = torch.where(by == ay, torch.ones_like(by), by - ay)
+    x = a[..., 0] + (y - ay) / dy * (b[..., 0] - a[..., 0])
+    sign = torch.where(by > ay, 1.0, -1.0) * orient * crosses.float()
+    # pixel c spans [c - 0.5, c + 0.5]: an edge at x covers pixels left of floor(x + 0.5)
+    # fully and that pixel by frac(x + 0.5)
+    t = x + 0.5
+    j = torch.floor(t)
+    frac = t - j
+    trash = win + 1
+    step_at = torch.where(j < 0, trash, j.clamp(max=win)).long()
+    frac_at = torch.where((j < 0) | (j >= win), trash, j).long()
+    rows = y.shape[1]
+    step = torch.zeros(n, rows, win + 2, device=xy.device).scatter_add_(2, step_at, sign)
+    part = torch.zeros(n, rows, win + 2, device=xy.device).scatter_add_(2, frac_at,
+                                                                       sign * frac)
+    # pixels left of a crossing: sum of the steps at indices > c
+    left = step[..., :win + 1].flip(-1).cumsum(-1).flip(-1)[..., 1:]
+    cover = (left + part[..., :win]).clamp(0.0, 1.0)
+    return cover.reshape(n, win, SUBROWS, win).mean(dim=2)
+
+
+def _grown(a: torch.Tensor, b: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
+    """Loop points ``a`` (N, L, P, 2) moved out by ``GROW_PX`` along their corners' miter
+    (``b``: the next points; ``positive`` (N, L, 1) +-1 the loops' orientation)."""
+    d = b - a
+    d = d / d.norm(dim=-1, keepdim=True).clamp(min=1e-6)  # zero for a repeated point
+    out = torch.stack((d[..., 1], -d[..., 0]), dim=-1) * positive[..., None]  # edge normals
+    prev = torch.roll(out, 1, dims=2)  # the normal of the edge into each point
+    both = out + prev
+    denom = (1.0 + (out * prev).sum(-1, keepdim=True)).clamp(min=0.25)
+    return a + GROW_PX * both / denom
+
+
+def gaussian_taps(sigma: torch.Tensor, ksize_max: int) -> torch.Tensor:
+    """(N, ksize_max) float32 normalised Gaussian taps of per-face ``sigma`` (N,), each cut at
+    OpenCV's kernel size for that sigma (a float image), zero-padded and centred."""
+    half = ksize_max // 2
+    x = torch.arange(-half, half + 1, device=sigma.device, dtype=torch.float32)[None, :]
+    s = sigma.float().clamp(min=1e-3)[:, None]
+    radius = torch.floor(torch.floor(s * 8.0 + 1.5) / 2.0)  # (ksize - 1) / 2, ksize odd
+    w = torch.exp(-(x * x) / (2.0 * s * s)) * (x.abs() <= radius).float()
+    return w / w.sum(dim=1, keepdim=True)
+
+
+def kept_alpha(keep: KeepLoops, origin: torch.Tensor, window_px: int) -> torch.Tensor:
+    """(N, win, win) float32: the kept regions' soft alpha on each face's paste window (the
+    paste-back's alpha is scaled by one minus it)."""
+    n = keep.xy.shape[0]
+    cover = coverage(keep.xy, origin, window_px)
+    ksize = max_ksize(window_px)
+    taps = gaussian_taps(keep.soft_px.clamp(max=KEPT_EDGE_FRACTION * window_px), ksize)
+    pad = ksize // 2
+    soft = F.conv2d(cover[None], taps[:, None, :, None], padding=(pad, 0), groups=n)
+    soft = F.conv2d(soft, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
+    return soft.clamp(0.0, 1.0)
