@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-s", type=float, default=2.0)
     parser.add_argument("--compile", choices=("none", "fast", "autotune"), default="none",
                         help="build the compiled generator (batch 1) and measure it too")
+    parser.add_argument("--compile-batches", default="1",
+                        help="with --compile: the batch sizes to compile, comma-separated (a "
+                             "tick of several streams' faces runs the next one up)")
     parser.add_argument("--compile-first", action="store_true",
                         help="with --compile: build first, so every run uses the compiled "
                              "generator (engine.torch_mode auto finds it)")
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         return measure_run(setup["config"](*overrides), pairs, setup["identities"], **win)
 
     if args.compile != "none" and args.compile_first:
-        section("compile", lambda: build_compiled(setup, args.compile))
+        section("compile", lambda: build_compiled(setup, args.compile, args.compile_batches))
     section("1 face offline", lambda: run(one, "pipeline.realtime=false"))
     section("1 face live 30 fps", lambda: run(one))
     section("naive baseline", lambda: naive_baseline(
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             break
     section("4 faces offline", lambda: run(four, "pipeline.realtime=false"))
     if args.compile != "none" and not args.compile_first:
-        section("compile", lambda: build_compiled(setup, args.compile))
+        section("compile", lambda: build_compiled(setup, args.compile, args.compile_batches))
         if "compile" in report["sections"]:
             compiled = ("engine.torch_mode=compiled",)
             section("1 face offline, compiled",
@@ -210,11 +213,12 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
             "onnx": onnx, "base": base}
 
 
-def build_compiled(setup: dict[str, Any], mode: str) -> dict[str, Any]:
-    """``livecam engines build inswapper_128`` (batch 1) as a subprocess, as a user runs it."""
+def build_compiled(setup: dict[str, Any], mode: str, batches: str = "1") -> dict[str, Any]:
+    """``livecam engines build inswapper_128`` for the comma-separated ``batches`` as a
+    subprocess, as a user runs it."""
     autotune = f"engine.compile_max_autotune={'true' if mode == 'autotune' else 'false'}"
-    sets = [*setup["base"], "engine.torch_mode=compiled", "engine.compiled_batch_sizes=[1]",
-            autotune]
+    sizes = f"engine.compiled_batch_sizes=[{','.join(b.strip() for b in batches.split(','))}]"
+    sets = [*setup["base"], "engine.torch_mode=compiled", sizes, autotune]
     # config options go before the verb, as `livecam engines --help` says
     cmd = [sys.executable, "-m", "livecam.cli", "engines",
            *[a for s in sets for a in ("--set", s)], "build", "inswapper_128"]
@@ -222,8 +226,8 @@ def build_compiled(setup: dict[str, Any], mode: str) -> dict[str, Any]:
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
     if result.returncode != 0:
         raise RuntimeError(f"engines build failed: {result.stderr[-500:]}")
-    setup["base"].extend(["engine.compiled_batch_sizes=[1]", autotune])
-    return {"build_s": time.perf_counter() - t0, "mode": mode,
+    setup["base"].extend([sizes, autotune])
+    return {"build_s": time.perf_counter() - t0, "mode": mode, "batches": sizes,
             "stdout": result.stdout[-300:]}
 
 
