@@ -28,12 +28,13 @@ HEIGHT, WIDTH = 360, 480
 
 def assert_same_swap(got: np.ndarray, expected: np.ndarray) -> None:
     """The same frame swapped the same way, through a generator call of another batch size:
-    torch's CPU convolutions pick kernels by batch size, so a few values may round one level
-    apart (seen: 1 of 518,400 on a 2-core Xeon without AVX-512); another stream's frame, a face
-    missing or swapped with another latent differs in thousands."""
+    torch's CPU convolutions pick kernels by batch size, so some values may round a level
+    apart (seen on a 2-core Xeon: 1 in 518,400 values, and 0.08 % of them for a mirrored face,
+    each by one level); another stream's frame, a face missing or swapped with another latent
+    differs by tens of levels."""
     assert got.shape == expected.shape
     diff = np.abs(got.astype(np.int16) - expected.astype(np.int16))
-    assert diff.max() <= 1 and (diff > 0).mean() < 1e-4, (diff.max(), (diff > 0).mean())
+    assert diff.max() <= 2 and (diff > 0).mean() < 5e-3, (diff.max(), (diff > 0).mean())
 
 
 @dataclass(frozen=True)
