@@ -16,13 +16,6 @@ closed pipeline's streams aborted the process with "invalid device context"). A 
 hands its streams back (:func:`release_stream`) and the next :func:`new_stream` reuses them, so
 opening and closing pipelines does not grow their number. Where the driver cannot be reached
 that way, torch's pool serves, with a warning.
-
-``urgent=True`` asks for the device's highest stream priority: the GPU's block scheduler then
-starts that stream's kernels before waiting blocks of normal streams (a CUDA graph launched on
-it runs at its priority too). The face follower's networks use it: each stream's pipeline
-thread waits for them every frame, while the swap has frames in flight and can wait (H200, one
-stream offline: the follower's thread spent half its time in ``synchronize`` behind the swap's
-kernels; perf-notes, run 37).
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ _CU_STREAM_NON_BLOCKING = 1
 _lock = threading.Lock()
 _driver: Any = None
 _driver_tried = False
-_free: dict[tuple[int, bool], list[Any]] = {}  # (device index, urgent) -> handed back
-_urgent: set[int] = set()  # the CUstream handles made at the highest priority
+_free: dict[int, list[Any]] = {}  # device index -> streams handed back, reused first
 
 
 def _load_driver() -> Any:
@@ -69,36 +61,26 @@ def _load_driver() -> Any:
         return _driver
 
 
-def new_stream(device: Any, *, urgent: bool = False) -> Any:
-    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller holds,
-    at the device's highest priority with ``urgent``; torch's pooled stream where the driver is
-    not reachable."""
+def new_stream(device: Any) -> Any:
+    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller holds;
+    torch's pooled stream where the driver is not reachable."""
     import torch
 
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
     with _lock:
-        if _free.get((index, urgent)):
-            return _free[(index, urgent)].pop()
+        if _free.get(index):
+            return _free[index].pop()
     driver = _load_driver()
     if driver is not None:
         with torch.cuda.device(index):
             torch.cuda.current_stream(index).synchronize()  # the primary context is current
-            least, greatest = ctypes.c_int(0), ctypes.c_int(0)
-            if urgent:
-                driver.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest))
             handle = ctypes.c_void_p()
-            err = driver.cuStreamCreateWithPriority(ctypes.byref(handle),
-                                                    _CU_STREAM_NON_BLOCKING, greatest)
+            err = driver.cuStreamCreate(ctypes.byref(handle), _CU_STREAM_NON_BLOCKING)
         if err == 0 and handle.value:
-            if urgent:
-                with _lock:
-                    _urgent.add(handle.value)
             return torch.cuda.ExternalStream(handle.value, device=torch.device("cuda", index))
-        log.warning("cuStreamCreateWithPriority failed (CUresult %d): using torch's pooled "
-                    "streams", err)
-    # torch's pool: its priorities are -1 (high) and 0
-    return torch.cuda.Stream(device, priority=-1 if urgent else 0)
+        log.warning("cuStreamCreate failed (CUresult %d): using torch's pooled streams", err)
+    return torch.cuda.Stream(device)
 
 
 def release_stream(stream: Any) -> None:
@@ -110,5 +92,4 @@ def release_stream(stream: Any) -> None:
         return
     stream.synchronize()
     with _lock:
-        urgent = stream.cuda_stream in _urgent
-        _free.setdefault((stream.device.index, urgent), []).append(stream)
+        _free.setdefault(stream.device.index, []).append(stream)

@@ -71,28 +71,3 @@ def test_a_capture_survives_other_threads_working_on_their_own_streams() -> None
             w.join()
     assert not errors
     assert float(b.sum()) == 128.0
-
-
-def test_urgent_streams_run_at_the_highest_priority_and_are_reused_as_such() -> None:
-    """The face follower's streams are urgent (the pipeline thread waits for them every frame,
-    the swap's ticks in flight can wait): they must get the device's highest priority, and a
-    handed-back urgent stream must not be given to a caller asking for a normal one."""
-    import ctypes
-
-    from livecam.engines.cuda_streams import _load_driver, new_stream, release_stream
-
-    device = torch.device("cuda")
-    torch.cuda.synchronize(device)  # the primary context is current
-    least, greatest = ctypes.c_int(0), ctypes.c_int(0)
-    assert _load_driver().cuCtxGetStreamPriorityRange(ctypes.byref(least),
-                                                      ctypes.byref(greatest)) == 0
-    highest = greatest.value
-    assert highest < least.value  # the device has priorities at all
-    urgent = new_stream(device, urgent=True)
-    normal = new_stream(device)
-    assert urgent.priority == highest
-    assert normal.priority == 0
-    release_stream(urgent)
-    release_stream(normal)
-    assert new_stream(device).cuda_stream == normal.cuda_stream
-    assert new_stream(device, urgent=True).cuda_stream == urgent.cuda_stream

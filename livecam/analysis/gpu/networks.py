@@ -173,10 +173,9 @@ class GpuFaceNetworks:
             self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
         if self.cuda:
             # streams of their own (livecam.engines.cuda_streams): torch's pooled ones are
-            # shared with the other pipeline streams of the process; urgent: the pipeline
-            # thread waits for them every frame, the swap's ticks in flight can wait
-            self._stream = new_stream(self.device, urgent=True)
-            self._side = new_stream(self.device, urgent=True)
+            # shared with the other pipeline streams of the process
+            self._stream = new_stream(self.device)
+            self._side = new_stream(self.device)
             self._detected = torch.cuda.Event()
             self._uploaded = torch.cuda.Event()
         pinned = self.cuda

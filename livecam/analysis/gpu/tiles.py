@@ -89,7 +89,7 @@ class GpuTileSearch:
         dtype = torch.float16 if nets.precision == "fp16" else torch.float32
         self._detector = load_blazeface("full", models_dir=nets.models_dir,
                                         max_faces=SLOTS_PER_TILE).to(nets.device, dtype)
-        self._stream = new_stream(nets.device, urgent=True) if nets.cuda else None
+        self._stream = new_stream(nets.device) if nets.cuda else None
 
     def close(self) -> None:
         self._detector = None
