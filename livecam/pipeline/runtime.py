@@ -166,6 +166,8 @@ class App:
         self._on_sent = on_sent
         self._done = threading.Event()
         self._resources = ExitStack()
+        # (width, height, fps, source open) once open() has run
+        self._opened: tuple[int, int, float, bool] | None = None
         self._capture: CaptureThread | None = None
         self._scheduler: Scheduler | None = None
         self._output: OutputThread | None = None
@@ -189,9 +191,15 @@ class App:
     def output_error(self) -> BaseException | None:
         return None if self._output is None else self._output.error
 
-    def start(self) -> None:
+    def open(self) -> None:
+        """Open the stages, the source and the sink (models load, GPU graphs are captured: the
+        slow part of a start) without starting a thread. Idempotent; :meth:`start` calls it.
+        :class:`~livecam.pipeline.streams.StreamSet` opens every stream before it starts any,
+        so the last streams do not open while the first ones already run (on the H200, 16
+        streams took 104 s to start, each opening against the running ones for the GIL)."""
+        if self._opened is not None:
+            return
         cfg = self.config
-        realtime = cfg.pipeline.realtime
         try:
             self._resources.enter_context(
                 switch_interval(cfg.pipeline.gil_switch_interval_ms / 1000.0))
@@ -213,6 +221,16 @@ class App:
             self._resources.close()
             raise
         self._resources.callback(self._close_current_stages)
+        self._opened = (width, height, fps, source_open)
+
+    def start(self) -> None:
+        """Open (:meth:`open`, unless done) and start the capture, pipeline and output threads
+        and the controls."""
+        self.open()
+        assert self._opened is not None
+        width, height, fps, source_open = self._opened
+        cfg = self.config
+        realtime = cfg.pipeline.realtime
         self.output_size_px, self.output_fps = (width, height), fps
         policy: Policy = "latest" if realtime else "block"
         frames: Mailbox[Frame] = Mailbox(policy=policy)
@@ -390,6 +408,8 @@ class App:
         timings.lap("output")
         if self._watcher is not None:
             self._watcher.update_drop_counters()
+        if self._capture is None and self._opened is not None:
+            self.source.close()  # opened, never started: no capture thread owns it
         self._resources.close()
         timings.lap("close")
         self.stop_timings_ms = timings.laps_ms

@@ -67,9 +67,13 @@ class StreamSet:
     def start(self) -> None:
         started: list[App] = []
         try:
+            # every stream opened (models, GPU graphs) before any runs: a stream opening
+            # while others run waits for the GIL behind them
+            for app in self.apps:
+                started.append(app)
+                app.open()
             for app in self.apps:
                 app.start()
-                started.append(app)
             for control in self.controls:
                 control.start()
         except BaseException:

@@ -155,6 +155,43 @@ def test_one_streams_stall_never_holds_another(fast_config: Config) -> None:
         streams.stop()
 
 
+class OpenRecorder(StageBase):
+    """Records its stream's open and frames in ``events``; stream 1's open first waits (up to
+    2 s) for stream 0's first frame, which can only come if stream 0 already runs."""
+
+    name = "open-recorder"
+
+    def __init__(self, stream: int, events: list[tuple[str, int]],
+                 first_frame: threading.Event) -> None:
+        self.stream, self.events, self.first_frame = stream, events, first_frame
+
+    def open(self) -> None:
+        if self.stream == 1:
+            self.first_frame.wait(2.0)
+        self.events.append(("open", self.stream))
+
+    def process(self, packet: Packet) -> Packet:
+        self.events.append(("frame", self.stream))
+        self.first_frame.set()
+        return packet
+
+
+def test_every_stream_is_opened_before_any_runs(fast_config: Config) -> None:
+    """Before: each stream started its threads before the next stream was opened, so on the
+    H200 the 16th stream loaded its models and captured its GPU graphs while 15 streams ran
+    and held the GIL (104 s to start 16 streams, 15 s for 8)."""
+    events: list[tuple[str, int]] = []
+    first_frame = threading.Event()
+    streams = StreamSet([stream_app(fast_config, [OpenRecorder(k, events, first_frame)], k)
+                         for k in range(2)])
+    streams.start()
+    try:
+        assert wait_until(lambda: ("frame", 1) in events)
+    finally:
+        streams.stop()
+    assert events.index(("open", 1)) < events.index(("frame", 0)), events[:4]
+
+
 def test_each_stream_fails_on_its_own(fast_config: Config) -> None:
     seen: list[Packet] = []
     streams = StreamSet([stream_app(fast_config, [Raiser()], 0),
