@@ -23,7 +23,8 @@ from livecam.core.types import RuntimeState
 from livecam.output import FrameSink, make_sink, parse_output
 from livecam.pipeline.passthrough import PassThrough
 from livecam.pipeline.reload import StageFactory
-from livecam.pipeline.runtime import App, ControlSource
+from livecam.pipeline.running import ControlSource
+from livecam.pipeline.runtime import App
 from livecam.pipeline.streams import StreamSet
 
 if TYPE_CHECKING:

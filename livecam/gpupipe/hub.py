@@ -26,55 +26,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from livecam.core.errors import IdentityError
-from livecam.gpupipe.slots import FrameBuffers, HandBox, SlotShape
+from livecam.gpupipe.request import SwapRequest, tick_rows
+from livecam.gpupipe.slots import FrameBuffers, SlotShape
 
 log = logging.getLogger(__name__)
 
 EmbeddingFn = Callable[[str], "np.ndarray | None"]
-
-
-@dataclass
-class SwapRequest:
-    """One frame of one stream for the GPU: ``buffers.inputs[index]`` holds the frame (the
-    stream wrote it), or ``frame_dev`` does (a device tensor the follower's networks kept,
-    valid after the CUDA event ``frame_ready``); the swapped frame lands in
-    ``buffers.outputs[index]``; ``kps`` (n, 5, 2) float32 px and ``latents`` (n, D) float32
-    per face; ``keep_xy``/``keep_soft`` each face's kept eyes and mouth
-    (:func:`livecam.swap.gpu.keep.loop_rows`, stacked) or None; ``hands`` the frame's hand
-    mask or None. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
-    latencies, then sets ``done``."""
-
-    stream: int
-    buffers: FrameBuffers
-    index: int
-    kps: np.ndarray
-    latents: np.ndarray
-    done: threading.Event = field(default_factory=threading.Event)
-    fits: np.ndarray | None = None
-    error: BaseException | None = None
-    host_latency_ms: float = float("nan")
-    gpu_latency_ms: float = float("nan")
-    t_submit_ns: int = 0
-    frame_dev: Any = None
-    frame_ready: Any = None
-    hands: HandBox | None = None
-    keep_xy: np.ndarray | None = None
-    keep_soft: np.ndarray | None = None
-
-    @property
-    def size_hw(self) -> tuple[int, int]:
-        h, w = self.buffers.outputs[self.index].shape[:2]
-        return int(h), int(w)
-
-    @property
-    def frame_in(self) -> Any:
-        return self.frame_dev if self.frame_dev is not None else self.buffers.inputs[self.index]
 
 
 class GpuSwapHub:
@@ -350,14 +312,7 @@ class GpuSwapHub:
                     request.done.set()
 
     def _start_tick(self, sched: Any, requests: list[SwapRequest]) -> None:
-        from livecam.gpupipe.scheduler import TickRows
-
-        index = np.concatenate([np.full(len(r.kps), k, np.int64)
-                                for k, r in enumerate(requests)])
-        rows = TickRows(frame_index=index,
-                        kps=np.concatenate([r.kps for r in requests]).astype(np.float32),
-                        latents=np.concatenate([r.latents for r in requests]).astype(np.float32),
-                        valid=np.ones(len(index), bool), **_keep_rows(requests))
+        rows = tick_rows(requests)
         sched.submit([r.frame_in for r in requests],
                      [r.buffers.outputs[r.index] for r in requests], rows,
                      [r.frame_ready for r in requests], hands=[r.hands for r in requests])
@@ -410,16 +365,3 @@ class GpuSwapHub:
                 self._launch()
         return True
 
-
-def _keep_rows(requests: list[SwapRequest]) -> dict[str, np.ndarray]:
-    """The tick's kept-loop rows (``TickRows.keep_xy``/``keep_soft``), zeros for a request
-    without them; nothing when no request has any."""
-    if all(r.keep_xy is None for r in requests):
-        return {}
-    from livecam.swap.gpu.keep import LOOPS, POINTS
-
-    xy = [r.keep_xy if r.keep_xy is not None
-          else np.zeros((len(r.kps), LOOPS, POINTS, 2), np.float32) for r in requests]
-    soft = [r.keep_soft if r.keep_soft is not None else np.zeros(len(r.kps), np.float32)
-            for r in requests]
-    return {"keep_xy": np.concatenate(xy), "keep_soft": np.concatenate(soft)}

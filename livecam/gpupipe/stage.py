@@ -48,7 +48,8 @@ import numpy as np
 
 from livecam.analysis.hands import Hands
 from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
-from livecam.gpupipe.hub import GpuSwapHub, SwapRequest
+from livecam.gpupipe.hub import GpuSwapHub
+from livecam.gpupipe.request import SwapRequest
 from livecam.gpupipe.slots import FrameBuffers, HandBox, quantised
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from livecam.capture import FrameSource
 from livecam.capture.thread import CaptureThread
@@ -28,6 +28,7 @@ from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
 from livecam.output.thread import OutputThread
 from livecam.pipeline.reload import Reloader, StageFactory
+from livecam.pipeline.running import ControlSource, run_to_end, stop_controls
 from livecam.pipeline.scheduler import Scheduler
 from livecam.pipeline.summary import RunSummary
 from livecam.pipeline.watch import StatusWatcher
@@ -38,51 +39,6 @@ log = logging.getLogger(__name__)
 #: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
-
-class ControlSource(Protocol):
-    """Something that feeds ``app.commands`` while the app runs (hotkeys, the control API).
-    ``start`` may raise a :class:`LivecamError`; ``stop`` is idempotent."""
-
-    def start(self) -> Any: ...
-
-    def stop(self) -> None: ...
-
-
-def stop_controls(controls: Sequence[ControlSource]) -> None:
-    """Stop ``controls`` in reverse start order; one that fails is logged and the rest go on."""
-    for control in reversed(controls):
-        try:
-            control.stop()
-        except Exception as exc:  # stopping must go on
-            log.error("stopping %s failed: %s", type(control).__name__, exc)
-
-
-class Runnable(Protocol):
-    """What :func:`run_to_end` runs: an :class:`App` or a
-    :class:`~livecam.pipeline.streams.StreamSet`."""
-
-    @property
-    def output_error(self) -> BaseException | None: ...
-
-    def start(self) -> None: ...
-
-    def wait(self, timeout_s: float | None = None) -> bool: ...
-
-    def stop(self, timeout_s: float = 0.9) -> None: ...
-
-
-def run_to_end(run: Runnable) -> None:
-    """``start``, wait until done (or Ctrl-C), ``stop``; then raise the output's error, if any.
-    On the thread that draws a preview window (``wait`` draws it)."""
-    run.start()
-    try:
-        while not run.wait(0.2):
-            pass
-    finally:
-        run.stop()
-    if run.output_error is not None:
-        raise run.output_error
-
 
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) -> None:
     """Prepare every stage that offers it for ``width_px`` x ``height_px`` frames (CUDA-graph

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from livecam.core.commands import CommandFanOut
 from livecam.core.types import RuntimeState
 from livecam.output import GuiSink
-from livecam.pipeline.runtime import App, ControlSource, run_to_end, stop_controls
+from livecam.pipeline.running import ControlSource, run_to_end, stop_controls
+from livecam.pipeline.runtime import App
 from livecam.pipeline.summary import RunSummary
 
 log = logging.getLogger(__name__)
