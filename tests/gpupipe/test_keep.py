@@ -107,6 +107,20 @@ def test_loop_rows_leave_out_what_is_not_kept(face_frame: FaceFrame) -> None:
     assert none.sum() == 0.0  # an empty loop keeps nothing
 
 
+def test_a_loop_with_nan_keeps_nothing(face_frame: FaceFrame) -> None:
+    """A mesh point that is NaN (a careless caller, a broken model) must not spread NaN over
+    the paste-back's alpha (garbage pixels) nor keep the streamer's face: that loop is empty,
+    the others stay."""
+    xy = face_frame.landmarks_xy[0].copy()
+    xy[features.EYE_LEFT_LOOP[3]] = np.nan
+    rows, soft = loop_rows(xy, eyes=True, mouth=True)
+    assert np.isfinite(rows).all() and np.isfinite(soft)
+    assert not rows[1].any() and rows[0].any() and rows[2].any()
+    alpha = kept_alpha(KeepLoops(torch.from_numpy(rows)[None], torch.tensor([soft])),
+                       torch.tensor([[0, 0]]), 320)
+    assert torch.isfinite(alpha).all() and float(alpha.max()) > 0.5
+
+
 @pytest.mark.slow
 def test_the_stage_sends_loops_not_a_mask(inswapper_dyn_path: Path,
                                           face_frame: FaceFrame) -> None:

@@ -62,7 +62,9 @@ def loop_rows(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool
               mouth_size: float = 1.0) -> tuple[npt.NDArray[np.float32], float]:
     """One face's kept loops as a (LOOPS, POINTS, 2) float32 row, the loops of
     :func:`livecam.swap.features.kept_loops` (the mouth scaled by ``mouth_size`` about its
-    centre), and the soft edge's sigma in px (``KEPT_EDGE_FRACTION`` x the mesh's width)."""
+    centre), and the soft edge's sigma in px (``KEPT_EDGE_FRACTION`` x the mesh's width).
+    A loop with a point that is not finite keeps nothing (the swap shows there, never the
+    streamer's face by accident)."""
     xy = np.asarray(landmarks_xy, np.float32)
     rows = xy[_INDEX]
     if mouth:
@@ -73,7 +75,10 @@ def loop_rows(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool
         rows[2] = 0.0
     if not eyes:
         rows[:2] = 0.0
-    return rows, KEPT_EDGE_FRACTION * float(np.ptp(xy[:, 0]))
+    rows[~np.isfinite(rows).all(axis=(1, 2))] = 0.0
+    x = xy[:, 0][np.isfinite(xy[:, 0])]
+    soft = KEPT_EDGE_FRACTION * float(np.ptp(x)) if len(x) else 0.0
+    return rows, soft
 
 
 def max_ksize(window_px: int) -> int:
