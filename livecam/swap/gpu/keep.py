@@ -32,6 +32,7 @@ from livecam.swap.features import (
     EYE_RIGHT_LOOP,
     KEPT_EDGE_FRACTION,
     MOUTH_INNER_LOOP,
+    kept_loops,
 )
 
 #: Loops per face (right eye, left eye, inner mouth) and points per loop (the longest; shorter
@@ -43,11 +44,6 @@ POINTS = max(len(EYE_RIGHT_LOOP), len(EYE_LEFT_LOOP), len(MOUTH_INNER_LOOP))
 GROW_PX = 0.5
 #: Sample rows per pixel row (vertical anti-aliasing).
 SUBROWS = 4
-
-_INDEX = np.array([list(loop) + [loop[-1]] * (POINTS - len(loop))
-                   for loop in (EYE_RIGHT_LOOP, EYE_LEFT_LOOP, MOUTH_INNER_LOOP)], np.int64)
-_MOUTH_POINTS = len(MOUTH_INNER_LOOP)
-
 
 class KeepLoops(NamedTuple):
     """The kept regions of N faces on the device: ``xy`` (N, LOOPS, POINTS, 2) float32 frame px
@@ -66,16 +62,12 @@ def loop_rows(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool
     A loop with a point that is not finite keeps nothing (the swap shows there, never the
     streamer's face by accident)."""
     xy = np.asarray(landmarks_xy, np.float32)
-    rows = xy[_INDEX]
-    if mouth:
-        inner = rows[2, :_MOUTH_POINTS]
-        centre = inner.mean(axis=0)
-        rows[2] = centre + (rows[2] - centre) * np.float32(mouth_size)
-    else:
-        rows[2] = 0.0
-    if not eyes:
-        rows[:2] = 0.0
-    rows[~np.isfinite(rows).all(axis=(1, 2))] = 0.0
+    rows = np.zeros((LOOPS, POINTS, 2), np.float32)
+    loops = kept_loops(xy, eyes=True, mouth=True, mouth_size=mouth_size)  # right, left, mouth
+    for i, (loop, kept) in enumerate(zip(loops, (eyes, eyes, mouth), strict=True)):
+        if kept and np.isfinite(loop).all():
+            rows[i, :len(loop)] = loop
+            rows[i, len(loop):] = loop[-1]
     x = xy[:, 0][np.isfinite(xy[:, 0])]
     soft = KEPT_EDGE_FRACTION * float(np.ptp(x)) if len(x) else 0.0
     return rows, soft
