@@ -93,7 +93,8 @@ class TfliteGraphModule(nn.Module):
     def _buffer(self, array: np.ndarray) -> str:
         name = f"const{self._n_buffers}"
         self._n_buffers += 1
-        self.register_buffer(name, torch.from_numpy(np.ascontiguousarray(array, np.float32)))
+        # a copy: the parsed model's arrays are read-only and shared (read_tflite)
+        self.register_buffer(name, torch.from_numpy(np.array(array, np.float32)))
         return name
 
     def _tensor(self, index: int) -> TfliteTensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import cv2
@@ -70,3 +71,24 @@ def test_network_outputs_match_tflite(relpath: str, size: int, value_range: tupl
         for row in out:
             err = float(np.abs(row.numpy().reshape(-1) - ref).max())
             assert err <= 2e-6 * scale + 1e-4, f"{relpath}: max error {err} (outputs up to {scale})"
+
+
+def test_reader_parses_a_file_once_until_it_changes(tmp_path: Path) -> None:
+    # every stream of a process loads the same files: one parse, shared, read-only
+    copy = tmp_path / "detector.tflite"
+    copy.write_bytes(model_path(MODELS[0][0]).read_bytes())
+    first = read_tflite(copy)
+    assert read_tflite(str(copy)) is first
+    assert all(t.data is None or not t.data.flags.writeable for t in first.tensors)
+    later = copy.stat().st_mtime_ns + 10**9
+    os.utime(copy, ns=(later, later))
+    assert read_tflite(copy) is not first
+
+
+def test_modules_from_one_parsed_model_own_their_weights() -> None:
+    model = read_tflite(model_path(MODELS[0][0]))
+    a, b = TfliteGraphModule(model), TfliteGraphModule(model)
+    name, weight = next(iter(a.named_buffers()))
+    before = dict(b.named_buffers())[name].clone()
+    weight.add_(1.0)  # as a later in-place conversion of one stream's module would
+    assert torch.equal(dict(b.named_buffers())[name], before)
