@@ -159,21 +159,21 @@ class GpuScheduler:
                              f"{len(frames_in)} and {len(frames_out)}")
         bucket = bucket_for(n, self.buckets)  # raises past max_faces
         slot = self.ring.next()
-        fh = slot.faces_host
-        fh.frame_index.numpy()[:n] = rows.frame_index
-        fh.kps.numpy()[:n] = rows.kps
-        fh.latents.numpy()[:n] = rows.latents
-        fh.valid.numpy()[:n] = rows.valid
+        fh = slot.faces_host.numpy
+        fh["frame_index"][:n] = rows.frame_index
+        fh["kps"][:n] = rows.kps
+        fh["latents"][:n] = rows.latents
+        fh["valid"][:n] = rows.valid
         if rows.keep_xy is not None and rows.keep_soft is not None:
-            fh.keep_xy.numpy()[:n] = rows.keep_xy
-            fh.keep_soft.numpy()[:n] = rows.keep_soft
+            fh["keep_xy"][:n] = rows.keep_xy
+            fh["keep_soft"][:n] = rows.keep_soft
         else:
-            fh.keep_xy.numpy()[:n] = 0.0
+            fh["keep_xy"][:n] = 0.0
         if bucket > n:  # padding rows: computed, never pasted
-            fh.frame_index.numpy()[n:bucket] = 0
-            fh.kps.numpy()[n:bucket] = self._pad_kps
-            fh.valid.numpy()[n:bucket] = False
-            fh.keep_xy.numpy()[n:bucket] = 0.0
+            fh["frame_index"][n:bucket] = 0
+            fh["kps"][n:bucket] = self._pad_kps
+            fh["valid"][n:bucket] = False
+            fh["keep_xy"][n:bucket] = 0.0
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()
         slot.upload(frames_in, ready, hands)
@@ -190,6 +190,6 @@ class GpuScheduler:
         slot.wait()
         t_ready = time.perf_counter_ns()
         return TickResult(tick=slot.tick, slot=slot.index, n_faces=n,
-                          fits=slot.faces_host.fits.numpy()[:n].copy(),
+                          fits=slot.faces_host.numpy["fits"][:n].copy(),
                           host_latency_ms=(t_ready - slot.t_submit_ns) / 1e6,
                           gpu_latency_ms=slot.gpu_time_ms())

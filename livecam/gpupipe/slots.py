@@ -67,6 +67,10 @@ def _host(shape: tuple[int, ...], dtype: torch.dtype, pinned: bool) -> torch.Ten
     return torch.zeros(shape, dtype=dtype, pin_memory=pinned)
 
 
+#: Byte alignment of each field inside a :class:`FaceRows` buffer (int64 views need 8).
+_ALIGN = 16
+
+
 @dataclass
 class FaceRows:
     """Per-face tensors of one side (host or device); row i is face i of the tick.
@@ -77,6 +81,11 @@ class FaceRows:
     ``keep_soft`` (F,) float32: the streamer's eyes and mouth kept
     (:class:`~livecam.swap.gpu.keep.KeepLoops`; zeros keep nothing). Output: ``fits`` (F,)
     bool (the paste-back window held the face's footprint).
+
+    Every field is a typed view of one byte buffer, the inputs first and the output after
+    them, so a tick's rows travel in one copy each way (six copies cost the hub's launching
+    thread about 40 us of Python a tick). ``numpy`` holds the host side's fields as numpy
+    views (made once: a ``Tensor.numpy()`` call per field per tick added up too).
     """
 
     frame_index: torch.Tensor
@@ -86,29 +95,42 @@ class FaceRows:
     keep_xy: torch.Tensor
     keep_soft: torch.Tensor
     fits: torch.Tensor
-
-    INPUTS = ("frame_index", "kps", "latents", "valid", "keep_xy", "keep_soft")
-    OUTPUTS = ("fits",)
+    buffer: torch.Tensor  # (bytes,) uint8: every field above is a view of it
+    inputs_end: int  # bytes [0, inputs_end) hold the inputs, the rest ``fits``
+    numpy: dict[str, np.ndarray]
 
     @classmethod
     def allocate(cls, max_faces: int, latent_dim: int, *, device: torch.device | None,
                  pinned: bool) -> FaceRows:
-        def make(size: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-            if device is None:
-                return _host(size, dtype, pinned)
-            return torch.zeros(size, dtype=dtype, device=device)
-
         f = max_faces
-        return cls(frame_index=make((f,), torch.int64),
-                   kps=make((f, KEYPOINTS, 2), torch.float32),
-                   latents=make((f, latent_dim), torch.float32), valid=make((f,), torch.bool),
-                   keep_xy=make((f, keep.LOOPS, keep.POINTS, 2), torch.float32),
-                   keep_soft=make((f,), torch.float32), fits=make((f,), torch.bool))
+        layout = (("frame_index", (f,), torch.int64), ("kps", (f, KEYPOINTS, 2), torch.float32),
+                  ("latents", (f, latent_dim), torch.float32),
+                  ("keep_xy", (f, keep.LOOPS, keep.POINTS, 2), torch.float32),
+                  ("keep_soft", (f,), torch.float32), ("valid", (f,), torch.bool),
+                  ("fits", (f,), torch.bool))
+        spans, end, inputs_end = {}, 0, 0
+        for name, shape, dtype in layout:
+            if name == "fits":
+                inputs_end = end
+            size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
+            spans[name] = (end, size)
+            end += -(-size // _ALIGN) * _ALIGN
+        if device is None:
+            buffer = _host((end,), torch.uint8, pinned)
+        else:
+            buffer = torch.zeros((end,), dtype=torch.uint8, device=device)
+        fields = {name: buffer[spans[name][0]:sum(spans[name])].view(dtype).view(shape)
+                  for name, shape, dtype in layout}
+        views = {name: t.numpy() for name, t in fields.items()} if device is None else {}
+        return cls(**fields, buffer=buffer, inputs_end=inputs_end, numpy=views)
 
-    def copy_from(self, other: FaceRows, names: tuple[str, ...]) -> None:
-        """Asynchronous copies of the named fields from ``other`` (pinned <-> device)."""
-        for name in names:
-            getattr(self, name).copy_(getattr(other, name), non_blocking=True)
+    def copy_inputs_from(self, other: FaceRows) -> None:
+        """An asynchronous copy of every input field from ``other`` (pinned -> device)."""
+        self.buffer[:self.inputs_end].copy_(other.buffer[:other.inputs_end], non_blocking=True)
+
+    def copy_outputs_from(self, other: FaceRows) -> None:
+        """An asynchronous copy of the output field from ``other`` (device -> pinned)."""
+        self.buffer[self.inputs_end:].copy_(other.buffer[other.inputs_end:], non_blocking=True)
 
 
 class FrameBuffers:
@@ -209,7 +231,7 @@ class Slot:
                 if event is not None:
                     self.stream.wait_event(event)
                 self.frames_dev[k].copy_(frame, non_blocking=True)
-            self.faces_dev.copy_from(self.faces_host, FaceRows.INPUTS)
+            self.faces_dev.copy_inputs_from(self.faces_host)
             if self.hands_dev is not None:
                 for k in range(self.shape.n_frames):
                     self._upload_hands(k, hands[k] if hands is not None and k < len(hands)
@@ -248,7 +270,7 @@ class Slot:
         with self.on_stream():
             for k, frame in enumerate(frames_host):
                 frame.copy_(self.frames_dev[k], non_blocking=True)
-            self.faces_host.copy_from(self.faces_dev, FaceRows.OUTPUTS)
+            self.faces_host.copy_outputs_from(self.faces_dev)
             if self.cuda:
                 self.done.record(self.stream)
 

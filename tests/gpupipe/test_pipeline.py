@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from livecam.gpupipe.scheduler import GpuScheduler, TickRows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
@@ -134,3 +135,27 @@ def test_naive_baseline_swaps_the_face_it_finds(cpu_engine: Any, face_frame: Fac
     assert changed[y0:y1, x0:x1].mean() > 0.3
     near = changed[max(0, y0 - 60):y1 + 60, max(0, x0 - 60):x1 + 60]
     assert changed.sum() == near.sum()  # nothing away from the face was touched
+
+
+def test_face_rows_travel_in_one_copy_each_way() -> None:
+    # every field is a view of one buffer: the inputs go up in one copy, fits comes back in
+    # one, and neither copy touches the other side's fields
+    from livecam.gpupipe.slots import FaceRows
+
+    host = FaceRows.allocate(3, 8, device=None, pinned=False)
+    dev = FaceRows.allocate(3, 8, device=torch.device("cpu"), pinned=False)
+    rng = np.random.default_rng(0)
+    host.numpy["frame_index"][:] = [2, 0, 1]
+    host.numpy["kps"][:] = rng.random((3, 5, 2))
+    host.numpy["latents"][:] = rng.random((3, 8))
+    host.numpy["valid"][:] = [True, False, True]
+    host.numpy["keep_xy"][:] = rng.random(host.keep_xy.shape)
+    host.numpy["keep_soft"][:] = [1.5, 2.5, 3.5]
+    dev.fits[:] = torch.tensor([True, True, False])
+    dev.copy_inputs_from(host)
+    for name in ("frame_index", "kps", "latents", "valid", "keep_xy", "keep_soft"):
+        assert torch.equal(getattr(dev, name), getattr(host, name)), name
+    assert dev.fits.tolist() == [True, True, False]  # an input copy leaves fits alone
+    host.copy_outputs_from(dev)
+    assert host.numpy["fits"].tolist() == [True, True, False]
+    assert host.frame_index.tolist() == [2, 0, 1]
