@@ -25,7 +25,6 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 import torch
-import torch.nn.functional as F
 
 from livecam.swap.features import (
     EYE_LEFT_LOOP,
@@ -118,8 +117,10 @@ def coverage(xy: torch.Tensor, origin: torch.Tensor, window_px: int) -> torch.Te
     step = torch.zeros(n, rows, win + 2, device=xy.device).scatter_add_(2, step_at, sign)
     part = torch.zeros(n, rows, win + 2, device=xy.device).scatter_add_(2, frac_at,
                                                                        sign * frac)
-    # pixels left of a crossing: sum of the steps at indices > c
-    left = step[..., :win + 1].flip(-1).cumsum(-1).flip(-1)[..., 1:]
+    # pixels left of a crossing: the steps at indices > c, all minus those up to c (sums of
+    # +-1, exact in float32)
+    upto = step[..., :win + 1].cumsum(-1)
+    left = upto[..., win:] - upto[..., :win]
     cover = (left + part[..., :win]).clamp(0.0, 1.0)
     return cover.reshape(n, win, SUBROWS, win).mean(dim=2)
 
@@ -150,11 +151,33 @@ def gaussian_taps(sigma: torch.Tensor, ksize_max: int) -> torch.Tensor:
 def kept_alpha(keep: KeepLoops, origin: torch.Tensor, window_px: int) -> torch.Tensor:
     """(N, win, win) float32: the kept regions' soft alpha on each face's paste window (the
     paste-back's alpha is scaled by one minus it)."""
-    n = keep.xy.shape[0]
     cover = coverage(keep.xy, origin, window_px)
-    ksize = max_ksize(window_px)
-    taps = gaussian_taps(keep.soft_px.clamp(max=KEPT_EDGE_FRACTION * window_px), ksize)
-    pad = ksize // 2
-    soft = F.conv2d(cover[None], taps[:, None, :, None], padding=(pad, 0), groups=n)
-    soft = F.conv2d(soft, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
-    return soft.clamp(0.0, 1.0)
+    taps = gaussian_taps(keep.soft_px.clamp(max=KEPT_EDGE_FRACTION * window_px),
+                         max_ksize(window_px))
+    return separable_blur(cover, taps)
+
+
+def separable_blur(images_nhw: torch.Tensor, taps_nk: torch.Tensor, *,
+                   scale: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, h, h) float32: each square alpha image (values 0..1) blurred by its own symmetric
+    normalised taps (N, K), K odd, along both axes with a zero border (``F.conv2d`` with
+    padding K // 2), times ``scale`` (N,) 0..1 if given; values within 2^-20 of 1 are set to 1.
+
+    Two batched products with the banded (Toeplitz) matrix T[y, y'] = taps[y' - y + K // 2]:
+    ``T @ image @ T`` (T is symmetric). The grouped depthwise convolution with per-face taps
+    was the paste-back's costliest kernel on the H200; GEMMs do far more multiply-adds per
+    second, most of T being zero notwithstanding. The sums run in another order than the
+    convolution's (about 1e-7 relative apart). Where the exact result is 1 (inside a region)
+    that rounding mostly lands just below 1, and a blend truncated to uint8 turns 0.99999994
+    into one grey level less: hence the snap, exact there. TF32 must stay off (the default).
+    """
+    n, side = images_nhw.shape[0], images_nhw.shape[-1]
+    k = taps_nk.shape[1]
+    steps = torch.arange(side, device=images_nhw.device)
+    offset = steps[None, :] - steps[:, None] + k // 2  # (h, h) tap index, out of band: k
+    offset = torch.where((offset >= 0) & (offset < k), offset, k)
+    band = torch.cat((taps_nk.float(), taps_nk.new_zeros(n, 1, dtype=torch.float32)), dim=1)
+    toeplitz = band[:, offset]  # (N, h, h)
+    left = toeplitz if scale is None else toeplitz * scale.float()[:, None, None]
+    blurred = torch.bmm(torch.bmm(left, images_nhw.float()), toeplitz)
+    return torch.where(blurred > 1.0 - 2.0 ** -20, 1.0, blurred)

@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from livecam.swap.gpu.blend import window_origins
-from livecam.swap.gpu.keep import KeepLoops, kept_alpha
-from livecam.swap.gpu.warp import affine_grid_px, sample_bilinear_hwc
+from livecam.swap.gpu.keep import KeepLoops, kept_alpha, separable_blur
 
 _THRESHOLD = 20.0 / 255.0  # insightface: mask[mask > 20] = 255 on a 0..255 white crop
 
@@ -64,21 +63,18 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     Also returns nothing about clipping; use :func:`mask_fits_window` for that.
     """
     height, width = frames_bhwc_u8.shape[1], frames_bhwc_u8.shape[2]
-    n, size = faces_nhwc.shape[0], faces_nhwc.shape[1]
+    size = faces_nhwc.shape[1]
     win = min(window_px, height, width)
     origin = window_origins(matrix_2x3, size, win, height, width)
-    grid = affine_grid_px(matrix_2x3, win, win, origin)  # (N, win, win, 2) crop coords
-    crop_index = torch.arange(n, device=faces_nhwc.device)
-    fake = sample_bilinear_hwc(faces_nhwc, crop_index, grid, border="constant",
-                               round_uint8=True)
+    uv = crop_grid_planes(matrix_2x3, win, origin)  # (N, 2, win, win) crop px
+    fake = sample_crop_zero_border(faces_nhwc, uv)  # (N, 3, win, win)
     # the thresholded white crop: cov(u) * cov(v) > 20 / 255, taken as the rectangle where
     # each coverage alone exceeds it (they differ on sub-pixel corner patches only)
     lo_edge = _THRESHOLD - 1.0
     hi_edge = size - _THRESHOLD
-    u, v = grid[..., 0], grid[..., 1]
-    inside = (u > lo_edge) & (u < hi_edge) & (v > lo_edge) & (v < hi_edge)
+    inside = ((uv > lo_edge) & (uv < hi_edge)).all(dim=1)  # (N, win, win)
     # size of the mask: sqrt of its bounding box (pixel-index extents, as np.where gives)
-    steps = torch.arange(win, device=grid.device, dtype=torch.float32)
+    steps = torch.arange(win, device=uv.device, dtype=torch.float32)
     big = float(win * 4)
 
     def span(hit: torch.Tensor) -> torch.Tensor:  # (N, win) bool -> (N,) last - first hit
@@ -101,18 +97,60 @@ def insightface_paste_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                  + torch.minimum(lin[:, :, 1] * lo[:, None], lin[:, :, 1] * hi[:, None]))
     reach_max = (torch.maximum(lin[:, :, 0] * lo[:, None], lin[:, :, 0] * hi[:, None])
                  + torch.maximum(lin[:, :, 1] * lo[:, None], lin[:, :, 1] * hi[:, None]))
-    near = grid + reach_min[:, None, None, :]  # (N, win, win, 2): the corner nearest 0
-    far = grid + reach_max[:, None, None, :]
-    eroded = ((near > lo_edge).all(dim=-1) & (far < hi_edge).all(dim=-1)).float() * 255.0
+    # the box's corner nearest 0 and the one farthest from it, for u and v at once
+    eroded = ((uv + reach_min[:, :, None, None] > lo_edge)
+              & (uv + reach_max[:, :, None, None] < hi_edge)).all(dim=1)
     max_k2 = max(5, win // 20 + 1)
-    max_ksize = 2 * max_k2 + 1
-    taps = gaussian_weights(2 * k2 + 1, max_ksize)  # (N, K)
-    pad = max_ksize // 2
-    blurred = F.conv2d(eroded[None], taps[:, None, :, None], padding=(pad, 0), groups=n)
-    blurred = F.conv2d(blurred, taps[:, None, None, :], padding=(0, pad), groups=n)[0]
-    alpha = (blurred / 255.0 * face_valid[:, None, None].float())[..., None]
-    return blend_windows_(frames_bhwc_u8, frame_index, origin, fake, alpha,
+    taps = gaussian_weights(2 * k2 + 1, 2 * max_k2 + 1)  # (N, K)
+    # the 0/255 mask blurred, / 255, zero for padding slots: the 0/1 mask blurred with the
+    # vertical taps scaled by face_valid
+    alpha = separable_blur(eroded.float(), taps, scale=face_valid.float())
+    return blend_windows_(frames_bhwc_u8, frame_index, origin,
+                          fake.permute(0, 2, 3, 1), alpha[..., None],
                           hands_bhw_u8=hands_bhw_u8, keep=keep)
+
+
+def crop_grid_planes(matrix_2x3: torch.Tensor, window_px: int,
+                     origin_xy_px: torch.Tensor) -> torch.Tensor:
+    """(N, 2, win, win) float32 crop px (u, v planes) read by each pixel of each face's window:
+    ``affine_grid_px(matrix_2x3, win, win, origin).permute(0, 3, 1, 2)``, the same 1/32 px
+    fixed-point values, with the per-pixel work in float32 instead of float64.
+
+    OpenCV's position is floor((X + Y) / 32) / 32 with X = round(1024 m0 x) per column and
+    Y = round(1024 (m1 y + m2)) + 16 per row, integers. Moving a multiple of 32 from X to Y
+    (X's value at the window's first column) leaves the floor unchanged and keeps both terms
+    below 2^24 / 1024 px (exact in float32) while |d(u, v) / d(x, y)| < 2^24 / (1024 win)
+    (25 crop px a frame px for a 640 px window: a crop 5 px wide in the frame) and the crop is
+    nearer than 16384 px; farther, both grids are far outside the crop."""
+    m = matrix_2x3.double()
+    steps = torch.arange(window_px, device=m.device, dtype=torch.float64)
+    xs = steps + origin_xy_px[:, 0, None].double()  # (N, win)
+    ys = steps + origin_xy_px[:, 1, None].double()
+    x_term = torch.round(m[:, :, 0, None] * xs[:, None, :] * 1024.0)  # (N, 2, win)
+    y_term = torch.round((m[:, :, 1, None] * ys[:, None, :] + m[:, :, 2, None]) * 1024.0)
+    moved = torch.round(x_term[:, :, :1] / 32.0) * 32.0
+    cols = ((x_term - moved) / 32.0).float()
+    rows = ((y_term + (moved + 16.0)) / 32.0).float()
+    return torch.floor(rows[:, :, :, None] + cols[:, :, None, :]) / 32.0
+
+
+def sample_crop_zero_border(crops_nhwc: torch.Tensor, uv_n2hw: torch.Tensor) -> torch.Tensor:
+    """(N, C, h, w) float32: bilinear samples of ``crops_nhwc`` (N, s, s, C) integer-valued
+    0..255 at crop px ``uv_n2hw`` (N, 2, h, w), multiples of 1/32, zero outside, rounded: the
+    values of :func:`~livecam.swap.gpu.warp.sample_bilinear_hwc` (``border="constant"``,
+    ``round_uint8=True``) in one ``grid_sample`` kernel instead of ~25 (N, h, w, 4) ones.
+
+    Exact, not close: the crop is zero-padded to 2^k + 1 px, so ``align_corners=True`` maps
+    u to u / 2^(k-1) - 1 and back without rounding, and with weights on a 1/32 grid and
+    integer values below 256 every product and sum is exact in float32, in any order."""
+    size = crops_nhwc.shape[1]
+    side = (1 << (size - 2).bit_length()) + 1  # 2^k + 1 >= size
+    padded = F.pad(crops_nhwc.float().permute(0, 3, 1, 2), (0, side - size, 0, side - size))
+    minus_one = torch.full((), -1.0, device=uv_n2hw.device)
+    grid = torch.add(minus_one, uv_n2hw, alpha=2.0 / (side - 1))  # exact: a power of two
+    out = F.grid_sample(padded, grid.permute(0, 2, 3, 1), mode="bilinear",
+                        padding_mode="zeros", align_corners=True)
+    return torch.round(out)
 
 
 def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
@@ -122,7 +160,8 @@ def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                    keep: KeepLoops | None = None) -> torch.Tensor:
     """Blend each face's (win, win, 3) window into its frame in place: ``alpha * face + (1 -
     alpha) * frame`` at ``origin`` (N, 2) x, y of frame ``frame_index`` (N,), truncated to
-    uint8 like insightface's ``astype``. Returns ``frames_bhwc_u8``.
+    uint8 like insightface's ``astype``. Returns ``frames_bhwc_u8``. ``faces_nwwc`` may be a
+    strided view (a permuted (N, 3, win, win) one costs no copy).
 
     ``hands_bhw_u8`` (B, H, W) uint8, 255 on a hand in front of the face (the soft region of
     :func:`livecam.swap.occlusion.hand_alpha` times 255, rounded): alpha is scaled by ``1 -
@@ -133,24 +172,24 @@ def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     ``keep`` (:class:`~livecam.swap.gpu.keep.KeepLoops`, N rows): each face's own eyes and
     mouth drawn on its window (:func:`~livecam.swap.gpu.keep.kept_alpha`) scale alpha by one
     minus them, as the CPU path keeps the streamer's there."""
-    batch, height, width, _ = frames_bhwc_u8.shape
     n, win = int(faces_nwwc.shape[0]), int(faces_nwwc.shape[1])
+    steps = torch.arange(win, device=frames_bhwc_u8.device)
+    rows = (origin[:, 1, None] + steps)[:, :, None]  # (N, win, 1) frame rows
+    cols = (origin[:, 0, None] + steps)[:, None, :]  # (N, 1, win)
+    frame = frame_index.long()[:, None, None]  # (N, 1, 1)
+    alpha = alpha_nww1[..., 0]
     if keep is not None:
-        alpha_nww1 = alpha_nww1 * (1.0 - kept_alpha(keep, origin, win))[..., None]
-    flat = frames_bhwc_u8.reshape(batch * height * width, 3)
-    hands = hands_bhw_u8.reshape(-1) if hands_bhw_u8 is not None else None
-    yy = torch.arange(win, device=flat.device)[None, :, None]
-    xx = torch.arange(win, device=flat.device)[None, None, :]
-    pixel = (frame_index.long()[:, None, None] * (height * width)
-             + (origin[:, 1, None, None] + yy) * width + origin[:, 0, None, None] + xx)
+        alpha = alpha * (1.0 - kept_alpha(keep, origin, win))
+    if hands_bhw_u8 is not None:  # hands are read, never written: all faces at once
+        hands = hands_bhw_u8[frame, rows, cols].float()  # (N, win, win)
+        alpha = alpha * (1.0 - hands * (1.0 / 255.0))
+    # the face's half of the blend does not depend on the frame: all faces at once
+    face_part = alpha[..., None] * faces_nwwc
+    frame_weight = (1.0 - alpha)[..., None]
     for i in range(n):
-        idx = pixel[i].reshape(-1)
-        roi = flat[idx].float()
-        a = alpha_nww1[i].reshape(-1, 1)
-        if hands is not None:
-            a = a * (1.0 - hands[idx].float().reshape(-1, 1) * (1.0 / 255.0))
-        merged = a * faces_nwwc[i].reshape(-1, 3) + (1.0 - a) * roi
-        flat[idx] = merged.clamp(0.0, 255.0).to(torch.uint8)  # truncates, like astype
+        window = (frame[i], rows[i], cols[i])  # broadcast indices: no (win, win) index tensor
+        merged = face_part[i] + frame_weight[i] * frames_bhwc_u8[window]
+        frames_bhwc_u8.index_put_(window, merged.clamp(0.0, 255.0).to(torch.uint8))  # truncates
     return frames_bhwc_u8
 
 
