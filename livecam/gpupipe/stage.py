@@ -222,7 +222,8 @@ class GpuSwapStage:
             hands_ms = (time.perf_counter_ns() - t0) / 1e6
         if not picked:
             return _InFlight(packet, None, under, hands=hands, hands_ms=hands_ms)
-        swapped = faces[picked]
+        # usually every face is swapped: no copy of its arrays then (a Faces pick per frame)
+        swapped = faces if len(picked) == len(faces) else faces[picked]
         return _InFlight(packet, self._request(packet, swapped, np.stack(latents), box), under,
                          swapped, hands, hands_ms)
 
