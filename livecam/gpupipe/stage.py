@@ -53,7 +53,7 @@ from livecam.gpupipe.request import SwapRequest
 from livecam.gpupipe.slots import FrameBuffers, HandBox, quantised
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
-from livecam.swap.gpu.keep import loop_rows
+from livecam.swap.gpu.keep import loop_rows_batch
 from livecam.swap.occlusion import HandsInFront, hand_alpha_box, keep_in_front
 
 
@@ -232,10 +232,8 @@ class GpuSwapStage:
         soft edge; the paste-back draws them on the device), or None when none are kept."""
         if not (self.keep_eyes or self.keep_mouth):
             return None
-        rows = [loop_rows(xy, eyes=self.keep_eyes, mouth=self.keep_mouth,
-                          mouth_size=self.mouth_size) for xy in faces.landmarks_xy]
-        return (np.stack([xy for xy, _ in rows]),
-                np.array([soft for _, soft in rows], np.float32))
+        return loop_rows_batch(faces.landmarks_xy, eyes=self.keep_eyes, mouth=self.keep_mouth,
+                               mouth_size=self.mouth_size)
 
     def _request(self, packet: Packet, faces: Faces, latents: np.ndarray,
                  hands: HandBox | None = None) -> SwapRequest:

@@ -146,3 +146,35 @@ def test_the_stage_sends_loops_not_a_mask(inswapper_dyn_path: Path,
     assert request.keep_xy.shape == (1, keep.LOOPS, keep.POINTS, 2)
     assert request.keep_soft.shape == (1,) and request.keep_soft[0] > 0
     assert not hub.hands  # no hand plane in the slots
+
+
+def _loop_rows_one_by_one(xy: np.ndarray, eyes: bool, mouth: bool,
+                          mouth_size: float) -> tuple[np.ndarray, float]:
+    """The rows as first written, face by face from features.kept_loops (the reference)."""
+    rows = np.zeros((keep.LOOPS, keep.POINTS, 2), np.float32)
+    loops = features.kept_loops(xy, eyes=True, mouth=True, mouth_size=mouth_size)
+    for i, (loop, kept) in enumerate(zip(loops, (eyes, eyes, mouth), strict=True)):
+        if kept and np.isfinite(loop).all():
+            rows[i, :len(loop)] = loop
+            rows[i, len(loop):] = loop[-1]
+    x = xy[:, 0][np.isfinite(xy[:, 0])]
+    return rows, features.KEPT_EDGE_FRACTION * float(np.ptp(x)) if len(x) else 0.0
+
+
+@pytest.mark.parametrize(("eyes", "mouth"), [(True, True), (True, False), (False, True)])
+def test_loop_rows_of_many_faces_equal_them_one_by_one(face_frame: FaceFrame, eyes: bool,
+                                                      mouth: bool) -> None:
+    rng = np.random.default_rng(7)
+    base = face_frame.landmarks_xy[0].astype(np.float32)
+    meshes = np.stack([base * rng.uniform(0.5, 2.0) + rng.uniform(-50, 50, 2)
+                       for _ in range(5)]).astype(np.float32)
+    meshes[1, features.EYE_RIGHT_LOOP[2]] = np.nan  # a broken point: that loop keeps nothing
+    meshes[2, features.MOUTH_INNER_LOOP[0], 1] = np.inf
+    meshes[3, :, 0] = np.nan  # no finite x at all: no soft edge either
+    rows, soft = keep.loop_rows_batch(meshes, eyes=eyes, mouth=mouth, mouth_size=1.4)
+    assert rows.shape == (5, keep.LOOPS, keep.POINTS, 2) and rows.dtype == np.float32
+    assert soft.shape == (5,) and soft.dtype == np.float32
+    for i, xy in enumerate(meshes):
+        want_rows, want_soft = _loop_rows_one_by_one(xy, eyes, mouth, 1.4)
+        np.testing.assert_allclose(rows[i], want_rows, rtol=1e-6, atol=1e-4)
+        assert soft[i] == np.float32(want_soft)

@@ -31,7 +31,6 @@ from livecam.swap.features import (
     EYE_RIGHT_LOOP,
     KEPT_EDGE_FRACTION,
     MOUTH_INNER_LOOP,
-    kept_loops,
 )
 
 #: Loops per face (right eye, left eye, inner mouth) and points per loop (the longest; shorter
@@ -55,21 +54,48 @@ class KeepLoops(NamedTuple):
 
 def loop_rows(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool,
               mouth_size: float = 1.0) -> tuple[npt.NDArray[np.float32], float]:
-    """One face's kept loops as a (LOOPS, POINTS, 2) float32 row, the loops of
-    :func:`livecam.swap.features.kept_loops` (the mouth scaled by ``mouth_size`` about its
-    centre), and the soft edge's sigma in px (``KEPT_EDGE_FRACTION`` x the mesh's width).
-    A loop with a point that is not finite keeps nothing (the swap shows there, never the
-    streamer's face by accident)."""
+    """One face's kept loops as a (LOOPS, POINTS, 2) float32 row and its soft edge's sigma in
+    px: :func:`loop_rows_batch` for the mesh ``landmarks_xy`` (468+, 2) alone."""
+    rows, soft = loop_rows_batch(np.asarray(landmarks_xy)[None], eyes=eyes, mouth=mouth,
+                                 mouth_size=mouth_size)
+    return rows[0], float(soft[0])
+
+
+def _padded(loop: tuple[int, ...]) -> list[int]:
+    return list(loop) + [loop[-1]] * (POINTS - len(loop))
+
+
+#: Mesh indices of each row's points: right eye, left eye, inner mouth, the shorter loops
+#: repeating their last point (an edge of length zero).
+_ROW_INDEX = np.array([_padded(EYE_RIGHT_LOOP), _padded(EYE_LEFT_LOOP),
+                       _padded(MOUTH_INNER_LOOP)])
+_MOUTH_POINTS = len(MOUTH_INNER_LOOP)
+
+
+def loop_rows_batch(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool,
+                    mouth_size: float = 1.0
+                    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """N faces' kept loops (N, LOOPS, POINTS, 2) float32 and soft edges (N,) float32 from
+    their meshes (N, 468+, 2): the loops of :func:`livecam.swap.features.kept_loops` (the
+    mouth scaled by ``mouth_size`` about its centre), each face's soft edge
+    ``KEPT_EDGE_FRACTION`` x its mesh's width. A loop with a point that is not finite keeps
+    nothing (the swap shows there, never the streamer's face by accident); a loop not kept
+    (``eyes``, ``mouth``) is all zeros. One gather for all faces (a Python loop per face and
+    loop cost the stream's thread about 0.14 ms a frame on the H200's host)."""
     xy = np.asarray(landmarks_xy, np.float32)
-    rows = np.zeros((LOOPS, POINTS, 2), np.float32)
-    loops = kept_loops(xy, eyes=True, mouth=True, mouth_size=mouth_size)  # right, left, mouth
-    for i, (loop, kept) in enumerate(zip(loops, (eyes, eyes, mouth), strict=True)):
-        if kept and np.isfinite(loop).all():
-            rows[i, :len(loop)] = loop
-            rows[i, len(loop):] = loop[-1]
-    x = xy[:, 0][np.isfinite(xy[:, 0])]
-    soft = KEPT_EDGE_FRACTION * float(np.ptp(x)) if len(x) else 0.0
-    return rows, soft
+    rows = xy[:, _ROW_INDEX]  # (N, LOOPS, POINTS, 2)
+    inner = rows[:, 2]
+    with np.errstate(invalid="ignore"):  # inf - inf: that loop is dropped just below
+        centre = inner[:, :_MOUTH_POINTS].mean(axis=1, keepdims=True)  # (N, 1, 2)
+        rows[:, 2] = centre + (inner - centre) * np.float32(mouth_size)
+    kept = np.isfinite(rows).all(axis=(2, 3)) & np.array([eyes, eyes, mouth])  # (N, LOOPS)
+    rows[~kept] = 0.0
+    x = xy[..., 0]
+    finite = np.isfinite(x)
+    width = (np.where(finite, x, -np.inf).max(axis=1, initial=-np.inf)
+             - np.where(finite, x, np.inf).min(axis=1, initial=np.inf))
+    soft = np.where(finite.any(axis=1), KEPT_EDGE_FRACTION * width.astype(np.float64), 0.0)
+    return rows, soft.astype(np.float32)
 
 
 def max_ksize(window_px: int) -> int:
