@@ -11,6 +11,7 @@ returns a new result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -41,11 +42,17 @@ class _Track:
     det_index: int = -1
     emitted: bool = False
 
-    def box_xyxy(self) -> np.ndarray:
-        # plain floats: one box through numpy's (N, 4) path costs ~30x more per call
+    def box(self) -> tuple[float, float, float, float]:
+        """The Kalman box x1 y1 x2 y2 px as plain floats: one box through numpy's (N, 4)
+        path costs ~30x more per call, and a list of tuples makes an (N, 4) array at once."""
         x, y, a, h = self.mean[:4].tolist()
         half_w, half_h = 0.5 * a * h, 0.5 * h
-        return np.array([x - half_w, y - half_h, x + half_w, y + half_h])
+        return (x - half_w, y - half_h, x + half_w, y + half_h)
+
+
+def _boxes(tracks: Sequence[_Track]) -> np.ndarray:
+    """(T, 4) float64 Kalman boxes of ``tracks``."""
+    return np.array([t.box() for t in tracks]).reshape(-1, 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,21 +92,47 @@ class LostTrack:
     frames_lost: int
 
 
+# Up to this many box pairs, IoUs on plain floats (box_iou) cost less than numpy's ~20 ufunc
+# calls on (N, M) arrays; beyond, numpy's fixed cost is spread over enough pairs to win.
+PAIRS_IN_PYTHON = 10
+
+
+def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """IoU of two boxes x1 y1 x2 y2 given as Python floats: :func:`iou_matrix_numpy`'s float64
+    operations in its order, so the same bits (a box with a NaN has a NaN area, so the union
+    is NaN and both give 0). A face or a few, the usual case, need no numpy arithmetic."""
+    ax1, ay1, ax2, ay2 = a
+    bx1, by1, bx2, by2 = b
+    inter = (max(min(ax2, bx2) - max(ax1, bx1), 0.0)
+             * max(min(ay2, by2) - max(ay1, by1), 0.0))
+    area_a = max(ax2 - ax1, 0.0) * max(ay2 - ay1, 0.0)
+    area_b = max(bx2 - bx1, 0.0) * max(by2 - by1, 0.0)
+    union = area_a + area_b - inter
+    return inter / max(union, 1e-12) if union > 0 else 0.0
+
+
 def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:
     """(len(a), len(b)) IoU of boxes given as (N, 4) x1 y1 x2 y2."""
     a = np.asarray(a_xyxy, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b_xyxy, dtype=np.float64).reshape(-1, 4)
     if len(a) == 0 or len(b) == 0:
         return np.zeros((len(a), len(b)))
-    # np.maximum, not np.clip: clip's Python wrapper costs more than the arithmetic here
-    iw = np.maximum(np.minimum(a[:, None, 2], b[None, :, 2])
-                    - np.maximum(a[:, None, 0], b[None, :, 0]), 0.0)
-    ih = np.maximum(np.minimum(a[:, None, 3], b[None, :, 3])
-                    - np.maximum(a[:, None, 1], b[None, :, 1]), 0.0)
-    inter = iw * ih
-    area_a = np.maximum(a[:, 2] - a[:, 0], 0.0) * np.maximum(a[:, 3] - a[:, 1], 0.0)
-    area_b = np.maximum(b[:, 2] - b[:, 0], 0.0) * np.maximum(b[:, 3] - b[:, 1], 0.0)
-    union = area_a[:, None] + area_b[None, :] - inter
+    if len(a) * len(b) <= PAIRS_IN_PYTHON:
+        cols = b.tolist()
+        return np.array([[box_iou(row, col) for col in cols] for row in a.tolist()])
+    return iou_matrix_numpy(a, b)
+
+
+def iou_matrix_numpy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`iou_matrix` of (N, 4) and (M, 4) float64 arrays (N, M > 0) in numpy."""
+    # both coordinates of a corner per call (the same elementwise operations as one call per
+    # coordinate, in half the calls); np.maximum, not np.clip: clip's wrapper costs more
+    wh = np.maximum(np.minimum(a[:, None, 2:], b[None, :, 2:])
+                    - np.maximum(a[:, None, :2], b[None, :, :2]), 0.0)
+    inter = wh[..., 0] * wh[..., 1]
+    size_a = np.maximum(a[:, 2:] - a[:, :2], 0.0)
+    size_b = np.maximum(b[:, 2:] - b[:, :2], 0.0)
+    union = (size_a[:, 0] * size_a[:, 1])[:, None] + (size_b[:, 0] * size_b[:, 1])[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 
 
@@ -166,11 +199,11 @@ class ByteTracker:
 
     def predicted_boxes(self) -> dict[int, np.ndarray]:
         """Current Kalman box (4,) px of every tracked or lost track, by id (no prediction step)."""
-        return {t.track_id: t.box_xyxy() for t in self._tracked + self._lost}
+        return {t.track_id: np.array(t.box()) for t in self._tracked + self._lost}
 
     def lost_tracks(self) -> list[LostTrack]:
         """Tracks lost as of the latest update (confirmed ones only), oldest id first."""
-        return [LostTrack(t.track_id, t.box_xyxy().astype(np.float32),
+        return [LostTrack(t.track_id, np.array(t.box(), np.float32),
                           self._frame - t.last_frame)
                 for t in sorted(self._lost, key=lambda t: t.track_id) if t.confirmed]
 
@@ -197,8 +230,12 @@ class ByteTracker:
         first = self._frame == 0
         self._frame += steps
         frame = self._frame
-        high = np.flatnonzero(scores >= s.high_score_threshold)
-        low = np.flatnonzero((scores >= s.low_score_threshold) & (scores < s.high_score_threshold))
+        # Python floats (float64, the same bits) for the per-detection work: a handful of
+        # detections costs less in plain Python than in numpy's per-call overhead
+        rows, score_list = boxes.tolist(), scores.tolist()
+        high = [i for i, v in enumerate(score_list) if v >= s.high_score_threshold]
+        low = [i for i, v in enumerate(score_list)
+               if s.low_score_threshold <= v < s.high_score_threshold]
         for t in self._tracked + self._lost:
             t.det_index = -1
 
@@ -206,58 +243,69 @@ class ByteTracker:
         confirmed = [t for t in self._tracked if t.confirmed]
         pool = confirmed + self._lost
         self._predict(pool + unconfirmed, steps)
-        xyah = xyxy_to_xyah(boxes)  # once for all detections
         if frame_size_px is not None and s.stop_lost_tracks_at_frame_edge:
             _stop_at_edge(self._lost, frame_size_px)
 
-        def similarity(tracks: list[_Track], det_idx: np.ndarray) -> np.ndarray:
-            if not tracks or len(det_idx) == 0:
+        def similarity(tracks: list[_Track], det_idx: list[int]) -> np.ndarray:
+            if not tracks or not det_idx:
                 return np.zeros((len(tracks), len(det_idx)))
-            sim = iou_matrix(np.array([t.box_xyxy() for t in tracks]).reshape(-1, 4),
-                             boxes[det_idx])
-            if s.fuse_detection_score and sim.size:
+            if len(tracks) * len(det_idx) <= PAIRS_IN_PYTHON:  # the same bits, see box_iou
+                weight = [score_list[d] if s.fuse_detection_score else 1.0 for d in det_idx]
+                return np.array([[box_iou(box, rows[d]) * w
+                                  for d, w in zip(det_idx, weight, strict=True)]
+                                 for box in (t.box() for t in tracks)])
+            sim = iou_matrix_numpy(_boxes(tracks), boxes[det_idx])
+            if s.fuse_detection_score:
                 sim = sim * scores[det_idx][None, :]
             return sim
+
+        def apply(track: _Track, det: int) -> None:
+            track.mean, track.cov = self._kf.update(track.mean, track.cov,
+                                                    xyxy_to_xyah(rows[det]))
+            track.state = TrackState.TRACKED
+            track.confirmed = True
+            track.score = score_list[det]
+            track.last_frame = frame
+            track.det_index = det
 
         # First association: confident detections with tracked and lost tracks.
         pairs, free_tracks, free_high = _assign(similarity(pool, high),
                                                 s.first_association_min_iou)
         for ti, di in pairs:
-            self._apply(pool[ti], int(high[di]), xyah, scores, frame)
+            apply(pool[ti], high[di])
         # Second association: weak detections with tracks still tracked and unmatched.
         rest = [pool[i] for i in free_tracks if pool[i].state is TrackState.TRACKED]
-        pairs2, free_rest, _ = _assign(iou_matrix(
-            np.array([t.box_xyxy() for t in rest]).reshape(-1, 4), boxes[low]),
-            s.second_association_min_iou)
+        pairs2, free_rest, _ = _assign(iou_matrix(_boxes(rest), boxes[low])
+                                       if rest and low else np.zeros((len(rest), 0)),
+                                       s.second_association_min_iou)
         for ti, di in pairs2:
-            self._apply(rest[ti], int(low[di]), xyah, scores, frame)
+            apply(rest[ti], low[di])
         for i in free_rest:
             rest[i].state = TrackState.LOST
         # Tracks born last frame: confirmed by a confident leftover, else dropped.
-        left_high = high[free_high]
+        left_high = [high[i] for i in free_high]
         pairs3, free_unconf, free_left = _assign(similarity(unconfirmed, left_high),
                                                  s.unconfirmed_association_min_iou)
         for ti, di in pairs3:
-            self._apply(unconfirmed[ti], int(left_high[di]), xyah, scores, frame)
+            apply(unconfirmed[ti], left_high[di])
         for i in free_unconf:
             unconfirmed[i].state = TrackState.REMOVED
         # Recovery: a confident leftover close to a track lost in this very update continues
         # it (a jump too big for boxes to overlap: fast motion, or frames skipped under load).
         just_lost = [rest[i] for i in free_rest]
-        leftover = left_high[free_left]
+        leftover = [left_high[i] for i in free_left]
         pairs4, _, free_left4 = _assign(self._closeness(just_lost, boxes[leftover]), 1e-6)
         for ti, di in pairs4:
-            self._apply(just_lost[ti], int(leftover[di]), xyah, scores, frame)
+            apply(just_lost[ti], leftover[di])
         # New tracks from confident detections nobody claimed.
         born: list[_Track] = []
-        for di in leftover[free_left4]:
-            if scores[di] < s.new_track_score_threshold:
+        for di in [leftover[i] for i in free_left4]:
+            if score_list[di] < s.new_track_score_threshold:
                 continue
-            mean, cov = self._kf.initiate(xyah[di])
-            track = _Track(self._next_id, mean, cov, float(scores[di]), frame, frame,
-                           confirmed=first, det_index=int(di))
+            mean, cov = self._kf.initiate(xyxy_to_xyah(rows[di]))
+            born.append(_Track(self._next_id, mean, cov, score_list[di], frame, frame,
+                               confirmed=first, det_index=di))
             self._next_id += 1
-            born.append(track)
 
         everyone = confirmed + unconfirmed + self._lost + born
         for t in everyone:
@@ -274,7 +322,7 @@ class ByteTracker:
         return TrackResult(
             track_ids=np.array([t.track_id for t in out], np.int64),
             det_indices=np.array([t.det_index for t in out], np.int64),
-            boxes_xyxy=np.array([t.box_xyxy() for t in out], np.float32).reshape(-1, 4),
+            boxes_xyxy=np.array([t.box() for t in out], np.float32).reshape(-1, 4),
             is_new=is_new,
             pending_track_ids=np.array([t.track_id for t in pending], np.int64),
             pending_det_indices=np.array([t.det_index for t in pending], np.int64),
@@ -286,7 +334,7 @@ class ByteTracker:
         limit = self.settings.recover_max_distance
         if not tracks or len(boxes) == 0 or limit <= 0:
             return np.zeros((len(tracks), len(boxes)))
-        tb = np.array([t.box_xyxy() for t in tracks]).reshape(-1, 4)
+        tb = _boxes(tracks)
         tc, dc = (tb[:, :2] + tb[:, 2:]) / 2, (boxes[:, :2] + boxes[:, 2:]) / 2
         th, dh = tb[:, 3] - tb[:, 1], boxes[:, 3] - boxes[:, 1]
         dist = np.linalg.norm(tc[:, None] - dc[None], axis=2)
@@ -299,8 +347,8 @@ class ByteTracker:
     def _predict(self, tracks: list[_Track], steps: int) -> None:
         if not tracks:
             return
-        means = np.stack([t.mean for t in tracks])
-        covs = np.stack([t.cov for t in tracks])
+        means = np.array([t.mean for t in tracks])  # np.stack's checks cost more
+        covs = np.array([t.cov for t in tracks])
         for i, t in enumerate(tracks):
             if t.state is not TrackState.TRACKED:
                 means[i, 7] = 0.0  # a lost face's height does not keep changing
@@ -309,20 +357,10 @@ class ByteTracker:
         for i, t in enumerate(tracks):
             t.mean, t.cov = means[i], covs[i]
 
-    def _apply(self, track: _Track, det: int, xyah: np.ndarray, scores: np.ndarray,
-               frame: int) -> None:
-        track.mean, track.cov = self._kf.update(track.mean, track.cov, xyah[det])
-        track.state = TrackState.TRACKED
-        track.confirmed = True
-        track.score = float(scores[det])
-        track.last_frame = frame
-        track.det_index = det
-
     def _drop_duplicates(self) -> None:
         if not self._tracked or not self._lost:
             return
-        iou = iou_matrix(np.array([t.box_xyxy() for t in self._tracked]),
-                         np.array([t.box_xyxy() for t in self._lost]))
+        iou = iou_matrix(_boxes(self._tracked), _boxes(self._lost))
         drop_tracked: set[int] = set()
         drop_lost: set[int] = set()
         for i, j in zip(*np.nonzero(iou > self.settings.duplicate_track_min_iou), strict=True):

@@ -10,6 +10,7 @@ import yaml
 
 from livecam.core.errors import ConfigError
 from livecam.track import ByteTracker, ByteTrackSettings, iou_matrix, load_bytetrack_settings
+from livecam.track.bytetrack import box_iou, iou_matrix_numpy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -165,3 +166,76 @@ def test_bad_tracker_files_are_config_errors(tmp_path: Path) -> None:
     bad.write_text("high_score_threshold: 0.2\nlow_score_threshold: 0.5\n")
     with pytest.raises(ConfigError, match="must not exceed"):
         load_bytetrack_settings(bad)
+
+
+def _awkward_boxes(rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, 4) boxes: ordinary ones, and flipped, empty, touching, nested, huge, NaN, inf."""
+    xy = rng.uniform(0, 200, (n, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(-5, 80, (n, 2))], axis=1)
+    kinds = rng.integers(0, 8, n)
+    boxes[kinds == 1, 2] = boxes[kinds == 1, 0]  # zero width
+    boxes[kinds == 2] = boxes[kinds == 2][:, [2, 3, 0, 1]]  # flipped corners
+    boxes[kinds == 3, 0] = np.nan
+    boxes[kinds == 4, 3] = np.inf
+    boxes[kinds == 5] = np.round(boxes[kinds == 5] / 20) * 20  # shared edges
+    boxes[kinds == 6] *= 1e7
+    return boxes
+
+
+def test_plain_float_iou_gives_numpys_bits_on_awkward_boxes() -> None:
+    """iou_matrix's Python path for a few pairs (the tracker's one-face case, overlaps)
+    against its numpy path, bit for bit, NaN and infinite boxes included."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        a = _awkward_boxes(rng, int(rng.integers(1, 4)))
+        b = _awkward_boxes(rng, int(rng.integers(1, 4)))
+        small = iou_matrix(a, b)
+        assert small.shape == (len(a), len(b)) and small.dtype == np.float64
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf * 0
+            np.testing.assert_array_equal(small, iou_matrix_numpy(a, b))
+        np.testing.assert_array_equal(np.array([[box_iou(x, y) for y in b.tolist()]
+                                                for x in a.tolist()]), small)
+
+
+def _stream(tracker: ByteTracker, seed: int) -> list[tuple]:
+    """150 frames of 1-3 faces that hide now and then and come back some way off, with
+    scores from weak to sure: one face's match sits near the IoU x score threshold often."""
+    rng = np.random.default_rng(seed)
+    n = 1 + seed % 3
+    pos = rng.uniform(100, 700, (n, 2))
+    out = []
+    for _ in range(150):
+        pos += rng.normal(0, 4, (n, 2))
+        present = rng.random(n) > 0.25
+        jump = rng.normal(0, 25, (n, 2)) * ~present[:, None]
+        pos += jump  # a face that was hidden comes back elsewhere
+        boxes = np.array([_box(x, y, 90) for x, y in pos])[present] + rng.normal(0, 2, (
+            int(present.sum()), 4))
+        scores = rng.uniform(0.35, 1.0, int(present.sum()))
+        r = tracker.update(boxes, scores, frame_size_px=(800, 800),
+                           steps=1 + int(rng.random() < 0.2))
+        out.append((r.track_ids, r.det_indices, r.boxes_xyxy, r.is_new, r.pending_track_ids,
+                    [(t.track_id, t.box_xyxy, t.frames_lost) for t in tracker.lost_tracks()],
+                    tracker.velocities_px()))
+    return out
+
+
+def test_the_one_face_and_few_faces_paths_track_as_numpy_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tracker with every IoU in numpy (as before the plain-float paths) gives the same
+    ids, boxes and velocities, bit for bit, on streams that go between one face and three."""
+    from livecam.track import bytetrack
+
+    fast = [_stream(ByteTracker(), seed) for seed in range(6)]
+    monkeypatch.setattr(bytetrack, "PAIRS_IN_PYTHON", 0)
+    monkeypatch.setattr(bytetrack, "box_iou", lambda a, b: float(
+        iou_matrix_numpy(np.array([a]), np.array([b]))[0, 0]))
+    slow = [_stream(ByteTracker(), seed) for seed in range(6)]
+    for f, s in zip(fast, slow, strict=True):
+        for frame_f, frame_s in zip(f, s, strict=True):
+            for x, y in zip(frame_f[:5], frame_s[:5], strict=True):
+                np.testing.assert_array_equal(x, y)
+            assert [(i, n) for i, _, n in frame_f[5]] == [(i, n) for i, _, n in frame_s[5]]
+            for (_, bf, _), (_, bs, _) in zip(frame_f[5], frame_s[5], strict=True):
+                np.testing.assert_array_equal(bf, bs)
+            assert frame_f[6] == frame_s[6]

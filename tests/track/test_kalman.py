@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from livecam.track.kalman import KalmanBoxFilter
+from livecam.track.kalman import KalmanBoxFilter, xyxy_to_xyah
 
 
 def _textbook_update(kf: KalmanBoxFilter, mean: np.ndarray, cov: np.ndarray,
@@ -44,3 +44,27 @@ def test_predict_and_update_equal_the_textbook_kalman_filter_over_a_track() -> N
         np.testing.assert_allclose(mean, ref_mean, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(cov, ref_cov, rtol=1e-9, atol=1e-9)
     assert abs(mean[4] - 7.0) < 1.0  # and it does track: x velocity ~7 px/frame
+
+
+def test_one_box_measurement_and_predict_give_the_batched_formulas_bits() -> None:
+    """xyxy_to_xyah on plain floats and predict's in-place diagonal against the (N, 4) numpy
+    conversion and the fancy-indexed diagonal they replaced, bit for bit."""
+    kf = KalmanBoxFilter()
+    rng = np.random.default_rng(2)
+    b = rng.uniform(0, 1000, (200, 4))
+    b[::7, 3] = b[::7, 1]  # zero height: the 1e-6 floor
+    h = np.maximum(b[:, 3] - b[:, 1], 1e-6)
+    batched = np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2,
+                        (b[:, 2] - b[:, 0]) / h, h], axis=1)
+    np.testing.assert_array_equal(np.array([xyxy_to_xyah(row) for row in b.tolist()]),
+                                  batched)
+    means = np.array([kf.initiate(z)[0] for z in batched[:5]]) + rng.normal(0, 3, (5, 8))
+    covs = np.array([kf.initiate(z)[1] for z in batched[:5]])
+    var = (means[:, 3:4] * kf._std_per_height) ** 2
+    var[:, 2], var[:, 6] = 1e-2**2, 1e-5**2
+    ref = kf._motion @ covs @ kf._motion.T
+    idx = np.arange(8)
+    ref[:, idx, idx] += var
+    got_means, got_covs = kf.predict(means, covs)
+    np.testing.assert_array_equal(got_covs, ref)
+    np.testing.assert_array_equal(got_means, means @ kf._motion.T)
