@@ -207,6 +207,8 @@ class FaceFollower:
         if whole is None:
             return None, np.zeros((0, 4), np.float32)
         weak = whole.scores < self.tracker_settings.high_score_threshold
+        if not weak.any():  # the usual frame: no copy (detect hands out new arrays each call)
+            return whole, whole.boxes_xyxy[weak]
         return whole[~weak], whole.boxes_xyxy[weak]
 
     # -- 3. admit -------------------------------------------------------------------------
@@ -283,23 +285,25 @@ class FaceFollower:
     def _assemble(self, obs: list[Observation], result: TrackResult, dt_s: float,
                   size: tuple[int, int], index: int, weak: np.ndarray,
                   ) -> tuple[Faces, WithheldFaces]:
-        alive = {int(t) for t in result.track_ids} | {int(t) for t in result.pending_track_ids}
+        # plain ints and bools: iterating numpy arrays makes a numpy scalar per element
+        track_ids, pending_ids = result.track_ids.tolist(), result.pending_track_ids.tolist()
+        alive = set(track_ids) | set(pending_ids)
         self._marks = {}
         used: set[int] = set()
         rows: list[tuple[int, Observation, bool]] = []  # confirmed, followed
         held: list[tuple[int, Observation, Unswappable]] = []
-        for tid, det, new in zip(result.track_ids, result.det_indices, result.is_new,
-                                 strict=True):
-            o = obs[int(det)]
-            used.add(int(det))
+        for tid, det, new in zip(track_ids, result.det_indices.tolist(),
+                                 result.is_new.tolist(), strict=True):
+            o = obs[det]
+            used.add(det)
             if o.mesh is not None:
-                rows.append((int(tid), o, bool(new)))
+                rows.append((tid, o, new))
             else:
-                held.append((int(tid), o, o.reason))
-        for tid, det in zip(result.pending_track_ids, result.pending_det_indices, strict=True):
-            o = obs[int(det)]
-            used.add(int(det))
-            held.append((int(tid), o, Unswappable.PENDING if o.mesh is not None else o.reason))
+                held.append((tid, o, o.reason))
+        for tid, det in zip(pending_ids, result.pending_det_indices.tolist(), strict=True):
+            o = obs[det]
+            used.add(det)
+            held.append((tid, o, Unswappable.PENDING if o.mesh is not None else o.reason))
         for j, o in enumerate(obs):  # seen, but no track took it (weak, or a duplicate)
             if j not in used:
                 held.append((-1, o, Unswappable.PENDING if o.mesh is not None else o.reason))
@@ -313,14 +317,16 @@ class FaceFollower:
             # a carried observation keeps the score of the detection that started it
             self._scores[tid] = o.score
         self._last_marks.update(self._marks)
-        lost = self._hidden.update(self.tracker.lost_tracks(), self._last_marks, size, index,
-                                   alive, weak, [o.box_xyxy for o in obs])
-        keep = alive | {lt.track_id for lt in self.tracker.lost_tracks()} | self._hidden.ids
+        lost_tracks = self.tracker.lost_tracks()
+        lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
+                                   [o.box_xyxy for o in obs])
+        keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:
                 del d[tid]
-        faces = self._smoothed([(t, o, n) for t, o, n in rows], dt_s)
-        withheld = WithheldFaces.concat([as_withheld(held), lost])
+        faces = self._smoothed(rows, dt_s)
+        # (``lost`` is a new object each frame: no empty one made only to be concatenated)
+        withheld = WithheldFaces.concat([as_withheld(held), lost]) if held else lost
         return faces, withheld
 
     def _smoothed(self, rows: list[tuple[int, Observation, bool]], dt_s: float) -> Faces:
@@ -339,10 +345,10 @@ class FaceFollower:
             xy_out.append(xy)
             z_out.append(z)
             score_out.append(o.score)
-        xy_arr = np.stack(xy_out).astype(np.float32)
+        xy_arr = np.array(xy_out, np.float32)  # stacked and cast in one copy
         return Faces(boxes_xyxy=boxes_from_landmarks(xy_arr),
                      scores=np.array(score_out, np.float32),
                      keypoints_xy=six_keypoints(xy_arr), landmarks_xy=xy_arr,
-                     landmarks_z=np.stack(z_out).astype(np.float32),
+                     landmarks_z=np.array(z_out, np.float32),
                      track_ids=np.array([t for t, _, _ in rows], np.int64))
 

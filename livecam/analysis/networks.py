@@ -51,7 +51,8 @@ class FaceNetworks(Protocol):
         """Faces in the whole frame: ``boxes_xyxy`` (N, 4), ``scores`` (N,), ``keypoints_xy``
         (N, 6, 2) px in BlazeFace order; best first; ``track_ids`` -1. Weak detections (down
         to the tracker's ``low_score_threshold``) included: the follower only takes them as
-        signs of a face it lost."""
+        signs of a face it lost. New arrays on every call: the follower keeps boxes of them
+        across frames."""
         ...
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:

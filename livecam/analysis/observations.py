@@ -16,7 +16,7 @@ from livecam.analysis.detect import SearchResult
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import boxes_from_landmarks
 from livecam.core.types import Unswappable, WithheldFaces
-from livecam.track.bytetrack import iou_matrix
+from livecam.track.bytetrack import PAIRS_IN_PYTHON, box_iou, iou_matrix
 
 # Observations of two faces overlapping this much are one face seen twice (or about to be).
 SAME_FACE_IOU = 0.3
@@ -66,9 +66,15 @@ def mesh_observation(mesh: MeshResult, score: float, carried_from: int) -> Obser
 
 
 def overlaps(box: np.ndarray, others: list[np.ndarray]) -> bool:
+    """True when ``box`` (4,) is one face with one of ``others`` (each (4,)): IoU at least
+    :data:`SAME_FACE_IOU` (the first such one ends the search)."""
     if not others:
         return False
-    return bool(iou_matrix(np.asarray(box)[None], np.stack(others)).max() >= SAME_FACE_IOU)
+    rows = np.array(others, np.float64).reshape(-1, 4)
+    if len(rows) > PAIRS_IN_PYTHON:
+        return bool(iou_matrix(np.asarray(box)[None], rows).max() >= SAME_FACE_IOU)
+    one = np.asarray(box, np.float64).tolist()
+    return any(box_iou(one, row) >= SAME_FACE_IOU for row in rows.tolist())
 
 
 #: Detections narrower than this are ignored: nobody can be told apart at that size, and they
@@ -145,9 +151,13 @@ def any_overlap(obs: list[Observation]) -> bool:
     this frame's detections)."""
     if len(obs) < 2:
         return False
-    iou = iou_matrix(*(2 * [np.stack([o.box_xyxy for o in obs])]))
-    np.fill_diagonal(iou, 0.0)
-    return bool(iou.max() > SAME_FACE_IOU)
+    boxes = np.array([o.box_xyxy for o in obs], np.float64)
+    if len(obs) * (len(obs) - 1) // 2 > PAIRS_IN_PYTHON:
+        iou = iou_matrix(boxes, boxes)
+        np.fill_diagonal(iou, 0.0)
+        return bool(iou.max() > SAME_FACE_IOU)
+    rows = boxes.tolist()  # IoU is symmetric: each pair once
+    return any(box_iou(a, b) > SAME_FACE_IOU for i, a in enumerate(rows) for b in rows[i + 1:])
 
 
 def at_edge(box: np.ndarray, w: int, h: int, margin_px: float = 2.0) -> bool:

@@ -18,6 +18,17 @@ import numpy as np
 from livecam.core.types import FloatArray
 
 
+def column_means(xy: np.ndarray) -> np.ndarray:
+    """``xy.mean(axis=0)`` of a (K, 2) array, bit for bit, in under half the time.
+
+    ``mean`` over axis 0 adds the rows in order (not pairwise: the reduced axis is not the
+    contiguous one) and divides by K; the running sum's last row (``cumsum``) is that same
+    sum in that same order, without the reduction's 2-wide inner loops and ``mean``'s Python
+    wrapper (tests/analysis/test_smooth.py pins the equality).
+    """
+    return np.add.accumulate(xy, axis=0)[-1] / len(xy)
+
+
 def _alpha(cutoff_hz: float, dt_s: float) -> float:
     tau = 1.0 / (2.0 * math.pi * cutoff_hz)
     return 1.0 / (1.0 + tau / dt_s)
@@ -75,7 +86,7 @@ class LandmarkSmoother:
         # x' = x + a (raw - x), in place on the state: the same filter as a raw + (1 - a) x
         # with two fewer (K, 3) temporaries per face per frame.
         delta = landmarks_xy - state.xy  # float64 (K, 2)
-        raw_vx, raw_vy = (delta.mean(axis=0) / dt_s).tolist()
+        raw_vx, raw_vy = (column_means(delta) / dt_s).tolist()
         a_d = _alpha(self.derivative_cutoff_hz, dt_s)
         vx = a_d * raw_vx + (1 - a_d) * state.velocity_px_s[0]
         vy = a_d * raw_vy + (1 - a_d) * state.velocity_px_s[1]
@@ -90,8 +101,9 @@ class LandmarkSmoother:
         return state.xy.astype(np.float32), state.z.astype(np.float32)
 
     def _clamp_lag(self, state: _State, raw_xy: np.ndarray) -> None:
-        lag = raw_xy.mean(axis=0) - state.xy.mean(axis=0)
+        lag = column_means(raw_xy) - column_means(state.xy)
         lag_px = float(np.hypot(*lag))
-        limit_px = self.max_lag * float(np.ptp(raw_xy[:, 0]))
+        xs = raw_xy[:, 0]
+        limit_px = self.max_lag * float(np.maximum.reduce(xs) - np.minimum.reduce(xs))
         if lag_px > limit_px > 0:
             state.xy += lag * (1.0 - limit_px / lag_px)
