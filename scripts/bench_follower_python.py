@@ -122,6 +122,7 @@ class FakeSearch:
     """A :class:`~livecam.analysis.networks.TileSearch` that finds nothing (no small faces)."""
 
     on_caller_thread = True
+    deferred = False
 
     def open(self) -> None:
         pass

@@ -53,6 +53,7 @@ class BlazeFaceDetector:
     """
 
     on_caller_thread = False
+    deferred = False
 
     def __init__(self, *, model: str = "full", min_score: float = 0.5, max_faces: int = 4,
                  tile_size_px: int = 384, tiles_per_call: int = 0,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
-from livecam.analysis.networks import FaceNetworks, TileSearch
+from livecam.analysis.networks import DeferredTileSearch, FaceNetworks, TileSearch
 from livecam.analysis.observations import (
     Candidate,
     Observation,
@@ -180,6 +181,16 @@ class FaceFollower:
                         if self.background is not None
                         else self.search.search(image, all_tiles=True))
             self._since_search = 0
+        elif self.background is None and self.search.deferred:
+            # the GPU's search: launched on the frame it is due, taken on the next one (the
+            # follower does not wait for it; still the same frames, whatever the timing)
+            deferred = cast(DeferredTileSearch, self.search)
+            searched = self._late = deferred.take()
+            if due:
+                deferred.launch(image)
+                self._since_search = 0
+            else:
+                self._since_search += 1
         elif self.background is None:
             if due:
                 searched = self.search.search(image)

@@ -70,6 +70,9 @@ class TileSearch(Protocol):
     several ms) and merges its result a frame or two later."""
 
     on_caller_thread: bool
+    #: True: also a :class:`DeferredTileSearch` (the follower launches a due search and takes
+    #: its result on the next frame instead of waiting for it)
+    deferred: bool
 
     def open(self) -> None: ...
 
@@ -79,6 +82,19 @@ class TileSearch(Protocol):
         """Faces found in the next few tiles (every tile with ``all_tiles``), as
         :meth:`FaceNetworks.detect` returns them, and the tiles searched; empty when the
         frame needs no tiles."""
+        ...
+
+
+class DeferredTileSearch(TileSearch, Protocol):
+    """A search split in two, for a caller that should not wait for it (the GPU's)."""
+
+    def launch(self, image_bgr: ImageBGR) -> None:
+        """Start searching every tile of ``image_bgr``; return at once."""
+        ...
+
+    def take(self) -> SearchResult | None:
+        """The launched search's result (waiting for it if need be), or None when none was
+        launched since the last take."""
         ...
 
 

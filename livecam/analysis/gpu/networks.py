@@ -136,6 +136,7 @@ class GpuFaceNetworks:
         self._side: Any = None
         self._detected: Any = None
         self._uploaded: Any = None  # the last frame's upload has left the pinned staging
+        self._holds: list[Any] = []  # CUDA events the next upload waits for
         self._sizes: dict[tuple[int, int], _SizeState] = {}
         self._current: _SizeState | None = None
         self._current_image: ImageBGR | None = None
@@ -283,6 +284,9 @@ class GpuFaceNetworks:
         np.copyto(state.frame_host.numpy()[0], image_bgr)
         with torch.inference_mode():
             with self._on_stream(self._stream):
+                for event in self._holds:  # a deferred reader of the last frame is done
+                    self._stream.wait_event(event)
+                self._holds.clear()
                 state.frame_dev.copy_(state.frame_host, non_blocking=True)
                 if self.cuda:
                     self._uploaded.record(self._stream)
@@ -303,6 +307,11 @@ class GpuFaceNetworks:
             if self.cuda:
                 self._detected.record(self._side)
         self._current, self._current_image = state, image_bgr
+
+    def hold_frame_until(self, event: Any) -> None:
+        """The next frame's upload waits (on the GPU) for the CUDA ``event``: work on another
+        stream still reads the current frame's device tensor (a deferred tile search)."""
+        self._holds.append(event)
 
     def device_frame(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any] | None:
         """``image_bgr`` as uploaded for the latest frame: a device (H, W, 3) uint8 tensor and

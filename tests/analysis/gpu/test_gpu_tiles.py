@@ -113,3 +113,66 @@ def test_cuda_graph_of_the_tiles_matches_the_cpu_run(search: GpuTileSearch,
         got = cuda.search(frame)
     assert len(got.faces) == len(ref.faces) == 6
     assert iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy).max(axis=1).min() > 0.9
+
+
+def test_a_launched_search_is_taken_later_with_its_own_frames_faces(
+        search: GpuTileSearch, small_faces_bgr: np.ndarray) -> None:
+    """launch returns at once; take hands over what the frame it was launched on holds, even
+    after the networks moved on to another frame, and only once."""
+    want = search.search(small_faces_bgr)
+    search.launch(small_faces_bgr)
+    search.networks.new_frame(np.zeros_like(small_faces_bgr))  # the next frame's upload
+    got = search.take()
+    assert got is not None and search.take() is None
+    assert np.array_equal(got.faces.boxes_xyxy, want.faces.boxes_xyxy)
+    assert np.array_equal(got.searched_xyxy, want.searched_xyxy)
+
+
+def test_the_follower_takes_a_due_search_on_the_next_frame(
+        small_faces_bgr: np.ndarray) -> None:
+    """The GPU search is deferred: faces too small for the whole-frame pass, appearing after
+    the first frame, are followed from the frame after the one their search was due on (the
+    search is not waited for on its own frame), the same frames whatever the timing."""
+    from livecam.analysis import build_follower
+    from livecam.config import load_config
+
+    analysis = load_config(None).analysis
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+                           max_rois=analysis.max_faces)
+    search = GpuTileSearch(nets, tile_size_px=384)
+    assert search.deferred
+    follower = build_follower(analysis, realtime=False, networks=nets, search=search)
+    empty = np.full_like(small_faces_bgr, 40)
+    follower.open()
+    try:
+        counts = []
+        for index in range(analysis.detect_every_n_frames + 2):
+            frame = empty if index == 0 else small_faces_bgr
+            faces, withheld = follower.follow(frame, index)
+            counts.append(len(faces) + len(withheld))
+    finally:
+        follower.close()
+    due = analysis.detect_every_n_frames  # the first search after frame 0's
+    assert counts[:due + 1] == [0] * (due + 1)  # launched on frame `due`, not waited for
+    assert counts[due + 1] == 6
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                    reason="CUDA is not available (the same code runs on the CPU above)")
+def test_cuda_next_upload_waits_for_a_launched_search(search: GpuTileSearch,
+                                                      small_faces_bgr: np.ndarray) -> None:
+    """The networks' next upload overwrites the device frame a launched search reads: it
+    must wait for the search on the GPU, or the search reads the next frame's pixels."""
+    nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=FLOOR, max_rois=2)
+    cuda = GpuTileSearch(nets, tile_size_px=384)
+    cuda.open()
+    cuda.prepare(small_faces_bgr.shape[1], small_faces_bgr.shape[0])
+    ref = search.search(small_faces_bgr)
+    empty = np.zeros_like(small_faces_bgr)
+    for _ in range(3):
+        cuda.launch(small_faces_bgr.copy())
+        nets.new_frame(empty)  # queued at once, behind nothing but the hold
+        got = cuda.take()
+        assert got is not None and len(got.faces) == len(ref.faces) == 6
+        assert iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy).max(axis=1).min() > 0.9
