@@ -174,20 +174,24 @@ class FaceFollower:
             whole = self.networks.detect(image)
             timings["detect"] = (time.perf_counter_ns() - t) / 1e6
         searched: SearchResult | None = None
-        due = self._since_search + 1 >= cfg.detect_every_n_frames
+        # the GPU's search is launched on its due frame and taken on the next: launched one
+        # frame sooner, a small face is still found by the frame it was before (its worst
+        # case stays N - 1 frames shown as they are); never deferred when N is 1
+        deferred = self.search.deferred and cfg.detect_every_n_frames > 1
+        due = self._since_search + 1 >= cfg.detect_every_n_frames - int(deferred)
         t = time.perf_counter_ns()
         if first:  # nothing is known yet: look everywhere, now
             searched = (self.background.search_now(image, all_tiles=True)
                         if self.background is not None
                         else self.search.search(image, all_tiles=True))
             self._since_search = 0
-        elif self.background is None and self.search.deferred:
+        elif self.background is None and deferred:
             # the GPU's search: launched on the frame it is due, taken on the next one (the
             # follower does not wait for it; still the same frames, whatever the timing)
-            deferred = cast(DeferredTileSearch, self.search)
-            searched = self._late = deferred.take()
+            split = cast(DeferredTileSearch, self.search)
+            searched = self._late = split.take()
             if due:
-                deferred.launch(image)
+                split.launch(image)
                 self._since_search = 0
             else:
                 self._since_search += 1

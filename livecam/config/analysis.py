@@ -39,7 +39,8 @@ class AnalysisConfig:
         5, "Search the frame's tiles (faces too small for the whole-frame detector) every N "
         "frames, tiles_per_detection tiles at a time (live: on a worker thread); with "
         "detect_each_frame off, the whole frame too. The first frame is searched whole. (The "
-        "GPU pipeline still detects every N frames.)", range=(1, 300))
+        "GPU pipeline's search runs every N - 1 frames and is used one frame later, so it "
+        "finds a small face by the same frame.)", range=(1, 300))
     lost_cover_frames: int = knob(
         30, "Frames a followed face that is no longer seen (hidden, turned away, detector "
         "miss) is still covered where the tracker predicts it, so it is not shown when it "

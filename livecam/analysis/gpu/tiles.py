@@ -7,15 +7,16 @@ offline, 36 % of the follower's thread; live, a worker thread per stream). Here 
 (:func:`livecam.analysis.detect.tiles`), letterboxed as the CPU letterboxes a tile, run as one
 batch of the torch BlazeFace on the frame :class:`GpuFaceNetworks` already uploaded, captured in
 a CUDA graph per frame size: every tile at every search, at about the cost of one tile, from
-the follower's own thread (``on_caller_thread``). The follower launches a due search and takes
-its result on the next frame (``deferred``; its faces are then one frame old, as the CPU
-worker's are): waiting for it on its own frame cost one stream 22 % of its offline frames on
-the H200 (run 43: 284 fps, 364 with the search all but off), the GPU being busy with the
-swaps of earlier frames when the search is queued. Detections cut by a tile's inner edge are left
-out and the rest merged over the tiles exactly as on the CPU. Tiles keep the model's own score
-threshold (0.6), as the CPU tile search does: at the tracker's floor (0.3) that the
-whole-frame pass uses, tiles of a 1080p frame with one face held five false faces, each then
-covered on every frame (H200 run 19: the collector thread 62 % in the cover).
+the follower's own thread (``on_caller_thread``). The follower launches a search one frame
+before it is due and takes the result on the due frame (``deferred``: a small face is found by
+the same frame as before, its detection one frame old, as the CPU worker's are): waiting for
+it on its own frame cost one stream 22 % of its offline frames on the H200 (run 43: 284 fps,
+364 with the search all but off), the GPU being busy with earlier frames' swaps. Detections
+cut by a tile's inner edge are left out and the rest merged over the tiles exactly as on the
+CPU. Tiles keep the model's own score threshold (0.6), as the CPU tile search does: at the
+tracker's floor (0.3) that the whole-frame pass uses, tiles of a 1080p frame with one face
+held five false faces, each then covered on every frame (H200 run 19: the collector thread
+62 % in the cover).
 
 With ``whole_frame`` (``analysis.detect_each_frame`` off) the search also reports the
 networks' whole-frame detections, as the CPU search runs its whole-frame pass.

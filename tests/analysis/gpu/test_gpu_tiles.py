@@ -130,9 +130,10 @@ def test_a_launched_search_is_taken_later_with_its_own_frames_faces(
 
 def test_the_follower_takes_a_due_search_on_the_next_frame(
         small_faces_bgr: np.ndarray) -> None:
-    """The GPU search is deferred: faces too small for the whole-frame pass, appearing after
-    the first frame, are followed from the frame after the one their search was due on (the
-    search is not waited for on its own frame), the same frames whatever the timing."""
+    """The GPU search is deferred: launched a frame before it was due and taken on the due
+    frame, so faces too small for the whole-frame pass, appearing after the first frame, are
+    followed from the same frame as when the follower waited for the search (never later:
+    they are shown as they are until then), the same frames whatever the timing."""
     from livecam.analysis import build_follower
     from livecam.config import load_config
 
@@ -152,9 +153,29 @@ def test_the_follower_takes_a_due_search_on_the_next_frame(
             counts.append(len(faces) + len(withheld))
     finally:
         follower.close()
-    due = analysis.detect_every_n_frames  # the first search after frame 0's
-    assert counts[:due + 1] == [0] * (due + 1)  # launched on frame `due`, not waited for
-    assert counts[due + 1] == 6
+    due = analysis.detect_every_n_frames  # the first search after frame 0's was due here
+    assert counts[:due] == [0] * due  # launched on the frame before, not waited for
+    assert counts[due] == 6
+
+
+def test_searching_every_frame_is_never_deferred(small_faces_bgr: np.ndarray) -> None:
+    """detect_every_n_frames 1 asks for small faces on the frame they appear in: the search
+    then runs on that frame, as before (deferring it would show them one frame)."""
+    from livecam.analysis import build_follower
+    from livecam.config import load_config
+
+    analysis = load_config(None, ["analysis.detect_every_n_frames=1"]).analysis
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+                           max_rois=analysis.max_faces)
+    follower = build_follower(analysis, realtime=False, networks=nets,
+                              search=GpuTileSearch(nets, tile_size_px=384))
+    follower.open()
+    try:
+        follower.follow(np.full_like(small_faces_bgr, 40), 0)
+        faces, withheld = follower.follow(small_faces_bgr, 1)
+    finally:
+        follower.close()
+    assert len(faces) + len(withheld) == 6
 
 
 @pytest.mark.gpu
