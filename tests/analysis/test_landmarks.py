@@ -29,3 +29,19 @@ def test_six_keypoints_are_the_five_points_plus_mouth_centre_and_tragions(k: int
 def test_wrong_shapes_are_value_errors() -> None:
     with pytest.raises(ValueError):
         six_keypoints(np.zeros((1, 10, 2)))
+
+
+def test_five_point_equals_the_means_of_its_points_bit_for_bit() -> None:
+    """One gather and sums times 1/4: the same float32 bits as the per-subset means (the
+    swap's alignment and the CPU/GPU parity depend on them)."""
+    from livecam.analysis import landmarks as lmk
+
+    rng = np.random.default_rng(3)
+    for k in (468, 478):
+        mesh = (rng.random((3, k, 2)) * 1900).astype(np.float32)
+        got = lmk.five_point(mesh)
+        want = np.stack([mesh[:, list(lmk.EYE_IMAGE_LEFT)].mean(axis=1),
+                         mesh[:, list(lmk.EYE_IMAGE_RIGHT)].mean(axis=1),
+                         mesh[:, lmk.NOSE_TIP], mesh[:, lmk.MOUTH_IMAGE_LEFT],
+                         mesh[:, lmk.MOUTH_IMAGE_RIGHT]], axis=1)
+        assert got.dtype == np.float32 and np.array_equal(got, want)
