@@ -128,7 +128,7 @@ def test_a_launched_search_is_taken_later_with_its_own_frames_faces(
     assert np.array_equal(got.searched_xyxy, want.searched_xyxy)
 
 
-def test_the_follower_takes_a_due_search_on_the_next_frame(
+def test_a_deferred_search_finds_small_faces_by_the_same_frame(
         small_faces_bgr: np.ndarray) -> None:
     """The GPU search is deferred: launched a frame before it was due and taken on the due
     frame, so faces too small for the whole-frame pass, appearing after the first frame, are
