@@ -186,10 +186,12 @@ class FaceFollower:
                         else self.search.search(image, all_tiles=True))
             self._since_search = 0
         elif self.background is None and deferred:
-            # the GPU's search: launched on the frame it is due, taken on the next one (the
-            # follower does not wait for it; still the same frames, whatever the timing)
+            # the GPU's search: launched on the frame before it is due, taken on this one (the
+            # follower does not wait for it; still the same frames, whatever the timing). Its
+            # result is one frame old, not a worker's stale one: a face it found that no mesh
+            # confirms is still covered as a box, not dropped
             split = cast(DeferredTileSearch, self.search)
-            searched = self._late = split.take()
+            searched = split.take()
             if due:
                 split.launch(image)
                 self._since_search = 0

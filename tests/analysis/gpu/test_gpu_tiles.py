@@ -197,3 +197,29 @@ def test_cuda_next_upload_waits_for_a_launched_search(search: GpuTileSearch,
         got = cuda.take()
         assert got is not None and len(got.faces) == len(ref.faces) == 6
         assert iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy).max(axis=1).min() > 0.9
+
+
+def test_a_deferred_search_face_without_a_mesh_is_still_covered(
+        small_faces_bgr: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small face the tiles find but the mesh cannot confirm (too small, turned away) is
+    withheld as a box (covered), as when the search ran on its own frame: a deferred result
+    is one frame old, not a worker's stale one to be dropped when no mesh is found there."""
+    from livecam.analysis import build_follower
+    from livecam.config import load_config
+    from livecam.core.types import Unswappable
+
+    analysis = load_config(None).analysis
+    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+                           max_rois=analysis.max_faces)
+    follower = build_follower(analysis, realtime=False, networks=nets,
+                              search=GpuTileSearch(nets, tile_size_px=384))
+    monkeypatch.setattr(nets, "landmarks", lambda image, rois: [None] * len(rois))
+    follower.open()
+    try:
+        follower.follow(np.full_like(small_faces_bgr, 40), 0)
+        for index in range(1, analysis.detect_every_n_frames + 1):
+            faces, withheld = follower.follow(small_faces_bgr, index)
+    finally:
+        follower.close()
+    assert len(faces) == 0 and len(withheld) == 6
+    assert set(withheld.reasons.tolist()) == {int(Unswappable.NO_MESH)}
