@@ -243,6 +243,8 @@ def read_tflite(path: str | Path) -> TfliteModel:
     with _CACHE_LOCK:  # one parse per file, however many streams open at once
         model = _CACHE.get(key)
         if model is None:
+            for old in [k for k in _CACHE if k[0] == key[0]]:  # the file's earlier versions
+                del _CACHE[old]
             model = _CACHE[key] = _parse(resolved.read_bytes(), path)
         return model
 

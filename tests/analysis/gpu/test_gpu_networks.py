@@ -83,6 +83,11 @@ def test_reader_parses_a_file_once_until_it_changes(tmp_path: Path) -> None:
     later = copy.stat().st_mtime_ns + 10**9
     os.utime(copy, ns=(later, later))
     assert read_tflite(copy) is not first
+    # a daemon whose model files change keeps one parse per file, not one per version
+    from livecam.analysis.gpu import tflite_reader
+
+    assert [k for k in tflite_reader._CACHE if k[0] == str(copy.resolve())] == [
+        (str(copy.resolve()), copy.stat().st_size, later)]
 
 
 def test_modules_from_one_parsed_model_own_their_weights() -> None:
