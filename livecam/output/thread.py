@@ -21,19 +21,56 @@ log = logging.getLogger(__name__)
 #: Frames the pacer may send early, in frame intervals: absorbs input jitter so a frame that
 #: arrives a little early goes out at once instead of waiting for the next tick.
 _BURST_FRAMES = 0.5
+#: How much faster than the frame rate the pacer's bucket refills. At exactly the rate, a
+#: bucket left short once (a burst of frames after start-up or a hiccup) stays short for the
+#: whole run when frames then come at exactly that rate: every frame waited the same 10 ms
+#: (a CPU run of `livecam run`) to 21 ms (capture→sink 29 ms for 8 ms of work on the H200,
+#: run 47). 1/16 faster pays that back within 16 frames a frame's worth.
+_CATCH_UP = 1.0 / 16.0
+
+
+class Pacer:
+    """When a new frame may go out without exceeding ``1 / period_s`` frames a second on
+    average (by more than ``_CATCH_UP``): a token bucket refilled at that rate, holding at
+    most ``1 + _BURST_FRAMES`` tokens; a new frame takes one (:meth:`wait_s` says how long to
+    wait for it). Repeats of the last frame take none: a repeat stands in for a frame that did
+    not come and must not delay the next one that does (the black frames repeated while the
+    pipeline starts left the bucket short). Times are ``time.perf_counter`` seconds; one
+    thread."""
+
+    def __init__(self, period_s: float, now_s: float) -> None:
+        self.period_s = period_s
+        self.tokens = 1.0
+        self._t_refill = now_s
+
+    def _refill(self, now_s: float) -> None:
+        self.tokens = min(1.0 + _BURST_FRAMES, self.tokens + (now_s - self._t_refill)
+                          * (1.0 + _CATCH_UP) / self.period_s)
+        self._t_refill = now_s
+
+    def wait_s(self, now_s: float) -> float:
+        """Seconds until a new frame may be sent (0: now)."""
+        self._refill(now_s)
+        return max(0.0, (1.0 - self.tokens) * self.period_s)
+
+    def sent(self, now_s: float, *, new: bool) -> None:
+        """A frame went out at ``now_s`` (``new`` False: a repeat, which takes no token)."""
+        self._refill(now_s)
+        if new:
+            self.tokens -= 1.0
 
 
 class OutputThread:
     """Takes packets from ``inbox`` and sends their images to ``sink``.
 
     Real-time mode: a new frame is sent as soon as it is due, unless that would exceed ``fps``
-    on average (token bucket, half a frame of burst). A frame is due ``delay_ms`` after its
-    capture (the A/V delay, 0 = at once): frames wait in a delay line, oldest first; when
-    several are due at once only the newest is sent and the others count as dropped. When
-    nothing new has been sent for 1.5 frame intervals, the last frame is sent again (then every
-    interval), so OBS/Zoom never see the camera freeze; before the first frame a black frame
-    is sent. Offline mode (``realtime=False``): every packet is sent once, in order, as fast
-    as the sink takes it (no delay).
+    on average (:class:`Pacer`: token bucket, half a frame of burst; repeats take no token).
+    A frame is due ``delay_ms`` after its capture (the A/V delay, 0 = at once): frames wait in
+    a delay line, oldest first; when several are due at once only the newest is sent and the
+    others count as dropped. When nothing new has been sent for 1.5 frame intervals, the last
+    frame is sent again (then every interval), so OBS/Zoom never see the camera freeze; before
+    the first frame a black frame is sent. Offline mode (``realtime=False``): every packet is
+    sent once, in order, as fast as the sink takes it (no delay).
 
     Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes (the
     input ended) and the delay line has sent what it held, then calls ``on_done``.
@@ -164,8 +201,8 @@ class OutputThread:
         period = self._period_s
         width, height = self._size_px
         last_image: ImageBGR = np.zeros((height, width, 3), np.uint8)
-        tokens = 1.0
-        t_refill = t_last_send = time.perf_counter()
+        t_last_send = time.perf_counter()
+        pacer = Pacer(period, t_last_send)
         last_was_new = True
         inbox_open = True
         while not self._done():
@@ -184,22 +221,18 @@ class OutputThread:
             packet = self._newest_due(int(now * 1e9))
             if packet is None and now < repeat_at:
                 continue  # nothing due yet, and not yet time to repeat
-            tokens = min(1.0 + _BURST_FRAMES, tokens + (now - t_refill) / period)
-            t_refill = now
-            if tokens < 1.0:
-                self._stop.wait((1.0 - tokens) * period)
+            wait = pacer.wait_s(now) if packet is not None else 0.0
+            if wait > 0.0:
+                self._stop.wait(wait)
                 if inbox_open:
                     inbox_open = self._take(0)
-                now = time.perf_counter()
-                newer = self._newest_due(int(now * 1e9))
+                newer = self._newest_due(time.perf_counter_ns())
                 if newer is not None:  # newest wins
-                    self.dropped += packet is not None
+                    self.dropped += 1
                     packet = newer
-                tokens = min(1.0 + _BURST_FRAMES, tokens + (now - t_refill) / period)
-                t_refill = now
             if packet is not None:
                 last_image = self._fit(packet.image_bgr)
             self._send(packet, last_image)
-            tokens -= 1.0
             t_last_send = time.perf_counter()
+            pacer.sent(t_last_send, new=packet is not None)
             last_was_new = packet is not None
