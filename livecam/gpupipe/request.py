@@ -22,7 +22,7 @@ class SwapRequest:
     valid after the CUDA event ``frame_ready``); the swapped frame lands in
     ``buffers.outputs[index]``; ``kps`` (n, 5, 2) float32 px and ``latents`` (n, D) float32
     per face; ``keep_xy``/``keep_soft`` each face's kept eyes and mouth
-    (:func:`livecam.swap.gpu.keep.loop_rows`, stacked) or None; ``hands`` the frame's hand
+    (:func:`livecam.swap.gpu.keep.loop_rows_batch`) or None; ``hands`` the frame's hand
     mask or None. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
     latencies, then sets ``done``."""
 

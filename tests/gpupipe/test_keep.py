@@ -14,9 +14,16 @@ from livecam.core.types import RuntimeState
 from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap import features
 from livecam.swap.gpu import keep
-from livecam.swap.gpu.keep import KeepLoops, coverage, kept_alpha, loop_rows
+from livecam.swap.gpu.keep import KeepLoops, coverage, kept_alpha, loop_rows_batch
 from tests.gpupipe.conftest import FaceFrame
 from tests.gpupipe.test_stage import embedding_table, faces_of, make_hub, packet
+
+
+def loop_rows(xy: np.ndarray, *, eyes: bool, mouth: bool,
+              mouth_size: float = 1.0) -> tuple[np.ndarray, float]:
+    """One face's rows and soft edge (loop_rows_batch of that face alone)."""
+    rows, soft = loop_rows_batch(xy[None], eyes=eyes, mouth=mouth, mouth_size=mouth_size)
+    return rows[0], float(soft[0])
 
 
 def one_loop(points_xy: list[tuple[float, float]]) -> torch.Tensor:

@@ -6,7 +6,7 @@ anti-aliased ``fillPoly`` and Gaussian-blurred by ``KEPT_EDGE_FRACTION`` x the f
 (:func:`livecam.swap.features.region_alpha`), and the paste-back's alpha is scaled by one minus
 that. Here the same regions are drawn on the GPU, on each face's paste window, with static
 shapes (so the paste-back stays inside the pipeline's CUDA graph) and from a few hundred bytes
-per face: the host sends the loops (:func:`loop_rows`), not a mask. Drawing the mask on the
+per face: the host sends the loops (:func:`loop_rows_batch`), not a mask. Drawing the mask on the
 host cost each 1080p frame about 1 ms of Python on the stream's thread and a plane upload on
 the hub's launching thread, which took 8 streams' 30 fps on the H200 (perf-notes, runs 32-34).
 
@@ -50,15 +50,6 @@ class KeepLoops(NamedTuple):
 
     xy: torch.Tensor
     soft_px: torch.Tensor
-
-
-def loop_rows(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool,
-              mouth_size: float = 1.0) -> tuple[npt.NDArray[np.float32], float]:
-    """One face's kept loops as a (LOOPS, POINTS, 2) float32 row and its soft edge's sigma in
-    px: :func:`loop_rows_batch` for the mesh ``landmarks_xy`` (468+, 2) alone."""
-    rows, soft = loop_rows_batch(np.asarray(landmarks_xy)[None], eyes=eyes, mouth=mouth,
-                                 mouth_size=mouth_size)
-    return rows[0], float(soft[0])
 
 
 def _padded(loop: tuple[int, ...]) -> list[int]:
