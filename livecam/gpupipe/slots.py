@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -176,6 +176,8 @@ class Slot:
     started: Any = None  # torch.cuda.Event (timing): the upload was queued
     t_submit_ns: int = 0
     tick: int = -1
+    # frames_dev[k] for each position k, made once (the per-tick copies take lists of them)
+    frame_views: list[torch.Tensor] = field(default_factory=list)
     # (B, H, W) uint8 hand masks (shape.hands): 255 where a hand stays in front of the faces;
     # written on the host (pinned), uploaded with the frame, read by the paste-back
     hands_host: torch.Tensor | None = None
@@ -195,6 +197,7 @@ class Slot:
                                          pinned=cuda),
             faces_dev=FaceRows.allocate(shape.max_faces, shape.latent_dim, device=device,
                                         pinned=False))
+        slot.frame_views = list(slot.frames_dev.unbind(0))
         if shape.hands:
             slot.hands_host = _host(frame_shape[:3], torch.uint8, cuda)
             slot.hands_dev = torch.zeros(frame_shape[:3], dtype=torch.uint8, device=device)
@@ -231,7 +234,7 @@ class Slot:
                     self.stream.wait_event(event)
             # one call for every frame: each torch call from Python gives the GIL up and
             # waits to get it back, which at 12 streams stretched a tick's launch (run 45)
-            torch._foreach_copy_(list(self.frames_dev[:len(frames)].unbind(0)), list(frames),
+            torch._foreach_copy_(self.frame_views[:len(frames)], list(frames),
                                  non_blocking=True)
             self.faces_dev.copy_inputs_from(self.faces_host)
             if self.hands_dev is not None:
@@ -270,8 +273,7 @@ class Slot:
         """Queue device -> host copies of positions 0.. into ``frames_host`` and of the
         per-face outputs, then mark done."""
         with self.on_stream():
-            torch._foreach_copy_(list(frames_host),
-                                 list(self.frames_dev[:len(frames_host)].unbind(0)),
+            torch._foreach_copy_(list(frames_host), self.frame_views[:len(frames_host)],
                                  non_blocking=True)
             self.faces_host.copy_outputs_from(self.faces_dev)
             if self.cuda:
