@@ -31,27 +31,27 @@ _CATCH_UP = 1.0 / 16.0
 
 class Pacer:
     """When a new frame may go out without exceeding ``1 / period_s`` frames a second on
-    average (by more than ``_CATCH_UP``): a token bucket refilled at that rate, holding at
-    most ``1 + _BURST_FRAMES`` tokens; a new frame takes one (:meth:`wait_s` says how long to
-    wait for it). Repeats of the last frame take none: a repeat stands in for a frame that did
-    not come and must not delay the next one that does (the black frames repeated while the
-    pipeline starts left the bucket short). Times are ``time.perf_counter`` seconds; one
-    thread."""
+    average (by more than ``_CATCH_UP``): a token bucket refilled ``_CATCH_UP`` faster than
+    that rate, holding at most ``1 + _BURST_FRAMES`` tokens; a new frame takes one
+    (:meth:`wait_s` says how long to wait for it). Repeats of the last frame take none: a
+    repeat stands in for a frame that did not come and must not delay the next one that does
+    (the black frames repeated while the pipeline starts left the bucket short). Times are
+    ``time.perf_counter`` seconds; one thread."""
 
     def __init__(self, period_s: float, now_s: float) -> None:
-        self.period_s = period_s
         self.tokens = 1.0
         self._t_refill = now_s
+        self._refill_s = period_s / (1.0 + _CATCH_UP)  # seconds a token takes to come back
 
     def _refill(self, now_s: float) -> None:
-        self.tokens = min(1.0 + _BURST_FRAMES, self.tokens + (now_s - self._t_refill)
-                          * (1.0 + _CATCH_UP) / self.period_s)
+        self.tokens = min(1.0 + _BURST_FRAMES,
+                          self.tokens + (now_s - self._t_refill) / self._refill_s)
         self._t_refill = now_s
 
     def wait_s(self, now_s: float) -> float:
-        """Seconds until a new frame may be sent (0: now)."""
+        """Seconds until a new frame may be sent (0: now): until the bucket holds a token."""
         self._refill(now_s)
-        return max(0.0, (1.0 - self.tokens) * self.period_s)
+        return max(0.0, (1.0 - self.tokens) * self._refill_s)
 
     def sent(self, now_s: float, *, new: bool) -> None:
         """A frame went out at ``now_s`` (``new`` False: a repeat, which takes no token)."""
