@@ -96,6 +96,7 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                                     if hub is not None and hub.frames_per_tick else None),
                 "graph_modes": sorted({m.split(" ")[0] for m in hub.graph_modes.values()})
                 if hub is not None else [],
+                "follower_batch": _follower_batch(streams),
                 "backend": streams.apps[0].describe()["backend"],
                 "generator_mode": _generator_mode(hub)}
     finally:
@@ -106,6 +107,14 @@ def _generator_mode(hub: Any) -> str | None:
     """How the swap generator runs: compiled, CUDA graphs or eager (TorchEngine.mode)."""
     engine = getattr(getattr(hub, "generator", None), "engine", None)
     return getattr(engine, "mode", None)
+
+
+def _follower_batch(streams: Any) -> float | None:
+    """Calls in each batch of the streams' shared follower networks (None: not shared)."""
+    networks = getattr(getattr(streams.apps[0].stages[0], "follower", None), "networks", None)
+    batcher = getattr(getattr(networks, "shared", None), "batcher", None)
+    sizes = list(batcher.sizes) if batcher is not None else []
+    return float(np.mean(sizes)) if sizes else None
 
 
 def _hub(streams: Any) -> Any:

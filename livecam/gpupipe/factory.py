@@ -75,7 +75,7 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
         hub = shared.get(key, lambda: build_hub(config, identities,
                                                 n_streams=shared.n_streams))
     device = NeuralModels.from_config(config).gpu_device()
-    networks, search = follower_networks(config, device)
+    networks, search = follower_networks(config, device, shared=shared, stream=stream)
     analysis = build_analysis_stages(config, realtime=config.pipeline.realtime,
                                      networks=networks, search=search)
     hands = HandsInFront.from_config(config.swap) if config.swap.hands_in_front else None
@@ -93,12 +93,18 @@ def keeps_features(config: Config) -> bool:
     return config.swap.keep_eyes == "always" or config.swap.keep_mouth
 
 
-def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
+def follower_networks(config: Config, device: str, *, shared: Any = None,
+                      stream: int = 0) -> tuple[Any, Any]:
     """The face follower's networks and tile search for the GPU pipeline on ``device``:
-    BlazeFace and the face mesh as torch ports on a CUDA device (:class:`GpuFaceNetworks`,
-    keeping the uploaded frames for the swap) and every tile searched in one batch on the same
-    uploaded frame (:class:`GpuTileSearch`), or (None, None): the CPU's MediaPipe networks,
-    faster there."""
+    BlazeFace and the face mesh as torch ports on a CUDA device, keeping the uploaded frames
+    for the swap, and every tile searched in one batch on the same uploaded frame
+    (:class:`GpuTileSearch`); or (None, None): the CPU's MediaPipe networks, faster there.
+
+    One stream has :class:`GpuFaceNetworks` of its own. With several streams (``shared``:
+    :class:`livecam.app.SharedStages` of more than one stream) stream ``stream`` gets its place
+    in :class:`SharedFaceNetworks`, which batches the detector and mesh calls of every stream
+    (the streams' networks at batch 1 were about half of a 1080p frame's GPU time);
+    ``analysis.refine_landmarks`` keeps one per stream (its mesh runs on the host)."""
     if not device.startswith("cuda"):
         return None, None
     from livecam.analysis.gpu.networks import GpuFaceNetworks
@@ -107,12 +113,23 @@ def follower_networks(config: Config, device: str) -> tuple[Any, Any]:
 
     analysis = config.analysis
     floor = load_bytetrack_settings(analysis.tracker_file).low_score_threshold
-    networks = GpuFaceNetworks(device=device, detector_model=analysis.detector_model,
-                               min_score=floor, precision=config.gpu.precision,
-                               max_rois=max(1, analysis.max_faces),
-                               refine_landmarks=analysis.refine_landmarks,
-                               use_graphs=config.gpu.cuda_graphs,
-                               keep_frames=config.gpu.slots + 2)
+    options: dict[str, Any] = {"device": device, "detector_model": analysis.detector_model,
+                               "min_score": floor, "precision": config.gpu.precision,
+                               "max_rois": max(1, analysis.max_faces),
+                               "use_graphs": config.gpu.cuda_graphs}
+    keep = config.gpu.slots + 2
+    networks: Any
+    if shared is not None and shared.n_streams > 1 and not analysis.refine_landmarks:
+        from livecam.analysis.gpu.shared import SharedFaceNetworks
+
+        n = shared.n_streams
+        hub = shared.get(("gpu-follower", device, analysis, config.gpu),
+                         lambda: SharedFaceNetworks(n_streams=n, **options))
+        networks = hub.slot_for(stream, detect_ahead=analysis.detect_each_frame,
+                                keep_frames=keep)
+    else:
+        networks = GpuFaceNetworks(refine_landmarks=analysis.refine_landmarks,
+                                   keep_frames=keep, **options)
     search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px,
                            whole_frame=not analysis.detect_each_frame)
     return networks, search

@@ -100,12 +100,14 @@ class BlazeFaceDetector(nn.Module):
         """The network's dtype (float32, or float16 after ``.half()``)."""
         return next(self.net.buffers()).dtype
 
-    def regions(self, images_bhwc_bgr: torch.Tensor, squares_xys_px: torch.Tensor | None = None
+    def regions(self, images_bhwc_bgr: torch.Tensor, squares_xys_px: torch.Tensor | None = None,
+                frame_index: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """What the network sees, as (centre (N, 2), side (N,), image index (N,)) in pixels:
-        each frame letterboxed (the square of side max(H, W) centred on it), or with
-        ``squares_xys_px`` (T, 3) float32 (x0, y0, side of squares inside frame 0: tiles) each
-        of those squares."""
+        each frame letterboxed (the square of side max(H, W) centred on it), or only the
+        frames ``frame_index`` (N,) long names (in that order), or with ``squares_xys_px``
+        (T, 3) float32 (x0, y0, side of squares inside frame 0: tiles) each of those
+        squares."""
         batch, height, width, _ = images_bhwc_bgr.shape
         device = images_bhwc_bgr.device
         if squares_xys_px is not None:
@@ -113,12 +115,15 @@ class BlazeFaceDetector(nn.Module):
             center = squares_xys_px[:, 0:2].float() + side_px[:, None] / 2.0
             return center, side_px, torch.zeros(len(squares_xys_px), dtype=torch.long,
                                                 device=device)
+        index = (torch.arange(batch, device=device) if frame_index is None
+                 else frame_index.long())
+        n = len(index)
         # filled on the device (no host->device copy), so a CUDA graph can capture this
-        center = torch.empty((batch, 2), device=device)
+        center = torch.empty((n, 2), device=device)
         center[:, 0].fill_(width / 2.0)
         center[:, 1].fill_(height / 2.0)
-        side_px = torch.full((batch,), float(max(height, width)), device=device)
-        return center, side_px, torch.arange(batch, device=device)
+        side_px = torch.full((n,), float(max(height, width)), device=device)
+        return center, side_px, index
 
     def preprocess(self, images_bhwc_bgr: torch.Tensor,
                    squares_xys_px: torch.Tensor | None = None) -> torch.Tensor:
@@ -154,10 +159,12 @@ class BlazeFaceDetector(nn.Module):
         return boxes, keypoints, scores
 
     def forward(self, images_bhwc_bgr: torch.Tensor,
-                squares_xys_px: torch.Tensor | None = None) -> FaceDetections:
-        """Detections in each frame, or with ``squares_xys_px`` in each square of frame 0 (one
-        batch entry per square, in frame pixels): see :meth:`regions`."""
-        center, side_px, index = self.regions(images_bhwc_bgr, squares_xys_px)
+                squares_xys_px: torch.Tensor | None = None,
+                frame_index: torch.Tensor | None = None) -> FaceDetections:
+        """Detections in each frame (or each frame ``frame_index`` names), or with
+        ``squares_xys_px`` in each square of frame 0 (one batch entry per square, in frame
+        pixels): see :meth:`regions`."""
+        center, side_px, index = self.regions(images_bhwc_bgr, squares_xys_px, frame_index)
         raw_boxes, raw_scores = self.net(self._sample(images_bhwc_bgr, center, side_px, index))
         boxes, keypoints, scores = self.decode(raw_boxes, raw_scores)
         valid = (scores >= self.min_score) & (boxes[..., 2] >= boxes[..., 0]) & (

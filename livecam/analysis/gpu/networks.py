@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 #: Detector output slots per frame (faces beyond the best this many are not reported).
 MAX_DETECTIONS = 64
 
+#: One detection on the host: box (4,) xyxy px, score, keypoints (6, 2) px.
+Detection = tuple[np.ndarray, float, np.ndarray]
+
 
 def mesh_buckets(max_rois: int) -> tuple[int, ...]:
     """1, 2, 4, ... up to and including ``max_rois``: the region counts the mesh runs at."""
@@ -340,13 +343,13 @@ class GpuFaceNetworks:
         state = self._frame(image_bgr)
         if self.cuda:
             self._detected.synchronize()
-        found: list[tuple[np.ndarray, float, np.ndarray]] = []
+        found: list[Detection] = []
         for k in range(len(self._detectors)):
             boxes, kps, scores, valid = (t.numpy()[0] for t in state.det_host[4 * k:4 * k + 4])
             for j in np.flatnonzero(valid):
                 found.append((boxes[j].astype(np.float32), float(scores[j]),
                               kps[j].astype(np.float32)))
-        return _merged(found)
+        return merged_detections(found)
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
         """The mesh in each region (None where its presence is under MediaPipe's floor)."""
@@ -380,13 +383,17 @@ class GpuFaceNetworks:
             presence_host[:bucket].copy_(out_presence, non_blocking=True)
         if self.cuda:
             self._stream.synchronize()
-        lm = lm_host.numpy()
-        presence = presence_host.numpy()
-        return [MeshResult(np.ascontiguousarray(lm[i, :, :2]), lm[i, :, 2].copy())
-                if presence[i] >= MIN_PRESENCE else None for i in range(n)]
+        return mesh_results(lm_host.numpy(), presence_host.numpy(), n)
 
 
-def _merged(found: list[tuple[np.ndarray, float, np.ndarray]]) -> Faces:
+def mesh_results(lm: np.ndarray, presence: np.ndarray, n: int) -> list[MeshResult | None]:
+    """The first ``n`` rows of the mesh's host outputs (landmarks (N, 468, 3) in pixels and
+    presence (N,)) as results: None where the presence is under MediaPipe's floor."""
+    return [MeshResult(np.ascontiguousarray(lm[i, :, :2]), lm[i, :, 2].copy())
+            if presence[i] >= MIN_PRESENCE else None for i in range(n)]
+
+
+def merged_detections(found: list[Detection]) -> Faces:
     """Detections best first, overlapping ones from the two models (``auto``) merged."""
     from livecam.analysis.detect import merge_detections
 

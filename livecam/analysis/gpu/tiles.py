@@ -25,7 +25,7 @@ networks' whole-frame detections, as the CPU search runs its whole-frame pass.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from livecam.analysis.detect import (
 from livecam.analysis.gpu.networks import MAX_DETECTIONS, CapturedCall, GpuFaceNetworks
 from livecam.core.types import ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
+
+if TYPE_CHECKING:
+    from livecam.analysis.gpu.client import StreamFaceNetworks
 
 #: Detection slots per tile: the full-range model sees faces down to ~1/8 of a tile, so a tile
 #: holds a handful of them; more would be merged away with the neighbouring tiles' anyway.
@@ -76,7 +79,7 @@ class GpuTileSearch:
 
     on_caller_thread = True
 
-    def __init__(self, networks: GpuFaceNetworks, *, tile_size_px: int,
+    def __init__(self, networks: GpuFaceNetworks | StreamFaceNetworks, *, tile_size_px: int,
                  whole_frame: bool = False) -> None:
         self.networks = networks
         self.tile_size_px = tile_size_px

@@ -1,0 +1,177 @@
+"""One stream's share of :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`.
+
+:class:`StreamFaceNetworks` offers the calls of
+:class:`~livecam.analysis.gpu.networks.GpuFaceNetworks` (``detect``, ``landmarks``,
+``frame_on_device``, ``device_frame``, ``hold_frame_until``), so the follower, the tile search
+and the swap use either the same way. The frame goes up once into the stream's own place of
+the stacked frames (on the stream's own CUDA stream, from its own pinned staging); the networks
+run in the shared batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from livecam.analysis.gpu.batching import Request
+from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
+from livecam.analysis.gpu.networks import Detection, merged_detections
+from livecam.analysis.mesh import MeshResult
+from livecam.analysis.roi import Roi
+from livecam.core.types import Faces, ImageBGR
+from livecam.engines.cuda_streams import new_stream, release_stream
+
+if TYPE_CHECKING:
+    from livecam.analysis.gpu.shared import FrameStack, SharedFaceNetworks
+
+
+class _Own:
+    """One stream's things for one frame size: pinned staging and the kept frames."""
+
+    def __init__(self, height_px: int, width_px: int, device: torch.device, cuda: bool,
+                 keep_frames: int) -> None:
+        self.staging = torch.zeros((height_px, width_px, 3), dtype=torch.uint8,
+                                   pin_memory=cuda)
+        self.kept = [torch.zeros((height_px, width_px, 3), dtype=torch.uint8, device=device)
+                     for _ in range(keep_frames)]
+        self.kept_ready = [torch.cuda.Event() if cuda else None for _ in range(keep_frames)]
+        self.next_kept = 0
+
+
+class StreamFaceNetworks:
+    """One stream's :class:`SharedFaceNetworks` (made by its ``client``/``slot_for``), with
+    :class:`GpuFaceNetworks`' calls. One thread (the stream's pipeline thread) calls it."""
+
+    refine_landmarks = False
+    num_landmarks = NUM_LANDMARKS
+
+    def __init__(self, shared: SharedFaceNetworks, slot: int, *, detect_ahead: bool = True,
+                 keep_frames: int = 0) -> None:
+        self.shared = shared
+        self.slot = slot
+        self.detect_ahead = detect_ahead
+        self.keep_frames = max(0, keep_frames)
+        self.device = shared.device
+        self.cuda = shared.cuda
+        self.precision = shared.precision
+        self.use_graphs = shared.use_graphs
+        self.models_dir = shared.models_dir
+        self.max_rois = shared.max_rois
+        self._opened = False
+        self._stream: Any = None
+        self._uploaded: Any = None
+        self._holds: list[Any] = []
+        self._own: dict[tuple[int, int], _Own] = {}
+        self._image: ImageBGR | None = None
+        self._frame_dev: torch.Tensor | None = None
+        self._found: list[Detection] | None = None
+        self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
+
+    def open(self) -> None:
+        if self._opened:
+            return
+        self.shared.acquire()
+        if self.cuda:
+            self._stream = new_stream(self.device)
+            self._uploaded = torch.cuda.Event()
+        self._opened = True
+
+    def close(self) -> None:
+        if not self._opened:
+            return
+        self._opened = False
+        if self._stream is not None:
+            self._stream.synchronize()
+        release_stream(self._stream)
+        self._stream = self._uploaded = None
+        self._own.clear()
+        self._image = self._frame_dev = self._kept_for = None
+        self.shared.release()
+
+    def prepare(self, width_px: int, height_px: int) -> None:
+        """Allocate for this frame size and capture the shared graphs now (CUDA: seconds)."""
+        self._size(height_px, width_px)
+
+    def _size(self, height_px: int, width_px: int) -> tuple[FrameStack, _Own]:
+        stack = self.shared.stack(height_px, width_px)
+        own = self._own.get((height_px, width_px))
+        if own is None:
+            own = self._own[(height_px, width_px)] = _Own(height_px, width_px, self.device,
+                                                          self.cuda, self.keep_frames)
+        return stack, own
+
+    def new_frame(self, image_bgr: ImageBGR) -> None:
+        """A new frame: uploaded once into this stream's place of the stacked frames."""
+        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
+        stack, own = self._size(h, w)
+        if self.cuda:
+            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
+        np.copyto(own.staging.numpy(), image_bgr)
+        place = stack.frames[self.slot]
+        with torch.inference_mode(), self.shared.on_stream(self._stream):
+            for event in self._holds:  # a deferred reader of the last frame is done
+                self._stream.wait_event(event)
+            self._holds.clear()
+            place.copy_(own.staging, non_blocking=True)
+            if self.cuda:
+                self._uploaded.record(self._stream)
+            if own.kept:
+                k = own.next_kept
+                own.next_kept = (k + 1) % len(own.kept)
+                own.kept[k].copy_(place)
+                ready = own.kept_ready[k]
+                if ready is not None:
+                    ready.record(self._stream)
+                self._kept_for = (image_bgr, own.kept[k], own.kept_ready[k])
+        self._image, self._found = image_bgr, None
+        self._frame_dev = stack.frames[self.slot:self.slot + 1]
+
+    def _frame(self, image_bgr: ImageBGR) -> None:
+        if self._image is not image_bgr:
+            self.new_frame(image_bgr)
+
+    def hold_frame_until(self, event: Any) -> None:
+        """The next upload waits (on the GPU) for ``event``: a deferred tile search reads it."""
+        self._holds.append(event)
+
+    def device_frame(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any] | None:
+        """As :meth:`GpuFaceNetworks.device_frame`: the kept copy of the latest frame."""
+        kept = self._kept_for
+        if kept is None or kept[0] is not image_bgr:
+            return None
+        return kept[1], kept[2]
+
+    def frame_on_device(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any]:
+        """This stream's place, (1, H, W, 3) uint8 (the same memory every frame of the size),
+        and the CUDA stream its upload runs on (None on a CPU)."""
+        self._frame(image_bgr)
+        assert self._frame_dev is not None
+        return self._frame_dev, self._stream
+
+    def _call(self, image_bgr: ImageBGR, *, detect: bool, rois: Sequence[Roi]) -> Request:
+        request = Request(self.slot, (int(image_bgr.shape[0]), int(image_bgr.shape[1])),
+                          detect=detect, rois=rois, uploaded=self._uploaded)
+        self.shared.batcher.call(request)
+        if request.found is not None:
+            self._found = request.found
+        return request
+
+    def detect(self, image_bgr: ImageBGR) -> Faces:
+        """Faces in the whole frame, best first (asked with the frame's first mesh call when
+        ``detect_ahead``)."""
+        self._frame(image_bgr)
+        if self._found is None:
+            self._call(image_bgr, detect=True, rois=())
+        assert self._found is not None
+        return merged_detections(self._found)
+
+    def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
+        """The mesh in each region (None where its presence is under MediaPipe's floor)."""
+        if not rois:
+            return []
+        self._frame(image_bgr)
+        ahead = self.detect_ahead and self._found is None
+        return self._call(image_bgr, detect=ahead, rois=rois).meshes

@@ -1,0 +1,300 @@
+"""The face follower's GPU networks shared by the streams of one process, batched as calls come.
+
+With several streams in one process (``livecam run`` with repeated ``--input``/``--output``, a
+``streams:`` list) each stream's :class:`~livecam.analysis.gpu.networks.GpuFaceNetworks` ran
+BlazeFace and the face mesh at batch 1: a few hundred tiny kernels a frame, bound by launches,
+about 1.4 ms of the H200's time for each 1080p frame (device runs 40-47). Here every stream
+uploads its frame into its own place of one stacked device tensor, and the streams' calls are
+served in batches: a caller that finds nothing running runs its call at once (nothing added
+to its wait), and the calls that arrive while a batch runs are served together by the next
+one, which one of their callers runs (:class:`~livecam.analysis.gpu.batching.Batcher`). A
+batch is one detector call over the frames that asked (1, 2, 4, ... frames, gathered by
+index; a CUDA graph each) beside one mesh call over all their regions (buckets as well).
+
+Each stream gets a :class:`~livecam.analysis.gpu.client.StreamFaceNetworks` from
+:meth:`SharedFaceNetworks.client`. It offers
+what ``GpuFaceNetworks`` offers (``detect``, ``landmarks``, ``frame_on_device``,
+``device_frame``, ``hold_frame_until``), so the follower, the tile search and the swap work the
+same on either. A stream's first mesh call of a frame also asks for the frame's detections
+(``detect_ahead``: the follower asks for both each frame with ``analysis.detect_each_frame``),
+so the detector still runs beside the mesh. On a CPU the same code runs eagerly (CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from livecam.analysis.gpu.batching import Batcher, Request
+from livecam.analysis.gpu.facemesh import NUM_LANDMARKS, FaceRois
+from livecam.analysis.gpu.networks import (
+    MAX_DETECTIONS,
+    CapturedCall,
+    Detection,
+    mesh_buckets,
+    mesh_results,
+)
+from livecam.analysis.roi import Roi
+from livecam.engines.cuda_streams import new_stream, release_stream
+
+if TYPE_CHECKING:
+    from livecam.analysis.gpu.client import StreamFaceNetworks
+
+#: The most face regions one mesh graph takes (more run as several batches).
+MAX_MESH_BATCH = 64
+
+
+class FrameStack:
+    """One frame size: every stream's frame in one (S, H, W, 3) tensor, and the graphs."""
+
+    def __init__(self, n_streams: int, height_px: int, width_px: int,
+                 device: torch.device) -> None:
+        self.frames = torch.zeros((n_streams, height_px, width_px, 3), dtype=torch.uint8,
+                                  device=device)
+        self.detect: dict[int, tuple[CapturedCall, tuple[torch.Tensor, ...]]] = {}
+        self.mesh: dict[int, tuple[CapturedCall, torch.Tensor, torch.Tensor]] = {}
+
+
+class SharedFaceNetworks:
+    """BlazeFace and the face mesh for ``n_streams`` streams (see the module docstring); the
+    arguments are :class:`GpuFaceNetworks`' (``max_rois``: one stream's regions per call;
+    ``refine_landmarks`` has no GPU mesh, so it is not offered here). Streams call
+    :meth:`acquire`/:meth:`release` (their clients' ``open``/``close``): the first opens the
+    models, the last closes them."""
+
+    def __init__(self, *, device: str | torch.device, n_streams: int,
+                 detector_model: str = "full", min_score: float = 0.5,
+                 precision: str = "fp16", max_rois: int = 8, use_graphs: bool = True,
+                 models_dir: str | Path | None = None) -> None:
+        if detector_model not in ("short", "full", "auto"):
+            raise ValueError(f"detector_model must be short, full or auto, got "
+                             f"{detector_model!r}")
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.n_streams = max(1, n_streams)
+        self.detector_model = detector_model
+        self.min_score = min_score
+        self.precision = precision if self.cuda else "fp32"
+        self.max_rois = max(1, max_rois)
+        self.max_mesh = min(MAX_MESH_BATCH, self.n_streams * self.max_rois)
+        self.use_graphs = use_graphs and self.cuda
+        self.models_dir = models_dir
+        self.batcher = Batcher(self._run)
+        self._lock = threading.Lock()
+        self._users = 0
+        self._next_slot = 0
+        self._detectors: list[Any] = []
+        self._mesh: Any = None
+        self._stream: Any = None
+        self._side: Any = None
+        self._stacks: dict[tuple[int, int], FrameStack] = {}
+        self._index_host = self._index_dev = torch.zeros(0)
+        self._rows_host = self._rows_dev = torch.zeros(0)
+        self._det_host: tuple[torch.Tensor, ...] = ()
+        self._mesh_host: tuple[torch.Tensor, torch.Tensor] = (torch.zeros(0), torch.zeros(0))
+
+    def client(self, *, detect_ahead: bool = True, keep_frames: int = 0) -> StreamFaceNetworks:
+        """The next stream's networks (its own place in the stacked frames)."""
+        from livecam.analysis.gpu.client import StreamFaceNetworks
+
+        with self._lock:
+            if self._next_slot >= self.n_streams:
+                raise RuntimeError(f"SharedFaceNetworks holds {self.n_streams} streams")
+            slot, self._next_slot = self._next_slot, self._next_slot + 1
+        return StreamFaceNetworks(self, slot, detect_ahead=detect_ahead,
+                                  keep_frames=keep_frames)
+
+    def slot_for(self, stream: int, **options: Any) -> StreamFaceNetworks:
+        """Stream ``stream``'s networks (place ``stream``; a rebuilt stage chain of the same
+        stream takes the same place: only one chain of a stream runs frames at a time)."""
+        from livecam.analysis.gpu.client import StreamFaceNetworks
+
+        if not 0 <= stream < self.n_streams:
+            raise ValueError(f"stream {stream} is not one of {self.n_streams}")
+        return StreamFaceNetworks(self, stream, **options)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._users += 1
+            if self._detectors:
+                return
+            try:
+                self._open()
+            except BaseException:
+                self._users -= 1
+                raise
+
+    def _open(self) -> None:
+        from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+
+        dtype = torch.float16 if self.precision == "fp16" else torch.float32
+        ranges = ("short", "full") if self.detector_model == "auto" else (self.detector_model,)
+        self._detectors = [load_blazeface(r, models_dir=self.models_dir,
+                                          max_faces=MAX_DETECTIONS,
+                                          min_score=self.min_score).to(self.device, dtype)
+                           for r in ranges]
+        self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
+        if self.cuda:
+            self._stream = new_stream(self.device)
+            self._side = new_stream(self.device)
+        pinned, n, m = self.cuda, self.n_streams, self.max_mesh
+        self._index_host = torch.zeros((n,), dtype=torch.int64, pin_memory=pinned)
+        self._index_dev = torch.zeros((n,), dtype=torch.int64, device=self.device)
+        self._rows_host = torch.zeros((m, 5), dtype=torch.float32, pin_memory=pinned)
+        self._rows_dev = torch.zeros((m, 5), dtype=torch.float32, device=self.device)
+        self._mesh_host = (torch.zeros((m, NUM_LANDMARKS, 3), pin_memory=pinned),
+                           torch.zeros((m,), pin_memory=pinned))
+
+    def release(self) -> None:
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users > 0:
+                return
+            with self.batcher.exclusive():
+                self._detectors = []
+                self._mesh = None
+                self._stacks.clear()
+                self._det_host = ()
+                for stream in (self._stream, self._side):
+                    release_stream(stream)
+                self._stream = self._side = None
+
+    def on_stream(self, stream: Any) -> Any:
+        return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
+
+    def stack(self, height_px: int, width_px: int) -> FrameStack:
+        """The stacked frames of this size (made, and its graphs captured, on first use)."""
+        stack = self._stacks.get((height_px, width_px))
+        if stack is not None:
+            return stack
+        with self._lock, self.batcher.exclusive():
+            stack = self._stacks.get((height_px, width_px))
+            if stack is None:
+                if not self._detectors:
+                    raise RuntimeError("SharedFaceNetworks used before acquire()")
+                stack = self._capture(height_px, width_px)
+                self._stacks[(height_px, width_px)] = stack
+            return stack
+
+    def _capture(self, height_px: int, width_px: int) -> FrameStack:
+        stack = FrameStack(self.n_streams, height_px, width_px, self.device)
+        with torch.inference_mode():
+            for b in mesh_buckets(self.n_streams):
+                index = self._index_dev[:b]
+                with self.on_stream(self._side):
+                    first = [d(stack.frames, frame_index=index) for d in self._detectors]
+                outs = tuple(t.clone() for found in first for t in found)
+
+                def detect(index: torch.Tensor = index,
+                           outs: tuple[torch.Tensor, ...] = outs) -> None:
+                    for k, d in enumerate(self._detectors):
+                        found = d(stack.frames, frame_index=index)
+                        for dst, src in zip(outs[4 * k:4 * k + 4], found, strict=True):
+                            dst.copy_(src)
+
+                stack.detect[b] = (CapturedCall(detect, device=self.device, stream=self._side,
+                                                use_graph=self.use_graphs), outs)
+            if not self._det_host:
+                widest = stack.detect[max(stack.detect)][1]
+                self._det_host = tuple(torch.zeros(t.shape, dtype=t.dtype,
+                                                   pin_memory=self.cuda) for t in widest)
+            benign = torch.tensor([width_px / 2, height_px / 2,
+                                   min(width_px, height_px) / 2, 0.0, 0.0])
+            for b in mesh_buckets(self.max_mesh):
+                rows = self._rows_dev[:b]
+                out_lm = torch.zeros((b, NUM_LANDMARKS, 3), device=self.device)
+                out_presence = torch.zeros((b,), device=self.device)
+
+                def mesh(rows: torch.Tensor = rows, out_lm: torch.Tensor = out_lm,
+                         out_presence: torch.Tensor = out_presence) -> None:
+                    result = self._mesh(stack.frames, rows[:, 4].long(),
+                                        FaceRois(rows[:, 0:2], rows[:, 2], rows[:, 3]))
+                    out_lm.copy_(result.landmarks_px)
+                    out_presence.copy_(result.presence)
+
+                with self.on_stream(self._stream):  # a benign region for the warm-up runs
+                    rows.copy_(benign.expand(b, 5))
+                stack.mesh[b] = (CapturedCall(mesh, device=self.device, stream=self._stream,
+                                              use_graph=self.use_graphs), out_lm, out_presence)
+        return stack
+
+    # -- batches -----------------------------------------------------------------------------
+
+    def _run(self, batch: list[Request]) -> None:
+        """Run a batch (the calling thread is the only one running one)."""
+        by_size: dict[tuple[int, int], list[Request]] = {}
+        for request in batch:
+            by_size.setdefault(request.size, []).append(request)
+        with torch.inference_mode():
+            for size, requests in by_size.items():
+                self._run_size(self._stacks[size], requests)
+
+    def _run_size(self, stack: FrameStack, requests: list[Request]) -> None:
+        with self.on_stream(self._stream):
+            for r in requests:
+                if r.uploaded is not None:
+                    self._stream.wait_event(r.uploaded)
+        if self.cuda:
+            self._side.wait_stream(self._stream)
+        detect = [r for r in requests if r.detect]
+        if detect:  # each stream has one call at a time: at most n_streams frames
+            self._launch_detect(stack, [r.slot for r in detect])
+        regions = [(r, roi) for r in requests for roi in r.rois]
+        for start in range(0, len(regions), self.max_mesh):
+            chunk = regions[start:start + self.max_mesh]
+            lm, presence = self._mesh_chunk(stack, chunk)
+            results = mesh_results(lm, presence, len(chunk))
+            for (r, _), result in zip(chunk, results, strict=True):
+                r.meshes.append(result)
+        if detect:
+            if self.cuda:
+                self._side.synchronize()
+            arrays = [t.float().numpy() if t.dtype == torch.float16 else t.numpy()
+                      for t in self._det_host]
+            for j, r in enumerate(detect):
+                r.found = [found for k in range(len(self._detectors))
+                           for found in _frame_detections(arrays[4 * k:4 * k + 4], j)]
+
+    def _launch_detect(self, stack: FrameStack, slots: list[int]) -> None:
+        bucket = next(b for b in stack.detect if b >= len(slots))
+        index = self._index_host.numpy()
+        index[:len(slots)] = slots
+        index[len(slots):bucket] = slots[0]  # padding: a real frame, results ignored
+        call, outs = stack.detect[bucket]
+        with self.on_stream(self._side):
+            self._index_dev[:bucket].copy_(self._index_host[:bucket], non_blocking=True)
+            call()
+            for dst, src in zip(self._det_host, outs, strict=True):
+                dst[:bucket].copy_(src, non_blocking=True)
+
+    def _mesh_chunk(self, stack: FrameStack, chunk: list[tuple[Request, Roi]]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        n = len(chunk)
+        bucket = next(b for b in stack.mesh if b >= n)
+        rows = self._rows_host.numpy()
+        rows[:n] = [(roi.center_x_px, roi.center_y_px, roi.size_px, roi.rotation_rad, r.slot)
+                    for r, roi in chunk]
+        rows[n:bucket] = rows[0]  # padding: a real region, results ignored
+        call, out_lm, out_presence = stack.mesh[bucket]
+        lm_host, presence_host = self._mesh_host
+        with self.on_stream(self._stream):
+            self._rows_dev[:bucket].copy_(self._rows_host[:bucket], non_blocking=True)
+            call()
+            lm_host[:bucket].copy_(out_lm, non_blocking=True)
+            presence_host[:bucket].copy_(out_presence, non_blocking=True)
+        if self.cuda:
+            self._stream.synchronize()
+        return lm_host.numpy(), presence_host.numpy()
+
+
+def _frame_detections(arrays: list[np.ndarray], j: int) -> list[Detection]:
+    boxes, points, scores, valid = (a[j] for a in arrays)
+    return [(boxes[i].astype(np.float32), float(scores[i]), points[i].astype(np.float32))
+            for i in np.flatnonzero(valid)]
