@@ -87,6 +87,21 @@ def test_each_stream_gets_what_networks_of_its_own_give(frames: list[np.ndarray]
         shared.client()
 
 
+def test_more_regions_than_a_mesh_graph_takes_run_in_several_batches(
+        frames: list[np.ndarray]) -> None:
+    shared = SharedFaceNetworks(device="cpu", n_streams=2, detector_model="full",
+                                min_score=0.5, max_rois=1)
+    assert shared.max_mesh == 2  # the group's three or more faces take two mesh calls or more
+    client = shared.client()
+    client.open()
+    try:
+        got = _follow_once(client, frames[0])
+    finally:
+        client.close()
+    assert len(got[1]) >= 3
+    _assert_same(got, _own(frames[0]))
+
+
 def test_streams_calling_at_once_each_get_their_own_results(frames: list[np.ndarray]) -> None:
     """Four threads (two frame sizes) call together for several frames; each result is the one
     its own networks give, however the calls were batched."""
