@@ -57,6 +57,30 @@ def mesh_buckets(max_rois: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def on_stream(stream: Any, cuda: bool) -> Any:
+    """``torch.cuda.stream(stream)`` on CUDA, nothing on a CPU."""
+    return torch.cuda.stream(stream) if cuda else contextlib.nullcontext()
+
+
+def run_detectors(detectors: Sequence[Any], frames: torch.Tensor,
+                  outs: Sequence[torch.Tensor], frame_index: torch.Tensor | None = None) -> None:
+    """Every detector on ``frames`` (those ``frame_index`` names; None: all), its four
+    outputs copied into ``outs`` (4 per detector, in order): a graph's fixed outputs."""
+    for k, detector in enumerate(detectors):
+        found = detector(frames, frame_index=frame_index)
+        for dst, src in zip(outs[4 * k:4 * k + 4], found, strict=True):
+            dst.copy_(src)
+
+
+def run_mesh(mesh: Any, frames: torch.Tensor, index: torch.Tensor, rows: torch.Tensor,
+             out_lm: torch.Tensor, out_presence: torch.Tensor) -> None:
+    """The mesh on the regions ``rows`` (N, 4+) (centre x, y, size, rotation) of the frames
+    ``index`` (N,) names, copied into the graph's fixed outputs."""
+    result = mesh(frames, index, FaceRois(rows[:, 0:2], rows[:, 2], rows[:, 3]))
+    out_lm.copy_(result.landmarks_px)
+    out_presence.copy_(result.presence)
+
+
 class CapturedCall:
     """``fn`` captured once in a CUDA graph on ``stream`` (after ``warmup_runs`` eager runs)
     and replayed by each call; on a CPU, or without graphs, ``fn`` itself."""
@@ -213,7 +237,7 @@ class GpuFaceNetworks:
                 self._mesh_graph(state, height_px, width_px, n)
 
     def _on_stream(self, stream: Any) -> Any:
-        return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
+        return on_stream(stream, self.cuda)
 
     def _size(self, height_px: int, width_px: int) -> _SizeState:
         state = self._sizes.get((height_px, width_px))
@@ -224,10 +248,7 @@ class GpuFaceNetworks:
         state = _SizeState(height_px, width_px, self.device, self.cuda)
 
         def detect() -> None:
-            outs = [d(state.frame_dev) for d in self._detectors]
-            for k, out in enumerate(outs):
-                for dst, src in zip(state.det_out[4 * k:4 * k + 4], out, strict=True):
-                    dst.copy_(src)
+            run_detectors(self._detectors, state.frame_dev, state.det_out)
 
         with torch.inference_mode(), self._on_stream(self._side):
             first = [d(state.frame_dev) for d in self._detectors]
@@ -260,10 +281,7 @@ class GpuFaceNetworks:
         # a graph per size: it reads that size's device frame
 
         def mesh() -> None:
-            result = self._mesh(state.frame_dev, index, FaceRois(roi[:, 0:2], roi[:, 2],
-                                                                 roi[:, 3]))
-            out_lm.copy_(result.landmarks_px)
-            out_presence.copy_(result.presence)
+            run_mesh(self._mesh, state.frame_dev, index, roi, out_lm, out_presence)
 
         with torch.inference_mode():
             if self.use_graphs:  # a benign region for the warm-up runs, on the mesh's stream

@@ -22,7 +22,6 @@ so the detector still runs beside the mesh. On a CPU the same code runs eagerly 
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,13 +30,16 @@ import numpy as np
 import torch
 
 from livecam.analysis.gpu.batching import Batcher, Request
-from livecam.analysis.gpu.facemesh import NUM_LANDMARKS, FaceRois
+from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.gpu.networks import (
     MAX_DETECTIONS,
     CapturedCall,
     Detection,
     mesh_buckets,
     mesh_results,
+    on_stream,
+    run_detectors,
+    run_mesh,
 )
 from livecam.analysis.roi import Roi
 from livecam.engines.cuda_streams import new_stream, release_stream
@@ -167,7 +169,7 @@ class SharedFaceNetworks:
                 self._stream = self._side = None
 
     def on_stream(self, stream: Any) -> Any:
-        return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
+        return on_stream(stream, self.cuda)
 
     def stack(self, height_px: int, width_px: int) -> FrameStack:
         """The stacked frames of this size (made, and its graphs captured, on first use)."""
@@ -194,10 +196,7 @@ class SharedFaceNetworks:
 
                 def detect(index: torch.Tensor = index,
                            outs: tuple[torch.Tensor, ...] = outs) -> None:
-                    for k, d in enumerate(self._detectors):
-                        found = d(stack.frames, frame_index=index)
-                        for dst, src in zip(outs[4 * k:4 * k + 4], found, strict=True):
-                            dst.copy_(src)
+                    run_detectors(self._detectors, stack.frames, outs, index)
 
                 stack.detect[b] = (CapturedCall(detect, device=self.device, stream=self._side,
                                                 use_graph=self.use_graphs), outs)
@@ -214,10 +213,8 @@ class SharedFaceNetworks:
 
                 def mesh(rows: torch.Tensor = rows, out_lm: torch.Tensor = out_lm,
                          out_presence: torch.Tensor = out_presence) -> None:
-                    result = self._mesh(stack.frames, rows[:, 4].long(),
-                                        FaceRois(rows[:, 0:2], rows[:, 2], rows[:, 3]))
-                    out_lm.copy_(result.landmarks_px)
-                    out_presence.copy_(result.presence)
+                    run_mesh(self._mesh, stack.frames, rows[:, 4].long(), rows, out_lm,
+                             out_presence)
 
                 with self.on_stream(self._stream):  # a benign region for the warm-up runs
                     rows.copy_(benign.expand(b, 5))

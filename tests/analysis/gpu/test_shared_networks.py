@@ -7,6 +7,7 @@ On the CPU here (the same torch code as on CUDA, eager; the CUDA graphs are the 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -64,6 +65,26 @@ def _assert_same(got: Followed, want: Followed) -> None:
             assert np.linalg.norm(mesh - mesh_ref, axis=1).max() < 0.5
 
 
+def _in_threads(n: int, body: Callable[[int], None]) -> list[BaseException]:
+    """``body(k)`` on ``n`` threads started together; the errors they raised."""
+    start = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            start.wait()
+            body(k)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return errors
+
+
 def test_each_stream_gets_what_networks_of_its_own_give(frames: list[np.ndarray]) -> None:
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
@@ -111,23 +132,13 @@ def test_streams_calling_at_once_each_get_their_own_results(frames: list[np.ndar
     clients = [shared.client() for _ in frames]
     for c in clients:
         c.open()
-    start = threading.Barrier(len(frames))
     got: dict[int, list[Followed]] = {k: [] for k in range(len(frames))}
-    errors: list[BaseException] = []
 
-    def run(k: int) -> None:
-        try:
-            start.wait()
-            for _ in range(3):
-                got[k].append(_follow_once(clients[k], frames[k]))
-        except BaseException as exc:
-            errors.append(exc)
+    def follow(k: int) -> None:
+        for _ in range(3):
+            got[k].append(_follow_once(clients[k], frames[k]))
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(frames))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
+    errors = _in_threads(len(frames), follow)
     for c in clients:
         c.close()
     assert not errors
@@ -241,32 +252,22 @@ def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray]) -> 
         c.open()
         s.open()
         c.prepare(f.shape[1], f.shape[0])
-    start = threading.Barrier(len(frames))
     got: dict[int, list[Followed]] = {k: [] for k in range(len(frames))}
-    errors: list[BaseException] = []
 
-    def run(k: int) -> None:
-        try:
-            start.wait()
-            for i in range(6):
-                image = frames[k].copy()
-                if i % 2:
-                    searches[k].launch(image)
-                got[k].append(_follow_once(clients[k], image))
-                kept = clients[k].device_frame(clients[k]._image)  # type: ignore[arg-type]
-                assert kept is not None
-                kept[1].synchronize()
-                assert np.array_equal(kept[0].cpu().numpy(), frames[k])
-                if i % 2:
-                    assert searches[k].take() is not None
-        except BaseException as exc:
-            errors.append(exc)
+    def follow(k: int) -> None:
+        for i in range(6):
+            image = frames[k].copy()
+            if i % 2:
+                searches[k].launch(image)
+            got[k].append(_follow_once(clients[k], image))
+            kept = clients[k].device_frame(clients[k]._image)  # type: ignore[arg-type]
+            assert kept is not None
+            kept[1].synchronize()
+            assert np.array_equal(kept[0].cpu().numpy(), frames[k])
+            if i % 2:
+                assert searches[k].take() is not None
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(frames))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
+    errors = _in_threads(len(frames), follow)
     for c, s in zip(clients, searches, strict=True):
         s.close()
         c.close()
