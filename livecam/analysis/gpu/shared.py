@@ -22,6 +22,7 @@ so the detector still runs beside the mesh. On a CPU the same code runs eagerly 
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,8 @@ from livecam.engines.cuda_streams import new_stream, release_stream
 
 if TYPE_CHECKING:
     from livecam.analysis.gpu.client import StreamFaceNetworks
+
+log = logging.getLogger(__name__)
 
 #: The most face regions one mesh graph takes (more run as several batches).
 MAX_MESH_BATCH = 64
@@ -153,6 +156,9 @@ class SharedFaceNetworks:
         self._rows_dev = torch.zeros((m, 5), dtype=torch.float32, device=self.device)
         self._mesh_host = (torch.zeros((m, NUM_LANDMARKS, 3), pin_memory=pinned),
                            torch.zeros((m,), pin_memory=pinned))
+        log.info("face detector (%s) and face mesh on %s shared by %d streams: their calls "
+                 "are batched (up to %d frames and %d regions a call)", self.detector_model,
+                 self.device, self.n_streams, self.n_streams, self.max_mesh)
 
     def release(self) -> None:
         with self._lock:
@@ -172,7 +178,10 @@ class SharedFaceNetworks:
         return on_stream(stream, self.cuda)
 
     def stack(self, height_px: int, width_px: int) -> FrameStack:
-        """The stacked frames of this size (made, and its graphs captured, on first use)."""
+        """The stacked frames of this size (made, and its graphs captured, on first use: every
+        stream's ``prepare`` does it before frames flow; a stream whose frame size changes
+        later holds every stream's calls while its graphs are captured, on CUDA a second or
+        two)."""
         stack = self._stacks.get((height_px, width_px))
         if stack is not None:
             return stack

@@ -283,3 +283,26 @@ def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray]) -> 
             for mesh in meshes:
                 if mesh is not None:  # the nearest reference mesh (fp16 may reorder scores)
                     assert min(np.linalg.norm(mesh - m, axis=1).mean() for m in refs) < 1.0
+
+
+def test_a_rebuilt_stream_takes_its_place_and_the_last_stream_closing_closes_the_models(
+        frames: list[np.ndarray]) -> None:
+    """A config reload rebuilds a stream's stages: the new chain's networks take the same place
+    (``slot_for``) and open before the old ones close; the models stay open until the last
+    stream's networks close."""
+    shared = SharedFaceNetworks(device="cpu", n_streams=2, detector_model="full",
+                                min_score=0.5, max_rois=2)
+    old, other = shared.slot_for(0), shared.slot_for(1)
+    old.open()
+    other.open()
+    new = shared.slot_for(0)
+    assert new.slot == old.slot == 0
+    new.open()
+    old.close()
+    _assert_same(_follow_once(new, frames[0]), _own(frame=frames[0]))
+    new.close()
+    assert shared._detectors  # stream 1 still runs
+    other.close()
+    assert not shared._detectors and not shared._stacks
+    with pytest.raises(ValueError, match="stream 2"):
+        shared.slot_for(2)
