@@ -29,12 +29,17 @@ if TYPE_CHECKING:
 
 
 class _Own:
-    """One stream's things for one frame size: pinned staging and the kept frames."""
+    """One stream's things for one frame size: its place in the stacked frames (as (H, W, 3)
+    and (1, H, W, 3) views, made once), pinned staging and the kept frames."""
 
-    def __init__(self, height_px: int, width_px: int, device: torch.device, cuda: bool,
+    def __init__(self, stack: FrameStack, slot: int, device: torch.device, cuda: bool,
                  keep_frames: int) -> None:
+        self.place = stack.frames[slot]
+        self.place_batch = stack.frames[slot:slot + 1]
+        height_px, width_px = int(self.place.shape[0]), int(self.place.shape[1])
         self.staging = torch.zeros((height_px, width_px, 3), dtype=torch.uint8,
                                    pin_memory=cuda)
+        self.staging_np = self.staging.numpy()
         self.kept = [torch.zeros((height_px, width_px, 3), dtype=torch.uint8, device=device)
                      for _ in range(keep_frames)]
         self.kept_ready = [torch.cuda.Event() if cuda else None for _ in range(keep_frames)]
@@ -95,22 +100,22 @@ class StreamFaceNetworks:
         """Allocate for this frame size and capture the shared graphs now (CUDA: seconds)."""
         self._size(height_px, width_px)
 
-    def _size(self, height_px: int, width_px: int) -> tuple[FrameStack, _Own]:
-        stack = self.shared.stack(height_px, width_px)
+    def _size(self, height_px: int, width_px: int) -> _Own:
         own = self._own.get((height_px, width_px))
         if own is None:
-            own = self._own[(height_px, width_px)] = _Own(height_px, width_px, self.device,
+            stack = self.shared.stack(height_px, width_px)
+            own = self._own[(height_px, width_px)] = _Own(stack, self.slot, self.device,
                                                           self.cuda, self.keep_frames)
-        return stack, own
+        return own
 
     def new_frame(self, image_bgr: ImageBGR) -> None:
         """A new frame: uploaded once into this stream's place of the stacked frames."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
-        stack, own = self._size(h, w)
+        own = self._size(h, w)
         if self.cuda:
             self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
-        np.copyto(own.staging.numpy(), image_bgr)
-        place = stack.frames[self.slot]
+        np.copyto(own.staging_np, image_bgr)
+        place = own.place
         with torch.inference_mode(), self.shared.on_stream(self._stream):
             for event in self._holds:  # a deferred reader of the last frame is done
                 self._stream.wait_event(event)
@@ -127,7 +132,7 @@ class StreamFaceNetworks:
                     ready.record(self._stream)
                 self._kept_for = (image_bgr, own.kept[k], own.kept_ready[k])
         self._image, self._found = image_bgr, None
-        self._frame_dev = stack.frames[self.slot:self.slot + 1]
+        self._frame_dev = own.place_batch
 
     def _frame(self, image_bgr: ImageBGR) -> None:
         if self._image is not image_bgr:
