@@ -47,7 +47,7 @@ class _Own:
 
 
 class StreamFaceNetworks:
-    """One stream's :class:`SharedFaceNetworks` (made by its ``client``/``slot_for``), with
+    """One stream's :class:`SharedFaceNetworks` (made by its ``slot_for``), with
     :class:`GpuFaceNetworks`' calls. One thread (the stream's pipeline thread) calls it."""
 
     refine_landmarks = False

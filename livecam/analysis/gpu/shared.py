@@ -12,7 +12,7 @@ batch is one detector call over the frames that asked (1, 2, 4, ... frames, gath
 index; a CUDA graph each) beside one mesh call over all their regions (buckets as well).
 
 Each stream gets a :class:`~livecam.analysis.gpu.client.StreamFaceNetworks` from
-:meth:`SharedFaceNetworks.client`. It offers
+:meth:`SharedFaceNetworks.slot_for`. It offers
 what ``GpuFaceNetworks`` offers (``detect``, ``landmarks``, ``frame_on_device``,
 ``device_frame``, ``hold_frame_until``), so the follower, the tile search and the swap work the
 same on either. A stream's first mesh call of a frame also asks for the frame's detections
@@ -92,7 +92,6 @@ class SharedFaceNetworks:
         self.batcher = Batcher(self._run)
         self._lock = threading.Lock()
         self._users = 0
-        self._next_slot = 0
         self._detectors: list[Any] = []
         self._mesh: Any = None
         self._stream: Any = None
@@ -103,25 +102,18 @@ class SharedFaceNetworks:
         self._det_host: tuple[torch.Tensor, ...] = ()
         self._mesh_host: tuple[torch.Tensor, torch.Tensor] = (torch.zeros(0), torch.zeros(0))
 
-    def client(self, *, detect_ahead: bool = True, keep_frames: int = 0) -> StreamFaceNetworks:
-        """The next stream's networks (its own place in the stacked frames)."""
-        from livecam.analysis.gpu.client import StreamFaceNetworks
-
-        with self._lock:
-            if self._next_slot >= self.n_streams:
-                raise RuntimeError(f"SharedFaceNetworks holds {self.n_streams} streams")
-            slot, self._next_slot = self._next_slot, self._next_slot + 1
-        return StreamFaceNetworks(self, slot, detect_ahead=detect_ahead,
-                                  keep_frames=keep_frames)
-
-    def slot_for(self, stream: int, **options: Any) -> StreamFaceNetworks:
-        """Stream ``stream``'s networks (place ``stream``; a rebuilt stage chain of the same
-        stream takes the same place: only one chain of a stream runs frames at a time)."""
+    def slot_for(self, stream: int, *, detect_ahead: bool = True,
+                 keep_frames: int = 0) -> StreamFaceNetworks:
+        """Stream ``stream``'s networks, in place ``stream`` of the stacked frames (a rebuilt
+        stage chain of the same stream takes the same place: only one chain of a stream runs
+        frames at a time). ``detect_ahead``: a frame's first mesh call asks for its detections
+        too; ``keep_frames``: as :class:`GpuFaceNetworks`' (for the swap)."""
         from livecam.analysis.gpu.client import StreamFaceNetworks
 
         if not 0 <= stream < self.n_streams:
             raise ValueError(f"stream {stream} is not one of {self.n_streams}")
-        return StreamFaceNetworks(self, stream, **options)
+        return StreamFaceNetworks(self, stream, detect_ahead=detect_ahead,
+                                  keep_frames=keep_frames)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -88,7 +88,7 @@ def _in_threads(n: int, body: Callable[[int], None]) -> list[BaseException]:
 def test_each_stream_gets_what_networks_of_its_own_give(frames: list[np.ndarray]) -> None:
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
-    clients = [shared.client(keep_frames=2) for _ in frames]
+    clients = [shared.slot_for(k, keep_frames=2) for k in range(len(frames))]
     for c in clients:
         c.open()
     try:
@@ -104,8 +104,8 @@ def test_each_stream_gets_what_networks_of_its_own_give(frames: list[np.ndarray]
     finally:
         for c in clients:
             c.close()
-    with pytest.raises(RuntimeError, match="4 streams"):
-        shared.client()
+    with pytest.raises(ValueError, match="stream 4 is not one of 4"):
+        shared.slot_for(4)
 
 
 def test_more_regions_than_a_mesh_graph_takes_run_in_several_batches(
@@ -113,7 +113,7 @@ def test_more_regions_than_a_mesh_graph_takes_run_in_several_batches(
     shared = SharedFaceNetworks(device="cpu", n_streams=2, detector_model="full",
                                 min_score=0.5, max_rois=1)
     assert shared.max_mesh == 2  # the group's three or more faces take two mesh calls or more
-    client = shared.client()
+    client = shared.slot_for(0)
     client.open()
     try:
         got = _follow_once(client, frames[0])
@@ -129,7 +129,7 @@ def test_streams_calling_at_once_each_get_their_own_results(frames: list[np.ndar
     want = [_own(f) for f in frames]
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
-    clients = [shared.client() for _ in frames]
+    clients = [shared.slot_for(k) for k in range(len(frames))]
     for c in clients:
         c.open()
     got: dict[int, list[Followed]] = {k: [] for k in range(len(frames))}
@@ -246,7 +246,7 @@ def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray]) -> 
     want = [_own(f) for f in frames]
     shared = SharedFaceNetworks(device="cuda", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
-    clients = [shared.client(keep_frames=3) for _ in frames]
+    clients = [shared.slot_for(k, keep_frames=3) for k in range(len(frames))]
     searches = [GpuTileSearch(c, tile_size_px=640) for c in clients]
     for c, f, s in zip(clients, frames, searches, strict=True):
         c.open()
