@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from livecam.analysis.gpu.networks import Detection
+from livecam.analysis.gpu.calls import Detection
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from livecam.analysis.gpu.batching import Request
+from livecam.analysis.gpu.calls import Detection, merged_detections
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
-from livecam.analysis.gpu.networks import Detection, merged_detections
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR

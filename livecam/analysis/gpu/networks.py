@@ -25,89 +25,32 @@ On a CPU the same code runs eagerly (CI). One thread (the pipeline thread) calls
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from livecam.analysis.gpu.facemesh import NUM_LANDMARKS, FaceRois
-from livecam.analysis.mesh import MIN_PRESENCE, MeshResult
+from livecam.analysis.gpu.calls import (
+    MAX_DETECTIONS,
+    CapturedCall,
+    Detection,
+    merged_detections,
+    mesh_buckets,
+    mesh_results,
+    on_stream,
+    run_detectors,
+    run_mesh,
+)
+from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
+from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 
 log = logging.getLogger(__name__)
-
-#: Detector output slots per frame (faces beyond the best this many are not reported).
-MAX_DETECTIONS = 64
-
-#: One detection on the host: box (4,) xyxy px, score, keypoints (6, 2) px.
-Detection = tuple[np.ndarray, float, np.ndarray]
-
-
-def mesh_buckets(max_rois: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to and including ``max_rois``: the region counts the mesh runs at."""
-    out = [1]
-    while out[-1] < max_rois:
-        out.append(min(out[-1] * 2, max_rois))
-    return tuple(out)
-
-
-def on_stream(stream: Any, cuda: bool) -> Any:
-    """``torch.cuda.stream(stream)`` on CUDA, nothing on a CPU."""
-    return torch.cuda.stream(stream) if cuda else contextlib.nullcontext()
-
-
-def run_detectors(detectors: Sequence[Any], frames: torch.Tensor,
-                  outs: Sequence[torch.Tensor], frame_index: torch.Tensor | None = None) -> None:
-    """Every detector on ``frames`` (those ``frame_index`` names; None: all), its four
-    outputs copied into ``outs`` (4 per detector, in order): a graph's fixed outputs."""
-    for k, detector in enumerate(detectors):
-        found = detector(frames, frame_index=frame_index)
-        for dst, src in zip(outs[4 * k:4 * k + 4], found, strict=True):
-            dst.copy_(src)
-
-
-def run_mesh(mesh: Any, frames: torch.Tensor, index: torch.Tensor, rows: torch.Tensor,
-             out_lm: torch.Tensor, out_presence: torch.Tensor) -> None:
-    """The mesh on the regions ``rows`` (N, 4+) (centre x, y, size, rotation) of the frames
-    ``index`` (N,) names, copied into the graph's fixed outputs."""
-    result = mesh(frames, index, FaceRois(rows[:, 0:2], rows[:, 2], rows[:, 3]))
-    out_lm.copy_(result.landmarks_px)
-    out_presence.copy_(result.presence)
-
-
-class CapturedCall:
-    """``fn`` captured once in a CUDA graph on ``stream`` (after ``warmup_runs`` eager runs)
-    and replayed by each call; on a CPU, or without graphs, ``fn`` itself."""
-
-    def __init__(self, fn: Callable[[], None], *, device: torch.device, stream: Any,
-                 use_graph: bool, warmup_runs: int = 2) -> None:
-        self._fn = fn
-        self._graph: Any = None
-        if not use_graph:
-            return
-        with torch.cuda.stream(stream):
-            for _ in range(warmup_runs):
-                fn()
-        torch.cuda.synchronize(device)
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: other streams of the process keep running their GPU work meanwhile
-        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-            fn()
-        torch.cuda.synchronize(device)
-        self._graph = graph
-
-    def __call__(self) -> None:
-        if self._graph is not None:
-            self._graph.replay()
-        else:
-            self._fn()
-
 
 class _SizeState:
     """Everything sized for one frame size: pinned staging, the device frame, the detector's
@@ -402,17 +345,3 @@ class GpuFaceNetworks:
         if self.cuda:
             self._stream.synchronize()
         return mesh_results(lm_host.numpy(), presence_host.numpy(), n)
-
-
-def mesh_results(lm: np.ndarray, presence: np.ndarray, n: int) -> list[MeshResult | None]:
-    """The first ``n`` rows of the mesh's host outputs (landmarks (N, 468, 3) in pixels and
-    presence (N,)) as results: None where the presence is under MediaPipe's floor."""
-    return [MeshResult(np.ascontiguousarray(lm[i, :, :2]), lm[i, :, 2].copy())
-            if presence[i] >= MIN_PRESENCE else None for i in range(n)]
-
-
-def merged_detections(found: list[Detection]) -> Faces:
-    """Detections best first, overlapping ones from the two models (``auto``) merged."""
-    from livecam.analysis.detect import merge_detections
-
-    return merge_detections(found, MAX_DETECTIONS)

@@ -31,8 +31,7 @@ import numpy as np
 import torch
 
 from livecam.analysis.gpu.batching import Batcher, Request
-from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
-from livecam.analysis.gpu.networks import (
+from livecam.analysis.gpu.calls import (
     MAX_DETECTIONS,
     CapturedCall,
     Detection,
@@ -42,6 +41,7 @@ from livecam.analysis.gpu.networks import (
     run_detectors,
     run_mesh,
 )
+from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.roi import Roi
 from livecam.engines.cuda_streams import new_stream, release_stream
 

@@ -37,7 +37,8 @@ from livecam.analysis.detect import (
     tile_crop,
     tiles,
 )
-from livecam.analysis.gpu.networks import MAX_DETECTIONS, CapturedCall, GpuFaceNetworks
+from livecam.analysis.gpu.calls import MAX_DETECTIONS, CapturedCall
+from livecam.analysis.gpu.networks import GpuFaceNetworks
 from livecam.core.types import ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 

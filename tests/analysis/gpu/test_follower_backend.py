@@ -10,7 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.analysis.gpu.networks import GpuFaceNetworks, mesh_buckets
+from livecam.analysis.gpu.calls import mesh_buckets
+from livecam.analysis.gpu.networks import GpuFaceNetworks
 from livecam.analysis.roi import Roi, roi_from_detection
 
 
