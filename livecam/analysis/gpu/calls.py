@@ -24,6 +24,17 @@ MAX_DETECTIONS = 64
 Detection = tuple[np.ndarray, float, np.ndarray]
 
 
+def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
+                   device: torch.device, dtype: torch.dtype) -> list[Any]:
+    """BlazeFace for ``detector_model`` (``short``, ``full``, or ``auto``: both, merged by
+    :func:`merged_detections`) on ``device`` in ``dtype``, ``MAX_DETECTIONS`` slots a frame."""
+    from livecam.analysis.gpu.models import load_blazeface
+
+    ranges = ("short", "full") if detector_model == "auto" else (detector_model,)
+    return [load_blazeface(r, models_dir=models_dir, max_faces=MAX_DETECTIONS,
+                           min_score=min_score).to(device, dtype) for r in ranges]
+
+
 def mesh_buckets(max_rois: int) -> tuple[int, ...]:
     """1, 2, 4, ... up to and including ``max_rois``: the region counts the mesh runs at."""
     out = [1]

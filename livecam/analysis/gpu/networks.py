@@ -34,9 +34,9 @@ import numpy as np
 import torch
 
 from livecam.analysis.gpu.calls import (
-    MAX_DETECTIONS,
     CapturedCall,
     Detection,
+    load_detectors,
     merged_detections,
     mesh_buckets,
     mesh_results,
@@ -125,14 +125,12 @@ class GpuFaceNetworks:
     def open(self) -> None:
         if self._detectors:
             return
-        from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+        from livecam.analysis.gpu.models import load_face_mesh
 
         dtype = torch.float16 if self.precision == "fp16" else torch.float32
-        ranges = ("short", "full") if self.detector_model == "auto" else (self.detector_model,)
-        self._detectors = [load_blazeface(r, models_dir=self.models_dir,
-                                          max_faces=MAX_DETECTIONS,
-                                          min_score=self.min_score).to(self.device, dtype)
-                           for r in ranges]
+        self._detectors = load_detectors(self.detector_model, models_dir=self.models_dir,
+                                         min_score=self.min_score, device=self.device,
+                                         dtype=dtype)
         if self.refine_landmarks:
             from livecam.analysis.mesh import FaceMeshLandmarker
 

@@ -32,9 +32,9 @@ import torch
 
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import (
-    MAX_DETECTIONS,
     CapturedCall,
     Detection,
+    load_detectors,
     mesh_buckets,
     mesh_results,
     on_stream,
@@ -129,14 +129,12 @@ class SharedFaceNetworks:
                 raise
 
     def _open(self) -> None:
-        from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+        from livecam.analysis.gpu.models import load_face_mesh
 
         dtype = torch.float16 if self.precision == "fp16" else torch.float32
-        ranges = ("short", "full") if self.detector_model == "auto" else (self.detector_model,)
-        self._detectors = [load_blazeface(r, models_dir=self.models_dir,
-                                          max_faces=MAX_DETECTIONS,
-                                          min_score=self.min_score).to(self.device, dtype)
-                           for r in ranges]
+        self._detectors = load_detectors(self.detector_model, models_dir=self.models_dir,
+                                         min_score=self.min_score, device=self.device,
+                                         dtype=dtype)
         self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
         if self.cuda:
             self._stream = new_stream(self.device)
