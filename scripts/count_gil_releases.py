@@ -1,0 +1,117 @@
+"""Count where livecam's face follower lets go of the GIL, per frame, by numpy entry point.
+
+    python scripts/count_gil_releases.py [--frames 20] [--faces 1] [--json count_gil_releases.json]
+
+With many streams in one process every release of the GIL is a hand-over among the threads
+(``scripts/bench_gil_streams.py``: the follower keeps 0.28x of its one-thread throughput on 16
+threads). This runs ``FaceFollower.follow`` (one face on a 1080p frame, the fake networks of
+``bench_follower_python.py``, no GPU) under gdb with a breakpoint on ``PyEval_SaveThread`` (the
+C call behind every release) for ``--frames`` frames after a warm-up, and tallies each release
+by the nearest numpy entry point in its C backtrace. Needs gdb (Linux). Prints a table and
+writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: C functions of numpy and CPython that name what a Python line did, nearest first
+ENTRIES = {
+    "array_assign_subscript": "a[...] = b (copy into a view)",
+    "PyUFunc_GenericReduction": "ufunc.reduce / min / max / sum",
+    "array_array": "np.array(...)",
+    "array_asarray": "np.asarray(..., dtype)",
+    "array_argmax": "argmax",
+    "array_argmin": "argmin",
+    "array_concatenate": "np.concatenate / stack",
+    "array_astype": "astype",
+    "array_subscript": "a[index] (fancy index)",
+    "ufunc_generic_fastcall": "ufunc with a cast (mixed dtypes)",
+    "array_copy": "copy",
+    "os_write": "the script's own markers",
+}
+
+CHILD = """
+import os, sys
+sys.path[:0] = [{root!r}, {scripts!r}]
+import numpy as np
+import bench_follower_python as b
+from livecam.analysis.follower import FaceFollower
+from livecam.config.analysis import AnalysisConfig
+scene = b.FakeScene({faces}, 200)
+image = np.zeros((b.FRAME_WH[1], b.FRAME_WH[0], 3), np.uint8)
+follower = FaceFollower(AnalysisConfig(max_faces=6), b.FakeNetworks(scene), b.FakeSearch())
+follower.open()
+for i in range(60):
+    scene.frame = i % 200
+    follower.follow(image, i)
+os.write(1, b"MARK\\n")
+for i in range(60, 60 + {frames}):
+    scene.frame = i % 200
+    follower.follow(image, i)
+os.write(1, b"DONE\\n")
+"""
+
+GDB = """set pagination off
+set breakpoint pending on
+break PyEval_SaveThread
+commands
+silent
+bt 12
+continue
+end
+run
+"""
+
+
+def tally(text: str) -> collections.Counter[str]:
+    """Releases between the markers, by the nearest known entry point of each backtrace."""
+    inside = text.split("\nMARK\n", 1)[-1].split("\nDONE\n", 1)[0]
+    counts: collections.Counter[str] = collections.Counter()
+    for trace in inside.split("\n#0 ")[1:]:
+        names = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\w+)", "#0 " + trace, re.M)
+        counts[next((n for n in names if n in ENTRIES), "other")] += 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--frames", type=int, default=20)
+    parser.add_argument("--faces", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=Path("count_gil_releases.json"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        child, cmds = Path(tmp) / "child.py", Path(tmp) / "gdb.txt"
+        child.write_text(textwrap.dedent(CHILD.format(
+            root=str(ROOT), scripts=str(ROOT / "scripts"), faces=args.faces,
+            frames=args.frames)))
+        cmds.write_text(GDB)
+        run = subprocess.run(["gdb", "-q", "-batch", "-x", str(cmds), "--args", sys.executable,
+                              str(child)], capture_output=True, text=True, timeout=900)
+    counts = tally(run.stdout)
+    counts.pop("os_write", None)
+    total = sum(counts.values())
+    print(f"GIL releases in FaceFollower.follow, {args.faces} face(s), {args.frames} frames: "
+          f"{total / args.frames:.1f} a frame")
+    print("| numpy entry point | what | a frame |")
+    print("|---|---|---|")
+    for name, n in counts.most_common():
+        print(f"| {name} | {ENTRIES.get(name, '')} | {n / args.frames:.1f} |")
+    args.json.write_text(json.dumps({"frames": args.frames, "faces": args.faces,
+                                     "per_frame": {k: v / args.frames
+                                                   for k, v in counts.items()}}, indent=2))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
