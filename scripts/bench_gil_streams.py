@@ -12,8 +12,8 @@ the GIL among the threads shows as fewer. ``--torch-calls K`` makes every fake n
 also run K tiny torch operations: torch's Python bindings let go of the GIL around each one, as
 the GPU networks' copies, event records and graph replays do on CUDA (H200 run 50: with 16
 streams a frame's Python took about 2.8 ms against 1.5 with one stream). A second table probes
-numpy alone: one operation on arrays of 400 and of 936 elements. Prints the tables and writes
-JSON.
+the same for a pure Python loop and for one numpy operation on arrays of 400 and of 936
+elements. Prints the tables and writes JSON.
 """
 
 from __future__ import annotations
@@ -117,12 +117,23 @@ def measure(threads: int, torch_calls: int, seconds: float, scene: FakeScene
             "min_thread_fps": min(counts) / wall}
 
 
-def numpy_probe(elements: int, threads: int, seconds: float) -> float:
-    """``a + b`` then ``.sum()`` on float32 arrays of ``elements``, as fast as ``threads``
-    threads can: pairs a second in all. numpy lets go of the GIL inside an operation on more
-    than 500 elements (a face's 468 x 2 landmarks are 936), not on fewer."""
+def _python_work() -> int:
+    total = 0
+    for i in range(200):
+        total += i * i
+    return total
+
+
+def _numpy_work(elements: int) -> Any:
+    """``(a + b).sum()`` on float32 arrays of ``elements``: numpy lets go of the GIL inside a
+    ufunc on more than 500 elements (a face's 468 x 2 landmarks are 936), not on fewer."""
     a = np.ones(elements, np.float32)
     b = np.ones(elements, np.float32)
+    return lambda: (a + b).sum()
+
+
+def probe(work: Any, threads: int, seconds: float) -> float:
+    """``work()`` as fast as ``threads`` threads can: calls a second in all."""
     stop = threading.Event()
     counts = [0] * threads
 
@@ -130,7 +141,7 @@ def numpy_probe(elements: int, threads: int, seconds: float) -> float:
         n = 0
         while not stop.is_set():
             for _ in range(100):
-                (a + b).sum()
+                work()
             n += 100
         counts[k] = n
 
@@ -169,16 +180,17 @@ def main() -> None:
         print(f"| {r['threads']} | {r['torch_calls']} | {r['frames_per_s']:.0f} | "
               f"{r['frames_per_s'] / one['frames_per_s']:.2f} | {r['cpu_us_per_frame']:.0f} | "
               f"{r['min_thread_fps']:.0f} |")
-    probe = {n: {t: numpy_probe(n, t, args.seconds / 2) for t in (1, 2, 8)}
-             for n in (400, 936)}
-    print("\n| numpy a + b, sum: elements | 1 thread, pairs/s | 2 threads vs 1 | "
-          "8 threads vs 1 |")
+    works = {"pure Python (a 200-step loop)": _python_work,
+             **{f"numpy a + b, sum on {n} float32": _numpy_work(n) for n in (400, 936)}}
+    probes = {name: {t: probe(work, t, args.seconds / 2) for t in (1, 2, 8)}
+              for name, work in works.items()}
+    print("\n| work | 1 thread, calls/s | 2 threads vs 1 | 8 threads vs 1 |")
     print("|---|---|---|---|")
-    for n, by in probe.items():
-        print(f"| {n} | {by[1]:.0f} | {by[2] / by[1]:.2f} | {by[8] / by[1]:.2f} |")
+    for name, by in probes.items():
+        print(f"| {name} | {by[1]:.0f} | {by[2] / by[1]:.2f} | {by[8] / by[1]:.2f} |")
     args.json.write_text(json.dumps({"python": platform.python_version(),
                                      "cores": os.cpu_count(), "rows": rows,
-                                     "numpy_probe": probe}, indent=2))
+                                     "probes": probes}, indent=2))
     print(f"wrote {args.json}")
 
 
