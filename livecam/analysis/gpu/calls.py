@@ -107,3 +107,15 @@ def merged_detections(found: list[Detection]) -> Faces:
     from livecam.analysis.detect import merge_detections
 
     return merge_detections(found, MAX_DETECTIONS)
+
+
+def frame_detections(outputs_host: Sequence[torch.Tensor], frame: int) -> list[Detection]:
+    """Frame ``frame``'s valid detections from the detectors' host outputs (four a detector:
+    boxes, keypoints, scores, valid), read in place: no copy of the other frames' rows."""
+    found: list[Detection] = []
+    for k in range(0, len(outputs_host), 4):
+        boxes, points, scores, valid = (t.numpy()[frame] for t in outputs_host[k:k + 4])
+        found += [(boxes[i].astype(np.float32), float(scores[i]), points[i].astype(np.float32))
+                  for i in np.flatnonzero(valid)]
+    return found
+

@@ -35,7 +35,7 @@ import torch
 
 from livecam.analysis.gpu.calls import (
     CapturedCall,
-    Detection,
+    frame_detections,
     load_detectors,
     merged_detections,
     mesh_buckets,
@@ -302,13 +302,7 @@ class GpuFaceNetworks:
         state = self._frame(image_bgr)
         if self.cuda:
             self._detected.synchronize()
-        found: list[Detection] = []
-        for k in range(len(self._detectors)):
-            boxes, kps, scores, valid = (t.numpy()[0] for t in state.det_host[4 * k:4 * k + 4])
-            for j in np.flatnonzero(valid):
-                found.append((boxes[j].astype(np.float32), float(scores[j]),
-                              kps[j].astype(np.float32)))
-        return merged_detections(found)
+        return merged_detections(frame_detections(state.det_host, 0))
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
         """The mesh in each region (None where its presence is under MediaPipe's floor)."""

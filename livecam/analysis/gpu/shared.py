@@ -33,7 +33,7 @@ import torch
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import (
     CapturedCall,
-    Detection,
+    frame_detections,
     load_detectors,
     mesh_buckets,
     mesh_results,
@@ -252,11 +252,8 @@ class SharedFaceNetworks:
         if detect:
             if self.cuda:
                 self._side.synchronize()
-            arrays = [t.float().numpy() if t.dtype == torch.float16 else t.numpy()
-                      for t in self._det_host]
             for j, r in enumerate(detect):
-                r.found = [found for k in range(len(self._detectors))
-                           for found in _frame_detections(arrays[4 * k:4 * k + 4], j)]
+                r.found = frame_detections(self._det_host, j)
 
     def _launch_detect(self, stack: FrameStack, slots: list[int]) -> None:
         bucket = next(b for b in stack.detect if b >= len(slots))
@@ -288,9 +285,3 @@ class SharedFaceNetworks:
         if self.cuda:
             self._stream.synchronize()
         return lm_host.numpy(), presence_host.numpy()
-
-
-def _frame_detections(arrays: list[np.ndarray], j: int) -> list[Detection]:
-    boxes, points, scores, valid = (a[j] for a in arrays)
-    return [(boxes[i].astype(np.float32), float(scores[i]), points[i].astype(np.float32))
-            for i in np.flatnonzero(valid)]
