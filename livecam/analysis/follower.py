@@ -43,6 +43,7 @@ import numpy as np
 from livecam.analysis import mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
+from livecam.analysis.keepgil import copy_into
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
 from livecam.analysis.networks import DeferredTileSearch, FaceNetworks, TileSearch
@@ -56,7 +57,7 @@ from livecam.analysis.observations import (
     mesh_observation,
     overlaps,
 )
-from livecam.analysis.roi import boxes_from_landmarks, roi_from_detection
+from livecam.analysis.roi import box_from_landmarks, boxes_from_landmarks, roi_from_detection
 from livecam.analysis.select import FaceSelector
 from livecam.analysis.smooth import LandmarkSmoother
 from livecam.config.analysis import AnalysisConfig
@@ -146,7 +147,8 @@ class FaceFollower:
         obs = self._observe(image, carried, strong, searched, index, timings)
 
         t1 = time.perf_counter_ns()
-        boxes = np.array([o.box_xyxy for o in obs], np.float32).reshape(-1, 4)
+        # from Python floats: an array of the (4,) arrays would copy each (see keepgil)
+        boxes = np.array([o.box_xyxy.tolist() for o in obs], np.float32).reshape(-1, 4)
         scores = np.array([o.score for o in obs], np.float32)
         size = (image.shape[1], image.shape[0])
         result = self.tracker.update(boxes, scores, frame_size_px=size, steps=gap)
@@ -293,7 +295,7 @@ class FaceFollower:
     def _place_holders(self, carried_ids: set[int]) -> list[np.ndarray]:
         """Boxes of the followed faces that hold a place without being seen this frame: those
         followed last frame whose carry failed now, and lost ones still covered."""
-        boxes = [boxes_from_landmarks(m[None])[0] for tid, m in self._marks.items()
+        boxes = [box_from_landmarks(m) for tid, m in self._marks.items()
                  if tid not in carried_ids]
         return boxes + self._hidden.holders(exclude=set(self._marks))
 
@@ -350,22 +352,23 @@ class FaceFollower:
         self.smoother.keep_only({t for t, _, _ in rows})
         if not rows:
             return Faces.empty()
-        xy_out, z_out, score_out = [], [], []
-        for tid, o, new in rows:
+        # one batch the faces are written into (stacking per-face arrays would copy each,
+        # and every copy lets numpy go of the GIL: see keepgil)
+        k = rows[0][1].mesh.landmarks_xy.shape[0]  # type: ignore[union-attr]
+        xy_arr = np.empty((len(rows), k, 2), np.float32)
+        z_arr = np.empty((len(rows), k), np.float32)
+        for i, (tid, o, new) in enumerate(rows):
             assert o.mesh is not None
             if new:
                 self.smoother.reset(tid)
             if self.config.smoothing:
-                xy, z = self.smoother.smooth(tid, o.mesh.landmarks_xy, o.mesh.landmarks_z, dt_s)
+                self.smoother.smooth(tid, o.mesh.landmarks_xy, o.mesh.landmarks_z, dt_s,
+                                     out=(xy_arr[i], z_arr[i]))
             else:
-                xy, z = o.mesh.landmarks_xy, o.mesh.landmarks_z
-            xy_out.append(xy)
-            z_out.append(z)
-            score_out.append(o.score)
-        xy_arr = np.array(xy_out, np.float32)  # stacked and cast in one copy
+                copy_into(xy_arr[i], o.mesh.landmarks_xy)
+                copy_into(z_arr[i], o.mesh.landmarks_z)
         return Faces(boxes_xyxy=boxes_from_landmarks(xy_arr),
-                     scores=np.array(score_out, np.float32),
+                     scores=np.array([o.score for _, o, _ in rows], np.float32),
                      keypoints_xy=six_keypoints(xy_arr), landmarks_xy=xy_arr,
-                     landmarks_z=np.array(z_out, np.float32),
+                     landmarks_z=z_arr,
                      track_ids=np.array([t for t, _, _ in rows], np.int64))
-

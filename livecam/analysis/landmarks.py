@@ -22,8 +22,9 @@ TRAGION_IMAGE_LEFT = 234
 TRAGION_IMAGE_RIGHT = 454
 _FIVE_POINT_SOURCES = (*EYE_IMAGE_LEFT, *EYE_IMAGE_RIGHT, NOSE_TIP, MOUTH_IMAGE_LEFT,
                        MOUTH_IMAGE_RIGHT)
-_SIX_KEYPOINT_SOURCES = (*EYE_IMAGE_LEFT, *EYE_IMAGE_RIGHT, NOSE_TIP, *LIP_MIDPOINTS,
-                         TRAGION_IMAGE_LEFT, TRAGION_IMAGE_RIGHT)
+# the points each of six_keypoints' keypoints is the mean of, in BlazeFace's order
+_SIX_KEYPOINT_GROUPS = (EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, (NOSE_TIP,), LIP_MIDPOINTS,
+                        (TRAGION_IMAGE_LEFT,), (TRAGION_IMAGE_RIGHT,))
 
 
 def _as_batch(landmarks_xy: np.ndarray) -> np.ndarray:
@@ -57,14 +58,13 @@ def six_keypoints(landmarks_xy: np.ndarray) -> FloatArray:
     whether it came from a detection or from tracked landmarks). Any thread.
     """
     lm = _as_batch(landmarks_xy)
-    # one gather of the 13 points involved, then means over slices of it (cheaper per frame
-    # than five_point's separate fancy-indexing passes)
-    pts = lm[:, _SIX_KEYPOINT_SOURCES]
+    # Each keypoint from (N, 2) views of its points, added in the order a sum over them adds
+    # and written with ``out=``: a gather (fancy index) and writes into views of the output
+    # (``out[:, k] = ...``) would each let go of the GIL (see keepgil), seven times a frame.
     out = np.empty((len(lm), 6, 2), np.float32)
-    out[:, 0] = pts[:, 0:4].sum(axis=1) * 0.25  # sum: ndarray.mean's wrapper costs ~10 us
-    out[:, 1] = pts[:, 4:8].sum(axis=1) * 0.25
-    out[:, 2] = pts[:, 8]
-    out[:, 3] = pts[:, 9:11].sum(axis=1) * 0.5
-    out[:, 4] = pts[:, 11]
-    out[:, 5] = pts[:, 12]
+    for k, points in enumerate(_SIX_KEYPOINT_GROUPS):
+        total = lm[:, points[0]]
+        for i in points[1:]:
+            total = total + lm[:, i]
+        np.multiply(total, 1.0 / len(points), out=out[:, k])  # x * 1.0 is x, bit for bit
     return out

@@ -105,7 +105,10 @@ class HiddenFaces:
             box = grown(entry.box_xyxy, min(_LOST_GROWTH * since, _LOST_GROWTH_MAX))
             moved = (moved_marks(entry.marks, entry.box_xyxy)[None] if entry.marks is not None
                      else np.full((1, 0, 2), np.nan, np.float32))
-            out.append(WithheldFaces(box[None].astype(np.float32), moved.astype(np.float32),
+            # (both float32 already, and new: copy=False spares a copy, which lets numpy go
+            # of the GIL)
+            out.append(WithheldFaces(box[None].astype(np.float32, copy=False),
+                                     moved.astype(np.float32, copy=False),
                                      np.array([tid], np.int64),
                                      np.array([Unswappable.LOST], np.uint8)))
         return WithheldFaces.concat(out)

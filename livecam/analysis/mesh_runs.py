@@ -16,7 +16,13 @@ import numpy as np
 
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.networks import FaceNetworks
-from livecam.analysis.observations import Observation, at_edge, mesh_observation, share_inside
+from livecam.analysis.observations import (
+    Observation,
+    at_edge,
+    floats,
+    mesh_observation,
+    share_inside,
+)
 from livecam.analysis.roi import Roi, roi_from_detection, roi_from_landmarks
 from livecam.core.types import Faces, ImageBGR
 from livecam.track.bytetrack import iou_matrix
@@ -100,16 +106,21 @@ def verified(networks: FaceNetworks, image: ImageBGR, carried: list[Observation]
     overlaps stays (a face the detector misses this frame)."""
     if whole is None or len(whole) == 0 or not carried:
         return list(carried)
-    iou = iou_matrix(np.stack([o.box_xyxy for o in carried]), whole.boxes_xyxy)
-    owner = np.argmax(iou, axis=0)  # the carried face each detection overlaps most
+    # IoUs as Python floats and argmax as max (both take the first of equals): numpy's
+    # stack, casts and argmax would each let go of the GIL (see keepgil)
+    iou = iou_matrix(np.array([floats(o.box_xyxy) for o in carried]),
+                     whole.boxes_xyxy).tolist()
+    # the carried face each detection overlaps most
+    owner = [max(range(len(col)), key=col.__getitem__) for col in zip(*iou, strict=True)]
     h, w = image.shape[:2]
     out = []
     for i, o in enumerate(carried):
-        j = int(np.argmax(iou[i]))
+        row = iou[i]
+        j = max(range(len(row)), key=row.__getitem__)
         # a detection on another followed face (two people crossing: the one behind
         # overlaps the one in front) is that face's, not a sign this one slid; at the
         # frame's edge a detection sees only the part inside, the carried mesh the face
-        if (not _SLID_IOU[0] < iou[i, j] < _SLID_IOU[1] or owner[j] != i
+        if (not _SLID_IOU[0] < row[j] < _SLID_IOU[1] or owner[j] != i
                 or share_inside(o.box_xyxy, w, h) < 1.0
                 or share_inside(whole.boxes_xyxy[j], w, h) < 1.0
                 or at_edge(whole.boxes_xyxy[j], w, h)):

@@ -8,13 +8,15 @@ did not find), and turn observations into :class:`~livecam.core.types.WithheldFa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from livecam.analysis.detect import SearchResult
+from livecam.analysis.keepgil import copy_into
 from livecam.analysis.mesh import MeshResult
-from livecam.analysis.roi import boxes_from_landmarks
+from livecam.analysis.roi import box_from_landmarks
 from livecam.core.types import Unswappable, WithheldFaces
 from livecam.track.bytetrack import PAIRS_IN_PYTHON, box_iou, iou_matrix
 
@@ -61,8 +63,14 @@ def inside_any(boxes: np.ndarray, region: np.ndarray, share: float = 0.6) -> boo
 
 
 def mesh_observation(mesh: MeshResult, score: float, carried_from: int) -> Observation:
-    box = boxes_from_landmarks(mesh.landmarks_xy[None])[0]
-    return Observation(box, score, mesh, carried_from=carried_from)
+    return Observation(box_from_landmarks(mesh.landmarks_xy), score, mesh,
+                       carried_from=carried_from)
+
+
+def floats(box: np.ndarray | Sequence[float]) -> list[float]:
+    """A box (4,) as Python floats: its own values, which a float64 copy would hold (an
+    array's ``tolist``; numpy's cast to float64 would let go of the GIL, see keepgil)."""
+    return box.tolist() if isinstance(box, np.ndarray) else [float(v) for v in box]
 
 
 def overlaps(box: np.ndarray, others: list[np.ndarray]) -> bool:
@@ -70,11 +78,11 @@ def overlaps(box: np.ndarray, others: list[np.ndarray]) -> bool:
     :data:`SAME_FACE_IOU` (the first such one ends the search)."""
     if not others:
         return False
-    rows = np.array(others, np.float64).reshape(-1, 4)
-    if len(rows) > PAIRS_IN_PYTHON:
+    if len(others) > PAIRS_IN_PYTHON:
+        rows = np.array(others, np.float64).reshape(-1, 4)
         return bool(iou_matrix(np.asarray(box)[None], rows).max() >= SAME_FACE_IOU)
-    one = np.asarray(box, np.float64).tolist()
-    return any(box_iou(one, row) >= SAME_FACE_IOU for row in rows.tolist())
+    one = floats(box)
+    return any(box_iou(one, floats(row)) >= SAME_FACE_IOU for row in others)
 
 
 #: Detections narrower than this are ignored: nobody can be told apart at that size, and they
@@ -126,11 +134,11 @@ def share_inside(box: np.ndarray, w: int, h: int) -> float:
 
 def moved_marks(marks: np.ndarray, box: np.ndarray) -> np.ndarray:
     """Landmarks (K, 2) moved and scaled from their own box onto ``box``."""
-    own = boxes_from_landmarks(marks[None])[0]
+    own = box_from_landmarks(marks)
     scale = float(box[2] - box[0]) / max(float(own[2] - own[0]), 1e-6)
     centre_own = 0.5 * (own[:2] + own[2:])
     centre_new = 0.5 * (box[:2] + box[2:])
-    return ((marks - centre_own) * scale + centre_new).astype(np.float32)
+    return ((marks - centre_own) * scale + centre_new).astype(np.float32, copy=False)
 
 
 def as_withheld(held: list[tuple[int, Observation, Unswappable]]) -> WithheldFaces:
@@ -140,8 +148,9 @@ def as_withheld(held: list[tuple[int, Observation, Unswappable]]) -> WithheldFac
     marks = np.full((len(held), k, 2), np.nan, np.float32)
     for i, (_, o, _) in enumerate(held):
         if o.mesh is not None and k:
-            marks[i] = o.mesh.landmarks_xy
-    return WithheldFaces(np.stack([o.box_xyxy for _, o, _ in held]).astype(np.float32), marks,
+            copy_into(marks[i], o.mesh.landmarks_xy)  # marks[i] = ..., keeping the GIL
+    return WithheldFaces(np.array([floats(o.box_xyxy) for _, o, _ in held], np.float32),
+                         marks,
                          np.array([t for t, _, _ in held], np.int64),
                          np.array([r for _, _, r in held], np.uint8))
 
@@ -151,12 +160,13 @@ def any_overlap(obs: list[Observation]) -> bool:
     this frame's detections)."""
     if len(obs) < 2:
         return False
-    boxes = np.array([o.box_xyxy for o in obs], np.float64)
+    rows = [floats(o.box_xyxy) for o in obs]
     if len(obs) * (len(obs) - 1) // 2 > PAIRS_IN_PYTHON:
+        boxes = np.array(rows, np.float64)
         iou = iou_matrix(boxes, boxes)
         np.fill_diagonal(iou, 0.0)
         return bool(iou.max() > SAME_FACE_IOU)
-    rows = boxes.tolist()  # IoU is symmetric: each pair once
+    # IoU is symmetric: each pair once
     return any(box_iou(a, b) > SAME_FACE_IOU for i, a in enumerate(rows) for b in rows[i + 1:])
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livecam.analysis.keepgil import box_of
 from livecam.core.types import FloatArray
 
 # Face mesh indices (MediaPipe canonical face model) of the two outer eye corners that
@@ -81,12 +82,12 @@ def roi_from_landmarks(landmarks_xy: np.ndarray) -> Roi:
 
 def boxes_from_landmarks(landmarks_xy: np.ndarray) -> FloatArray:
     """Axis-aligned boxes (N, 4) float32 xyxy px around landmarks (N, K, 2) px."""
-    out = np.empty((len(landmarks_xy), 4), np.float32)
-    if len(out):
-        # per coordinate over (N, K) strided views: see roi_from_landmarks
-        xs, ys = landmarks_xy[:, :, 0], landmarks_xy[:, :, 1]
-        out[:, 0] = _min(xs, axis=1)
-        out[:, 1] = _min(ys, axis=1)
-        out[:, 2] = _max(xs, axis=1)
-        out[:, 3] = _max(ys, axis=1)
-    return out
+    # face by face on 1-D columns, then one array from the Python floats: (N, K) reductions
+    # over axis 1 and writes into columns of the output each let go of the GIL (see keepgil)
+    return np.array([box_of(face) for face in landmarks_xy], np.float32).reshape(-1, 4)
+
+
+def box_from_landmarks(landmarks_xy: np.ndarray) -> FloatArray:
+    """Box (4,) float32 xyxy px around one face's landmarks (K, 2) px: one row of
+    :func:`boxes_from_landmarks`."""
+    return np.array(box_of(landmarks_xy), np.float32)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livecam.analysis.keepgil import copy_into, row_chunks
 from livecam.core.types import FloatArray
 
 
@@ -76,34 +77,53 @@ class LandmarkSmoother:
             del self._states[tid]
 
     def smooth(self, track_id: int, landmarks_xy: np.ndarray, landmarks_z: np.ndarray,
-               dt_s: float) -> tuple[FloatArray, FloatArray]:
-        """Filtered (K, 2) and (K,) float32 for one track; the first call returns the input."""
+               dt_s: float, *, out: tuple[np.ndarray, np.ndarray] | None = None,
+               ) -> tuple[FloatArray, FloatArray]:
+        """Filtered (K, 2) and (K,) float32 for one track; the first call returns the input.
+
+        ``out``: (K, 2) and (K,) float32 arrays to write them into (rows of the caller's
+        (N, K, 2) and (N, K) batch: no copy to stack them), returned; new arrays when None.
+        """
+        xy_out, z_out = out if out is not None else (
+            np.empty(landmarks_xy.shape, np.float32), np.empty(landmarks_z.shape, np.float32))
         state = self._states.get(track_id)
         if state is None or state.xy.shape != landmarks_xy.shape or dt_s <= 0:
-            self._states[track_id] = _State(landmarks_xy.astype(np.float64),
-                                            landmarks_z.astype(np.float64), 0.0, (0.0, 0.0))
-            return landmarks_xy.astype(np.float32), landmarks_z.astype(np.float32)
-        # x' = x + a (raw - x), in place on the state: the same filter as a raw + (1 - a) x
-        # with two fewer (K, 3) temporaries per face per frame.
-        delta = landmarks_xy - state.xy  # float64 (K, 2)
+            self._states[track_id] = _State(
+                copy_into(np.empty(landmarks_xy.shape), landmarks_xy),
+                copy_into(np.empty(landmarks_z.shape), landmarks_z), 0.0, (0.0, 0.0))
+            return copy_into(xy_out, landmarks_xy), copy_into(z_out, landmarks_z)
+        # x' = x + a (raw - x), in place on the state, in pieces of at most 500 numbers and
+        # with the float32 input cast first on its own: a (K, 2) ufunc, or one mixing float32
+        # with float64, lets numpy go of the GIL (see keepgil). Same operations, same bits.
+        pieces = row_chunks(len(landmarks_xy), 2)
+        delta = np.empty(state.xy.shape)  # float64 (K, 2)
+        for s in pieces:
+            np.subtract(np.positive(landmarks_xy[s], out=delta[s]), state.xy[s], out=delta[s])
         raw_vx, raw_vy = (column_means(delta) / dt_s).tolist()
         a_d = _alpha(self.derivative_cutoff_hz, dt_s)
         vx = a_d * raw_vx + (1 - a_d) * state.velocity_px_s[0]
         vy = a_d * raw_vy + (1 - a_d) * state.velocity_px_s[1]
         speed = math.hypot(vx, vy)
         a = _alpha(self.min_cutoff_hz + self.beta * speed, dt_s)
-        delta *= a
-        state.xy += delta
-        state.z += a * (landmarks_z - state.z)
+        for s in pieces:
+            np.add(state.xy[s], np.multiply(delta[s], a, out=delta[s]), out=state.xy[s])
+        dz = np.positive(landmarks_z, out=np.empty(state.z.shape))  # (K,): one piece
+        np.add(state.z, np.multiply(np.subtract(dz, state.z, out=dz), a, out=dz), out=state.z)
         state.speed_px_s, state.velocity_px_s = speed, (vx, vy)
         if self.max_lag > 0:
             self._clamp_lag(state, landmarks_xy)
-        return state.xy.astype(np.float32), state.z.astype(np.float32)
+        return copy_into(xy_out, state.xy), copy_into(z_out, state.z)
 
     def _clamp_lag(self, state: _State, raw_xy: np.ndarray) -> None:
-        lag = column_means(raw_xy) - column_means(state.xy)
-        lag_px = float(np.hypot(*lag))
+        # the means' difference in Python floats: the float32 mean of float32 landmarks less
+        # the float64 one, as numpy's mixed subtraction gives it, without its cast
+        (rx, ry), (sx, sy) = column_means(raw_xy).tolist(), column_means(state.xy).tolist()
+        lag_x, lag_y = rx - sx, ry - sy
+        lag_px = float(np.hypot(lag_x, lag_y))  # numpy's hypot: math.hypot may differ by 1 ulp
         xs = raw_xy[:, 0]
         limit_px = self.max_lag * float(np.maximum.reduce(xs) - np.minimum.reduce(xs))
         if lag_px > limit_px > 0:
-            state.xy += lag * (1.0 - limit_px / lag_px)
+            keep = 1.0 - limit_px / lag_px
+            shift = np.array([lag_x * keep, lag_y * keep])
+            for s in row_chunks(len(state.xy), 2):
+                np.add(state.xy[s], shift, out=state.xy[s])

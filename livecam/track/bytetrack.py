@@ -112,15 +112,25 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:
-    """(len(a), len(b)) IoU of boxes given as (N, 4) x1 y1 x2 y2."""
-    a = np.asarray(a_xyxy, dtype=np.float64).reshape(-1, 4)
-    b = np.asarray(b_xyxy, dtype=np.float64).reshape(-1, 4)
+    """(len(a), len(b)) float64 IoU of boxes given as (N, 4) x1 y1 x2 y2."""
+    a, b = _float_boxes(a_xyxy), _float_boxes(b_xyxy)
     if len(a) == 0 or len(b) == 0:
         return np.zeros((len(a), len(b)))
     if len(a) * len(b) <= PAIRS_IN_PYTHON:
+        # tolist of float32 gives the float64 values a cast would: no cast (see _float_boxes)
         cols = b.tolist()
         return np.array([[box_iou(row, col) for col in cols] for row in a.tolist()])
-    return iou_matrix_numpy(a, b)
+    return iou_matrix_numpy(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False))
+
+
+def _float_boxes(boxes: object) -> np.ndarray:
+    """``boxes`` as an (N, 4) float array, float32 left as it is: numpy's cast to float64
+    lets go of the GIL (a hand-over among the streams' threads), and a few boxes are read as
+    Python floats anyway, which hold a float32's value exactly."""
+    a = np.asarray(boxes)
+    if a.dtype != np.float32:
+        a = a.astype(np.float64, copy=False)
+    return a.reshape(-1, 4)
 
 
 def iou_matrix_numpy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -222,17 +232,21 @@ class ByteTracker:
         frames, not updates).
         """
         s = self.settings
-        boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-        if len(boxes) != len(scores):
-            raise ValueError(f"{len(boxes)} boxes but {len(scores)} scores")
+        # float64 arrays for the numpy paths (many faces), made from Python floats: casting
+        # float32 arrays would let go of the GIL (see iou_matrix)
+        rows = _float_boxes(boxes_xyxy).tolist()
+        scores = np.array(np.asarray(scores).reshape(-1).tolist(), np.float64)
+        if len(rows) != len(scores):
+            raise ValueError(f"{len(rows)} boxes but {len(scores)} scores")
+        boxes = np.array(rows, np.float64).reshape(-1, 4)
+        score_list = scores.tolist()
         steps = max(1, int(steps))
         first = self._frame == 0
         self._frame += steps
         frame = self._frame
-        # Python floats (float64, the same bits) for the per-detection work: a handful of
-        # detections costs less in plain Python than in numpy's per-call overhead
-        rows, score_list = boxes.tolist(), scores.tolist()
+        # Python floats (float64, the same bits: rows and score_list) for the per-detection
+        # work: a handful of detections costs less in plain Python than in numpy's per-call
+        # overhead
         high = [i for i, v in enumerate(score_list) if v >= s.high_score_threshold]
         low = [i for i, v in enumerate(score_list)
                if s.low_score_threshold <= v < s.high_score_threshold]
@@ -294,7 +308,9 @@ class ByteTracker:
         # it (a jump too big for boxes to overlap: fast motion, or frames skipped under load).
         just_lost = [rest[i] for i in free_rest]
         leftover = [left_high[i] for i in free_left]
-        pairs4, _, free_left4 = _assign(self._closeness(just_lost, boxes[leftover]), 1e-6)
+        # (an index by an empty list would convert it, letting go of the GIL)
+        pairs4, _, free_left4 = _assign(self._closeness(
+            just_lost, boxes[leftover] if leftover else boxes[:0]), 1e-6)
         for ti, di in pairs4:
             apply(just_lost[ti], leftover[di])
         # New tracks from confident detections nobody claimed.
@@ -347,8 +363,12 @@ class ByteTracker:
     def _predict(self, tracks: list[_Track], steps: int) -> None:
         if not tracks:
             return
-        means = np.array([t.mean for t in tracks])  # np.stack's checks cost more
-        covs = np.array([t.cov for t in tracks])
+        # stacked by ufuncs into rows (+x is x, bit for bit): np.array or np.stack of the
+        # arrays copies each, and every copy lets numpy go of the GIL
+        means, covs = np.empty((len(tracks), 8)), np.empty((len(tracks), 8, 8))
+        for i, t in enumerate(tracks):
+            np.positive(t.mean, out=means[i])
+            np.positive(t.cov, out=covs[i])
         for i, t in enumerate(tracks):
             if t.state is not TrackState.TRACKED:
                 means[i, 7] = 0.0  # a lost face's height does not keep changing

@@ -23,3 +23,13 @@ def test_overlap_checks_on_plain_floats_agree_with_the_iou_matrix() -> None:
         full = iou_matrix_numpy(boxes.astype(np.float64), boxes.astype(np.float64))
         np.fill_diagonal(full, 0.0)
         assert any_overlap(obs) == bool(full.max() > SAME_FACE_IOU)
+
+
+def test_floats_are_the_values_a_float64_copy_holds() -> None:
+    from livecam.analysis.observations import floats
+
+    box = np.array([0.1, 1e-7, 1919.37, -3.3], np.float32)
+    got = floats(box)
+    assert all(type(v) is float for v in got)
+    assert got == box.astype(np.float64).tolist()
+    assert floats((1, 2.5, np.float32(0.1), 4)) == [1.0, 2.5, float(np.float32(0.1)), 4.0]

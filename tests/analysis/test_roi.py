@@ -41,3 +41,15 @@ def test_roi_and_boxes_from_landmarks_equal_whole_array_reductions(dtype: type) 
             boxes, np.concatenate([lm.min(axis=1), lm.max(axis=1)], axis=1).astype(np.float32))
     assert boxes_from_landmarks(np.zeros((0, 468, 2), np.float32)).shape == (0, 4)
 
+
+
+def test_box_from_landmarks_is_one_row_of_boxes_from_landmarks() -> None:
+    from livecam.analysis.roi import box_from_landmarks
+
+    lm = np.random.default_rng(5).uniform(0, 1900, (3, 468, 2))
+    for dtype in (np.float32, np.float64):
+        faces = lm.astype(dtype)
+        boxes = boxes_from_landmarks(faces)
+        for face, box in zip(faces, boxes, strict=True):
+            one = box_from_landmarks(face)
+            assert one.dtype == np.float32 and one.tobytes() == box.tobytes()

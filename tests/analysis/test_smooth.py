@@ -60,3 +60,20 @@ def test_a_moving_face_is_smoothed_as_the_reference_one_euro_filter() -> None:
     got = [smoother.smooth(7, lm, z, 1 / 30)[0] for lm in raw]
     for g, want in zip(got, _reference_one_euro(raw, z, 1 / 30, 0.03), strict=True):
         np.testing.assert_array_equal(g, want)
+
+
+def test_smooth_writes_into_out_what_it_returns_without_it() -> None:
+    rng = np.random.default_rng(2)
+    base = rng.uniform(300, 500, (468, 2))
+    z = rng.normal(0, 5, 468).astype(np.float32)
+    plain, into = LandmarkSmoother(max_lag=0.03), LandmarkSmoother(max_lag=0.03)
+    batch_xy = np.zeros((2, 468, 2), np.float32)
+    batch_z = np.zeros((2, 468), np.float32)
+    for i in range(12):
+        lm = (base + 20.0 * i + rng.normal(0, 0.4, base.shape)).astype(np.float32)
+        want_xy, want_z = plain.smooth(3, lm, z, 1 / 30)
+        got_xy, got_z = into.smooth(3, lm, z, 1 / 30, out=(batch_xy[1], batch_z[1]))
+        assert np.shares_memory(got_xy, batch_xy[1]) and np.shares_memory(got_z, batch_z[1])
+        np.testing.assert_array_equal(batch_xy[1], want_xy)
+        np.testing.assert_array_equal(batch_z[1], want_z)
+        assert not batch_xy[0].any() and not batch_z[0].any()

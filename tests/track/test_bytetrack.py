@@ -239,3 +239,28 @@ def test_the_one_face_and_few_faces_paths_track_as_numpy_does(
             for (_, bf, _), (_, bs, _) in zip(frame_f[5], frame_s[5], strict=True):
                 np.testing.assert_array_equal(bf, bs)
             assert frame_f[6] == frame_s[6]
+
+
+def test_float32_boxes_track_as_their_float64_copies_do() -> None:
+    """update and iou_matrix read float32 boxes as Python floats rather than casting them
+    (numpy's cast lets go of the GIL): the same ids, boxes and IoUs, bit for bit."""
+    rng = np.random.default_rng(8)
+    a32 = _awkward_boxes(rng, 3).astype(np.float32)
+    b32 = _awkward_boxes(rng, 2).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for a, b in ((a32[:1], b32[:1]), (a32, b32), (a32, np.tile(b32, (4, 1)))):
+            np.testing.assert_array_equal(iou_matrix(a, b), iou_matrix(
+                a.astype(np.float64), b.astype(np.float64)))
+    t32, t64 = ByteTracker(), ByteTracker()
+    pos = np.array([[200.0, 300.0], [500.0, 300.0]])
+    for i in range(40):
+        pos += rng.normal(0, 6, pos.shape)
+        boxes = np.concatenate([pos - 45.3, pos + 45.3], 1)[: 1 + (i // 10) % 2]
+        scores = rng.uniform(0.4, 1.0, len(boxes)).astype(np.float32)
+        r32 = t32.update(boxes.astype(np.float32), scores)
+        r64 = t64.update(boxes.astype(np.float32).astype(np.float64), scores.astype(np.float64))
+        for x, y in zip((r32.track_ids, r32.det_indices, r32.boxes_xyxy, r32.is_new),
+                        (r64.track_ids, r64.det_indices, r64.boxes_xyxy, r64.is_new),
+                        strict=True):
+            np.testing.assert_array_equal(x, y)
+        assert t32.velocities_px() == t64.velocities_px()
