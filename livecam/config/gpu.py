@@ -37,6 +37,14 @@ class GpuConfig:
                                 "paste-back works in, px. It must exceed the face's crop "
                                 "footprint (about 1.8x the face width, more when the head is "
                                 "rolled); larger costs more per face.", range=(64, 4096))
+    paste_window_large_px: int = knob(1088, "A second, larger paste window for faces "
+                                      "whose crop footprint exceeds paste_window_px (a face "
+                                      "close to the camera: about 400 px wide and more at "
+                                      "1080p), px, cut to the frame's smaller side. A frame "
+                                      "uses it only when one of its faces needs it, and costs "
+                                      "more then; its CUDA graphs are captured at start too "
+                                      "(a longer start). 0 = none: such faces are covered.",
+                                      range=(0, 4096))
     colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
                                  "live one on the 128 px crop: blur size, px; 0 = off (as "
                                  "insightface).", range=(0.0, 128.0))

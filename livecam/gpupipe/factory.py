@@ -171,6 +171,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         source_embedding=models.embeddings(identities.load), n_streams=n_streams,
         max_faces=config.analysis.max_faces, slots=config.gpu.slots,
         use_graphs=config.gpu.cuda_graphs, window_px=config.gpu.paste_window_px,
+        window_large_px=config.gpu.paste_window_large_px,
         colour_blur_px=config.gpu.colour_blur_px,
         model_options={"crop_px": manifest.crop_size_px or 128,
                        "template": manifest.template or "arcface_128",

@@ -1,8 +1,8 @@
-"""CUDA-graph capture of the swap program, per (slot, face-count bucket).
+"""CUDA-graph capture of the swap program, per (slot, face-count bucket, paste window).
 
-A graph replays fixed device addresses, so each slot (its own buffers) and each face count
-(its own shapes) gets its own graphs. Modes, tried in order, falling back rather than failing
-(:attr:`GraphRunner.modes` says which ran and why):
+A graph replays fixed device addresses, so each slot (its own buffers), each face count and
+each paste window (their own shapes) gets its own graphs. Modes, tried in order, falling back
+rather than failing (:attr:`GraphRunner.modes` says which ran and why):
 
 1. ``graph``: one graph for the whole swap (alignment, crops, generator, colour, paste-back).
    Needs an engine whose forward is capturable inside someone else's graph
@@ -69,33 +69,40 @@ class GraphRunner:
     program: SwapProgram
     use_graphs: bool = True
     warmup_runs: int = 2
-    _entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
+    _entries: dict[tuple[int, int, int], _Entry] = field(default_factory=dict)
     _last_generated: Any = None  # event: the previous segmented generator call is done
 
     @property
     def modes(self) -> dict[str, str]:
-        """``"slot/bucket" -> mode`` (with the capture errors that led there)."""
-        return {f"{s}/{b}": e.mode + (f" ({e.error})" if e.error else "")
-                for (s, b), e in sorted(self._entries.items())}
+        """``"slot/bucket/window" -> mode`` (with the capture errors that led there)."""
+        return {f"{s}/{b}/{w}px": e.mode + (f" ({e.error})" if e.error else "")
+                for (s, b, w), e in sorted(self._entries.items())}
 
-    def prepare(self, slot: Slot, n_faces: int) -> str:
-        """Capture (or decide not to) for this slot and bucket; returns its mode."""
-        key = (slot.index, n_faces)
+    def _window(self, window_px: int | None) -> int:
+        return window_px or self.program.swapper.window_px
+
+    def prepare(self, slot: Slot, n_faces: int, window_px: int | None = None) -> str:
+        """Capture (or decide not to) for this slot, bucket and paste window (None: the
+        swapper's own); returns its mode."""
+        window = self._window(window_px)
+        key = (slot.index, n_faces, window)
         if key not in self._entries:
             with torch.inference_mode():
-                self._entries[key] = self._capture(slot, n_faces)
+                self._entries[key] = self._capture(slot, n_faces, window)
         return self._entries[key].mode
 
-    def run(self, slot: Slot, n_faces: int) -> None:
-        """Queue the program for ``n_faces`` (a bucket) on the current stream (the slot's)."""
-        self.prepare(slot, n_faces)
-        entry = self._entries[(slot.index, n_faces)]
+    def run(self, slot: Slot, n_faces: int, window_px: int | None = None) -> None:
+        """Queue the program for ``n_faces`` (a bucket), pasting in ``window_px``, on the
+        current stream (the slot's)."""
+        window = self._window(window_px)
+        self.prepare(slot, n_faces, window)
+        entry = self._entries[(slot.index, n_faces, window)]
         program = self.program
         with torch.inference_mode():
             if n_faces == 0:
                 return
             if entry.mode == "eager":
-                staged = program.prepare(slot, n_faces)
+                staged = program.prepare(slot, n_faces, window_px=window)
                 assert staged is not None
                 program.finish(slot, staged, self._generate(slot, staged))
                 self._generated(slot)
@@ -124,7 +131,7 @@ class GraphRunner:
     def _engine_graphs(self) -> bool:
         return bool(getattr(self.program.swapper.engine, "cuda_graphs", False))
 
-    def _capture(self, slot: Slot, n_faces: int) -> _Entry:
+    def _capture(self, slot: Slot, n_faces: int, window_px: int) -> _Entry:
         if not (self.use_graphs and slot.cuda):
             return _Entry("eager")
         if n_faces == 0:
@@ -133,30 +140,30 @@ class GraphRunner:
         modes = ("segmented",) if self._engine_graphs() else ("graph", "segmented")
         for mode in modes:
             try:
-                entry = (self._capture_whole(slot, n_faces) if mode == "graph"
-                         else self._capture_segmented(slot, n_faces))
+                entry = (self._capture_whole(slot, n_faces, window_px) if mode == "graph"
+                         else self._capture_segmented(slot, n_faces, window_px))
             except Exception as exc:  # capture refuses host syncs etc.: fall back, say why
                 torch.cuda.synchronize(slot.device)
                 errors.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-                log.warning("CUDA graph capture (%s) failed for slot %d, %d faces: %s",
-                            mode, slot.index, n_faces, errors[-1])
+                log.warning("CUDA graph capture (%s) failed for slot %d, %d faces, %d px "
+                            "window: %s", mode, slot.index, n_faces, window_px, errors[-1])
                 continue
             entry.error = "; ".join(errors)
             return entry
         return _Entry("eager", error="; ".join(errors))
 
-    def _capture_whole(self, slot: Slot, n_faces: int) -> _Entry:
+    def _capture_whole(self, slot: Slot, n_faces: int, window_px: int) -> _Entry:
         program = self.program
-        return _Entry("graph", (_capture(slot, lambda: program.run(slot, n_faces),
-                                         self.warmup_runs),))
+        return _Entry("graph", (_capture(
+            slot, lambda: program.run(slot, n_faces, window_px=window_px), self.warmup_runs),))
 
-    def _capture_segmented(self, slot: Slot, n_faces: int) -> _Entry:
+    def _capture_segmented(self, slot: Slot, n_faces: int, window_px: int) -> _Entry:
         program = self.program
         holder: list[Staged] = []
 
         def crops() -> None:
             holder.clear()
-            staged = program.prepare(slot, n_faces)
+            staged = program.prepare(slot, n_faces, window_px=window_px)
             assert staged is not None
             holder.append(staged)
 

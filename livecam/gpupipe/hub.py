@@ -47,7 +47,9 @@ class GpuSwapHub:
     :meth:`acquire`. ``emap``: () -> the model's (D, D) embedding map (read at open).
     ``source_embedding(name)``: an identity's (512,) ArcFace embedding, None or
     :class:`IdentityError` when it cannot be had. ``n_streams`` x ``max_faces`` face rows per
-    tick; ``slots`` ticks in flight (also each stream's bound). ``require_models()`` runs
+    tick; ``slots`` ticks in flight (also each stream's bound). ``window_px``: the paste
+    window; ``window_large_px``: a larger one for the ticks with a face the first cannot hold
+    (0: none). ``require_models()`` runs
     first in :meth:`acquire` (a missing model raises :class:`ModelError` naming the fetch).
     ``model_options``: the swap geometry of the model's manifest (``crop_px``, ``template``,
     ``mean``, ``std``) and ``pixel_boost_px`` (see :func:`~livecam.gpupipe.build.build_program`).
@@ -61,6 +63,7 @@ class GpuSwapHub:
     def __init__(self, generator: Any, *, emap: Callable[[], np.ndarray],
                  source_embedding: EmbeddingFn, n_streams: int, max_faces: int,
                  slots: int = 3, use_graphs: bool = True, window_px: int = 640,
+                 window_large_px: int = 0,
                  colour_blur_px: float = 0.0, model_options: dict[str, Any] | None = None,
                  require_models: Callable[[], object] | None = None,
                  missing_log_interval_s: float = 5.0,
@@ -80,6 +83,10 @@ class GpuSwapHub:
         self.slots = slots
         self.use_graphs = use_graphs
         self.window_px = window_px
+        #: the paste windows a tick may use: the usual one, and a larger one for faces that
+        #: it cannot hold (0 or not larger: none)
+        self.windows_px = (window_px,) + ((window_large_px,) if window_large_px > window_px
+                                          else ())
         self.colour_blur_px = colour_blur_px
         self.model_options = dict(model_options or {})
         self.require_models = require_models
@@ -103,6 +110,8 @@ class GpuSwapHub:
         self.ticks = 0
         #: frames in each of the last ticks (how well the streams batch)
         self.frames_per_tick: collections.deque[int] = collections.deque(maxlen=1000)
+        #: the paste window of each of the last ticks (how often faces need the large one)
+        self.window_per_tick: collections.deque[int] = collections.deque(maxlen=1000)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -220,7 +229,7 @@ class GpuSwapHub:
                               self.n_streams * self.max_faces, self._program.latent_dim,
                               hands=self.hands)
             sched = GpuScheduler(self._program, shape, self.device, n_slots=self.slots,
-                                 use_graphs=self._graphs_on())
+                                 use_graphs=self._graphs_on(), windows_px=self.windows_px)
             sched.open()
             if self._graphs_on():
                 t0 = time.perf_counter()
@@ -367,6 +376,7 @@ class GpuSwapHub:
                 request.host_latency_ms = (now_ns - request.t_submit_ns) / 1e6
                 request.done.set()
             self.frames_per_tick.append(len(requests))
+            self.window_per_tick.append(result.window_px)
             if not self._stopping:
                 self._launch()
         return True

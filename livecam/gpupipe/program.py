@@ -43,7 +43,8 @@ class Staged(NamedTuple):
     ``matrices`` (N, 2, 3) frame -> crop, ``crops`` (N, s, s, 3) BGR, ``blob`` (N k k, 3,
     s / k, s / k) network input, ``latents`` (N, D), ``valid`` (N,) bool, ``kps`` (N, 5, 2)
     the keypoints (the enhancer aligns its own crop from them), ``enhance`` (N,) bool: valid
-    and the enhancer's paste window holds the face."""
+    and the enhancer's paste window holds the face; ``window_px`` the paste window of this
+    tick (one of the program's windows: a tick whose faces all fit a smaller one costs less)."""
 
     frame_index: torch.Tensor
     matrices: torch.Tensor
@@ -54,6 +55,7 @@ class Staged(NamedTuple):
     kps: torch.Tensor
     enhance: torch.Tensor
     keep: KeepLoops | None = None
+    window_px: int = 0
 
 
 def _no_mark(_: str) -> None:
@@ -77,23 +79,27 @@ class SwapProgram:
         """The generator's source latent size, from its input spec."""
         return self.swapper.latent_dim
 
-    def prepare(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> Staged | None:
+    def prepare(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
+                window_px: int | None = None) -> Staged | None:
         """Keypoints in the slot's buffers to the generator's input, for the first
-        ``n_faces`` rows (also sets each row's ``fits``)."""
+        ``n_faces`` rows (also sets each row's ``fits`` in ``window_px``, None: the
+        swapper's own window)."""
         if n_faces == 0:
             return None
         n = n_faces
         fd = slot.faces_dev
         sw = self.swapper
+        window = window_px or sw.window_px
         index = fd.frame_index[:n]
         matrices, crops = sw.crops(slot.frames_dev, index, fd.kps[:n])
-        fd.fits[:n].copy_(mask_fits_window(matrices, sw.crop_px, sw.window_px))
+        fd.fits[:n].copy_(mask_fits_window(matrices, sw.crop_px, window))
         blob = sw.blob(crops)
         kps, valid = fd.kps[:n], fd.valid[:n]
         enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps)
         mark("align_crop")
         keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n]) if self.keep else None
-        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, keep)
+        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, keep,
+                      window)
 
     def generate(self, staged: Staged, mark: Marker = _no_mark, stream: Any = None
                  ) -> torch.Tensor:
@@ -113,15 +119,16 @@ class SwapProgram:
         faces = sw.colour_match(sw.to_faces(pred), staged.crops)
         mark("colour")
         sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid,
-                  hands_bhw_u8=hands, keep=staged.keep)
+                  hands_bhw_u8=hands, keep=staged.keep, window_px=staged.window_px or None)
         mark("paste")
         if self.enhancer is not None:
             self.enhancer.enhance_(slot.frames_dev, staged.frame_index, staged.kps,
                                    staged.enhance, hands_bhw_u8=hands, keep=staged.keep)
             mark("enhance")
 
-    def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark) -> None:
-        """The whole tick eagerly (or inside one capture)."""
-        staged = self.prepare(slot, n_faces, mark)
+    def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
+            window_px: int | None = None) -> None:
+        """The whole tick eagerly (or inside one capture), pasting in ``window_px``."""
+        staged = self.prepare(slot, n_faces, mark, window_px=window_px)
         if staged is not None:
             self.finish(slot, staged, self.generate(staged, mark), mark)

@@ -13,6 +13,12 @@ fills SMs the other leaves idle). Usage, from one thread at a time::
         sched.submit(frames_in, frames_out, rows)
         result = sched.collect()                # frames_out now hold the swapped frames
 
+Paste windows: the program pastes each face in a square window of the frame around it
+(``gpu.paste_window_px``); with a second, larger window (``gpu.paste_window_large_px``) a
+tick uses the smallest window that holds all its faces, found on the host from their
+keypoints, so the usual faces cost the small window and a face close to the camera is still
+swapped (one the largest window cannot hold is reported as not fitting, and covered).
+
 No allocation happens per tick after the graphs are captured (:meth:`GpuScheduler.warmup`).
 """
 
@@ -30,6 +36,7 @@ import torch
 from livecam.gpupipe.graphs import GraphRunner, bucket_for, face_buckets
 from livecam.gpupipe.program import SwapProgram
 from livecam.gpupipe.slots import HandBox, Slot, SlotRing, SlotShape
+from livecam.swap.gpu.paste import window_for
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,8 @@ class TickRows:
 class TickResult:
     """One finished tick: ``fits`` (n,) bool per face row (its paste-back window held it; a
     copy), ``host_latency_ms`` from submit to outputs in host memory as the host saw it,
-    ``gpu_latency_ms`` the same span by CUDA events (NaN on the CPU)."""
+    ``gpu_latency_ms`` the same span by CUDA events (NaN on the CPU), ``window_px`` the
+    paste window it used."""
 
     tick: int
     slot: int
@@ -63,25 +71,29 @@ class TickResult:
     fits: np.ndarray
     host_latency_ms: float
     gpu_latency_ms: float
+    window_px: int = 0
 
 
 class GpuScheduler:
     """Drives a :class:`SwapProgram` over a :class:`SlotRing` (see the module docstring).
 
     Cheap to construct; :meth:`open` allocates the slots. ``use_graphs`` captures one CUDA
-    graph per (slot, bucket) (CUDA only). One thread at a time.
+    graph per (slot, bucket, window) (CUDA only). ``windows_px``: the paste windows a tick
+    may use (default: the swapper's one). One thread at a time.
     """
 
     def __init__(self, program: SwapProgram, shape: SlotShape, device: torch.device | str, *,
-                 n_slots: int = 3, use_graphs: bool = True) -> None:
+                 n_slots: int = 3, use_graphs: bool = True,
+                 windows_px: tuple[int, ...] = ()) -> None:
         self.program = program
+        self.windows_px = tuple(sorted(set(windows_px))) or (program.swapper.window_px,)
         self.shape = shape
         self.device = torch.device(device)
         self.n_slots = n_slots
         self.runner = GraphRunner(program, use_graphs=use_graphs)
         self.buckets = face_buckets(shape.max_faces)
         self.ring: SlotRing | None = None
-        self._queue: collections.deque[tuple[Slot, int]] = collections.deque()
+        self._queue: collections.deque[tuple[Slot, int, int]] = collections.deque()
         self._tick = 0
         # padding rows align a benign square (never pasted: valid is False), not stale data
         self._pad_kps = np.array([[0, 0], [64, 0], [32, 32], [0, 64], [64, 64]], np.float32)
@@ -124,16 +136,17 @@ class GpuScheduler:
 
     def warmup(self, face_counts: tuple[int, ...] | None = None,
                progress: object = None) -> dict[str, str]:
-        """Capture graphs for ``face_counts`` (default: every bucket) on every slot now;
-        returns the modes (see ``GraphRunner.modes``). ``progress(done, total)`` is called
-        after each capture (for the log)."""
+        """Capture graphs for ``face_counts`` (default: every bucket) on every slot, for
+        every paste window, now; returns the modes (see ``GraphRunner.modes``).
+        ``progress(done, total)`` is called after each capture (for the log)."""
         self.open()
         assert self.ring is not None
         counts = self.buckets if face_counts is None else tuple(
             sorted({bucket_for(n, self.buckets) for n in face_counts}))
-        jobs = [(slot, n) for slot in self.ring.slots for n in counts]
-        for k, (slot, n) in enumerate(jobs, start=1):
-            self.runner.prepare(slot, n)
+        jobs = [(slot, n, w) for slot in self.ring.slots for n in counts
+                for w in self.windows_px]
+        for k, (slot, n, w) in enumerate(jobs, start=1):
+            self.runner.prepare(slot, n, w)
             if callable(progress):
                 progress(k, len(jobs))
         return self.runner.modes
@@ -174,22 +187,31 @@ class GpuScheduler:
             fh["kps"][n:bucket] = self._pad_kps
             fh["valid"][n:bucket] = False
             fh["keep_xy"][n:bucket] = 0.0
+        window = self.window_for(rows.kps)
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()
         slot.upload(frames_in, ready, hands)
         with slot.on_stream():
-            self.runner.run(slot, bucket)
+            self.runner.run(slot, bucket, window)
         slot.download(frames_out)
-        self._queue.append((slot, n))
+        self._queue.append((slot, n, window))
         self._tick += 1
         return slot.tick
 
     def collect(self) -> TickResult:
         """Wait for the oldest tick in flight and return it."""
-        slot, n = self._queue.popleft()
+        slot, n, window = self._queue.popleft()
         slot.wait()
         t_ready = time.perf_counter_ns()
         return TickResult(tick=slot.tick, slot=slot.index, n_faces=n,
                           fits=slot.faces_host.numpy["fits"][:n].copy(),
                           host_latency_ms=(t_ready - slot.t_submit_ns) / 1e6,
-                          gpu_latency_ms=slot.gpu_time_ms())
+                          gpu_latency_ms=slot.gpu_time_ms(), window_px=window)
+
+    def window_for(self, kps_n52: np.ndarray) -> int:
+        """The paste window for faces with keypoints (n, 5, 2): the smallest of
+        :attr:`windows_px` that holds them all (see :func:`~livecam.swap.gpu.paste.window_for`)."""
+        if len(self.windows_px) == 1 or not len(kps_n52):
+            return self.windows_px[0]
+        return window_for(self.program.swapper.footprints_px(kps_n52), self.windows_px,
+                          (self.shape.height_px, self.shape.width_px))

@@ -173,3 +173,36 @@ def test_graphs_hold_boost_enhancer_and_hands(cuda_engine: Any, face_frame: Face
     diff = np.abs(outs[True].astype(int) - outs[False].astype(int))
     assert diff.max() <= 3 and diff.mean() < 0.02
     assert allocations == 0, f"{allocations} device allocations in 6 ticks"
+
+
+def test_cuda_graphs_of_both_paste_windows_match_the_cpu(inswapper_dyn_path: Path,
+                                                         face_frame: FaceFrame) -> None:
+    """Graphs are captured for both windows; a face too big for the small one comes out of
+    the large one's graph as on the CPU, and a tick of it uses the large window."""
+    from livecam.engines.torch_engine import TorchEngine
+    from livecam.gpupipe.hub import GpuSwapHub
+    from livecam.gpupipe.stage import GpuSwapStage
+    from livecam.swap.inswapper import read_emap
+    from tests.gpupipe.test_stage import embedding_table, faces_of, packet
+
+    state = RuntimeState(active_identity="alice")
+    outs = {}
+    for device in ("cuda", "cpu"):
+        engine = TorchEngine(inswapper_dyn_path, device=device, precision="fp32",
+                             cuda_graphs=False)
+        hub = GpuSwapHub(engine, emap=lambda: read_emap(inswapper_dyn_path),
+                         source_embedding=embedding_table(("alice",), []), n_streams=1,
+                         max_faces=2, slots=3, window_px=96, window_large_px=160)
+        with GpuSwapStage(hub) as stage:
+            stage.prepare(WIDTH, HEIGHT)
+            if device == "cuda":
+                assert {k.split("/")[-1] for k in hub.graph_modes} == {"96px", "160px"}
+                assert all(m.split(" ")[0] in ("graph", "segmented")
+                           for m in hub.graph_modes.values()), hub.graph_modes
+            stage.submit(packet(0, face_frame.frame_bgr, faces_of(face_frame), state))
+            got = stage.collect(60.0)
+            assert got is not None
+            outs[device] = got.image_bgr
+        assert list(hub.window_per_tick) == [160]
+    diff = np.abs(outs["cuda"].astype(int) - outs["cpu"].astype(int))
+    assert (outs["cpu"] != face_frame.frame_bgr).any() and diff.mean() < 0.2

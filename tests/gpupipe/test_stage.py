@@ -64,8 +64,9 @@ def make_hub(path: Path, embed: Any, *, n_streams: int = 1, **kw: Any) -> GpuSwa
     from livecam.swap.inswapper import read_emap
 
     generator = kw.pop("generator", None) or Generator(path)
+    kw.setdefault("window_px", 320)
     return GpuSwapHub(generator, emap=lambda: read_emap(path), source_embedding=embed,
-                      n_streams=n_streams, max_faces=2, slots=3, window_px=320, **kw)
+                      n_streams=n_streams, max_faces=2, slots=3, **kw)
 
 
 def packet(k: int, image: np.ndarray, faces: Faces, state: RuntimeState) -> Packet:

@@ -24,7 +24,7 @@ from livecam.swap.gpu.align import align_matrices, template_tensor
 from livecam.swap.gpu.blend import lowfreq_gain
 from livecam.swap.gpu.boost import merge_tiles, repeat_latents, split_tiles
 from livecam.swap.gpu.keep import KeepLoops
-from livecam.swap.gpu.paste import insightface_paste_
+from livecam.swap.gpu.paste import footprint_px, insightface_paste_
 from livecam.swap.gpu.warp import warp_affine
 
 
@@ -61,6 +61,7 @@ class GpuInswapper:
         self.window_px = window_px
         self.colour_blur_px = colour_blur_px
         self.template: torch.Tensor | None = None
+        self._template_host = np.zeros((5, 2), np.float32)
         self._names: tuple[str, str, str] | None = None
         self.latent_dim = 0  # the source latent's size, from the engine's input spec (open)
 
@@ -68,6 +69,7 @@ class GpuInswapper:
         """Put the template on ``device`` and resolve the engine's tensor names (engine must
         be open)."""
         self.template = template_tensor(self.crop_px, self.template_name, device=device)
+        self._template_host = self.template.cpu().numpy()
         inputs = list(self.engine.inputs)
         image = next(s.name for s in inputs if len(s.shape) == 4)
         latent_spec = next(s for s in inputs if len(s.shape) == 2)
@@ -83,6 +85,11 @@ class GpuInswapper:
         matrices = align_matrices(five_xy, self.template)
         crops = warp_affine(frames_bhwc_u8, frame_index, matrices, self.crop_px, self.crop_px)
         return matrices, crops
+
+    def footprints_px(self, kps_n52: np.ndarray) -> np.ndarray:
+        """(N,) the paste window side each face needs, from its keypoints on the host
+        (:func:`~livecam.swap.gpu.paste.footprint_px`; after :meth:`open`)."""
+        return footprint_px(kps_n52, self._template_host, self.crop_px)
 
     def blob(self, crops_nhwc: torch.Tensor) -> torch.Tensor:
         """(N, 3, s, s) float32 RGB network input from BGR crops, as ``crops_to_blob`` (with
@@ -127,12 +134,13 @@ class GpuInswapper:
     def paste_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                faces_nhwc: torch.Tensor, matrices: torch.Tensor,
                face_valid: torch.Tensor, *, hands_bhw_u8: torch.Tensor | None = None,
-               keep: KeepLoops | None = None) -> torch.Tensor:
+               keep: KeepLoops | None = None, window_px: int | None = None) -> torch.Tensor:
         """insightface's paste-back of every valid face, in place (see ``insightface_paste_``;
-        ``hands_bhw_u8``: hands kept in front; ``keep``: the streamer's eyes and mouth)."""
+        ``hands_bhw_u8``: hands kept in front; ``keep``: the streamer's eyes and mouth;
+        ``window_px``: this call's paste window, None: :attr:`window_px`)."""
         return insightface_paste_(frames_bhwc_u8, frame_index, faces_nhwc, matrices, face_valid,
-                                  window_px=self.window_px, hands_bhw_u8=hands_bhw_u8,
-                                  keep=keep)
+                                  window_px=window_px or self.window_px,
+                                  hands_bhw_u8=hands_bhw_u8, keep=keep)
 
     def swap_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor, latents: torch.Tensor, face_valid: torch.Tensor,

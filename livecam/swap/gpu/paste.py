@@ -25,6 +25,7 @@ Any thread that owns the tensors; no host syncs.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -191,6 +192,37 @@ def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
         merged = face_part[i] + frame_weight[i] * frames_bhwc_u8[window]
         frames_bhwc_u8.index_put_(window, merged.clamp(0.0, 255.0).to(torch.uint8))  # truncates
     return frames_bhwc_u8
+
+
+def footprint_px(kps_n52: np.ndarray, template_5x2: np.ndarray, size_px: int) -> np.ndarray:
+    """(N,) float64: the side of the smallest paste window that holds each face, on the host
+    from its keypoints (N, 5, 2) px: :func:`mask_fits_window`'s span for the least-squares
+    similarity onto ``template_5x2`` (:func:`~livecam.swap.gpu.align.similarity_lstsq`'s),
+    whose linear part [[a, -b], [b, a]] inverts to rows of absolute sum (|a| + |b|) /
+    (a^2 + b^2). The device's own check stays the one that decides (float32 there)."""
+    src = kps_n52.astype(np.float64)
+    src = src - src.mean(axis=1, keepdims=True)
+    dst = template_5x2.astype(np.float64)
+    dst = dst - dst.mean(axis=0)
+    var = np.maximum((src * src).sum(axis=(1, 2)), 1e-12)
+    a = (src[..., 0] * dst[:, 0] + src[..., 1] * dst[:, 1]).sum(axis=1) / var
+    b = (src[..., 0] * dst[:, 1] - src[..., 1] * dst[:, 0]).sum(axis=1) / var
+    scale2 = np.maximum(a * a + b * b, 1e-24)
+    return (np.abs(a) + np.abs(b)) / scale2 * float(size_px) + 2.0
+
+
+def window_for(footprints_px: np.ndarray, windows_px: tuple[int, ...], frame_hw: tuple[int, int],
+               margin_px: float = 2.0) -> int:
+    """The smallest of ``windows_px`` (ascending) whose window in a frame of ``frame_hw``
+    (a window is cut to the frame's smaller side) holds every footprint with ``margin_px`` to
+    spare (the host's float64 estimate against the device's float32 check); the largest when
+    none does (its faces do not fit and are covered, as with one window)."""
+    need = float(footprints_px.max()) + margin_px if len(footprints_px) else 0.0
+    side = min(frame_hw)
+    for window in windows_px:
+        if need <= min(window, side):
+            return window
+    return windows_px[-1]
 
 
 def mask_fits_window(matrix_2x3: torch.Tensor, size_px: int, window_px: int) -> torch.Tensor:

@@ -1,0 +1,115 @@
+"""Paste windows: a face too big for ``gpu.paste_window_px`` (a streamer close to the camera)
+is swapped in the larger window, as the CPU path swaps it, and a tick of small faces keeps
+the small, cheaper window.
+
+Before, the GPU path had one window (640 px by default): every face whose crop footprint did
+not fit it, about 400 px wide and more at 1080p, was covered instead of swapped. Real photo
+and landmarks, stand-in generator (the real one is a download), on the CPU (the same code as
+on CUDA, without graphs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from livecam.core.types import RuntimeState
+from livecam.gpupipe.stage import GpuSwapStage
+from livecam.swap.align import template_xy
+from livecam.swap.gpu.align import align_matrices
+from livecam.swap.gpu.paste import footprint_px, mask_fits_window, window_for
+from tests.gpupipe.conftest import FaceFrame
+from tests.gpupipe.test_stage import collect_all, embedding_table, faces_of, make_hub, packet
+
+
+def _random_faces(n: int, seed: int) -> np.ndarray:
+    """(n, 5, 2) keypoints: the template turned, scaled and moved at random."""
+    rng = np.random.default_rng(seed)
+    base = template_xy("arcface_128", 128) - 64.0
+    angle = rng.uniform(-np.pi, np.pi, n)
+    scale = rng.uniform(0.3, 6.0, n)
+    rot = np.stack([np.stack([np.cos(angle), -np.sin(angle)], -1),
+                    np.stack([np.sin(angle), np.cos(angle)], -1)], -2) * scale[:, None, None]
+    kps = base[None] @ rot.transpose(0, 2, 1) + rng.uniform(0, 1000, (n, 1, 2))
+    return (kps + rng.normal(0, 0.02, kps.shape) * scale[:, None, None]).astype(np.float32)
+
+
+def test_the_host_footprint_is_the_devices_check() -> None:
+    """The window the host picks from the keypoints is the one the device's own check
+    (``mask_fits_window`` on the aligned matrix) accepts, to a pixel, for any turn of the
+    head and any size."""
+    kps = _random_faces(300, seed=3)
+    template = template_xy("arcface_128", 128)
+    need = footprint_px(kps, template, 128)
+    matrices = align_matrices(torch.from_numpy(kps), torch.from_numpy(template))
+    for window, expect in ((np.ceil(need) + 1, True), (np.floor(need) - 1, False)):
+        fits = [bool(mask_fits_window(matrices[i:i + 1], 128, int(w))[0])
+                for i, w in enumerate(window)]
+        assert all(f == expect for f in fits), np.flatnonzero(np.array(fits) != expect)
+
+
+def test_window_for_takes_the_smallest_that_holds_every_face() -> None:
+    windows = (320, 640, 1088)
+    assert window_for(np.array([100.0, 300.0]), windows, (1080, 1920)) == 320
+    assert window_for(np.array([100.0, 319.0]), windows, (1080, 1920)) == 640  # margin
+    assert window_for(np.array([700.0]), windows, (1080, 1920)) == 1088
+    assert window_for(np.array([1079.0]), windows, (1080, 1920)) == 1088  # none holds it
+    assert window_for(np.array([700.0]), windows, (720, 1280)) == 1088  # cut to 720: holds
+    assert window_for(np.array([]), windows, (1080, 1920)) == 320
+
+
+@pytest.mark.slow
+def test_a_face_too_big_for_the_window_is_swapped_in_the_large_one(
+        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
+    need = float(footprint_px(face_frame.kps, template_xy("arcface_128", 128), 128)[0])
+    assert 100 < need < 150, need  # the photo's face: too big for 96, fits 160
+    embed = embedding_table(("alice",), [])
+    state = RuntimeState(active_identity="alice")
+
+    def swap(**windows: int) -> tuple[np.ndarray, list[int]]:
+        hub = make_hub(inswapper_dyn_path, embed, **windows)
+        with GpuSwapStage(hub) as stage:
+            stage.submit(packet(0, image, faces, state))
+            (out,) = collect_all(stage, 1)
+        return out.image_bgr, list(hub.window_per_tick)
+
+    small_only, used_small = swap(window_px=96)
+    both, used_both = swap(window_px=96, window_large_px=160)
+    large_only, _ = swap(window_px=160)
+    assert used_small == [96] and used_both == [160]
+    np.testing.assert_array_equal(both, large_only)  # swapped, as with one large window
+    x0, y0, x1, y1 = (int(v) for v in faces.boxes_xyxy[0])
+    face = (slice(y0, y1), slice(x0, x1))
+    # with the small window alone the face is covered: not the swap
+    assert np.abs(small_only[face].astype(int) - large_only[face].astype(int)).mean() > 3
+    assert (both != image).any(axis=-1).mean() > 0.03
+
+
+@pytest.mark.slow
+def test_small_faces_keep_the_small_window(inswapper_dyn_path: Path,
+                                           face_frame: FaceFrame) -> None:
+    hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), []), window_large_px=640)
+    state = RuntimeState(active_identity="alice")
+    with GpuSwapStage(hub) as stage:
+        stage.submit(packet(0, face_frame.frame_bgr, faces_of(face_frame), state))
+        collect_all(stage, 1)
+    assert hub.windows_px == (320, 640) and list(hub.window_per_tick) == [320]
+
+
+def test_the_config_gives_the_hub_both_windows(tmp_path: Path) -> None:
+    from livecam.config import load_config
+    from livecam.gpupipe.hub import GpuSwapHub
+
+    config = load_config(None)
+    assert config.gpu.paste_window_large_px > config.gpu.paste_window_px
+    hub = GpuSwapHub(object(), emap=lambda: np.eye(2), source_embedding=lambda _: None,
+                     n_streams=1, max_faces=1, window_px=config.gpu.paste_window_px,
+                     window_large_px=config.gpu.paste_window_large_px)
+    assert hub.windows_px == (640, 1088)
+    off = GpuSwapHub(object(), emap=lambda: np.eye(2), source_embedding=lambda _: None,
+                     n_streams=1, max_faces=1, window_px=640, window_large_px=0)
+    assert off.windows_px == (640,)
