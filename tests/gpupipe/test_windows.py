@@ -59,6 +59,8 @@ def test_window_for_takes_the_smallest_that_holds_every_face() -> None:
     assert window_for(np.array([1079.0]), windows, (1080, 1920)) == 1088  # none holds it
     assert window_for(np.array([700.0]), windows, (720, 1280)) == 1088  # cut to 720: holds
     assert window_for(np.array([]), windows, (1080, 1920)) == 320
+    # keypoints that are not finite: the largest window (the device's check then covers it)
+    assert window_for(np.array([100.0, np.nan]), windows, (1080, 1920)) == 1088
 
 
 @pytest.mark.slow
