@@ -49,6 +49,8 @@ def test_the_host_footprint_is_the_devices_check() -> None:
         fits = [bool(mask_fits_window(matrices[i:i + 1], 128, int(w))[0])
                 for i, w in enumerate(window)]
         assert all(f == expect for f in fits), np.flatnonzero(np.array(fits) != expect)
+    # keypoints that are not finite give no size (then the largest window, see below)
+    assert np.isnan(footprint_px(np.full((1, 5, 2), np.nan, np.float32), template, 128)[0])
 
 
 def test_window_for_takes_the_smallest_that_holds_every_face() -> None:

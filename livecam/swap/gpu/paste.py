@@ -199,16 +199,26 @@ def footprint_px(kps_n52: np.ndarray, template_5x2: np.ndarray, size_px: int) ->
     from its keypoints (N, 5, 2) px: :func:`mask_fits_window`'s span for the least-squares
     similarity onto ``template_5x2`` (:func:`~livecam.swap.gpu.align.similarity_lstsq`'s),
     whose linear part [[a, -b], [b, a]] inverts to rows of absolute sum (|a| + |b|) /
-    (a^2 + b^2). The device's own check stays the one that decides (float32 there)."""
-    src = kps_n52.astype(np.float64)
-    src = src - src.mean(axis=1, keepdims=True)
-    dst = template_5x2.astype(np.float64)
-    dst = dst - dst.mean(axis=0)
-    var = np.maximum((src * src).sum(axis=(1, 2)), 1e-12)
-    a = (src[..., 0] * dst[:, 0] + src[..., 1] * dst[:, 1]).sum(axis=1) / var
-    b = (src[..., 0] * dst[:, 1] - src[..., 1] * dst[:, 0]).sum(axis=1) / var
-    scale2 = np.maximum(a * a + b * b, 1e-24)
-    return (np.abs(a) + np.abs(b)) / scale2 * float(size_px) + 2.0
+    (a^2 + b^2). The device's own check stays the one that decides (float32 there).
+
+    In Python floats: the hub's launching thread runs it every tick, and numpy's casts and
+    axis reductions would each let go of the GIL (see ``livecam.analysis.keepgil``)."""
+    tpl = template_5x2.tolist()
+    tx, ty = sum(p[0] for p in tpl) / len(tpl), sum(p[1] for p in tpl) / len(tpl)
+    dst = [(x - tx, y - ty) for x, y in tpl]
+    out = []
+    for face in kps_n52.tolist():
+        mx, my = sum(p[0] for p in face) / len(face), sum(p[1] for p in face) / len(face)
+        var = a = b = 0.0
+        for (x, y), (u, v) in zip(face, dst, strict=True):
+            x, y = x - mx, y - my
+            var += x * x + y * y
+            a += x * u + y * v
+            b += x * v - y * u
+        var = max(var, 1e-12)
+        a, b = a / var, b / var
+        out.append((abs(a) + abs(b)) / max(a * a + b * b, 1e-24) * size_px + 2.0)
+    return np.array(out, np.float64)
 
 
 def window_for(footprints_px: np.ndarray, windows_px: tuple[int, ...], frame_hw: tuple[int, int],
