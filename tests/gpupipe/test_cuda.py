@@ -88,8 +88,11 @@ def test_no_allocation_per_tick_after_warmup(cuda_engine: Any, face_frame: FaceF
     assert after == before, f"{after - before} device allocations in 20 ticks"
 
 
-def test_cuda_stage_matches_the_cpu_stage(inswapper_dyn_path: Path,
-                                          face_frame: FaceFrame) -> None:
+def _stage_on(device: str, inswapper_dyn_path: Path, face_frame: FaceFrame, frames: int,
+              **windows: int) -> tuple[np.ndarray, Any]:
+    """The last of ``frames`` frames of the face through a one-stream GPU stage on
+    ``device`` (at most ``capacity`` in flight, as the runtime keeps them), and its hub
+    (checked: captured, not eager, on CUDA)."""
     from livecam.engines.torch_engine import TorchEngine
     from livecam.gpupipe.hub import GpuSwapHub
     from livecam.gpupipe.stage import GpuSwapStage
@@ -97,24 +100,26 @@ def test_cuda_stage_matches_the_cpu_stage(inswapper_dyn_path: Path,
     from tests.gpupipe.test_stage import embedding_table, faces_of, packet
 
     state = RuntimeState(active_identity="alice")
-    outs = {}
-    for device in ("cuda", "cpu"):
-        engine = TorchEngine(inswapper_dyn_path, device=device, precision="fp32",
-                             cuda_graphs=False)
-        hub = GpuSwapHub(engine, emap=lambda: read_emap(inswapper_dyn_path),
-                         source_embedding=embedding_table(("alice",), []), n_streams=1,
-                         max_faces=2, slots=3, window_px=320)
-        with GpuSwapStage(hub) as stage:
-            stage.prepare(WIDTH, HEIGHT)
-            if device == "cuda":
-                assert all(m.split(" ")[0] in ("graph", "segmented")
-                           for m in hub.graph_modes.values()), hub.graph_modes
-            # at most `capacity` frames in flight, as the runtime keeps it
-            for k in range(stage.capacity):
-                stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
-            got = [stage.collect(60.0) for _ in range(stage.capacity)]
-            assert all(p is not None for p in got)
-            outs[device] = got[-1].image_bgr  # type: ignore[union-attr]
+    engine = TorchEngine(inswapper_dyn_path, device=device, precision="fp32", cuda_graphs=False)
+    hub = GpuSwapHub(engine, emap=lambda: read_emap(inswapper_dyn_path),
+                     source_embedding=embedding_table(("alice",), []), n_streams=1,
+                     max_faces=2, slots=3, **windows)
+    with GpuSwapStage(hub) as stage:
+        stage.prepare(WIDTH, HEIGHT)
+        if device == "cuda":
+            assert all(m.split(" ")[0] in ("graph", "segmented")
+                       for m in hub.graph_modes.values()), hub.graph_modes
+        for k in range(frames):
+            stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
+        got = [stage.collect(60.0) for _ in range(frames)]
+        assert all(p is not None for p in got)
+    return got[-1].image_bgr, hub  # type: ignore[union-attr]
+
+
+def test_cuda_stage_matches_the_cpu_stage(inswapper_dyn_path: Path,
+                                          face_frame: FaceFrame) -> None:
+    outs = {device: _stage_on(device, inswapper_dyn_path, face_frame, 3, window_px=320)[0]
+            for device in ("cuda", "cpu")}
     diff = np.abs(outs["cuda"].astype(int) - outs["cpu"].astype(int))
     assert (outs["cpu"] != face_frame.frame_bgr).any() and diff.mean() < 0.2
 
@@ -179,30 +184,12 @@ def test_cuda_graphs_of_both_paste_windows_match_the_cpu(inswapper_dyn_path: Pat
                                                          face_frame: FaceFrame) -> None:
     """Graphs are captured for both windows; a face too big for the small one comes out of
     the large one's graph as on the CPU, and a tick of it uses the large window."""
-    from livecam.engines.torch_engine import TorchEngine
-    from livecam.gpupipe.hub import GpuSwapHub
-    from livecam.gpupipe.stage import GpuSwapStage
-    from livecam.swap.inswapper import read_emap
-    from tests.gpupipe.test_stage import embedding_table, faces_of, packet
-
-    state = RuntimeState(active_identity="alice")
     outs = {}
     for device in ("cuda", "cpu"):
-        engine = TorchEngine(inswapper_dyn_path, device=device, precision="fp32",
-                             cuda_graphs=False)
-        hub = GpuSwapHub(engine, emap=lambda: read_emap(inswapper_dyn_path),
-                         source_embedding=embedding_table(("alice",), []), n_streams=1,
-                         max_faces=2, slots=3, window_px=96, window_large_px=160)
-        with GpuSwapStage(hub) as stage:
-            stage.prepare(WIDTH, HEIGHT)
-            if device == "cuda":
-                assert {k.split("/")[-1] for k in hub.graph_modes} == {"96px", "160px"}
-                assert all(m.split(" ")[0] in ("graph", "segmented")
-                           for m in hub.graph_modes.values()), hub.graph_modes
-            stage.submit(packet(0, face_frame.frame_bgr, faces_of(face_frame), state))
-            got = stage.collect(60.0)
-            assert got is not None
-            outs[device] = got.image_bgr
+        outs[device], hub = _stage_on(device, inswapper_dyn_path, face_frame, 1,
+                                      window_px=96, window_large_px=160)
+        if device == "cuda":
+            assert {k.split("/")[-1] for k in hub.graph_modes} == {"96px", "160px"}
         assert list(hub.window_per_tick) == [160]
     diff = np.abs(outs["cuda"].astype(int) - outs["cpu"].astype(int))
     assert (outs["cpu"] != face_frame.frame_bgr).any() and diff.mean() < 0.2
