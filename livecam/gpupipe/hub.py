@@ -233,7 +233,7 @@ class GpuSwapHub:
             sched.open()
             if self._graphs_on():
                 t0 = time.perf_counter()
-                step = max(1, (len(sched.buckets) * self.slots) // 4)
+                step = max(1, (len(sched.buckets) * self.slots * len(sched.windows_px)) // 4)
 
                 def progress(done: int, total: int) -> None:
                     if done % step == 0 or done == total:

@@ -79,15 +79,17 @@ class GpuScheduler:
 
     Cheap to construct; :meth:`open` allocates the slots. ``use_graphs`` captures one CUDA
     graph per (slot, bucket, window) (CUDA only). ``windows_px``: the paste windows a tick
-    may use (default: the swapper's one). One thread at a time.
+    may use (default: the swapper's one; a window is cut to the frame's smaller side, and one
+    no larger than a smaller one once cut is dropped: its graphs would be the same work). One
+    thread at a time.
     """
 
     def __init__(self, program: SwapProgram, shape: SlotShape, device: torch.device | str, *,
                  n_slots: int = 3, use_graphs: bool = True,
                  windows_px: tuple[int, ...] = ()) -> None:
         self.program = program
-        self.windows_px = tuple(sorted(set(windows_px))) or (program.swapper.window_px,)
         self.shape = shape
+        self.windows_px = _distinct_windows(windows_px or (program.swapper.window_px,), shape)
         self.device = torch.device(device)
         self.n_slots = n_slots
         self.runner = GraphRunner(program, use_graphs=use_graphs)
@@ -215,3 +217,15 @@ class GpuScheduler:
             return self.windows_px[0]
         return window_for(self.program.swapper.footprints_px(kps_n52), self.windows_px,
                           (self.shape.height_px, self.shape.width_px))
+
+
+def _distinct_windows(windows_px: tuple[int, ...], shape: SlotShape) -> tuple[int, ...]:
+    """``windows_px`` ascending, less those no larger than the one before once cut to the
+    frame's smaller side (a 640 px window already covers a 480-line frame: 1088 adds nothing
+    there)."""
+    side = min(shape.height_px, shape.width_px)
+    kept: list[int] = []
+    for window in sorted(set(windows_px)):
+        if not kept or min(window, side) > min(kept[-1], side):
+            kept.append(window)
+    return tuple(kept)

@@ -11,6 +11,7 @@ on CUDA, without graphs).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap.align import template_xy
 from livecam.swap.gpu.align import align_matrices
 from livecam.swap.gpu.paste import footprint_px, mask_fits_window, window_for
-from tests.gpupipe.conftest import FaceFrame
+from tests.gpupipe.conftest import FaceFrame, make_program
 from tests.gpupipe.test_stage import collect_all, embedding_table, faces_of, make_hub, packet
 
 
@@ -102,6 +103,25 @@ def test_small_faces_keep_the_small_window(inswapper_dyn_path: Path,
         stage.submit(packet(0, face_frame.frame_bgr, faces_of(face_frame), state))
         collect_all(stage, 1)
     assert hub.windows_px == (320, 640) and list(hub.window_per_tick) == [320]
+
+
+def test_a_window_the_frame_cuts_to_a_smaller_ones_size_is_dropped(cpu_engine: Any) -> None:
+    """A large window adds nothing to a frame whose smaller side the usual window already
+    covers: no second set of graphs (and start time) for it."""
+    from livecam.gpupipe.scheduler import GpuScheduler
+    from livecam.gpupipe.slots import SlotShape
+
+    program = make_program(cpu_engine)
+
+    def windows(height: int, width: int, *sizes: int) -> tuple[int, ...]:
+        shape = SlotShape(1, height, width, 2, program.latent_dim)
+        return GpuScheduler(program, shape, "cpu", windows_px=sizes).windows_px
+
+    assert windows(1080, 1920, 640, 1088) == (640, 1088)
+    assert windows(720, 1280, 1088, 640) == (640, 1088)  # 640 and 720 once cut
+    assert windows(480, 640, 640, 1088) == (640,)  # both 480 once cut
+    assert windows(360, 480, 320, 640, 1088) == (320, 640)
+    assert windows(1080, 1920) == (320,)  # the swapper's own window
 
 
 def test_the_config_gives_the_hub_both_windows(tmp_path: Path) -> None:
