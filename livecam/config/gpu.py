@@ -43,7 +43,8 @@ class GpuConfig:
                                       "1080p), px, cut to the frame's smaller side. A frame "
                                       "uses it only when one of its faces needs it, and costs "
                                       "more then; its CUDA graphs are captured at start too "
-                                      "(a longer start). 0 = none: such faces are covered.",
+                                      "(a longer start). 0, or not larger than "
+                                      "paste_window_px: none, such faces are covered.",
                                       range=(0, 4096))
     colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
                                  "live one on the 128 px crop: blur size, px; 0 = off (as "
