@@ -8,6 +8,7 @@ the :class:`~livecam.gpupipe.program.SwapProgram`. Call from the thread that wil
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +48,9 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     ``pixel_boost_px`` (``swap.pixel_boost``): the swap's crop size, a multiple of ``crop_px``.
     ``enhancer_engine`` (open, on ``device``, no CUDA graphs of its own) with ``enhancer``:
     the face enhancer after the paste-back, its paste window sized from ``window_px`` (the
-    same largest face). ``hands``: paste behind the slots' hand masks; ``keep``: keep each
-    face's eyes and mouth loops (the slots' ``keep_xy`` rows) in the paste-backs.
+    same largest face), or from the tick's own paste window when that is another one.
+    ``hands``: paste behind the slots' hand masks; ``keep``: keep each face's eyes and mouth
+    loops (the slots' ``keep_xy`` rows) in the paste-backs.
     """
     boost = pixel_boost_px if pixel_boost_px and pixel_boost_px != crop_px else None
     swapper = GpuInswapper(engine, crop_px=crop_px, template=template, mean=mean, std=std,
@@ -58,11 +60,12 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     restorer = None
     if enhancer_engine is not None:
         options = enhancer or EnhancerOptions()
+        window_for = functools.partial(enhancer_window_px, crop_px=crop_px, template=template,
+                                       size_px=options.size_px,
+                                       enhancer_template=options.template)
         restorer = GpuFaceEnhancer(
             enhancer_engine, size_px=options.size_px, template=options.template,
-            blend=options.blend, fidelity=options.fidelity,
-            window_px=enhancer_window_px(window_px, crop_px=crop_px, template=template,
-                                         size_px=options.size_px,
-                                         enhancer_template=options.template))
+            blend=options.blend, fidelity=options.fidelity, window_px=window_for(window_px),
+            window_for=window_for)
         restorer.open(torch.device(device))
     return SwapProgram(swapper, restorer, hands=hands, keep=keep)

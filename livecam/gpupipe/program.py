@@ -95,7 +95,7 @@ class SwapProgram:
         fd.fits[:n].copy_(mask_fits_window(matrices, sw.crop_px, window))
         blob = sw.blob(crops)
         kps, valid = fd.kps[:n], fd.valid[:n]
-        enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps)
+        enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps, window)
         mark("align_crop")
         keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n]) if self.keep else None
         return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, keep,
@@ -123,7 +123,8 @@ class SwapProgram:
         mark("paste")
         if self.enhancer is not None:
             self.enhancer.enhance_(slot.frames_dev, staged.frame_index, staged.kps,
-                                   staged.enhance, hands_bhw_u8=hands, keep=staged.keep)
+                                   staged.enhance, hands_bhw_u8=hands, keep=staged.keep,
+                                   paste_window_px=staged.window_px or None)
             mark("enhance")
 
     def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,

@@ -22,6 +22,7 @@ Everything works in a ``window_px`` square per face (the crop's footprint must f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -126,14 +127,19 @@ class GpuFaceEnhancer:
     stream) -> dict`` over device tensors, ``inputs``/``outputs`` specs; see
     :class:`livecam.swap.gpu.neural.GpuInswapper`). ``size_px``/``template`` from the model's
     manifest; ``blend`` and ``fidelity`` as :class:`livecam.swap.enhance.FaceEnhancer`;
-    ``window_px`` the paste window (the crop's footprint in the frame must fit in it)."""
+    ``window_px`` the paste window (the crop's footprint in the frame must fit in it);
+    ``window_for(paste_window_px)``: the window to use after a swap pasted in another window
+    than the usual one (:func:`enhancer_window_px`; None: always ``window_px``)."""
 
     def __init__(self, engine: Any, *, size_px: int = 512, template: str = "ffhq_512",
-                 blend: float = 0.8, fidelity: float = 0.5, window_px: int = 768) -> None:
+                 blend: float = 0.8, fidelity: float = 0.5, window_px: int = 768,
+                 window_for: Callable[[int], int] | None = None) -> None:
         self.engine = engine
         self.size_px, self.template_name = size_px, template
         self.blend, self.fidelity = blend, fidelity
         self.window_px = window_px
+        self._window_for = window_for
+        self._windows: dict[int, int] = {}
         self.template: torch.Tensor | None = None
         self._names: tuple[str, str | None, str] | None = None
         self._weight: torch.Tensor | None = None
@@ -162,7 +168,16 @@ class GpuFaceEnhancer:
         self.template = template_tensor(self.size_px, self.template_name, device=device)
         self._border = torch.tensor(CROP_BORDER_BGR, device=device)
 
-    def fits(self, five_xy: torch.Tensor) -> torch.Tensor:
+    def window(self, paste_window_px: int | None = None) -> int:
+        """The enhancer's paste window after a swap pasted in ``paste_window_px`` (None: the
+        usual one), computed once per size."""
+        if paste_window_px is None or self._window_for is None:
+            return self.window_px
+        if paste_window_px not in self._windows:
+            self._windows[paste_window_px] = self._window_for(paste_window_px)
+        return self._windows[paste_window_px]
+
+    def fits(self, five_xy: torch.Tensor, paste_window_px: int | None = None) -> torch.Tensor:
         """(N,) bool: the restorer's crop footprint of each face fits the paste window (a
         face that does not is left as swapped, not restored: its paste would be cut)."""
         if self.template is None:
@@ -170,7 +185,7 @@ class GpuFaceEnhancer:
         from livecam.swap.gpu.paste import mask_fits_window
 
         return mask_fits_window(align_matrices(five_xy, self.template), self.size_px,
-                                self.window_px)
+                                self.window(paste_window_px))
 
     def crops(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
               five_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,12 +219,14 @@ class GpuFaceEnhancer:
     def enhance_(self, frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
                  five_xy: torch.Tensor, face_valid: torch.Tensor,
                  stream: Any = None, *, hands_bhw_u8: torch.Tensor | None = None,
-                 keep: KeepLoops | None = None) -> torch.Tensor:
+                 keep: KeepLoops | None = None,
+                 paste_window_px: int | None = None) -> torch.Tensor:
         """Every valid face restored and blended into its frame, in place; returns frames.
         ``hands_bhw_u8``: hands kept in front, ``keep`` the streamer's eyes and mouth (see
-        :func:`restore_paste_`)."""
+        :func:`restore_paste_`); ``paste_window_px``: the swap's paste window (see
+        :meth:`window`)."""
         matrices, crops = self.crops(frames_bhwc_u8, frame_index, five_xy)
         faces = self.restore(crops, stream)
         return restore_paste_(frames_bhwc_u8, frame_index, faces, matrices, face_valid,
-                              blend=self.blend, window_px=self.window_px,
+                              blend=self.blend, window_px=self.window(paste_window_px),
                               hands_bhw_u8=hands_bhw_u8, keep=keep)

@@ -133,3 +133,28 @@ def test_boosted_gpu_swap_equals_cpu(astronaut_faces, tmp_path: Path) -> None:  
     print(f"boosted GPU swap vs CPU: mean {d.mean():.4f}, > 3 levels {(d > 3).mean():.5f}")
     assert (expected != image).any(axis=-1).sum() > 5000
     assert d.mean() < 0.1 and (d > 3).mean() < 2e-3
+
+
+def test_the_enhancer_window_follows_the_swaps_paste_window() -> None:
+    """A face the swap pasted in its large window (close to the camera) is restored in the
+    enhancer's window for that size, not left unrestored as the usual window would leave it."""
+    import functools
+
+    from livecam.swap.align import template_xy
+    from livecam.swap.gpu.enhance import enhancer_window_px
+
+    window_for = functools.partial(enhancer_window_px, crop_px=128, template="arcface_128",
+                                   size_px=512, enhancer_template="ffhq_512")
+    enhancer = GpuFaceEnhancer(None, size_px=512, template="ffhq_512",
+                               window_px=window_for(640), window_for=window_for)
+    enhancer.place("cpu")
+    assert enhancer.window() == enhancer.window(640) == window_for(640) == 800
+    assert enhancer.window(1088) == window_for(1088) > 1088
+    # the keypoints of a face filling the swap's 128 px crop, 7 times larger: too big for
+    # the usual 800 px restorer window, held by the one after a 1088 px swap window
+    big = torch.from_numpy(template_xy("arcface_128", 128) * 7.0 + 100.0)[None]
+    assert not bool(enhancer.fits(big)[0])
+    assert bool(enhancer.fits(big, 1088)[0])
+    plain = GpuFaceEnhancer(None, size_px=512, template="ffhq_512", window_px=800)
+    plain.place("cpu")
+    assert plain.window(1088) == 800  # without window_for: always its own window
