@@ -124,16 +124,21 @@ def test_a_window_the_frame_cuts_to_a_smaller_ones_size_is_dropped(cpu_engine: A
     assert windows(1080, 1920) == (320,)  # the swapper's own window
 
 
-def test_the_config_gives_the_hub_both_windows(tmp_path: Path) -> None:
+def test_livecam_runs_factory_gives_the_hub_both_windows(tmp_path: Path) -> None:
+    """``gpu.paste_window_large_px`` reaches the hub ``livecam run`` builds (nothing opened);
+    its default is larger than the usual window, and 0 turns it off."""
+    from livecam.app import SharedStages
     from livecam.config import load_config
-    from livecam.gpupipe.hub import GpuSwapHub
+    from livecam.gpupipe.factory import build_gpu_stages
+    from tests.gpupipe.test_stage import _NoIdentities
 
-    config = load_config(None)
-    assert config.gpu.paste_window_large_px > config.gpu.paste_window_px
-    hub = GpuSwapHub(object(), emap=lambda: np.eye(2), source_embedding=lambda _: None,
-                     n_streams=1, max_faces=1, window_px=config.gpu.paste_window_px,
-                     window_large_px=config.gpu.paste_window_large_px)
-    assert hub.windows_px == (640, 1088)
-    off = GpuSwapHub(object(), emap=lambda: np.eye(2), source_embedding=lambda _: None,
-                     n_streams=1, max_faces=1, window_px=640, window_large_px=0)
-    assert off.windows_px == (640,)
+    def hub_windows(*overrides: str) -> tuple[int, ...]:
+        config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
+                                    "engine.device=cpu", "gpu.pipeline=always", *overrides])
+        *_, stage = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
+        return stage.hub.windows_px  # type: ignore[attr-defined, no-any-return]
+
+    assert hub_windows() == (640, 1088)
+    assert hub_windows("gpu.paste_window_large_px=0") == (640,)
+    assert hub_windows("gpu.paste_window_px=320", "gpu.paste_window_large_px=720") == (320, 720)
+    assert hub_windows("gpu.paste_window_large_px=512") == (640,)  # not larger: none
