@@ -38,6 +38,7 @@ Threads: ``submit`` on the pipeline thread, ``collect`` on the runtime's collect
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -55,6 +56,11 @@ from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
 from livecam.swap.gpu.keep import loop_rows_batch
 from livecam.swap.occlusion import HandsInFront, hand_alpha_box, keep_in_front
+
+log = logging.getLogger(__name__)
+
+#: at most one line a stream this often about faces too big for every paste window
+TOO_BIG_LOG_INTERVAL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,9 @@ class GpuSwapStage:
         self._buffers: dict[tuple[int, int], FrameBuffers] = {}
         self._opened = False
         self.last_timings_ms: dict[str, float] = {}
+        #: faces covered because no paste window held them (see :meth:`_covered`)
+        self.faces_too_big = 0
+        self._too_big_logged_s = -float("inf")
 
     @property
     def capacity(self) -> int:
@@ -299,6 +308,7 @@ class GpuSwapStage:
         index = head.packet.frame.index
         if swapped is not None and fits is not None and not bool(np.all(fits)):
             fits = np.asarray(fits, bool)
+            self._too_big(int((~fits).sum()))
             under = WithheldFaces.concat([under, WithheldFaces.from_faces(swapped[~fits],
                                                                           Unswappable.NO_SWAP)])
             swapped = swapped[fits]
@@ -312,3 +322,19 @@ class GpuSwapStage:
             out = keep_in_front(out, head.packet.frame.image_bgr, head.hands,
                                 shape=self.hands.shape)
         return head.packet.with_fields(image_bgr=out)
+
+    def _too_big(self, faces: int) -> None:
+        """Count faces no paste window held (covered, never sent as they are) and say so,
+        at most every ``TOO_BIG_LOG_INTERVAL_S``: a face that close to the camera is covered
+        until a larger window is configured."""
+        self.faces_too_big += faces
+        now = time.monotonic()
+        if now - self._too_big_logged_s < TOO_BIG_LOG_INTERVAL_S:
+            return
+        self._too_big_logged_s = now
+        windows = self.hub.windows_px
+        log.warning("stream %d: a face too big for the GPU paste window%s (%s px) is covered "
+                    "(%d so far); set gpu.paste_window_large_px larger (at most 4096) to swap "
+                    "faces that close to the camera", self.stream,
+                    "s" if len(windows) > 1 else "", ", ".join(map(str, windows)),
+                    self.faces_too_big)

@@ -142,3 +142,21 @@ def test_livecam_runs_factory_gives_the_hub_both_windows(tmp_path: Path) -> None
     assert hub_windows("gpu.paste_window_large_px=0") == (640,)
     assert hub_windows("gpu.paste_window_px=320", "gpu.paste_window_large_px=720") == (320, 720)
     assert hub_windows("gpu.paste_window_large_px=512") == (640,)  # not larger: none
+
+
+@pytest.mark.slow
+def test_a_face_no_window_holds_is_covered_and_said_once(
+        inswapper_dyn_path: Path, face_frame: FaceFrame,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Before, such a face was covered without a word: the user could not tell why."""
+    import logging
+
+    hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), []), window_px=96)
+    state = RuntimeState(active_identity="alice")
+    with GpuSwapStage(hub) as stage, caplog.at_level(logging.WARNING, "livecam.gpupipe.stage"):
+        for k in range(3):
+            stage.submit(packet(k, face_frame.frame_bgr, faces_of(face_frame), state))
+        collect_all(stage, 3)
+    assert stage.faces_too_big == 3
+    lines = [r.getMessage() for r in caplog.records if "paste window" in r.getMessage()]
+    assert len(lines) == 1 and "gpu.paste_window_large_px" in lines[0], lines
