@@ -264,14 +264,18 @@ def _mean(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def print_table(report: dict[str, Any]) -> None:
     print(f"\n# livecam run on {report.get('device')} ({report.get('frame')}, "
           f"{report.get('model', {}).get('parameters', 0) / 1e6:.1f} M-param generator)")
     for name, error in report["errors"].items():
         print(f"ERROR in {name}: {error}")
     print("| run | fps/stream | capture->sink p50/p99 ms | late | analysis p50 | "
-          "swap.gpu p50/p99 | start s | frames/tick | follower batch |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "swap.gpu p50/p99 | start s | GPU MiB at start | frames/tick | follower batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, sec in report["sections"].items():
         if "streams" not in sec:
             continue
@@ -283,7 +287,8 @@ def print_table(report: dict[str, Any]) -> None:
               f"{worst['capture_to_sink_ms']['p99']:.1f} | {sum(x['late'] for x in st)} | "
               f"{worst['stages_ms'].get('analysis', {}).get('p50', float('nan')):.2f} | "
               f"{gpu.get('p50', float('nan')):.2f} / {gpu.get('p99', float('nan')):.2f} | "
-              f"{sec['start_s']:.1f} | {_mean(sec.get('frames_per_tick'))} | "
+              f"{sec['start_s']:.1f} | {_mib(sec.get('start_gpu_mib'))} | "
+              f"{_mean(sec.get('frames_per_tick'))} | "
               f"{_mean(sec.get('follower_batch'))} |")
     base = report["sections"].get("naive baseline")
     if base:

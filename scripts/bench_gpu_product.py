@@ -62,9 +62,11 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
     streams = build_streams(config, pairs=pairs, identities=identities,
                             state=RuntimeState(active_identity="astro", identities=("astro",)),
                             hotkeys=False)
+    base_mib = _gpu_reserved_mib(empty=True)
     t0 = time.perf_counter()
     streams.start()  # opens the stages and captures their CUDA graphs before any output
     start_s = time.perf_counter() - t0
+    start_mib = _gpu_reserved_mib() - base_mib
     try:
         time.sleep(warm_s)
         before = [a.metrics.counters() for a in streams.apps]
@@ -91,7 +93,13 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "capture_to_output_thread_ms": summary(pipe[-keep:]),
                 "stages_ms": stages})
         hub = _hub(streams)
+        windows = list(hub.window_per_tick) if hub is not None else []
         return {"start_s": start_s, "window_s": t2 - t1, "streams": per_stream,
+                # the device memory the streams took at start (models, slots, graph pools)
+                "start_gpu_mib": start_mib if start_mib == start_mib else None,
+                # ticks pasted in a larger window than the smallest (a face close to the camera)
+                "large_window_ticks": (sum(w > min(windows) for w in windows) / len(windows)
+                                       if windows else None),
                 "frames_per_tick": (float(np.mean(list(hub.frames_per_tick)))
                                     if hub is not None and hub.frames_per_tick else None),
                 "graph_modes": sorted({m.split(" ")[0] for m in hub.graph_modes.values()})
@@ -101,6 +109,19 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "generator_mode": _generator_mode(hub)}
     finally:
         streams.stop()
+
+
+def _gpu_reserved_mib(*, empty: bool = False) -> float:
+    """The CUDA caching allocator's reserved memory, MiB (first emptied of cached blocks with
+    ``empty``); NaN without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return float("nan")
+    torch.cuda.synchronize()
+    if empty:
+        torch.cuda.empty_cache()
+    return torch.cuda.memory_reserved() / 2**20
 
 
 def _generator_mode(hub: Any) -> str | None:
