@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         windows = list(hub.window_per_tick) if hub is not None else []
         return {"start_s": start_s, "window_s": t2 - t1, "streams": per_stream,
                 # the device memory the streams took at start (models, slots, graph pools)
-                "start_gpu_mib": start_mib if start_mib == start_mib else None,
+                "start_gpu_mib": None if math.isnan(start_mib) else start_mib,
                 # ticks pasted in a larger window than the smallest (a face close to the camera)
                 "large_window_ticks": (sum(w > min(windows) for w in windows) / len(windows)
                                        if windows else None),

@@ -54,8 +54,8 @@ class Staged(NamedTuple):
     valid: torch.Tensor
     kps: torch.Tensor
     enhance: torch.Tensor
+    window_px: int
     keep: KeepLoops | None = None
-    window_px: int = 0
 
 
 def _no_mark(_: str) -> None:
@@ -98,8 +98,8 @@ class SwapProgram:
         enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps, window)
         mark("align_crop")
         keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n]) if self.keep else None
-        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, keep,
-                      window)
+        return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, window,
+                      keep)
 
     def generate(self, staged: Staged, mark: Marker = _no_mark, stream: Any = None
                  ) -> torch.Tensor:
@@ -119,12 +119,12 @@ class SwapProgram:
         faces = sw.colour_match(sw.to_faces(pred), staged.crops)
         mark("colour")
         sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid,
-                  hands_bhw_u8=hands, keep=staged.keep, window_px=staged.window_px or None)
+                  hands_bhw_u8=hands, keep=staged.keep, window_px=staged.window_px)
         mark("paste")
         if self.enhancer is not None:
             self.enhancer.enhance_(slot.frames_dev, staged.frame_index, staged.kps,
                                    staged.enhance, hands_bhw_u8=hands, keep=staged.keep,
-                                   paste_window_px=staged.window_px or None)
+                                   paste_window_px=staged.window_px)
             mark("enhance")
 
     def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
