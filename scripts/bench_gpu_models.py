@@ -98,6 +98,31 @@ def _graphed(fn: Callable[[], Any], warmup: int) -> Callable[[], Any]:
     return graph.replay
 
 
+def _kernels(fn: Callable[[], Any]) -> tuple[int, float]:
+    """GPU activities (kernels, copies, fills) of one call and their summed time in ms."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    total_us = sum(float(getattr(e, "device_time", getattr(e, "cuda_time", 0.0))) for e in gpu)
+    return len(gpu), total_us / 1000.0
+
+
+def _compiled(fn: Callable[[], Any], how: str) -> tuple[Callable[[], Any], float]:
+    """``fn`` through torch.compile (``how``: default or autotune), compiled by a first call;
+    with the seconds that call took."""
+    mode = "max-autotune-no-cudagraphs" if how == "autotune" else None
+    compiled = torch.compile(fn, dynamic=False, mode=mode)
+    t0 = time.perf_counter()
+    compiled()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return compiled, time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
@@ -110,6 +135,10 @@ def main() -> None:
     parser.add_argument("--max-faces", type=int, default=4)
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--image", type=Path, default=None, help="face photo (default: astronaut)")
+    parser.add_argument("--compile", choices=("none", "default", "autotune"), default="none",
+                        help="also time each call through torch.compile (Inductor)")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="work items to run (detect-short detect-full mesh short+mesh)")
     parser.add_argument("--json", type=Path, default=Path("out/bench_gpu_models.json"))
     args = parser.parse_args()
 
@@ -124,6 +153,8 @@ def main() -> None:
     }
     photo = _face_photo_bgr(args.image)
     modes = ["eager", "graph"] if device.type == "cuda" else ["eager"]
+    if args.compile != "none":
+        modes += ["compiled", "comp+graph"] if device.type == "cuda" else ["compiled"]
     rows: list[dict[str, Any]] = []
     for dtype_name in args.dtypes:
         models = {k: copy.deepcopy(m).to(device, DTYPES[dtype_name]) for k, m in base.items()}
@@ -152,24 +183,39 @@ def main() -> None:
                 "short+mesh": pipeline,
             }
             for name, fn in work.items():
+                if args.only and name not in args.only:
+                    continue
+                compiled, compile_s = None, None
                 for mode in modes:
-                    call = _graphed(fn, args.warmup) if mode == "graph" else fn
+                    if mode in ("compiled", "comp+graph") and compiled is None:
+                        compiled, compile_s = _compiled(fn, args.compile)
+                    plain = compiled if mode in ("compiled", "comp+graph") else fn
+                    assert plain is not None
+                    call = _graphed(plain, args.warmup) if mode.endswith("graph") else plain
                     times = np.asarray(_time(call, device, args.warmup, args.iters))
                     p50, p99 = float(np.percentile(times, 50)), float(np.percentile(times, 99))
+                    kernels, kernel_ms = _kernels(plain) if device.type == "cuda" \
+                        else (None, None)
                     rows.append({"work": name, "batch": batch, "dtype": dtype_name, "mode": mode,
                                  "p50_ms": p50, "p99_ms": p99, "per_frame_ms": p50 / batch,
-                                 "frames_per_s": 1000.0 * batch / p50})
-    header = f"{'work':<13}{'batch':>6}{'dtype':>6}{'mode':>7}{'p50 ms':>10}{'p99 ms':>10}" \
-             f"{'ms/frame':>10}{'frames/s':>10}"
+                                 "frames_per_s": 1000.0 * batch / p50, "kernels": kernels,
+                                 "kernel_ms": kernel_ms,
+                                 "compile_s": compile_s if plain is compiled else None})
+    header = f"{'work':<13}{'batch':>6}{'dtype':>6}{'mode':>11}{'p50 ms':>10}{'p99 ms':>10}" \
+             f"{'ms/frame':>10}{'frames/s':>10}{'kernels':>9}{'kernel ms':>11}{'compile s':>11}"
     print(f"device {device}, frames {args.width}x{args.height}, {args.iters} iterations")
     print(header)
     for r in rows:
-        print(f"{r['work']:<13}{r['batch']:>6}{r['dtype']:>6}{r['mode']:>7}{r['p50_ms']:>10.3f}"
-              f"{r['p99_ms']:>10.3f}{r['per_frame_ms']:>10.3f}{r['frames_per_s']:>10.1f}")
+        kernels = "-" if r["kernels"] is None else str(r["kernels"])
+        kernel_ms = "-" if r["kernel_ms"] is None else f"{r['kernel_ms']:.3f}"
+        compile_s = "-" if r["compile_s"] is None else f"{r['compile_s']:.1f}"
+        print(f"{r['work']:<13}{r['batch']:>6}{r['dtype']:>6}{r['mode']:>11}{r['p50_ms']:>10.3f}"
+              f"{r['p99_ms']:>10.3f}{r['per_frame_ms']:>10.3f}{r['frames_per_s']:>10.1f}"
+              f"{kernels:>9}{kernel_ms:>11}{compile_s:>11}")
     meta = {"device": str(device), "torch": torch.__version__, "python": platform.python_version(),
             "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
             "cpu_threads": torch.get_num_threads(), "frame_wh": [args.width, args.height],
-            "iters": args.iters, "max_faces": args.max_faces}
+            "iters": args.iters, "max_faces": args.max_faces, "compile": args.compile}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print(f"wrote {args.json}")
