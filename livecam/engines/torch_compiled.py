@@ -138,13 +138,13 @@ INDUCTOR_DIR = "inductor"
 
 
 @contextmanager
-def inductor_cache(cache: EngineCache) -> Iterator[None]:
-    """Point Inductor's caches into the engine cache while compiling (the environment variable
-    is read at each cache access; an outer setting of the user's is restored afterwards)."""
+def inductor_dir(path: Path) -> Iterator[None]:
+    """Inductor's caches in ``path`` while the block runs (the environment variable is read
+    at each cache access); an outer setting of the user's is put back afterwards."""
     import os
 
     before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache.root / INDUCTOR_DIR)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
     try:
         yield
     finally:
@@ -152,6 +152,11 @@ def inductor_cache(cache: EngineCache) -> Iterator[None]:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+def inductor_cache(cache: EngineCache) -> Any:
+    """:func:`inductor_dir` in the engine cache's Inductor folder (``cache.root/inductor``)."""
+    return inductor_dir(cache.root / INDUCTOR_DIR)
 
 
 def flatten(module: Any, inputs: list[Any]) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from livecam.engines.protocol import TensorSpec
@@ -93,6 +94,17 @@ def keeps_features(config: Config) -> bool:
     return config.swap.keep_eyes == "always" or config.swap.keep_mouth
 
 
+def networks_compile_dir(config: Config) -> Path | None:
+    """Where the compiled face networks' code is cached (the engine cache's Inductor folder,
+    shared with the compiled generator), or None with ``gpu.compile_networks`` off."""
+    if not config.gpu.compile_networks:
+        return None
+    from livecam.engines.registry import engine_cache_dir
+    from livecam.engines.torch_compiled import INDUCTOR_DIR
+
+    return engine_cache_dir(config.engine) / INDUCTOR_DIR
+
+
 def follower_networks(config: Config, device: str, *, shared: Any = None,
                       stream: int = 0) -> tuple[Any, Any]:
     """The face follower's networks and tile search for the GPU pipeline on ``device``:
@@ -116,7 +128,8 @@ def follower_networks(config: Config, device: str, *, shared: Any = None,
     options: dict[str, Any] = {"device": device, "detector_model": analysis.detector_model,
                                "min_score": floor, "precision": config.gpu.precision,
                                "max_rois": max(1, analysis.max_faces),
-                               "use_graphs": config.gpu.cuda_graphs}
+                               "use_graphs": config.gpu.cuda_graphs,
+                               "compile_dir": networks_compile_dir(config)}
     keep = config.gpu.slots + 2
     networks: Any
     if shared is not None and shared.n_streams > 1 and not analysis.refine_landmarks:

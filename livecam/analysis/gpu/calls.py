@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from livecam.analysis.gpu.compiled import maybe_compiled
 from livecam.analysis.gpu.facemesh import FaceRois
 from livecam.analysis.mesh import MIN_PRESENCE, MeshResult
 from livecam.core.types import Faces
@@ -25,14 +27,37 @@ Detection = tuple[np.ndarray, float, np.ndarray]
 
 
 def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
-                   device: torch.device, dtype: torch.dtype) -> list[Any]:
+                   device: torch.device, dtype: torch.dtype,
+                   compile_dir: Path | None = None) -> list[Any]:
     """BlazeFace for ``detector_model`` (``short``, ``full``, or ``auto``: both, merged by
-    :func:`merged_detections`) on ``device`` in ``dtype``, ``MAX_DETECTIONS`` slots a frame."""
+    :func:`merged_detections`) on ``device`` in ``dtype``, ``MAX_DETECTIONS`` slots a frame;
+    compiled, its code cached in ``compile_dir``, unless that is None."""
     from livecam.analysis.gpu.models import load_blazeface
 
     ranges = ("short", "full") if detector_model == "auto" else (detector_model,)
-    return [load_blazeface(r, models_dir=models_dir, max_faces=MAX_DETECTIONS,
-                           min_score=min_score).to(device, dtype) for r in ranges]
+    return [maybe_compiled(load_blazeface(r, models_dir=models_dir, max_faces=MAX_DETECTIONS,
+                                          min_score=min_score).to(device, dtype),
+                           compile_dir, f"face detector ({r} range)") for r in ranges]
+
+
+def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
+              compile_dir: Path | None = None) -> Any:
+    """The face mesh on ``device`` in ``dtype``; compiled as :func:`load_detectors`'."""
+    from livecam.analysis.gpu.models import load_face_mesh
+
+    return maybe_compiled(load_face_mesh(models_dir=models_dir).to(device, dtype), compile_dir,
+                          "face mesh")
+
+
+def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
+                       max_faces: int, compile_dir: Path | None = None) -> Any:
+    """The full-range BlazeFace of the tile search (the model's own score threshold,
+    ``max_faces`` slots a tile); compiled as :func:`load_detectors`'."""
+    from livecam.analysis.gpu.models import load_blazeface
+
+    return maybe_compiled(load_blazeface("full", models_dir=models_dir,
+                                         max_faces=max_faces).to(device, dtype),
+                          compile_dir, "tile search's face detector")
 
 
 def mesh_buckets(max_rois: int) -> tuple[int, ...]:

@@ -75,6 +75,10 @@ class StreamFaceNetworks:
         self._found: list[Detection] | None = None
         self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
 
+    def tile_detector(self, max_faces: int) -> Any:
+        """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
+        return self.shared.tile_detector(max_faces)
+
     def open(self) -> None:
         if self._opened:
             return

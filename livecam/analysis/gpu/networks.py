@@ -37,6 +37,8 @@ from livecam.analysis.gpu.calls import (
     CapturedCall,
     frame_detections,
     load_detectors,
+    load_mesh,
+    load_tile_detector,
     merged_detections,
     mesh_buckets,
     mesh_results,
@@ -78,13 +80,16 @@ class GpuFaceNetworks:
     largest mesh batch (more regions run in several batches); ``models_dir``: MediaPipe's
     ``modules`` folder (None: the installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``);
     ``keep_frames``: how many uploaded frames stay on the device for :meth:`device_frame`
-    (more than the frames its stream can have in flight after this one; 0 = none).
+    (more than the frames its stream can have in flight after this one; 0 = none);
+    ``compile_dir``: compile the networks (:mod:`livecam.analysis.gpu.compiled`), their code
+    cached there; None: run them as they are.
     """
 
     def __init__(self, *, device: str | torch.device, detector_model: str = "full",
                  min_score: float = 0.5, precision: str = "fp16", max_rois: int = 8,
                  refine_landmarks: bool = False, use_graphs: bool = True,
-                 models_dir: str | Path | None = None, keep_frames: int = 0) -> None:
+                 models_dir: str | Path | None = None, keep_frames: int = 0,
+                 compile_dir: Path | None = None) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -98,6 +103,8 @@ class GpuFaceNetworks:
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
         self.keep_frames = max(0, keep_frames)
+        self.compile_dir = compile_dir
+        self._tile_detector: Any = None
         self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
         self._detectors: list[Any] = []
         self._mesh: Any = None
@@ -122,15 +129,17 @@ class GpuFaceNetworks:
     def num_landmarks(self) -> int:
         return 478 if self.refine_landmarks else NUM_LANDMARKS
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float16 if self.precision == "fp16" else torch.float32
+
     def open(self) -> None:
         if self._detectors:
             return
-        from livecam.analysis.gpu.models import load_face_mesh
-
-        dtype = torch.float16 if self.precision == "fp16" else torch.float32
+        dtype = self.dtype
         self._detectors = load_detectors(self.detector_model, models_dir=self.models_dir,
                                          min_score=self.min_score, device=self.device,
-                                         dtype=dtype)
+                                         dtype=dtype, compile_dir=self.compile_dir)
         if self.refine_landmarks:
             from livecam.analysis.mesh import FaceMeshLandmarker
 
@@ -139,7 +148,8 @@ class GpuFaceNetworks:
             self._host_mesh = FaceMeshLandmarker(refine_landmarks=True)
             self._host_mesh.open()
         else:
-            self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
+            self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
+                                   compile_dir=self.compile_dir)
         if self.cuda:
             # streams of their own (livecam.engines.cuda_streams): torch's pooled ones are
             # shared with the other pipeline streams of the process
@@ -160,6 +170,7 @@ class GpuFaceNetworks:
         self._host_mesh = None
         self._detectors = []
         self._mesh = None
+        self._tile_detector = None
         self._sizes.clear()
         self._mesh_graphs.clear()
         self._mesh_out.clear()
@@ -169,6 +180,14 @@ class GpuFaceNetworks:
         for stream in (self._stream, self._side):
             release_stream(stream)
         self._stream = self._side = None
+
+    def tile_detector(self, max_faces: int) -> Any:
+        """The tile search's detector (:func:`load_tile_detector`), loaded on first use."""
+        if self._tile_detector is None:
+            self._tile_detector = load_tile_detector(
+                models_dir=self.models_dir, device=self.device, dtype=self.dtype,
+                max_faces=max_faces, compile_dir=self.compile_dir)
+        return self._tile_detector
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Allocate for this frame size and capture its graphs now (CUDA: a few seconds)."""

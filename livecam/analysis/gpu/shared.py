@@ -35,6 +35,8 @@ from livecam.analysis.gpu.calls import (
     CapturedCall,
     frame_detections,
     load_detectors,
+    load_mesh,
+    load_tile_detector,
     mesh_buckets,
     mesh_results,
     on_stream,
@@ -75,7 +77,8 @@ class SharedFaceNetworks:
     def __init__(self, *, device: str | torch.device, n_streams: int,
                  detector_model: str = "full", min_score: float = 0.5,
                  precision: str = "fp16", max_rois: int = 8, use_graphs: bool = True,
-                 models_dir: str | Path | None = None) -> None:
+                 models_dir: str | Path | None = None,
+                 compile_dir: Path | None = None) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -89,11 +92,13 @@ class SharedFaceNetworks:
         self.max_mesh = min(MAX_MESH_BATCH, self.n_streams * self.max_rois)
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
+        self.compile_dir = compile_dir
         self.batcher = Batcher(self._run)
         self._lock = threading.Lock()
         self._users = 0
         self._detectors: list[Any] = []
         self._mesh: Any = None
+        self._tile_detector: Any = None
         self._stream: Any = None
         self._side: Any = None
         self._stacks: dict[tuple[int, int], FrameStack] = {}
@@ -117,6 +122,16 @@ class SharedFaceNetworks:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    def tile_detector(self, max_faces: int) -> Any:
+        """The tile search's detector, one for every stream (compiled once), loaded on first
+        use."""
+        with self._lock:
+            if self._tile_detector is None:
+                self._tile_detector = load_tile_detector(
+                    models_dir=self.models_dir, device=self.device, dtype=self.dtype,
+                    max_faces=max_faces, compile_dir=self.compile_dir)
+            return self._tile_detector
+
     def acquire(self) -> None:
         with self._lock:
             self._users += 1
@@ -128,14 +143,17 @@ class SharedFaceNetworks:
                 self._users -= 1
                 raise
 
-    def _open(self) -> None:
-        from livecam.analysis.gpu.models import load_face_mesh
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float16 if self.precision == "fp16" else torch.float32
 
-        dtype = torch.float16 if self.precision == "fp16" else torch.float32
+    def _open(self) -> None:
+        dtype = self.dtype
         self._detectors = load_detectors(self.detector_model, models_dir=self.models_dir,
                                          min_score=self.min_score, device=self.device,
-                                         dtype=dtype)
-        self._mesh = load_face_mesh(models_dir=self.models_dir).to(self.device, dtype)
+                                         dtype=dtype, compile_dir=self.compile_dir)
+        self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
+                               compile_dir=self.compile_dir)
         if self.cuda:
             self._stream = new_stream(self.device)
             self._side = new_stream(self.device)
@@ -158,6 +176,7 @@ class SharedFaceNetworks:
             with self.batcher.exclusive():
                 self._detectors = []
                 self._mesh = None
+                self._tile_detector = None
                 self._stacks.clear()
                 self._det_host = ()
                 for stream in (self._stream, self._side):

@@ -99,13 +99,9 @@ class GpuTileSearch:
     def open(self) -> None:
         if self._detector is not None:
             return
-        from livecam.analysis.gpu.models import load_blazeface
-
         nets = self.networks
         nets.open()
-        dtype = torch.float16 if nets.precision == "fp16" else torch.float32
-        self._detector = load_blazeface("full", models_dir=nets.models_dir,
-                                        max_faces=SLOTS_PER_TILE).to(nets.device, dtype)
+        self._detector = nets.tile_detector(SLOTS_PER_TILE)
         self._stream = new_stream(nets.device) if nets.cuda else None
         if nets.cuda:
             self._read, self._done = torch.cuda.Event(), torch.cuda.Event()

@@ -49,3 +49,54 @@ def test_cuda_fp16_graph_replay_matches_cpu_fp32(short_detector, face_mesh, t1_t
     err = (got.boxes_xyxy_px.cpu() - ref.boxes_xyxy_px).abs().max()
     assert float(err) < 2.0
     assert np.isfinite(static_out[1].landmarks_px.float().cpu().numpy()).all()
+
+
+def test_compiled_networks_in_cuda_graphs_find_what_the_plain_ones_find(  # type: ignore[no-untyped-def]
+        t1_bgr, tmp_path, caplog) -> None:
+    """``gpu.compile_networks`` (the default) on CUDA: the detector, the mesh and the tile
+    search compiled and captured in CUDA graphs, on insightface's group of six, against the
+    same networks uncompiled; the start says it compiled them."""
+    import logging
+
+    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    from livecam.analysis.gpu.tiles import GpuTileSearch
+    from livecam.analysis.roi import roi_from_detection
+    from livecam.track.bytetrack import iou_matrix
+
+    frame = np.ascontiguousarray(t1_bgr[83:803])  # 1280x720
+    found = []
+    for compile_dir in (None, tmp_path):
+        nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5, max_rois=8,
+                               compile_dir=compile_dir)
+        search = GpuTileSearch(nets, tile_size_px=640)
+        with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+            nets.open()
+            search.open()
+            nets.prepare(frame.shape[1], frame.shape[0])
+            search.prepare(frame.shape[1], frame.shape[0])
+        try:
+            image = frame.copy()
+            faces = nets.detect(image)
+            rois = [roi_from_detection(faces.boxes_xyxy[i], faces.keypoints_xy[i])
+                    for i in range(len(faces))]
+            meshes = nets.landmarks(image, rois)
+            search.launch(image)
+            tiled = search.take()
+            assert tiled is not None
+            found.append((faces, meshes, tiled))
+        finally:
+            search.close()
+            nets.close()
+    compiled_lines = [r.getMessage() for r in caplog.records if "compiled the" in r.getMessage()]
+    assert any("face detector (full range)" in m for m in compiled_lines), compiled_lines
+    assert any("face mesh" in m for m in compiled_lines), compiled_lines
+    assert any("tile search" in m for m in compiled_lines), compiled_lines
+    (faces, meshes, tiled), (faces_c, meshes_c, tiled_c) = found
+    # the group's six people at 1280x720: the whole-frame pass finds three (H200 run 62)
+    assert len(faces) == len(faces_c) >= 3, (len(faces), len(faces_c))
+    assert iou_matrix(faces.boxes_xyxy, faces_c.boxes_xyxy).max(axis=1).min() > 0.95
+    for mesh, mesh_c in zip(meshes, meshes_c, strict=True):
+        assert (mesh is None) == (mesh_c is None)
+        if mesh is not None and mesh_c is not None:
+            assert np.linalg.norm(mesh.landmarks_xy - mesh_c.landmarks_xy, axis=1).mean() < 1.0
+    assert len(tiled.faces) == len(tiled_c.faces), (len(tiled.faces), len(tiled_c.faces))

@@ -1,0 +1,134 @@
+"""The face networks (BlazeFace, the face mesh) through ``torch.compile``: Inductor fuses the
+ports' hundreds of small kernels (a tflite graph run op by op) into fewer, larger ones.
+
+Measured on the H200 (device run 60, ``scripts/bench_gpu_models.py --compile default``, fp16,
+1080p, each call replayed in a CUDA graph): the full-range detector 1.66 → 0.61 ms a frame
+(705 → 294 kernels), the mesh 0.82 → 0.27 ms a face; compiling took 18 s and 8 s.
+
+The pipelines call a compiled network exactly as the plain one, and still capture it in their
+CUDA graphs (so a frame replays the fused kernels without Python). Inductor's code goes into
+the engine cache's Inductor folder (the compiled generator's too), so the first start on a
+machine compiles (logged with its time) and a later one takes the code from there: a cache
+hit, logged too. Each input shape compiles once, at start (``prepare``), before frames flow.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from livecam.engines.torch_compiled import inductor_dir
+
+log = logging.getLogger(__name__)
+
+# one compile at a time (dynamo serialises them anyway), so the cache counters read around a
+# first call are that call's, and the environment variable is not set and restored by two
+# threads at once
+_COMPILING = threading.Lock()
+
+#: shapes one network may be compiled for before dynamo gives up and runs it uncompiled (its
+#: default is 8; the streams' detector and mesh each run at several batch buckets)
+RECOMPILE_LIMIT = 64
+
+
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    def one(value: Any) -> Any:
+        shape = getattr(value, "shape", None)
+        if shape is not None:
+            return (tuple(shape), str(value.dtype), str(value.device))
+        if isinstance(value, tuple | list):
+            return tuple(one(v) for v in value)
+        return value if value is None or isinstance(value, int | float | str | bool) \
+            else type(value).__name__
+
+    return tuple(one(a) for a in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+
+
+class CompiledNetwork:
+    """``module`` through ``torch.compile`` (static shapes), its compiled code cached in
+    ``cache_dir``. Calls as ``module``; other attributes are ``module``'s. The first call
+    with a new input shape compiles (or loads) and logs which it was and how long it took."""
+
+    def __init__(self, module: Any, *, cache_dir: Path, name: str) -> None:
+        import torch
+        import torch._dynamo
+
+        limit = torch._dynamo.config
+        limit.recompile_limit = max(limit.recompile_limit, RECOMPILE_LIMIT)
+        self.module = module
+        self.cache_dir = Path(cache_dir)
+        self.name = name
+        self._fn = torch.compile(module, dynamic=False)
+        self._seen: set[tuple[Any, ...]] = set()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        signature = _signature(args, kwargs)
+        if signature in self._seen or self._fn is self.module:
+            return self._fn(*args, **kwargs)
+        from torch._dynamo.utils import counters
+
+        def now() -> tuple[int, int]:  # read anew: a compile may replace the counters
+            c = counters["inductor"]
+            return c["fxgraph_cache_hit"], c["fxgraph_cache_miss"]
+
+        shapes = [tuple(a.shape) for a in args if hasattr(a, "shape")]
+        with _COMPILING, inductor_dir(self.cache_dir):
+            if not self._seen:
+                log.info("the %s: compiling it, or taking its compiled code from %s (a first "
+                         "start compiles: up to half a minute a shape on a GPU)", self.name,
+                         self.cache_dir)
+            before = now()
+            t0 = time.perf_counter()
+            try:
+                out = self._fn(*args, **kwargs)
+            except Exception as exc:  # any compiler failure: run it as it is
+                reason = (str(exc).strip().splitlines() or [""])[0][:300]
+                log.warning("could not compile the %s (%s: %s); it runs uncompiled, slower. "
+                            "Set gpu.compile_networks: false to skip trying", self.name,
+                            type(exc).__name__, reason)
+                self._fn = self.module
+                return self.module(*args, **kwargs)
+            took = time.perf_counter() - t0
+            hits, misses = (a - b for a, b in zip(now(), before, strict=True))
+            self._seen.add(signature)
+        if misses:
+            log.info("compiled the %s for inputs %s in %.1f s (once per machine and torch "
+                     "version: later starts take it from %s)", self.name, shapes, took,
+                     self.cache_dir)
+        else:
+            log.info("the %s for inputs %s: compiled code %s (%.1f s)", self.name, shapes,
+                     "taken from the cache" if hits else "reused", took)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "module":  # not yet set (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.module, name)
+
+
+def _device_type(module: Any) -> str:
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        return str(tensor.device.type)
+    return "cpu"
+
+
+def maybe_compiled(module: Any, cache_dir: Path | None, name: str) -> Any:
+    """``module`` compiled with its code cached in ``cache_dir``, or as it is when None, or
+    when it is on CUDA and Triton (Inductor's GPU compiler) is not installed: said in the
+    log. Linux wheels of torch bring Triton; Windows and macOS ones do not (on Windows the
+    ``triton-windows`` package provides it)."""
+    if cache_dir is None:
+        return module
+    if _device_type(module) == "cuda" and importlib.util.find_spec("triton") is None:
+        where = {"win32": "Windows: pip install triton-windows",
+                 "darwin": "macOS has no CUDA"}.get(sys.platform, "pip install triton")
+        log.warning("the %s runs uncompiled (slower): torch.compile needs Triton on a GPU, "
+                    "which is not installed (%s), or set gpu.compile_networks: false",
+                    name, where)
+        return module
+    return CompiledNetwork(module, cache_dir=cache_dir, name=name)

@@ -1,0 +1,199 @@
+"""The face networks through ``torch.compile`` (:mod:`livecam.analysis.gpu.compiled`): the same
+results as the plain networks, the compiled code cached where ``livecam run`` points it (so a
+later start takes it from there), and one tile-search detector for every stream. On the CPU
+here (Inductor's C++ code: the same compile and cache path as CUDA's, slower); the CUDA check
+with graphs is ``tests/analysis/gpu/test_gpu_cuda.py``'s, run on the H200."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from livecam.analysis.gpu.compiled import CompiledNetwork, maybe_compiled
+from livecam.analysis.gpu.networks import GpuFaceNetworks
+from livecam.analysis.gpu.shared import SharedFaceNetworks
+from livecam.analysis.gpu.tiles import GpuTileSearch
+from livecam.analysis.roi import roi_from_detection
+
+TINY = """
+import torch
+
+class Tiny(torch.nn.Module):
+    size = 5
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x, scale=None):
+        y = torch.relu(self.conv(x)) + 1.0
+        return y * scale if scale is not None else y
+"""
+
+
+def _tiny() -> torch.nn.Module:
+    space: dict[str, object] = {}
+    exec(TINY, space)  # the same class text in this process and the fresh one below
+    return space["Tiny"]().eval()  # type: ignore[operator]
+
+
+def test_a_compiled_network_gives_the_modules_results_and_caches_its_code(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    module = _tiny()
+    net = CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")
+    x = torch.rand(2, 3, 8, 8)
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"), \
+            torch.inference_mode():
+        got = net(x)
+        again = net(x)  # the same shapes: no second log line
+        scaled = net(x, scale=torch.full((1,), 2.0))
+        want = module(x)
+    assert torch.allclose(got, want, atol=1e-5) and torch.allclose(again, want, atol=1e-5)
+    assert torch.allclose(scaled, want * 2.0, atol=1e-5)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines  # before the first compile, and after each shape's
+    assert lines[0].startswith("the tiny net: compiling it, or taking its compiled code")
+    assert "compiled the tiny net for inputs [(2, 3, 8, 8)]" in lines[1]
+    assert net.size == 5 and net.conv is module.conv  # the module's attributes
+    assert any(tmp_path.rglob("*")), "nothing was written into the cache folder"
+    assert maybe_compiled(module, None, "tiny net") is module
+
+
+def test_a_later_start_takes_the_compiled_code_from_the_cache(tmp_path: Path) -> None:
+    """Two fresh processes (two starts): the first compiles, the second finds the code."""
+    script = textwrap.dedent(TINY) + textwrap.dedent(f"""
+        import logging
+        from pathlib import Path
+        from livecam.analysis.gpu.compiled import CompiledNetwork
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        net = CompiledNetwork(Tiny().eval(), cache_dir=Path({str(tmp_path)!r}), name="tiny net")
+        with torch.inference_mode():
+            net(torch.rand(2, 3, 8, 8))
+    """)
+
+    def start() -> str:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr
+
+    first, second = start(), start()
+    assert "compiled the tiny net" in first
+    assert "the tiny net for inputs [(2, 3, 8, 8)]: compiled code taken from the cache" in second
+
+
+def test_compiled_face_networks_find_what_the_plain_ones_find(astronaut_bgr: np.ndarray,
+                                                              tmp_path: Path) -> None:
+    """The real BlazeFace and face mesh compiled (short range, one region: the CPU compiles
+    slowly) against the same networks uncompiled, on the astronaut."""
+    frame = np.full((360, 640, 3), 90, np.uint8)
+    frame[20:340, 160:480] = astronaut_bgr[40:360, 100:420]
+    found = []
+    for compile_dir in (None, tmp_path):
+        nets = GpuFaceNetworks(device="cpu", detector_model="short", min_score=0.5,
+                               max_rois=1, compile_dir=compile_dir)
+        nets.open()
+        try:
+            faces = nets.detect(frame.copy())
+            assert len(faces) == 1
+            roi = roi_from_detection(faces.boxes_xyxy[0], faces.keypoints_xy[0])
+            mesh = nets.landmarks(frame.copy(), [roi])[0]
+            assert mesh is not None
+            found.append((faces.boxes_xyxy[0], mesh.landmarks_xy))
+        finally:
+            nets.close()
+    (box, mesh), (box_c, mesh_c) = found
+    assert np.abs(box - box_c).max() < 0.5
+    assert np.linalg.norm(mesh - mesh_c, axis=1).max() < 0.5
+    assert any((tmp_path).rglob("*"))
+
+
+def test_every_streams_tile_search_shares_one_detector() -> None:
+    """Compiled, one detector is one compile at start, not one a stream."""
+    shared = SharedFaceNetworks(device="cpu", n_streams=3, detector_model="full",
+                                min_score=0.5, max_rois=1)
+    clients = [shared.slot_for(k) for k in range(3)]
+    searches = [GpuTileSearch(c, tile_size_px=640) for c in clients]
+    for search in searches:
+        search.open()
+    try:
+        detectors = {id(s._detector) for s in searches}
+        assert len(detectors) == 1
+        assert searches[0]._detector.max_faces == 16  # SLOTS_PER_TILE
+    finally:
+        for search, client in zip(searches, clients, strict=True):
+            search.close()
+            client.close()
+    own = GpuFaceNetworks(device="cpu", detector_model="full", max_rois=1)
+    search = GpuTileSearch(own, tile_size_px=640)
+    search.open()
+    try:
+        assert search._detector is own.tile_detector(16)
+    finally:
+        search.close()
+        own.close()
+
+
+def test_livecam_run_compiles_the_networks_into_the_engine_cache_unless_told_not_to(
+        tmp_path: Path) -> None:
+    from livecam.config import load_config
+    from livecam.gpupipe.factory import follower_networks, networks_compile_dir
+
+    config = load_config(None, [f"engine.cache_dir={tmp_path}"])
+    assert networks_compile_dir(config) == tmp_path / "inductor"
+    nets, _search = follower_networks(config, "cuda:0")  # not opened: nothing runs here
+    assert nets.compile_dir == tmp_path / "inductor"
+    off = load_config(None, [f"engine.cache_dir={tmp_path}", "gpu.compile_networks=false"])
+    assert networks_compile_dir(off) is None
+    assert follower_networks(off, "cuda:0")[0].compile_dir is None
+
+
+def test_a_network_that_cannot_compile_runs_as_it_is_and_the_log_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine whose compiler is broken (here: Inductor's C++ compiler named as a file that
+    does not exist) still runs the networks, uncompiled, and says why."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/g++",))
+    module = _tiny()
+    net = CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")
+    x = torch.rand(1, 3, 6, 6)
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"), \
+            torch.inference_mode():
+        got = net(x)
+        again = net(torch.rand(2, 3, 6, 6))  # another shape: not tried again
+        want = module(x)
+    assert torch.allclose(got, want) and again.shape == (2, 4, 6, 6)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "could not compile the tiny net" in warnings[0]
+    assert "gpu.compile_networks: false" in warnings[0]
+
+
+def test_on_a_gpu_without_triton_the_networks_run_as_they_are(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows' torch wheels bring no Triton: the networks run uncompiled, and the log names
+    the package that brings it. (No CUDA here: the module's device is what it asks.)"""
+    import importlib.util
+
+    from livecam.analysis.gpu import compiled
+
+    module = _tiny()
+    monkeypatch.setattr(compiled, "_device_type", lambda _m: "cuda")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else real(name, *a))
+    monkeypatch.setattr(compiled.sys, "platform", "win32")
+    with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.compiled"):
+        assert maybe_compiled(module, tmp_path, "face mesh") is module
+    assert "pip install triton-windows" in caplog.text
