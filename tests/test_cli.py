@@ -43,6 +43,8 @@ def test_doctor_reports_and_exits_zero() -> None:
     assert "livecam models fetch inswapper_128" in result.stdout
     # ai-edge-litert is a dependency: the face models run directly, not through MediaPipe
     assert "[ok  ] face model runtime: LiteRT" in result.stdout
+    # whether the face networks can compile on a GPU (informational without CUDA)
+    assert "torch.compile on the GPU (Triton):" in result.stdout
 
 
 def test_run_synthetic_to_file(tmp_path: Path) -> None:

@@ -110,6 +110,7 @@ def check_gpu() -> list[Check]:
         name = torch.cuda.get_device_name(0) if cuda else "no CUDA device"
         checks.append(Check("torch CUDA", cuda, f"torch {torch_version}: {name}",
                             "" if cuda else "install a CUDA build of torch to use the GPU"))
+        checks.append(check_gpu_compiler(cuda))
     trt = _module_version("tensorrt")
     checks.append(Check("TensorRT", trt is not None, trt or "not installed",
                         "" if trt else "pip install tensorrt (NVIDIA GPUs) for the fastest "
@@ -124,6 +125,22 @@ def check_gpu() -> list[Check]:
         providers = ", ".join(onnxruntime.get_available_providers())
         checks.append(Check("onnxruntime", True, f"{ort}: {providers}"))
     return checks
+
+
+def check_gpu_compiler(cuda: bool) -> Check:
+    """Triton, which torch.compile needs to compile the face networks on a GPU
+    (``gpu.compile_networks``): Linux wheels of torch bring it, Windows ones do not."""
+    triton = _module_version("triton")
+    if triton is not None:
+        return Check("torch.compile on the GPU (Triton)", True if cuda else None,
+                     f"triton {triton}: the face networks compile on the GPU (the first start "
+                     "compiles for about two minutes, later starts load it)")
+    fix = {"win32": "pip install triton-windows",
+           "darwin": "no CUDA on macOS: the CPU path runs there"}.get(sys.platform,
+                                                                      "pip install triton")
+    return Check("torch.compile on the GPU (Triton)", False if cuda else None,
+                 "triton is not installed: on a GPU the face networks run uncompiled "
+                 "(slower)", fix if cuda else "")
 
 
 def check_engine() -> list[Check]:
