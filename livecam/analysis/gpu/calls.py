@@ -7,6 +7,7 @@ the region buckets, and the host-side reading of their outputs.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from livecam.analysis.gpu.compiled import maybe_compiled
+from livecam.analysis.gpu.compiled import compiled_once
 from livecam.analysis.gpu.facemesh import FaceRois
 from livecam.analysis.mesh import MIN_PRESENCE, MeshResult
 from livecam.core.types import Faces
@@ -31,13 +32,18 @@ def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
                    compile_dir: Path | None = None) -> list[Any]:
     """BlazeFace for ``detector_model`` (``short``, ``full``, or ``auto``: both, merged by
     :func:`merged_detections`) on ``device`` in ``dtype``, ``MAX_DETECTIONS`` slots a frame;
-    compiled, its code cached in ``compile_dir``, unless that is None."""
+    compiled, its code cached in ``compile_dir``, unless that is None (then a new module
+    each call; compiled, one per process: :func:`compiled_once`)."""
     from livecam.analysis.gpu.models import load_blazeface
 
+    def make(range_name: str) -> Any:
+        return load_blazeface(range_name, models_dir=models_dir, max_faces=MAX_DETECTIONS,
+                              min_score=min_score).to(device, dtype)
+
     ranges = ("short", "full") if detector_model == "auto" else (detector_model,)
-    return [maybe_compiled(load_blazeface(r, models_dir=models_dir, max_faces=MAX_DETECTIONS,
-                                          min_score=min_score).to(device, dtype),
-                           compile_dir, f"face detector ({r} range)") for r in ranges]
+    return [compiled_once(
+        ("detector", r, str(models_dir), MAX_DETECTIONS, min_score, str(device), str(dtype)),
+        functools.partial(make, r), compile_dir, f"face detector ({r} range)") for r in ranges]
 
 
 def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
@@ -45,8 +51,9 @@ def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
     """The face mesh on ``device`` in ``dtype``; compiled as :func:`load_detectors`'."""
     from livecam.analysis.gpu.models import load_face_mesh
 
-    return maybe_compiled(load_face_mesh(models_dir=models_dir).to(device, dtype), compile_dir,
-                          "face mesh")
+    return compiled_once(("mesh", str(models_dir), str(device), str(dtype)),
+                         lambda: load_face_mesh(models_dir=models_dir).to(device, dtype),
+                         compile_dir, "face mesh")
 
 
 def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
@@ -55,9 +62,11 @@ def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dt
     ``max_faces`` slots a tile); compiled as :func:`load_detectors`'."""
     from livecam.analysis.gpu.models import load_blazeface
 
-    return maybe_compiled(load_blazeface("full", models_dir=models_dir,
-                                         max_faces=max_faces).to(device, dtype),
-                          compile_dir, "tile search's face detector")
+    return compiled_once(
+        ("tile detector", str(models_dir), max_faces, str(device), str(dtype)),
+        lambda: load_blazeface("full", models_dir=models_dir,
+                               max_faces=max_faces).to(device, dtype),
+        compile_dir, "tile search's face detector")
 
 
 def mesh_buckets(max_rois: int) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,25 @@ def maybe_compiled(module: Any, cache_dir: Path | None, name: str) -> Any:
                     name, where)
         return module
     return CompiledNetwork(module, cache_dir=cache_dir, name=name)
+
+
+_KEPT: dict[tuple[Any, ...], Any] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def compiled_once(key: tuple[Any, ...], make: Callable[[], Any], cache_dir: Path | None,
+                  name: str) -> Any:
+    """``make()`` through :func:`maybe_compiled`, made once per process for ``key`` (what
+    the module is: model, settings, device, dtype): a stream's chain rebuilt by a config
+    reload, or another set of streams, calls the same compiled network, whose shapes are
+    compiled already, instead of tracing them again. The networks' weights never change, so
+    sharing them is safe; they stay on the device until the process ends (a few MB).
+    Uncompiled (``cache_dir`` None): a new module each call, as before."""
+    if cache_dir is None:
+        return make()
+    full = (*key, str(cache_dir))
+    with _KEPT_LOCK:
+        net = _KEPT.get(full)
+        if net is None:
+            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name)
+        return net

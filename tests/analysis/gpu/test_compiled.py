@@ -197,3 +197,24 @@ def test_on_a_gpu_without_triton_the_networks_run_as_they_are(
     with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.compiled"):
         assert maybe_compiled(module, tmp_path, "face mesh") is module
     assert "pip install triton-windows" in caplog.text
+
+
+def test_a_rebuilt_chain_calls_the_networks_compiled_for_the_last_one(tmp_path: Path) -> None:
+    """A config reload rebuilds a stream's networks: compiled, they are the same objects (no
+    second trace); uncompiled, new modules as before. Nothing is called, so nothing compiles."""
+    def nets(compile_dir: Path | None) -> GpuFaceNetworks:
+        made = GpuFaceNetworks(device="cpu", detector_model="auto", max_rois=1,
+                               compile_dir=compile_dir)
+        made.open()
+        return made
+
+    first, second = nets(tmp_path), nets(tmp_path)
+    assert isinstance(first._detectors[0], CompiledNetwork)
+    assert [id(d) for d in first._detectors] == [id(d) for d in second._detectors]
+    assert first._mesh is second._mesh
+    assert first.tile_detector(16) is second.tile_detector(16)
+    assert nets(tmp_path / "elsewhere")._mesh is not first._mesh
+    plain, plain_again = nets(None), nets(None)
+    assert plain._mesh is not plain_again._mesh
+    for made in (first, second, plain, plain_again):
+        made.close()
