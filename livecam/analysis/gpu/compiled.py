@@ -47,7 +47,10 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
         return value if value is None or isinstance(value, int | float | str | bool) \
             else type(value).__name__
 
-    return tuple(one(a) for a in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+    # a keyword given as None is the call without it (`detector(frames)` and
+    # `detector(frames, frame_index=None)` run the same compiled code)
+    return tuple(one(a) for a in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items())
+                                               if v is not None)
 
 
 class CompiledNetwork:
