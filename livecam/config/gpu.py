@@ -33,13 +33,14 @@ class GpuConfig:
                              "launches from Python.")
     precision: str = knob("fp16", "Precision of the face detector and face mesh on the GPU.",
                           choices=("fp16", "fp32"))
-    compile_networks: bool = knob(True, "Compile the face detector and face mesh on the GPU "
-                                  "with torch.compile (fused kernels: about 2.7x faster on "
-                                  "the H200, docs/perf-notes.md run 60). The first start on a "
-                                  "machine (and after a torch update) compiles them, about a "
-                                  "minute, logged; later starts take the code from the "
-                                  "engine cache (engine.cache_dir) in seconds. false = the "
-                                  "networks as they are, no compiling.")
+    compile_networks: bool = knob(True, "Compile the face detector, face mesh and tile "
+                                  "search on the GPU with torch.compile: fused kernels, "
+                                  "several times faster (docs/perf-notes.md). The first start "
+                                  "on a machine (and after a torch update) compiles them for "
+                                  "minutes, each network and shape logged; later starts take "
+                                  "the code from the engine cache (engine.cache_dir). Where "
+                                  "torch cannot compile (no Triton) they run uncompiled, with "
+                                  "a warning. false = uncompiled, no compiling.")
     paste_window_px: int = knob(640, "Side of the frame square around each face that the "
                                 "paste-back works in, px. It must exceed the face's crop "
                                 "footprint (about 1.8x the face width, more when the head is "
