@@ -56,7 +56,8 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
 class CompiledNetwork:
     """``module`` through ``torch.compile`` (static shapes), its compiled code cached in
     ``cache_dir``. Calls as ``module``; other attributes are ``module``'s. The first call
-    with a new input shape compiles (or loads) and logs which it was and how long it took."""
+    with a new input shape compiles (or loads) and logs which it was and how long it took.
+    Any thread may call it (the streams share one); first calls take turns."""
 
     def __init__(self, module: Any, *, cache_dir: Path, name: str) -> None:
         import torch

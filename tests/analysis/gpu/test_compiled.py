@@ -157,17 +157,18 @@ def test_livecam_run_compiles_the_networks_into_the_engine_cache_unless_told_not
 
 
 def test_a_network_that_cannot_compile_runs_as_it_is_and_the_log_says_so(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A machine whose compiler is broken (here: Inductor's C++ compiler named as a file that
     does not exist) still runs the networks, uncompiled, and says why."""
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config.cpp, "cxx", ("/nonexistent/g++",))
     module = _tiny()
     net = CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")
     x = torch.rand(1, 3, 6, 6)
-    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"), \
+    # torch's own config patch (undone on exit; a plain setattr would break the config for
+    # the tests after this one)
+    with inductor_config.patch({"cpp.cxx": ("/nonexistent/g++",)}), \
+            caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"), \
             torch.inference_mode():
         got = net(x)
         again = net(torch.rand(2, 3, 6, 6))  # another shape: not tried again
