@@ -130,17 +130,16 @@ def check_gpu() -> list[Check]:
 def check_gpu_compiler(cuda: bool) -> Check:
     """Triton, which torch.compile needs to compile the face networks on a GPU
     (``gpu.compile_networks``): Linux wheels of torch bring it, Windows ones do not."""
+    from livecam.analysis.gpu.compiled import triton_install_hint
+
     triton = _module_version("triton")
     if triton is not None:
         return Check("torch.compile on the GPU (Triton)", True if cuda else None,
                      f"triton {triton}: the face networks compile on the GPU (the first start "
-                     "compiles for about two minutes, later starts load it)")
-    fix = {"win32": "pip install triton-windows",
-           "darwin": "no CUDA on macOS: the CPU path runs there"}.get(sys.platform,
-                                                                      "pip install triton")
+                     "compiles for minutes, later starts load it)")
     return Check("torch.compile on the GPU (Triton)", False if cuda else None,
                  "triton is not installed: on a GPU the face networks run uncompiled "
-                 "(slower)", fix if cuda else "")
+                 "(slower)", triton_install_hint() if cuda else "")
 
 
 def check_engine() -> list[Check]:

@@ -15,6 +15,7 @@ hit, logged too. Each input shape compiles once, at start (``prepare``), before 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import logging
 import sys
 import threading
@@ -117,9 +118,15 @@ class CompiledNetwork:
 
 
 def _device_type(module: Any) -> str:
-    for tensor in list(module.parameters()) + list(module.buffers()):
-        return str(tensor.device.type)
-    return "cpu"
+    first = next(itertools.chain(module.parameters(), module.buffers()), None)
+    return "cpu" if first is None else str(first.device.type)
+
+
+def triton_install_hint() -> str:
+    """What brings Triton on this platform (``livecam doctor`` says it too)."""
+    return {"win32": "pip install triton-windows",
+            "darwin": "no CUDA on macOS: the CPU path runs there"}.get(sys.platform,
+                                                                       "pip install triton")
 
 
 def maybe_compiled(module: Any, cache_dir: Path | None, name: str) -> Any:
@@ -130,11 +137,9 @@ def maybe_compiled(module: Any, cache_dir: Path | None, name: str) -> Any:
     if cache_dir is None:
         return module
     if _device_type(module) == "cuda" and importlib.util.find_spec("triton") is None:
-        where = {"win32": "Windows: pip install triton-windows",
-                 "darwin": "macOS has no CUDA"}.get(sys.platform, "pip install triton")
         log.warning("the %s runs uncompiled (slower): torch.compile needs Triton on a GPU, "
                     "which is not installed (%s), or set gpu.compile_networks: false",
-                    name, where)
+                    name, triton_install_hint())
         return module
     return CompiledNetwork(module, cache_dir=cache_dir, name=name)
 
