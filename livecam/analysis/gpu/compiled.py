@@ -54,6 +54,14 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
                                                if v is not None)
 
 
+def _reason(exc: BaseException) -> str:
+    """The cause in one line: torch wraps a compiler's error in a line of its own
+    ("backend='inductor' raised:"), with the cause on the next."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    cause = next((line for line in lines if not line.endswith("raised:")), "")
+    return f"{type(exc).__name__}: {cause}"[:300]
+
+
 class CompiledNetwork:
     """``module`` through ``torch.compile`` (static shapes), its compiled code cached in
     ``cache_dir``. Calls as ``module``; other attributes are ``module``'s. The first call
@@ -93,10 +101,9 @@ class CompiledNetwork:
             try:
                 out = self._fn(*args, **kwargs)
             except Exception as exc:  # any compiler failure: run it as it is
-                reason = (str(exc).strip().splitlines() or [""])[0][:300]
-                log.warning("could not compile the %s (%s: %s); it runs uncompiled, slower. "
+                log.warning("could not compile the %s (%s); it runs uncompiled, slower. "
                             "Set gpu.compile_networks: false to skip trying", self.name,
-                            type(exc).__name__, reason)
+                            _reason(exc))
                 self._fn = self.module
                 return self.module(*args, **kwargs)
             took = time.perf_counter() - t0

@@ -219,3 +219,18 @@ def test_a_rebuilt_chain_calls_the_networks_compiled_for_the_last_one(tmp_path: 
     assert plain._mesh is not plain_again._mesh
     for made in (first, second, plain, plain_again):
         made.close()
+
+
+def test_a_cache_folder_that_cannot_be_made_runs_the_network_as_it_is_and_says_why(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """engine.cache_dir under a file (or anywhere not writable): the network still runs, and
+    the warning names the cause, not only torch's wrapper line."""
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    module = _tiny()
+    net = CompiledNetwork(module, cache_dir=blocker / "cache", name="tiny net")
+    x = torch.rand(1, 3, 6, 6)
+    with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.compiled"), \
+            torch.inference_mode():
+        assert torch.allclose(net(x), module(x))
+    assert "NotADirectoryError" in caplog.text, caplog.text
