@@ -234,3 +234,34 @@ def test_a_cache_folder_that_cannot_be_made_runs_the_network_as_it_is_and_says_w
             torch.inference_mode():
         assert torch.allclose(net(x), module(x))
     assert "NotADirectoryError" in caplog.text, caplog.text
+
+
+def test_streams_calling_a_shared_network_first_at_once_each_get_their_results(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Four stream threads make the first call together: one compiles, the others wait for
+    it and reuse it; every result is the module's."""
+    import threading
+
+    module = _tiny()
+    net = CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")
+    inputs = [torch.rand(2, 3, 8, 8) for _ in range(4)]
+    got: dict[int, torch.Tensor] = {}
+    start = threading.Barrier(4)
+
+    def call(k: int) -> None:
+        start.wait()
+        with torch.inference_mode():
+            got[k] = net(inputs[k])
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+    with torch.inference_mode():
+        for k in range(4):
+            assert torch.allclose(got[k], module(inputs[k]), atol=1e-5)
+    compiled_lines = [r.getMessage() for r in caplog.records
+                      if r.getMessage().startswith("compiled the tiny net")]
+    assert len(compiled_lines) == 1, caplog.text
