@@ -73,6 +73,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         before = [a.metrics.counters() for a in streams.apps]
         lat_before = [a.metrics.pipeline_latencies_ms()[0] for a in streams.apps]
         t1 = time.perf_counter()
+        # a profiler attached from outside starts on this line (`py-spy record --pid`)
+        print(f"measuring for {window_s:.1f} s (started in {start_s:.1f} s)", flush=True)
         time.sleep(window_s)
         after = [a.metrics.counters() for a in streams.apps]
         t2 = time.perf_counter()

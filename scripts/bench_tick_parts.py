@@ -7,10 +7,12 @@ to uint8 faces), ``paste`` (insightface's paste-back, no kept regions), ``keep_a
 kept eyes and mouth drawn on each window) and ``paste_keep`` (the paste-back with them, what a
 tick runs by default). The generator itself is timed by ``scripts/bench_compiled.py``. Each
 part runs eagerly (CUDA events around it, median of ``--iters``) and captured in one CUDA
-graph (as the hub replays it); ``--profile N`` lists the top kernels of ``paste_keep`` on N
-faces (torch.profiler).
+graph (as the hub replays it); with ``--compile``, also through ``torch.compile`` captured in a
+graph (as ``gpu.compile_paste`` runs them); ``--profile N`` lists the top kernels of
+``paste_keep`` on N faces (torch.profiler).
 
     python scripts/bench_tick_parts.py --device cuda --faces 1 4 8 16 --json out.json
+    python scripts/bench_tick_parts.py --device cuda --faces 1 8 --compile
     python scripts/bench_tick_parts.py --device cpu --faces 1 2 --iters 2
 """
 
@@ -140,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--size", default="1920x1080", help="frame WxH")
     parser.add_argument("--profile", type=int, default=0, help="faces for the kernel table")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time each part through torch.compile (in a graph on CUDA)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -154,11 +158,20 @@ def main(argv: list[str] | None = None) -> int:
                                    "eager_ms": _time_eager(fn, device, args.iters)}
             if device.type == "cuda":
                 row["graph_ms"] = _time_graph(fn, args.iters)
+            if args.compile:
+                compiled = torch.compile(fn, dynamic=False)
+                t0 = time.perf_counter()
+                compiled()
+                row["compile_s"] = time.perf_counter() - t0
+                row["compiled_ms"] = (_time_graph(compiled, args.iters) if device.type == "cuda"
+                                      else _time_eager(compiled, device, args.iters))
             row["per_face_ms"] = row.get("graph_ms", row["eager_ms"]) / n
             rows.append(row)
             print(f"{n:>3} faces  {name:<11} eager {row['eager_ms']:8.3f} ms  graph "
                   f"{row.get('graph_ms', float('nan')):8.3f} ms  per face "
-                  f"{row['per_face_ms']:7.3f} ms", flush=True)
+                  f"{row['per_face_ms']:7.3f} ms  compiled "
+                  f"{row.get('compiled_ms', float('nan')):8.3f} ms "
+                  f"({row.get('compile_s', float('nan')):.1f} s to compile)", flush=True)
     kernels: list[dict[str, Any]] = []
     if args.profile and device.type == "cuda":
         parts = _parts(sw, _scene(args.profile, device, height, width), args.window_px)

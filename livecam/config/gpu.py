@@ -41,6 +41,13 @@ class GpuConfig:
                                   "the code from the engine cache (engine.cache_dir). Where "
                                   "torch cannot compile (no Triton) they run uncompiled, with "
                                   "a warning. false = uncompiled, no compiling.")
+    compile_paste: bool = knob(True, "Compile the swap's work around the generator on the "
+                               "GPU (alignment and crops; the output's conversion, colour "
+                               "match and paste-back) with torch.compile: fused kernels "
+                               "instead of a few hundred small ones a frame "
+                               "(docs/perf-notes.md). Compiled at the first start for each "
+                               "face count and paste window, logged, cached with the face "
+                               "networks' code. false = as written, no compiling.")
     paste_window_px: int = knob(640, "Side of the frame square around each face that the "
                                 "paste-back works in, px. It must exceed the face's crop "
                                 "footprint (about 1.8x the face width, more when the head is "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,7 +38,8 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
                   std: float = 255.0, pixel_boost_px: int | None = None,
                   enhancer_engine: Any = None,
                   enhancer: EnhancerOptions | None = None,
-                  hands: bool = False, keep: bool = False) -> SwapProgram:
+                  hands: bool = False, keep: bool = False,
+                  compile_dir: Path | None = None) -> SwapProgram:
     """The swap program on ``device``.
 
     ``engine`` is open, lives on ``device`` and offers ``run_torch`` (``TorchEngine``). With
@@ -50,7 +52,8 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     the face enhancer after the paste-back, its paste window sized from ``window_px`` (the
     same largest face), or from the tick's own paste window when that is another one.
     ``hands``: paste behind the slots' hand masks; ``keep``: keep each face's eyes and mouth
-    loops (the slots' ``keep_xy`` rows) in the paste-backs.
+    loops (the slots' ``keep_xy`` rows) in the paste-backs; ``compile_dir``: compile the
+    parts around the generator, their code cached there (see :class:`SwapProgram`).
     """
     boost = pixel_boost_px if pixel_boost_px and pixel_boost_px != crop_px else None
     swapper = GpuInswapper(engine, crop_px=crop_px, template=template, mean=mean, std=std,
@@ -68,4 +71,4 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
             blend=options.blend, fidelity=options.fidelity, window_px=window_for(window_px),
             window_for=window_for)
         restorer.open(torch.device(device))
-    return SwapProgram(swapper, restorer, hands=hands, keep=keep)
+    return SwapProgram(swapper, restorer, hands=hands, keep=keep, compile_dir=compile_dir)

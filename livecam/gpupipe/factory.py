@@ -97,8 +97,19 @@ def keeps_features(config: Config) -> bool:
 def networks_compile_dir(config: Config) -> Path | None:
     """Where the compiled face networks' code is cached (the engine cache's Inductor folder,
     shared with the compiled generator), or None with ``gpu.compile_networks`` off."""
-    if not config.gpu.compile_networks:
+    return _inductor_dir(config) if config.gpu.compile_networks else None
+
+
+def swap_compile_dir(config: Config, device: str) -> Path | None:
+    """Where the swap program's compiled parts are cached (the same folder), or None with
+    ``gpu.compile_paste`` off or off CUDA (the CPU runs of the GPU swap are checks: they
+    would spend minutes compiling for no gain)."""
+    if not (config.gpu.compile_paste and device.startswith("cuda")):
         return None
+    return _inductor_dir(config)
+
+
+def _inductor_dir(config: Config) -> Path:
     from livecam.engines.registry import engine_cache_dir
     from livecam.engines.torch_compiled import INDUCTOR_DIR
 
@@ -193,7 +204,8 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         require_models=require,
         missing_log_interval_s=config.swap.missing_log_interval_s,
         enhancer=enhancer, enhancer_options=enhancer_options,
-        hands=config.swap.hands_in_front, keep=keeps_features(config))
+        hands=config.swap.hands_in_front, keep=keeps_features(config),
+        compile_dir=swap_compile_dir(config, models.gpu_device()))
 
 
 def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:

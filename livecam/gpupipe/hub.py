@@ -58,6 +58,8 @@ class GpuSwapHub:
     ``hands``: frames carry hand masks (``SwapRequest.hands``) the paste-back keeps in front.
     ``keep``: faces carry the streamer's eyes and mouth to keep (``SwapRequest.keep_xy``).
     ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
+    ``compile_dir``: compile the swap's parts around the generator, their code cached there
+    (see :class:`~livecam.gpupipe.program.SwapProgram`; None: as written).
     """
 
     def __init__(self, generator: Any, *, emap: Callable[[], np.ndarray],
@@ -70,8 +72,9 @@ class GpuSwapHub:
                  clock: Callable[[], float] = time.monotonic,
                  collector_thread: bool = True, enhancer: Any = None,
                  enhancer_options: Any = None, hands: bool = False,
-                 keep: bool = False) -> None:
+                 keep: bool = False, compile_dir: Any = None) -> None:
         self.generator = generator
+        self.compile_dir = compile_dir
         self.keep = keep
         self.enhancer = enhancer
         self.enhancer_options = enhancer_options
@@ -150,7 +153,7 @@ class GpuSwapHub:
                 self.generator, device=self.device, window_px=self.window_px,
                 colour_blur_px=self.colour_blur_px, enhancer_engine=self.enhancer,
                 enhancer=self.enhancer_options, hands=self.hands, keep=self.keep,
-                **self.model_options)
+                compile_dir=self.compile_dir, **self.model_options)
         except BaseException:
             self._close_engines()
             raise

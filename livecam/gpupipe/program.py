@@ -18,24 +18,31 @@ generator), the enhancer (:class:`~livecam.swap.gpu.enhance.GpuFaceEnhancer`), a
 front (``hands``: the slot's hand masks scale both paste-backs' alpha, so a hand the host
 found stays in front of the swapped and the enhanced face).
 
+Compiled (``compile_dir``): the alignment with the crops, and the output's conversion with the
+colour match and the paste-back, each go through ``torch.compile`` (Inductor fuses the
+paste-back's few hundred small kernels, one face's tick spent most of its non-generator GPU
+time launching them: ``scripts/bench_tick_parts.py --compile``), cached like the face
+networks' code (:mod:`livecam.analysis.gpu.compiled`); the pipeline captures the compiled
+calls in its CUDA graphs. Each face-count bucket and paste window compiles once, at start.
+
 Only the per-face ``fits`` flags go back besides the frames. The caller makes the slot's
 stream current; nothing here synchronises with the host.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
+from livecam.analysis.gpu.compiled import maybe_compiled
 from livecam.gpupipe.slots import Slot
 from livecam.swap.gpu.enhance import GpuFaceEnhancer
 from livecam.swap.gpu.keep import KeepLoops
 from livecam.swap.gpu.neural import GpuInswapper
 from livecam.swap.gpu.paste import mask_fits_window
-
-Marker = Callable[[str], None]
 
 
 class Staged(NamedTuple):
@@ -58,28 +65,53 @@ class Staged(NamedTuple):
     keep: KeepLoops | None = None
 
 
-def _no_mark(_: str) -> None:
-    return None
+def align_crops(swapper: GpuInswapper, frames: torch.Tensor, frame_index: torch.Tensor,
+                kps: torch.Tensor, window_px: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The alignment matrices, crops, generator input and whether each face fits
+    ``window_px``, for :meth:`SwapProgram.prepare` (compiled there or not)."""
+    matrices, crops = swapper.crops(frames, frame_index, kps)
+    fits = mask_fits_window(matrices, swapper.crop_px, window_px)
+    return matrices, crops, swapper.blob(crops), fits
+
+
+def paste_faces(swapper: GpuInswapper, frames: torch.Tensor, frame_index: torch.Tensor,
+                pred: torch.Tensor, crops: torch.Tensor, matrices: torch.Tensor,
+                valid: torch.Tensor, hands: torch.Tensor | None, keep: KeepLoops | None,
+                window_px: int) -> None:
+    """The generator's output to uint8 faces, the colour match and the paste-back into
+    ``frames`` in place, for :meth:`SwapProgram.finish` (compiled there or not)."""
+    faces = swapper.colour_match(swapper.to_faces(pred), crops)
+    swapper.paste_(frames, frame_index, faces, matrices, valid, hands_bhw_u8=hands, keep=keep,
+                   window_px=window_px)
 
 
 class SwapProgram:
     """The swap on device tensors (see the module docstring). ``swapper``: an open
     :class:`GpuInswapper`; ``enhancer``: an open :class:`GpuFaceEnhancer` or None; ``hands``:
-    paste behind the slots' hand masks (the slots must be allocated with ``hands``)."""
+    paste behind the slots' hand masks (the slots must be allocated with ``hands``);
+    ``compile_dir``: compile the parts around the generator, their code cached there (None:
+    as written)."""
 
     def __init__(self, swapper: GpuInswapper, enhancer: GpuFaceEnhancer | None = None, *,
-                 hands: bool = False, keep: bool = False) -> None:
+                 hands: bool = False, keep: bool = False,
+                 compile_dir: Path | None = None) -> None:
         self.swapper = swapper
         self.enhancer = enhancer
         self.hands = hands
         self.keep = keep
+        device = swapper.template.device.type if swapper.template is not None else "cpu"
+        self._align = maybe_compiled(functools.partial(align_crops, swapper), compile_dir,
+                                     "swap's alignment and crops", device_type=device)
+        self._paste = maybe_compiled(functools.partial(paste_faces, swapper), compile_dir,
+                                     "swap's paste-back", device_type=device)
 
     @property
     def latent_dim(self) -> int:
         """The generator's source latent size, from its input spec."""
         return self.swapper.latent_dim
 
-    def prepare(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
+    def prepare(self, slot: Slot, n_faces: int, *,
                 window_px: int | None = None) -> Staged | None:
         """Keypoints in the slot's buffers to the generator's input, for the first
         ``n_faces`` rows (also sets each row's ``fits`` in ``window_px``, None: the
@@ -91,45 +123,33 @@ class SwapProgram:
         sw = self.swapper
         window = window_px or sw.window_px
         index = fd.frame_index[:n]
-        matrices, crops = sw.crops(slot.frames_dev, index, fd.kps[:n])
-        fd.fits[:n].copy_(mask_fits_window(matrices, sw.crop_px, window))
-        blob = sw.blob(crops)
+        matrices, crops, blob, fits = self._align(slot.frames_dev, index, fd.kps[:n], window)
+        fd.fits[:n].copy_(fits)
         kps, valid = fd.kps[:n], fd.valid[:n]
         enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps, window)
-        mark("align_crop")
         keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n]) if self.keep else None
         return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, window,
                       keep)
 
-    def generate(self, staged: Staged, mark: Marker = _no_mark, stream: Any = None
-                 ) -> torch.Tensor:
+    def generate(self, staged: Staged, stream: Any = None) -> torch.Tensor:
         """One generator call for every face: (N, 3, s, s) prediction in [0, 1]."""
-        pred = self.swapper.predict(staged.blob, staged.latents, stream)
-        mark("generate")
-        return pred
+        return self.swapper.predict(staged.blob, staged.latents, stream)
 
-    def finish(self, slot: Slot, staged: Staged, pred: torch.Tensor,
-               mark: Marker = _no_mark) -> None:
+    def finish(self, slot: Slot, staged: Staged, pred: torch.Tensor) -> None:
         """Output to uint8 faces, colour match, paste-back into the frames in place, then the
         enhancer on the pasted faces (behind the hands, with ``hands``)."""
-        sw = self.swapper
         hands = slot.hands_dev if self.hands else None
         if self.hands and hands is None:
             raise RuntimeError("SwapProgram(hands=True) on a slot without hand masks")
-        faces = sw.colour_match(sw.to_faces(pred), staged.crops)
-        mark("colour")
-        sw.paste_(slot.frames_dev, staged.frame_index, faces, staged.matrices, staged.valid,
-                  hands_bhw_u8=hands, keep=staged.keep, window_px=staged.window_px)
-        mark("paste")
+        self._paste(slot.frames_dev, staged.frame_index, pred, staged.crops, staged.matrices,
+                    staged.valid, hands, staged.keep, staged.window_px)
         if self.enhancer is not None:
             self.enhancer.enhance_(slot.frames_dev, staged.frame_index, staged.kps,
                                    staged.enhance, hands_bhw_u8=hands, keep=staged.keep,
                                    paste_window_px=staged.window_px)
-            mark("enhance")
 
-    def run(self, slot: Slot, n_faces: int, mark: Marker = _no_mark, *,
-            window_px: int | None = None) -> None:
+    def run(self, slot: Slot, n_faces: int, *, window_px: int | None = None) -> None:
         """The whole tick eagerly (or inside one capture), pasting in ``window_px``."""
-        staged = self.prepare(slot, n_faces, mark, window_px=window_px)
+        staged = self.prepare(slot, n_faces, window_px=window_px)
         if staged is not None:
-            self.finish(slot, staged, self.generate(staged, mark), mark)
+            self.finish(slot, staged, self.generate(staged))

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from livecam.core.types import RuntimeState
+from livecam.gpupipe.build import build_program
 from livecam.gpupipe.scheduler import GpuScheduler, TickRows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
 from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame, make_program
@@ -36,9 +37,9 @@ def _rows(face_frame: FaceFrame) -> TickRows:
                     latents=face_frame.latents[:1], valid=np.ones(1, bool))
 
 
-def _run(engine: Any, face_frame: FaceFrame, use_graphs: bool, ticks: int
-         ) -> tuple[dict[str, str], np.ndarray]:
-    program = make_program(engine, device="cuda")
+def _run(engine: Any, face_frame: FaceFrame, use_graphs: bool, ticks: int,
+         compile_dir: Path | None = None) -> tuple[dict[str, str], np.ndarray]:
+    program = build_program(engine, device="cuda", window_px=320, compile_dir=compile_dir)
     shape = SlotShape(1, HEIGHT, WIDTH, 1, program.latent_dim)
     buffers = FrameBuffers(HEIGHT, WIDTH, 4, pinned=True)
     for b in buffers.inputs:
@@ -61,6 +62,17 @@ def test_graphs_replay_the_eager_result(cuda_engine: Any, face_frame: FaceFrame)
     assert (graphed != face_frame.frame_bgr).any()
     diff = np.abs(graphed.astype(int) - eager.astype(int))
     assert diff.max() <= 2 and diff.mean() < 0.01
+
+
+def test_the_compiled_paste_in_graphs_pastes_what_the_plain_one_pastes(
+        cuda_engine: Any, face_frame: FaceFrame, tmp_path: Path) -> None:
+    """gpu.compile_paste: Inductor's kernels captured in the pipeline's graphs."""
+    modes, compiled = _run(cuda_engine, face_frame, True, 6, compile_dir=tmp_path)
+    assert all(m.split(" ")[0] == "graph" for m in modes.values()), modes
+    _, plain = _run(cuda_engine, face_frame, True, 6)
+    assert (compiled != face_frame.frame_bgr).any()
+    diff = np.abs(compiled.astype(int) - plain.astype(int))
+    assert diff.mean() < 0.05 and (diff > 3).mean() < 1e-3, (diff.mean(), (diff > 3).mean())
 
 
 def test_no_allocation_per_tick_after_warmup(cuda_engine: Any, face_frame: FaceFrame) -> None:

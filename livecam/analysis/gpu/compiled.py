@@ -136,14 +136,17 @@ def triton_install_hint() -> str:
                                                                        "pip install triton")
 
 
-def maybe_compiled(module: Any, cache_dir: Path | None, name: str) -> Any:
-    """``module`` compiled with its code cached in ``cache_dir``, or as it is when None, or
-    when it is on CUDA and Triton (Inductor's GPU compiler) is not installed: said in the
-    log. Linux wheels of torch bring Triton; Windows and macOS ones do not (on Windows the
-    ``triton-windows`` package provides it)."""
+def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
+                   device_type: str | None = None) -> Any:
+    """``module`` (a torch module, or a function of tensors on ``device_type``) compiled with
+    its code cached in ``cache_dir``, or as it is when None, or when it is on CUDA and Triton
+    (Inductor's GPU compiler) is not installed: said in the log. Linux wheels of torch bring
+    Triton; Windows and macOS ones do not (on Windows the ``triton-windows`` package provides
+    it)."""
     if cache_dir is None:
         return module
-    if _device_type(module) == "cuda" and importlib.util.find_spec("triton") is None:
+    device = device_type or _device_type(module)
+    if device == "cuda" and importlib.util.find_spec("triton") is None:
         log.warning("the %s runs uncompiled (slower): torch.compile needs Triton on a GPU, "
                     "which is not installed (%s), or set gpu.compile_networks: false",
                     name, triton_install_hint())

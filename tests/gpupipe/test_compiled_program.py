@@ -1,0 +1,75 @@
+"""The swap program with its parts around the generator compiled (``gpu.compile_paste``): the
+same frames as the program as written, each shape compiled once and logged, and the setting
+reaching the hub that ``livecam run`` builds only where it pays (CUDA). Compiled here on the
+CPU (Inductor's C++ code: the same tracing and cache path as on CUDA, slower to compile); the
+CUDA check, compiled parts captured in the pipeline's graphs, is
+``tests/gpupipe/test_cuda.py``'s, run on the H200."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from livecam.config import load_config
+from livecam.gpupipe.build import build_program
+from livecam.gpupipe.factory import swap_compile_dir
+from livecam.gpupipe.scheduler import GpuScheduler, TickRows
+from livecam.gpupipe.slots import FrameBuffers, SlotShape
+from livecam.swap.gpu.keep import loop_rows_batch
+from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame
+
+
+def _tick_rows(face: FaceFrame) -> TickRows:
+    keep_xy, keep_soft = loop_rows_batch(face.landmarks_xy, eyes=True, mouth=True,
+                                         mouth_size=1.4)
+    return TickRows(frame_index=np.zeros(1, np.int64), kps=face.kps.astype(np.float32),
+                    latents=face.latents[:1], valid=np.ones(1, bool), keep_xy=keep_xy,
+                    keep_soft=keep_soft)
+
+
+def _swap(engine: Any, face: FaceFrame, compile_dir: Path | None) -> np.ndarray:
+    program = build_program(engine, device="cpu", window_px=320, keep=True,
+                            compile_dir=compile_dir)
+    shape = SlotShape(1, HEIGHT, WIDTH, 2, program.latent_dim)
+    buffers = FrameBuffers(HEIGHT, WIDTH, 1, pinned=False)
+    buffers.inputs[0].numpy()[:] = face.frame_bgr
+    with GpuScheduler(program, shape, "cpu") as sched:
+        for _ in range(2):  # the second tick runs the code the first compiled
+            sched.submit(buffers.inputs, buffers.outputs, _tick_rows(face))
+            assert sched.collect().fits.all()
+    return buffers.outputs[0].numpy().copy()
+
+
+@pytest.mark.slow
+def test_the_compiled_program_pastes_what_the_plain_one_pastes(
+        cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    plain = _swap(cpu_engine, face_frame, None)
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+        compiled = _swap(cpu_engine, face_frame, tmp_path)
+    changed = (plain != face_frame.frame_bgr).any(axis=-1)
+    assert changed.mean() > 0.05  # a face was swapped, eyes and mouth kept
+    # the compiled alignment sums in another order (matrices within 1e-4), so a sample may
+    # land on the next 1/32 px; a face misplaced or not pasted differs on most of its pixels
+    diff = np.abs(compiled.astype(np.int16) - plain.astype(np.int16))
+    assert diff.mean() < 0.05 and (diff > 3).mean() < 1e-3, (diff.mean(), (diff > 3).mean())
+    compiled_lines = [r.getMessage() for r in caplog.records
+                      if r.getMessage().startswith("compiled the swap's")]
+    # one bucket (1 face), one window: each part compiled once, for both ticks
+    assert len(compiled_lines) == 2, compiled_lines
+    assert any("paste-back" in line for line in compiled_lines)
+    assert any(tmp_path.iterdir())  # its code went where the engine cache points
+
+
+def test_livecam_run_compiles_the_paste_only_on_cuda(tmp_path: Path) -> None:
+    config = load_config(None, [f"engine.cache_dir={tmp_path}"])
+    assert swap_compile_dir(config, "cuda") == swap_compile_dir(config, "cuda:0")
+    assert swap_compile_dir(config, "cuda") is not None
+    assert str(swap_compile_dir(config, "cuda")).startswith(str(tmp_path))
+    assert swap_compile_dir(config, "cpu") is None  # the CPU runs of the GPU swap: checks
+    off = load_config(None, [f"engine.cache_dir={tmp_path}", "gpu.compile_paste=false"])
+    assert swap_compile_dir(off, "cuda") is None
