@@ -283,8 +283,9 @@ class SharedFaceNetworks:
         with self.on_stream(self._side):
             self._index_dev[:bucket].copy_(self._index_host[:bucket], non_blocking=True)
             call()
-            for dst, src in zip(self._det_host, outs, strict=True):
-                dst[:bucket].copy_(src, non_blocking=True)
+            # one call: each torch call gives the GIL up and waits to get it back
+            torch._foreach_copy_([d[:bucket] for d in self._det_host], list(outs),
+                                 non_blocking=True)
 
     def _mesh_chunk(self, stack: FrameStack, chunk: list[tuple[Request, Roi]]
                     ) -> tuple[np.ndarray, np.ndarray]:

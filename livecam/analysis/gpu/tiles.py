@@ -188,8 +188,8 @@ class GpuTileSearch:
             if self._stream is not None:
                 self._read.record(self._stream)
                 self.networks.hold_frame_until(self._read)
-            for dst, src in zip(layout.host, layout.out, strict=True):
-                dst.copy_(src, non_blocking=True)
+            # one call: each torch call gives the GIL up and waits to get it back
+            torch._foreach_copy_(list(layout.host), list(layout.out), non_blocking=True)
             if self._stream is not None:
                 self._done.record(self._stream)
 
