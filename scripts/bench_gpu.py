@@ -3,9 +3,11 @@
     python scripts/bench_gpu.py --photos DIR --models-dir DIR --out FILE [--work-dir DIR]
     python scripts/bench_gpu.py --small --out /tmp/b.json      # a quick check on a CPU
 
-Real face photos (``--photos``: a folder of .png/.jpg) composited into 1080p scenes, read by
-``livecam run`` as ``image:`` inputs (a camera that always shows the same people), output
-``null``; neural swap with an inswapper-SIZED stand-in generator (138 M parameters, random
+Real face photos (``--photos``: a folder of .png/.jpg) composited into 1080p scenes, each
+swaying a few pixels in a short raw video that ``livecam run`` reads as a looped ``file:``
+input (a new frame every time, as from a camera; ``--input image`` reads the still scene as an
+``image:`` input instead, whose repeated array the GPU follower uploads and searches once),
+output ``null``; neural swap with an inswapper-SIZED stand-in generator (138 M parameters, random
 weights, installed like a downloaded model) and a library identity. Every run is built by the
 function ``livecam run`` calls (``build_streams``) with ``--set`` overrides only, and measured
 from its own metrics over a window after a warm-up:
@@ -43,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.bench_gpu_product import make_identity, measure_run, naive_baseline
-from scripts.bench_gpu_scenes import build_scene, find_faces, load_photos
+from scripts.bench_gpu_scenes import build_scene, find_faces, load_photos, write_clip
 
 log = logging.getLogger("bench_gpu")
 
@@ -71,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-first", action="store_true",
                         help="with --compile: build first, so every run uses the compiled "
                              "generator (engine.torch_mode auto finds it)")
+    parser.add_argument("--input", choices=("clip", "image"), default="clip",
+                        help="what livecam run reads: the scene swaying in a raw video (a new "
+                             "frame each time, as a camera gives) or the still scene as an "
+                             "image: input (the same array each time)")
     parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
                         help="a config override for every run, as `livecam run --set`")
     parser.add_argument("--only", default="",
@@ -113,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
 
     setup = prepare(args, work, report)
     save()
-    one = [(f"image:{setup['scenes'][1]}", "null")]
-    four = [(f"image:{setup['scenes'][4]}", "null")]
+    one = [(setup["inputs"][1], "null")]
+    four = [(setup["inputs"][4], "null")]
     win = {"warm_s": args.warm_s, "window_s": args.window_s}
 
     def run(pairs: list[tuple[str, str]], *overrides: str) -> dict[str, Any]:
@@ -182,6 +188,10 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
         scenes[n] = work / f"scene_{n}.png"
         frames[n] = scene.frame_bgr
         cv2.imwrite(str(scenes[n]), scene.frame_bgr)
+    if getattr(args, "input", "clip") == "clip":
+        inputs = {n: f"file:{write_clip(frames[n], work / f'scene_{n}.nut')}" for n in frames}
+    else:
+        inputs = {n: f"image:{scenes[n]}" for n in scenes}
     size = "small" if args.small else "full"
     marker = work / f"models_{size}" / f"done{'_'.join(('', *enhancers))}"
     if not marker.exists():
@@ -209,8 +219,9 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
         "torch": torch.__version__, "frame": f"{width}x{height}",
         "model": {"parameters": count_parameters(onnx), "size": size},
         "config": base, "faces_in_photos": len(faces)})
-    return {"scenes": scenes, "frames": frames, "identities": identities, "config": config,
-            "onnx": onnx, "base": base}
+    report["input"] = inputs[1].split(":")[0]
+    return {"scenes": scenes, "inputs": inputs, "frames": frames, "identities": identities,
+            "config": config, "onnx": onnx, "base": base}
 
 
 def build_compiled(setup: dict[str, Any], mode: str, batches: str = "1") -> dict[str, Any]:

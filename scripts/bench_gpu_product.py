@@ -251,7 +251,7 @@ def quality_runs(setup: dict[str, Any], section: Any, *, warm_s: float, window_s
     ``section(name, fn)`` runs and records one (``fn`` raising records the error). The
     hand-over-the-chin row reads ``hand_scene`` (None: skipped, as are the hands rows where
     :func:`why_no_hands` says why)."""
-    one = [(f"image:{setup['scenes'][1]}", "null")]
+    one = [(setup["inputs"][1], "null")]
     why_not = why_no_hands()
     for label, sets in QUALITY_SETTINGS.items():
         if not any(part in label for part in only.split(",")):

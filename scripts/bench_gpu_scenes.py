@@ -3,8 +3,11 @@
 :func:`load_photos` reads a folder of photos (or, where the packages are installed, the
 photos that ship inside scikit-image and insightface). :func:`find_faces` runs the torch
 BlazeFace on tiles of each photo. :func:`build_scene` cuts square regions around faces and
-scales them into cells of a smooth synthetic background; ``livecam run`` then reads the scene
-as an ``image:`` input, like a camera that always shows the same people.
+scales them into cells of a smooth synthetic background. :func:`write_clip` makes a short
+uncompressed video of the scene swaying a few pixels, which ``livecam run`` reads as a
+``file:`` input (looped): a new frame every time, as from a camera, and decoding it is a
+copy. (An ``image:`` input hands the same array again and again, and the GPU follower uploads
+and searches an array it has already seen only once: runs 10-66 measured that, not a camera.)
 """
 
 from __future__ import annotations
@@ -157,3 +160,33 @@ def build_scene(faces: list[FaceInPhoto], n_faces: int, height: int, width: int,
         base[y:y + side, x:x + side] = cell[y:y + side, x:x + side]
         boxes.append((face.box_xyxy.reshape(2, 2) * scale + m[:, 2]).reshape(4))
     return Scene(n_faces, base, np.asarray(boxes, np.float32))
+
+
+#: frames in a clip and the sway of the scene in it (px, a circle)
+CLIP_FRAMES = 30
+CLIP_SWAY_PX = 3.0
+
+
+def write_clip(frame_bgr: np.ndarray, path: Path, *, fps: float = 30.0,
+               frames: int = CLIP_FRAMES) -> Path:
+    """``frame_bgr`` moving on a circle of ``CLIP_SWAY_PX`` (sub-pixel, reflected borders),
+    ``frames`` frames of raw BGR video (FFmpeg's rawvideo in NUT: decoding is a copy, so the
+    clip costs the capture thread what a camera's new buffer would)."""
+    import av
+    import cv2
+
+    height, width = frame_bgr.shape[:2]
+    with av.open(str(path), "w", format="nut") as container:
+        stream = container.add_stream("rawvideo", rate=round(fps))
+        stream.width, stream.height, stream.pix_fmt = width, height, "bgr24"
+        for k in range(frames):
+            angle = 2 * np.pi * k / frames
+            shift = np.float32([[1, 0, CLIP_SWAY_PX * np.cos(angle)],
+                                [0, 1, CLIP_SWAY_PX * np.sin(angle)]])
+            moved = cv2.warpAffine(frame_bgr, shift, (width, height), flags=cv2.INTER_LINEAR,
+                                   borderMode=cv2.BORDER_REFLECT)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(moved, format="bgr24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
