@@ -65,6 +65,31 @@ def test_image_source(tmp_path: Path, astronaut_bgr: np.ndarray) -> None:
     assert src.fps == 15.0
 
 
+def test_the_gpu_benchmarks_clip_is_a_new_frame_each_time(tmp_path: Path,
+                                                          astronaut_bgr: np.ndarray) -> None:
+    """scripts/bench_gpu.py reads its scene as this clip, as from a camera: every frame a new
+    array holding the scene moved along a small circle, exactly (raw video: no codec loss).
+    Its ``image:`` input handed the same array again, and the GPU follower uploaded and
+    searched that only once (device run 66), so the benchmark left out each frame's upload."""
+    from scripts.bench_gpu_scenes import CLIP_FRAMES, CLIP_SWAY_PX, write_clip
+
+    scene = cv2.resize(astronaut_bgr, (192, 108))
+    src = make_source(parse_input(f"file:{write_clip(scene, tmp_path / 'c.nut')}"),
+                      CaptureConfig())
+    src.open()
+    frames = [src.read() for _ in range(CLIP_FRAMES)]
+    assert src.read() is None  # the capture thread starts it again (capture.loop)
+    assert src.fps == 30.0
+    for k, frame in enumerate(frames):
+        angle = 2 * np.pi * k / CLIP_FRAMES
+        shift = np.float32([[1, 0, CLIP_SWAY_PX * np.cos(angle)],
+                            [0, 1, CLIP_SWAY_PX * np.sin(angle)]])
+        expected = cv2.warpAffine(scene, shift, (192, 108), flags=cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_REFLECT)
+        assert frame is not None and np.array_equal(frame, expected), k
+    assert not np.array_equal(frames[0], frames[CLIP_FRAMES // 2])  # it moves
+
+
 @pytest.mark.parametrize("kind", ["file", "image"])
 def test_missing_or_broken_files_say_so(tmp_path: Path, kind: str) -> None:
     with pytest.raises(CaptureError, match="does not exist"):
