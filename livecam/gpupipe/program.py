@@ -102,9 +102,11 @@ class SwapProgram:
         self.keep = keep
         device = swapper.template.device.type if swapper.template is not None else "cpu"
         self._align = maybe_compiled(functools.partial(align_crops, swapper), compile_dir,
-                                     "swap's alignment and crops", device_type=device)
+                                     "swap's alignment and crops", device_type=device,
+                                     knob="gpu.compile_paste")
         self._paste = maybe_compiled(functools.partial(paste_faces, swapper), compile_dir,
-                                     "swap's paste-back", device_type=device)
+                                     "swap's paste-back", device_type=device,
+                                     knob="gpu.compile_paste")
 
     @property
     def latent_dim(self) -> int:

@@ -73,3 +73,22 @@ def test_livecam_run_compiles_the_paste_only_on_cuda(tmp_path: Path) -> None:
     assert swap_compile_dir(config, "cpu") is None  # the CPU runs of the GPU swap: checks
     off = load_config(None, [f"engine.cache_dir={tmp_path}", "gpu.compile_paste=false"])
     assert swap_compile_dir(off, "cuda") is None
+
+
+@pytest.mark.slow
+def test_a_paste_that_cannot_compile_runs_as_written_and_names_its_setting(
+        cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A broken compiler (Inductor's C++ compiler named as a file that does not exist) leaves
+    the swap running uncompiled, the same frames, and the warning names the setting that
+    stops the trying (gpu.compile_paste, not the face networks' gpu.compile_networks)."""
+    import torch._inductor.config as inductor_config
+
+    plain = _swap(cpu_engine, face_frame, None)
+    with inductor_config.patch({"cpp.cxx": ("/nonexistent/g++",)}), \
+            caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.compiled"):
+        fallback = _swap(cpu_engine, face_frame, tmp_path)
+    assert np.array_equal(fallback, plain)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings  # the two parts, each once
+    assert all("gpu.compile_paste: false" in w for w in warnings), warnings

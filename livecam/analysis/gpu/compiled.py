@@ -66,9 +66,11 @@ class CompiledNetwork:
     """``module`` through ``torch.compile`` (static shapes), its compiled code cached in
     ``cache_dir``. Calls as ``module``; other attributes are ``module``'s. The first call
     with a new input shape compiles (or loads) and logs which it was and how long it took.
-    Any thread may call it (the streams share one); first calls take turns."""
+    Any thread may call it (the streams share one); first calls take turns. ``knob``: the
+    setting that turns this compiling off (said when it fails)."""
 
-    def __init__(self, module: Any, *, cache_dir: Path, name: str) -> None:
+    def __init__(self, module: Any, *, cache_dir: Path, name: str,
+                 knob: str = "gpu.compile_networks") -> None:
         import torch
         import torch._dynamo
 
@@ -77,6 +79,7 @@ class CompiledNetwork:
         self.module = module
         self.cache_dir = Path(cache_dir)
         self.name = name
+        self.knob = knob
         self._fn = torch.compile(module, dynamic=False)
         self._seen: set[tuple[Any, ...]] = set()
 
@@ -102,8 +105,7 @@ class CompiledNetwork:
                 out = self._fn(*args, **kwargs)
             except Exception as exc:  # any compiler failure: run it as it is
                 log.warning("could not compile the %s (%s); it runs uncompiled, slower. "
-                            "Set gpu.compile_networks: false to skip trying", self.name,
-                            _reason(exc))
+                            "Set %s: false to skip trying", self.name, _reason(exc), self.knob)
                 self._fn = self.module
                 return self.module(*args, **kwargs)
             took = time.perf_counter() - t0
@@ -137,21 +139,21 @@ def triton_install_hint() -> str:
 
 
 def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
-                   device_type: str | None = None) -> Any:
+                   device_type: str | None = None, knob: str = "gpu.compile_networks") -> Any:
     """``module`` (a torch module, or a function of tensors on ``device_type``) compiled with
     its code cached in ``cache_dir``, or as it is when None, or when it is on CUDA and Triton
     (Inductor's GPU compiler) is not installed: said in the log. Linux wheels of torch bring
     Triton; Windows and macOS ones do not (on Windows the ``triton-windows`` package provides
-    it)."""
+    it). ``knob``: the setting that turns this compiling off (said in those lines)."""
     if cache_dir is None:
         return module
     device = device_type or _device_type(module)
     if device == "cuda" and importlib.util.find_spec("triton") is None:
         log.warning("the %s runs uncompiled (slower): torch.compile needs Triton on a GPU, "
-                    "which is not installed (%s), or set gpu.compile_networks: false",
-                    name, triton_install_hint())
+                    "which is not installed (%s), or set %s: false",
+                    name, triton_install_hint(), knob)
         return module
-    return CompiledNetwork(module, cache_dir=cache_dir, name=name)
+    return CompiledNetwork(module, cache_dir=cache_dir, name=name, knob=knob)
 
 
 _KEPT: dict[tuple[Any, ...], Any] = {}
