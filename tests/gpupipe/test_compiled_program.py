@@ -18,7 +18,7 @@ from livecam.config import load_config
 from livecam.gpupipe.build import build_program
 from livecam.gpupipe.factory import swap_compile_dir
 from livecam.gpupipe.scheduler import GpuScheduler, TickRows
-from livecam.gpupipe.slots import FrameBuffers, SlotShape
+from livecam.gpupipe.slots import FrameBuffers, HandBox, SlotShape
 from livecam.swap.gpu.keep import loop_rows_batch
 from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame
 
@@ -31,26 +31,40 @@ def _tick_rows(face: FaceFrame) -> TickRows:
                     keep_soft=keep_soft)
 
 
-def _swap(engine: Any, face: FaceFrame, compile_dir: Path | None) -> np.ndarray:
-    program = build_program(engine, device="cpu", window_px=320, keep=True,
-                            compile_dir=compile_dir)
-    shape = SlotShape(1, HEIGHT, WIDTH, 2, program.latent_dim)
+def _hand(face: FaceFrame) -> HandBox:
+    """A soft hand over the chin: 255 in its middle, fading to its edges."""
+    x, y = face.landmarks_xy[0, 152]  # the chin
+    ramp = np.minimum(np.arange(40), np.arange(40)[::-1]) / 20.0
+    alpha = np.clip(np.minimum.outer(ramp, np.minimum(np.arange(80), np.arange(80)[::-1])
+                                     / 20.0), 0, 1)
+    return int(y) - 20, int(x) - 40, np.rint(alpha * 255).astype(np.uint8)
+
+
+def _swap(engine: Any, face: FaceFrame, compile_dir: Path | None, *,
+          boost_and_hands: bool = False, window_px: int = 320) -> np.ndarray:
+    program = build_program(engine, device="cpu", window_px=window_px, keep=True,
+                            compile_dir=compile_dir, hands=boost_and_hands,
+                            pixel_boost_px=256 if boost_and_hands else None)
+    shape = SlotShape(1, HEIGHT, WIDTH, 2, program.latent_dim, hands=boost_and_hands)
     buffers = FrameBuffers(HEIGHT, WIDTH, 1, pinned=False)
     buffers.inputs[0].numpy()[:] = face.frame_bgr
+    hands = [_hand(face)] if boost_and_hands else None
     with GpuScheduler(program, shape, "cpu") as sched:
         for _ in range(2):  # the second tick runs the code the first compiled
-            sched.submit(buffers.inputs, buffers.outputs, _tick_rows(face))
+            sched.submit(buffers.inputs, buffers.outputs, _tick_rows(face), hands=hands)
             assert sched.collect().fits.all()
     return buffers.outputs[0].numpy().copy()
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("boost_and_hands", [False, True], ids=["kept eyes and mouth",
+                                                                "and pixel boost, a hand"])
 def test_the_compiled_program_pastes_what_the_plain_one_pastes(
         cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
-    plain = _swap(cpu_engine, face_frame, None)
+        caplog: pytest.LogCaptureFixture, boost_and_hands: bool) -> None:
+    plain = _swap(cpu_engine, face_frame, None, boost_and_hands=boost_and_hands)
     with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
-        compiled = _swap(cpu_engine, face_frame, tmp_path)
+        compiled = _swap(cpu_engine, face_frame, tmp_path, boost_and_hands=boost_and_hands)
     changed = (plain != face_frame.frame_bgr).any(axis=-1)
     assert changed.mean() > 0.05  # a face was swapped, eyes and mouth kept
     # the compiled alignment sums in another order (matrices within 1e-4), so a sample may
@@ -84,10 +98,12 @@ def test_a_paste_that_cannot_compile_runs_as_written_and_names_its_setting(
     stops the trying (gpu.compile_paste, not the face networks' gpu.compile_networks)."""
     import torch._inductor.config as inductor_config
 
-    plain = _swap(cpu_engine, face_frame, None)
+    # a window no other test compiles: code compiled earlier in this process would be found
+    # without the compiler
+    plain = _swap(cpu_engine, face_frame, None, window_px=288)
     with inductor_config.patch({"cpp.cxx": ("/nonexistent/g++",)}), \
             caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.compiled"):
-        fallback = _swap(cpu_engine, face_frame, tmp_path)
+        fallback = _swap(cpu_engine, face_frame, tmp_path, window_px=288)
     assert np.array_equal(fallback, plain)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2, warnings  # the two parts, each once
