@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,7 @@ class GpuSwapHub:
                  clock: Callable[[], float] = time.monotonic,
                  collector_thread: bool = True, enhancer: Any = None,
                  enhancer_options: Any = None, hands: bool = False,
-                 keep: bool = False, compile_dir: Any = None) -> None:
+                 keep: bool = False, compile_dir: Path | None = None) -> None:
         self.generator = generator
         self.compile_dir = compile_dir
         self.keep = keep
