@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -65,13 +66,23 @@ def test_image_source(tmp_path: Path, astronaut_bgr: np.ndarray) -> None:
     assert src.fps == 15.0
 
 
-def test_the_gpu_benchmarks_clip_is_a_new_frame_each_time(tmp_path: Path,
-                                                          astronaut_bgr: np.ndarray) -> None:
+def test_the_gpu_benchmarks_clip_is_a_new_frame_each_time(
+        tmp_path: Path, astronaut_bgr: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
     """scripts/bench_gpu.py reads its scene as this clip, as from a camera: every frame a new
     array holding the scene moved along a small circle, exactly (raw video: no codec loss).
     Its ``image:`` input handed the same array again, and the GPU follower uploaded and
     searched that only once (device run 66), so the benchmark left out each frame's upload."""
-    from scripts.bench_gpu_scenes import CLIP_FRAMES, CLIP_SWAY_PX, write_clip
+    import importlib.util
+
+    # scripts/ is no package on sys.path (`pytest` as README runs it): load the file itself
+    spec = importlib.util.spec_from_file_location(
+        "bench_gpu_scenes", Path(__file__).parents[2] / "scripts" / "bench_gpu_scenes.py")
+    assert spec is not None and spec.loader is not None
+    scenes = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, scenes)  # its dataclasses look it up there
+    spec.loader.exec_module(scenes)
+    CLIP_FRAMES, CLIP_SWAY_PX, write_clip = (scenes.CLIP_FRAMES, scenes.CLIP_SWAY_PX,
+                                             scenes.write_clip)
 
     scene = cv2.resize(astronaut_bgr, (192, 108))
     src = make_source(parse_input(f"file:{write_clip(scene, tmp_path / 'c.nut')}"),
@@ -82,12 +93,13 @@ def test_the_gpu_benchmarks_clip_is_a_new_frame_each_time(tmp_path: Path,
     assert src.fps == 30.0
     for k, frame in enumerate(frames):
         angle = 2 * np.pi * k / CLIP_FRAMES
-        shift = np.float32([[1, 0, CLIP_SWAY_PX * np.cos(angle)],
-                            [0, 1, CLIP_SWAY_PX * np.sin(angle)]])
+        shift = np.array([[1, 0, CLIP_SWAY_PX * np.cos(angle)],
+                          [0, 1, CLIP_SWAY_PX * np.sin(angle)]], np.float32)
         expected = cv2.warpAffine(scene, shift, (192, 108), flags=cv2.INTER_LINEAR,
                                   borderMode=cv2.BORDER_REFLECT)
         assert frame is not None and np.array_equal(frame, expected), k
-    assert not np.array_equal(frames[0], frames[CLIP_FRAMES // 2])  # it moves
+    first, half = frames[0], frames[CLIP_FRAMES // 2]
+    assert first is not None and half is not None and not np.array_equal(first, half)  # moves
 
 
 @pytest.mark.parametrize("kind", ["file", "image"])
