@@ -97,6 +97,12 @@ class PipelineConfig:
     overload_latency_ms: float = knob(
         250.0, "... or when the median capture→output time of the last second's frames is "
         "over this many ms (output.delay_ms is not counted).", range=(1.0, 60000.0))
+    max_streams: int = knob(
+        64, "The most streams (input → output pairs) one process starts; more are refused "
+        "at start with one line. Each stream holds its own capture, face models and frame "
+        "buffers (on the CPU path about 115 MB: 64 streams took 7.6 GB and 170 s to start on "
+        "a 2-core machine), so a pasted or generated `streams:` list cannot start streams "
+        "until memory runs out. Raise it for a machine that holds more.", range=(1, 4096))
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, str]]:
     """The (input, output) specs of the run: the k-th ``--input`` with the k-th ``--output``,
     else the config's ``streams``, else camera:0 → virtualcam. Raises :class:`UsageError`
-    when the counts do not pair up, :class:`ConfigError` for a bad ``streams`` entry."""
+    when the counts do not pair up, :class:`ConfigError` for a bad ``streams`` entry; either
+    for more streams than ``pipeline.max_streams``."""
     from livecam.core.errors import ConfigError, UsageError
 
     inputs, outputs = list(args.input or []), list(args.output or [])
@@ -70,7 +71,10 @@ def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, st
         if len(inputs) != len(outputs):
             raise UsageError(f"{len(inputs)} --input and {len(outputs)} --output: give one "
                              "--output per --input (the k-th input goes to the k-th output)")
+        _check_count(len(inputs), f"{len(inputs)} --input/--output pairs", config, UsageError)
         return list(zip(inputs, outputs, strict=True))
+    # counted before any entry is read: a huge list is refused without walking it
+    _check_count(len(config.streams), "config streams", config, ConfigError)
     pairs = []
     for k, entry in enumerate(config.streams):
         if set(entry) != {"input", "output"}:
@@ -78,6 +82,15 @@ def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, st
                               f"{', '.join(sorted(entry)) or 'none'}")
         pairs.append((entry["input"], entry["output"]))
     return pairs or [("camera:0", "virtualcam")]
+
+
+def _check_count(n: int, where: str, config: Config, error: type[Exception]) -> None:
+    limit = config.pipeline.max_streams
+    if n > limit:
+        raise error(f"{n} streams ({where}) in one process, more than pipeline.max_streams "
+                    f"({limit}): each stream holds its own capture, face models and frame "
+                    "buffers; run fewer, or raise pipeline.max_streams if this machine holds "
+                    "them")
 
 
 def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,

@@ -78,6 +78,12 @@ def test_streams_from_the_config(tmp_path: Path) -> None:
       "--output", "file:{out}"], "is named by two streams"),
     (["--set", 'streams=[{input: synthetic, out: "null"}]'],
      "streams[0]: expected the keys input and output"),
+    # a careless config (a list pasted many times, a generated one) must not start streams
+    # until memory runs out: 64 streams took 170 s to start and 7.6 GB on this CPU
+    (["--set", "pipeline.max_streams=2", *["--input", "synthetic", "--output", "null"] * 3],
+     "3 streams (3 --input/--output pairs) in one process, more than pipeline.max_streams (2)"),
+    (["--set", "streams=[" + ", ".join(['{input: "synthetic:64x64", output: "null"}'] * 65)
+      + "]"], "65 streams (config streams) in one process, more than pipeline.max_streams (64)"),
 ])
 def test_streams_that_do_not_pair_up_are_one_clear_line(tmp_path: Path, args: list[str],
                                                          message: str) -> None:
