@@ -36,11 +36,24 @@ from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
+
+class StreamLog(logging.LoggerAdapter):
+    """This module's log, its lines prefixed with "stream K: " for one of several streams in
+    one process (as their status lines are), unchanged for the only one."""
+
+    def __init__(self, stream: int | None) -> None:
+        super().__init__(log, {})
+        self.prefix = "" if stream is None else f"stream {stream}: "
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"{self.prefix}{msg}", kwargs
+
 #: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
 
-def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) -> None:
+def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int,
+                   logger: logging.Logger | StreamLog = log) -> None:
     """Prepare every stage that offers it for ``width_px`` x ``height_px`` frames (CUDA-graph
     capture takes seconds: done before the output starts rather than on the first frames). A
     size of 0 (a live source not there yet) prepares nothing: the first frame does it."""
@@ -50,10 +63,10 @@ def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int) ->
         if not isinstance(stage, Prepares):
             continue
         t0 = time.perf_counter()
-        log.info("preparing stage %s for %dx%d frames before the output starts",
-                 stage.name, width_px, height_px)
+        logger.info("preparing stage %s for %dx%d frames before the output starts",
+                    stage.name, width_px, height_px)
         stage.prepare(width_px, height_px)
-        log.info("stage %s ready in %.1f s", stage.name, time.perf_counter() - t0)
+        logger.info("stage %s ready in %.1f s", stage.name, time.perf_counter() - t0)
 
 
 class _Stopwatch:
@@ -117,6 +130,7 @@ class App:
         self._labels = (input_label, output_label)
         #: this app's index among the streams of one process (None: the only one)
         self.stream = stream
+        self._log = StreamLog(stream)
         self._initial_state = state or RuntimeState()
         self._max_frames = max_frames
         self._on_sent = on_sent
@@ -164,7 +178,7 @@ class App:
                 self._resources.callback(stage.close)
             source_open = self._open_source()
             src_w, src_h = self.source.size_px
-            prepare_stages(self.stages, src_w, src_h)
+            prepare_stages(self.stages, src_w, src_h, self._log)
             width = cfg.output.width or src_w
             height = cfg.output.height or src_h
             fps = cfg.output.fps or self.source.fps
@@ -215,7 +229,7 @@ class App:
             scheduler=self._scheduler, output=self._output, done=self._done, realtime=realtime,
             status_interval_s=cfg.pipeline.status_interval_s, stream=self.stream)
         self._watcher.start()
-        log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
+        self._log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
                  ", ".join(s.name for s in self.stages), "live" if realtime else "offline")
         try:
             for control in self.controls:
@@ -238,7 +252,7 @@ class App:
         except CaptureError as exc:
             if not (self._wait_for_source and self.source.live):
                 raise
-            log.warning("%s; sending black frames until it can be opened", exc)
+            self._log.warning("%s; sending black frames until it can be opened", exc)
             return False
 
     def _sent(self, packet: Packet | None, image: ImageBGR) -> None:
@@ -281,7 +295,7 @@ class App:
         (the :class:`~livecam.core.commands.SetOutputDelay` hook)."""
         if self._output is not None:
             self._output.set_delay_ms(delay_ms)
-        log.info("A/V delay now %.0f ms", delay_ms)
+        self._log.info("A/V delay now %.0f ms", delay_ms)
 
     def save_snapshot(self, path: str) -> None:
         """Write the last frame sent to ``path`` (PNG/JPEG by suffix). Pipeline thread."""
@@ -306,7 +320,7 @@ class App:
             for stage in stages:
                 stage.open()
                 opened.append(stage)
-            prepare_stages(stages, *self.source.size_px)
+            prepare_stages(stages, *self.source.size_px, logger=self._log)
         except BaseException:
             for stage in opened:
                 stage.close()
@@ -338,7 +352,7 @@ class App:
             if left_s <= 0:
                 return False
             if not self.sink.pump(timeout_s=min(left_s, _GUI_PUMP_S)):
-                log.info("preview window closed: stopping")
+                self._log.info("preview window closed: stopping")
                 self._done.set()
         return True
 

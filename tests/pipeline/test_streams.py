@@ -59,6 +59,9 @@ def test_run_pairs_each_input_with_its_output(tmp_path: Path) -> None:
     with av.open(str(a)) as ca, av.open(str(b)) as cb:  # each input went to its own output
         assert (ca.streams.video[0].width, cb.streams.video[0].width) == (160, 320)
     assert "stream 0:" in result.stderr and "stream 1:" in result.stderr
+    # the start's lines say which stream they are about (16 alike lines helped nobody)
+    for k, size in ((0, "160x120"), (1, "320x240")):
+        assert f"stream {k}: running: {size}" in result.stderr, result.stderr
 
 
 def test_streams_from_the_config(tmp_path: Path) -> None:
