@@ -2,7 +2,8 @@
 
 A second writer to a virtual camera interleaves its frames with the first one's (the picture
 flickers between two streams); a second writer to a ``file:`` output truncates and overwrites
-the first one's recording; two readers of one camera fight over it. ``livecam daemon`` and
+the first one's recording; two readers of one camera fight over it, and two readers of one pipe
+(a FIFO, ``/dev/stdin``) split its frames between them. ``livecam daemon`` and
 ``livecam run`` therefore take one lock per device they use, in the lock dir
 (``$XDG_RUNTIME_DIR/livecam`` by default), before anything is opened.
 
@@ -18,6 +19,7 @@ import hashlib
 import logging
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -49,13 +51,28 @@ def _file_key(target: str) -> str:
     return "file-" + os.path.normcase(os.path.realpath(os.path.expanduser(target)))
 
 
+def _pipe_key(target: str) -> str | None:
+    """A key for the pipe ``target`` names (its device and inode, the same for every name of
+    it), None for a regular file or a path that cannot be read (its source says so when it
+    opens)."""
+    try:
+        st = os.stat(os.path.expanduser(target))
+    except OSError:
+        return None
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        return f"pipe-{st.st_dev}-{st.st_ino}"
+    return None
+
+
 def device_keys(input_spec: str, output_spec: str, *, output_device: str = "",
                 output_backend: str = "") -> list[tuple[str, str]]:
     """(lock key, what to call it) for the devices an ``--input``/``--output`` pair uses.
 
-    Cameras, virtual cameras and ``file:`` outputs are exclusive; ``file:``/``image:`` inputs,
-    windows and ``null`` are not locked (any number of readers is fine). ``camera:0`` and
-    ``camera:/dev/video0`` are the same device on Linux and get one key.
+    Cameras, virtual cameras, ``file:`` outputs and ``file:`` inputs that are pipes (a FIFO,
+    ``/dev/stdin``: each frame goes to one reader) are exclusive; other ``file:``/``image:``
+    inputs, windows and ``null`` are not locked (any number of readers is fine). ``camera:0``
+    and ``camera:/dev/video0`` are the same device on Linux and get one key, and so do two
+    names of one pipe.
     """
     keys: list[tuple[str, str]] = []
     kind, _, target = input_spec.partition(":")
@@ -64,6 +81,10 @@ def device_keys(input_spec: str, output_spec: str, *, output_device: str = "",
         if target.isdigit() and sys.platform.startswith("linux"):
             device = f"/dev/video{target}"
         keys.append((f"camera-{device}", f"camera {device}"))
+    elif kind == "file" and target:
+        pipe = _pipe_key(target)
+        if pipe is not None:
+            keys.append((pipe, f"input pipe {target}"))
     out_kind, _, out_target = output_spec.partition(":")
     if out_kind == "virtualcam":
         backend = output_backend or "default"
@@ -134,17 +155,21 @@ class DeviceLock:
 def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
     """The (not yet acquired) lock of the devices of a ``run``/``daemon`` with these
     ``(input, output)`` streams, in ``control.lock_dir`` or the default lock dir. Raises
-    :class:`UsageError` when two streams name one camera, virtual camera or output file."""
+    :class:`UsageError` when two streams name one camera, virtual camera, output file or
+    input pipe."""
     configured = config.control.lock_dir
     lock_dir = Path(configured).expanduser() if configured else default_lock_dir()
     keys: list[tuple[str, str]] = []
-    for input_spec, output_spec in pairs:
+    named_by: dict[str, int] = {}
+    for stream, (input_spec, output_spec) in enumerate(pairs):
         for key, label in device_keys(input_spec, output_spec,
                                       output_device=config.output.device,
                                       output_backend=config.output.backend):
-            if any(key == k for k, _ in keys):
-                raise UsageError(f"{label} is named by two streams: each stream needs its own "
-                                 "camera, virtual camera and output file")
+            if key in named_by:
+                raise UsageError(f"{label} is named by two streams ({named_by[key]} and "
+                                 f"{stream}): each stream needs its own camera, virtual "
+                                 "camera, output file and input pipe")
+            named_by[key] = stream
             keys.append((key, label))
     return DeviceLock(keys, lock_dir)
 

@@ -132,3 +132,26 @@ def test_run_is_refused_on_a_file_a_daemon_writes_and_a_killed_daemon_frees_it(
     status = follower.wait_ready(min_frames=5)
     assert status["output"] == f"file:{out}"
     assert json.loads(follower.ctl("--json", "status").stdout)["frames"]["sent"] >= 5
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are a POSIX thing")
+def test_two_streams_on_one_pipe_are_refused(tmp_path: Path) -> None:
+    """A pipe's frames go to one reader each: two streams reading one (stdin twice, a FIFO by
+    two names) split its frames between their outputs (120 frames came out as 69 and 47).
+    Refused at start, like a camera named twice; a regular file may be read by any number."""
+    fifo = tmp_path / "feed"
+    os.mkfifo(fifo)
+    (tmp_path / "alias").symlink_to(fifo)
+    clip = tmp_path / "clip.ts"
+    clip.write_bytes(b"")
+    result = subprocess.run(
+        [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{fifo}", "--output",
+         "null", "--input", f"file:{tmp_path / 'alias'}", "--output", "null",
+         "--set", "control.api=false", "--set", "control.hotkeys=false"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"input pipe {tmp_path / 'alias'} is named by two streams (0 and 1)" \
+        in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert device_keys(f"file:{clip}", "null") == []  # files: any number of readers
+    assert device_keys(f"file:{tmp_path / 'missing.ts'}", "null") == []  # said at open
