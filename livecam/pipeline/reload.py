@@ -2,7 +2,8 @@
 frame path and hand them to the running :class:`~livecam.pipeline.runtime.App`.
 
 What a reload cannot change in a running process (capture, output, pipeline, control and
-logging sections) is logged as needing a restart; a reload that fails keeps the running setup.
+logging sections, the streams list) is logged as needing a restart; a reload that fails keeps
+the running setup.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 #: Builds a stream's stage chain (not opened) for a config and runtime state.
 StageFactory = Callable[[Config, RuntimeState], list[AnyStage]]
 
-_RESTART_SECTIONS = ("capture", "output", "pipeline", "control", "logging")
+_RESTART_SECTIONS = ("capture", "output", "pipeline", "control", "logging", "streams")
 
 
 class Reloader:
