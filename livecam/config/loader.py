@@ -63,22 +63,33 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
-    """Build a :class:`Config` from an optional YAML file and ``key.path=value`` overrides."""
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (),
+                defaults: Sequence[str] = ()) -> Config:
+    """Build a :class:`Config` from an optional YAML file and ``key.path=value`` overrides.
+    ``defaults`` (``key.path=value`` too): a command's own defaults, which the file and the
+    overrides both win over (``livecam daemon`` logs JSON unless either says otherwise)."""
     data: dict[str, Any] = {}
     if path is not None:
         data = _read_yaml(Path(path))
+    for text in defaults:
+        _set(data, text, keep=True)
     for text in overrides:
-        keys, value = parse_override(text)
-        node = data
-        for part in keys[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{_show_key('.'.join(keys))}: {_show_key(part)} is not "
-                                  "a section")
-            node = child
-        node[keys[-1]] = value
+        _set(data, text, keep=False)
     return build(Config, data)
+
+
+def _set(data: dict[str, Any], text: str, *, keep: bool) -> None:
+    """Set ``key.path=value`` in ``data`` (``keep``: not where ``data`` has the key)."""
+    keys, value = parse_override(text)
+    node = data
+    for part in keys[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{_show_key('.'.join(keys))}: {_show_key(part)} is not "
+                              "a section")
+        node = child
+    if not (keep and keys[-1] in node):
+        node[keys[-1]] = value
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -24,6 +24,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
     overrides = list(args.overrides)
     if getattr(args, "log_level", None):
         overrides.append(f"logging.level={args.log_level}")
-    config = load_config(args.config, overrides)
+    config = load_config(args.config, overrides, getattr(args, "config_defaults", ()))
     setup_logging(config.logging.level, json_lines=config.logging.json)
     return config

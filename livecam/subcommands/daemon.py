@@ -13,12 +13,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "daemon",
         help="run headless: control API, JSON logs, signals (systemd)",
         description="Run the live pipeline headless, controlled through the control API "
-        "(`livecam ctl`, the panel). Logs are JSON lines on stderr (--set logging.json=false "
-        "for plain text; what libraries print is logged too). SIGTERM/SIGINT stop it within a "
-        "second (exit 0); SIGHUP reloads the config file and the identity library. A lock file "
-        "per camera, virtual camera and output file keeps a second livecam off the same "
-        "device. A camera that is missing or unplugged is retried while the output keeps "
-        "sending. See docs/control.md for a systemd unit.",
+        "(`livecam ctl`, the panel). Logs are JSON lines on stderr (`logging: {json: false}` in "
+        "the config file or --set logging.json=false for plain text; what libraries print is "
+        "logged too). SIGTERM/SIGINT stop it within a second (exit 0); SIGHUP reloads the "
+        "config file and the identity library. A lock file per camera, virtual camera, output "
+        "file and input pipe keeps a second livecam off the same device. A camera that is "
+        "missing or unplugged is retried while the output keeps sending. See docs/control.md "
+        "for a systemd unit.",
     )
     add_run_options(p)
     # the process ends right after a clean stop, skipping the interpreter's teardown
@@ -30,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from livecam.daemon.service import serve
     from livecam.subcommands.run import build_from_args, stream_pairs
 
-    # structured logs by default; a later --set logging.json=false still wins
-    args.overrides = ["logging.json=true", *args.overrides]
+    # structured logs by default; the config file's logging.json or a --set still wins
+    args.config_defaults = ["logging.json=true"]
     config = config_from_args(args)
     pairs = stream_pairs(args, config)
     with lock_for_run(config, pairs):

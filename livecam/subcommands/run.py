@@ -125,7 +125,8 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
                          identities=identities, max_frames=getattr(args, "frames", None),
                          state=state, hotkeys=not daemon, api_required=daemon,
                          wait_for_source=daemon,
-                         config_loader=lambda: load_config(args.config, overrides))
+                         config_loader=lambda: load_config(
+                             args.config, overrides, getattr(args, "config_defaults", ())))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,3 +58,27 @@ def test_daemon_stderr_is_only_json_lines_with_library_noise_captured(
     assert any("XNNPACK delegate" in r["msg"] and r["level"] == "INFO" for r in native)
     assert any(r["msg"].startswith("libpng warning") for r in native)
     assert any(r["msg"].startswith("stopped (SIGTERM)") for r in records)
+
+
+@pytest.mark.parametrize(("config_text", "json_lines"), [
+    ("", True),  # the daemon's default: JSON lines
+    ("logging:\n  json: false\n", False),  # the config file's own choice is kept
+])
+def test_the_daemons_log_format_follows_its_config_file(tmp_path: Path, config_text: str,
+                                                        json_lines: bool) -> None:
+    """``logging.json: false`` in the daemon's config file was overridden by the daemon's
+    JSON default (only ``--set`` could turn it off). Seen on a start refused at once (more
+    streams than allowed), so no stream is started."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "daemon.yaml"
+    config.write_text(config_text)
+    result = subprocess.run(
+        [sys.executable, "-m", "livecam.cli", "daemon", "--config", str(config),
+         "--set", "pipeline.max_streams=1", "--input", "synthetic", "--output", "null",
+         "--input", "synthetic", "--output", "null"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "more than pipeline.max_streams" in x]
+    assert line.startswith("{") is json_lines, line
