@@ -67,8 +67,21 @@ class VirtualCamSink:
             self._cam = None
 
 
+#: a keyframe this often (s): the most of a recording a crash can lose in an MP4/MOV file
+KEYFRAME_INTERVAL_S = 2.0
+
+#: MP4/MOV written as fragments, each from a keyframe (index up front, a small index per
+#: fragment), each packet handed to the OS at once (FFmpeg's 512 KiB write buffer held several
+#: seconds of a small video): a process killed mid-write leaves a playable file up to its last
+#: fragment, where a plain MP4 (index written at close) is unreadable. Matroska is written in
+#: clusters anyway.
+_FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "flush_packets": "1"}
+
+
 class FileSink:
-    """An H.264 (or ``codec``) video file written with PyAV at a constant frame rate."""
+    """An H.264 (or ``codec``) video file written with PyAV at a constant frame rate; MP4 and
+    MOV in fragments a keyframe apart (:data:`KEYFRAME_INTERVAL_S`), so a crash keeps all but
+    the last seconds."""
 
     def __init__(self, *, path: Path, codec: str = "libx264", crf: int = 20) -> None:
         self._path = path
@@ -86,14 +99,17 @@ class FileSink:
         if not self._path.parent.is_dir():
             raise OutputError(f"output folder {self._path.parent} does not exist")
         try:
-            self._container = av.open(str(self._path), mode="w")
+            fragmented = self._path.suffix.lower() in (".mp4", ".m4v", ".mov")
+            self._container = av.open(str(self._path), mode="w",
+                                      container_options=_FRAGMENTED if fragmented else None)
             stream = self._container.add_stream(self._codec,
                                                 rate=Fraction(fps).limit_denominator(1001))
         except (av.error.FFmpegError, ValueError, OSError) as exc:
             raise OutputError(f"cannot write {self._path}: {exc}") from None
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         if self._codec in ("libx264", "libx265"):
-            stream.options = {"crf": str(self._crf), "preset": "veryfast"}
+            stream.options = {"crf": str(self._crf), "preset": "veryfast",
+                              "g": str(max(1, round(KEYFRAME_INTERVAL_S * fps)))}
         self._stream = stream
 
     def send(self, image_bgr: ImageBGR) -> None:
