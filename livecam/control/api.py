@@ -362,6 +362,7 @@ def _brief(doc: dict[str, Any]) -> dict[str, Any]:
             "output": doc.get("output"), "fps_in": doc.get("fps_in"),
             "fps_out": doc.get("fps_out"), "latency_ms": doc.get("latency_ms"),
             "overloaded": doc.get("overload", {}).get("active", False),
+            "stopped": doc.get("stopped", False),
             "active_identity": doc.get("active_identity"), "bypass": doc.get("bypass"),
             "tracks": len(doc.get("tracks", ())), "in_flight": doc.get("in_flight", 0)}
 

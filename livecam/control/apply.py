@@ -31,11 +31,17 @@ _APPLY_TIMEOUT_S = 2.0
 async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
                       stream: int | None, limits: Limits, snapshot_dir: Path) -> dict[str, Any]:
     """The reply to ``POST /api/VERB`` after applying its command to ``targets[stream]``
-    (every target when ``stream`` is None; the reply shows stream 0's state then).
+    (every running target when ``stream`` is None; the reply shows stream 0's state then).
     :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
-    or a full command queue."""
+    a full command queue, or a stream that has ended."""
     verb = request.path.removeprefix("/api/")
     body = parse_body(await _read_body(request, limits))
+    if stream is not None and targets[stream].done:
+        raise RequestError(HTTPStatus.CONFLICT, f"stream {stream} has stopped (it quit, or its "
+                           "input ended); the other streams still run: restart livecam to run "
+                           "it again")
+    if all(t.done for t in targets):
+        raise RequestError(HTTPStatus.CONFLICT, "livecam is stopping: every stream has ended")
     target = targets[stream or 0]
     command = build_command(
         verb, body, names=target.state.identities,

@@ -50,6 +50,11 @@ class ControlTarget(Protocol):
     @property
     def state(self) -> RuntimeState: ...
 
+    @property
+    def done(self) -> bool:
+        """The run has ended (quit, input ended, stopped); it takes no more commands."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """Facts of the run: ``backend``, ``stages``, ``input``, ``output``, ``width``,
         ``height``, ``fps``, ``delay_ms`` (the A/V delay in force), ``stream`` (its index
@@ -132,6 +137,7 @@ class StatusReporter:
                 "drop_share": _finite(overload.drop_share),
                 "latency_p50_ms": _finite(overload.latency_p50_ms),
             },
+            "stopped": target.done,
             "active_identity": state.active_identity,
             "bypass": state.bypass,
             "identities": list(state.identities),

@@ -268,6 +268,15 @@ class CommandQueue:
 
     def __init__(self, maxsize: int = 256) -> None:
         self._queue: queue.Queue[tuple[Command, Ticket]] = queue.Queue(maxsize=maxsize)
+        self._closed = False
+
+    def close(self) -> None:
+        """Its pipeline has ended: nothing will drain it (any thread)."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket:
         """Queue ``command``; raises ``queue.Full`` after ``timeout_s`` (0 = at once) if the
@@ -288,8 +297,9 @@ class CommandQueue:
 
 class CommandFanOut:
     """The commands of several streams in one process, as one queue: ``put`` queues the
-    command on every stream's :class:`CommandQueue` (hotkeys, SIGHUP, and the control API
-    without a stream act on all of them). Any thread may ``put``."""
+    command on every running stream's :class:`CommandQueue` (hotkeys, SIGHUP, and the control
+    API without a stream act on all of them; a stream that has ended, whose queue is closed,
+    is left out, so nobody waits for it). Any thread may ``put``."""
 
     def __init__(self, queues: Sequence[CommandQueue]) -> None:
         if not queues:
@@ -300,7 +310,8 @@ class CommandFanOut:
         """Queue ``command`` on every stream; the ticket resolves once every stream applied
         it, with the first stream's state and frame count. Raises ``queue.Full`` as
         :meth:`CommandQueue.put` does (streams queued before it keep the command)."""
-        tickets = [q.put(command, timeout_s=timeout_s) for q in self.queues]
+        running = [q for q in self.queues if not q.closed] or list(self.queues[:1])
+        tickets = [q.put(command, timeout_s=timeout_s) for q in running]
         if len(tickets) == 1:
             return tickets[0]
         joint = Ticket()

@@ -242,6 +242,7 @@ class App:
         """The run is over (frame limit, input ended, quit, stop): stop the clock. Any thread."""
         if self._t_stop_ns is None and self._t_start_ns is not None:
             self._t_stop_ns = time.perf_counter_ns()
+        self.commands.close()  # nothing drains it any more: the control API says so
         self._done.set()
 
     def _open_source(self) -> bool:
@@ -353,7 +354,7 @@ class App:
                 return False
             if not self.sink.pump(timeout_s=min(left_s, _GUI_PUMP_S)):
                 self._log.info("preview window closed: stopping")
-                self._done.set()
+                self._mark_done()
         return True
 
     def stop(self, timeout_s: float = 0.9) -> None:

@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ctl", help="control a running livecam (select, next, bypass, status, ...)",
         description="Send a command to a running `livecam run` or `livecam daemon` through its "
         "control API. The address and token file come from the same config (control.api_address"
-        ", control.token_file) or from --url/--token-file. Exits 1 when no livecam answers or "
-        "the token is refused, 2 for an unknown identity or a bad argument.")
+        ", control.token_file) or from --url/--token-file. Exits 1 when no livecam answers, "
+        "the token is refused or the stream has stopped, 2 for an unknown identity or a bad "
+        "argument.")
     p.add_argument("--url", help="API base URL (default: from control.api_address)")
     p.add_argument("--token-file", help="token file (default: from control.token_file)")
     p.add_argument("--json", action="store_true", help="print the server's JSON reply")
@@ -84,6 +85,8 @@ def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | N
             raise LivecamError(f"the control API refused the token ({message}); if livecam "
                                "runs as another user or with another control.token_file, pass "
                                "--token-file") from None
+        if exc.code == 409:  # the stream (or every stream) has ended
+            raise LivecamError(str(message)) from None
         raise LivecamError(f"control API error {exc.code}: {message}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -131,7 +134,8 @@ def _print_status(s: dict[str, Any]) -> None:
             print(f"  {b['stream']}: {b['input']} -> {b['output']}  fps {b['fps_out']:.1f}  "
                   f"p99 {ms(lat_b.get('p99'))} ms  identity "
                   f"{b['active_identity'] or 'none'}{'  BYPASS' if b['bypass'] else ''}"
-                  f"{'  OVERLOADED' if b['overloaded'] else ''}")
+                  f"{'  OVERLOADED' if b['overloaded'] else ''}"
+                  f"{'  STOPPED' if b.get('stopped') else ''}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -285,6 +285,28 @@ def test_api_acts_on_one_stream_or_on_all(two_streams: tuple[StreamSet, ControlS
     assert 'livecam_bypass{stream="0"} 1.0' in text and 'stream="1"' in text
 
 
+def test_a_stream_that_quit_is_shown_stopped_and_not_waited_for(
+        two_streams: tuple[StreamSet, ControlServer, str], tmp_path: Path) -> None:
+    """After `livecam ctl --stream 1 quit`, a command to every stream waited 2 s for the
+    stopped one and said "not applied" (a last `ctl quit` got no reply at all: the process
+    ended first), a command to it said nothing, and status showed its fps decaying."""
+    streams, server, token = two_streams
+    status, reply = call(server, token, "/api/quit?stream=1", {})
+    assert status == 200 and reply["applied"]
+    assert wait_until(lambda: streams.apps[1].done)
+    status, reply = call(server, token, "/api/bypass?stream=1", {"on": True})
+    assert status == 409 and "stream 1 has stopped" in reply["error"], reply
+    status, reply = call(server, token, "/api/bypass", {"on": True})
+    assert status == 200 and reply["applied"], reply  # stream 0 applied it
+    assert streams.apps[0].state.bypass and not streams.apps[1].state.bypass
+    status, doc = call(server, token, "/api/status")
+    assert [b["stopped"] for b in doc["streams"]] == [False, True]
+    result = livecam("ctl", "--url", server.url, "--token-file",
+                     str(tmp_path / "cfg" / "api-token"), "--stream", "1", "next")
+    assert result.returncode == 1 and result.stderr.startswith("livecam: error: stream 1 has "
+                                                               "stopped"), result.stderr
+
+
 def test_ctl_stream_reaches_one_stream(two_streams: tuple[StreamSet, ControlServer, str],
                                        tmp_path: Path) -> None:
     streams, server, _ = two_streams
