@@ -20,6 +20,7 @@ from livecam.core.commands import SetIdentityList
 from livecam.core.errors import LivecamError
 from livecam.core.stage import AnyStage
 from livecam.core.types import RuntimeState
+from livecam.pipeline.streamlog import StreamLog
 
 if TYPE_CHECKING:
     from livecam.pipeline.runtime import App
@@ -45,6 +46,7 @@ class Reloader:
                  config_loader: Callable[[], Config] | None,
                  identity_names: Callable[[], Sequence[str]] | None) -> None:
         self._app = app
+        self._log = StreamLog(log, app.stream)
         self._stage_factory = stage_factory
         self._config_loader = config_loader
         self._identity_names = identity_names
@@ -66,7 +68,7 @@ class Reloader:
             try:
                 self._reload()
             except Exception as exc:  # a failed reload keeps the running setup
-                log.error("reload failed, keeping the current setup: %s", exc)
+                self._log.error("reload failed, keeping the current setup: %s", exc)
             with self._lock:
                 if not self._again or self._app.done:
                     self._thread = None
@@ -81,10 +83,10 @@ class Reloader:
             try:
                 new_config = self._config_loader()
             except LivecamError as exc:
-                log.error("config not reloaded (%s); keeping the running config", exc)
+                self._log.error("config not reloaded (%s); keeping the running config", exc)
         for section in _RESTART_SECTIONS:
             if getattr(new_config, section) != getattr(app.config, section):
-                log.warning("config section %r changed: restart livecam for it to take "
+                self._log.warning("config section %r changed: restart livecam for it to take "
                             "effect", section)
         app.config = new_config
         names = tuple(self._identity_names()) if self._identity_names is not None else None
@@ -94,6 +96,6 @@ class Reloader:
             app.replace_stages(self._stage_factory(new_config, state))
         if names is not None:
             app.commands.put(SetIdentityList(names))
-        log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
+        self._log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
                  "no identity library" if names is None else
                  f"{len(names)} identities ({', '.join(names) or 'none'})")

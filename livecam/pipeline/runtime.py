@@ -30,27 +30,17 @@ from livecam.output.thread import OutputThread
 from livecam.pipeline.reload import Reloader, StageFactory
 from livecam.pipeline.running import ControlSource, run_to_end, stop_controls
 from livecam.pipeline.scheduler import Scheduler
+from livecam.pipeline.streamlog import StreamLog
 from livecam.pipeline.summary import RunSummary
 from livecam.pipeline.watch import StatusWatcher
 from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
-
-class StreamLog(logging.LoggerAdapter):
-    """This module's log, its lines prefixed with "stream K: " for one of several streams in
-    one process (as their status lines are), unchanged for the only one."""
-
-    def __init__(self, stream: int | None) -> None:
-        super().__init__(log, {})
-        self.prefix = "" if stream is None else f"stream {stream}: "
-
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        return f"{self.prefix}{msg}", kwargs
-
 #: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
+
 
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int,
                    logger: logging.Logger | StreamLog = log) -> None:
@@ -124,13 +114,13 @@ class App:
         self.commands = commands or CommandQueue()
         self.live = LiveView()
         self.controls: list[ControlSource] = []
-        self._reloader = Reloader(self, stage_factory=stage_factory,
-                                  config_loader=config_loader, identity_names=identity_names)
         self._wait_for_source = wait_for_source
         self._labels = (input_label, output_label)
         #: this app's index among the streams of one process (None: the only one)
         self.stream = stream
-        self._log = StreamLog(stream)
+        self._log = StreamLog(log, stream)
+        self._reloader = Reloader(self, stage_factory=stage_factory,
+                                  config_loader=config_loader, identity_names=identity_names)
         self._initial_state = state or RuntimeState()
         self._max_frames = max_frames
         self._on_sent = on_sent

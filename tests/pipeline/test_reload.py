@@ -23,7 +23,7 @@ def test_a_reload_that_changes_the_streams_says_it_needs_a_restart(
     edited = dataclasses.replace(config, streams=({"input": "synthetic:64x48",
                                                    "output": "null"},))
     app = App(config, source=SyntheticSource(width=64, height=48, fps=30.0), sink=NullSink(),
-              stages=[PassThrough()], config_loader=lambda: edited)
+              stages=[PassThrough()], config_loader=lambda: edited, stream=1)
     caplog.set_level(logging.INFO, logger="livecam.pipeline.reload")
     app.start()
     try:
@@ -35,4 +35,6 @@ def test_a_reload_that_changes_the_streams_says_it_needs_a_restart(
     finally:
         app.stop()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("'streams' changed: restart livecam" in w for w in warnings), warnings
+    # one such line per stream, each saying which
+    assert any(w.startswith("stream 1: config section 'streams' changed: restart livecam")
+               for w in warnings), warnings
