@@ -3,6 +3,7 @@ in :mod:`livecam.output.window`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from fractions import Fraction
@@ -105,7 +106,14 @@ class FileSink:
             stream = self._container.add_stream(self._codec,
                                                 rate=Fraction(fps).limit_denominator(1001))
         except (av.error.FFmpegError, ValueError, OSError) as exc:
-            raise OutputError(f"cannot write {self._path}: {exc}") from None
+            if self._container is not None:  # opened, then the stream was refused
+                with contextlib.suppress(av.error.FFmpegError, ValueError, OSError):
+                    self._container.close()
+                self._container = None
+            # PyAV's ValueError: a container that cannot hold the codec, or an unknown suffix
+            hint = (f"; {self._codec} video: use a .mp4, .mkv or .mov file"
+                    if isinstance(exc, ValueError) else "")
+            raise OutputError(f"cannot write {self._path}: {exc}{hint}") from None
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         if self._codec in ("libx264", "libx265"):
             stream.options = {"crf": str(self._crf), "preset": "veryfast",
