@@ -31,7 +31,7 @@ _APPLY_TIMEOUT_S = 2.0
 async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
                       stream: int | None, limits: Limits, snapshot_dir: Path) -> dict[str, Any]:
     """The reply to ``POST /api/VERB`` after applying its command to ``targets[stream]``
-    (every running target when ``stream`` is None; the reply shows stream 0's state then).
+    (every running target when ``stream`` is None; the reply shows the first one's state).
     :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
     a full command queue, or a stream that has ended."""
     verb = request.path.removeprefix("/api/")
@@ -42,7 +42,8 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
                            "it again")
     if all(t.done for t in targets):
         raise RequestError(HTTPStatus.CONFLICT, "livecam is stopping: every stream has ended")
-    target = targets[stream or 0]
+    # the reply shows the stream's state; for every stream, the first one still running
+    target = targets[stream] if stream is not None else next(t for t in targets if not t.done)
     command = build_command(
         verb, body, names=target.state.identities,
         snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)))

@@ -287,23 +287,24 @@ def test_api_acts_on_one_stream_or_on_all(two_streams: tuple[StreamSet, ControlS
 
 def test_a_stream_that_quit_is_shown_stopped_and_not_waited_for(
         two_streams: tuple[StreamSet, ControlServer, str], tmp_path: Path) -> None:
-    """After `livecam ctl --stream 1 quit`, a command to every stream waited 2 s for the
+    """After `livecam ctl --stream 0 quit`, a command to every stream waited 2 s for the
     stopped one and said "not applied" (a last `ctl quit` got no reply at all: the process
     ended first), a command to it said nothing, and status showed its fps decaying."""
     streams, server, token = two_streams
-    status, reply = call(server, token, "/api/quit?stream=1", {})
+    status, reply = call(server, token, "/api/quit?stream=0", {})
     assert status == 200 and reply["applied"]
-    assert wait_until(lambda: streams.apps[1].done)
-    status, reply = call(server, token, "/api/bypass?stream=1", {"on": True})
-    assert status == 409 and "stream 1 has stopped" in reply["error"], reply
+    assert wait_until(lambda: streams.apps[0].done)
+    status, reply = call(server, token, "/api/bypass?stream=0", {"on": True})
+    assert status == 409 and "stream 0 has stopped" in reply["error"], reply
     status, reply = call(server, token, "/api/bypass", {"on": True})
-    assert status == 200 and reply["applied"], reply  # stream 0 applied it
-    assert streams.apps[0].state.bypass and not streams.apps[1].state.bypass
+    # stream 1 applied it, and the reply shows its state, not the stopped stream's
+    assert status == 200 and reply["applied"] and reply["state"]["bypass"], reply
+    assert streams.apps[1].state.bypass and not streams.apps[0].state.bypass
     status, doc = call(server, token, "/api/status")
-    assert [b["stopped"] for b in doc["streams"]] == [False, True]
+    assert [b["stopped"] for b in doc["streams"]] == [True, False]
     result = livecam("ctl", "--url", server.url, "--token-file",
-                     str(tmp_path / "cfg" / "api-token"), "--stream", "1", "next")
-    assert result.returncode == 1 and result.stderr.startswith("livecam: error: stream 1 has "
+                     str(tmp_path / "cfg" / "api-token"), "--stream", "0", "next")
+    assert result.returncode == 1 and result.stderr.startswith("livecam: error: stream 0 has "
                                                                "stopped"), result.stderr
 
 
