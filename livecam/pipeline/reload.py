@@ -86,8 +86,8 @@ class Reloader:
                 self._log.error("config not reloaded (%s); keeping the running config", exc)
         for section in _RESTART_SECTIONS:
             if getattr(new_config, section) != getattr(app.config, section):
-                self._log.warning("config section %r changed: restart livecam for it to take "
-                            "effect", section)
+                self._log.warning("config section %r changed: restart livecam for it to "
+                                  "take effect", section)
         app.config = new_config
         names = tuple(self._identity_names()) if self._identity_names is not None else None
         if self._stage_factory is not None and app.started:
@@ -97,5 +97,5 @@ class Reloader:
         if names is not None:
             app.commands.put(SetIdentityList(names))
         self._log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
-                 "no identity library" if names is None else
-                 f"{len(names)} identities ({', '.join(names) or 'none'})")
+                       "no identity library" if names is None else
+                       f"{len(names)} identities ({', '.join(names) or 'none'})")

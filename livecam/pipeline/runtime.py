@@ -220,7 +220,8 @@ class App:
             status_interval_s=cfg.pipeline.status_interval_s, stream=self.stream)
         self._watcher.start()
         self._log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
-                 ", ".join(s.name for s in self.stages), "live" if realtime else "offline")
+                       ", ".join(s.name for s in self.stages),
+                       "live" if realtime else "offline")
         try:
             for control in self.controls:
                 control.start()
