@@ -363,6 +363,14 @@ def test_panel_lists_the_streams_and_acts_on_the_one_picked(
             page.select_option("#stream", "")
             page.click("#bypass")
             assert wait_until(lambda: all(a.state.bypass for a in streams.apps), 5)
+            # a stream that quit: listed as stopped, and a command to it says why it is
+            # refused until the next command succeeds (the status push used to wipe "error
+            # 409" within a second)
+            assert call(server, token, "/api/quit?stream=1", {})[0] == 200
+            page.wait_for_selector("#streams >> text=stopped")
+            page.select_option("#stream", "1")
+            page.click("#next")
+            page.wait_for_selector("#msg >> text=stream 1 has stopped")
             page.screenshot(path=str(tmp_path / "panel-streams.png"), full_page=True)
         finally:
             browser.close()
