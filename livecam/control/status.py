@@ -102,7 +102,8 @@ class StatusReporter:
         target = self._target
         state = target.state
         m = target.metrics
-        fps_in, fps_out = self._rates()
+        # a stream that has ended sends nothing: its rate is 0, not the last second's fading
+        fps_in, fps_out = (0.0, 0.0) if target.done else self._rates()
         latency = m.latencies_ms()
         _, pipeline_latency = m.pipeline_latencies_ms()
         last = target.live.last()

@@ -302,6 +302,7 @@ def test_a_stream_that_quit_is_shown_stopped_and_not_waited_for(
     assert streams.apps[1].state.bypass and not streams.apps[0].state.bypass
     status, doc = call(server, token, "/api/status")
     assert [b["stopped"] for b in doc["streams"]] == [True, False]
+    assert doc["streams"][0]["fps_out"] == 0.0  # not the last second's rate, fading out
     result = livecam("ctl", "--url", server.url, "--token-file",
                      str(tmp_path / "cfg" / "api-token"), "--stream", "0", "next")
     assert result.returncode == 1 and result.stderr.startswith("livecam: error: stream 0 has "
