@@ -59,8 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, str]]:
     """The (input, output) specs of the run: the k-th ``--input`` with the k-th ``--output``,
     else the config's ``streams``, else camera:0 → virtualcam. Raises :class:`UsageError`
-    when the counts do not pair up, :class:`ConfigError` for a bad ``streams`` entry; either
-    for more streams than ``pipeline.max_streams``."""
+    when the counts do not pair up or two streams show a window, :class:`ConfigError` for a
+    bad ``streams`` entry; either for more streams than ``pipeline.max_streams``."""
     from livecam.core.errors import ConfigError, UsageError
 
     inputs, outputs = list(args.input or []), list(args.output or [])
@@ -72,7 +72,7 @@ def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, st
             raise UsageError(f"{len(inputs)} --input and {len(outputs)} --output: give one "
                              "--output per --input (the k-th input goes to the k-th output)")
         _check_count(len(inputs), f"{len(inputs)} --input/--output pairs", config, UsageError)
-        return list(zip(inputs, outputs, strict=True))
+        return _one_window(list(zip(inputs, outputs, strict=True)))
     # counted before any entry is read: a huge list is refused without walking it
     _check_count(len(config.streams), "config streams", config, ConfigError)
     pairs = []
@@ -81,7 +81,20 @@ def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, st
             raise ConfigError(f"streams[{k}]: expected the keys input and output, got "
                               f"{', '.join(sorted(entry)) or 'none'}")
         pairs.append((entry["input"], entry["output"]))
-    return pairs or [("camera:0", "virtualcam")]
+    return _one_window(pairs) or [("camera:0", "virtualcam")]
+
+
+def _one_window(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``pairs``, refused (:class:`UsageError`) when two streams show a preview window."""
+    from livecam.core.errors import UsageError
+
+    windows = [k for k, (_, output) in enumerate(pairs) if output.partition(":")[0] == "window"]
+    if len(windows) > 1:
+        raise UsageError(f"output window is named by two streams ({windows[0]} and "
+                         f"{windows[1]}): one preview window per process (it is drawn by "
+                         "livecam's main thread); send the other streams to virtualcam, "
+                         "file:PATH or null")
+    return pairs
 
 
 def _check_count(n: int, where: str, config: Config, error: type[Exception]) -> None:

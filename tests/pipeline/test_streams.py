@@ -76,6 +76,9 @@ def test_streams_from_the_config(tmp_path: Path) -> None:
       "--output", "file:{out}"], "is named by two streams"),
     (["--set", 'streams=[{input: synthetic, out: "null"}]'],
      "streams[0]: expected the keys input and output"),
+    # was a traceback (ValueError from StreamSet) after every stream had been built
+    (["--input", "synthetic", "--output", "window", "--input", "synthetic:64x64", "--output",
+      "window"], "output window is named by two streams (0 and 1): one preview window"),
     # a careless config (a list pasted many times, a generated one) must not start streams
     # until memory runs out: 64 streams took 170 s to start and 7.6 GB on this CPU
     (["--set", "pipeline.max_streams=2", *["--input", "synthetic", "--output", "null"] * 3],
