@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,17 +73,39 @@ def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def max_photo_bytes(max_megapixels: float) -> int:
+    """The largest file a photo of ``max_megapixels`` can be: 8 bytes a pixel (a 16-bit RGBA
+    PNG stored uncompressed) and 16 MiB of metadata (ICC profiles, EXIF, thumbnails)."""
+    return round(max_megapixels * 1e6 * 8) + (16 << 20)
+
+
 def read_photo(path: str | Path, *, max_megapixels: float) -> tuple[ImageBGR, bytes]:
-    """(image (H, W, 3) uint8 BGR, the file's bytes), or :class:`IdentityError`."""
+    """(image (H, W, 3) uint8 BGR, the file's bytes), or :class:`IdentityError`. What is no
+    photo file (a pipe, a device) or larger than any photo of ``max_megapixels`` is refused
+    before it is read: reading first, ``/dev/zero`` filled the memory."""
     p = Path(path)
+    limit = max_photo_bytes(max_megapixels)
     try:
-        data = p.read_bytes()
+        st = p.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise IdentityError(f"photo {p} is a folder: give an image file")
+        if not stat.S_ISREG(st.st_mode):
+            raise IdentityError(f"photo {p} is not a file (a pipe or a device): save the photo "
+                                "to a file first")
+        size = st.st_size
+        data = b""
+        if size <= limit:
+            with p.open("rb") as fh:
+                data = fh.read(limit + 1)  # bounded, should the file grow meanwhile
+            size = max(size, len(data))
     except FileNotFoundError:
         raise IdentityError(f"photo {p} does not exist: check the path") from None
-    except IsADirectoryError:
-        raise IdentityError(f"photo {p} is a folder: give an image file") from None
     except OSError as exc:
         raise IdentityError(f"photo {p} cannot be read: {exc.strerror}") from None
+    if size > limit:
+        raise IdentityError(f"photo {p} is {size / 1e6:.0f} MB: more than a photo of "
+                            f"identity.max_photo_megapixels ({max_megapixels:g} MP) can be; "
+                            "give a JPEG or PNG photo")
     if not data:
         raise IdentityError(f"photo {p} is empty: give a JPEG or PNG photo of a face")
     try:  # the size is checked from the header, before decoding (a 40000x40000 PNG is small)

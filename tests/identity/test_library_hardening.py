@@ -208,3 +208,28 @@ def test_records_are_strict_json(library: IdentityLibrary, photos: dict[str, Pat
     assert set(record) == {"name", "created", "photos"}
     with pytest.raises(IdentityError, match="no identity named"):
         library.remove("nobody")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are a POSIX thing")
+@pytest.mark.parametrize("kind", ["fifo", "device", "endless file"])
+def test_a_photo_that_is_no_photo_file_is_refused_before_reading(tmp_path: Path,
+                                                                 kind: str) -> None:
+    """Before: the whole file was read into memory, then its header checked. `/dev/zero`
+    grew to 4.7 GB in 15 s; a FIFO with no writer hung with no word; a 3 GB file of zeros
+    (sparse) was read whole (3.2 GB, 14 s) to say it cannot be decoded."""
+    if kind == "fifo":
+        photo = tmp_path / "photo.jpg"
+        os.mkfifo(photo)
+        expected = "is not a file (a pipe or a device)"
+    elif kind == "device":
+        photo, expected = Path("/dev/zero"), "is not a file (a pipe or a device)"
+    else:  # 1 MP allowed: 24 MB the most a photo may be; a sparse 2 GB file costs no disk
+        photo = tmp_path / "photo.png"
+        with photo.open("wb") as fh:
+            fh.truncate(2 << 30)
+        expected = "2147 MB: more than a photo of identity.max_photo_megapixels (1 MP)"
+    result = cli(tmp_path / "lib", "--set", "identity.max_photo_megapixels=1", "add", "me",
+                 str(photo), timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1 and expected in lines[0], lines
