@@ -307,9 +307,11 @@ class CommandFanOut:
         self.queues = tuple(queues)
 
     def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket:
-        """Queue ``command`` on every stream; the ticket resolves once every stream applied
-        it, with the first stream's state and frame count. Raises ``queue.Full`` as
-        :meth:`CommandQueue.put` does (streams queued before it keep the command)."""
+        """Queue ``command`` on every running stream; the ticket resolves once each of them
+        applied it, with the first one's state and frame count (with every stream ended it
+        goes to the first queue and never resolves: the control API refuses before). Raises
+        ``queue.Full`` as :meth:`CommandQueue.put` does (streams queued before it keep the
+        command)."""
         running = [q for q in self.queues if not q.closed] or list(self.queues[:1])
         tickets = [q.put(command, timeout_s=timeout_s) for q in running]
         if len(tickets) == 1:
