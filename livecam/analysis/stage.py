@@ -11,7 +11,7 @@ import numpy as np
 
 from livecam.analysis.follower import FaceFollower
 from livecam.core.stage import StageBase
-from livecam.core.types import Faces, ImageBGR, Packet, WithheldFaces
+from livecam.core.types import Faces, Packet, WithheldFaces
 
 
 class AnalysisStage(StageBase):
@@ -62,12 +62,6 @@ class AnalysisStage(StageBase):
             prepare = getattr(part, "prepare", None)
             if prepare is not None:
                 prepare(width_px, height_px)
-
-    def stage_capture(self, image: ImageBGR) -> ImageBGR:
-        """The capture thread's image as the networks want it (the GPU networks: in pinned
-        memory, :mod:`livecam.analysis.gpu.pinned`); the image itself for the others."""
-        stage = getattr(self.follower.networks, "stage_capture", None)
-        return image if stage is None else stage(image)
 
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr

@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 
 from livecam.capture.base import FrameSource
 from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
-from livecam.core.types import Frame, ImageBGR
+from livecam.core.types import Frame
 
 log = logging.getLogger(__name__)
 
@@ -24,17 +23,13 @@ class CaptureThread:
     camera) and read as fast as the pipeline takes them otherwise. At the end of a finite source
     the thread restarts it when ``loop`` is true, else closes ``outbox`` (so does a finite
     source that cannot be reopened; a live one is retried with backoff). ``stop`` returns within
-    about ``join_timeout_s`` even if a read is blocked inside the driver. ``stage_image``, when
-    given, is called for each image read, on this thread, and its result handed on (see
-    :class:`livecam.core.stage.StagesCapture`).
+    about ``join_timeout_s`` even if a read is blocked inside the driver.
     """
 
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
                  realtime: bool, loop: bool, reconnect_initial_s: float,
-                 reconnect_max_s: float,
-                 stage_image: Callable[[ImageBGR], ImageBGR] | None = None) -> None:
+                 reconnect_max_s: float) -> None:
         self._source = source
-        self._stage_image = stage_image
         self._outbox = outbox
         self._metrics = metrics
         self._realtime = realtime
@@ -111,8 +106,6 @@ class CaptureThread:
                         self._stop.wait((next_ns - now_ns) / 1e9)
                     # a late frame restarts the grid rather than bursting to catch up
                     next_ns = max(next_ns, now_ns - period_ns) + period_ns
-                if self._stage_image is not None:
-                    image = self._stage_image(image)
                 frame = Frame(index=index, t_capture_ns=time.perf_counter_ns(), image_bgr=image)
                 index += 1
                 self._metrics.count("captured")

@@ -13,11 +13,10 @@ thread of its own. A stage that can do slow set-up for a frame size before the f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from livecam.core.lifecycle import Lifecycle
-from livecam.core.types import ImageBGR, Packet
+from livecam.core.types import Packet
 
 
 @runtime_checkable
@@ -71,24 +70,6 @@ class Prepares(Protocol):
     size later is prepared on the frame's path (and logged)."""
 
     def prepare(self, width_px: int, height_px: int) -> None: ...
-
-
-@runtime_checkable
-class StagesCapture(Protocol):
-    """A stage that takes each captured image in a form of its own before the pipeline sees it
-    (the GPU face follower: copied into page-locked memory, so its upload needs no host copy
-    on the pipeline thread). The capture thread calls ``stage_capture`` for every frame; it
-    returns an image of the same pixels, or the image itself, and never blocks."""
-
-    def stage_capture(self, image: ImageBGR) -> ImageBGR: ...
-
-
-def capture_stager(stages: Sequence[object]) -> Callable[[ImageBGR], ImageBGR] | None:
-    """The first of ``stages`` that offers :class:`StagesCapture`, as its bound method."""
-    for stage in stages:
-        if isinstance(stage, StagesCapture):
-            return stage.stage_capture
-    return None
 
 
 #: What a pipeline's stage list holds: synchronous stages, the last one maybe asynchronous.

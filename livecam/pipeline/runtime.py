@@ -22,7 +22,7 @@ from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
-from livecam.core.stage import AnyStage, Prepares, capture_stager
+from livecam.core.stage import AnyStage, Prepares
 from livecam.core.switching import switch_interval
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
@@ -107,7 +107,6 @@ class App:
         self.source = source
         self.sink = sink
         self.stages = list(stages)
-        self._stager = capture_stager(self.stages)
         self.metrics = Metrics()
         self.overload = OverloadMonitor(
             latency_budget_ms=config.pipeline.overload_latency_ms,
@@ -210,8 +209,7 @@ class App:
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
-                                      reconnect_max_s=cfg.capture.reconnect_max_s,
-                                      stage_image=self._stage_captured)
+                                      reconnect_max_s=cfg.capture.reconnect_max_s)
         self._t_start_ns = time.perf_counter_ns()
         self._output.start()
         self._scheduler.start()
@@ -325,14 +323,6 @@ class App:
             return
         self._scheduler.replace_stages(stages)
         self.stages = list(stages)
-        self._stager = capture_stager(self.stages)
-
-    def _stage_captured(self, image: ImageBGR) -> ImageBGR:
-        """Each captured image through the current stages' ``stage_capture`` (the capture
-        thread; a reload's stages take over from the next frame, the old ones hand images on
-        unchanged once closed)."""
-        stager = self._stager
-        return image if stager is None else stager(image)
 
     def summary(self) -> RunSummary:
         """Whole-run figures (from start to stop, or to now while running)."""

@@ -4,9 +4,8 @@
 :class:`~livecam.analysis.gpu.networks.GpuFaceNetworks` (``detect``, ``landmarks``,
 ``frame_on_device``, ``device_frame``, ``hold_frame_until``), so the follower, the tile search
 and the swap use either the same way. The frame goes up once into the stream's own place of
-the stacked frames (on the stream's own CUDA stream, from the pinned memory the capture thread
-copied it into, :mod:`livecam.analysis.gpu.pinned`, or else from its own pinned staging); the
-networks run in the shared batches.
+the stacked frames (on the stream's own CUDA stream, from its own pinned staging); the networks
+run in the shared batches.
 """
 
 from __future__ import annotations
@@ -14,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from livecam.analysis.gpu.batching import Request
 from livecam.analysis.gpu.calls import Detection, merged_detections
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
-from livecam.analysis.gpu.pinned import PinnedFrames, host_source
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
@@ -40,6 +39,7 @@ class _Own:
         height_px, width_px = int(self.place.shape[0]), int(self.place.shape[1])
         self.staging = torch.zeros((height_px, width_px, 3), dtype=torch.uint8,
                                    pin_memory=cuda)
+        self.staging_np = self.staging.numpy()
         self.kept = [torch.zeros((height_px, width_px, 3), dtype=torch.uint8, device=device)
                      for _ in range(keep_frames)]
         self.kept_ready = [torch.cuda.Event() if cuda else None for _ in range(keep_frames)]
@@ -68,7 +68,6 @@ class StreamFaceNetworks:
         self._opened = False
         self._stream: Any = None
         self._uploaded: Any = None
-        self._pinned: PinnedFrames | None = None
         self._holds: list[Any] = []
         self._own: dict[tuple[int, int], _Own] = {}
         self._image: ImageBGR | None = None
@@ -87,16 +86,12 @@ class StreamFaceNetworks:
         if self.cuda:
             self._stream = new_stream(self.device)
             self._uploaded = torch.cuda.Event()
-        self._pinned = PinnedFrames(pinned=self.cuda, max_frames=self.keep_frames + 8)
         self._opened = True
 
     def close(self) -> None:
         if not self._opened:
             return
         self._opened = False
-        if self._pinned is not None:
-            self._pinned.close()
-            self._pinned = None
         if self._stream is not None:
             self._stream.synchronize()
         release_stream(self._stream)
@@ -117,27 +112,20 @@ class StreamFaceNetworks:
                                                           self.cuda, self.keep_frames)
         return own
 
-    def stage_capture(self, image_bgr: ImageBGR) -> ImageBGR:
-        """``image_bgr`` copied into pinned memory for a later :meth:`new_frame` (the capture
-        thread; :class:`livecam.core.stage.StagesCapture`), or as it is while closed."""
-        pool = self._pinned
-        return image_bgr if pool is None else pool.stage(image_bgr)
-
     def new_frame(self, image_bgr: ImageBGR) -> None:
         """A new frame: uploaded once into this stream's place of the stacked frames."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
         own = self._size(h, w)
-        source, token = host_source(self._pinned, image_bgr, own.staging, self._uploaded)
+        if self.cuda:
+            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
+        np.copyto(own.staging_np, image_bgr)
         place = own.place
         with torch.inference_mode(), self.shared.on_stream(self._stream):
             for event in self._holds:  # a deferred reader of the last frame is done
                 self._stream.wait_event(event)
             self._holds.clear()
-            place.copy_(source, non_blocking=True)
-            if token is not None:
-                assert self._pinned is not None
-                self._pinned.uploaded(token, self._stream)
-            elif self.cuda:
+            place.copy_(own.staging, non_blocking=True)
+            if self.cuda:
                 self._uploaded.record(self._stream)
             if own.kept:
                 k = own.next_kept

@@ -4,10 +4,8 @@
 frame, ``landmarks`` on rotated regions; the same protocol as the CPU's MediaPipe models), so
 the CPU and GPU paths share one follower: detection cadence, tracking, smoothing, selection,
 ``max_faces`` and the fail-closed decisions stay in ``livecam.analysis.follower``; only the
-networks run here. Per frame the frame is uploaded once and the detector starts on a side
-stream at once, so it runs beside the first face mesh call. The upload reads the frame from
-pinned memory that the capture thread copied it into (:meth:`GpuFaceNetworks.stage_capture`);
-a frame from elsewhere is first copied into pinned staging on the calling thread.
+networks run here. Per frame the frame is uploaded once (pinned staging, one host copy) and
+the detector starts on a side stream at once, so it runs beside the first face mesh call.
 
 Each call returns host arrays, so it ends in one small device-to-host copy and a wait on it:
 the follower decides on them before the next call. Shapes are static: the detector sees the
@@ -32,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from livecam.analysis.gpu.calls import (
@@ -48,7 +47,6 @@ from livecam.analysis.gpu.calls import (
     run_mesh,
 )
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
-from livecam.analysis.gpu.pinned import PinnedFrames, host_source
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
@@ -117,7 +115,6 @@ class GpuFaceNetworks:
         self._uploaded: Any = None  # the last frame's upload has left the pinned staging
         self._holds: list[Any] = []  # CUDA events the next upload waits for
         self._sizes: dict[tuple[int, int], _SizeState] = {}
-        self._pinned: PinnedFrames | None = None
         self._current: _SizeState | None = None
         self._current_image: ImageBGR | None = None
         self._mesh_graphs: dict[tuple[tuple[int, int], int], CapturedCall] = {}
@@ -161,7 +158,6 @@ class GpuFaceNetworks:
             self._detected = torch.cuda.Event()
             self._uploaded = torch.cuda.Event()
         pinned = self.cuda
-        self._pinned = PinnedFrames(pinned=pinned, max_frames=self.keep_frames + 8)
         self._roi_host = torch.zeros((self.max_rois, 4), dtype=torch.float32, pin_memory=pinned)
         self._roi_dev = torch.zeros((self.max_rois, 4), dtype=torch.float32, device=self.device)
         self._mesh_host = (torch.zeros((self.max_rois, NUM_LANDMARKS, 3), dtype=torch.float32,
@@ -169,8 +165,6 @@ class GpuFaceNetworks:
                            torch.zeros((self.max_rois,), dtype=torch.float32, pin_memory=pinned))
 
     def close(self) -> None:
-        if self._pinned is not None:
-            self._pinned.close()
         if self._host_mesh is not None:
             self._host_mesh.close()
         self._host_mesh = None
@@ -183,7 +177,6 @@ class GpuFaceNetworks:
         self._current = None
         self._current_image = None
         self._kept_for = None
-        self._pinned = None
         for stream in (self._stream, self._side):
             release_stream(stream)
         self._stream = self._side = None
@@ -263,28 +256,20 @@ class GpuFaceNetworks:
 
     # -- per frame ---------------------------------------------------------------------------
 
-    def stage_capture(self, image_bgr: ImageBGR) -> ImageBGR:
-        """``image_bgr`` copied into pinned memory for a later :meth:`new_frame` (the capture
-        thread; :class:`livecam.core.stage.StagesCapture`), or as it is before ``open``."""
-        pool = self._pinned
-        return image_bgr if pool is None else pool.stage(image_bgr)
-
     def new_frame(self, image_bgr: ImageBGR) -> None:
         """A new frame starts: upload it once and start the detector beside what follows."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
         state = self._size(h, w)
-        source, token = host_source(self._pinned, image_bgr, state.frame_host[0],
-                                    self._uploaded)
+        if self.cuda:
+            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
+        np.copyto(state.frame_host.numpy()[0], image_bgr)
         with torch.inference_mode():
             with self._on_stream(self._stream):
                 for event in self._holds:  # a deferred reader of the last frame is done
                     self._stream.wait_event(event)
                 self._holds.clear()
-                state.frame_dev[0].copy_(source, non_blocking=True)
-                if token is not None:
-                    assert self._pinned is not None
-                    self._pinned.uploaded(token, self._stream)
-                elif self.cuda:
+                state.frame_dev.copy_(state.frame_host, non_blocking=True)
+                if self.cuda:
                     self._uploaded.record(self._stream)
                 if state.kept:
                     k = state.next_kept
