@@ -90,6 +90,7 @@ class FileSink:
         self._crf = crf
         self._container: Any = None
         self._stream: Any = None
+        self._failed = False  # a write failed (and said so)
 
     def open(self, *, width: int, height: int, fps: float) -> None:
         import av
@@ -99,6 +100,9 @@ class FileSink:
                               "set output.width/output.height")
         if not self._path.parent.is_dir():
             raise OutputError(f"output folder {self._path.parent} does not exist")
+        if self._path.is_dir():
+            raise OutputError(f"output {self._path} is a folder: name a file in it, such as "
+                              f"{self._path / 'livecam.mp4'}")
         try:
             fragmented = self._path.suffix.lower() in (".mp4", ".m4v", ".mov")
             self._container = av.open(str(self._path), mode="w",
@@ -124,17 +128,30 @@ class FileSink:
         import av
 
         frame = av.VideoFrame.from_ndarray(image_bgr, format="bgr24")
-        for packet in self._stream.encode(frame):
-            self._container.mux(packet)
+        try:
+            for packet in self._stream.encode(frame):
+                self._container.mux(packet)
+        except (av.error.FFmpegError, OSError) as exc:  # a full disk, a removed drive
+            self._failed = True
+            raise OutputError(f"cannot write {self._path}: {exc}") from None
 
     def close(self) -> None:
+        """Write what the encoder still holds and close the file. Raises :class:`OutputError`
+        when that fails (a full disk), unless a frame's write already said so."""
+        import av
+
         if self._container is None:
             return
         try:
+            if self._failed:  # PyAV crashes (SIGSEGV) flushing a file whose header failed
+                return
             for packet in self._stream.encode(None):
                 self._container.mux(packet)
+        except (av.error.FFmpegError, OSError) as exc:
+            raise OutputError(f"cannot finish {self._path}: {exc}") from None
         finally:
-            self._container.close()
+            with contextlib.suppress(av.error.FFmpegError, OSError):
+                self._container.close()
             self._container = None
 
 

@@ -3,6 +3,8 @@ suffix. One line that says which files work, and no file left behind."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,43 @@ def test_the_files_it_names_are_written(tmp_path: Path, name: str) -> None:
     sink.close()
     with av.open(str(tmp_path / name)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 5
+
+
+def _record(output: Path, frames: int) -> subprocess.CompletedProcess[str]:
+    """``livecam run`` of a small synthetic input into ``output`` (a process of its own: a
+    crash in the encoder must fail the test, not end pytest)."""
+    return subprocess.run(
+        [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic:64x48",
+         "--output", f"file:{output}", "--frames", str(frames), "--set", "control.api=false",
+         "--set", "control.hotkeys=false"],
+        capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_folder_named_as_the_output_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Before: `--output file:rec.mp4` where rec.mp4 is a folder started the run, then ended
+    in an IsADirectoryError traceback at the first frame and again at the stop."""
+    folder = tmp_path / "rec.mp4"
+    folder.mkdir()
+    with pytest.raises(OutputError, match="is a folder"):
+        FileSink(path=folder).open(width=64, height=48, fps=30.0)
+    run = _record(folder, 3)
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"livecam: error: output {folder} is a folder" in run.stderr, run.stderr
+    assert not any(folder.iterdir())
+
+
+@pytest.mark.parametrize(("frames", "said"), [(3, "cannot finish"), (200, "cannot write")])
+def test_a_full_disk_ends_the_recording_in_one_line(tmp_path: Path, frames: int,
+                                                     said: str) -> None:
+    """A disk that fills during a recording (here the file is a link to Linux's /dev/full,
+    where every write fails with ENOSPC). Before: a traceback when the encoder's last frames
+    were written at the stop (3 frames) and a segmentation fault (exit 139) when a write failed
+    during the run (200 frames): PyAV crashed flushing a file whose header had failed."""
+    full = tmp_path / "rec.mp4"
+    full.symlink_to("/dev/full")
+    run = _record(full, frames)
+    assert run.returncode == 1, (run.returncode, run.stderr)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"livecam: error: {said} {full}: [Errno 28] No space left on device" in run.stderr, \
+        run.stderr
