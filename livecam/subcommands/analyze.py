@@ -66,13 +66,17 @@ def _draw(image_bgr: Any, faces: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from livecam.analysis import build_stages
     from livecam.capture import make_source, parse_input
-    from livecam.core.errors import UsageError
+    from livecam.core.errors import OutputError, UsageError
+    from livecam.core.files import atomic_write
     from livecam.core.types import Frame, Packet
 
     config = config_from_args(args)
     spec = parse_input(args.input)
     if args.frames is not None and args.frames < 1:
         raise UsageError("--frames must be at least 1")
+    if args.json.is_dir():
+        raise UsageError(f"--json {args.json} is a folder: give a file name, such as "
+                         f"{args.json / 'analysis.json'}")
     limit = args.frames if args.frames is not None else (None if spec.kind == "file" else 1)
     if spec.kind == "file" and not Path(spec.target).is_file():
         raise UsageError(f"--input {args.input}: no such file")
@@ -116,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
         source.close()
     doc = {"input": args.input, "width": width, "height": height, "fps": fps,
            "config": {"analysis": dataclasses.asdict(config.analysis)}, "frames": frames_out}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc), encoding="utf-8")
+    try:
+        atomic_write(args.json, json.dumps(doc).encode("utf-8"))
+    except OSError as exc:  # a full disk, a folder that cannot be written
+        raise OutputError(f"cannot write {args.json}: {exc.strerror or exc}") from None
     n_faces = sum(len(f["faces"]) for f in frames_out)
     print(f"livecam analyze: {len(frames_out)} frames, {n_faces} faces -> {args.json}")
     return 0

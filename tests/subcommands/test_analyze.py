@@ -85,3 +85,32 @@ def test_analyze_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     zero = livecam("analyze", "--input", "synthetic", "--json", str(out_json), "--frames", "0")
     assert zero.returncode == 2 and "--frames must be at least 1" in zero.stderr
     assert not out_json.exists()
+
+
+def test_a_json_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    """Before: a folder named as --json ran the whole analysis, then ended in an
+    IsADirectoryError traceback; a write the disk refuses (here the process may write files of
+    at most 100 bytes, RLIMIT_FSIZE: as a full disk, every larger write fails) in an OSError
+    traceback."""
+    import resource
+
+    folder = tmp_path / "faces.json"
+    folder.mkdir()
+    run = livecam("analyze", "--input", "synthetic:64x48", "--frames", "2", "--json",
+                  str(folder))
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"--json {folder} is a folder" in run.stderr, run.stderr
+
+    def small_files_only() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    out = tmp_path / "out.json"
+    run = subprocess.run([sys.executable, "-m", "livecam.cli", "analyze", "--input",
+                          "synthetic:64x48", "--frames", "2", "--json", str(out)],
+                         capture_output=True, text=True, timeout=180,
+                         preexec_fn=small_files_only)
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"livecam: error: cannot write {out}: File too large" in run.stderr, run.stderr
+    assert not out.exists() and list(tmp_path.glob(".out.json.*")) == []  # nothing half-written
