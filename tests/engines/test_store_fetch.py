@@ -195,6 +195,17 @@ def test_models_verify_rehashes_a_flipped_byte_with_its_mtime_restored(
     assert not path.exists()  # moved aside, never loaded
 
 
+def test_verify_with_nothing_installed_says_so(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `livecam models verify` with no model installed printed nothing and exited 0,
+    which reads as "all verified"."""
+    _store(tmp_path, "http://127.0.0.1:9/none", None)
+    code, out, _ = _cli(tmp_path, "verify", capsys=capsys)
+    assert code == 0
+    assert f"no models installed in {tmp_path / 'models'}" in out, out
+    assert "livecam models fetch" in out
+
+
 def test_loading_notices_a_restored_mtime_too(tmp_path: Path) -> None:
     payload = bytes(range(256)) * 64
     store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(payload).hexdigest())
