@@ -70,3 +70,29 @@ def test_missing_input_file_is_one_clear_line(tmp_path: Path) -> None:
     result = livecam("run", "--input", f"file:{tmp_path}/none.mp4", "--output", "null")
     assert result.returncode == 2  # bad input, like every other (issue 11)
     assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["ctl", "status", "--stream", "1"], {"stream": 1}),
+    (["ctl", "select", "alice", "--json"], {"json": True, "name": "alice"}),
+    (["ctl", "--stream", "2", "bypass", "on"], {"stream": 2}),
+    (["models", "import", "w600k_r50", "m.onnx", "--set", "models.dir=/x"],
+     {"overrides": ["models.dir=/x"]}),
+    (["identity", "list", "--json", "--set", "identity.library_dir=/x"],
+     {"json": True, "overrides": ["identity.library_dir=/x"]}),
+    (["engines", "--set", "engine.device=cpu", "list", "--set", "engine.backend=onnxruntime",
+      "--log-level", "DEBUG"],
+     {"overrides": ["engine.device=cpu", "engine.backend=onnxruntime"], "log_level": "DEBUG"}),
+])
+def test_a_subcommands_options_may_come_after_its_verb(argv: list[str],
+                                                       expected: dict[str, object]) -> None:
+    """Before: `livecam ctl status --stream 1` and `livecam models import NAME PATH --set ...`
+    were "unrecognized arguments": the options belonged to the word before the verb."""
+    from livecam.cli import build_parser
+    from livecam.subcommands.common import overrides_of
+
+    args = build_parser().parse_args(argv)
+    seen = {key: getattr(args, key) for key in expected if key != "overrides"}
+    if "overrides" in expected:
+        seen["overrides"] = overrides_of(args)
+    assert seen == expected

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import copy
+from typing import Any
 
 from livecam.config import Config, load_config
 from livecam.subcommands.logs import setup_logging
@@ -19,9 +21,33 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                         help="log level (default: logging.level from the config)")
 
 
+def accept_after_verb(parser: argparse.ArgumentParser, verbs: Any) -> None:
+    """Let the options of ``parser`` (a subcommand with verbs) come after its verb too, as
+    users type them (`livecam ctl status --stream 1`, `livecam models import NAME PATH --set
+    ...`): each verb's parser (``verbs``, its subparsers action) gets a copy of them that sets
+    nothing unless given, so either place works. A verb's own option of the same name stays
+    the verb's. ``--set`` after the verb adds to those before it (:func:`overrides_of`)."""
+    for verb in verbs.choices.values():
+        for action in parser._actions:  # argparse has no public way to copy an option
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            if any(option in verb._option_string_actions for option in action.option_strings):
+                continue
+            twin = copy.copy(action)
+            twin.default = argparse.SUPPRESS
+            if twin.dest == "overrides":
+                twin.dest = "verb_overrides"
+            verb._add_action(twin)
+
+
+def overrides_of(args: argparse.Namespace) -> list[str]:
+    """The ``--set`` values given before and after a verb, in that order."""
+    return [*getattr(args, "overrides", []), *getattr(args, "verb_overrides", [])]
+
+
 def config_from_args(args: argparse.Namespace) -> Config:
     """Load the config named by the options and set up logging from it."""
-    overrides = list(args.overrides)
+    overrides = overrides_of(args)
     if getattr(args, "log_level", None):
         overrides.append(f"logging.level={args.log_level}")
     config = load_config(args.config, overrides, getattr(args, "config_defaults", ()))

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from livecam.subcommands.common import add_config_options
+from livecam.subcommands.common import accept_after_verb, add_config_options, overrides_of
 
 _TIMEOUT_S = 5.0
 
@@ -52,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     acts.add_parser("quit", help="stop livecam")
     acts.add_parser("metrics", help="print the Prometheus metrics text")
     acts.add_parser("panel-url", help="print the panel URL with the token (for an OBS dock)")
+    accept_after_verb(p, acts)
     p.set_defaults(func=run)
 
 
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.control.auth import read_token, token_path
     from livecam.core.errors import UsageError
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, overrides_of(args))
     base = (args.url or _base_url(config.control.api_address)).rstrip("/")
     token = read_token(Path(args.token_file) if args.token_file
                        else token_path(config.control.token_file))

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import accept_after_verb, add_config_options, config_from_args
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> None:
     clear = verbs.add_parser("clear", help="delete cached engines (of one model, or all)")
     clear.add_argument("name", nargs="?")
     _add_serve_parser(verbs)
+    accept_after_verb(parser, verbs)
     parser.set_defaults(func=run)
 
 

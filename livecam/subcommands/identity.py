@@ -7,7 +7,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import accept_after_verb, add_config_options, config_from_args
 
 if TYPE_CHECKING:
     from livecam.identity import IdentityLibrary
@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("name")
     rm = actions.add_parser("remove", help="remove an identity")
     rm.add_argument("name")
+    accept_after_verb(p, actions)
     p.set_defaults(func=run)
 
 

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import accept_after_verb, add_config_options, config_from_args
 
 
 def add_parser(sub: Any) -> None:
@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> None:
     imp.add_argument("--trust", action="store_true", help=_TRUST_HELP)
     imp.add_argument("--replace", action="store_true", help="with --trust: replace the pinned "
                      "sha256 of a model with no published hash by this file's")
+    accept_after_verb(parser, verbs)
     parser.set_defaults(func=run)
 
 
