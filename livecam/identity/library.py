@@ -106,7 +106,14 @@ class IdentityLibrary:
         return cls(root or default_library_dir(), config)
 
     def _meta_path(self, name: str) -> Path:
+        self._check_root()
         return self.root / "identities" / f"{validate_name(name)}.json"
+
+    def _check_root(self) -> None:
+        """Refuse a library path that is not a folder (a file set as identity.library_dir)."""
+        if self.root.exists() and not self.root.is_dir():
+            raise IdentityError(f"the identity library {self.root} is a file, not a folder: "
+                                "set identity.library_dir to a folder")
 
     def _photo_dir(self, sha256: str) -> Path:
         if not SHA256_RE.fullmatch(sha256):
@@ -119,7 +126,13 @@ class IdentityLibrary:
         """Hold the library's write lock (between processes, and threads of one process)."""
         from filelock import FileLock, Timeout
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._check_root()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file on its path, no permission, a read-only disk
+            raise IdentityError(f"cannot create the identity library {self.root}: "
+                                f"{exc.strerror or exc}; set identity.library_dir to a folder "
+                                "you can write") from None
         lock = FileLock(str(self.root / ".lock"))
         try:
             lock.acquire(timeout=LOCK_TIMEOUT_S)
@@ -134,6 +147,7 @@ class IdentityLibrary:
 
     def names(self) -> list[str]:
         """Every identity with a record, damaged ones included (see :meth:`scan`)."""
+        self._check_root()
         folder = self.root / "identities"
         if not folder.is_dir():
             return []

@@ -146,6 +146,24 @@ def test_remove_of_an_unknown_name_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "no identity named" in error_lines(result)[0]
 
 
+def test_a_library_dir_that_is_a_file_is_one_line(tmp_path: Path,
+                                                  photos: dict[str, Path]) -> None:
+    """``identity.library_dir`` set to a file: before, ``list`` said "no identities in FILE"
+    (so ``livecam run`` ran with nothing to swap) and ``add`` ended in a FileExistsError
+    traceback after the photo had been analysed."""
+    not_a_folder = tmp_path / "library"
+    not_a_folder.write_text("a note, not the library")
+    for args in (("list",), ("add", "bob", str(photos["good"])), ("show", "bob")):
+        result = cli(not_a_folder, *args)
+        assert result.returncode == 2, result.stderr
+        assert error_lines(result) == [f"livecam: error: the identity library {not_a_folder} "
+                                       "is a file, not a folder: set identity.library_dir to "
+                                       "a folder"], result.stderr
+    assert not_a_folder.read_text() == "a note, not the library"
+    with pytest.raises(IdentityError, match="is a file, not a folder"):
+        IdentityLibrary(not_a_folder).names()
+
+
 _WRITER = textwrap.dedent("""
     import itertools, pickle, sys
     from livecam.identity import IdentityLibrary
