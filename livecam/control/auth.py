@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_FILE_NAME = "api-token"
 _TOKEN_BYTES = 32
+_MAX_TOKEN_FILE_BYTES = 4096
 
 
 def default_token_path() -> Path:
@@ -35,18 +36,35 @@ def token_path(configured: str) -> Path:
 
 
 def read_token(path: Path) -> str:
-    """The token in ``path``; :class:`ConfigError` saying what to do when there is none."""
+    """The token in ``path``; :class:`ConfigError` saying what to do when there is none, or
+    when ``path`` is no token file (a folder, a device, a file of other text or of bytes)."""
     try:
+        if not path.is_file() and path.exists():
+            raise ConfigError(f"control API token {path} is not a file: set "
+                              "control.token_file to a file's path (livecam makes the token "
+                              "there)")
+        if path.stat().st_size > _MAX_TOKEN_FILE_BYTES:
+            raise _not_a_token(path)
         token = path.read_text(encoding="ascii").strip()
     except FileNotFoundError:
         raise ConfigError(f"no control API token at {path}: start `livecam run` or `livecam "
                           "daemon` once (it creates the token), or pass --token-file") from None
+    except UnicodeDecodeError:
+        raise _not_a_token(path) from None
     except OSError as exc:
         raise ConfigError(f"control API token {path} cannot be read: {exc.strerror}") from None
     if not token:
         raise ConfigError(f"control API token file {path} is empty: delete it and restart "
                           "livecam to make a new one")
+    if any(c.isspace() for c in token):
+        raise _not_a_token(path)
     return token
+
+
+def _not_a_token(path: Path) -> ConfigError:
+    return ConfigError(f"{path} does not hold a livecam token (one word of ASCII text): set "
+                       "control.token_file to another path, or delete the file if it is an "
+                       "old token")
 
 
 def load_or_create_token(path: Path) -> str:
@@ -59,11 +77,12 @@ def load_or_create_token(path: Path) -> str:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        token = read_token(path)  # first: only a token file is tightened, never another one
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
             log.warning("control API token %s had mode %o; setting it to 600", path, mode)
             os.chmod(path, 0o600)
-        return read_token(path)
+        return token
     token = secrets.token_urlsafe(_TOKEN_BYTES)
     with os.fdopen(fd, "w", encoding="ascii") as fh:
         fh.write(token + "\n")

@@ -1,0 +1,58 @@
+"""The control API's token file as a careless config names it (``control.token_file``): a
+folder, someone else's file, binary data. livecam makes or tightens only a file that holds a
+token: before, it set a folder's or any named file's mode to 600 (``/etc/passwd`` as root) and
+used the file's first line as the token; binary data was a UnicodeDecodeError traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from livecam.control.auth import load_or_create_token, read_token
+from livecam.core.errors import ConfigError
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32",
+                                reason="file modes are POSIX (Windows keeps only read-only)")
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_folder_named_as_the_token_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "tokens"
+    folder.mkdir(mode=0o755)
+    os.chmod(folder, 0o755)
+    with pytest.raises(ConfigError, match=r"is not a file: set control\.token_file"):
+        load_or_create_token(folder)
+    assert _mode(folder) == 0o755
+
+
+def test_a_file_that_holds_no_token_is_refused_and_left_alone(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/sh\n")
+    os.chmod(notes, 0o644)
+    with pytest.raises(ConfigError, match="does not hold a livecam token"):
+        load_or_create_token(notes)
+    assert _mode(notes) == 0o644
+    binary = tmp_path / "photo.jpg"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ConfigError, match="does not hold a livecam token"):
+        read_token(binary)
+    big = tmp_path / "big"
+    big.write_text("a" * 100_000)
+    with pytest.raises(ConfigError, match="does not hold a livecam token"):
+        read_token(big)
+
+
+def test_a_token_file_others_can_read_is_tightened_and_used(tmp_path: Path) -> None:
+    path = tmp_path / "api-token"
+    token = load_or_create_token(path)
+    assert _mode(path) == 0o600 and len(token) >= 32
+    os.chmod(path, 0o644)
+    assert load_or_create_token(path) == token
+    assert _mode(path) == 0o600
