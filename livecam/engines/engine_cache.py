@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from livecam.core.files import atomic_write
+from livecam.core.files import atomic_write, make_folder
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class EngineCache:
         """An inter-process lock (``with cache.lock(): ...``) over writes to this cache."""
         from filelock import FileLock
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_folder(self.root, "engine.cache_dir")
         return FileLock(str(self.root / ".lock"), timeout=timeout_s)
 
     def engine_path(self, model_name: str, key: CacheKey) -> Path:
@@ -272,7 +272,7 @@ class EngineCache:
     def scratch_dir(self) -> Path:
         """A new empty directory inside the cache for a build's files (same file system, so
         :meth:`save_file` moves atomically); the caller removes it."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_folder(self.root, "engine.cache_dir")
         return Path(tempfile.mkdtemp(prefix=".build-", dir=self.root))
 
     def _write_sidecar(self, path: Path, model_name: str, key: CacheKey, digest: str) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from livecam import __version__
 from livecam.core.errors import ModelError
+from livecam.core.files import make_folder
 from livecam.engines.store import CHUNK_BYTES, ModelStore, ProgressFn, sha256_file
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def download(url: str, part_path: Path, *, progress: ProgressFn | None = None,
     network failures and on a download shorter than the known size (the partial file is kept
     so the next call resumes).
     """
-    part_path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(part_path.parent, "models.dir")
     offset = part_path.stat().st_size if part_path.exists() else 0
     if expected_size is not None and offset == expected_size:
         return expected_size

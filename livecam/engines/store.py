@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.core.errors import ModelError, UsageError
-from livecam.core.files import atomic_write
+from livecam.core.files import atomic_write, make_folder
 from livecam.engines.manifest import ModelManifest
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class ModelStore:
     def set_pin(self, name: str, sha256: str, source: str) -> None:
         from filelock import FileLock
 
-        self.models_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.models_dir, "models.dir")
         with FileLock(str(self.models_dir / ".pins.lock")):
             pins = self._read_json(self._pins_path) or {}
             old = pins.get(name)
@@ -259,7 +259,7 @@ class ModelStore:
             if pin is None or pin["sha256"] != digest:
                 self.set_pin(name, digest, str(src.resolve()))
         target = self.path(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(target.parent, "models.dir")
         if src.resolve() != target.resolve():
             tmp = target.with_name(target.name + ".import")
             if move:

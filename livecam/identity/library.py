@@ -37,7 +37,7 @@ import numpy as np
 
 from livecam.config.identity import IdentityConfig
 from livecam.core.errors import IdentityError
-from livecam.core.files import atomic_write
+from livecam.core.files import atomic_write, make_folder
 from livecam.identity.model import Identity, IdentityPhoto
 from livecam.identity.photo import PreparedPhoto, prepare_photo, read_photo
 from livecam.identity.record import (
@@ -127,12 +127,7 @@ class IdentityLibrary:
         from filelock import FileLock, Timeout
 
         self._check_root()
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # a file on its path, no permission, a read-only disk
-            raise IdentityError(f"cannot create the identity library {self.root}: "
-                                f"{exc.strerror or exc}; set identity.library_dir to a folder "
-                                "you can write") from None
+        make_folder(self.root, "identity.library_dir")
         lock = FileLock(str(self.root / ".lock"))
         try:
             lock.acquire(timeout=LOCK_TIMEOUT_S)

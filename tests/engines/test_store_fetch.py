@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from livecam.core.errors import ModelError, UsageError
+from livecam.core.errors import ConfigError, ModelError, UsageError
 from livecam.engines.fetch import fetch_model
 from livecam.engines.manifest import load_manifest, load_manifests
 from livecam.engines.store import ModelStore
@@ -339,3 +339,28 @@ def test_trusted_fetch_with_a_known_size_pins_the_copy(tmp_path: Path,
     with pytest.raises(ModelError, match="does not match"):
         fetch_model(store, "standin", retries=1, trust=True)
     assert store.pin("standin") == pin
+
+
+def test_a_models_dir_or_engine_cache_that_is_a_file_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `livecam engines clear` with engine.cache_dir set to a file, and an import or a
+    fetch into a models.dir that is a file, ended in a FileExistsError traceback."""
+    import subprocess
+    import sys
+
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("not a folder")
+    run = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
+                          f"engine.cache_dir={not_a_folder}", "clear"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert (f"livecam: error: engine.cache_dir {not_a_folder} is a file, not a folder: set "
+            "engine.cache_dir to a folder you can write") in run.stderr
+    payload = bytes(range(256)) * 64
+    store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(payload).hexdigest())
+    src = tmp_path / "good.onnx"
+    src.write_bytes(payload)
+    (tmp_path / "models").write_text("not a folder")  # the store makes it on first write
+    with pytest.raises(ConfigError, match=r"models\.dir .* is a file, not a folder"):
+        store.adopt("standin", src)
+    assert not_a_folder.read_text() == "not a folder"
