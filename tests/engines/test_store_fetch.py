@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import http.server
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -341,13 +343,9 @@ def test_trusted_fetch_with_a_known_size_pins_the_copy(tmp_path: Path,
     assert store.pin("standin") == pin
 
 
-def test_a_models_dir_or_engine_cache_that_is_a_file_is_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_models_dir_or_engine_cache_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     """Before: `livecam engines clear` with engine.cache_dir set to a file, and an import or a
     fetch into a models.dir that is a file, ended in a FileExistsError traceback."""
-    import subprocess
-    import sys
-
     not_a_folder = tmp_path / "cache"
     not_a_folder.write_text("not a folder")
     run = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
