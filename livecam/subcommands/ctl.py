@@ -264,8 +264,9 @@ def run(args: argparse.Namespace) -> int:
                         and (action != "snapshot" or isinstance(v.get("path"), str)))
     if args.json:
         print(json.dumps(reply))
-    elif action == "snapshot":
-        print(reply["path"])
+    elif action == "snapshot":  # one file per stream it went to
+        for path in reply.get("paths") or [reply["path"]]:
+            print(path)
     elif action == "delay":
         print(f"A/V delay: {reply.get('delay_ms', args.ms):g} ms")
         if not reply.get("applied", True):
