@@ -30,13 +30,15 @@ is 400.
 Bodies are empty or a JSON object with exactly the fields above (see
 :mod:`livecam.control.requests`); anything else is 400. Every error is JSON
 ``{"error": "..."}``: 400 bad body, 401 token, 404 unknown endpoint or identity, 405 wrong
-method, 408 body too slow, 413 body over 64 KiB, 421 foreign Host, 503 busy. Malformed HTTP
+method, 408 body too slow, 413 body over 64 KiB, 421 foreign Host, 500 a snapshot that could
+not be saved (the error says why), 503 busy. Malformed HTTP
 that never becomes a request is 400 from the HTTP layer itself (plain text). Command endpoints
 answer once the pipeline has applied the command (or after 2 s) with ``{"applied",
 "frames_sent_at_apply", "first_frame_index", "state", "delay_ms"}`` (see
 :mod:`livecam.control.apply` and :class:`~livecam.core.commands.Ticket`: the first captured
-frame processed under the new state; -1 while not applied). Tokens are never logged (paths
-are, queries are not).
+frame processed under the new state; -1 while not applied); a snapshot adds ``path`` and
+``paths`` (one file per stream it went to, named ``...-streamK.png`` where a process runs
+several). Tokens are never logged (paths are, queries are not).
 """
 
 from __future__ import annotations

@@ -49,9 +49,17 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
         snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)))
     commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in targets])
                               if stream is None else target.commands)
-    reply = await _apply(command, commands, target)
+    reply, error = await _apply(command, commands, target)
+    if error is not None:
+        raise RequestError(HTTPStatus.INTERNAL_SERVER_ERROR, error)
     if isinstance(command, cmd.SaveSnapshot):
-        reply["path"] = command.path
+        # each stream saves its own file (see SaveSnapshot); the streams it went to, in order
+        several = len(targets) > 1
+        went_to = [stream] if stream is not None else [
+            k for k, t in enumerate(targets) if not t.done]
+        reply["paths"] = [cmd.stream_snapshot_path(command.path, k if several else None)
+                          for k in went_to]
+        reply["path"] = reply["paths"][0]
     return reply
 
 
@@ -78,9 +86,9 @@ async def _read_body(request: web.Request, limits: Limits) -> bytes:
 
 
 async def _apply(command: cmd.Command, commands: cmd.Commands,
-                 target: ControlTarget) -> dict[str, Any]:
-    """Queue ``command`` and wait (without a thread) until the pipeline(s) applied it;
-    the reply shows ``target``'s state."""
+                 target: ControlTarget) -> tuple[dict[str, Any], str | None]:
+    """Queue ``command`` and wait (without a thread) until the pipeline(s) applied it:
+    (the reply, showing ``target``'s state; why its side effect failed, or None)."""
     try:
         ticket = commands.put(command, timeout_s=0)
     except queue.Full:
@@ -101,7 +109,7 @@ async def _apply(command: cmd.Command, commands: cmd.Commands,
     return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
             "first_frame_index": ticket.first_frame_index,
             "state": state_dict(state),
-            "delay_ms": target.describe().get("delay_ms", 0.0)}
+            "delay_ms": target.describe().get("delay_ms", 0.0)}, ticket.error if done else None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

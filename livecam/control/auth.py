@@ -73,7 +73,10 @@ def load_or_create_token(path: Path) -> str:
     A token file others can read is tightened to 0600 with a warning rather than refused, so an
     over-eager backup restore does not lock the user out.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:  # a file where the folder should be, no permission, read-only
+        raise _cannot_create(path, exc) from None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -83,6 +86,8 @@ def load_or_create_token(path: Path) -> str:
             log.warning("control API token %s had mode %o; setting it to 600", path, mode)
             os.chmod(path, 0o600)
         return token
+    except OSError as exc:
+        raise _cannot_create(path, exc) from None
     token = secrets.token_urlsafe(_TOKEN_BYTES)
     with os.fdopen(fd, "w", encoding="ascii") as fh:
         fh.write(token + "\n")
@@ -90,6 +95,11 @@ def load_or_create_token(path: Path) -> str:
     os.chmod(path, 0o600)
     log.info("created the control API token %s (mode 600)", path)
     return token
+
+
+def _cannot_create(path: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"control API token {path} cannot be created ({exc.strerror or exc}): "
+                       "set control.token_file to a path in a folder you can write")
 
 
 def token_matches(expected: str, given: str | None) -> bool:

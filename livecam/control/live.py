@@ -72,17 +72,22 @@ class LiveView:
             return self._last
 
     def save_snapshot(self, path: Path) -> None:
-        """Write the newest frame sent to ``path`` (PNG/JPEG by suffix); log what happened
-        (nothing sent yet, not writable) rather than raise: a snapshot must not stop a run.
-        Any thread (the pipeline thread, through the snapshot command)."""
+        """Write the newest frame sent to ``path`` (PNG/JPEG by suffix), or raise
+        :class:`OSError` saying why not (nothing sent yet, not writable): the snapshot command
+        logs it and the control API answers with it, the run goes on. Any thread (the
+        pipeline thread, through the snapshot command)."""
         import cv2
 
         last = self.last()
         if last is None:
-            log.warning("snapshot not saved: no frame has been sent yet")
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
+            raise OSError("snapshot not saved: no frame has been sent yet; try again")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(f"snapshot not saved: its folder {path.parent} cannot be made "
+                          f"({exc.strerror or exc}); set control.snapshot_dir to a folder you "
+                          "can write") from None
         if not cv2.imwrite(str(path), last.image_bgr):
-            log.error("snapshot could not be written to %s", path)
-            return
+            raise OSError(f"snapshot not saved: {path} could not be written (a full disk, no "
+                          "permission?); set control.snapshot_dir to a folder you can write")
         log.info("snapshot saved: %s", path)

@@ -17,6 +17,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import PurePath
 from typing import Protocol, runtime_checkable
 
 from livecam.core.types import RuntimeState
@@ -176,7 +177,9 @@ class Reload:
 
 @dataclass(frozen=True)
 class SaveSnapshot:
-    """Save the last output frame to ``path`` (chosen by the source so it can report it)."""
+    """Save the last output frame to ``path`` (chosen by the source so it can report it).
+    Where a process runs several streams, stream K saves to :func:`stream_snapshot_path`
+    (``path`` and K): one command to every stream leaves one file per stream."""
 
     path: str
 
@@ -185,6 +188,15 @@ class SaveSnapshot:
 
     def apply(self, state: RuntimeState) -> RuntimeState:
         return state
+
+
+def stream_snapshot_path(path: str, stream: int | None) -> str:
+    """Where stream ``stream`` of a process saves :class:`SaveSnapshot` ``path``: ``path``
+    itself for a process's only stream (None), else with ``-streamK`` before the suffix."""
+    if stream is None:
+        return path
+    p = PurePath(path)
+    return str(p.with_name(f"{p.stem}-stream{stream}{p.suffix}"))
 
 
 @dataclass(frozen=True)
@@ -220,7 +232,9 @@ class Ticket:
     never reordered) under the new one, whatever the load. ``frames_sent`` is the number of
     frames the output had sent at that moment; frames taken before the command that were still
     between the stages and the sink go out after it. The control API reports all three; the
-    switching tests judge the output frames against ``first_frame_index``.
+    switching tests judge the output frames against ``first_frame_index``. ``error`` says why
+    the command's side effect failed (a snapshot that could not be written), None when it did
+    not.
     """
 
     def __init__(self) -> None:
@@ -230,11 +244,14 @@ class Ticket:
         self.state: RuntimeState | None = None
         self.frames_sent = -1
         self.first_frame_index = -1
+        self.error: str | None = None
 
-    def resolve(self, state: RuntimeState, *, frames_sent: int, first_frame_index: int) -> None:
+    def resolve(self, state: RuntimeState, *, frames_sent: int, first_frame_index: int,
+                error: str | None = None) -> None:
         """Called by the pipeline thread once the command is applied."""
         self.state, self.frames_sent = state, frames_sent
         self.first_frame_index = first_frame_index
+        self.error = error
         with self._lock:
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
@@ -327,8 +344,10 @@ class CommandFanOut:
             if last:
                 first = tickets[0]
                 assert first.state is not None
+                errors = [t.error for t in tickets if t.error is not None]
                 joint.resolve(first.state, frames_sent=first.frames_sent,
-                              first_frame_index=first.first_frame_index)
+                              first_frame_index=first.first_frame_index,
+                              error=errors[0] if errors else None)
 
         for ticket in tickets:
             ticket.add_done_callback(one_done)

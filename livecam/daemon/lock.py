@@ -11,6 +11,14 @@ The locks are ``filelock`` locks: ``flock`` on Linux and macOS, ``LockFileEx`` o
 operating system drops them when the process ends however it ends (``kill -9`` included), so a
 stale file never blocks the next start. Beside each lock, a ``.pid`` file names the holder for
 the error message (read only while the lock is taken).
+
+Where ``XDG_RUNTIME_DIR`` is unset (cron, ``su``, a plain ``ssh`` session) the lock dir falls
+back to ``/tmp/runtime-UID/livecam``, a path another local user can make first and fill with
+symlinks named as lock and pid files, pointing the writes at any file of ours. So the lock dir
+and each folder above it must belong to the user (or root) and must not be writable by every
+user, unless sticky (as ``/tmp``); otherwise the start is refused before a file is written.
+(Group write is allowed: with a umask of 002 a user's own folders are group-writable, for a
+group of one.)
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from livecam.config import Config
-from livecam.core.errors import LivecamError, UsageError
+from livecam.core.errors import ConfigError, LivecamError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +129,7 @@ class DeviceLock:
 
     def acquire(self) -> None:
         if self._keys:
-            self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _make_private_folder(self._dir)
         for key, label in self._keys:
             path = self._dir / lock_file_name(key)
             pid_path = path.with_suffix(".pid")
@@ -172,6 +180,35 @@ def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
             named_by[key] = stream
             keys.append((key, label))
     return DeviceLock(keys, lock_dir)
+
+
+def _lock_dir_error(folder: Path, what: str) -> ConfigError:
+    return ConfigError(f"control.lock_dir {folder} {what}: set control.lock_dir (or "
+                       "XDG_RUNTIME_DIR) to a folder of yours that only you can write")
+
+
+def _make_private_folder(folder: Path) -> None:
+    """Create ``folder`` (mode 0700) and check that no other user can change what is in it
+    (see the module docstring); :class:`ConfigError` saying what is wrong."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        what = ("is a file, not a folder" if folder.exists() and not folder.is_dir()
+                else f"cannot be created ({exc.strerror or exc})")
+        raise _lock_dir_error(folder, what) from None
+    if sys.platform == "win32":
+        return  # a user's own profile folder: no shared /tmp fallback there
+    me = os.geteuid()
+    # the folders as named (whoever owns one can swap what is below it) and as resolved
+    for path in dict.fromkeys([folder, *folder.absolute().parents, *folder.resolve().parents]):
+        st = path.stat()
+        where = "" if path == folder else f"is in {path}, which "
+        if st.st_uid not in (me, 0):
+            raise _lock_dir_error(folder, f"{where}belongs to another user (uid "
+                                  f"{st.st_uid})")
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            raise _lock_dir_error(folder, f"{where}others can write (mode "
+                                  f"{stat.S_IMODE(st.st_mode):o})")
 
 
 def _holder(pid_path: Path) -> str:

@@ -235,12 +235,44 @@ class ModelStore:
         A model with a published hash accepts only a file with that hash. One without accepts
         a file with its pinned hash; with no pin yet, only with ``trust`` (the file's hash is
         then pinned); a file with another hash than the pin only with ``trust`` and
-        ``replace``. A refused file is left where it is. Copies by default.
+        ``replace``. A refused file is left where it is. Copies by default. What is hashed
+        is the copy that gets installed, not ``src``: a source that changes after it was read
+        (a download still writing, a shared folder) is never installed under the old hash.
         """
         src = Path(src)
         if not src.is_file():
             raise UsageError(f"{src} is not a file")
-        digest = sha256_file(src, progress)
+        target = self.path(name)
+        in_place = src.resolve() == target.resolve()
+        staged = target if in_place else target.with_name(target.name + ".import")
+        if not in_place:
+            make_folder(target.parent, "models.dir")
+            if move:
+                shutil.move(str(src), staged)
+            else:
+                shutil.copyfile(src, staged)
+        try:
+            before = self._identity_of(staged.stat())
+            digest = sha256_file(staged, progress)
+            if self._identity_of(staged.stat()) != before:  # in place: the user's own file
+                raise ModelError(f"{src} changed while it was read; not imported: run again "
+                                 "once nothing writes it")
+            self._check_import(name, src, digest, trust=trust, replace=replace)
+        except BaseException:
+            if not in_place:
+                if move:
+                    shutil.move(str(staged), src)
+                else:
+                    staged.unlink(missing_ok=True)
+            raise
+        if not in_place:
+            os.replace(staged, target)
+        self.write_stamp(name, digest)
+        return target
+
+    def _check_import(self, name: str, src: Path, digest: str, *, trust: bool,
+                      replace: bool) -> None:
+        """Refuse a file with ``digest`` as model ``name`` (see :meth:`adopt`), or pin it."""
         manifest = self.manifest(name)
         pin = self.pin(name)
         if manifest.accepted_sha256 and digest not in manifest.accepted_sha256:
@@ -258,14 +290,3 @@ class ModelStore:
                     "--replace")
             if pin is None or pin["sha256"] != digest:
                 self.set_pin(name, digest, str(src.resolve()))
-        target = self.path(name)
-        make_folder(target.parent, "models.dir")
-        if src.resolve() != target.resolve():
-            tmp = target.with_name(target.name + ".import")
-            if move:
-                shutil.move(str(src), tmp)
-            else:
-                shutil.copyfile(src, tmp)
-            os.replace(tmp, target)
-        self.write_stamp(name, digest)
-        return target

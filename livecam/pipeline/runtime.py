@@ -17,7 +17,7 @@ from livecam.capture import FrameSource
 from livecam.capture.thread import CaptureThread
 from livecam.config import Config
 from livecam.control.live import LiveView
-from livecam.core.commands import CommandQueue
+from livecam.core.commands import CommandQueue, stream_snapshot_path
 from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
@@ -291,8 +291,10 @@ class App:
         self._log.info("A/V delay now %.0f ms", delay_ms)
 
     def save_snapshot(self, path: str) -> None:
-        """Write the last frame sent to ``path`` (PNG/JPEG by suffix). Pipeline thread."""
-        self.live.save_snapshot(Path(path))
+        """Write the last frame sent to ``path`` (PNG/JPEG by suffix; with several streams,
+        this stream's :func:`~livecam.core.commands.stream_snapshot_path`), or raise
+        :class:`OSError` saying why not. Pipeline thread."""
+        self.live.save_snapshot(Path(stream_snapshot_path(path, self.stream)))
 
     def request_reload(self) -> None:
         """Re-read the config file and identity library and swap in new stages, in a

@@ -208,6 +208,7 @@ class Scheduler:
             self._apply(command, ticket)
 
     def _apply(self, command: Command, ticket: Ticket | None = None) -> None:
+        error = None
         if isinstance(command, Quit):
             log.info("quit requested")
             self._stop.set()
@@ -219,12 +220,13 @@ class Scheduler:
                     command.perform(self._hooks)
                 except Exception as exc:  # a failed snapshot must not stop the pipeline
                     log.error("command %s failed: %s", command, exc)
+                    error = str(exc)
             with self._state_lock:
                 self._state = command.apply(self._state)
             log.info("command %s", command)
         if ticket is not None:
             ticket.resolve(self._state, frames_sent=self._metrics.counter("sent"),
-                           first_frame_index=self._next_index)
+                           first_frame_index=self._next_index, error=error)
 
     def _start_job(self, frame: Frame) -> Job:
         self._seq += 1

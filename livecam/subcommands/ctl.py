@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
+from livecam.core.errors import LivecamError
 from livecam.subcommands.common import accept_after_verb, add_config_options, overrides_of
 
 _TIMEOUT_S = 5.0
+#: The most of an answer read: the metrics of 64 streams take well under a megabyte; a
+#: program on the port that sends without end must not fill the memory.
+_MAX_REPLY_BYTES = 16 << 20
+#: What every status reply holds (what :func:`_print_status` reads).
+_STATUS_KEYS = frozenset({"active_identity", "bypass", "fps_in", "fps_out", "latency_ms",
+                          "tracks", "identities", "backend", "output", "width", "height",
+                          "fps", "frames"})
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,21 +76,76 @@ def _base_url(address: str) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _checked_base(url: str) -> str:
+    """``url`` without a trailing slash; :class:`UsageError` unless it is an http(s) URL with a
+    host (urllib raised ValueError tracebacks for 'localhost:8765' or 'http://[::1')."""
+    from livecam.core.errors import UsageError
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError as exc:
+        raise UsageError(f"--url {url!r} is not a URL ({exc}): give it as "
+                         "http://HOST:PORT") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--url {url!r} is not an http:// URL with a host: give it as "
+                         "http://HOST:PORT")
+    return url.rstrip("/")
+
+
+def _not_livecam(url: str, why: str) -> LivecamError:
+    return LivecamError(f"{url.split('/api')[0].split('/metrics')[0]} is not a livecam control "
+                        f"API ({why}): check control.api_address / --url")
+
+
+def _read_bounded(read: Callable[[int], bytes], url: str) -> bytes:
+    data = bytes(read(_MAX_REPLY_BYTES + 1))
+    if len(data) > _MAX_REPLY_BYTES:
+        raise _not_livecam(url, f"its answer is over {_MAX_REPLY_BYTES >> 20} MiB")
+    return data
+
+
+def _json_reply(raw: bytes, url: str, shape: Callable[[Any], bool]) -> Any:
+    """The JSON in ``raw`` if ``shape`` accepts it; else the program at ``url`` is not
+    livecam (another web server on the port): say so rather than print a made-up state."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise _not_livecam(url, "its answer is not JSON") from None
+    if not shape(value):
+        raise _not_livecam(url, "its answer is not livecam's")
+    return value
+
+
+def _is_status(value: Any) -> bool:
+    return isinstance(value, dict) and value.keys() >= _STATUS_KEYS
+
+
+def _is_identities(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, dict) and {"index", "name"} <= item.keys() for item in value)
+
+
+def _is_command_reply(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("state"), dict)
+            and {"active_identity", "bypass"} <= value["state"].keys())
+
+
 def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None
              ) -> bytes:
-    from livecam.core.errors import LivecamError, UsageError
+    from livecam.core.errors import UsageError
 
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
-            return bytes(resp.read())
+            return _read_bounded(resp.read, url)
     except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read()).get("error", exc.reason)
-        except ValueError:
-            message = exc.reason
+        # livecam answers every error as {"error": "..."}; anything else is another program
+        reply = _json_reply(_read_bounded(exc.read, url), url, lambda v: isinstance(v, dict)
+                            and isinstance(v.get("error"), str))
+        message = reply["error"]
         if exc.code in (400, 404):
             raise UsageError(str(message)) from None
         if exc.code == 401:
@@ -94,6 +160,8 @@ def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | N
         raise LivecamError(f"no livecam control API at {url.split('/api')[0]} ({reason}): "
                            "start `livecam run` or `livecam daemon`, or check "
                            "control.api_address / --url") from None
+    except http.client.HTTPException as exc:  # it answered, but not in HTTP (ssh, a database)
+        raise _not_livecam(url, f"it does not answer in HTTP: {type(exc).__name__}") from None
 
 
 def _print_state(reply: dict[str, Any]) -> None:
@@ -147,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.core.errors import UsageError
 
     config = load_config(args.config, overrides_of(args))
-    base = (args.url or _base_url(config.control.api_address)).rstrip("/")
+    base = _checked_base(args.url or _base_url(config.control.api_address))
     token = read_token(Path(args.token_file) if args.token_file
                        else token_path(config.control.token_file))
     action = args.action
@@ -161,15 +229,20 @@ def run(args: argparse.Namespace) -> int:
     if action in ("status", "identities", "metrics"):
         path = {"status": "/api/status", "identities": "/api/identities",
                 "metrics": "/metrics"}[action]
-        raw = _request(base + path + query, token)
+        url = base + path + query
+        raw = _request(url, token)
         if action == "metrics":
-            sys.stdout.write(raw.decode())
-        elif args.json:
+            if b"livecam_" not in raw:
+                raise _not_livecam(url, "its answer holds no livecam metrics")
+            sys.stdout.write(raw.decode(errors="replace"))
+            return 0
+        reply = _json_reply(raw, url, _is_status if action == "status" else _is_identities)
+        if args.json:
             print(raw.decode())
         elif action == "status":
-            _print_status(json.loads(raw))
+            _print_status(reply)
         else:
-            for item in json.loads(raw):
+            for item in reply:
                 print(f"{item['index'] + 1}  {item['name']}")
         return 0
     body: dict[str, Any] = {}
@@ -186,11 +259,14 @@ def run(args: argparse.Namespace) -> int:
         body = {"track_id": args.track, "name": None if args.name == "none" else args.name}
     elif action == "delay":
         body = {"ms": args.ms}
-    reply = json.loads(_request(f"{base}/api/{action}{query}", token, "POST", body))
+    url = f"{base}/api/{action}{query}"
+    reply = _json_reply(_request(url, token, "POST", body), url, lambda v: _is_command_reply(v)
+                        and (action != "snapshot" or isinstance(v.get("path"), str)))
     if args.json:
         print(json.dumps(reply))
-    elif action == "snapshot":
-        print(reply["path"])
+    elif action == "snapshot":  # one file per stream it went to
+        for path in reply.get("paths") or [reply["path"]]:
+            print(path)
     elif action == "delay":
         print(f"A/V delay: {reply.get('delay_ms', args.ms):g} ms")
         if not reply.get("applied", True):

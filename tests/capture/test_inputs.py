@@ -23,7 +23,7 @@ import pytest
 from livecam.capture import make_source, parse_input
 from livecam.config.schema import CaptureConfig
 from livecam.core.errors import CaptureError, UsageError
-from tests.capture.bigimage import write_big_png
+from tests.capture.bigimage import write_big_hdr, write_big_png
 
 N_FRAMES = 24
 
@@ -73,6 +73,7 @@ def media(tmp_path_factory: pytest.TempPathFactory, astronaut_bgr: np.ndarray) -
     (root / "cut.mp4").write_bytes((root / "clip.mp4").read_bytes()[:3000])
     write_big_png(root / "huge_20k.png", 20000, 20000)
     write_big_png(root / "huge_40k.png", 40000, 40000)
+    write_big_hdr(root / "huge_12k.hdr", 12000, 12000)
     return root
 
 
@@ -157,6 +158,8 @@ def test_huge_image_input_is_refused_before_decoding(media: Path, name: str) -> 
 
 def test_huge_image_is_refused_without_calling_the_decoder(
         media: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before, a Radiance HDR (a format Pillow cannot read) was decoded, then refused: a 25 MB
+    # file of 20000x20000 took 16 s and 6 GB; 32767x32000 (66 MB) would take 16 GB
     from livecam.capture.still import decode_image
     from livecam.core.errors import InputError
 
@@ -165,7 +168,7 @@ def test_huge_image_is_refused_without_calling_the_decoder(
 
     monkeypatch.setattr(cv2, "imread", no_decoding)
     monkeypatch.setattr(cv2, "imdecode", no_decoding)
-    for name in ("huge_20k.png", "huge_40k.png"):
+    for name in ("huge_20k.png", "huge_40k.png", "huge_12k.hdr"):
         with pytest.raises(InputError, match="megapixels"):
             decode_image(media / name, max_pixels=100_000_000, label="x", knob="k")
         with pytest.raises(InputError, match="megapixels"):
@@ -189,6 +192,18 @@ def test_the_limit_is_a_setting(tmp_path: Path, media: Path, astronaut_bgr: np.n
     image = make_source(parse_input(f"image:{small}"), CaptureConfig(max_image_megapixels=0.3))
     image.open()
     assert np.array_equal(image.read(), astronaut_bgr)
+
+
+def test_a_radiance_hdr_image_is_sized_from_its_header(tmp_path: Path,
+                                                       astronaut_bgr: np.ndarray) -> None:
+    from livecam.capture.still import BROKEN, decode_image, header_size_px
+
+    hdr = tmp_path / "a.hdr"
+    cv2.imwrite(str(hdr), astronaut_bgr[:, :320].astype(np.float32) / 255)
+    assert header_size_px(hdr) == header_size_px(hdr.read_bytes()) == (320, 512)
+    image = decode_image(hdr, max_pixels=200_000, label="x", knob="k")
+    assert image.shape == (512, 320, 3) and image.dtype == np.uint8
+    assert header_size_px(b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\nno size here\n") == BROKEN
 
 
 @pytest.mark.parametrize("kind", ["file", "image"])

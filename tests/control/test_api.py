@@ -190,6 +190,17 @@ def test_snapshot_writes_the_last_frame(running: Running) -> None:
     assert image is not None and image.shape == (120, 160, 3)
 
 
+def test_a_snapshot_that_cannot_be_saved_is_an_error_not_a_path(running: Running) -> None:
+    # before: 200 with the path of a file that was never written (`livecam ctl snapshot`
+    # printed it and exited 0); only the log said the save had failed
+    running.snapshots.write_text("a file where the snapshot folder should be\n")
+    running.wait_sent(1)
+    status, body, _ = running.call("/api/snapshot", method="POST")
+    assert status == 500, body
+    assert "snapshot not saved" in json.loads(body)["error"]
+    assert not running.app.done
+
+
 def test_quit_ends_the_run(running: Running) -> None:
     running.json("/api/quit", method="POST")
     assert running.app.wait(60)

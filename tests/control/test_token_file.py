@@ -56,3 +56,16 @@ def test_a_token_file_others_can_read_is_tightened_and_used(tmp_path: Path) -> N
     os.chmod(path, 0o644)
     assert load_or_create_token(path) == token
     assert _mode(path) == 0o600
+
+
+@pytest.mark.parametrize("where", ["beside a file", "under a file", "in /proc"])
+def test_a_token_file_that_cannot_be_made_says_so(tmp_path: Path, where: str) -> None:
+    # before: a NotADirectoryError or FileNotFoundError traceback (XDG_CONFIG_HOME naming a
+    # file made `livecam run` end in one)
+    (tmp_path / "plain").write_text("a file\n")
+    path = {"beside a file": tmp_path / "plain" / "api-token",
+            "under a file": tmp_path / "plain" / "livecam" / "api-token",
+            "in /proc": Path("/proc/livecam/api-token")}[where]
+    with pytest.raises(ConfigError, match=r"cannot be created .*: set control\.token_file"):
+        load_or_create_token(path)
+    assert (tmp_path / "plain").read_text() == "a file\n"

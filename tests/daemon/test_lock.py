@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from livecam.core.errors import ConfigError
 from livecam.daemon.lock import DeviceBusyError, DeviceLock, device_keys, lock_file_name
 from tests.daemon.conftest import Daemon, free_port
 
@@ -155,3 +156,63 @@ def test_two_streams_on_one_pipe_are_refused(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert device_keys(f"file:{clip}", "null") == []  # files: any number of readers
     assert device_keys(f"file:{tmp_path / 'missing.ts'}", "null") == []  # said at open
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "/proc"])
+def test_a_lock_dir_that_cannot_be_made_is_one_line(tmp_path: Path, where: str) -> None:
+    # before: a FileExistsError, NotADirectoryError or FileNotFoundError traceback
+    (tmp_path / "plain").write_text("not a folder\n")
+    lock_dir = {"a file": tmp_path / "plain", "under a file": tmp_path / "plain" / "locks",
+                "/proc": Path("/proc/livecam-locks")}[where]
+    result = subprocess.run(
+        [sys.executable, "-m", "livecam.cli", "run", *SYNTHETIC, "--output",
+         f"file:{tmp_path / 'out.mp4'}", "--frames", "2", "--set", "control.api=false",
+         "--set", f"control.lock_dir={lock_dir}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("livecam: error: control.lock_dir"), lines
+    assert (tmp_path / "plain").read_text() == "not a folder\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+@pytest.mark.parametrize("shared", ["the folder", "its parent"])
+def test_a_lock_dir_others_can_write_is_refused_before_anything_is_written(
+        tmp_path: Path, shared: str) -> None:
+    """With XDG_RUNTIME_DIR unset the lock dir is /tmp/runtime-UID/livecam, which another
+    user can make first: their symlink named as a lock or pid file pointed the write (and
+    the lock's truncation) at any file of the user who runs livecam."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)  # writable by everyone, no sticky bit
+    lock_dir = open_dir if shared == "the folder" else open_dir / "livecam"
+    lock_dir.mkdir(exist_ok=True)
+    keys = device_keys("synthetic:", f"file:{tmp_path / 'out.mp4'}")
+    lock_file = lock_dir / lock_file_name(keys[0][0])
+    lock_file.symlink_to(victim)
+    lock_file.with_suffix(".pid").symlink_to(victim)
+    with pytest.raises(ConfigError, match="others can write"):
+        DeviceLock(keys, lock_dir).acquire()
+    assert victim.read_text() == "keep me\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_lock_dir_in_a_sticky_shared_folder_is_fine(tmp_path: Path) -> None:
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # as /tmp: others may add files but not move ours
+    keys = device_keys("camera:0", "null")
+    with DeviceLock(keys, sticky / "runtime" / "livecam"):
+        pass
+    assert (sticky / "runtime" / "livecam").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a folder to another user needs root")
+def test_a_lock_dir_another_user_owns_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "runtime-0"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(ConfigError, match="belongs to another user"):
+        DeviceLock(device_keys("camera:0", "null"), theirs / "livecam").acquire()

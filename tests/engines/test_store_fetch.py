@@ -142,6 +142,30 @@ def test_import_checks_the_hash(tmp_path: Path) -> None:
     assert store.status("standin").verified
 
 
+@pytest.mark.parametrize("move", [False, True])
+def test_a_source_changed_after_it_was_hashed_is_not_installed_as_good(tmp_path: Path,
+                                                                      move: bool) -> None:
+    """Before: the source was hashed, then copied, and the stamp of the hash it had went on
+    the copy: a file another program changed in between (a download still writing, a shared
+    folder) was installed and loaded unverified under the good hash."""
+    good = b"model" * 1000
+    store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(good).hexdigest())
+    src = tmp_path / "m.onnx"
+    src.write_bytes(good)
+
+    def change_source_once_hashed(done: int, total: int | None) -> None:
+        if done == total and src.exists():
+            src.write_bytes(b"evil" * 1000)
+
+    try:
+        path = store.adopt("standin", src, move=move, progress=change_source_once_hashed)
+    except ModelError:
+        assert not store.path("standin").exists()
+    else:
+        assert path.read_bytes() == good
+        assert store.verify("standin") == hashlib.sha256(good).hexdigest()
+
+
 def test_without_a_documented_hash_a_trusted_copy_is_held_to(tmp_path: Path) -> None:
     store = _store(tmp_path, "http://127.0.0.1:9/none", None)
     src = tmp_path / "m.onnx"

@@ -160,3 +160,22 @@ def test_panel_lists_the_streams_and_acts_on_the_one_picked(
             page.screenshot(path=str(tmp_path / "panel-streams.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_a_snapshot_of_every_stream_keeps_each_streams_frame(
+        two_streams: tuple[StreamSet, ControlServer, str]) -> None:
+    """Before: every stream saved its frame to the one path, so the file held whichever
+    stream wrote last and the other snapshots were lost."""
+    import cv2
+
+    streams, server, token = two_streams
+    for app in streams.apps:
+        assert app.live.wait_newer(0, 60) is not None
+    status, reply = call(server, token, "/api/snapshot", {})
+    assert status == 200 and reply["applied"], reply
+    assert len(reply["paths"]) == 2 and reply["path"] == reply["paths"][0]
+    widths = [cv2.imread(path).shape[1] for path in reply["paths"]]
+    assert widths == [64, 80]
+    status, reply = call(server, token, "/api/snapshot?stream=1", {})
+    assert status == 200 and len(reply["paths"]) == 1
+    assert cv2.imread(reply["path"]).shape[1] == 80
