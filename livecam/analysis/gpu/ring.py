@@ -41,7 +41,7 @@ class Slot:
         self.index = index
         self.place = place  # (1, H, W, 3) uint8: frame ``index`` of the ring
         self.staging = torch.zeros(tuple(place.shape[1:]), dtype=torch.uint8, pin_memory=cuda)
-        self.synced = True  # the host saw its last load end (its staging may be rewritten)
+        self.staging_np = self.staging.numpy()
         self.detect: CapturedCall | None = None
         self.det_out: tuple[torch.Tensor, ...] = ()
         self.det_host: tuple[torch.Tensor, ...] = ()

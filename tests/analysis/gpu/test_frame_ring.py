@@ -257,15 +257,3 @@ def test_cuda_frames_loaded_on_a_capture_thread_match_and_stay_kept(t1_bgr: np.n
             assert np.array_equal(tensor.cpu().numpy(), image)
     thread.join(60)
     assert cuda.loaded_ahead >= 1
-
-
-def test_a_read_only_frame_is_loaded_too(t1_bgr: np.ndarray) -> None:
-    nets = _nets()
-    nets.prepare(t1_bgr.shape[1], t1_bgr.shape[0])
-    want = nets.detect(t1_bgr)
-    frame = t1_bgr.copy()
-    frame.flags.writeable = False  # as a decoder may hand it out
-    nets.preload(frame)
-    got = nets.detect(frame)
-    assert nets.loaded_ahead == 1
-    np.testing.assert_allclose(got.boxes_xyxy, want.boxes_xyxy, atol=1e-3)
