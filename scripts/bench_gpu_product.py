@@ -108,9 +108,6 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "graph_modes": sorted({m.split(" ")[0] for m in hub.graph_modes.values()})
                 if hub is not None else [],
                 "follower_batch": _follower_batch(streams),
-                # frames the capture thread loaded for the follower (gpu.load_on_capture),
-                # and those it found no free slot for: since the start, stream 0
-                "loaded_ahead": _loaded_ahead(streams),
                 "backend": streams.apps[0].describe()["backend"],
                 "generator_mode": _generator_mode(hub)}
     finally:
@@ -134,15 +131,6 @@ def _generator_mode(hub: Any) -> str | None:
     """How the swap generator runs: compiled, CUDA graphs or eager (TorchEngine.mode)."""
     engine = getattr(getattr(hub, "generator", None), "engine", None)
     return getattr(engine, "mode", None)
-
-
-def _loaded_ahead(streams: Any) -> list[int] | None:
-    """[frames loaded on the capture thread, frames it had no slot for] of stream 0's
-    follower networks, or None where they do not load ahead (several streams, the CPU)."""
-    networks = getattr(getattr(streams.apps[0].stages[0], "follower", None), "networks", None)
-    if not hasattr(networks, "loaded_ahead"):
-        return None
-    return [networks.loaded_ahead, networks.not_loaded_ahead]
 
 
 def _follower_batch(streams: Any) -> float | None:
