@@ -11,7 +11,7 @@ import numpy as np
 
 from livecam.analysis.follower import FaceFollower
 from livecam.core.stage import StageBase
-from livecam.core.types import Faces, ImageBGR, Packet, WithheldFaces
+from livecam.core.types import Faces, Packet, WithheldFaces
 
 
 class AnalysisStage(StageBase):
@@ -63,22 +63,10 @@ class AnalysisStage(StageBase):
             if prepare is not None:
                 prepare(width_px, height_px)
 
-    def preload(self, image_bgr: ImageBGR) -> None:
-        """The capture thread hands each frame's image here as it reads it, before queueing
-        it: networks that load frames ahead (the GPU's) start on it."""
-        preload = getattr(self.follower.networks, "preload", None)
-        if preload is not None and _analysable(image_bgr):
-            preload(image_bgr)
-
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr
-        if not _analysable(image):
+        if (image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8
+                or min(image.shape[:2]) < 16):
             return packet.with_fields(faces=Faces.empty(), withheld=WithheldFaces())
         faces, withheld = self.follower.follow(image, packet.frame.index)
         return packet.with_fields(faces=faces, withheld=withheld)
-
-
-def _analysable(image: ImageBGR) -> bool:
-    """(H, W, 3) uint8 of at least 16 px a side: what the follower looks at."""
-    return (image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8
-            and min(image.shape[:2]) >= 16)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 
 from livecam.capture.base import FrameSource
 from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
-from livecam.core.types import Frame, ImageBGR
+from livecam.core.types import Frame
 
 log = logging.getLogger(__name__)
 
@@ -24,23 +23,18 @@ class CaptureThread:
     camera) and read as fast as the pipeline takes them otherwise. At the end of a finite source
     the thread restarts it when ``loop`` is true, else closes ``outbox`` (so does a finite
     source that cannot be reopened; a live one is retried with backoff). ``stop`` returns within
-    about ``join_timeout_s`` even if a read is blocked inside the driver. ``on_frame`` is
-    called on this thread with each image before its frame is queued (the pipeline's
-    :meth:`~livecam.pipeline.scheduler.Scheduler.preload`); if it raises, the error is
-    logged and it is not called again.
+    about ``join_timeout_s`` even if a read is blocked inside the driver.
     """
 
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
                  realtime: bool, loop: bool, reconnect_initial_s: float,
-                 reconnect_max_s: float,
-                 on_frame: Callable[[ImageBGR], None] | None = None) -> None:
+                 reconnect_max_s: float) -> None:
         self._source = source
         self._outbox = outbox
         self._metrics = metrics
         self._realtime = realtime
         self._loop = loop
         self._backoff = (reconnect_initial_s, reconnect_max_s)
-        self._on_frame = on_frame
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-capture", daemon=True)
         self._is_open = False
@@ -84,16 +78,6 @@ class CaptureThread:
                 delay_s = min(delay_s * 2, max_s)
         return False
 
-    def _hand_over(self, image: ImageBGR) -> None:
-        if self._on_frame is None:
-            return
-        try:
-            self._on_frame(image)
-        except Exception:  # a frame the pipeline starts later is still a frame
-            log.exception("starting on a frame from the capture thread failed; the pipeline "
-                          "starts on each frame itself from now on")
-            self._on_frame = None
-
     def _run(self) -> None:
         index = 0
         period_ns = int(1e9 / max(self._source.fps, 1e-3))
@@ -125,7 +109,6 @@ class CaptureThread:
                 frame = Frame(index=index, t_capture_ns=time.perf_counter_ns(), image_bgr=image)
                 index += 1
                 self._metrics.count("captured")
-                self._hand_over(image)
                 while not self._outbox.put(frame, timeout_s=0.1):
                     if self._stop.is_set() or self._outbox.closed:
                         return

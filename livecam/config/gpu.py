@@ -31,13 +31,6 @@ class GpuConfig:
                              "slot and face-count bucket, before the output starts), so a "
                              "frame costs a few graph launches instead of hundreds of kernel "
                              "launches from Python.")
-    load_on_capture: bool = knob(True, "Upload each frame and start its face detector on "
-                                 "the GPU from the capture thread as the frame is read, so the "
-                                 "face follower (the pipeline thread, which bounds one stream's "
-                                 "rate) finds it on the device with its detections under way. "
-                                 "Costs a few frames of GPU memory. false = the follower loads "
-                                 "each frame itself. One stream only (several streams share "
-                                 "batched networks that load their own frames).")
     precision: str = knob("fp16", "Precision of the face detector and face mesh on the GPU.",
                           choices=("fp16", "fp32"))
     compile_networks: bool = knob(True, "Compile the face detector, face mesh and tile "

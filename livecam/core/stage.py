@@ -8,8 +8,7 @@ a new one with ``packet.with_fields(...)``).
 An :class:`AsyncStage` finishes its work after ``submit`` returns (the GPU pipeline keeps
 several frames in flight in a ring of slots); the runtime collects the results in order on a
 thread of its own. A stage that can do slow set-up for a frame size before the first frame
-(capturing CUDA graphs) offers :class:`Prepares`; a first stage that can start on a frame as
-the capture thread reads it (the GPU's upload and face detector), :class:`Preloads`.
+(capturing CUDA graphs) offers :class:`Prepares`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from livecam.core.lifecycle import Lifecycle
-from livecam.core.types import ImageBGR, Packet
+from livecam.core.types import Packet
 
 
 @runtime_checkable
@@ -71,17 +70,6 @@ class Prepares(Protocol):
     size later is prepared on the frame's path (and logged)."""
 
     def prepare(self, width_px: int, height_px: int) -> None: ...
-
-
-@runtime_checkable
-class Preloads(Protocol):
-    """A first stage that starts on a frame as soon as it is read. The capture thread calls
-    ``preload`` with each frame's image before it queues the frame (the image is the array
-    the stage's ``process`` gets later, unless the frame is dropped on the way in live mode).
-    It runs beside ``process`` of earlier frames, so it must be thread-safe and cheap for the
-    capture thread, and must not raise for an image it cannot use."""
-
-    def preload(self, image_bgr: ImageBGR) -> None: ...
 
 
 #: What a pipeline's stage list holds: synchronous stages, the last one maybe asynchronous.

@@ -153,8 +153,7 @@ def follower_networks(config: Config, device: str, *, shared: Any = None,
                                 keep_frames=keep)
     else:
         networks = GpuFaceNetworks(refine_landmarks=analysis.refine_landmarks,
-                                   keep_frames=keep, load_on_capture=config.gpu.load_on_capture,
-                                   **options)
+                                   keep_frames=keep, **options)
     search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px,
                            whole_frame=not analysis.detect_each_frame)
     return networks, search

@@ -209,8 +209,7 @@ class App:
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
-                                      reconnect_max_s=cfg.capture.reconnect_max_s,
-                                      on_frame=self._scheduler.preload)
+                                      reconnect_max_s=cfg.capture.reconnect_max_s)
         self._t_start_ns = time.perf_counter_ns()
         self._output.start()
         self._scheduler.start()

@@ -17,8 +17,8 @@ from livecam.core.commands import (
 )
 from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
 from livecam.core.metrics import Metrics
-from livecam.core.stage import AnyStage, Preloads
-from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
+from livecam.core.stage import AnyStage
+from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.pipeline.chain import (
     GroupRunner,
     Job,
@@ -151,13 +151,6 @@ class Scheduler:
             stale, self._pending_stages = self._pending_stages, list(stages)
         for stage in stale or ():
             stage.close()
-
-    def preload(self, image_bgr: ImageBGR) -> None:
-        """The capture thread's hook: the current first stage starts on a frame it just read
-        (:class:`~livecam.core.stage.Preloads`), if it can."""
-        stages = self._stages
-        if stages and isinstance(stages[0], Preloads):
-            stages[0].preload(image_bgr)
 
     def close_stages(self) -> None:
         """Close the current and any not-yet-installed stages (idempotent; after ``stop``)."""

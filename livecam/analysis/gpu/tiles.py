@@ -57,7 +57,6 @@ class _Layout:
     def __init__(self, crops_xyxy: list[tuple[int, int, int, int]]) -> None:
         self.crops_xyxy = crops_xyxy
         self.call: CapturedCall | None = None
-        self.frame: torch.Tensor | None = None  # the searched frame's copy, which the call reads
         self.out: tuple[torch.Tensor, ...] = ()
         self.host: tuple[torch.Tensor, ...] = ()
 
@@ -142,17 +141,15 @@ class GpuTileSearch:
         with torch.inference_mode(), self._on_stream():
             if self._stream is not None:
                 self._stream.wait_stream(upload)
-            # the networks' frames move through a ring: the graph reads a copy of its own
-            copy = layout.frame = frame.clone()
             squares = torch.from_numpy(_squares(crops)).to(frame.device)
-            first = self._detector(copy, squares)
+            first = self._detector(frame, squares)
             layout.out = tuple(t.clone() for t in first)
             pinned = self._stream is not None
             layout.host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=pinned)
                                 for t in layout.out)
 
             def batch() -> None:
-                for dst, src in zip(layout.out, self._detector(copy, squares), strict=True):
+                for dst, src in zip(layout.out, self._detector(frame, squares), strict=True):
                     dst.copy_(src)
 
             layout.call = CapturedCall(batch, device=frame.device, stream=self._stream,
@@ -182,16 +179,15 @@ class GpuTileSearch:
         self._pending = (layout, h, w, found)
         if layout is None:
             return
-        frame, upload = self.networks.frame_on_device(image_bgr)
-        assert layout.call is not None and layout.frame is not None
+        _, upload = self.networks.frame_on_device(image_bgr)
+        assert layout.call is not None
         with torch.inference_mode(), self._on_stream():
             if self._stream is not None:
                 self._stream.wait_stream(upload)
-            layout.frame.copy_(frame)
+            layout.call()
             if self._stream is not None:
                 self._read.record(self._stream)
                 self.networks.hold_frame_until(self._read)
-            layout.call()
             # one call: each torch call gives the GIL up and waits to get it back
             torch._foreach_copy_(list(layout.host), list(layout.out), non_blocking=True)
             if self._stream is not None:
