@@ -209,7 +209,16 @@ def _coerce(dotted: str, hint: Any, value: Any) -> Any:
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
+        if value is None or isinstance(value, bool):  # `output: null`, `name: off`
+            raise ConfigError(f"{dotted}: expected a string, got {short_repr(value)} "
+                              f"({_YAML_WORDS[value is None]}: quote the word, e.g. "
+                              f"'{'null' if value is None else 'off'}')")
     raise ConfigError(f"{dotted}: expected {_describe(hint)}, got {short_repr(value)}")
+
+
+#: What YAML made of a bare word where a string was wanted (by whether it was None)
+_YAML_WORDS = {True: "YAML reads null, ~ and an empty value as nothing",
+               False: "YAML reads yes, no, on and off as true and false"}
 
 
 def _check_value(dotted: str, hint: Any, value: Any, meta: Mapping[str, Any]) -> Any:

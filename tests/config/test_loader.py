@@ -132,3 +132,16 @@ def test_config_yaml_documents_every_key_with_its_default() -> None:
         if m and m.group(2) and not m.group(2).startswith("#"):
             above = lines[i - 1].strip()
             assert "#" in line or above.startswith("#"), f"undocumented key: {line!r}"
+
+
+@pytest.mark.parametrize(("override", "hint"), [
+    ("streams=[{input: synthetic, output: null}]", "YAML reads null, ~ and an empty value"),
+    ("streams=[{input: synthetic, output: off}]", "YAML reads yes, no, on and off"),
+])
+def test_a_yaml_word_read_as_nothing_or_a_boolean_says_to_quote_it(override: str,
+                                                                    hint: str) -> None:
+    """`output: null` meant the null output, `output: off` a name: YAML read them as nothing
+    and false; the error said only "expected a string, got None"."""
+    with pytest.raises(ConfigError, match="expected a string") as caught:
+        load_config(None, [override])
+    assert hint in str(caught.value) and "quote" in str(caught.value)
