@@ -36,9 +36,11 @@ that never becomes a request is 400 from the HTTP layer itself (plain text). Com
 answer once the pipeline has applied the command (or after 2 s) with ``{"applied",
 "frames_sent_at_apply", "first_frame_index", "state", "delay_ms"}`` (see
 :mod:`livecam.control.apply` and :class:`~livecam.core.commands.Ticket`: the first captured
-frame processed under the new state; -1 while not applied); a snapshot adds ``path`` and
-``paths`` (one file per stream it went to, named ``...-streamK.png`` where a process runs
-several). Tokens are never logged (paths are, queries are not).
+frame processed under the new state; -1 while not applied); a reload waits for the reload
+(at most 5 s more) and adds ``reload``: ``{"status": "reloaded"|"failed"|"reloading",
+"message"}`` (a config file that does not load is "failed", still 200); a snapshot adds
+``path`` and ``paths`` (one file per stream it went to, named ``...-streamK.png`` where a
+process runs several). Tokens are never logged (paths are, queries are not).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ limits, build the command (:mod:`livecam.control.requests`), queue it to one str
 every stream, and wait, without a thread, until the pipeline applied it (or 2 s).
 
 The reply is ``{"applied", "frames_sent_at_apply", "first_frame_index", "state",
-"delay_ms"}`` (and ``path`` for a snapshot); see :class:`~livecam.core.commands.Ticket`.
+"delay_ms"}`` (and ``path`` for a snapshot; for a reload, which runs in the background after
+the command applied, ``reload``: ``{"status", "message"}`` once it ended or after 5 s); see
+:class:`~livecam.core.commands.Ticket`.
 Runs on the API server's event-loop thread.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -24,8 +26,13 @@ from livecam.control.paths import new_snapshot_path
 from livecam.control.requests import RequestError, build_command, parse_body
 from livecam.control.status import ControlTarget
 from livecam.core import commands as cmd
+from livecam.core.reload_result import ReloadResult
 
 _APPLY_TIMEOUT_S = 2.0
+#: How long a reload's reply waits for the reload once applied: a config that does not load is
+#: known in milliseconds, new stages may take many seconds (models, CUDA graphs); past this the
+#: reply says it is still reloading. `livecam ctl` waits longer than both together.
+_RELOAD_TIMEOUT_S = 5.0
 
 
 async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
@@ -52,6 +59,8 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
     reply, error = await _apply(command, commands, target)
     if error is not None:
         raise RequestError(HTTPStatus.INTERNAL_SERVER_ERROR, error)
+    if isinstance(command, cmd.Reload) and command.result is not None:
+        reply["reload"] = await _reload_outcome(command.result, applied=reply["applied"])
     if isinstance(command, cmd.SaveSnapshot):
         # each stream saves its own file (see SaveSnapshot); the streams it went to, in order
         several = len(targets) > 1
@@ -94,22 +103,48 @@ async def _apply(command: cmd.Command, commands: cmd.Commands,
     except queue.Full:
         raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "the pipeline is not taking "
                            "commands (queue full); try again") from None
-    loop = asyncio.get_running_loop()
-    applied: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:  # pipeline thread
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(_resolve, applied)
-
-    ticket.add_done_callback(wake)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(applied, _APPLY_TIMEOUT_S)
-    done = applied.done()
+    done = await _wait_for(ticket.add_done_callback, _APPLY_TIMEOUT_S)
     state = ticket.state if done and ticket.state is not None else target.state
     return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
             "first_frame_index": ticket.first_frame_index,
             "state": state_dict(state),
             "delay_ms": target.describe().get("delay_ms", 0.0)}, ticket.error if done else None
+
+
+async def _reload_outcome(result: ReloadResult, *, applied: bool) -> dict[str, str]:
+    """``{"status", "message"}`` of the reload a command asked for, once it ended (or
+    :data:`_RELOAD_TIMEOUT_S` passed): "reloaded", "failed" (``message`` says why and what
+    stays in effect), or "reloading" (not over yet: no claim that it worked)."""
+    if not applied:
+        return {"status": "reloading", "message": "the reload has not started: the pipeline "
+                f"did not take the command within {_APPLY_TIMEOUT_S:g} s"}
+    over = await _wait_for(result.add_done_callback, _RELOAD_TIMEOUT_S)
+    error = result.error
+    if error is not None:
+        return {"status": "failed", "message": error}
+    if not over:
+        return {"status": "reloading", "message": f"still reloading after "
+                f"{_RELOAD_TIMEOUT_S:g} s (building the new stages); its log line says how "
+                "it ends"}
+    return {"status": "reloaded", "message": result.message}
+
+
+async def _wait_for(add_done_callback: Callable[[Callable[[], None]], None],
+                    timeout_s: float) -> bool:
+    """Wait, without a thread, until what ``add_done_callback`` belongs to is done (True) or
+    ``timeout_s`` passed (False). The callback may come from any thread."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:  # the pipeline or reload thread
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(_resolve, done)
+
+    add_done_callback(wake)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done, timeout_s)
+    # wait_for cancels the future on a timeout, and a cancelled future is done too
+    return done.done() and not done.cancelled()
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

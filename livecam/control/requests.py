@@ -17,6 +17,7 @@ from typing import Any
 
 from livecam.core import commands as cmd
 from livecam.core.commands import MAX_OUTPUT_DELAY_MS
+from livecam.core.reload_result import ReloadResult
 
 
 class RequestError(Exception):
@@ -147,7 +148,8 @@ _BUILDERS: dict[str, Callable[[dict[str, Any], tuple[str, ...]], cmd.Command]] =
     "bypass": _bypass,
     "assign": _assign,
     "delay": _delay,
-    "reload": _bare(cmd.Reload, "/api/reload"),
+    # the control API waits for (and answers with) how the reload ended
+    "reload": _bare(lambda: cmd.Reload(ReloadResult()), "/api/reload"),
     "quit": _bare(cmd.Quit, "/api/quit"),
 }
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Protocol, runtime_checkable
 
+from livecam.core.reload_result import ReloadResult
 from livecam.core.types import RuntimeState
 
 #: The longest A/V delay (``output.delay_ms``): the output holds that many ms of frames.
@@ -39,8 +40,9 @@ class ControlHooks(Protocol):
     (re-reading the identity library, opening new stages) is started in the background.
     """
 
-    def request_reload(self) -> None:
-        """Re-read the config file and the identity library, then swap in new stages."""
+    def request_reload(self, result: ReloadResult | None = None) -> None:
+        """Re-read the config file and the identity library, then swap in new stages; tell
+        ``result`` (joined at once, before returning) how that ended."""
         ...
 
     def save_snapshot(self, path: str) -> None:
@@ -166,10 +168,13 @@ class SetIdentityList:
 
 @dataclass(frozen=True)
 class Reload:
-    """Re-read the config file and the identity library (SIGHUP, ``livecam ctl reload``)."""
+    """Re-read the config file and the identity library (SIGHUP, ``livecam ctl reload``).
+    ``result`` (the control API's) learns how the reload ended; SIGHUP passes none."""
+
+    result: ReloadResult | None = field(default=None, compare=False, repr=False)
 
     def perform(self, hooks: ControlHooks) -> None:
-        hooks.request_reload()
+        hooks.request_reload(self.result)
 
     def apply(self, state: RuntimeState) -> RuntimeState:
         return state

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from livecam.config import Config
 from livecam.core.commands import SetIdentityList
 from livecam.core.errors import LivecamError
+from livecam.core.reload_result import ReloadResult
 from livecam.core.stage import AnyStage
 from livecam.core.types import RuntimeState
 from livecam.pipeline.streamlog import StreamLog
@@ -39,7 +40,8 @@ class Reloader:
     ``config_loader`` re-reads the config (None: keep ``app.config``), ``stage_factory``
     builds the new stages (None: the stages stay), ``identity_names`` lists the library
     (None: the identity list stays). ``request`` may be called from any thread (SIGHUP,
-    ``livecam ctl reload``); a request while a reload runs makes one more pass after it.
+    ``livecam ctl reload``); a request while a reload runs makes one more pass after it, and
+    its ``result`` is told how that pass ended.
     """
 
     def __init__(self, app: App, *, stage_factory: StageFactory | None,
@@ -53,9 +55,13 @@ class Reloader:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._again = False
+        self._waiting: list[ReloadResult] = []  # told how the next pass ends
 
-    def request(self) -> None:
+    def request(self, result: ReloadResult | None = None) -> None:
         with self._lock:
+            if result is not None:
+                result.begin()
+                self._waiting.append(result)
             if self._thread is not None and self._thread.is_alive():
                 self._again = True  # one more pass once the running one ends
                 return
@@ -65,17 +71,27 @@ class Reloader:
 
     def _loop(self) -> None:
         while True:
+            with self._lock:
+                waiting, self._waiting = self._waiting, []
+                self._again = False
             try:
-                self._reload()
+                message = self._reload(waiting)
+                error = None
             except Exception as exc:  # a failed reload keeps the running setup
                 self._log.error("reload failed, keeping the current setup: %s", exc)
+                message = error = (f"{self._log.prefix}reload failed ({exc}); livecam keeps "
+                                   "running as it was")
+            _tell(waiting, error=error, message=message)
             with self._lock:
                 if not self._again or self._app.done:
                     self._thread = None
-                    return
-                self._again = False
+                    left, self._waiting = self._waiting, []
+                    break
+        _tell(left, error="livecam stopped before reloading", message="not reloaded")
 
-    def _reload(self) -> None:
+    def _reload(self, waiting: list[ReloadResult]) -> str:
+        """One pass; what it did, one line. A config that does not load is told to
+        ``waiting`` at once (they are then emptied): the old config stays, the rest goes on."""
         t0 = time.perf_counter()
         app = self._app
         new_config = app.config
@@ -84,10 +100,15 @@ class Reloader:
                 new_config = self._config_loader()
             except LivecamError as exc:
                 self._log.error("config not reloaded (%s); keeping the running config", exc)
-        for section in _RESTART_SECTIONS:
-            if getattr(new_config, section) != getattr(app.config, section):
-                self._log.warning("config section %r changed: restart livecam for it to "
-                                  "take effect", section)
+                # every stream reads the same file: one line for all of them
+                line = (f"config not reloaded: {exc}; livecam keeps running with its previous "
+                        "config")
+                _tell(waiting, error=line, message=line)
+        changed = [section for section in _RESTART_SECTIONS
+                   if getattr(new_config, section) != getattr(app.config, section)]
+        for section in changed:
+            self._log.warning("config section %r changed: restart livecam for it to "
+                              "take effect", section)
         app.config = new_config
         names = tuple(self._identity_names()) if self._identity_names is not None else None
         if self._stage_factory is not None and app.started:
@@ -96,6 +117,15 @@ class Reloader:
             app.replace_stages(self._stage_factory(new_config, state))
         if names is not None:
             app.commands.put(SetIdentityList(names))
-        self._log.info("reloaded in %.2f s: %s", time.perf_counter() - t0,
-                       "no identity library" if names is None else
-                       f"{len(names)} identities ({', '.join(names) or 'none'})")
+        did = ("no identity library" if names is None else
+               f"{len(names)} identities ({', '.join(names) or 'none'})")
+        self._log.info("reloaded in %.2f s: %s", time.perf_counter() - t0, did)
+        restart = (f"; restart livecam for the changed {', '.join(changed)} section"
+                   f"{'s' if len(changed) > 1 else ''}" if changed else "")
+        return f"reloaded: {did}{restart}"  # the same for every stream: one line
+
+
+def _tell(results: list[ReloadResult], *, error: str | None, message: str) -> None:
+    for result in results:
+        result.finish(error=error, message=message)
+    results.clear()

@@ -22,6 +22,7 @@ from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
+from livecam.core.reload_result import ReloadResult
 from livecam.core.stage import AnyStage, Prepares
 from livecam.core.switching import switch_interval
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
@@ -295,10 +296,11 @@ class App:
         :class:`OSError` saying why not. Pipeline thread."""
         self.live.save_snapshot(Path(stream_snapshot_path(path, self.stream)))
 
-    def request_reload(self) -> None:
+    def request_reload(self, result: ReloadResult | None = None) -> None:
         """Re-read the config file and identity library and swap in new stages, in a
-        background thread so frames keep flowing (SIGHUP, ``livecam ctl reload``)."""
-        self._reloader.request()
+        background thread so frames keep flowing (SIGHUP, ``livecam ctl reload``); ``result``
+        learns how it ended."""
+        self._reloader.request(result)
 
     @property
     def started(self) -> bool:

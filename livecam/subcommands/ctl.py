@@ -16,6 +16,9 @@ from livecam.core.errors import LivecamError
 from livecam.subcommands.common import accept_after_verb, add_config_options, overrides_of
 
 _TIMEOUT_S = 5.0
+#: A reload's reply comes once the reload ended, or after the server's 2 s (applied) + 5 s
+#: (reloaded): wait for that answer rather than report a timeout.
+_RELOAD_TIMEOUT_S = 15.0
 #: The most of an answer read: the metrics of 64 streams take well under a megabyte; a
 #: program on the port that sends without end must not fill the memory.
 _MAX_REPLY_BYTES = 16 << 20
@@ -31,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Send a command to a running `livecam run` or `livecam daemon` through its "
         "control API. The address and token file come from the same config (control.api_address"
         ", control.token_file) or from --url/--token-file. Exits 1 when no livecam answers, "
-        "the token is refused or the stream has stopped, 2 for an unknown identity or a bad "
+        "the token is refused, the stream has stopped or a reload failed (its config file "
+        "does not load: the previous config stays), 2 for an unknown identity or a bad "
         "argument.")
     p.add_argument("--url", help="API base URL (default: from control.api_address)")
     p.add_argument("--token-file", help="token file (default: from control.token_file)")
@@ -58,7 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dly = acts.add_parser("delay", help="set the A/V delay: frames go out MS after capture "
                           "(0 = at once; match it with the microphone's delay in OBS)")
     dly.add_argument("ms", type=float, metavar="MS", help="0 to 2000")
-    acts.add_parser("reload", help="re-read the config file and the identity library")
+    acts.add_parser("reload", help="re-read the config file and the identity library; "
+                    "says how it ended (exit 1 if the config does not load)")
     acts.add_parser("snapshot", help="save the current output frame (prints the path)")
     acts.add_parser("quit", help="stop livecam")
     acts.add_parser("metrics", help="print the Prometheus metrics text")
@@ -131,15 +136,15 @@ def _is_command_reply(value: Any) -> bool:
             and {"active_identity", "bypass"} <= value["state"].keys())
 
 
-def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None
-             ) -> bytes:
+def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None,
+             timeout_s: float = _TIMEOUT_S) -> bytes:
     from livecam.core.errors import UsageError
 
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return _read_bounded(resp.read, url)
     except urllib.error.HTTPError as exc:
         # livecam answers every error as {"error": "..."}; anything else is another program
@@ -170,6 +175,26 @@ def _print_state(reply: dict[str, Any]) -> None:
           f"{'on' if state.get('bypass') else 'off'}")
     if not reply.get("applied", True):
         print("(not applied within 2 s: is the pipeline stuck?)", file=sys.stderr)
+
+
+def _reload_of(reply: dict[str, Any]) -> dict[str, str]:
+    """The ``reload`` part of a command reply (none for other commands)."""
+    outcome = reply.get("reload")
+    if not isinstance(outcome, dict):
+        return {"status": "", "message": ""}
+    return {"status": str(outcome.get("status", "")), "message": str(outcome.get("message", ""))}
+
+
+def _print_reload(reply: dict[str, Any]) -> None:
+    """How the reload ended: a failure raises (one line, exit 1); a reload still going on is
+    said on stderr, never as a success."""
+    outcome = _reload_of(reply)
+    if outcome["status"] == "failed":
+        raise LivecamError(outcome["message"])
+    if outcome["status"] == "reloaded":
+        print(outcome["message"])
+    elif outcome["message"] and reply.get("applied", True):  # else the state line says so
+        print(outcome["message"], file=sys.stderr)
 
 
 def _print_status(s: dict[str, Any]) -> None:
@@ -260,11 +285,16 @@ def run(args: argparse.Namespace) -> int:
     elif action == "delay":
         body = {"ms": args.ms}
     url = f"{base}/api/{action}{query}"
-    reply = _json_reply(_request(url, token, "POST", body), url, lambda v: _is_command_reply(v)
+    timeout_s = _RELOAD_TIMEOUT_S if action == "reload" else _TIMEOUT_S
+    reply = _json_reply(_request(url, token, "POST", body, timeout_s), url,
+                        lambda v: _is_command_reply(v)
                         and (action != "snapshot" or isinstance(v.get("path"), str)))
     if args.json:
         print(json.dumps(reply))
-    elif action == "snapshot":  # one file per stream it went to
+        return 1 if _reload_of(reply)["status"] == "failed" else 0
+    if action == "reload":
+        _print_reload(reply)  # then the state, as for the other commands
+    if action == "snapshot":  # one file per stream it went to
         for path in reply.get("paths") or [reply["path"]]:
             print(path)
     elif action == "delay":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from livecam.capture import INPUT_HELP
@@ -111,7 +112,6 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
     """The streams for ``run``/``daemon`` options (``pairs``: :func:`stream_pairs`): controls
     on, hotkeys only outside the daemon, reloads re-reading the same ``--config``/``--set``."""
     from livecam.app import build_streams
-    from livecam.config import load_config
     from livecam.control.catalog import LibraryCatalog
     from livecam.core.errors import UsageError
     from livecam.core.types import RuntimeState
@@ -138,8 +138,27 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
                          identities=identities, max_frames=getattr(args, "frames", None),
                          state=state, hotkeys=not daemon, api_required=daemon,
                          wait_for_source=daemon,
-                         config_loader=lambda: load_config(
-                             args.config, overrides, getattr(args, "config_defaults", ())))
+                         config_loader=_config_reloader(args, overrides))
+
+
+def _config_reloader(args: argparse.Namespace, overrides: list[str]) -> Callable[[], Config]:
+    """Re-reads the config as the start read it (``--config``, ``--set``). Its errors name
+    the file: a bad value's names only its key, and whoever asked for the reload (`livecam ctl
+    reload`) must know which file to mend."""
+    from livecam.config import load_config
+    from livecam.core.errors import ConfigError
+
+    path, defaults = args.config, getattr(args, "config_defaults", ())
+
+    def load() -> Config:
+        try:
+            return load_config(path, overrides, defaults)
+        except ConfigError as exc:
+            if path is None or str(path) in str(exc):
+                raise
+            raise ConfigError(f"config file {path}: {exc}") from None
+
+    return load
 
 
 def run(args: argparse.Namespace) -> int:

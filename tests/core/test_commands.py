@@ -65,7 +65,7 @@ class _Hooks:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def request_reload(self) -> None:
+    def request_reload(self, result: object = None) -> None:
         self.calls.append(("reload", ""))
 
     def save_snapshot(self, path: str) -> None:
