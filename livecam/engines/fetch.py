@@ -1,7 +1,10 @@
 """Download a model from its manifest's sources: progress, resume, verify, never trust.
 
 The download goes to ``<file>.part``; an interrupted download resumes with an HTTP Range request
-(from this run's retries or a later ``livecam models fetch``). A file is installed only when its
+(from this run's retries or a later ``livecam models fetch``). Only the process that holds the
+model's download lock (:meth:`ModelStore.download_lock`) writes the ``.part``, so a second fetch
+of the same model waits for the first; the file moves into place with its stamp under the
+model's lock (:meth:`ModelStore.install`). A file is installed only when its
 size and its sha256 are both right: the sha256 must be a published one or the user's pin, and
 the size the manifest's or the server's (a connection that closes early looks like a complete
 file when the server sent no length). A model with neither a published hash nor a pin is
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import os
 import re
 import urllib.error
 import urllib.request
@@ -26,7 +28,8 @@ from pathlib import Path
 from livecam import __version__
 from livecam.core.errors import ModelError
 from livecam.core.files import make_folder
-from livecam.engines.store import CHUNK_BYTES, ModelStore, ProgressFn, sha256_file
+from livecam.engines.model_hash import CHUNK_BYTES, Hashed, ProgressFn, hash_file
+from livecam.engines.store import ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -94,66 +97,90 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
     :class:`UsageError` before downloading a model nothing can check unless ``trust``.
     """
     manifest = store.manifest(name)
-    target, part = store.path(name), store.partial_path(name)
-    expected = store.expected_sha256(name)
-    if target.is_file() and expected:
-        try:
-            store.verify(name, force=True, progress=progress)
-            log.info("model %s is already installed and verified at %s", name, target)
-            return target
-        except ModelError as exc:
-            log.warning("%s", exc)  # moved aside; fetch a fresh copy
-    if not expected and not trust:
-        raise store.unpinned_error(name, "the download")
-    failures: list[str] = []
-    # a .part left by an earlier run belongs to the first source: keep it to resume
-    previous_sha = manifest.sources[0].sha256 if manifest.sources else None
-    for source in manifest.sources:
-        if part.exists() and previous_sha != source.sha256:
-            part.unlink()  # a partial file of another source's bytes cannot be resumed here
-        previous_sha = source.sha256
-        for attempt in range(1, retries + 1):
+    # the .part is written only by the holder of this lock: a second fetch waits, then finds
+    # the model installed (a process killed while it holds it leaves its .part to resume)
+    with store.download_lock(name):
+        target, part = store.path(name), store.partial_path(name)
+        expected = store.expected_sha256(name)
+        if target.is_file() and expected:
             try:
-                size = download(source.url, part, progress=progress, timeout_s=timeout_s,
-                                expected_size=source.size_bytes)
-                break
-            except (OSError, http.client.HTTPException) as exc:
-                log.warning("download of %s failed (attempt %d of %d): %s", source.url,
-                            attempt, retries, exc)
-                if attempt == retries:
-                    failures.append(f"{source.url}: {exc}")
-        else:
-            continue
-        digest, problem = _check_download(store, name, source.sha256, part, size)
-        if problem is not None:
+                store.verify(name, force=True, progress=progress)
+                log.info("model %s is already installed and verified at %s", name, target)
+                return target
+            except ModelError as exc:
+                log.warning("%s", exc)  # moved aside; fetch a fresh copy
+        if not expected and not trust:
+            raise store.unpinned_error(name, "the download")
+        failures: list[str] = []
+        # a .part left by an earlier run belongs to the first source: keep it to resume
+        previous_sha = manifest.sources[0].sha256 if manifest.sources else None
+        for source in manifest.sources:
+            if part.exists() and previous_sha != source.sha256:
+                part.unlink()  # a partial file of another source's bytes cannot be resumed
+            previous_sha = source.sha256
+            problem = _fetch_source(store, name, source.url, source.sha256, source.size_bytes,
+                                    progress=progress, retries=retries, timeout_s=timeout_s)
+            if problem is None:
+                return target
             failures.append(f"{source.url}: {problem}")
-            continue
-        os.replace(part, target)
-        if not store.expected_sha256(name):  # trusted, size known: pin what came
-            store.set_pin(name, digest, source.url)
-        store.write_stamp(name, digest)
-        return target
-    raise ModelError(f"could not fetch model {name}: " + "; ".join(failures) +
-                     f". Download it yourself and run `livecam models import {name} PATH`")
+        raise ModelError(f"could not fetch model {name}: " + "; ".join(failures) +
+                         f". Download it yourself and run `livecam models import {name} PATH`")
+
+
+def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
+                  size_bytes: int | None, *, progress: ProgressFn | None, retries: int,
+                  timeout_s: float) -> str | None:
+    """Download ``url`` into the ``.part`` and install it (caller holds the download lock);
+    None when installed, else why not."""
+    part = store.partial_path(name)
+    for attempt in range(1, retries + 1):
+        try:
+            size = download(url, part, progress=progress, timeout_s=timeout_s,
+                            expected_size=size_bytes)
+            break
+        except (OSError, http.client.HTTPException) as exc:
+            log.warning("download of %s failed (attempt %d of %d): %s", url, attempt, retries,
+                        exc)
+            if attempt == retries:
+                return str(exc)
+    hashed, problem = _check_download(store, name, published, part, size)
+    if problem is not None:
+        return problem
+
+    def admit(hashed: Hashed) -> None:
+        expected = store.expected_sha256(name)
+        if not expected:  # trusted, size known: pin what came
+            store.set_pin(name, hashed.sha256, url)
+        elif hashed.sha256 not in expected:  # another process pinned another copy meanwhile
+            raise ModelError(f"sha256 {hashed.sha256} is no longer accepted: model {name} "
+                             f"was pinned to {', '.join(sorted(expected))} meanwhile")
+
+    try:
+        store.install(name, part, hashed, admit=admit)
+    except ModelError as exc:
+        if part.exists():
+            store.quarantine(part, hashed.sha256)
+        return str(exc)
+    return None
 
 
 def _check_download(store: ModelStore, name: str, published: str | None, part: Path,
-                    size: int | None) -> tuple[str, str | None]:
-    """(the sha256 of the downloaded ``part``, why it must not be installed or None). A bad
+                    size: int | None) -> tuple[Hashed, str | None]:
+    """(the hash of the downloaded ``part``, why it must not be installed or None). A bad
     file is moved aside."""
-    got = part.stat().st_size
+    hashed = hash_file(part)
+    got, digest = hashed.identity["size"], hashed.sha256
     expected = {published} if published else store.expected_sha256(name)
-    digest = sha256_file(part)
     if not expected and size is None:
         # nothing to check the bytes against and no size: a download cut short would pass
         part.unlink()
-        return digest, ("the server did not send the file's size and no sha256 is known, so a "
+        return hashed, ("the server did not send the file's size and no sha256 is known, so a "
                         "download cut short cannot be told from a whole one (not installed)")
     if size is not None and got != size:
         moved = store.quarantine(part, digest)
-        return digest, f"{got} bytes instead of {size} (file moved to {moved})"
+        return hashed, f"{got} bytes instead of {size} (file moved to {moved})"
     if expected and digest not in expected:
         moved = store.quarantine(part, digest)
-        return digest, (f"sha256 {digest} does not match {', '.join(sorted(expected))} (file "
+        return hashed, (f"sha256 {digest} does not match {', '.join(sorted(expected))} (file "
                         f"moved to {moved})")
-    return digest, None
+    return hashed, None

@@ -11,43 +11,67 @@ moved to ``<models_dir>/rejected/`` (kept for inspection, never deleted) and a
 ``<file>.sha256.json`` (the *stamp*) caches the last full check: loading skips re-hashing a file
 whose size, mtime, ctime and inode are the stamp's (ctime cannot be set back by a program, so a
 changed byte with its mtime restored is still caught). ``livecam models verify`` always hashes.
+
+Several processes may write one model at once (two ``models import``, an import and a
+``models fetch``, a ``livecam run`` re-checking its file). Each import copies into a folder of its
+own beside the model (``.<file>.*.import/``, removed when it ends), and a download is written only
+by the process holding ``.<file>.part.lock`` (see :mod:`livecam.engines.fetch`). The installed
+file, its stamp and its pin change only under the model's lock, ``.<file>.lock``: the pin check,
+the move into place and the stamp of an import happen together, and a check hashes and stamps
+the file under the same lock, taking the stamp's identity from the handle it read. The locks are
+``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows), which the
+system drops when their process dies, so a process killed in the middle leaves no lock behind;
+what it leaves (a copy in its import folder, a ``.part``) is never what
+:meth:`ModelStore.verify` reads.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import logging
 import os
 import shutil
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.core.errors import ModelError, UsageError
 from livecam.core.files import atomic_write, make_folder
 from livecam.engines.manifest import ModelManifest
+from livecam.engines.model_hash import (
+    CHUNK_BYTES,
+    Hashed,
+    ProgressFn,
+    hash_file,
+    identity_of,
+    sha256_file,
+)
+
+__all__ = ["CHUNK_BYTES", "Hashed", "ModelStatus", "ModelStore", "ProgressFn", "default_models_dir",
+           "hash_file", "holding", "sha256_file"]
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 1 << 20
 
-ProgressFn = Callable[[int, int | None], None]  # (bytes so far, total bytes or None)
+@contextlib.contextmanager
+def holding(lock_path: Path, waiting_for: str) -> Iterator[None]:
+    """Hold the file lock ``lock_path`` (between processes, and between threads of one),
+    logging ``waiting for <waiting_for>`` when another holder makes this one wait."""
+    from filelock import FileLock, Timeout
 
-
-def sha256_file(path: Path, progress: ProgressFn | None = None) -> str:
-    """The file's sha256 (hex); ``progress(done, total)`` after each MiB when given."""
-    digest = hashlib.sha256()
-    total = path.stat().st_size
-    done = 0
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(CHUNK_BYTES), b""):
-            digest.update(block)
-            done += len(block)
-            if progress is not None:
-                progress(done, total)
-    return digest.hexdigest()
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.warning("waiting for %s", waiting_for)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def default_models_dir() -> Path:
@@ -70,7 +94,8 @@ class ModelStatus:
 class ModelStore:
     """Model files under ``models_dir`` described by ``manifests`` (name -> manifest).
 
-    Cheap to construct; methods touch the disk. Any thread may call them, one at a time per file.
+    Cheap to construct; methods touch the disk. Any thread of any process may call them at
+    any time: writes of one model take its lock (see the module's docstring).
     """
 
     def __init__(self, models_dir: str | Path, manifests: Mapping[str, ModelManifest]) -> None:
@@ -94,6 +119,24 @@ class ModelStore:
     def _stamp_path(self, name: str) -> Path:
         return self.path(name).with_name(self.path(name).name + ".sha256.json")
 
+    def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """The lock over model ``name``'s installed file, stamp and pin (``with``; blocks).
+
+        Held for short steps (a pin check, a move, one hash); never take it while holding it.
+        """
+        target = self.path(name)
+        make_folder(target.parent, "models.dir")
+        return holding(target.with_name(f".{target.name}.lock"),
+                       f"another livecam process to finish writing model {name}")
+
+    def download_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """The lock whose holder alone writes :meth:`partial_path` (held for a whole fetch;
+        take it before :meth:`lock`, never while holding that)."""
+        target = self.path(name)
+        make_folder(target.parent, "models.dir")
+        return holding(target.with_name(f".{target.name}.part.lock"),
+                       f"another livecam process to finish fetching model {name}")
+
     def _read_json(self, path: Path) -> dict[str, object] | None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -101,14 +144,12 @@ class ModelStore:
             return None
         return data if isinstance(data, dict) else None
 
-    @staticmethod
-    def _identity_of(st: os.stat_result) -> dict[str, int]:
-        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
-                "inode": st.st_ino}
-
-    def write_stamp(self, name: str, sha256: str) -> None:
-        """Record that the file at :meth:`path` has ``sha256`` (and its size, times, inode)."""
-        stamp = {"sha256": sha256, **self._identity_of(self.path(name).stat())}
+    def _write_stamp(self, name: str, hashed: Hashed) -> None:
+        """Record that the file at :meth:`path` is the one ``hashed`` read (under the lock)."""
+        if identity_of(self.path(name).stat()) != hashed.identity:
+            raise ModelError(f"model {name}: {self.path(name)} changed while it was checked; "
+                             "run again once nothing else writes it")
+        stamp = {"sha256": hashed.sha256, **hashed.identity}
         atomic_write(self._stamp_path(name), json.dumps(stamp).encode())
 
     # -- pins: the hash a user vouched for, for models with no published hash ---------------
@@ -196,14 +237,22 @@ class ModelStore:
             raise self.unpinned_error(name, str(path))
         stamp = self._read_json(self._stamp_path(name))
         if (not force and stamp is not None and isinstance(stamp.get("sha256"), str)
-                and all(stamp.get(k) == v for k, v in self._identity_of(path.stat()).items())
+                and all(stamp.get(k) == v for k, v in identity_of(path.stat()).items())
                 and self.acceptable(name, str(stamp["sha256"]))):
             return str(stamp["sha256"])
-        digest = sha256_file(path, progress)
-        if not self.acceptable(name, digest):
-            raise self._mismatch(name, path, digest)
-        self.write_stamp(name, digest)
-        return digest
+        # under the lock, so that the file hashed is the file stamped (or moved aside): no
+        # import can move another in between
+        with self.lock(name):
+            if not path.is_file():
+                raise self.missing_error(name)
+            hashed = hash_file(path, progress)
+            if not hashed.steady:  # a writer in place: the hash is of no one file
+                raise ModelError(f"model {name}: {path} changed while it was checked; run "
+                                 "again once nothing else writes it")
+            if not self.acceptable(name, hashed.sha256):
+                raise self._mismatch(name, path, hashed.sha256)
+            self._write_stamp(name, hashed)
+        return hashed.sha256
 
     def missing_error(self, name: str) -> ModelError:
         return ModelError(
@@ -243,31 +292,56 @@ class ModelStore:
         if not src.is_file():
             raise UsageError(f"{src} is not a file")
         target = self.path(name)
-        in_place = src.resolve() == target.resolve()
-        staged = target if in_place else target.with_name(target.name + ".import")
-        if not in_place:
-            make_folder(target.parent, "models.dir")
+
+        def admit(hashed: Hashed) -> None:
+            if not hashed.steady:  # in place: the user's own file, still being written
+                raise ModelError(f"{src} changed while it was read; not imported: run again "
+                                 "once nothing writes it")
+            self._check_import(name, src, hashed.sha256, trust=trust, replace=replace)
+
+        if src.resolve() == target.resolve():
+            return self.install(name, target, hash_file(target, progress), admit=admit)
+        make_folder(target.parent, "models.dir")
+        # a folder of this import's own beside the model (same file system, so the move into
+        # place is a rename), which no other import writes; the copy gets the usual mode
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.",
+                                        suffix=".import"))
+        staged = staging / target.name
+        try:
             if move:
                 shutil.move(str(src), staged)
             else:
                 shutil.copyfile(src, staged)
-        try:
-            before = self._identity_of(staged.stat())
-            digest = sha256_file(staged, progress)
-            if self._identity_of(staged.stat()) != before:  # in place: the user's own file
-                raise ModelError(f"{src} changed while it was read; not imported: run again "
-                                 "once nothing writes it")
-            self._check_import(name, src, digest, trust=trust, replace=replace)
-        except BaseException:
-            if not in_place:
-                if move:
+            try:
+                return self.install(name, staged, hash_file(staged, progress), admit=admit)
+            except BaseException:
+                if move and staged.exists():
                     shutil.move(str(staged), src)
-                else:
-                    staged.unlink(missing_ok=True)
-            raise
-        if not in_place:
-            os.replace(staged, target)
-        self.write_stamp(name, digest)
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def install(self, name: str, staged: Path, hashed: Hashed, *,
+                admit: Callable[[Hashed], None]) -> Path:
+        """Move ``staged`` into place as model ``name`` and stamp it, under :meth:`lock`.
+
+        ``hashed`` is :func:`hash_file` of ``staged``, a file no other process writes (or
+        :meth:`path` itself, to vouch for it in place). ``admit(hashed)`` runs first, under
+        the lock, and raises to refuse the file (it checks and sets the pin), so the pin, the
+        file and its stamp change together. Returns :meth:`path`.
+        """
+        target = self.path(name)
+        with self.lock(name):
+            admit(hashed)
+            if staged != target:
+                os.replace(staged, target)
+            now = identity_of(target.stat())
+            # a rename keeps the file (size, mtime, inode) but may move its ctime
+            kept = ("size", "mtime_ns", "inode") if staged != target else tuple(now)
+            if any(now[k] != hashed.identity[k] for k in kept):
+                raise ModelError(f"model {name}: {target} changed while it was installed; "
+                                 "run again once nothing else writes it")
+            self._write_stamp(name, Hashed(hashed.sha256, now, True))
         return target
 
     def _check_import(self, name: str, src: Path, digest: str, *, trust: bool,

@@ -1,15 +1,13 @@
-"""Model store and fetch against a local HTTP server on 127.0.0.1 serving a stand-in file."""
+"""Model store and fetch against a local HTTP server on 127.0.0.1 serving a stand-in file
+(tests/engines/store_support.py)."""
 
 from __future__ import annotations
 
 import hashlib
-import http.server
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -17,68 +15,16 @@ import pytest
 from livecam.core.errors import ConfigError, ModelError, UsageError
 from livecam.engines.fetch import fetch_model
 from livecam.engines.manifest import load_manifest, load_manifests
-from livecam.engines.store import ModelStore
+from tests.engines.store_support import Served, serve
+from tests.engines.store_support import make_store as _store
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class Served:
-    payload: bytes
-    cut_first_after: int | None = None  # drop the first connection after this many bytes
-    range_headers: list[str | None] = field(default_factory=list)
-    send_length: bool = True  # Content-Length (some servers and proxies send none)
-
-
-def _handler(served: Served) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            return None
-
-        def do_GET(self) -> None:
-            asked = self.headers.get("Range")
-            served.range_headers.append(asked)
-            data, start = served.payload, 0
-            if asked:
-                start = int(asked.removeprefix("bytes=").split("-")[0])
-                self.send_response(206)
-                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-            else:
-                self.send_response(200)
-            body = data[start:]
-            if served.send_length:
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if served.cut_first_after is not None:
-                self.wfile.write(body[:served.cut_first_after])
-                served.cut_first_after = None
-                self.close_connection = True
-                return
-            self.wfile.write(body)
-
-    return Handler
-
-
 @pytest.fixture
 def server() -> Iterator[tuple[str, Served]]:
-    served = Served(payload=bytes(range(256)) * 4096)  # 1 MiB stand-in "model"
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(served))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/standin.onnx", served
-    httpd.shutdown()
-    httpd.server_close()
-
-
-def _store(tmp_path: Path, url: str, sha256: str | None) -> ModelStore:
-    sha_line = f"    sha256: {sha256}\n" if sha256 else ""
-    (tmp_path / "manifests").mkdir()
-    (tmp_path / "manifests" / "standin.yaml").write_text(
-        "name: standin\nkind: swapper\nfile: standin.onnx\n"
-        f"sources:\n  - url: {url}\n{sha_line}"
-        "inputs:\n  - {name: target, shape: [1, 3, 128, 128]}\n"
-        "outputs:\n  - {name: output, shape: [1, 3, 128, 128]}\n")
-    return ModelStore(tmp_path / "models", load_manifests(tmp_path / "manifests"))
+    with serve(bytes(range(256)) * 4096) as served:  # 1 MiB stand-in "model"
+        yield served
 
 
 def test_fetch_verifies_and_installs(tmp_path: Path, server: tuple[str, Served]) -> None:
