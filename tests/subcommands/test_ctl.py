@@ -99,6 +99,12 @@ def not_http() -> Iterator[str]:
     listener.close()
 
 
+def _one_line_not_livecam(code: int, output: str) -> None:
+    assert code == 1, output
+    assert output.startswith("livecam: error: ") and output.count("\n") == 1, output
+    assert "not a livecam control API" in output
+
+
 ACTIONS = [["status"], ["status", "--json"], ["identities"], ["next"], ["select", "alice"],
            ["bypass", "on"], ["snapshot"], ["delay", "40"]]
 
@@ -110,9 +116,7 @@ def test_another_web_server_on_the_port_is_named_not_livecam(
     # before: a JSONDecodeError, KeyError or TypeError traceback; `next` and `delay` printed
     # a made-up state and exited 0; a 404 page said 'File not found' (exit 2)
     code, output = ctl(capsys, token_file, "--url", web_server, *action)
-    assert code == 1, output
-    assert output.startswith("livecam: error: ") and output.count("\n") == 1, output
-    assert "not a livecam control API" in output
+    _one_line_not_livecam(code, output)
 
 
 @pytest.mark.parametrize("action", [["status"], ["next"]], ids=" ".join)
@@ -121,9 +125,7 @@ def test_a_service_that_is_not_http_is_named_not_livecam(
         action: list[str]) -> None:
     # before: an http.client.BadStatusLine traceback
     code, output = ctl(capsys, token_file, "--url", not_http, *action)
-    assert code == 1, output
-    assert output.startswith("livecam: error: ") and output.count("\n") == 1, output
-    assert "not a livecam control API" in output
+    _one_line_not_livecam(code, output)
 
 
 @pytest.mark.parametrize("url", ["localhost:8765", "foo", "http://[::1", "ftp://127.0.0.1:1",
