@@ -194,9 +194,13 @@ def test_two_fetches_at_once_leave_one_whole_verified_file(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_processes_importing_and_fetching_one_model_at_once(tmp_path: Path) -> None:
+def test_processes_importing_and_fetching_one_model_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three processes, started together: two import two good copies in turn, one fetches;
     none may fail, and what is left is one whole file stamped with its own hash."""
+    # a spawned process imports the worker by its module name with the parent's sys.path; a
+    # plain `pytest` (importlib mode) has not put the repository there
+    monkeypatch.syspath_prepend(str(REPO))
     a, _ = two_payloads(2)
     with serve(a) as (url, _served):
         store, src_a, src_b = _two_good_copies(tmp_path, url)
