@@ -125,7 +125,10 @@ def worker(tmp_path: Path, role: str, sources: list[Path], url: str, rounds: int
     for i in range(rounds):
         try:
             if role == "fetch":
-                store.path("standin").unlink(missing_ok=True)
+                # as livecam's own writers do: under the model's lock (unlinked without it, an
+                # import between its move and its stamp found no file: a test-made race)
+                with store.lock("standin"):
+                    store.path("standin").unlink(missing_ok=True)
                 fetch_model(store, "standin", retries=1)
             else:
                 store.adopt("standin", sources[i % len(sources)])
