@@ -14,7 +14,7 @@ import multiprocessing
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -73,12 +73,31 @@ def _said_waiting(event: threading.Event) -> Iterator[None]:
         logging.getLogger("livecam.engines").removeHandler(said)
 
 
-def _run_together(first: threading.Thread, second: threading.Thread) -> None:
-    first.start()
-    second.start()
-    for thread in (first, second):
+def _run_together(first: Callable[[], object], second: Callable[[], object], *,
+                  then: threading.Event) -> list[BaseException]:
+    """``first`` and ``second`` on threads of their own, ``then`` set once ``second`` ends
+    (however it ends); what either raised."""
+    errors: list[BaseException] = []
+
+    def guarded(fn: Callable[[], object], done: threading.Event | None) -> threading.Thread:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                if done is not None:
+                    done.set()
+
+        return threading.Thread(target=run)
+
+    threads = [guarded(first, None), guarded(second, then)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
         thread.join(WAIT_S)
         assert not thread.is_alive(), "a writer never finished"
+    return errors
 
 
 def test_an_import_overtaken_by_another_still_installs_its_own_whole_file(
@@ -88,29 +107,18 @@ def test_an_import_overtaken_by_another_still_installs_its_own_whole_file(
     (FileNotFoundError)."""
     store, src_a, src_b = _two_good_copies(tmp_path)
     a_hashed, b_done = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
 
     def pause_once_hashed(done: int, total: int | None) -> None:
         if done == total and not a_hashed.is_set():
             a_hashed.set()
             assert b_done.wait(WAIT_S)
 
-    def import_a() -> None:
-        try:
-            store.adopt("standin", src_a, progress=pause_once_hashed)
-        except BaseException as exc:
-            errors.append(exc)
-
     def import_b() -> None:
-        try:
-            assert a_hashed.wait(WAIT_S)
-            store.adopt("standin", src_b)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            b_done.set()
+        assert a_hashed.wait(WAIT_S)
+        store.adopt("standin", src_b)
 
-    _run_together(threading.Thread(target=import_a), threading.Thread(target=import_b))
+    errors = _run_together(lambda: store.adopt("standin", src_a, progress=pause_once_hashed),
+                           import_b, then=b_done)
     assert errors == []
     assert store.path("standin").read_bytes() == src_a.read_bytes()  # A moved in last
     _assert_installed_and_stamped_together(store, {src_a.read_bytes()})
@@ -125,7 +133,6 @@ def test_a_check_overtaken_by_an_import_does_not_stamp_the_new_file_with_the_old
     store, src_a, src_b = _two_good_copies(tmp_path)
     store.adopt("standin", src_a)
     hashed, imported = threading.Event(), threading.Event()  # imported: or waits to
-    errors: list[BaseException] = []
     results: list[str] = []
 
     def pause_once_hashed(done: int, total: int | None) -> None:
@@ -134,22 +141,14 @@ def test_a_check_overtaken_by_an_import_does_not_stamp_the_new_file_with_the_old
             assert imported.wait(WAIT_S)
 
     def check() -> None:
-        try:
-            results.append(store.verify("standin", force=True, progress=pause_once_hashed))
-        except BaseException as exc:
-            errors.append(exc)
+        results.append(store.verify("standin", force=True, progress=pause_once_hashed))
 
     def import_b() -> None:
-        try:
-            assert hashed.wait(WAIT_S)
-            store.adopt("standin", src_b)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            imported.set()
+        assert hashed.wait(WAIT_S)
+        store.adopt("standin", src_b)
 
     with _said_waiting(imported):
-        _run_together(threading.Thread(target=check), threading.Thread(target=import_b))
+        errors = _run_together(check, import_b, then=imported)
     assert errors == []
     assert results in ([sha(src_a.read_bytes())], [sha(src_b.read_bytes())])
     _assert_installed_and_stamped_together(store, {src_b.read_bytes()})
@@ -163,30 +162,20 @@ def test_two_fetches_at_once_leave_one_whole_verified_file(tmp_path: Path) -> No
         write_manifest(tmp_path, [(url, sha(payload))])
         store = open_store(tmp_path)
         a_started, b_moved_on = threading.Event(), threading.Event()
-        errors: list[BaseException] = []
 
         def pause_once_started(done: int, total: int | None) -> None:
             if not a_started.is_set():
                 a_started.set()
                 assert b_moved_on.wait(WAIT_S)  # B finished, or B waits for A
 
-        def fetch_a() -> None:
-            try:
-                fetch_model(store, "standin", progress=pause_once_started, retries=1)
-            except BaseException as exc:
-                errors.append(exc)
-
         def fetch_b() -> None:
-            try:
-                assert a_started.wait(WAIT_S)
-                fetch_model(store, "standin", retries=1)
-            except BaseException as exc:
-                errors.append(exc)
-            finally:
-                b_moved_on.set()
+            assert a_started.wait(WAIT_S)
+            fetch_model(store, "standin", retries=1)
 
         with _said_waiting(b_moved_on):
-            _run_together(threading.Thread(target=fetch_a), threading.Thread(target=fetch_b))
+            errors = _run_together(
+                lambda: fetch_model(store, "standin", progress=pause_once_started, retries=1),
+                fetch_b, then=b_moved_on)
         assert errors == []
         _assert_installed_and_stamped_together(store, {payload})
         assert leftovers(store) == []
