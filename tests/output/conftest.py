@@ -60,11 +60,20 @@ class XScreen:
         pixels = np.frombuffer(image.data, np.uint8)  # 24-bit depth: 32 bpp, B G R pad
         return pixels.reshape(geometry.height, geometry.width, 4)[:, :, :3].copy()
 
-    def focus(self, window: Any) -> None:
+    def focus(self, window: Any, timeout_s: float = 30.0) -> None:
+        """Give ``window`` the keyboard focus and wait until the server reports it there. A
+        focus set while the toolkit still remaps its window reverts to the root, and keys
+        typed then go nowhere."""
         from Xlib import X
 
-        window.set_input_focus(X.RevertToParent, X.CurrentTime)
-        self.display.sync()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            window.set_input_focus(X.RevertToParent, X.CurrentTime)
+            self.display.sync()
+            if self.display.get_input_focus().focus == window:
+                return
+            assert time.monotonic() < deadline, "the window never took the keyboard focus"
+            time.sleep(0.05)
 
     def press(self, char: str, modifiers: tuple[str, ...] = ()) -> None:
         """Press and release the key that types ``char`` while holding ``modifiers`` (keysym

@@ -147,6 +147,16 @@ def add_identities(lib: Path, names: tuple[str, ...]) -> None:
         library.add(name, [photo], force=True)
 
 
+def wait_for_a_frame(xscreen: XScreen, window: Any, proc: subprocess.Popen[str],
+                     timeout_s: float = 60.0) -> None:
+    """Until the window shows an input frame: its GUI loop is then running, drawing and reading
+    keys. Typed before that, a key can reach a window the toolkit has not finished showing."""
+    deadline = time.monotonic() + timeout_s
+    while decode(xscreen.grab_bgr(window)) is None:
+        assert time.monotonic() < deadline and proc.poll() is None, "no frame was drawn"
+        time.sleep(0.01)
+
+
 def api_status(port: int, token_file: Path) -> dict[str, Any]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/status",
@@ -182,6 +192,7 @@ def test_keys_in_the_window_switch_identities_bypass_and_quit(
                      "--set", f"control.token_file={token_file}") as proc:
         window = xscreen.find_window("livecam")
         wait_for_status(port, token_file, proc, {"active_identity": "alice", "bypass": False})
+        wait_for_a_frame(xscreen, window, proc)
         xscreen.focus(window)
         for key, want in (("2", {"active_identity": "bob"}), ("n", {"active_identity": "alice"}),
                           ("p", {"active_identity": "bob"}), ("b", {"bypass": True}),
@@ -200,10 +211,7 @@ def test_closing_the_window_ends_the_run(xscreen: XScreen, coded_clip: Path,
     with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}",
                      "--set", "control.api=false") as proc:
         window = xscreen.find_window("livecam")
-        deadline = time.monotonic() + 60
-        while decode(xscreen.grab_bgr(window)) is None:
-            assert time.monotonic() < deadline and proc.poll() is None, "no frame was drawn"
-            time.sleep(0.01)
+        wait_for_a_frame(xscreen, window, proc)
         xscreen.close_window(window)
         rc, err = finish(proc)
     assert rc == 0, err[-3000:]
@@ -223,6 +231,7 @@ def test_a_global_combo_pressed_in_the_window_acts_once(
                      "--set", f"control.token_file={token_file}", hotkeys=True) as proc:
         window = xscreen.find_window("livecam")
         start = wait_for_status(port, token_file, proc, {"active_identity": "alice"})
+        wait_for_a_frame(xscreen, window, proc)
         xscreen.focus(window)
         xscreen.press("b", modifiers=("Control_L", "Alt_L"))
         wait_for_status(port, token_file, proc, {"bypass": True})
