@@ -2,7 +2,8 @@
 
 JSON layout: ``{"input": ..., "width": W, "height": H, "fps": F, "config": {analysis...},
 "frames": [{"index": i, "faces": [{"track_id", "box_xyxy", "score", "keypoints_xy",
-"landmarks_xy", "landmarks_z"}]}]}`` (pixels; landmarks rounded to 0.01 px).
+"landmarks_xy", "landmarks_z"}]}], "complete": bool}`` (pixels; landmarks rounded to 0.01 px;
+``complete`` is false when Ctrl-C stopped it: the frames analysed until then are kept).
 With ``--output file:debug.mp4`` the frames are also drawn (boxes, ids, landmarks).
 """
 
@@ -12,6 +13,10 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
+import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +68,14 @@ def _draw(image_bgr: Any, faces: Any) -> Any:
     return out
 
 
+PROGRESS_EVERY_S = 2.0
+
+
 def run(args: argparse.Namespace) -> int:
     from livecam.analysis import build_stages
     from livecam.capture import make_source, parse_input
     from livecam.core.errors import OutputError, UsageError
     from livecam.core.files import atomic_write
-    from livecam.core.types import Frame, Packet
 
     config = config_from_args(args)
     spec = parse_input(args.input)
@@ -77,11 +84,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json.is_dir():
         raise UsageError(f"--json {args.json} is a folder: give a file name, such as "
                          f"{args.json / 'analysis.json'}")
+    if spec.kind in ("file", "image"):
+        target = Path(spec.target)
+        if target.is_dir():
+            what = "a video file" if spec.kind == "file" else "an image file"
+            raise UsageError(f"--input {args.input} is a folder: give {what}")
+        if not target.is_file():
+            raise UsageError(f"--input {args.input}: no such file")
+    _check_writable(args.json)  # before the work, not after it
     limit = args.frames if args.frames is not None else (None if spec.kind == "file" else 1)
-    if spec.kind == "file" and not Path(spec.target).is_file():
-        raise UsageError(f"--input {args.input}: no such file")
-    if spec.kind == "image" and not Path(spec.target).is_file():
-        raise UsageError(f"--input {args.input}: no such file")
     source = make_source(spec, config.capture)
     sink = None
     if args.output:
@@ -90,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         sink = make_sink(parse_output(args.output), config.output)
     stages = build_stages(config)
     frames_out: list[dict[str, Any]] = []
+    complete = True
     source.open()
     try:
         width, height = source.size_px
@@ -98,20 +110,10 @@ def run(args: argparse.Namespace) -> int:
             stage.open()
         if sink is not None:
             sink.open(width=width, height=height, fps=fps)
-        index = 0
-        while limit is None or index < limit:
-            image = source.read()
-            if image is None:
-                break
-            packet = Packet.from_frame(Frame(index, 0, image))
-            for stage in stages:
-                packet = stage.process(packet)
-            faces = packet.faces
-            frames_out.append({"index": index,
-                               "faces": [_face_json(faces, i) for i in range(len(faces))]})
-            if sink is not None:
-                sink.send(_draw(packet.image_bgr, faces))
-            index += 1
+        try:
+            _analyse(source, stages, sink, limit, frames_out)
+        except KeyboardInterrupt:  # keep what was analysed: written below, marked incomplete
+            complete = False
     finally:
         for stage in stages:
             stage.close()
@@ -119,11 +121,56 @@ def run(args: argparse.Namespace) -> int:
             sink.close()
         source.close()
     doc = {"input": args.input, "width": width, "height": height, "fps": fps,
-           "config": {"analysis": dataclasses.asdict(config.analysis)}, "frames": frames_out}
+           "config": {"analysis": dataclasses.asdict(config.analysis)}, "complete": complete,
+           "frames": frames_out}
     try:
         atomic_write(args.json, json.dumps(doc).encode("utf-8"))
     except OSError as exc:  # a full disk, a folder that cannot be written
         raise OutputError(f"cannot write {args.json}: {exc.strerror or exc}") from None
     n_faces = sum(len(f["faces"]) for f in frames_out)
-    print(f"livecam analyze: {len(frames_out)} frames, {n_faces} faces -> {args.json}")
-    return 0
+    stopped = "" if complete else " (interrupted: the frames analysed until Ctrl-C)"
+    print(f"livecam analyze: {len(frames_out)} frames, {n_faces} faces -> {args.json}{stopped}")
+    return 0 if complete else 130
+
+
+def _check_writable(path: Path) -> None:
+    """Raise OutputError unless a file can be made beside ``path`` (its folder made first)."""
+    from livecam.core.errors import OutputError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _analyse(source: Any, stages: list[Any], sink: Any, limit: int | None,
+             frames_out: list[dict[str, Any]]) -> None:
+    """Read, analyse and (with ``sink``) draw frames into ``frames_out`` until the input ends
+    or ``limit`` frames; a progress line on stderr every PROGRESS_EVERY_S."""
+    from livecam.core.types import Frame, Packet
+
+    t_start = t_said = time.monotonic()
+    index = 0
+    while limit is None or index < limit:
+        image = source.read()
+        if image is None:
+            break
+        packet = Packet.from_frame(Frame(index, 0, image))
+        for stage in stages:
+            packet = stage.process(packet)
+        faces = packet.faces
+        frames_out.append({"index": index,
+                           "faces": [_face_json(faces, i) for i in range(len(faces))]})
+        if sink is not None:
+            sink.send(_draw(packet.image_bgr, faces))
+        index += 1
+        now = time.monotonic()
+        if now - t_said >= PROGRESS_EVERY_S:
+            t_said = now
+            of = f" of {limit}" if limit is not None else ""
+            print(f"livecam analyze: {index}{of} frames analysed "
+                  f"({index / (now - t_start):.1f} frames/s; Ctrl-C stops and keeps them)",
+                  file=sys.stderr, flush=True)

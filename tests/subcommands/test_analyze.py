@@ -114,3 +114,71 @@ def test_a_json_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in run.stderr, run.stderr
     assert f"livecam: error: cannot write {out}: File too large" in run.stderr, run.stderr
     assert not out.exists() and list(tmp_path.glob(".out.json.*")) == []  # nothing half-written
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_analysis(
+        tmp_path: Path, clip: tuple[Path, np.ndarray]) -> None:
+    """Before: the whole input was analysed (and the debug video written) before the JSON's
+    folder turned out not to be writable. Now nothing runs: no debug video is made."""
+    path, _ = clip
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("a file, not a folder")
+    video = tmp_path / "debug.mp4"
+    run = livecam("analyze", "--input", f"file:{path}", "--json", str(a_file / "faces.json"),
+                  "--output", f"file:{video}")
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"cannot write {a_file / 'faces.json'}" in run.stderr, run.stderr
+    assert not video.exists()  # refused before the input was opened
+
+
+def test_an_input_naming_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for kind in ("image", "file"):
+        run = livecam("analyze", "--input", f"{kind}:{folder}", "--json",
+                      str(tmp_path / "o.json"))
+        assert run.returncode == 2, run.stderr
+        assert f"--input {kind}:{folder} is a folder" in run.stderr, run.stderr
+
+
+def test_ctrl_c_keeps_the_frames_analysed_so_far(tmp_path: Path) -> None:
+    """A long analysis interrupted with Ctrl-C wrote nothing before: every frame analysed was
+    lost. Now the JSON holds them, marked incomplete, and the exit status is 130."""
+    import signal
+    import threading
+
+    out = tmp_path / "faces.json"
+    proc = subprocess.Popen([sys.executable, "-m", "livecam.cli", "analyze", "--input",
+                             "synthetic:160x120", "--frames", "1000000", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    progress = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "frames analysed" in line:
+                progress.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert progress.wait(120), "no progress line: " + "".join(lines[-20:])
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()
+        proc.wait(timeout=120)
+        reader.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(lines)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False and len(doc["frames"]) >= 1
+    assert [f["index"] for f in doc["frames"]] == list(range(len(doc["frames"])))
+    assert f"{len(doc['frames'])} frames" in stdout + err, (stdout, err[-2000:])
