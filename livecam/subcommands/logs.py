@@ -60,6 +60,21 @@ class _Handler(logging.StreamHandler[IO[str]]):
         super().handleError(record)  # a bad log call: say so (JSON too, through the capture)
 
 
+NATIVE_LOGGER = "native"  # the logger of lines C libraries write to stderr (JSON logs)
+
+
+class _QuietLibraries(logging.Filter):
+    """Below WARNING, only livecam's records and the native capture's lines (already levelled
+    from what they say) pass, unless the root level is DEBUG: another library's INFO record
+    (matplotlib's "generated new fontManager") is not for the user's console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return (record.levelno >= logging.WARNING
+                or logging.getLogger().level <= logging.DEBUG
+                or record.name in ("livecam", NATIVE_LOGGER)
+                or record.name.startswith("livecam."))
+
+
 # glog/absl ("W0000 00:00:..."), else the first level word: OpenCV ("[ WARN:0@1.2]"), TFLite
 # ("INFO: ..."), libpng ("libpng warning: tEXt: CRC error"), FFmpeg ("[h264 @ 0x..] error ...")
 _GLOG = re.compile(r"^([IWEF])\d{4} ")
@@ -97,7 +112,7 @@ class NativeStderr:
 
     _MAX_LINE_BYTES = 64 * 1024
 
-    def __init__(self, name: str = "native") -> None:
+    def __init__(self, name: str = NATIVE_LOGGER) -> None:
         self._log = logging.getLogger(name)
         self._saved_fd = -1
         self._write_fd = -1
@@ -215,5 +230,6 @@ def setup_logging(level: str, *, json_lines: bool = False) -> None:
         fmt = logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
         fmt.converter = time.localtime
         handler.setFormatter(fmt)
+    handler.addFilter(_QuietLibraries())
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -142,3 +142,22 @@ def test_back_to_plain_lines_ends_the_capture() -> None:
 ])
 def test_native_lines_get_the_level_they_say(line: str, level: int) -> None:
     assert native_level(line) == level
+
+
+@pytest.mark.parametrize("json_lines_on", [False, True])
+def test_other_libraries_info_lines_stay_out_of_the_log_unless_debugging(
+        json_lines_on: bool) -> None:
+    """Before: at the default INFO level a library's own INFO records reached the user's
+    console (matplotlib's "generated new fontManager" on the first `livecam analyze`). Now
+    only livecam's INFO lines and everyone's warnings show; --log-level DEBUG shows all."""
+    code = """
+        import logging
+        logging.getLogger("matplotlib.font_manager").info("generated new fontManager")
+        logging.getLogger("matplotlib.font_manager").warning("a library's warning")
+        logging.getLogger("livecam.run").info("livecam's own line")
+    """
+    quiet = run_child(code, json_lines=json_lines_on)
+    assert "generated new fontManager" not in quiet.stderr, quiet.stderr
+    assert "a library's warning" in quiet.stderr and "livecam's own line" in quiet.stderr
+    loud = run_child(code, level="DEBUG", json_lines=json_lines_on)
+    assert "generated new fontManager" in loud.stderr, loud.stderr
