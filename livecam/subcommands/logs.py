@@ -60,6 +60,7 @@ class _Handler(logging.StreamHandler[IO[str]]):
         super().handleError(record)  # a bad log call: say so (JSON too, through the capture)
 
 
+_USERS_OPENCV_LEVEL = os.environ.get("OPENCV_LOG_LEVEL")  # as the process started
 NATIVE_LOGGER = "native"  # the logger of lines C libraries write to stderr (JSON logs)
 
 
@@ -233,3 +234,17 @@ def setup_logging(level: str, *, json_lines: bool = False) -> None:
     handler.addFilter(_QuietLibraries())
     root.handlers[:] = [handler]
     root.setLevel(level)
+    _quiet_opencv(debug=root.level <= logging.DEBUG)
+
+
+def _quiet_opencv(*, debug: bool) -> None:
+    """OpenCV's own log at errors only (its warnings repeat what livecam says in one line:
+    "can't open camera by index" before "camera 99 cannot be opened"), all of it with DEBUG.
+    An ``OPENCV_LOG_LEVEL`` the user set stays theirs."""
+    if _USERS_OPENCV_LEVEL is not None:
+        return
+    os.environ["OPENCV_LOG_LEVEL"] = "DEBUG" if debug else "ERROR"  # read when cv2 loads
+    if "cv2" in sys.modules:
+        import cv2
+
+        cv2.setLogLevel(5 if debug else 2)  # cv::utils::logging::LOG_LEVEL_DEBUG, _ERROR

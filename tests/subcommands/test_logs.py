@@ -161,3 +161,20 @@ def test_other_libraries_info_lines_stay_out_of_the_log_unless_debugging(
     assert "a library's warning" in quiet.stderr and "livecam's own line" in quiet.stderr
     loud = run_child(code, level="DEBUG", json_lines=json_lines_on)
     assert "generated new fontManager" in loud.stderr, loud.stderr
+
+
+def test_a_camera_that_cannot_open_is_livecams_one_line_alone(tmp_path: Path) -> None:
+    """Before: OpenCV's own "[ WARN:0@0.9] global cap_v4l.cpp:913 open VIDEOIO(V4L2:
+    /dev/video99): can't open camera by index" lines came first. OpenCV's log now shows its
+    errors only, unless --log-level DEBUG (no camera 99 exists on a test machine)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENCV_LOG_LEVEL"}
+    run = subprocess.run(
+        [sys.executable, "-m", "livecam.cli", "run", "--input", "camera:99", "--output", "null",
+         "--frames", "1", "--set", "control.api=false", "--set", "control.hotkeys=false",
+         "--set", f"identity.library_dir={tmp_path / 'lib'}"],
+        capture_output=True, text=True, timeout=180, env=env)
+    assert run.returncode == 1, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("livecam: error: camera 99"), run.stderr
