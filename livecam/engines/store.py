@@ -22,7 +22,9 @@ the file under the same lock, taking the stamp's identity from the handle it rea
 ``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows), which the
 system drops when their process dies, so a process killed in the middle leaves no lock behind;
 what it leaves (a copy in its import folder, a ``.part``) is never what
-:meth:`ModelStore.verify` reads.
+:meth:`ModelStore.verify` reads. A wait for a lock another process holds is said after a
+second and given up after ``lock_wait_s`` (``models.lock_wait_s``), with
+:class:`ModelBusyError` saying what to do (:mod:`livecam.engines.store_locks`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,29 +51,12 @@ from livecam.engines.model_hash import (
     identity_of,
     sha256_file,
 )
+from livecam.engines.store_locks import DEFAULT_LOCK_WAIT_S, ModelBusyError, holding
 
-__all__ = ["CHUNK_BYTES", "Hashed", "ModelStatus", "ModelStore", "ProgressFn", "default_models_dir",
-           "hash_file", "holding", "sha256_file"]
+__all__ = ["CHUNK_BYTES", "Hashed", "ModelBusyError", "ModelStatus", "ModelStore", "ProgressFn",
+           "default_models_dir", "hash_file", "sha256_file"]
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def holding(lock_path: Path, waiting_for: str) -> Iterator[None]:
-    """Hold the file lock ``lock_path`` (between processes, and between threads of one),
-    logging ``waiting for <waiting_for>`` when another holder makes this one wait."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log.warning("waiting for %s", waiting_for)
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def default_models_dir() -> Path:
@@ -95,12 +80,15 @@ class ModelStore:
     """Model files under ``models_dir`` described by ``manifests`` (name -> manifest).
 
     Cheap to construct; methods touch the disk. Any thread of any process may call them at
-    any time: writes of one model take its lock (see the module's docstring).
+    any time: writes of one model take its lock (see the module's docstring), waiting at most
+    ``lock_wait_s`` for another process that holds it (:class:`ModelBusyError`).
     """
 
-    def __init__(self, models_dir: str | Path, manifests: Mapping[str, ModelManifest]) -> None:
+    def __init__(self, models_dir: str | Path, manifests: Mapping[str, ModelManifest], *,
+                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.models_dir = Path(models_dir)
         self.manifests = dict(manifests)
+        self.lock_wait_s = lock_wait_s
 
     def manifest(self, name: str) -> ModelManifest:
         try:
@@ -120,22 +108,23 @@ class ModelStore:
         return self.path(name).with_name(self.path(name).name + ".sha256.json")
 
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
-        """The lock over model ``name``'s installed file, stamp and pin (``with``; blocks).
+        """The lock over model ``name``'s installed file, stamp and pin (``with``; waits at most
+        :attr:`lock_wait_s`, then :class:`ModelBusyError`).
 
         Held for short steps (a pin check, a move, one hash); never take it while holding it.
         """
         target = self.path(name)
         make_folder(target.parent, "models.dir")
         return holding(target.with_name(f".{target.name}.lock"),
-                       f"another livecam process to finish writing model {name}")
+                       f"writing or checking model {name}", wait_s=self.lock_wait_s)
 
     def download_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """The lock whose holder alone writes :meth:`partial_path` (held for a whole fetch;
-        take it before :meth:`lock`, never while holding that)."""
+        take it before :meth:`lock`, never while holding that; waits as :meth:`lock` does)."""
         target = self.path(name)
         make_folder(target.parent, "models.dir")
         return holding(target.with_name(f".{target.name}.part.lock"),
-                       f"another livecam process to finish fetching model {name}")
+                       f"fetching model {name}", wait_s=self.lock_wait_s)
 
     def _read_json(self, path: Path) -> dict[str, object] | None:
         try:
@@ -166,10 +155,9 @@ class ModelStore:
         return None
 
     def set_pin(self, name: str, sha256: str, source: str) -> None:
-        from filelock import FileLock
-
         make_folder(self.models_dir, "models.dir")
-        with FileLock(str(self.models_dir / ".pins.lock")):
+        with holding(self.models_dir / ".pins.lock", "pinning a model's sha256",
+                     wait_s=self.lock_wait_s):
             pins = self._read_json(self._pins_path) or {}
             old = pins.get(name)
             pins[name] = {"sha256": sha256, "pinned": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -272,6 +260,8 @@ class ModelStore:
             return ModelStatus(name, path, False, False, None, "not installed")
         try:
             digest = self.verify(name, force=rehash, progress=progress)
+        except ModelBusyError:
+            raise  # says nothing about the file
         except (ModelError, UsageError) as exc:
             return ModelStatus(name, path, path.is_file(), False, None, str(exc))
         pinned = "" if self.manifest(name).accepted_sha256 else " (pinned sha256)"

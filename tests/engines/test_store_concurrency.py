@@ -61,7 +61,7 @@ def _said_waiting(event: threading.Event) -> Iterator[None]:
 
     class Said(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "waiting for another livecam" in record.getMessage():
+            if "another livecam process is" in record.getMessage():
                 event.set()
 
     said = Said()
