@@ -97,6 +97,7 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
     :class:`UsageError` before downloading a model nothing can check unless ``trust``.
     """
     manifest = store.manifest(name)
+    store.tidy()  # what killed imports and fetches left
     # the .part is written only by the holder of this lock: a second fetch waits, then finds
     # the model installed (a process killed while it holds it leaves its .part to resume)
     with store.download_lock(name):
@@ -106,6 +107,7 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
             try:
                 store.verify(name, force=True, progress=progress)
                 log.info("model %s is already installed and verified at %s", name, target)
+                part.unlink(missing_ok=True)  # never to be resumed: the model is there
                 return target
             except ModelBusyError:
                 raise  # another process holds the model: says nothing about the file

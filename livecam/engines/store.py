@@ -22,9 +22,12 @@ the file under the same lock, taking the stamp's identity from the handle it rea
 ``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows), which the
 system drops when their process dies, so a process killed in the middle leaves no lock behind;
 what it leaves (a copy in its import folder, a ``.part``) is never what
-:meth:`ModelStore.verify` reads. A wait for a lock another process holds is said after a
-second and given up after ``lock_wait_s`` (``models.lock_wait_s``), with
-:class:`ModelBusyError` saying what to do (:mod:`livecam.engines.store_locks`).
+:meth:`ModelStore.verify` reads, and a later import, fetch or ``models verify`` removes it
+once no process uses it and, for a ``.part``, no fetch will resume it
+(:mod:`livecam.engines.leftovers`, :meth:`ModelStore.tidy`). A wait for a lock another
+process holds is said after a second and given up after ``lock_wait_s``
+(``models.lock_wait_s``), with :class:`ModelBusyError` saying what to do
+(:mod:`livecam.engines.store_locks`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +44,11 @@ from pathlib import Path
 
 from livecam.core.errors import ModelError, UsageError
 from livecam.core.files import atomic_write, make_folder
+from livecam.engines.leftovers import (
+    remove_abandoned,
+    remove_unused_partial,
+    staging_folder,
+)
 from livecam.engines.manifest import ModelManifest
 from livecam.engines.model_hash import (
     CHUNK_BYTES,
@@ -121,10 +128,12 @@ class ModelStore:
     def download_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """The lock whose holder alone writes :meth:`partial_path` (held for a whole fetch;
         take it before :meth:`lock`, never while holding that; waits as :meth:`lock` does)."""
-        target = self.path(name)
-        make_folder(target.parent, "models.dir")
-        return holding(target.with_name(f".{target.name}.part.lock"),
-                       f"fetching model {name}", wait_s=self.lock_wait_s)
+        make_folder(self.path(name).parent, "models.dir")
+        return holding(self._download_lock_path(name), f"fetching model {name}",
+                       wait_s=self.lock_wait_s)
+
+    def _download_lock_path(self, name: str) -> Path:
+        return self.path(name).with_name(f".{self.path(name).name}.part.lock")
 
     def _read_json(self, path: Path) -> dict[str, object] | None:
         try:
@@ -223,11 +232,9 @@ class ModelStore:
             raise self.missing_error(name)
         if not self.expected_sha256(name):
             raise self.unpinned_error(name, str(path))
-        stamp = self._read_json(self._stamp_path(name))
-        if (not force and stamp is not None and isinstance(stamp.get("sha256"), str)
-                and all(stamp.get(k) == v for k, v in identity_of(path.stat()).items())
-                and self.acceptable(name, str(stamp["sha256"]))):
-            return str(stamp["sha256"])
+        vouched = None if force else self._stamped_sha256(name)
+        if vouched is not None:
+            return vouched
         # under the lock, so that the file hashed is the file stamped (or moved aside): no
         # import can move another in between
         with self.lock(name):
@@ -241,6 +248,37 @@ class ModelStore:
                 raise self._mismatch(name, path, hashed.sha256)
             self._write_stamp(name, hashed)
         return hashed.sha256
+
+    def _stamped_sha256(self, name: str) -> str | None:
+        """The sha256 the stamp gives the installed file, when its size, mtime, ctime and inode
+        are the stamp's and the hash is accepted; else None (not installed, or to be hashed)."""
+        stamp = self._read_json(self._stamp_path(name))
+        try:
+            now = identity_of(self.path(name).stat())
+        except OSError:
+            return None
+        if (stamp is not None and isinstance(stamp.get("sha256"), str)
+                and all(stamp.get(k) == v for k, v in now.items())
+                and self.acceptable(name, str(stamp["sha256"]))):
+            return str(stamp["sha256"])
+        return None
+
+    def remove_stale_partial(self, name: str) -> None:
+        """Remove the ``.part`` of model ``name`` when no fetch will resume it: the model is
+        installed and its stamp vouches for it (a fetch then stops before the download), and
+        no fetch is writing it (its download lock is free). Any thread."""
+        part = self.partial_path(name)
+        if part.exists() and self._stamped_sha256(name) is not None:
+            remove_unused_partial(part, self._download_lock_path(name), name)
+
+    def tidy(self) -> None:
+        """Remove what killed imports and fetches left in the store and nothing will use:
+        import folders whose import is gone, the ``.part`` of installed models (see
+        :func:`livecam.engines.leftovers.remove_abandoned`, :meth:`remove_stale_partial`)."""
+        for folder in dict.fromkeys(self.path(name).parent for name in self.manifests):
+            remove_abandoned(folder, wait_s=self.lock_wait_s)
+        for name in self.manifests:
+            self.remove_stale_partial(name)
 
     def missing_error(self, name: str) -> ModelError:
         return ModelError(
@@ -294,22 +332,20 @@ class ModelStore:
         make_folder(target.parent, "models.dir")
         # a folder of this import's own beside the model (same file system, so the move into
         # place is a rename), which no other import writes; the copy gets the usual mode
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.",
-                                        suffix=".import"))
-        staged = staging / target.name
-        try:
+        with staging_folder(target.parent, target.name, wait_s=self.lock_wait_s) as staging:
+            staged = staging / target.name
             if move:
                 shutil.move(str(src), staged)
             else:
                 shutil.copyfile(src, staged)
             try:
-                return self.install(name, staged, hash_file(staged, progress), admit=admit)
+                self.install(name, staged, hash_file(staged, progress), admit=admit)
             except BaseException:
                 if move and staged.exists():
                     shutil.move(str(staged), src)
                 raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        self.remove_stale_partial(name)
+        return target
 
     def install(self, name: str, staged: Path, hashed: Hashed, *,
                 admit: Callable[[Hashed], None]) -> Path:
