@@ -298,9 +298,7 @@ class ModelStore:
             return ModelStatus(name, path, False, False, None, "not installed")
         try:
             digest = self.verify(name, force=rehash, progress=progress)
-        except ModelBusyError:
-            raise  # says nothing about the file
-        except (ModelError, UsageError) as exc:
+        except (ModelError, UsageError) as exc:  # ModelBusyError too: not verified, and why
             return ModelStatus(name, path, path.is_file(), False, None, str(exc))
         pinned = "" if self.manifest(name).accepted_sha256 else " (pinned sha256)"
         return ModelStatus(name, path, True, True, digest, f"verified{pinned}")

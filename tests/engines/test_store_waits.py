@@ -65,6 +65,31 @@ def test_a_held_lock_is_waited_for_in_one_line_then_given_up_in_one_line(
     assert served.range_headers == []  # the second fetch downloaded nothing
 
 
+def test_models_verify_says_which_model_it_could_not_check_and_moves_nothing(
+        tmp_path: Path) -> None:
+    """A model held by another process is not verified, says why, and is not set aside as a
+    bad file; ``models verify`` goes on to the next model and exits 1."""
+    payload, _ = two_payloads(1)
+    write_manifest(tmp_path, [("http://127.0.0.1:9/none", sha(payload))])
+    store = open_store(tmp_path)
+    src = tmp_path / "copy.onnx"
+    src.write_bytes(payload)
+    store.adopt("standin", src)
+    with paused(tmp_path, "hold", str(store.models_dir / ".standin.onnx.lock")):
+        run = subprocess.run(
+            [sys.executable, "-m", "livecam.cli", "models", "verify",
+             "--set", f"models.dir={store.models_dir}",
+             "--set", f"models.manifests_dir={tmp_path / 'manifests'}",
+             "--set", f"models.lock_wait_s={WAIT_S}"],
+            capture_output=True, text=True, timeout=BOUND_S, env=worker_env())
+    assert run.returncode == 1, run.stderr
+    assert "FAILED" in run.stdout and "another livecam process is still" in run.stdout
+    assert "Traceback" not in run.stderr
+    assert store.path("standin").read_bytes() == payload
+    assert not (store.models_dir / "rejected").exists()
+    assert store.verify("standin", force=True) == sha(payload)
+
+
 def test_a_download_that_waited_in_vain_is_kept_for_the_next_fetch(tmp_path: Path) -> None:
     """The download lock free, the model's lock held: the fetch downloads, gives up at the
     install, and keeps its download (not set aside as a bad file); the next one installs it
