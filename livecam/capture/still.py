@@ -6,7 +6,9 @@ size from the header first (Pillow opens lazily: it parses the header and stops)
 large image before a pixel is decoded. Radiance HDR, which Pillow cannot read, is run-length
 coded (a 25 MB file decodes to 6 GB of floats): its text header is read here. Other formats
 Pillow cannot read (PFM, PAM) are decoded by OpenCV and checked after; they are uncompressed, so
-their file size bounds their pixels. Used by ``image:`` inputs and identity photos.
+their file size bounds their pixels. JPEG, PNG, WebP and BMP are decoded by Pillow, which
+says nothing on stderr and refuses a file cut short (:func:`_decode_with_pillow`); the rest by
+OpenCV. Used by ``image:`` inputs and identity photos.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ import stat
 import struct
 import warnings
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import cv2
 import numpy as np
 
 from livecam.core.errors import InputError
 from livecam.core.types import ImageBGR
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 #: What :func:`header_size_px` returns when Pillow refuses to even report a size (it does so
 #: past 2 x ``PIL.Image.MAX_IMAGE_PIXELS``): known only to be very large.
@@ -36,6 +41,11 @@ BROKEN = (0, 0)
 _RADIANCE_SIZE = re.compile(rb"([-+])([XY]) (\d{1,9}) ([-+])([XY]) (\d{1,9})")
 #: The most of a Radiance HDR file read for its header (which has no length limit of its own).
 _RADIANCE_HEADER_BYTES = 1 << 16
+#: The EXIF tag of a photo's orientation (1: as stored; 2-8: mirrored and/or turned).
+_EXIF_ORIENTATION = 0x0112
+#: The formats (as Pillow names them) that Pillow decodes here; OpenCV decodes the rest (TIFF,
+#: whose many kinds OpenCV and Pillow read differently, PFM, PAM, Radiance HDR, ...).
+_PILLOW_DECODES = frozenset({"JPEG", "PNG", "WEBP", "BMP"})
 
 
 def input_kind(path: Path, what: str) -> Literal["file", "pipe"]:
@@ -73,6 +83,11 @@ def header_size_px(source: Path | bytes) -> tuple[int, int] | None:
     """(width, height) from the image header without decoding pixels; :data:`VERY_LARGE` when
     Pillow refuses to open it for its size, :data:`BROKEN` when its header is damaged; None
     when neither Pillow nor this module knows the format (OpenCV may still decode it)."""
+    return _read_header(source)[0]
+
+
+def _read_header(source: Path | bytes) -> tuple[tuple[int, int] | None, str | None]:
+    """:func:`header_size_px`, and the format Pillow named ("JPEG", "PNG", ...) or None."""
     from PIL import Image, UnidentifiedImageError
 
     if isinstance(source, bytes):
@@ -82,23 +97,24 @@ def header_size_px(source: Path | bytes) -> tuple[int, int] | None:
             with source.open("rb") as fh:
                 head = fh.read(_RADIANCE_HEADER_BYTES)
         except OSError:
-            return BROKEN  # as Pillow's own open would have said
+            return BROKEN, None  # as Pillow's own open would have said
     radiance = _radiance_size_px(head)
     if radiance is not None:
-        return radiance
+        return radiance, None
     fp = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
         with warnings.catch_warnings():
-            # Pillow warns from 89 MP on; our own limit decides
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            # Pillow warns from 89 MP on (our own limit decides) and of damaged TIFF tags (the
+            # decoder says what matters)
+            warnings.simplefilter("ignore")
             with Image.open(fp) as image:
-                return int(image.size[0]), int(image.size[1])
+                return (int(image.size[0]), int(image.size[1])), image.format
     except Image.DecompressionBombError:
-        return VERY_LARGE
+        return VERY_LARGE, None
     except UnidentifiedImageError:
-        return None
+        return None, None
     except (OSError, ValueError, SyntaxError, EOFError, struct.error):
-        return BROKEN  # a format Pillow knows, with a broken header
+        return BROKEN, None  # a format Pillow knows, with a broken header
 
 
 def _pillow_refuses_px() -> int:
@@ -110,6 +126,54 @@ def _pillow_refuses_px() -> int:
 def _undecodable(label: str) -> InputError:
     return InputError(f"{label} cannot be decoded (not an image, or a damaged one): give a "
                       "JPEG, PNG, WebP, BMP or TIFF file")
+
+
+def _upright(image: PILImage) -> PILImage:
+    """``image`` turned as its EXIF orientation says (as OpenCV's ``IMREAD_COLOR`` does); the
+    same object when it says nothing to do (Pillow's ``exif_transpose`` would copy it)."""
+    from PIL import ImageOps
+
+    try:
+        if image.getexif().get(_EXIF_ORIENTATION, 1) in range(2, 9):
+            return ImageOps.exif_transpose(image)
+    except (OSError, ValueError, SyntaxError, EOFError, KeyError, TypeError, struct.error):
+        pass  # EXIF too broken to read: as it is stored, as OpenCV does
+    return image
+
+
+def _decode_with_pillow(source: Path | bytes, label: str) -> ImageBGR:
+    """A JPEG, PNG, WebP or BMP file decoded by Pillow: the pixels of OpenCV's
+    ``IMREAD_COLOR`` (the same libraries underneath; alpha dropped, 16 bits cut to their high 8,
+    the EXIF orientation applied; a CMYK JPEG may differ by one level), without its lines on
+    stderr.
+
+    OpenCV's libjpeg and libpng write their warnings and errors ("Premature end of JPEG file",
+    "Corrupt JPEG data: ...", "libpng error: Read Error") straight to the process's stderr,
+    which no log level silences, and its libjpeg fills a JPEG cut short with grey; Pillow is
+    silent and refuses a file cut short (:class:`InputError` saying so). A damaged JPEG scan
+    decodes as far as it goes, in both.
+    """
+    from PIL import Image
+
+    fp = io.BytesIO(source) if isinstance(source, bytes) else source
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Pillow's about odd EXIF data: not the user's to fix
+            with Image.open(fp) as image:
+                image.load()
+                upright = _upright(image)
+                if upright.mode.startswith("I"):  # 16-bit grey (PNG): its high byte
+                    pixels = (np.asarray(upright).astype(np.uint32) >> 8).astype(np.uint8)
+                else:
+                    rgb = upright if upright.mode in ("RGB", "L") else upright.convert("RGB")
+                    pixels = np.asarray(rgb, np.uint8)
+    except (OSError, ValueError, SyntaxError, EOFError, struct.error) as exc:
+        if "truncated" in str(exc):
+            raise InputError(f"{label} is cut short (a download or copy that did not "
+                             "finish?): give the whole file") from None
+        raise _undecodable(label) from None
+    to_bgr = cv2.COLOR_GRAY2BGR if pixels.ndim == 2 else cv2.COLOR_RGB2BGR
+    return np.asarray(cv2.cvtColor(pixels, to_bgr), np.uint8)
 
 
 def _too_large(label: str, size: tuple[int, int], max_pixels: int, knob: str) -> InputError:
@@ -128,13 +192,15 @@ def decode_image(source: Path | bytes, *, max_pixels: int, label: str, knob: str
     Raises :class:`InputError` when it is larger than ``max_pixels`` (``knob`` is the setting
     named in the message) or cannot be decoded; ``label`` ("photo a.jpg") starts each message.
     """
-    size = header_size_px(source)
+    size, image_format = _read_header(source)
     if size == BROKEN:
         raise _undecodable(label)
     if size == VERY_LARGE and max_pixels < _pillow_refuses_px():
         raise _too_large(label, size, max_pixels, knob)
     if size is not None and size[0] * size[1] > max_pixels:
         raise _too_large(label, size, max_pixels, knob)
+    if image_format in _PILLOW_DECODES and size != VERY_LARGE:
+        return _decode_with_pillow(source, label)
     try:
         if isinstance(source, bytes):
             decoded = cv2.imdecode(np.frombuffer(source, np.uint8), cv2.IMREAD_COLOR)

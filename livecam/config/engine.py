@@ -89,3 +89,8 @@ class ModelsConfig:
                                   range=(1.0, 600.0))
     fetch_retries: int = knob(3, "Attempts per download source (each resumes the last).",
                               range=(1, 20))
+    lock_wait_s: float = knob(300.0, "How long a command that writes or checks a model "
+                              "(models import, fetch, verify; a start that re-hashes one) "
+                              "waits while another livecam process writes or checks the same "
+                              "model, s; then it stops with one line saying what to do.",
+                              range=(1.0, 86400.0))

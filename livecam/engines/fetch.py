@@ -29,7 +29,7 @@ from livecam import __version__
 from livecam.core.errors import ModelError
 from livecam.core.files import make_folder
 from livecam.engines.model_hash import CHUNK_BYTES, Hashed, ProgressFn, hash_file
-from livecam.engines.store import ModelStore
+from livecam.engines.store import ModelBusyError, ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
     :class:`UsageError` before downloading a model nothing can check unless ``trust``.
     """
     manifest = store.manifest(name)
+    store.tidy()  # what killed imports and fetches left
     # the .part is written only by the holder of this lock: a second fetch waits, then finds
     # the model installed (a process killed while it holds it leaves its .part to resume)
     with store.download_lock(name):
@@ -106,7 +107,10 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
             try:
                 store.verify(name, force=True, progress=progress)
                 log.info("model %s is already installed and verified at %s", name, target)
+                part.unlink(missing_ok=True)  # never to be resumed: the model is there
                 return target
+            except ModelBusyError:
+                raise  # another process holds the model: says nothing about the file
             except ModelError as exc:
                 log.warning("%s", exc)  # moved aside; fetch a fresh copy
         if not expected and not trust:
@@ -157,6 +161,8 @@ def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
 
     try:
         store.install(name, part, hashed, admit=admit)
+    except ModelBusyError:
+        raise  # the download is good: kept, for the next fetch to install
     except ModelError as exc:
         if part.exists():
             store.quarantine(part, hashed.sha256)

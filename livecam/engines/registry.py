@@ -101,7 +101,8 @@ def choose_backend(requested: str, device: str = "auto") -> BackendChoice:
 def model_store(models: ModelsConfig) -> ModelStore:
     """The store for the configured models dir and manifests."""
     models_dir = Path(models.dir).expanduser() if models.dir else default_models_dir()
-    return ModelStore(models_dir, load_manifests(models.manifests_dir or None))
+    return ModelStore(models_dir, load_manifests(models.manifests_dir or None),
+                      lock_wait_s=models.lock_wait_s)
 
 
 def engine_cache_dir(engine: EngineConfig) -> Path:

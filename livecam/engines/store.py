@@ -22,7 +22,12 @@ the file under the same lock, taking the stamp's identity from the handle it rea
 ``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows), which the
 system drops when their process dies, so a process killed in the middle leaves no lock behind;
 what it leaves (a copy in its import folder, a ``.part``) is never what
-:meth:`ModelStore.verify` reads.
+:meth:`ModelStore.verify` reads, and a later import, fetch or ``models verify`` removes it
+once no process uses it and, for a ``.part``, no fetch will resume it
+(:mod:`livecam.engines.leftovers`, :meth:`ModelStore.tidy`). A wait for a lock another
+process holds is said after a second and given up after ``lock_wait_s``
+(``models.lock_wait_s``), with :class:`ModelBusyError` saying what to do
+(:mod:`livecam.engines.store_locks`).
 """
 
 from __future__ import annotations
@@ -32,14 +37,18 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.core.errors import ModelError, UsageError
 from livecam.core.files import atomic_write, make_folder
+from livecam.engines.leftovers import (
+    remove_abandoned,
+    remove_unused_partial,
+    staging_folder,
+)
 from livecam.engines.manifest import ModelManifest
 from livecam.engines.model_hash import (
     CHUNK_BYTES,
@@ -49,29 +58,12 @@ from livecam.engines.model_hash import (
     identity_of,
     sha256_file,
 )
+from livecam.engines.store_locks import DEFAULT_LOCK_WAIT_S, ModelBusyError, holding
 
-__all__ = ["CHUNK_BYTES", "Hashed", "ModelStatus", "ModelStore", "ProgressFn", "default_models_dir",
-           "hash_file", "holding", "sha256_file"]
+__all__ = ["CHUNK_BYTES", "Hashed", "ModelBusyError", "ModelStatus", "ModelStore", "ProgressFn",
+           "default_models_dir", "hash_file", "sha256_file"]
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def holding(lock_path: Path, waiting_for: str) -> Iterator[None]:
-    """Hold the file lock ``lock_path`` (between processes, and between threads of one),
-    logging ``waiting for <waiting_for>`` when another holder makes this one wait."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log.warning("waiting for %s", waiting_for)
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def default_models_dir() -> Path:
@@ -95,12 +87,15 @@ class ModelStore:
     """Model files under ``models_dir`` described by ``manifests`` (name -> manifest).
 
     Cheap to construct; methods touch the disk. Any thread of any process may call them at
-    any time: writes of one model take its lock (see the module's docstring).
+    any time: writes of one model take its lock (see the module's docstring), waiting at most
+    ``lock_wait_s`` for another process that holds it (:class:`ModelBusyError`).
     """
 
-    def __init__(self, models_dir: str | Path, manifests: Mapping[str, ModelManifest]) -> None:
+    def __init__(self, models_dir: str | Path, manifests: Mapping[str, ModelManifest], *,
+                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.models_dir = Path(models_dir)
         self.manifests = dict(manifests)
+        self.lock_wait_s = lock_wait_s
 
     def manifest(self, name: str) -> ModelManifest:
         try:
@@ -120,22 +115,25 @@ class ModelStore:
         return self.path(name).with_name(self.path(name).name + ".sha256.json")
 
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
-        """The lock over model ``name``'s installed file, stamp and pin (``with``; blocks).
+        """The lock over model ``name``'s installed file, stamp and pin (``with``; waits at most
+        :attr:`lock_wait_s`, then :class:`ModelBusyError`).
 
         Held for short steps (a pin check, a move, one hash); never take it while holding it.
         """
         target = self.path(name)
         make_folder(target.parent, "models.dir")
         return holding(target.with_name(f".{target.name}.lock"),
-                       f"another livecam process to finish writing model {name}")
+                       f"writing or checking model {name}", wait_s=self.lock_wait_s)
 
     def download_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """The lock whose holder alone writes :meth:`partial_path` (held for a whole fetch;
-        take it before :meth:`lock`, never while holding that)."""
-        target = self.path(name)
-        make_folder(target.parent, "models.dir")
-        return holding(target.with_name(f".{target.name}.part.lock"),
-                       f"another livecam process to finish fetching model {name}")
+        take it before :meth:`lock`, never while holding that; waits as :meth:`lock` does)."""
+        make_folder(self.path(name).parent, "models.dir")
+        return holding(self._download_lock_path(name), f"fetching model {name}",
+                       wait_s=self.lock_wait_s)
+
+    def _download_lock_path(self, name: str) -> Path:
+        return self.path(name).with_name(f".{self.path(name).name}.part.lock")
 
     def _read_json(self, path: Path) -> dict[str, object] | None:
         try:
@@ -166,10 +164,9 @@ class ModelStore:
         return None
 
     def set_pin(self, name: str, sha256: str, source: str) -> None:
-        from filelock import FileLock
-
         make_folder(self.models_dir, "models.dir")
-        with FileLock(str(self.models_dir / ".pins.lock")):
+        with holding(self.models_dir / ".pins.lock", "pinning a model's sha256",
+                     wait_s=self.lock_wait_s):
             pins = self._read_json(self._pins_path) or {}
             old = pins.get(name)
             pins[name] = {"sha256": sha256, "pinned": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -235,11 +232,9 @@ class ModelStore:
             raise self.missing_error(name)
         if not self.expected_sha256(name):
             raise self.unpinned_error(name, str(path))
-        stamp = self._read_json(self._stamp_path(name))
-        if (not force and stamp is not None and isinstance(stamp.get("sha256"), str)
-                and all(stamp.get(k) == v for k, v in identity_of(path.stat()).items())
-                and self.acceptable(name, str(stamp["sha256"]))):
-            return str(stamp["sha256"])
+        vouched = None if force else self._stamped_sha256(name)
+        if vouched is not None:
+            return vouched
         # under the lock, so that the file hashed is the file stamped (or moved aside): no
         # import can move another in between
         with self.lock(name):
@@ -253,6 +248,37 @@ class ModelStore:
                 raise self._mismatch(name, path, hashed.sha256)
             self._write_stamp(name, hashed)
         return hashed.sha256
+
+    def _stamped_sha256(self, name: str) -> str | None:
+        """The sha256 the stamp gives the installed file, when its size, mtime, ctime and inode
+        are the stamp's and the hash is accepted; else None (not installed, or to be hashed)."""
+        stamp = self._read_json(self._stamp_path(name))
+        try:
+            now = identity_of(self.path(name).stat())
+        except OSError:
+            return None
+        if (stamp is not None and isinstance(stamp.get("sha256"), str)
+                and all(stamp.get(k) == v for k, v in now.items())
+                and self.acceptable(name, str(stamp["sha256"]))):
+            return str(stamp["sha256"])
+        return None
+
+    def remove_stale_partial(self, name: str) -> None:
+        """Remove the ``.part`` of model ``name`` when no fetch will resume it: the model is
+        installed and its stamp vouches for it (a fetch then stops before the download), and
+        no fetch is writing it (its download lock is free). Any thread."""
+        part = self.partial_path(name)
+        if part.exists() and self._stamped_sha256(name) is not None:
+            remove_unused_partial(part, self._download_lock_path(name), name)
+
+    def tidy(self) -> None:
+        """Remove what killed imports and fetches left in the store and nothing will use:
+        import folders whose import is gone, the ``.part`` of installed models (see
+        :func:`livecam.engines.leftovers.remove_abandoned`, :meth:`remove_stale_partial`)."""
+        for folder in dict.fromkeys(self.path(name).parent for name in self.manifests):
+            remove_abandoned(folder, wait_s=self.lock_wait_s)
+        for name in self.manifests:
+            self.remove_stale_partial(name)
 
     def missing_error(self, name: str) -> ModelError:
         return ModelError(
@@ -272,7 +298,7 @@ class ModelStore:
             return ModelStatus(name, path, False, False, None, "not installed")
         try:
             digest = self.verify(name, force=rehash, progress=progress)
-        except (ModelError, UsageError) as exc:
+        except (ModelError, UsageError) as exc:  # ModelBusyError too: not verified, and why
             return ModelStatus(name, path, path.is_file(), False, None, str(exc))
         pinned = "" if self.manifest(name).accepted_sha256 else " (pinned sha256)"
         return ModelStatus(name, path, True, True, digest, f"verified{pinned}")
@@ -304,22 +330,20 @@ class ModelStore:
         make_folder(target.parent, "models.dir")
         # a folder of this import's own beside the model (same file system, so the move into
         # place is a rename), which no other import writes; the copy gets the usual mode
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.",
-                                        suffix=".import"))
-        staged = staging / target.name
-        try:
+        with staging_folder(target.parent, target.name, wait_s=self.lock_wait_s) as staging:
+            staged = staging / target.name
             if move:
                 shutil.move(str(src), staged)
             else:
                 shutil.copyfile(src, staged)
             try:
-                return self.install(name, staged, hash_file(staged, progress), admit=admit)
+                self.install(name, staged, hash_file(staged, progress), admit=admit)
             except BaseException:
                 if move and staged.exists():
                     shutil.move(str(staged), src)
                 raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        self.remove_stale_partial(name)
+        return target
 
     def install(self, name: str, staged: Path, hashed: Hashed, *,
                 admit: Callable[[Hashed], None]) -> Path:

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.name}: {store.status(args.name).detail}, at {path}")
         return 0
     names = [args.name] if args.name else sorted(store.manifests)
+    store.tidy()  # what killed imports and fetches left
     if not args.name and not any(store.path(name).is_file() for name in names):
         print(f"no models installed in {store.models_dir}: nothing to verify (install one "
               "with `livecam models fetch NAME`; `livecam models list` names them)")

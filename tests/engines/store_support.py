@@ -3,13 +3,16 @@ a temporary manifest, and the code that worker processes of the concurrency test
 
 Run as a script (``python -m tests.engines.store_support MODE ...``) it is a process that
 imports or fetches one model and, at a chosen point, says ``ready`` on stdout and blocks until
-it is killed: the kill -9 tests.
+it is killed (the kill -9 tests) or its stdin is closed (then it goes on and says ``done``):
+:func:`paused` starts one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,6 +23,9 @@ from typing import Any
 
 from livecam.engines.manifest import load_manifests
 from livecam.engines.store import ModelStore
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 30.0
 
 
 @dataclass
@@ -137,15 +143,53 @@ def worker(tmp_path: Path, role: str, sources: list[Path], url: str, rounds: int
             return
 
 
+def worker_env() -> dict[str, str]:
+    """The environment of a spawned livecam or worker process: the repository first on its
+    path, so that it runs this checkout's code under a plain `pytest` (importlib mode) too."""
+    return {**os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
+@contextmanager
+def paused(tmp_path: Path, mode: str, arg: str) -> Iterator[subprocess.Popen[str]]:
+    """A process running this module's MODE (see :func:`main`), stopped where it says
+    ``ready``; killed on leaving (SIGKILL on POSIX, TerminateProcess on Windows: no cleanup
+    runs) unless the caller let it go on (:func:`let_go`)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.engines.store_support", mode,
+                             str(tmp_path), arg], cwd=REPO, env=worker_env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if line != "ready\n":
+            proc.kill()
+            raise AssertionError((line, proc.communicate(timeout=WAIT_S)))
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.communicate(timeout=WAIT_S)
+
+
+def let_go(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    """Let a :func:`paused` process go on (its stdin closes) and wait for its end: (exit
+    status, stdout, stderr)."""
+    out, err = proc.communicate(input="", timeout=WAIT_S)
+    return proc.returncode, out, err
+
+
 def _blocked(*args: object) -> None:
     print("ready", flush=True)
-    sys.stdin.read()  # until killed
+    sys.stdin.read()  # until killed, or until the test closes stdin
 
 
 def main(argv: list[str]) -> None:
-    """MODE TMP_PATH ARG: ``import-hashing SRC`` (killed while it hashes its copy),
-    ``import-installing SRC`` (killed with the file moved into place, its stamp not yet
-    written) or ``fetch URL`` (killed in the middle of the download)."""
+    """MODE TMP_PATH ARG: ``import-hashing SRC`` (stops while it hashes its copy),
+    ``import-installing SRC`` (stops with the file moved into place, its stamp not yet
+    written), ``fetch URL`` (stops in the middle of the download) or ``hold LOCK`` (holds the
+    file lock LOCK, as livecam's writers take it)."""
+    from filelock import FileLock
+
     from livecam.engines import store as store_module
     from livecam.engines.fetch import fetch_model
 
@@ -165,7 +209,12 @@ def main(argv: list[str]) -> None:
         store.adopt("standin", Path(arg))
     elif mode == "fetch":
         fetch_model(store, "standin", progress=once, retries=1)
-    raise SystemExit(f"{mode}: was not killed")
+    elif mode == "hold":
+        with FileLock(arg):
+            _blocked()
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    print("done", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +23,7 @@ from livecam.engines.store import ModelStore
 from tests.engines.store_support import (
     leftovers,
     open_store,
+    paused,
     serve,
     sha,
     two_payloads,
@@ -62,7 +61,7 @@ def _said_waiting(event: threading.Event) -> Iterator[None]:
 
     class Said(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "waiting for another livecam" in record.getMessage():
+            if "another livecam process is" in record.getMessage():
                 event.set()
 
     said = Said()
@@ -214,15 +213,8 @@ def test_processes_importing_and_fetching_one_model_at_once(
 
 def _killed_midway(tmp_path: Path, mode: str, arg: str) -> None:
     """Run store_support's MODE in a process and kill -9 it once it says it got there."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.engines.store_support", mode,
-                             str(tmp_path), arg], cwd=REPO, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line == "ready\n", (line, proc.stderr.read() if proc.stderr else "")
-    finally:
-        proc.kill()  # SIGKILL on POSIX, TerminateProcess on Windows: no cleanup runs
-        proc.communicate(timeout=WAIT_S)
+    with paused(tmp_path, mode, arg):
+        pass
 
 
 def _in_time(fn: object) -> None:
