@@ -76,7 +76,8 @@ def build_selector(analysis: AnalysisConfig) -> FaceSelector:
 
     references = None
     if analysis.select == "reference":
-        references = reference_embeddings_from_photos(analysis.reference_photos) \
+        references = reference_embeddings_from_photos(
+            analysis.reference_photos, max_megapixels=analysis.reference_max_megapixels) \
             if analysis.reference_photos else None
     return FaceSelector(analysis.select, reference_embeddings=references,
                         max_distance=analysis.reference_max_distance,

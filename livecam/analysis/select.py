@@ -134,11 +134,11 @@ class FaceSelector:
 
 
 def reference_embeddings_from_photos(photos: Sequence[str | Path | ImageBGR],
-                                     embedder: DlibFaceEmbedder | None = None) -> np.ndarray:
+                                     embedder: DlibFaceEmbedder | None = None, *,
+                                     max_megapixels: float = 100.0) -> np.ndarray:
     """(R, 128) embeddings, one per photo (its largest face). Raises IdentityError when a photo
-    cannot be read or shows no face."""
-    import cv2
-
+    cannot be read, is larger than ``max_megapixels`` (from its header, before decoding) or
+    shows no face."""
     from livecam.analysis.photo import analyze_photo
 
     embedder = embedder or DlibFaceEmbedder()
@@ -146,13 +146,28 @@ def reference_embeddings_from_photos(photos: Sequence[str | Path | ImageBGR],
     out = []
     for photo in photos:
         name = "(array)" if isinstance(photo, np.ndarray) else str(photo)
-        image: np.ndarray | None = photo if isinstance(photo, np.ndarray) else cv2.imread(
-            name, cv2.IMREAD_COLOR)
-        if image is None:
-            raise IdentityError(f"reference photo {name} cannot be read as an image")
+        image = photo if isinstance(photo, np.ndarray) else _read_reference(
+            Path(photo), max_megapixels)
         faces = analyze_photo(image, max_faces=4)
         if len(faces) == 0:
             raise IdentityError(f"reference photo {name} shows no face: use a clear, frontal "
                                 "photo")
         out.append(embedder.embed(image, faces.boxes_xyxy[0]))
     return np.stack(out)
+
+
+def _read_reference(path: Path, max_megapixels: float) -> ImageBGR:
+    """The photo at ``path`` decoded as `image:` inputs are (the size from the header first;
+    a file cut short refused, not half grey), or IdentityError in one line."""
+    from livecam.capture.still import decode_image, input_kind
+    from livecam.core.errors import InputError
+
+    label = f"reference photo {path}"
+    try:
+        if input_kind(path, "reference photo") != "file":
+            raise IdentityError(f"{label} is not a file (a pipe or a device): save the photo "
+                                "to a file first")
+        return decode_image(path, max_pixels=round(max_megapixels * 1e6), label=label,
+                            knob="analysis.reference_max_megapixels")
+    except InputError as exc:
+        raise IdentityError(str(exc)) from None

@@ -70,6 +70,9 @@ class AnalysisConfig:
     reference_max_distance: float = knob(
         0.6, "Largest dlib embedding distance still counted as the reference person (same "
         "person ~0.2-0.5, different people 0.6-0.9).", range=(0.0, 2.0))
+    reference_max_megapixels: float = knob(
+        100.0, "Reference photos larger than this are refused before decoding (protects "
+        "memory).", range=(1.0, 1000.0))
     reference_recheck_frames: int = knob(
         30, "A track that did not match the reference is checked again after this many "
         "frames (each check costs ~60 ms per face on a laptop CPU).", range=(1, 100000))
