@@ -6,9 +6,7 @@ import argparse
 import http.client
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -98,16 +96,14 @@ def _checked_base(url: str) -> str:
     return url.rstrip("/")
 
 
+def _origin(url: str) -> str:
+    """``http://host:port`` of an API URL (what the messages name)."""
+    return url.split("/api")[0].split("/metrics")[0]
+
+
 def _not_livecam(url: str, why: str) -> LivecamError:
-    return LivecamError(f"{url.split('/api')[0].split('/metrics')[0]} is not a livecam control "
-                        f"API ({why}): check control.api_address / --url")
-
-
-def _read_bounded(read: Callable[[int], bytes], url: str) -> bytes:
-    data = bytes(read(_MAX_REPLY_BYTES + 1))
-    if len(data) > _MAX_REPLY_BYTES:
-        raise _not_livecam(url, f"its answer is over {_MAX_REPLY_BYTES >> 20} MiB")
-    return data
+    return LivecamError(f"{_origin(url)} is not a livecam control API ({why}): check "
+                        "control.api_address / --url")
 
 
 def _json_reply(raw: bytes, url: str, shape: Callable[[Any], bool]) -> Any:
@@ -138,35 +134,46 @@ def _is_command_reply(value: Any) -> bool:
 
 def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None,
              timeout_s: float = _TIMEOUT_S) -> bytes:
+    """The body of the answer to one request; connecting, sending and reading it all within
+    ``timeout_s``. :class:`LivecamError` (or :class:`UsageError` for a 400 or 404) for
+    anything else than a 2xx answer, in one line."""
+    from livecam.control.client import exchange
     from livecam.core.errors import UsageError
 
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return _read_bounded(resp.read, url)
-    except urllib.error.HTTPError as exc:
-        # livecam answers every error as {"error": "..."}; anything else is another program
-        reply = _json_reply(_read_bounded(exc.read, url), url, lambda v: isinstance(v, dict)
-                            and isinstance(v.get("error"), str))
-        message = reply["error"]
-        if exc.code in (400, 404):
-            raise UsageError(str(message)) from None
-        if exc.code == 401:
-            raise LivecamError(f"the control API refused the token ({message}); if livecam "
-                               "runs as another user or with another control.token_file, pass "
-                               "--token-file") from None
-        if exc.code == 409:  # the stream (or every stream) has ended
-            raise LivecamError(str(message)) from None
-        raise LivecamError(f"control API error {exc.code}: {message}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise LivecamError(f"no livecam control API at {url.split('/api')[0]} ({reason}): "
-                           "start `livecam run` or `livecam daemon`, or check "
+        reply = exchange(url, method=method, body=data, timeout_s=timeout_s,
+                         max_body_bytes=_MAX_REPLY_BYTES, headers={
+                             "Authorization": f"Bearer {token}",
+                             "Content-Type": "application/json"})
+    except TimeoutError:
+        raise LivecamError(f"{_origin(url)} did not answer within {timeout_s:g} s (connecting, "
+                           "sending the request and reading the whole answer): is livecam "
+                           "stuck, or is another program on the port? check "
                            "control.api_address / --url") from None
+    except OSError as exc:
+        raise LivecamError(f"no livecam control API at {_origin(url)} ({exc}): start `livecam "
+                           "run` or `livecam daemon`, or check control.api_address / --url"
+                           ) from None
     except http.client.HTTPException as exc:  # it answered, but not in HTTP (ssh, a database)
         raise _not_livecam(url, f"it does not answer in HTTP: {type(exc).__name__}") from None
+    raw = reply.body
+    if len(raw) > _MAX_REPLY_BYTES:
+        raise _not_livecam(url, f"its answer is over {_MAX_REPLY_BYTES >> 20} MiB")
+    if 200 <= reply.status < 300:
+        return raw
+    # livecam answers every error as {"error": "..."}; anything else is another program
+    message = _json_reply(raw, url, lambda v: isinstance(v, dict)
+                          and isinstance(v.get("error"), str))["error"]
+    if reply.status in (400, 404):
+        raise UsageError(str(message))
+    if reply.status == 401:
+        raise LivecamError(f"the control API refused the token ({message}); if livecam runs "
+                           "as another user or with another control.token_file, pass "
+                           "--token-file")
+    if reply.status == 409:  # the stream (or every stream) has ended
+        raise LivecamError(str(message))
+    raise LivecamError(f"control API error {reply.status}: {message}")
 
 
 def _print_state(reply: dict[str, Any]) -> None:
