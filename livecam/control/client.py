@@ -27,6 +27,12 @@ class Reply:
     body: bytes
 
 
+def request_target(url: str) -> str:
+    """What :func:`exchange` puts on the request line for ``url``: its path and query."""
+    parts = urllib.parse.urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
 def exchange(url: str, *, method: str = "GET", body: bytes | None = None,
              headers: Mapping[str, str] | None = None, timeout_s: float,
              max_body_bytes: int) -> Reply:
@@ -40,7 +46,6 @@ def exchange(url: str, *, method: str = "GET", body: bytes | None = None,
     parts = urllib.parse.urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = kind(parts.hostname or "", parts.port, timeout=timeout_s)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     expired = threading.Event()
 
     def expire() -> None:  # the timer's thread
@@ -58,7 +63,7 @@ def exchange(url: str, *, method: str = "GET", body: bytes | None = None,
         conn.connect()
         if expired.is_set():  # the timer went off while there was no socket to shut down
             raise TimeoutError
-        conn.request(method, target, body=body, headers=dict(headers or {}))
+        conn.request(method, request_target(url), body=body, headers=dict(headers or {}))
         response = conn.getresponse()
         data = response.read(max_body_bytes + 1)
     except (OSError, http.client.HTTPException):

@@ -6,13 +6,15 @@ server liked: these tests waited the whole 30 s for it."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from pathlib import Path
 
 import pytest
 
-from tests.subcommands.conftest import RawServer, ctl
+from livecam.control.handshake import new_nonce, server_proof
+from tests.subcommands.conftest import TOKEN, RawServer, ctl, http_answer
 
 #: How long the server would trickle: far past ctl's 5 s deadline and the bound below.
 _TRICKLE_S = 120.0
@@ -29,6 +31,16 @@ def _trickle(conn: socket.socket, head: bytes, stop: threading.Event) -> None:
         conn.sendall(b"a")
 
 
+def _proof(request: bytes) -> bytes | None:
+    """A true proof if ``request`` is ctl's challenge, so that ctl goes on to its request."""
+    target = request.split(b" ", 2)[1].decode()
+    if not target.startswith("/api/challenge"):
+        return None
+    nonce = target.partition("nonce=")[2]
+    return http_answer(200, json.dumps({"proof": server_proof(TOKEN, nonce),
+                                        "nonce": new_nonce()}).encode())
+
+
 TRICKLES = {
     # the status line, then a header that never ends
     "headers": b"HTTP/1.1 200 OK\r\nX-Padding: ",
@@ -40,11 +52,18 @@ TRICKLES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("action", ["status", "next"])
+@pytest.mark.parametrize("proves", [False, True], ids=["challenge trickled",
+                                                       "request trickled"])
 @pytest.mark.parametrize("where", TRICKLES)
 def test_a_trickling_server_cannot_hold_ctl_past_its_deadline(
-        capsys: pytest.CaptureFixture[str], token_file: Path, where: str, action: str) -> None:
+        capsys: pytest.CaptureFixture[str], token_file: Path, where: str, proves: bool,
+        action: str) -> None:
     def answer(conn: socket.socket, request: bytes, stop: threading.Event) -> None:
-        _trickle(conn, TRICKLES[where], stop)
+        proof = _proof(request) if proves else None
+        if proof is not None:  # it holds the token: ctl sends its request, which it trickles
+            conn.sendall(proof)
+        else:
+            _trickle(conn, TRICKLES[where], stop)
 
     result: list[tuple[int, str]] = []
     ended = threading.Event()
