@@ -1,12 +1,16 @@
 """The control API: HTTP endpoints for `livecam ctl`, the panel and Prometheus.
 
-Every request, the panel page included, must carry the token: ``Authorization: Bearer TOKEN``
-or ``?token=TOKEN`` (browsers cannot set headers on an OBS dock URL, an ``<img>`` or an
-``EventSource``), and a ``Host`` header naming this server (the listen address or
-``localhost``: a web page that rebinds its own domain name to 127.0.0.1 is refused). The
-checks run in that order, before any body is read: 421 for a foreign Host, 401 without the
-token. Endpoints::
+Every request, the panel page included, must carry a ``Host`` header naming this server (the
+listen address or ``localhost``: a web page that rebinds its own domain name to 127.0.0.1 is
+refused) and the token: shown as ``Authorization: Bearer TOKEN`` or ``?token=TOKEN`` (browsers
+cannot set headers on an OBS dock URL, an ``<img>`` or an ``EventSource``), or proven by a
+signed request, ``Authorization: Livecam-HMAC S M`` (what ``livecam ctl`` sends, so that it
+never hands the token to a program that took the port: :mod:`livecam.control.handshake`). The
+checks run in that order (:mod:`livecam.control.gate`): 421 for a foreign Host, 401 without
+the token; a token shown is checked before any body is read. Endpoints::
 
+    GET  /api/challenge?nonce=C     {"proof", "nonce"}: the server proves it holds the token
+                                    (needs no token)
     GET  /  or /panel               the control panel (HTML)
     GET  /api/status                status document (JSON)
     GET  /api/events                server-sent events: one ``status`` event per push
@@ -50,7 +54,7 @@ import contextlib
 import importlib.resources
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -62,8 +66,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from livecam.config.control import ControlConfig
 from livecam.control.apply import run_command
-from livecam.control.auth import load_or_create_token, token_matches
+from livecam.control.auth import load_or_create_token
 from livecam.control.catalog import IdentityCatalog
+from livecam.control.gate import Gate, Handler, json_error
+from livecam.control.handshake import CHALLENGE_PATH
 from livecam.control.http import LOOPBACK, HostCheck, HttpServer, Limits, bind_socket
 from livecam.control.requests import VERBS, RequestError
 from livecam.control.status import ControlTarget, StateCollector, StatusReporter
@@ -75,7 +81,6 @@ log = logging.getLogger(__name__)
 _MAX_EVENT_STREAMS = 8
 #: A stream whose client stops reading for this long is closed.
 _WRITE_TIMEOUT_S = 10.0
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -86,15 +91,6 @@ def parse_address(text: str) -> tuple[str, int]:
         raise ConfigError(f"control.api_address {text!r}: expected HOST:PORT, e.g. "
                           "127.0.0.1:8765")
     return host, int(port_text)
-
-
-def _error(status: HTTPStatus, message: str, *, close: bool = False,
-           headers: dict[str, str] | None = None) -> web.Response:
-    response = web.json_response({"error": message}, status=status,
-                                 headers={"Cache-Control": "no-store", **(headers or {})})
-    if close:
-        response.force_close()
-    return response
 
 
 class _StreamLabels(Collector):
@@ -139,7 +135,6 @@ class ControlServer:
         self._target = self._targets[0]  # stream 0: the identities, the default reports
         self._catalog = catalog
         self._token_file = token_file
-        self._token = ""
         self._address = parse_address(config.api_address)
         self._config = config
         self._limits = limits or Limits()
@@ -151,7 +146,7 @@ class ControlServer:
         if len(self._targets) > 1:
             self._merged = CollectorRegistry(auto_describe=False)
             self._merged.register(_StreamLabels([t.metrics.registry for t in self._targets]))
-        self._hosts = HostCheck(self._address[0])
+        self._gate = Gate(HostCheck(self._address[0]), self._limits)
         self._http: HttpServer | None = None
         self._streams = 0
         # per stream: (frames_sent, JPEG) last encoded
@@ -172,7 +167,7 @@ class ControlServer:
 
     def start(self) -> None:
         """Read (or create) the token file, bind and serve in a background thread."""
-        self._token = load_or_create_token(self._token_file)
+        self._gate.token = load_or_create_token(self._token_file)
         host, port = self._address
         if host not in LOOPBACK:
             log.warning("control API listens on %s, reachable from other machines; anyone "
@@ -205,13 +200,14 @@ class ControlServer:
     # -- the application (everything below runs on the server's event-loop thread) -------
 
     def _make_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors, self._guard],
+        app = web.Application(middlewares=[self._errors, self._gate.middleware],
                               client_max_size=self._limits.max_body_bytes,
                               handler_args={"max_field_size": 8190, "max_line_size": 8190})
         get = [("/", self._panel), ("/panel", self._panel), ("/api/status", self._status),
                ("/api/events", self._events), ("/api/identities", self._identities),
                ("/api/identities/{name}/thumbnail.jpg", self._thumbnail),
                ("/api/preview.jpg", self._preview_jpeg), ("/metrics", self._metrics)]
+        get.append((CHALLENGE_PATH, self._gate.challenge))
         for path, handler in get:
             app.router.add_get(path, handler)
         for verb in VERBS:
@@ -225,33 +221,16 @@ class ControlServer:
             response = await handler(request)
         except RequestError as exc:
             # the body may be unread (413, 401): close rather than parse what follows
-            response = _error(exc.status, str(exc), close=exc.status != HTTPStatus.NOT_FOUND)
+            response = json_error(exc.status, str(exc), close=exc.status != HTTPStatus.NOT_FOUND)
         except web.HTTPException as exc:  # the router's 404 and 405, aiohttp's 413
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-            response = _error(HTTPStatus(exc.status), exc.reason, headers=headers)
+            response = json_error(HTTPStatus(exc.status), exc.reason, headers=headers)
         except Exception as exc:  # a bug: answer 500, keep serving
             log.error("control API: %s %s failed (%s: %s)", request.method, request.path,
                       type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-            response = _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the log)")
+            response = json_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the log)")
         log.debug("%s %s -> %d", request.method, request.path, response.status)
         return response
-
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Host, then token, before anything else (the body included) is looked at."""
-        if not self._hosts.allows(request.headers.get("Host")):
-            raise RequestError(HTTPStatus.MISDIRECTED_REQUEST, "the Host header must name "
-                               "this server (its listen address or localhost)")
-        auth = request.headers.get("Authorization", "")
-        given = auth[7:].strip() if auth[:7].lower() == "bearer " else None
-        if given is None:
-            given = request.query.get("token")
-        if not token_matches(self._token, given):
-            response = _error(HTTPStatus.UNAUTHORIZED, "missing or wrong token: use `livecam "
-                              "ctl` or `livecam ctl panel-url`, which read the token file",
-                              close=True, headers={"WWW-Authenticate": 'Bearer realm="livecam"'})
-            return response
-        return await handler(request)
 
     async def _panel(self, request: web.Request) -> web.Response:
         html = importlib.resources.files("livecam.control").joinpath("panel.html").read_bytes()

@@ -42,7 +42,7 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
     :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
     a full command queue, or a stream that has ended."""
     verb = request.path.removeprefix("/api/")
-    body = parse_body(await _read_body(request, limits))
+    body = parse_body(await read_body(request, limits))
     if stream is not None and targets[stream].done:
         raise RequestError(HTTPStatus.CONFLICT, f"stream {stream} has stopped (it quit, or its "
                            "input ended); the other streams still run: restart livecam to run "
@@ -78,7 +78,9 @@ def state_dict(state: Any) -> dict[str, Any]:
             "assignments": [{"track_id": t, "identity": n} for t, n in state.track_identities]}
 
 
-async def _read_body(request: web.Request, limits: Limits) -> bytes:
+async def read_body(request: web.Request, limits: Limits) -> bytes:
+    """The request's body, at most ``limits.max_body_bytes`` within ``limits.body_timeout_s``
+    (else :class:`RequestError` 413 or 408). aiohttp keeps it: a second call returns it."""
     limit = limits.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,

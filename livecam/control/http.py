@@ -15,7 +15,8 @@ connection that never sends a request open forever):
   one long burst of the event loop;
 - a connection must send its request line and headers within ``idle_timeout_s`` of
   connecting (or of its previous response), else it is closed;
-- handlers check the token before reading a body and read at most ``max_body_bytes`` within
+- the token is checked before a body is read (a signed request's server nonce is: see
+  :mod:`livecam.control.gate`), and at most ``max_body_bytes`` are read within
   ``body_timeout_s``. A body left unread (401, 413) is not drained (``linger_s`` 0): the
   connection closes right after the answer. A small body arrives with its headers and is
   already read, so its sender gets the answer; draining a big one cost CPU, and with a chunked

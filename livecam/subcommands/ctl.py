@@ -6,14 +6,15 @@ import argparse
 import http.client
 import json
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livecam.core.errors import LivecamError
 from livecam.subcommands.common import accept_after_verb, add_config_options, overrides_of
+
+if TYPE_CHECKING:
+    from livecam.control.client import Reply
 
 _TIMEOUT_S = 5.0
 #: A reload's reply comes once the reload ended, or after the server's 2 s (applied) + 5 s
@@ -33,9 +34,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ctl", help="control a running livecam (select, next, bypass, status, ...)",
         description="Send a command to a running `livecam run` or `livecam daemon` through its "
         "control API. The address and token file come from the same config (control.api_address"
-        ", control.token_file) or from --url/--token-file. Exits 1 when no livecam answers, "
-        "the token is refused, the stream has stopped or a reload failed (its config file "
-        "does not load: the previous config stays), 2 for an unknown identity or a bad "
+        ", control.token_file) or from --url/--token-file. The token itself is never sent: "
+        "the server first proves it holds it, then each request is signed with it. Exits 1 "
+        "when no livecam answers (or not within 5 s), what answers cannot prove it holds the "
+        "token, the request is refused, the stream has stopped or a reload failed (its config "
+        "file does not load: the previous config stays), 2 for an unknown identity or a bad "
         "argument.")
     p.add_argument("--url", help="API base URL (default: from control.api_address)")
     p.add_argument("--token-file", help="token file (default: from control.token_file)")
@@ -98,16 +101,14 @@ def _checked_base(url: str) -> str:
     return url.rstrip("/")
 
 
+def _origin(url: str) -> str:
+    """``http://host:port`` of an API URL (what the messages name)."""
+    return url.split("/api")[0].split("/metrics")[0]
+
+
 def _not_livecam(url: str, why: str) -> LivecamError:
-    return LivecamError(f"{url.split('/api')[0].split('/metrics')[0]} is not a livecam control "
-                        f"API ({why}): check control.api_address / --url")
-
-
-def _read_bounded(read: Callable[[int], bytes], url: str) -> bytes:
-    data = bytes(read(_MAX_REPLY_BYTES + 1))
-    if len(data) > _MAX_REPLY_BYTES:
-        raise _not_livecam(url, f"its answer is over {_MAX_REPLY_BYTES >> 20} MiB")
-    return data
+    return LivecamError(f"{_origin(url)} is not a livecam control API ({why}): check "
+                        "control.api_address / --url")
 
 
 def _json_reply(raw: bytes, url: str, shape: Callable[[Any], bool]) -> Any:
@@ -136,37 +137,95 @@ def _is_command_reply(value: Any) -> bool:
             and {"active_identity", "bypass"} <= value["state"].keys())
 
 
-def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None,
-             timeout_s: float = _TIMEOUT_S) -> bytes:
-    from livecam.core.errors import UsageError
+def _exchange(url: str, *, method: str = "GET", body: bytes | None = None,
+              headers: dict[str, str] | None = None, timeout_s: float = _TIMEOUT_S) -> Reply:
+    """One exchange with the program at ``url``, all of it within ``timeout_s``; what went
+    wrong on the way (nothing answers, too slow, not HTTP, too long) as one line."""
+    from livecam.control.client import exchange
 
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return _read_bounded(resp.read, url)
-    except urllib.error.HTTPError as exc:
-        # livecam answers every error as {"error": "..."}; anything else is another program
-        reply = _json_reply(_read_bounded(exc.read, url), url, lambda v: isinstance(v, dict)
-                            and isinstance(v.get("error"), str))
-        message = reply["error"]
-        if exc.code in (400, 404):
-            raise UsageError(str(message)) from None
-        if exc.code == 401:
-            raise LivecamError(f"the control API refused the token ({message}); if livecam "
-                               "runs as another user or with another control.token_file, pass "
-                               "--token-file") from None
-        if exc.code == 409:  # the stream (or every stream) has ended
-            raise LivecamError(str(message)) from None
-        raise LivecamError(f"control API error {exc.code}: {message}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise LivecamError(f"no livecam control API at {url.split('/api')[0]} ({reason}): "
-                           "start `livecam run` or `livecam daemon`, or check "
+        reply = exchange(url, method=method, body=body, headers=headers, timeout_s=timeout_s,
+                         max_body_bytes=_MAX_REPLY_BYTES)
+    except TimeoutError:
+        raise LivecamError(f"{_origin(url)} did not answer within {timeout_s:g} s (connecting, "
+                           "sending the request and reading the whole answer): is livecam "
+                           "stuck, or is another program on the port? check "
                            "control.api_address / --url") from None
+    except OSError as exc:
+        raise LivecamError(f"no livecam control API at {_origin(url)} ({exc}): start `livecam "
+                           "run` or `livecam daemon`, or check control.api_address / --url"
+                           ) from None
     except http.client.HTTPException as exc:  # it answered, but not in HTTP (ssh, a database)
         raise _not_livecam(url, f"it does not answer in HTTP: {type(exc).__name__}") from None
+    if len(reply.body) > _MAX_REPLY_BYTES:
+        raise _not_livecam(url, f"its answer is over {_MAX_REPLY_BYTES >> 20} MiB")
+    return reply
+
+
+def _error_message(reply: Reply, url: str) -> str:
+    """livecam answers every error as {"error": "..."}; anything else is another program."""
+    return str(_json_reply(reply.body, url, lambda v: isinstance(v, dict)
+                           and isinstance(v.get("error"), str))["error"])
+
+
+def _body(reply: Reply, url: str) -> bytes:
+    """The body of a 2xx answer; a one-line error for any other (:class:`UsageError` for a 400
+    or 404, exit 2; else :class:`LivecamError`, exit 1)."""
+    from livecam.core.errors import UsageError
+
+    if 200 <= reply.status < 300:
+        return reply.body
+    message = _error_message(reply, url)
+    if reply.status in (400, 404):
+        raise UsageError(message)
+    if reply.status == 401:
+        raise LivecamError(f"the control API refused the request ({message})")
+    if reply.status == 409:  # the stream (or every stream) has ended
+        raise LivecamError(message)
+    raise LivecamError(f"control API error {reply.status}: {message}")
+
+
+def _server_nonce(url: str, token: str) -> str:
+    """Have the program at ``url`` prove that it holds ``token`` (steps 1-3 of
+    :mod:`livecam.control.handshake`); its nonce for one signed request. When it does not,
+    :class:`LivecamError` in one line, and nothing of the token has left this process."""
+    from livecam.control import handshake
+
+    client_nonce = handshake.new_nonce()
+    challenge = f"{_origin(url)}{handshake.CHALLENGE_PATH}?nonce={client_nonce}"
+    reply = _exchange(challenge)
+    where = urllib.parse.urlsplit(url).netloc
+    if reply.status in (401, 404):  # a livecam without /api/challenge, or one mimicking it
+        _error_message(reply, challenge)  # not livecam's {"error": ...}: 'not a livecam API'
+        raise LivecamError(f"the program on {where} did not prove it holds livecam's control "
+                           "token: it is a livecam older than this `livecam ctl` (restart it) "
+                           "or not this user's livecam (token not sent)")
+    answer = _json_reply(_body(reply, challenge), challenge, lambda v: isinstance(v, dict)
+                         and handshake.is_nonce(v.get("nonce")) and "proof" in v)
+    if not handshake.proof_matches(token, client_nonce, answer["proof"]):
+        raise LivecamError(f"the program on {where} does not hold livecam's control token: it "
+                           "is not this user's livecam (token not sent); if it is a livecam "
+                           "run as another user or with another control.token_file, pass "
+                           "--token-file")
+    return str(answer["nonce"])
+
+
+def _request(url: str, token: str, method: str = "GET", body: dict[str, Any] | None = None,
+             timeout_s: float = _TIMEOUT_S) -> bytes:
+    """The body of the answer to one request. The request goes out only once the server has
+    proved that it holds the token, and signed with it rather than carrying it (see
+    :mod:`livecam.control.handshake`): a program that took livecam's port gets nothing it
+    could act with. Each exchange ends within its time (5 s; ``timeout_s`` for the request)."""
+    from livecam.control.client import request_target
+    from livecam.control.handshake import signed_authorization
+
+    server_nonce = _server_nonce(url, token)
+    data = b"" if body is None else json.dumps(body).encode()
+    auth = signed_authorization(token, server_nonce, method, request_target(url), data)
+    reply = _exchange(url, method=method, body=data or None,
+                      headers={"Authorization": auth, "Content-Type": "application/json"},
+                      timeout_s=timeout_s)
+    return _body(reply, url)
 
 
 def _print_state(reply: dict[str, Any]) -> None:

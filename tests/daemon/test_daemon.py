@@ -71,11 +71,13 @@ def test_ctl_drives_the_daemon_status_metrics_and_bypass(new_daemon: Callable[[]
     bad = d.ctl("select", "nobody", check=False)
     assert bad.returncode == 2 and "no identity 'nobody'" in bad.stderr
     assert "Traceback" not in bad.stderr and d.status()["active_identity"] is None
-    # a wrong token: exit 1, nothing changes
+    # a wrong token: the daemon cannot prove it holds that one, so ctl sends nothing; exit 1
     wrong = d.root / "wrong-token"
     wrong.write_text("not-the-token\n")
     refused = d.ctl("--token-file", str(wrong), "bypass", "off", check=False)
-    assert refused.returncode == 1 and "refused the token" in refused.stderr
+    assert refused.returncode == 1, refused.stderr
+    assert "does not hold livecam's control token" in refused.stderr
+    assert "--token-file" in refused.stderr and refused.stderr.count("\n") == 1
     assert d.status()["bypass"] is True
     snap = Path(d.ctl("snapshot").stdout.strip())  # written before the reply
     assert snap.parent == d.root / "data" / "livecam" / "snapshots"

@@ -12,22 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from livecam.cli import main
-
-
-def ctl(capsys: pytest.CaptureFixture[str], token_file: Path, *args: str) -> tuple[int, str]:
-    """(exit code, stdout + stderr) of `livecam ctl --token-file TOKEN ARGS`, in process."""
-    with pytest.raises(SystemExit) as exc:
-        main(["ctl", "--token-file", str(token_file), *args])
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out + err
-
-
-@pytest.fixture
-def token_file(tmp_path: Path) -> Path:
-    path = tmp_path / "api-token"
-    path.write_text("a-token\n")
-    return path
+from tests.subcommands.conftest import ctl
 
 
 class _Answer(http.server.BaseHTTPRequestHandler):
