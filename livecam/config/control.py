@@ -31,6 +31,10 @@ class ControlConfig:
     token_file: str = knob(
         "", "File holding the API token (created with mode 0600 on first start); empty = "
         "`api-token` in the user config dir (~/.config/livecam on Linux).")
+    apply_wait_s: float = knob(
+        2.0, "How long a command's API reply (and so `livecam ctl`) waits for the pipeline to "
+        "take it; past this it answers `applied: false` and the command is still taken at "
+        "the next frame. Raise it for scripts on a slow machine.", range=(0.05, 600.0))
     status_push_interval_s: float = knob(
         0.5, "Seconds between status pushes to the panel (server-sent events); state changes "
         "are pushed at once.", range=(0.05, 60.0))

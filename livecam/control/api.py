@@ -336,7 +336,8 @@ class ControlServer:
     async def _command(self, request: web.Request) -> web.Response:
         return _json(await run_command(request, targets=self._targets,
                                        stream=self._stream(request), limits=self._limits,
-                                       snapshot_dir=self._snapshot_dir))
+                                       snapshot_dir=self._snapshot_dir,
+                                       apply_wait_s=self._config.apply_wait_s))
 
 
 def _brief(doc: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The command endpoints of the control API (``POST /api/VERB``): read the body within the
 limits, build the command (:mod:`livecam.control.requests`), queue it to one stream or to
-every stream, and wait, without a thread, until the pipeline applied it (or 2 s).
+every stream, and wait, without a thread, until the pipeline applied it (or
+``control.apply_wait_s``, 2 s by default).
 
 The reply is ``{"applied", "frames_sent_at_apply", "first_frame_index", "state",
 "delay_ms"}`` (and ``path`` for a snapshot; for a reload, which runs in the background after
@@ -28,7 +29,6 @@ from livecam.control.status import ControlTarget
 from livecam.core import commands as cmd
 from livecam.core.reload_result import ReloadResult
 
-_APPLY_TIMEOUT_S = 2.0
 #: How long a reload's reply waits for the reload once applied: a config that does not load is
 #: known in milliseconds, new stages may take many seconds (models, CUDA graphs); past this the
 #: reply says it is still reloading. `livecam ctl` waits longer than both together.
@@ -36,9 +36,11 @@ _RELOAD_TIMEOUT_S = 5.0
 
 
 async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
-                      stream: int | None, limits: Limits, snapshot_dir: Path) -> dict[str, Any]:
+                      stream: int | None, limits: Limits, snapshot_dir: Path,
+                      apply_wait_s: float) -> dict[str, Any]:
     """The reply to ``POST /api/VERB`` after applying its command to ``targets[stream]``
-    (every running target when ``stream`` is None; the reply shows the first one's state).
+    (every running target when ``stream`` is None; the reply shows the first one's state),
+    waiting up to ``apply_wait_s`` for the pipeline to take it (``control.apply_wait_s``).
     :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
     a full command queue, or a stream that has ended."""
     verb = request.path.removeprefix("/api/")
@@ -56,11 +58,12 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
         snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)))
     commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in targets])
                               if stream is None else target.commands)
-    reply, error = await _apply(command, commands, target)
+    reply, error = await _apply(command, commands, target, apply_wait_s)
     if error is not None:
         raise RequestError(HTTPStatus.INTERNAL_SERVER_ERROR, error)
     if isinstance(command, cmd.Reload) and command.result is not None:
-        reply["reload"] = await _reload_outcome(command.result, applied=reply["applied"])
+        reply["reload"] = await _reload_outcome(command.result, applied=reply["applied"],
+                                                 apply_wait_s=apply_wait_s)
     if isinstance(command, cmd.SaveSnapshot):
         # each stream saves its own file (see SaveSnapshot); the streams it went to, in order
         several = len(targets) > 1
@@ -96,8 +99,8 @@ async def read_body(request: web.Request, limits: Limits) -> bytes:
                            f"request body over {limit // 1024} KiB") from None
 
 
-async def _apply(command: cmd.Command, commands: cmd.Commands,
-                 target: ControlTarget) -> tuple[dict[str, Any], str | None]:
+async def _apply(command: cmd.Command, commands: cmd.Commands, target: ControlTarget,
+                 apply_wait_s: float) -> tuple[dict[str, Any], str | None]:
     """Queue ``command`` and wait (without a thread) until the pipeline(s) applied it:
     (the reply, showing ``target``'s state; why its side effect failed, or None)."""
     try:
@@ -105,7 +108,7 @@ async def _apply(command: cmd.Command, commands: cmd.Commands,
     except queue.Full:
         raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "the pipeline is not taking "
                            "commands (queue full); try again") from None
-    done = await _wait_for(ticket.add_done_callback, _APPLY_TIMEOUT_S)
+    done = await _wait_for(ticket.add_done_callback, apply_wait_s)
     state = ticket.state if done and ticket.state is not None else target.state
     return {"applied": done, "frames_sent_at_apply": ticket.frames_sent,
             "first_frame_index": ticket.first_frame_index,
@@ -113,13 +116,14 @@ async def _apply(command: cmd.Command, commands: cmd.Commands,
             "delay_ms": target.describe().get("delay_ms", 0.0)}, ticket.error if done else None
 
 
-async def _reload_outcome(result: ReloadResult, *, applied: bool) -> dict[str, str]:
+async def _reload_outcome(result: ReloadResult, *, applied: bool,
+                          apply_wait_s: float) -> dict[str, str]:
     """``{"status", "message"}`` of the reload a command asked for, once it ended (or
     :data:`_RELOAD_TIMEOUT_S` passed): "reloaded", "failed" (``message`` says why and what
     stays in effect), or "reloading" (not over yet: no claim that it worked)."""
     if not applied:
         return {"status": "reloading", "message": "the reload has not started: the pipeline "
-                f"did not take the command within {_APPLY_TIMEOUT_S:g} s"}
+                f"did not take the command within {apply_wait_s:g} s"}
     over = await _wait_for(result.add_done_callback, _RELOAD_TIMEOUT_S)
     error = result.error
     if error is not None:

@@ -17,12 +17,17 @@ if TYPE_CHECKING:
     from livecam.control.client import Reply
 
 _TIMEOUT_S = 5.0
-#: A reload's reply comes once the reload ended, or after the server's 2 s (applied) + 5 s
+#: A command's reply comes once the pipeline took it or after the server's wait for that
+#: (control.apply_wait_s, 2 s by default); this much more is allowed for the answer itself.
+_COMMAND_MARGIN_S = 3.0
+#: A reload's reply comes once the reload ended, or after control.apply_wait_s (applied) + 5 s
 #: (reloaded): wait for that answer rather than report a timeout.
-_RELOAD_TIMEOUT_S = 15.0
+_RELOAD_MARGIN_S = 13.0
 #: The most of an answer read: the metrics of 64 streams take well under a megabyte; a
 #: program on the port that sends without end must not fill the memory.
 _MAX_REPLY_BYTES = 16 << 20
+_NOT_APPLIED = ("(not taken within control.apply_wait_s: the pipeline takes it at its next "
+                "frame; is it stuck or very slow?)")
 #: What every status reply holds (what :func:`_print_status` reads).
 _STATUS_KEYS = frozenset({"active_identity", "bypass", "fps_in", "fps_out", "latency_ms",
                           "tracks", "identities", "backend", "output", "width", "height",
@@ -233,7 +238,7 @@ def _print_state(reply: dict[str, Any]) -> None:
     print(f"identity: {state.get('active_identity') or 'none'}  bypass: "
           f"{'on' if state.get('bypass') else 'off'}")
     if not reply.get("applied", True):
-        print("(not applied within 2 s: is the pipeline stuck?)", file=sys.stderr)
+        print(_NOT_APPLIED, file=sys.stderr)
 
 
 def _reload_of(reply: dict[str, Any]) -> dict[str, str]:
@@ -344,7 +349,8 @@ def run(args: argparse.Namespace) -> int:
     elif action == "delay":
         body = {"ms": args.ms}
     url = f"{base}/api/{action}{query}"
-    timeout_s = _RELOAD_TIMEOUT_S if action == "reload" else _TIMEOUT_S
+    timeout_s = config.control.apply_wait_s + (
+        _RELOAD_MARGIN_S if action == "reload" else _COMMAND_MARGIN_S)
     reply = _json_reply(_request(url, token, "POST", body, timeout_s), url,
                         lambda v: _is_command_reply(v)
                         and (action != "snapshot" or isinstance(v.get("path"), str)))
@@ -359,7 +365,7 @@ def run(args: argparse.Namespace) -> int:
     elif action == "delay":
         print(f"A/V delay: {reply.get('delay_ms', args.ms):g} ms")
         if not reply.get("applied", True):
-            print("(not applied within 2 s: is the pipeline stuck?)", file=sys.stderr)
+            print(_NOT_APPLIED, file=sys.stderr)
     else:
         _print_state(reply)
     return 0

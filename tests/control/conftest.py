@@ -96,9 +96,12 @@ class _NoOp:
 
 def start_running(config: Config, tmp_path: Path, catalog: PhotoCatalog | Any,
                   input_spec: str = "synthetic:160x120", output_spec: str = "null",
-                  stages: list[Any] | None = None, limits: Limits | None = None) -> Running:
+                  stages: list[Any] | None = None, limits: Limits | None = None,
+                  apply_wait_s: float = 60.0) -> Running:
+    """The app and its control server. A command's reply waits up to ``apply_wait_s`` for the
+    pipeline: on a loaded host the default 2 s can pass first (`applied: false`)."""
     control = dataclasses.replace(config.control, api_address="127.0.0.1:0",
-                                  status_push_interval_s=0.1)
+                                  status_push_interval_s=0.1, apply_wait_s=apply_wait_s)
     config = dataclasses.replace(config, control=control)
     app = build_app(config, input_spec=input_spec, output_spec=output_spec, stages=stages,
                     state=RuntimeState(identities=catalog.names()))

@@ -31,7 +31,8 @@ class Served:
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.url,
-                               "--token-file", str(self.token_file), *args],
+                               "--token-file", str(self.token_file),
+                               "--set", "control.apply_wait_s=60", *args],
                               capture_output=True, text=True, timeout=60)
 
 
@@ -119,10 +120,9 @@ def test_a_reload_the_pipeline_has_not_taken_is_not_called_a_success(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The reply said "applied" after its wait ran out: asyncio.wait_for cancels what it
     waits for, and a cancelled future counts as done."""
-    monkeypatch.setattr("livecam.control.apply._APPLY_TIMEOUT_S", 0.3)
     stuck = _Stuck()
     running = start_running(fast_config, tmp_path, PhotoCatalog(astronaut_bgr, NAMES),
-                            stages=[stuck])
+                            stages=[stuck], apply_wait_s=0.3)
     try:
         assert stuck.entered.wait(60), "no frame reached the stage"
         reply = running.json("/api/reload", method="POST")

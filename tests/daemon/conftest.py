@@ -48,14 +48,17 @@ class Daemon:
         return env
 
     @property
-    def address_set(self) -> list[str]:
-        return ["--set", f"control.api_address=127.0.0.1:{self.port}"]
+    def control_sets(self) -> list[str]:
+        """The daemon's and ctl's API address, and a command's wait for the pipeline long
+        enough for a loaded test host (the default 2 s answers `applied: false` there)."""
+        return ["--set", f"control.api_address=127.0.0.1:{self.port}",
+                "--set", "control.apply_wait_s=60"]
 
     def start(self, *args: str, record: bool = True, cwd: Path | None = None) -> Daemon:
         (self.root / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
         if record:
             self.record_dir = self.root / f"rec-{self.name}"
-        cmd = [sys.executable, "-m", "livecam.cli", "daemon", *args, *self.address_set,
+        cmd = [sys.executable, "-m", "livecam.cli", "daemon", *args, *self.control_sets,
                "--set", "pipeline.status_interval_s=0"]
         # stderr to a file, not a pipe: an undrained pipe fills up and blocks the daemon
         with open(self.stderr_path, "w") as err:
@@ -72,8 +75,8 @@ class Daemon:
         return self.stderr_path.read_text(errors="replace")
 
     def ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", *self.address_set,
-                                 *args], env=self.env, capture_output=True, text=True, timeout=30)
+        result = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", *self.control_sets,
+                                 *args], env=self.env, capture_output=True, text=True, timeout=120)
         if check:
             assert result.returncode == 0, result.stderr
         return result

@@ -28,8 +28,9 @@ from tests.pipeline.test_streams import Marker, livecam, stream_app, wait_until
 @pytest.fixture
 def two_streams(fast_config: Config, tmp_path: Path,
                 astronaut_bgr: np.ndarray) -> Iterator[tuple[StreamSet, ControlServer, str]]:
+    # a command's reply waits for the pipelines up to 60 s: 2 s can pass on a loaded host
     control = dataclasses.replace(fast_config.control, api_address="127.0.0.1:0",
-                                  status_push_interval_s=0.1)
+                                  status_push_interval_s=0.1, apply_wait_s=60.0)
     config = dataclasses.replace(fast_config, control=control)
     streams = StreamSet([stream_app(config, [Marker()], 0),
                          stream_app(config, [Marker()], 1, width=80)])
@@ -112,8 +113,8 @@ def test_ctl_stream_reaches_one_stream(two_streams: tuple[StreamSet, ControlServ
                                        tmp_path: Path) -> None:
     streams, server, _ = two_streams
     token_file = tmp_path / "cfg" / "api-token"
-    result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "--stream",
-                     "0", "select", "carol")
+    result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "--set",
+                     "control.apply_wait_s=60", "--stream", "0", "select", "carol")
     assert result.returncode == 0, result.stderr
     assert [a.state.active_identity for a in streams.apps] == ["carol", None]
     result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "status")
