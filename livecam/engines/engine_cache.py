@@ -16,6 +16,7 @@ processes building at once cannot leave a half-written engine or lose timing-cac
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -27,7 +28,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from livecam.core.errors import LivecamError
 from livecam.core.files import atomic_write, make_folder
+from livecam.engines.store_locks import holding
 
 log = logging.getLogger(__name__)
 
@@ -202,22 +205,28 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-class EngineCache:
-    """Serialized engines under ``root``. Any thread may call; writers take a file lock."""
+class EngineCacheBusyError(LivecamError, RuntimeError):
+    """Another process held the engine cache's lock for longer than a writer waits."""
 
-    def __init__(self, root: str | Path) -> None:
+
+class EngineCache:
+    """Serialized engines under ``root``. Any thread may call; writers take a file lock,
+    waiting for another process's write at most ``lock_wait_s`` (said after a second; then
+    :class:`EngineCacheBusyError`): writes take moments, so a long wait is a stuck process."""
+
+    def __init__(self, root: str | Path, *, lock_wait_s: float = 600.0) -> None:
         self.root = Path(root)
+        self.lock_wait_s = lock_wait_s
 
     @property
     def timing_cache_path(self) -> Path:
         return self.root / "timing.cache"
 
-    def lock(self, timeout_s: float = 600.0) -> Any:
+    def lock(self) -> contextlib.AbstractContextManager[None]:
         """An inter-process lock (``with cache.lock(): ...``) over writes to this cache."""
-        from filelock import FileLock
-
         make_folder(self.root, "engine.cache_dir")
-        return FileLock(str(self.root / ".lock"), timeout=timeout_s)
+        return holding(self.root / ".lock", f"writing the engine cache {self.root}",
+                       wait_s=self.lock_wait_s, knob=None, error=EngineCacheBusyError)
 
     def engine_path(self, model_name: str, key: CacheKey) -> Path:
         return self.root / f"{model_name}-{key.digest()[:16]}{key.suffix}"

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from livecam.config.engine import ModelsConfig
-from livecam.core.errors import ModelError
+from livecam.core.errors import LivecamError, ModelError
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,14 @@ class ModelBusyError(ModelError):
 
 
 @contextlib.contextmanager
-def holding(lock_path: Path, doing: str, *, wait_s: float) -> Iterator[None]:
+def holding(lock_path: Path, doing: str, *, wait_s: float,
+            knob: str | None = "models.lock_wait_s",
+            error: type[LivecamError] = ModelBusyError) -> Iterator[None]:
     """Hold the file lock ``lock_path`` (between processes, and between threads of one).
 
     ``doing`` says what its holder does, after "another livecam process is" ("writing or
-    checking model x"). Waits at most ``wait_s`` seconds, saying so after
-    :data:`SAY_WAITING_AFTER_S`; then raises :class:`ModelBusyError`. Any thread.
+    checking model x"). Waits at most ``wait_s`` seconds (the setting ``knob``, if one sets
+    it), saying so after :data:`SAY_WAITING_AFTER_S`; then raises ``error``. Any thread.
     """
     from filelock import FileLock, Timeout
 
@@ -52,15 +54,16 @@ def holding(lock_path: Path, doing: str, *, wait_s: float) -> Iterator[None]:
     try:
         lock.acquire(timeout=min(SAY_WAITING_AFTER_S, wait_s))
     except Timeout:
-        log.warning("another livecam process is %s: waiting for it to finish (at most %g s, "
-                    "models.lock_wait_s)", doing, wait_s)
+        log.warning("another livecam process is %s: waiting for it to finish (at most %g s%s)",
+                    doing, wait_s, f", {knob}" if knob else "")
         try:
             lock.acquire(timeout=max(0.0, wait_s - SAY_WAITING_AFTER_S))
         except Timeout:
-            raise ModelBusyError(
+            raise error(
                 f"gave up after {wait_s:g} s: another livecam process is still {doing} (it "
-                f"holds {lock_path}). Let it finish, or stop it, and run again (raise "
-                "models.lock_wait_s to wait longer); if no livecam is running on any computer "
+                f"holds {lock_path}). Let it finish, or stop it, and run again"
+                f"{f' (raise {knob} to wait longer)' if knob else ''}; if no livecam is running "
+                "on any computer "
                 f"that shares this folder, the lock is stale: delete {lock_path} and run again"
             ) from None
     try:
