@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,3 +219,21 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def raised_within(fn: Callable[[], object], bound_s: float, hang: str) -> BaseException | None:
+    """Call ``fn`` on a thread; what it raised (None: nothing). Fails, saying ``hang``, when it
+    has not returned within ``bound_s`` (instead of hanging the test run)."""
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(bound_s)
+    assert not thread.is_alive(), hang
+    return raised[0] if raised else None

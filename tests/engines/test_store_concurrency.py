@@ -24,6 +24,7 @@ from tests.engines.store_support import (
     leftovers,
     open_store,
     paused,
+    raised_within,
     serve,
     sha,
     two_payloads,
@@ -217,21 +218,9 @@ def _killed_midway(tmp_path: Path, mode: str, arg: str) -> None:
         pass
 
 
-def _in_time(fn: object) -> None:
-    """Call ``fn`` in a thread; fail (not hang) when a lock left by the killed process blocks."""
-    errors: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            fn()  # type: ignore[operator]
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
-    thread.join(WAIT_S)
-    assert not thread.is_alive(), "blocked by what the killed process left"
-    assert errors == []
+def _in_time(fn: Callable[[], object]) -> None:
+    """Call ``fn``; fail (not hang) when a lock left by the killed process blocks it."""
+    assert raised_within(fn, WAIT_S, "blocked by what the killed process left") is None
 
 
 def test_an_import_killed_while_hashing_leaves_nothing_taken_as_good(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from tests.engines.store_support import (
     leftovers,
     open_store,
     paused,
+    raised_within,
     serve,
     sha,
     two_payloads,
@@ -112,17 +112,4 @@ def test_a_download_that_waited_in_vain_is_kept_for_the_next_fetch(tmp_path: Pat
 
 
 def _in_time(fn: Callable[[], object]) -> BaseException | None:
-    """Call ``fn`` on a thread; what it raised. Fails (instead of hanging) past BOUND_S."""
-    raised: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            fn()
-        except BaseException as exc:
-            raised.append(exc)
-
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
-    thread.join(BOUND_S)
-    assert not thread.is_alive(), "still waiting"
-    return raised[0] if raised else None
+    return raised_within(fn, BOUND_S, "still waiting")
