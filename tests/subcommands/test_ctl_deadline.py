@@ -51,9 +51,10 @@ TRICKLES = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("action", ["status", "next"])
-@pytest.mark.parametrize("proves", [False, True], ids=["challenge trickled",
-                                                       "request trickled"])
+# the challenge is trickled to a status, the signed request to a command: each exchange of
+# ctl's two kinds (a read, and a command whose deadline adds control.apply_wait_s) is covered
+@pytest.mark.parametrize(("proves", "action"), [(False, "status"), (True, "next")],
+                         ids=["challenge trickled", "request trickled"])
 @pytest.mark.parametrize("where", TRICKLES)
 def test_a_trickling_server_cannot_hold_ctl_past_its_deadline(
         capsys: pytest.CaptureFixture[str], token_file: Path, where: str, proves: bool,
