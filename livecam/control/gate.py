@@ -5,8 +5,9 @@ panel, Prometheus, scripts), or proves it holds the token with a signed request
 (``Authorization: Livecam-HMAC S M``: ``livecam ctl``, see :mod:`livecam.control.handshake`).
 ``GET /api/challenge`` alone needs neither: it is how a client has the server prove that *it*
 holds the token. A token shown is checked before the body is read; a signed request's server
-nonce is spent first, then its body is read (within the same limits as a command's: the
-signature covers it) and then its signature checked. Runs on the API's event-loop thread.
+nonce is checked first, then its body is read (within the same limits as a command's: the
+signature covers it), then its signature checked, and only then its nonce spent. Runs on the
+API's event-loop thread.
 """
 
 from __future__ import annotations
@@ -74,14 +75,18 @@ class Gate:
         return token_matches(self.token, given)
 
     async def _check_signed(self, request: web.Request, nonce: str, mac: str) -> str | None:
-        """Why the signed request is refused; None when its signature is right."""
-        if not self._nonces.take(nonce):
-            return ("signed request refused: its server nonce is unknown, used or expired "
-                    "(ask /api/challenge for a new one)")
+        """Why the signed request is refused; None when its signature is right (its server
+        nonce is then spent: a wrong M spends nothing, so a guess cannot void a ctl's S)."""
+        nonce_refusal = ("signed request refused: its server nonce is unknown, used or expired "
+                         "(ask /api/challenge for a new one)")
+        if not self._nonces.usable(nonce):
+            return nonce_refusal
         body = await read_body(request, self._limits)  # cached: the handler reads it again
         if not handshake.mac_matches(self.token, nonce, request.method, request.raw_path,
                                      body, mac):
             return "signed request refused: wrong signature (another token?)"
+        if not self._nonces.spend(nonce):  # a copy of this request got in while this one read
+            return nonce_refusal
         return None
 
     async def challenge(self, request: web.Request) -> web.Response:

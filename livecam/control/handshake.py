@@ -14,11 +14,19 @@ wire, and nothing that does can be used again::
                M = HMAC(token, "livecam-request\\n" S "\\n" METHOD "\\n" TARGET "\\n" BODY)
 
 HMAC is HMAC-SHA256 keyed with the token's UTF-8 bytes, written in lowercase hex. C and S are 16
-random bytes in hex. TARGET is the request's path and query exactly as sent; BODY its bytes
-(empty for none). The server hands out each S for one request within
-:data:`SERVER_NONCE_TTL_S`: S is spent by the first request that names it, whether its M is
-right or not, so a replayed request is refused. The two messages start with different labels,
-so a proof, which the server gives anyone who asks, never passes as a request's M.
+bytes in hex: C random, S opaque to ctl. TARGET is the request's path and query exactly as sent;
+BODY its bytes (empty for none). The server lets in one request per S, within
+:data:`SERVER_NONCE_TTL_S` of handing it out, so a replayed request is refused. The two
+messages start with different labels, so a proof, which the server gives anyone who asks, never
+passes as a request's M.
+
+The server keeps nothing per S it hands out (:class:`ServerNonces`): S carries its own issue
+time and a MAC of it under a secret of the server's process (never the token). Anyone may ask
+for challenges, so a store of S handed out would be theirs to fill: either it grows, or it drops
+the S that a ctl holds before its request comes back. What the server does keep is each S spent
+by a request whose M was right, until it expires: only holders of the token add to that. A
+request with a wrong M spends nothing, so no one can void the S that a ctl holds. S keeps the
+format of C, so a ``livecam ctl`` older than this scheme of S takes it too.
 
 An impostor that relays ctl's challenge to a real livecam (of the same user) gets a true proof
 back; what it can then do with ctl's signed request is pass that same request on, once, to that
@@ -40,7 +48,6 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TypeGuard
 
@@ -49,14 +56,17 @@ CHALLENGE_PATH = "/api/challenge"
 #: The ``Authorization`` scheme of a signed request (step 4).
 SCHEME = "Livecam-HMAC"
 #: How long a server nonce S stays good: ctl sends its request right after the proof, so this
-#: only has to cover a slow, loaded host.
+#: only has to cover a slow, loaded host. Longer also keeps each spent S remembered longer.
 SERVER_NONCE_TTL_S = 30.0
-#: Server nonces outstanding at most; past this the oldest is dropped. Each costs ~100 bytes, so
-#: a local flood of challenges costs the server little; it can make a ctl's request fail (its S
-#: dropped before it came back), which that flood could do to the API anyway.
-MAX_SERVER_NONCES = 4096
 
 _NONCE_BYTES = 16
+#: S is its issue stamp (ns since its :class:`ServerNonces` was made, big-endian) and then a MAC
+#: of that stamp cut to 8 bytes. The MAC keeps a program that held the port from giving ctl an
+#: S stamped to pass at the real livecam later (and replaying ctl's request there); a made-up S
+#: passes one time in 2**64, each try one refused request.
+_STAMP_BYTES = 8
+_TAG_BYTES = _NONCE_BYTES - _STAMP_BYTES
+_SECRET_BYTES = 32
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -66,7 +76,8 @@ def new_nonce() -> str:
 
 
 def is_nonce(text: object) -> TypeGuard[str]:
-    """True for what :func:`new_nonce` makes (and nothing longer, shorter or odder)."""
+    """True for what :func:`new_nonce` and :meth:`ServerNonces.issue` make (and nothing longer,
+    shorter or odder)."""
     return isinstance(text, str) and len(text) == 2 * _NONCE_BYTES and set(text) <= _HEX
 
 
@@ -100,7 +111,7 @@ def signed_authorization(token: str, server_nonce: str, method: str, target: str
 
 def parse_signed(header: str) -> tuple[str, str] | None:
     """(S, M) of a ``Livecam-HMAC S M`` header; None for any other scheme. S and M are not
-    checked here: :meth:`ServerNonces.take` and :func:`mac_matches` do that."""
+    checked here: :class:`ServerNonces` and :func:`mac_matches` do that."""
     scheme, _, rest = header.strip().partition(" ")
     if scheme.lower() != SCHEME.lower():
         return None
@@ -117,27 +128,67 @@ def mac_matches(token: str, server_nonce: str, method: str, target: str, body: b
 
 
 class ServerNonces:
-    """The server nonces handed out and not yet used: each is good for one request within
-    ``ttl_s`` of being issued. Not thread-safe: the API's event-loop thread alone calls it."""
+    """The server nonces S: each lets in one request within ``ttl_s`` of being issued.
 
-    def __init__(self, *, ttl_s: float = SERVER_NONCE_TTL_S, most: int = MAX_SERVER_NONCES,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl_s = ttl_s
-        self._most = most
-        self._clock = clock
-        self._expiry: OrderedDict[str, float] = OrderedDict()  # oldest first
+    Nothing is kept per S issued: each S carries its issue stamp and a MAC of it under a random
+    secret of this object, so issuing costs no memory and no number of issues can void an S that
+    a client still holds. A restart (a new object) voids every S issued before it. What is kept
+    is each S :meth:`spend` let in, until it expires, so none is let in twice; the caller spends
+    S only for requests whose M is right, so only holders of the token add to it.
+
+    ``clock_ns`` is monotonic, in nanoseconds. Not thread-safe: the API's event-loop thread
+    alone calls it.
+    """
+
+    def __init__(self, *, ttl_s: float = SERVER_NONCE_TTL_S,
+                 clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+        self._ttl_ns = round(ttl_s * 1e9)
+        self._clock_ns = clock_ns
+        self._secret = secrets.token_bytes(_SECRET_BYTES)
+        # stamps count from here, not from the clock's own zero: S need not tell the host's uptime
+        self._epoch_ns = clock_ns()
+        self._last_stamp_ns = -1
+        self._spent: dict[str, int] = {}  # S -> when it expires (clock_ns), in order of spending
 
     def issue(self) -> str:
-        """A new nonce, good until ``ttl_s`` from now, for one :meth:`take`."""
-        now = self._clock()
-        while self._expiry and (len(self._expiry) >= self._most
-                                or next(iter(self._expiry.values())) <= now):
-            self._expiry.popitem(last=False)
-        nonce = new_nonce()
-        self._expiry[nonce] = now + self._ttl_s
-        return nonce
+        """A new nonce (32 lowercase hex characters, as :func:`is_nonce` wants), good for one
+        :meth:`spend` until ``ttl_s`` from now."""
+        # strictly increasing, so no two S are alike even where the clock is coarse
+        stamp_ns = max(self._clock_ns() - self._epoch_ns, self._last_stamp_ns + 1)
+        self._last_stamp_ns = stamp_ns
+        stamp = stamp_ns.to_bytes(_STAMP_BYTES, "big")
+        return (stamp + self._tag(stamp)).hex()
 
-    def take(self, nonce: str) -> bool:
-        """Spend ``nonce``: True if it was issued here, is unused and has not expired."""
-        expiry = self._expiry.pop(nonce, None)
-        return expiry is not None and self._clock() < expiry
+    def usable(self, nonce: str) -> bool:
+        """True if ``nonce`` was issued here, has not expired and was not spent: a request that
+        names it is worth reading and checking. Constant time in the MAC."""
+        return self._expiry_if_usable(nonce, self._clock_ns()) is not None
+
+    def spend(self, nonce: str) -> bool:
+        """Let in the request that names ``nonce``, once its M was found right: True if
+        :meth:`usable`, and from now on it is not (False for the second of two copies)."""
+        now_ns = self._clock_ns()
+        expiry_ns = self._expiry_if_usable(nonce, now_ns)
+        if expiry_ns is None:
+            return False
+        # oldest spent first, up to the first still good: what stays was spent within ttl_s
+        while self._spent and next(iter(self._spent.values())) <= now_ns:
+            del self._spent[next(iter(self._spent))]
+        self._spent[nonce] = expiry_ns
+        return True
+
+    def _expiry_if_usable(self, nonce: str, now_ns: int) -> int | None:
+        if not is_nonce(nonce):
+            return None
+        raw = bytes.fromhex(nonce)
+        stamp, tag = raw[:_STAMP_BYTES], raw[_STAMP_BYTES:]
+        if not hmac.compare_digest(self._tag(stamp), tag):
+            return None
+        expiry_ns = self._epoch_ns + int.from_bytes(stamp, "big") + self._ttl_ns
+        if now_ns >= expiry_ns or nonce in self._spent:
+            return None
+        return expiry_ns
+
+    def _tag(self, stamp: bytes) -> bytes:
+        message = b"livecam-server-nonce\n" + stamp
+        return hmac.new(self._secret, message, hashlib.sha256).digest()[:_TAG_BYTES]
