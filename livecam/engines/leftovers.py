@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from livecam.engines.store_locks import holding
+from livecam.engines.store_locks import held_if_free, holding
 
 log = logging.getLogger(__name__)
 
@@ -119,19 +119,13 @@ def staging_folder(models_dir: Path, file_name: str, *, wait_s: float) -> Iterat
 def remove_unused_partial(part: Path, download_lock: Path, name: str) -> None:
     """Remove ``part``, the partial download of model ``name`` that its caller knows no fetch
     will resume, unless a fetch holds ``download_lock`` (it writes the file). Any thread."""
-    from filelock import FileLock, Timeout
-
-    download = FileLock(str(download_lock))
-    try:
-        download.acquire(timeout=0)
-    except (Timeout, OSError):
-        return  # a fetch writes it
-    try:
-        size = part.stat().st_size
-        part.unlink()
-        log.info("removed %s (%.0f MB), a download cut short: model %s is installed another "
-                 "way", part, size / 1e6, name)
-    except OSError:
-        pass  # gone meanwhile
-    finally:
-        download.release()
+    with held_if_free(download_lock) as free:
+        if not free:
+            return  # a fetch writes it
+        try:
+            size = part.stat().st_size
+            part.unlink()
+            log.info("removed %s (%.0f MB), a download cut short: model %s is installed "
+                     "another way", part, size / 1e6, name)
+        except OSError:
+            pass  # gone meanwhile
