@@ -1,14 +1,32 @@
 """Atomic file writes, for files other processes (or a later run) read while they change:
-the engine cache, the model store's stamps and pins, the identity library; and the folders a
-setting names."""
+the engine cache, the model store's stamps and pins, the identity library, ``analyze``'s JSON;
+and the folders a setting names.
+
+A write goes through a temp file beside its target (``.<name>.<random>.tmp``). A process
+killed in the middle (``kill -9``, ``TerminateProcess`` on Windows, a power cut) runs no
+cleanup and leaves that temp file, as large as what it wrote, for good: nothing reads it. So
+each writer's next start (or next write) calls :func:`remove_temp_files` while it holds the
+lock that every writer of those files holds while it writes (the model's lock for a stamp, the
+engine cache's lock, the identity library's): then no temp file it finds is a write under way.
+A lock says this exactly, where an age would not (a slow disk, a suspended laptop), and the
+system drops it when its holder dies however it dies.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from livecam.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+TEMP_SUFFIX = ".tmp"
 
 
 def make_folder(path: Path, setting: str) -> None:
@@ -28,7 +46,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a reader (or a crash) sees the old or the new file
     whole: a temp file beside it (``.<name>.*.tmp``), flushed to disk, renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -38,3 +56,34 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def temp_files(folder: Path, target_name: str | None = None) -> list[Path]:
+    """The temp files :func:`atomic_write` made in ``folder`` for the file ``target_name``
+    (for any file: None) and has not renamed: writes under way, and what killed ones left.
+    Plain files only, sorted. Any thread."""
+    name = "*" if target_name is None else glob.escape(target_name)
+    found: Iterable[Path] = folder.glob(f".{name}.*{TEMP_SUFFIX}") if folder.is_dir() else ()
+    if target_name is not None:  # mkstemp's part has no dot: not the temp of "<name>.x"
+        start, end = len(target_name) + 2, -len(TEMP_SUFFIX)
+        found = (p for p in found if "." not in p.name[start:end])
+    return sorted(p for p in found if p.is_file() and not p.is_symlink())
+
+
+def remove_temp_files(folder: Path, target_name: str | None = None) -> list[Path]:
+    """Remove :func:`temp_files` ``(folder, target_name)``, saying so; returns what went.
+
+    Only for a caller that holds the lock every writer of those files holds while it writes
+    (see the module's docstring): another one's temp file may be a write under way. Any
+    thread."""
+    removed, size_bytes = [], 0
+    for path in temp_files(folder, target_name):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove: left
+            size = path.stat().st_size
+            path.unlink()
+            removed.append(path)
+            size_bytes += size
+    if removed:
+        log.info("removed %d temp file(s) (%.1f MB) left in %s by a livecam stopped while it "
+                 "wrote", len(removed), size_bytes / 1e6, folder)
+    return removed

@@ -11,7 +11,10 @@ GPU, an older TensorRT or torch, a changed executor, a renamed or truncated file
 logged, never loaded.
 
 Writes are atomic (temporary file + ``os.replace``) and serialised with a file lock, so two
-processes building at once cannot leave a half-written engine or lose timing-cache entries.
+processes building at once cannot leave a half-written engine or lose timing-cache entries. A
+process killed while it writes leaves its temp file (``.<name>.*.tmp``, as large as an engine):
+the next write removes those under the lock, and a start (:meth:`EngineCache.tidy`: ``livecam
+engines``, an engine opening its entry) when the lock is free.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from livecam.core.errors import LivecamError
-from livecam.core.files import atomic_write, make_folder
-from livecam.engines.store_locks import holding
+from livecam.core.files import atomic_write, make_folder, remove_temp_files, temp_files
+from livecam.engines.store_locks import held_if_free, holding
 
 log = logging.getLogger(__name__)
 
@@ -222,11 +225,24 @@ class EngineCache:
     def timing_cache_path(self) -> Path:
         return self.root / "timing.cache"
 
-    def lock(self) -> contextlib.AbstractContextManager[None]:
-        """An inter-process lock (``with cache.lock(): ...``) over writes to this cache."""
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """An inter-process lock (``with cache.lock(): ...``) over writes to this cache; every
+        write holds it, so the temp files found under it are killed writers': removed."""
         make_folder(self.root, "engine.cache_dir")
-        return holding(self.root / ".lock", f"writing the engine cache {self.root}",
-                       wait_s=self.lock_wait_s, knob=None, error=EngineCacheBusyError)
+        with holding(self.root / ".lock", f"writing the engine cache {self.root}",
+                     wait_s=self.lock_wait_s, knob=None, error=EngineCacheBusyError):
+            remove_temp_files(self.root)
+            yield
+
+    def tidy(self) -> None:
+        """Remove the temp files that writers killed mid-write left, if no process holds the
+        lock now (one that does is writing: the next start or write removes them). Never
+        waits; for a start. Any thread."""
+        if temp_files(self.root):  # first: no lock file made where none is needed
+            with held_if_free(self.root / ".lock") as free:
+                if free:
+                    remove_temp_files(self.root)
 
     def engine_path(self, model_name: str, key: CacheKey) -> Path:
         return self.root / f"{model_name}-{key.digest()[:16]}{key.suffix}"

@@ -18,6 +18,12 @@ network file system may emulate ``flock`` with locks that are per process, not p
 A fetch killed midway leaves its ``.part``, which the next fetch resumes; once the model is
 installed another way no fetch will, and :func:`remove_unused_partial` removes it unless a
 fetch holds its download lock.
+
+A stamp or ``pins.json`` is written through a temp file beside it
+(:func:`livecam.core.files.atomic_write`) by a process that holds its lock (the model's lock,
+``.pins.lock``); one killed before the rename leaves the temp file.
+:func:`remove_unused_temp_files` removes those when that lock is free, and the next write of
+the file, holding the lock, removes them too.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from livecam.engines.store_locks import holding
+from livecam.core.files import remove_temp_files, temp_files
+from livecam.engines.store_locks import held_if_free, holding
 
 log = logging.getLogger(__name__)
 
@@ -119,19 +126,23 @@ def staging_folder(models_dir: Path, file_name: str, *, wait_s: float) -> Iterat
 def remove_unused_partial(part: Path, download_lock: Path, name: str) -> None:
     """Remove ``part``, the partial download of model ``name`` that its caller knows no fetch
     will resume, unless a fetch holds ``download_lock`` (it writes the file). Any thread."""
-    from filelock import FileLock, Timeout
+    with held_if_free(download_lock) as free:
+        if not free:
+            return  # a fetch writes it
+        try:
+            size = part.stat().st_size
+            part.unlink()
+            log.info("removed %s (%.0f MB), a download cut short: model %s is installed "
+                     "another way", part, size / 1e6, name)
+        except OSError:
+            pass  # gone meanwhile
 
-    download = FileLock(str(download_lock))
-    try:
-        download.acquire(timeout=0)
-    except (Timeout, OSError):
-        return  # a fetch writes it
-    try:
-        size = part.stat().st_size
-        part.unlink()
-        log.info("removed %s (%.0f MB), a download cut short: model %s is installed another "
-                 "way", part, size / 1e6, name)
-    except OSError:
-        pass  # gone meanwhile
-    finally:
-        download.release()
+
+def remove_unused_temp_files(path: Path, lock_path: Path) -> None:
+    """Remove the temp files of ``path`` (a stamp, ``pins.json``) if its writers' lock
+    ``lock_path`` is free; a held one is a writer at work (the next tidy removes them).
+    Never waits. Any thread."""
+    if temp_files(path.parent, path.name):  # first: no lock file made where none is needed
+        with held_if_free(lock_path) as free:
+            if free:
+                remove_temp_files(path.parent, path.name)

@@ -21,10 +21,10 @@ the move into place and the stamp of an import happen together, and a check hash
 the file under the same lock, taking the stamp's identity from the handle it read. The locks are
 ``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows), which the
 system drops when their process dies, so a process killed in the middle leaves no lock behind;
-what it leaves (a copy in its import folder, a ``.part``) is never what
-:meth:`ModelStore.verify` reads, and a later import, fetch or ``models verify`` removes it
-once no process uses it and, for a ``.part``, no fetch will resume it
-(:mod:`livecam.engines.leftovers`, :meth:`ModelStore.tidy`). A wait for a lock another
+what it leaves (a copy in its import folder, a ``.part``, the temp file of a stamp or of
+``pins.json``) is never what :meth:`ModelStore.verify` reads, and a later import, fetch or
+``models verify`` removes it once no process uses it and, for a ``.part``, no fetch will resume
+it (:mod:`livecam.engines.leftovers`, :meth:`ModelStore.tidy`). A wait for a lock another
 process holds is said after a second and given up after ``lock_wait_s``
 (``models.lock_wait_s``), with :class:`ModelBusyError` saying what to do
 (:mod:`livecam.engines.store_locks`).
@@ -43,10 +43,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.core.errors import ModelError, UsageError
-from livecam.core.files import atomic_write, make_folder
+from livecam.core.files import atomic_write, make_folder, remove_temp_files
 from livecam.engines.leftovers import (
     remove_abandoned,
     remove_unused_partial,
+    remove_unused_temp_files,
     staging_folder,
 )
 from livecam.engines.manifest import ModelManifest
@@ -64,6 +65,8 @@ __all__ = ["CHUNK_BYTES", "Hashed", "ModelBusyError", "ModelStatus", "ModelStore
            "default_models_dir", "hash_file", "sha256_file"]
 
 log = logging.getLogger(__name__)
+
+_PINS_LOCK = ".pins.lock"  # held while pins.json changes
 
 
 def default_models_dir() -> Path:
@@ -120,10 +123,12 @@ class ModelStore:
 
         Held for short steps (a pin check, a move, one hash); never take it while holding it.
         """
-        target = self.path(name)
-        make_folder(target.parent, "models.dir")
-        return holding(target.with_name(f".{target.name}.lock"),
-                       f"writing or checking model {name}", wait_s=self.lock_wait_s)
+        make_folder(self.path(name).parent, "models.dir")
+        return holding(self._lock_path(name), f"writing or checking model {name}",
+                       wait_s=self.lock_wait_s)
+
+    def _lock_path(self, name: str) -> Path:
+        return self.path(name).with_name(f".{self.path(name).name}.lock")
 
     def download_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """The lock whose holder alone writes :meth:`partial_path` (held for a whole fetch;
@@ -148,7 +153,9 @@ class ModelStore:
             raise ModelError(f"model {name}: {self.path(name)} changed while it was checked; "
                              "run again once nothing else writes it")
         stamp = {"sha256": hashed.sha256, **hashed.identity}
-        atomic_write(self._stamp_path(name), json.dumps(stamp).encode())
+        path = self._stamp_path(name)
+        remove_temp_files(path.parent, path.name)  # under the lock: killed writers' only
+        atomic_write(path, json.dumps(stamp).encode())
 
     # -- pins: the hash a user vouched for, for models with no published hash ---------------
 
@@ -165,8 +172,9 @@ class ModelStore:
 
     def set_pin(self, name: str, sha256: str, source: str) -> None:
         make_folder(self.models_dir, "models.dir")
-        with holding(self.models_dir / ".pins.lock", "pinning a model's sha256",
+        with holding(self.models_dir / _PINS_LOCK, "pinning a model's sha256",
                      wait_s=self.lock_wait_s):
+            remove_temp_files(self.models_dir, self._pins_path.name)  # killed writers' only
             pins = self._read_json(self._pins_path) or {}
             old = pins.get(name)
             pins[name] = {"sha256": sha256, "pinned": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -272,13 +280,14 @@ class ModelStore:
             remove_unused_partial(part, self._download_lock_path(name), name)
 
     def tidy(self) -> None:
-        """Remove what killed imports and fetches left in the store and nothing will use:
-        import folders whose import is gone, the ``.part`` of installed models (see
-        :func:`livecam.engines.leftovers.remove_abandoned`, :meth:`remove_stale_partial`)."""
+        """Remove what killed writers left that nothing will use: abandoned import folders,
+        ``.part`` of installed models, temp files of stamps and pins (see :mod:`.leftovers`)."""
         for folder in dict.fromkeys(self.path(name).parent for name in self.manifests):
             remove_abandoned(folder, wait_s=self.lock_wait_s)
         for name in self.manifests:
             self.remove_stale_partial(name)
+            remove_unused_temp_files(self._stamp_path(name), self._lock_path(name))
+        remove_unused_temp_files(self._pins_path, self.models_dir / _PINS_LOCK)
 
     def missing_error(self, name: str) -> ModelError:
         return ModelError(
@@ -318,6 +327,7 @@ class ModelStore:
         if not src.is_file():
             raise UsageError(f"{src} is not a file")
         target = self.path(name)
+        self.tidy()  # what killed imports, fetches and checks left
 
         def admit(hashed: Hashed) -> None:
             if not hashed.steady:  # in place: the user's own file, still being written

@@ -10,7 +10,10 @@ A lock that is never released is a process that hangs, or a lock that a network 
 keeps for a client that is gone: those would otherwise be waited for forever.
 
 The locks are ``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows),
-which the system drops when their holder dies however it dies (``kill -9`` included).
+which the system drops when their holder dies however it dies (``kill -9`` included). So a
+lock that can be taken has no live writer: what is found under it that only writers make
+(temp files, import folders, partial downloads) a killed one left, and tidying takes the lock
+without waiting (:func:`held_if_free`): a lock held now is tidied at the next start.
 """
 
 from __future__ import annotations
@@ -68,5 +71,24 @@ def holding(lock_path: Path, doing: str, *, wait_s: float,
             ) from None
     try:
         yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def held_if_free(lock_path: Path) -> Iterator[bool]:
+    """Hold the file lock ``lock_path`` if no one holds it now: yields True, holding it; or
+    False at once (another process or thread holds it, or it cannot be opened), for what can
+    wait for the next start. Any thread."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except (Timeout, OSError):
+        yield False
+        return
+    try:
+        yield True
     finally:
         lock.release()

@@ -193,6 +193,7 @@ class TensorRTEngine(EngineBase):
         trt = import_tensorrt()
         key = make_key(self.model_sha256, self.precision, self.profiles, self.fp32_layers,
                        self.device_index)
+        self.cache.tidy()  # what builds killed mid-write left
         data = self.cache.load(self.model_name, key)
         if data is None:
             if not self.build_if_missing:

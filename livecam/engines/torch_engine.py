@@ -167,6 +167,7 @@ class TorchEngine(EngineBase):
         options = self.compile
         assert options is not None
         cache = EngineCache(options.cache_dir)
+        cache.tidy()  # what builds killed mid-write left
         keys = {b: options.key(self._device, self.precision, self._use_channels_last, b)
                 for b in options.batch_sizes}
         paths = {b: cache.load_path(options.model_name, k) for b, k in keys.items()}

@@ -37,7 +37,7 @@ import numpy as np
 
 from livecam.config.identity import IdentityConfig
 from livecam.core.errors import IdentityError
-from livecam.core.files import atomic_write, make_folder
+from livecam.core.files import atomic_write, make_folder, remove_temp_files
 from livecam.identity.model import Identity, IdentityPhoto
 from livecam.identity.photo import PreparedPhoto, prepare_photo, read_photo
 from livecam.identity.record import (
@@ -266,8 +266,8 @@ class IdentityLibrary:
             if folder.name in used or (damaged and folder.name not in also):
                 continue
             shutil.rmtree(folder, ignore_errors=True)
-        for tmp in [*self.root.glob("identities/.*.tmp"), *self.root.glob("photos/*/.*.tmp")]:
-            tmp.unlink(missing_ok=True)
+        for folder in [self.root / "identities", *folders]:  # under the lock: killed writers'
+            remove_temp_files(folder)
 
     def load(self, name: str) -> Identity:
         """The identity's photos (textures + landmarks) from the cache; any thread."""

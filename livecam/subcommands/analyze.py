@@ -72,10 +72,10 @@ PROGRESS_EVERY_S = 2.0
 
 
 def run(args: argparse.Namespace) -> int:
-    from livecam.analysis import build_stages
-    from livecam.capture import make_source, parse_input
-    from livecam.core.errors import OutputError, UsageError
-    from livecam.core.files import atomic_write
+    from livecam.capture import parse_input
+    from livecam.core.errors import UsageError
+    from livecam.core.files import remove_temp_files
+    from livecam.daemon.lock import lock_for_run
 
     config = config_from_args(args)
     spec = parse_input(args.input)
@@ -91,7 +91,21 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--input {args.input} is a folder: give {what}")
         if not target.is_file():
             raise UsageError(f"--input {args.input}: no such file")
-    _check_writable(args.json)  # before the work, not after it
+    # the lock `run` takes for a file: output, from start to end: a second analyze of the file
+    # is refused (its JSON would replace this one's), and a temp file beside it that no live
+    # analyze can be writing is a killed one's
+    with lock_for_run(config, [("", f"file:{args.json}")]):
+        remove_temp_files(args.json.parent, args.json.name)
+        _check_writable(args.json)  # before the work, not after it
+        return _analyse_to_json(args, config, spec)
+
+
+def _analyse_to_json(args: argparse.Namespace, config: Any, spec: Any) -> int:
+    from livecam.analysis import build_stages
+    from livecam.capture import make_source
+    from livecam.core.errors import OutputError
+    from livecam.core.files import atomic_write
+
     limit = args.frames if args.frames is not None else (None if spec.kind == "file" else 1)
     source = make_source(spec, config.capture)
     sink = None

@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verb == "serve":
         return _serve(config, args)
     cache = EngineCache(engine_cache_dir(config.engine))
+    cache.tidy()  # what builds killed mid-write left
     if args.verb == "list":
         for name, (ok, why) in probe_backends(config.engine.device).items():
             print(f"  {name:12s} {'available' if ok else 'unavailable':12s} {why}")
