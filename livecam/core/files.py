@@ -1,23 +1,26 @@
 """Atomic file writes, for files other processes (or a later run) read while they change:
 the engine cache, the model store's stamps and pins, the identity library, ``analyze``'s JSON;
-and the folders a setting names.
+atomic creates, for a file made once that must never be seen half written (the control API's
+token); and the folders a setting names.
 
 A write goes through a temp file beside its target (``.<name>.<random>.tmp``). A process
 killed in the middle (``kill -9``, ``TerminateProcess`` on Windows, a power cut) runs no
 cleanup and leaves that temp file, as large as what it wrote, for good: nothing reads it. So
 each writer's next start (or next write) calls :func:`remove_temp_files` while it holds the
 lock that every writer of those files holds while it writes (the model's lock for a stamp, the
-engine cache's lock, the identity library's): then no temp file it finds is a write under way.
-A lock says this exactly, where an age would not (a slow disk, a suspended laptop), and the
-system drops it when its holder dies however it dies.
+engine cache's lock, the identity library's, the token's): then no temp file it finds is a
+write under way. A lock says this exactly, where an age would not (a slow disk, a suspended
+laptop), and the system drops it when its holder dies however it dies.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,10 +61,56 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def atomic_create(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Create ``path`` holding ``data`` so that it appears whole or not at all, and only if
+    there is no ``path`` yet (:class:`FileExistsError` then: the first creator wins).
+
+    A temp file beside it (``.<name>.*.tmp``, mode ``mode`` before anything is written to
+    it), flushed to disk, then hard-linked to ``path`` (a link fails where the name exists,
+    unlike a rename on POSIX) and removed. Where the file system has no hard links (FAT,
+    exFAT, some network shares) it is renamed instead: Windows refuses to rename over a file,
+    POSIX checks first and replaces what appeared since, so there only callers that hold one
+    lock around their creates are exclusive. A creator killed before the link leaves only
+    the temp file, one killed after it the file and a second name of it: see
+    :func:`remove_temp_files`. Folder made if missing. Any thread.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            _set_mode(tmp, mode)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links on this file system
+            _rename_if_absent(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _set_mode(path: str, mode: int) -> None:
+    if sys.platform == "win32":
+        return  # the file has its folder's ACL; a mode there would only set read-only
+    os.chmod(path, mode)  # mkstemp's 0600 is filtered by the umask: make it exactly ``mode``
+
+
+def _rename_if_absent(tmp: str, path: Path) -> None:
+    if sys.platform == "win32":
+        os.rename(tmp, path)  # FileExistsError where path exists
+        return
+    if os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+    os.rename(tmp, path)
+
+
 def temp_files(folder: Path, target_name: str | None = None) -> list[Path]:
-    """The temp files :func:`atomic_write` made in ``folder`` for the file ``target_name``
-    (for any file: None) and has not renamed: writes under way, and what killed ones left.
-    Plain files only, sorted. Any thread."""
+    """The temp files :func:`atomic_write` (or :func:`atomic_create`) made in ``folder`` for
+    the file ``target_name`` (for any file: None) and has not removed: writes under way, and
+    what killed ones left. Plain files only, sorted. Any thread."""
     name = "*" if target_name is None else glob.escape(target_name)
     found: Iterable[Path] = folder.glob(f".{name}.*{TEMP_SUFFIX}") if folder.is_dir() else ()
     if target_name is not None:  # mkstemp's part has no dot: not the temp of "<name>.x"

@@ -1,13 +1,17 @@
-"""Atomic writes' temp files: which ones a writer's tidy takes for a file's, and removes."""
+"""Atomic writes' temp files: which ones a writer's tidy takes for a file's, and removes; and
+atomic creates: whole or not at all, and only the first."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import sys
 from pathlib import Path
 
 import pytest
 
-from livecam.core.files import atomic_write, remove_temp_files, temp_files
+from livecam.core.files import atomic_create, atomic_write, remove_temp_files, temp_files
 
 
 @pytest.fixture
@@ -56,3 +60,30 @@ def test_the_temp_file_atomic_write_makes_is_one_temp_files_finds(
     atomic_write(tmp_path / "target.json", b"{}")
     assert len(seen) == 1 and len(seen[0]) == 1
     assert temp_files(tmp_path, "target.json") == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="file modes are POSIX")
+def test_an_atomic_create_makes_the_file_whole_with_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "api-token"
+    atomic_create(path, b"secret\n", mode=0o640)  # not mkstemp's 0600: the mode is set
+    assert path.read_bytes() == b"secret\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.stat().st_nlink == 1
+    assert temp_files(path.parent) == []
+
+
+def _no_hard_links(src: str, dst: str) -> None:
+    raise PermissionError(errno.EPERM, "Operation not permitted")  # what vfat says
+
+
+@pytest.mark.parametrize("links", ["hard links", "no hard links (FAT)"])
+def test_an_atomic_create_of_a_file_that_exists_leaves_it_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: str) -> None:
+    if links != "hard links":
+        monkeypatch.setattr(os, "link", _no_hard_links)
+    path = tmp_path / "api-token"
+    atomic_create(path, b"first\n")
+    assert path.read_bytes() == b"first\n"
+    with pytest.raises(FileExistsError):
+        atomic_create(path, b"second\n")
+    assert path.read_bytes() == b"first\n"
+    assert temp_files(tmp_path) == []
