@@ -3,6 +3,11 @@ time.
 
 One token per user (not per run) so that `livecam ctl`, a saved OBS dock URL and a Prometheus
 scrape config keep working across restarts. Delete the file to rotate it.
+
+The file appears with its whole token or not at all (a temp file beside it, linked to its
+name), made under a file lock beside it (:func:`token_lock_path`): a livecam killed while it
+makes the token (``kill -9``, a power cut) leaves nothing that stops the next start, the next
+creator removes the temp file it left, and two livecams that start at once use one token.
 """
 
 from __future__ import annotations
@@ -12,15 +17,23 @@ import logging
 import os
 import secrets
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from livecam.core.errors import ConfigError
+from livecam.core.files import atomic_create, remove_temp_files, temp_files
 
 log = logging.getLogger(__name__)
 
 TOKEN_FILE_NAME = "api-token"
 _TOKEN_BYTES = 32
 _MAX_TOKEN_FILE_BYTES = 4096
+
+#: How long a start waits for another livecam that is creating the token, s. A create takes
+#: milliseconds, and the lock of one that was killed is dropped at once: a wait this long
+#: is a hung process, or a lock a network file system keeps for a client that is gone.
+TOKEN_LOCK_WAIT_S = 30.0
 
 
 def default_token_path() -> Path:
@@ -67,34 +80,100 @@ def _not_a_token(path: Path) -> ConfigError:
                        "old token")
 
 
+def token_lock_path(path: Path) -> Path:
+    """The lock every livecam holds while it creates the token file ``path``
+    (``.<name>.lock`` beside it)."""
+    return path.with_name(f".{path.name}.lock")
+
+
 def load_or_create_token(path: Path) -> str:
     """Read the token at ``path`` or create it (mode 0600, folder 0700) on first start.
 
-    A token file others can read is tightened to 0600 with a warning rather than refused, so an
-    over-eager backup restore does not lock the user out.
+    Two processes that create it at once both return the first one's token; one that was
+    killed while it created it left no file or a whole one (see the module's docstring).
+    A token file others can read is tightened to 0600 with a warning rather than refused, so
+    an over-eager backup restore does not lock the user out. Any thread.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:  # a file where the folder should be, no permission, read-only
         raise _cannot_create(path, exc) from None
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        token = read_token(path)  # first: only a token file is tightened, never another one
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
-            log.warning("control API token %s had mode %o; setting it to 600", path, mode)
-            os.chmod(path, 0o600)
-        return token
-    except OSError as exc:
-        raise _cannot_create(path, exc) from None
+    if not os.path.lexists(path):
+        created = _create_token(path)
+        if created is not None:
+            return created
+    elif temp_files(path.parent, path.name):
+        _remove_temp_files_if_free(path)
+    token = read_token(path)  # first: only a token file is tightened, never another one
+    _tighten(path)
+    return token
+
+
+def _create_token(path: Path) -> str | None:
+    """The token this process wrote to the new file ``path``; None when another process made
+    the file first."""
     token = secrets.token_urlsafe(_TOKEN_BYTES)
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(token + "\n")
-    # os.open's mode is filtered by the umask; set it explicitly so it is exactly 0600.
-    os.chmod(path, 0o600)
+    with _creating(path):
+        # under the lock: a temp file found is a killed creator's, never one under way
+        remove_temp_files(path.parent, path.name)
+        if os.path.lexists(path):
+            return None
+        try:
+            atomic_create(path, f"{token}\n".encode("ascii"), mode=0o600)
+        except FileExistsError:  # made by a livecam that takes no lock (an older one)
+            return None
+        except OSError as exc:
+            raise _cannot_create(path, exc) from None
     log.info("created the control API token %s (mode 600)", path)
     return token
+
+
+@contextmanager
+def _creating(path: Path) -> Iterator[None]:
+    """Hold the token's lock (:func:`token_lock_path`), waiting at most
+    :data:`TOKEN_LOCK_WAIT_S`."""
+    from filelock import FileLock, Timeout
+
+    lock_path = token_lock_path(path)
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=TOKEN_LOCK_WAIT_S)
+    except Timeout:
+        raise ConfigError(
+            f"gave up after {TOKEN_LOCK_WAIT_S:g} s: another livecam process is still creating "
+            f"the control API token {path} (it holds {lock_path}). Stop it and start again; if "
+            "no livecam is running on any computer that shares this folder, the lock is "
+            f"stale: delete {lock_path} and start again") from None
+    except OSError as exc:
+        raise _cannot_create(path, exc) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _remove_temp_files_if_free(path: Path) -> None:
+    """Remove the temp files of creators killed after they linked the token (a second name of
+    it, which nothing reads) if no creator holds the lock now; else the next start does."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(token_lock_path(path)))
+    try:
+        lock.acquire(timeout=0)
+    except (Timeout, OSError):  # held, or a folder this user may read but not write
+        return
+    try:
+        remove_temp_files(path.parent, path.name)
+    finally:
+        lock.release()
+
+
+def _tighten(path: Path) -> None:
+    """Set a token file others can read to 0600, with a warning."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        log.warning("control API token %s had mode %o; setting it to 600", path, mode)
+        os.chmod(path, 0o600)
 
 
 def _cannot_create(path: Path, exc: OSError) -> ConfigError:
