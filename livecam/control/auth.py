@@ -17,6 +17,7 @@ import logging
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -170,6 +171,8 @@ def _remove_temp_files_if_free(path: Path) -> None:
 
 def _tighten(path: Path) -> None:
     """Set a token file others can read to 0600, with a warning."""
+    if sys.platform == "win32":
+        return  # a mode there only says read-only (any writable file reads 666): ACLs protect it
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         log.warning("control API token %s had mode %o; setting it to 600", path, mode)
