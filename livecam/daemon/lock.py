@@ -40,7 +40,15 @@ log = logging.getLogger(__name__)
 
 
 class DeviceBusyError(LivecamError, RuntimeError):
-    """Another livecam holds the lock of a device this run needs."""
+    """Another livecam holds the lock of a device this run needs: ``device`` (what to call
+    it), ``holder_pid`` (as its pid file says; "?" when unknown) and ``lock_path``, for a
+    command that words what to do in its own options."""
+
+    def __init__(self, message: str, *, device: str, holder_pid: str, lock_path: Path) -> None:
+        super().__init__(message)
+        self.device = device
+        self.holder_pid = holder_pid
+        self.lock_path = lock_path
 
 
 def default_lock_dir() -> Path:
@@ -138,10 +146,12 @@ class DeviceLock:
                 lock.acquire()
             except Timeout:
                 self.release()
+                holder = _holder(pid_path)
                 raise DeviceBusyError(
-                    f"{label} is already used by another livecam (pid {_holder(pid_path)}; "
-                    f"lock {path}): stop that one first, or pick another with --input / "
-                    "--output / --set output.device=...") from None
+                    f"{label} is already used by another livecam (pid {holder}; lock {path}): "
+                    "stop that one first, or pick another with --input / --output / --set "
+                    "output.device=...", device=label, holder_pid=holder, lock_path=path
+                ) from None
             pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
             self._held.append((lock, pid_path))
             log.debug("locked %s (%s)", label, path)

@@ -10,6 +10,7 @@ With ``--output file:debug.mp4`` the frames are also drawn (boxes, ids, landmark
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -17,11 +18,15 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livecam.capture import INPUT_HELP
 from livecam.subcommands.common import add_config_options, config_from_args
+
+if TYPE_CHECKING:
+    from livecam.daemon.lock import DeviceLock
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +99,29 @@ def run(args: argparse.Namespace) -> int:
     # the lock `run` takes for a file: output, from start to end: a second analyze of the file
     # is refused (its JSON would replace this one's), and a temp file beside it that no live
     # analyze can be writing is a killed one's
-    with lock_for_run(config, [("", f"file:{args.json}")]):
+    with _holding(lock_for_run(config, [("", f"file:{args.json}")]), args.json):
         remove_temp_files(args.json.parent, args.json.name)
         _check_writable(args.json)  # before the work, not after it
         return _analyse_to_json(args, config, spec)
+
+
+@contextlib.contextmanager
+def _holding(lock: DeviceLock, json_path: Path) -> Iterator[None]:
+    """Hold the lock of the file ``json_path``; refused, say what to do with analyze's options
+    (the lock's own words are run's: --input, --output, output.device)."""
+    from livecam.daemon.lock import DeviceBusyError
+
+    try:
+        lock.acquire()
+    except DeviceBusyError as exc:
+        raise DeviceBusyError(
+            f"another livecam (pid {exc.holder_pid}) is writing {json_path}: wait for it to "
+            f"finish, or choose another --json path (its lock: {exc.lock_path})",
+            device=exc.device, holder_pid=exc.holder_pid, lock_path=exc.lock_path) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _analyse_to_json(args: argparse.Namespace, config: Any, spec: Any) -> int:

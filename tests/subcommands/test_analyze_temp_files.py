@@ -50,7 +50,11 @@ def test_an_analyze_of_a_file_another_one_writes_is_refused_and_keeps_its_temp_f
     with stopped(_TEMP, *_analyze(out)) as (proc, tmp):
         code, err = _in_process(out, capsys)
         assert code == 1, err
-        assert f"output file {out}" in err and "already used by another livecam" in err, err
+        # before: "stop that one first, or pick another with --input / --output / --set
+        # output.device=...", none of which is analyze's --json
+        assert (f"another livecam (pid {proc.pid}) is writing {out}: wait for it to finish, "
+                "or choose another --json path") in err, err
+        assert "--output" not in err and "output.device" not in err, err
         assert tmp.is_file(), "the second analyze removed the temp file a live one writes"
         code, _, err = let_go(proc)
         assert code == 0, err
