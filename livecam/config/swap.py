@@ -85,7 +85,8 @@ class SwapConfig:
         "hold", "What the viewer sees where a face is in the frame but cannot be swapped in it "
         "(just found and not yet confirmed, lost for a few frames, turned past fade_end_deg, "
         "beyond analysis.max_faces, identity loading or missing, a stage error): hold = its "
-        "last good swap moved onto where it is now, for up to hold_frames, then the cover; "
+        "last good swap moved onto where it is now, for up to hold_frames, then the cover (after "
+        "a switch of identity, the cover at once: never the identity switched away from); "
         "cover = the cover at once; real = the real face (an explicit choice, like bypass: "
         "livecam's behaviour before fail-closed).", choices=("hold", "cover", "real"))
     cover: str = knob("blur", "How the cover looks: blur (the face region smoothed down to "

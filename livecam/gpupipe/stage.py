@@ -69,7 +69,9 @@ class _InFlight:
     ``under`` the faces to cover when it is collected, ``swapped`` the faces sent to the GPU
     (in the request's order); ``hands`` the hands to keep in front of covers drawn when it
     is collected (a face whose paste did not fit is only known then: there the hands the GPU
-    already kept in front are laid over once more, which only sharpens their soft edge)."""
+    already kept in front are laid over once more, which only sharpens their soft edge);
+    ``under_names`` and ``swapped_names`` the identity each of those faces has in this frame
+    (a face's held swap stands in for it only while it keeps that identity)."""
 
     packet: Packet
     request: SwapRequest | None = None
@@ -77,6 +79,8 @@ class _InFlight:
     swapped: Faces | None = None
     hands: Hands = field(default_factory=Hands)
     hands_ms: float = float("nan")
+    under_names: list[str | None] = field(default_factory=list)
+    swapped_names: list[str | None] = field(default_factory=list)
 
 
 class GpuSwapStage:
@@ -201,8 +205,8 @@ class GpuSwapStage:
         picked: list[int] = []
         latents: list[np.ndarray] = []
         reasons: dict[int, Unswappable] = {}
-        for i, track_id in enumerate(faces.track_ids):
-            name = self._assigner.identity_for(state, int(track_id))
+        names = [self._assigner.identity_for(state, int(t)) for t in faces.track_ids]
+        for i, name in enumerate(names):
             if name is None:
                 continue
             latent = self.hub.latent(name) if faces.has_landmarks else None
@@ -218,6 +222,7 @@ class GpuSwapStage:
             index = list(reasons)
             parts.append(WithheldFaces.from_faces(faces[index], list(reasons.values())))
         under = WithheldFaces.concat(parts)
+        under_names = [self._assigner.identity_for(state, int(t)) for t in under.track_ids]
         covered = len(under) > 0 and not self.cover.shows_real_faces
         hands, box, hands_ms = Hands(), None, float("nan")
         # hands are looked for only where the picture changes (as the CPU stage does)
@@ -230,11 +235,13 @@ class GpuSwapStage:
                 box = hand_alpha_box(hands, (height, width), shape=self.hands.shape)
             hands_ms = (time.perf_counter_ns() - t0) / 1e6
         if not picked:
-            return _InFlight(packet, None, under, hands=hands, hands_ms=hands_ms)
+            return _InFlight(packet, None, under, hands=hands, hands_ms=hands_ms,
+                             under_names=under_names)
         # usually every face is swapped: no copy of its arrays then (a Faces pick per frame)
         swapped = faces if len(picked) == len(faces) else faces[picked]
         return _InFlight(packet, self._request(packet, swapped, np.stack(latents), box), under,
-                         swapped, hands, hands_ms)
+                         swapped, hands, hands_ms, under_names=under_names,
+                         swapped_names=[names[i] for i in picked])
 
     def _kept_loops(self, faces: Faces) -> tuple[np.ndarray, np.ndarray] | None:
         """The streamer's own eyes and mouth loops of ``faces`` (the CPU stage's loops and
@@ -305,19 +312,23 @@ class GpuSwapStage:
         the swapped faces remembered for ``hold``, the withheld ones and the swapped ones
         whose paste did not fit (``fits`` False) covered on top."""
         under, swapped = head.under, head.swapped
+        under_names, swapped_names = head.under_names, head.swapped_names
         index = head.packet.frame.index
         if swapped is not None and fits is not None and not bool(np.all(fits)):
             fits = np.asarray(fits, bool)
             self._too_big(int((~fits).sum()))
             under = WithheldFaces.concat([under, WithheldFaces.from_faces(swapped[~fits],
                                                                           Unswappable.NO_SWAP)])
+            under_names = [*under_names, *(n for n, ok in zip(swapped_names, fits, strict=True)
+                                           if not ok)]
             swapped = swapped[fits]
+            swapped_names = [n for n, ok in zip(swapped_names, fits, strict=True) if ok]
         if swapped is not None and len(swapped):
-            self.cover.remember(out, swapped, index)
+            self.cover.remember(out, swapped, index, identities=swapped_names)
         if len(under) == 0 or self.cover.shows_real_faces:
             return head.packet if out is head.packet.image_bgr \
                 else head.packet.with_fields(image_bgr=out)
-        out = self.cover.cover(out, under, index)
+        out = self.cover.cover(out, under, index, identities=under_names)
         if self.hands is not None and len(head.hands):
             out = keep_in_front(out, head.packet.frame.image_bgr, head.hands,
                                 shape=self.hands.shape)

@@ -7,8 +7,9 @@ still loading, the swap stage failed (:class:`~livecam.core.types.Unswappable` n
 
 - ``hold`` (default): the face's last good swap, moved onto where the face is now (a similarity
   transform from the landmarks it was swapped with to the current ones), for up to
-  ``swap.hold_frames`` frames since that swap; after that, or for a face never swapped, the
-  cover.
+  ``swap.hold_frames`` frames since that swap; after that, for a face never swapped, or for a
+  face whose identity is not the one it was swapped with (the user switched: a frame under the
+  new identity never shows the old one, even while the new one is still loading), the cover.
 - ``cover``: the cover at once.
 - ``real``: the real face (livecam's behaviour before fail-closed; an explicit choice, like
   bypass).
@@ -19,12 +20,14 @@ no mesh is known, grown by a margin) shown at ``swap.cover_cells`` cells across 
 cell survives, which is what identifies a person (see docs and ``livecam.testing.leak_judge``).
 
 :class:`FaceCover` is the one piece every swap path uses (classic, CPU neural, the scheduler
-after a stage error; the GPU pipeline later): ``cover_into(image, withheld, frame_index)``.
+after a stage error; the GPU pipeline later): ``cover_into(image, withheld, frame_index,
+identities=...)``.
 One instance per stage; only the thread that runs that stage calls it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -48,13 +51,15 @@ _HOLD_POINTS = slice(None, None, 4)  # every 4th mesh point fits the similarity 
 @dataclass(frozen=True, slots=True)
 class _Held:
     """A face's last good swap: ``patch_bgr`` cut from the output at ``origin_xy``, the
-    ``landmarks_xy`` (K, 2) (or NaN) and ``box_xyxy`` it was swapped at, ``frame_index``."""
+    ``landmarks_xy`` (K, 2) (or NaN) and ``box_xyxy`` it was swapped at, ``frame_index``, and
+    the ``identity`` it shows."""
 
     frame_index: int
     patch_bgr: ImageBGR
     origin_xy: tuple[int, int]
     landmarks_xy: npt.NDArray[np.float32]
     box_xyxy: npt.NDArray[np.float32]
+    identity: str | None
 
 
 class FaceCover:
@@ -89,12 +94,16 @@ class FaceCover:
 
     # -- hold -----------------------------------------------------------------------------
 
-    def remember(self, out_bgr: ImageBGR, faces: Faces, frame_index: int) -> None:
+    def remember(self, out_bgr: ImageBGR, faces: Faces, frame_index: int, *,
+                 identities: Sequence[str | None] | None = None) -> None:
         """Keep each tracked face's swap as drawn in ``out_bgr`` (after the swap), for ``hold``.
 
-        ``faces`` are the faces swapped fully in this frame (with landmarks). Entries older than
-        ``hold_frames`` are dropped, so memory stays bounded by the faces on screen.
+        ``faces`` are the faces swapped fully in this frame (with landmarks); ``identities``
+        the identity each was swapped with (None: not said; such a swap is held only for a
+        face covered without identities). Entries older than ``hold_frames`` are dropped, so
+        memory stays bounded by the faces on screen.
         """
+        names = _names(identities, len(faces))
         if self.mode != "hold" or self.hold_frames == 0:
             return
         for tid in [t for t, h in self._held.items()
@@ -112,26 +121,29 @@ class FaceCover:
                 continue
             lm = marks[i] if marks is not None else np.full((0, 2), np.nan, np.float32)
             self._held[tid] = _Held(frame_index, out_bgr[y0:y1, x0:x1].copy(), (x0, y0),
-                                    lm.astype(np.float32), box.astype(np.float32))
+                                    lm.astype(np.float32), box.astype(np.float32), names[i])
 
     # -- cover ----------------------------------------------------------------------------
 
-    def cover(self, image_bgr: ImageBGR, withheld: WithheldFaces,
-              frame_index: int) -> ImageBGR:
+    def cover(self, image_bgr: ImageBGR, withheld: WithheldFaces, frame_index: int, *,
+              identities: Sequence[str | None] | None = None) -> ImageBGR:
         """A new image: ``image_bgr`` with every withheld face covered (the same array when
-        there is nothing to do)."""
+        there is nothing to do); ``identities`` as :meth:`cover_into`."""
         if len(withheld) == 0 or self.shows_real_faces:
             return image_bgr
         out = image_bgr.copy()
-        self.cover_into(out, withheld, frame_index)
+        self.cover_into(out, withheld, frame_index, identities=identities)
         return out
 
-    def cover_into(self, out_bgr: ImageBGR, withheld: WithheldFaces, frame_index: int) -> None:
+    def cover_into(self, out_bgr: ImageBGR, withheld: WithheldFaces, frame_index: int, *,
+                   identities: Sequence[str | None] | None = None) -> None:
         """Cover every withheld face in ``out_bgr`` (H, W, 3) uint8, in place.
 
-        Faces are drawn in order; a face whose hold is still fresh gets its held swap, the
-        others the cover.
+        ``identities``: the identity each withheld face has in this frame (None: not said).
+        Faces are drawn in order; a face whose hold is still fresh and of the identity it has
+        now gets its held swap, the others the cover.
         """
+        names = _names(identities, len(withheld))
         if self.shows_real_faces:
             return
         for i in range(len(withheld)):
@@ -146,7 +158,8 @@ class FaceCover:
                 continue
             mask, (x0, y0) = region
             held = self._held.get(int(withheld.track_ids[i])) if self.mode == "hold" else None
-            fresh = held is not None and frame_index - held.frame_index <= self.hold_frames
+            fresh = (held is not None and frame_index - held.frame_index <= self.hold_frames
+                     and held.identity == names[i])
             self._cells_into(out_bgr, mask, x0, y0, box)
             if fresh and held is not None:
                 _paste_held(out_bgr, held, box, marks)
@@ -181,6 +194,15 @@ class FaceCover:
             k = max(3, int(cell_px) | 1)
             coarse = cv2.GaussianBlur(coarse, (k, k), 0)
         _blend_into(crop, np.asarray(coarse, np.uint8), mask)
+
+
+def _names(identities: Sequence[str | None] | None, n: int) -> Sequence[str | None]:
+    """``identities`` checked to name ``n`` faces (None: n unnamed faces)."""
+    if identities is None:
+        return [None] * n
+    if len(identities) != n:
+        raise ValueError(f"identities names {len(identities)} faces, expected {n}")
+    return identities
 
 
 def _grown_box(box: np.ndarray, grow: float, w: int, h: int) -> tuple[int, int, int, int]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from livecam.core.errors import EngineUnavailableError
 from livecam.core.stage import StageBase
-from livecam.core.types import Packet, Unswappable, WithheldFaces
+from livecam.core.types import Packet, RuntimeState, Unswappable, WithheldFaces
 from livecam.swap import features
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
@@ -34,7 +34,9 @@ class SwapPlan:
     into ``packet.faces``; all covered when the engine does not answer); ``picked``: the faces
     to swap, with their ArcFace keypoints (N, 5, 2) px, latents (N, 512) float32, kept regions
     and soft edges (see :meth:`InswapperModel.swap`); ``down``: a remote engine was already
-    down while planning (the recognizer).
+    down while planning (the recognizer); ``names``: the identity of each of
+    ``packet.faces`` and ``under_names`` of each face in ``under`` (None: none chosen), so a
+    face's held swap stands in for it only while it keeps that identity.
     """
 
     packet: Packet
@@ -46,6 +48,8 @@ class SwapPlan:
     keep_loops_xy: list[list[np.ndarray]] = field(default_factory=list)
     keep_soft_px: list[float] = field(default_factory=list)
     down: bool = False
+    names: list[str | None] = field(default_factory=list)
+    under_names: list[str | None] = field(default_factory=list)
 
 
 class NeuralSwapStage(StageBase):
@@ -138,17 +142,19 @@ class NeuralSwapStage(StageBase):
                     picked.append(i)
                     embeddings.append(embedding)
         except EngineUnavailableError:  # a remote recognizer is down
-            return SwapPlan(packet, under, wanted, down=True)
+            return SwapPlan(packet, under, wanted, down=True, names=names,
+                            under_names=self._names(state, under))
         if missing:
             reason = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
                       else Unswappable.NO_SWAP)
             under = WithheldFaces.concat([under, WithheldFaces.from_faces(faces[missing],
                                                                            reason)])
+        under_names = self._names(state, under)
         if not picked:
             if len(under) == 0 or self.cover.shows_real_faces:
                 return packet
-            return SwapPlan(packet, under, wanted)
-        return SwapPlan(packet, under, wanted, picked,
+            return SwapPlan(packet, under, wanted, names=names, under_names=under_names)
+        return SwapPlan(packet, under, wanted, picked, names=names, under_names=under_names,
                         kps_xy=self._five_point(faces.landmarks_xy[picked]),
                         latents=self.model.latents(np.stack(embeddings)),
                         keep_loops_xy=[self._kept_loops(faces.landmarks_xy[i]) for i in picked],
@@ -165,13 +171,15 @@ class NeuralSwapStage(StageBase):
             return self.finish_down(plan)
         packet, index = plan.packet, plan.packet.frame.index
         # a new image where anything is covered; paste_back never writes into its input
-        out = self.cover.cover(packet.image_bgr, plan.under, index)
+        out = self.cover.cover(packet.image_bgr, plan.under, index,
+                               identities=plan.under_names)
         if plan.picked:
             assert faces_bgr is not None and matrices is not None and plan.kps_xy is not None
             out = self.model.paste(out, faces_bgr, matrices, plan.kps_xy,
                                    keep_loops_xy=plan.keep_loops_xy,
                                    keep_soft_px=plan.keep_soft_px)
-            self.cover.remember(out, packet.faces[plan.picked], index)
+            self.cover.remember(out, packet.faces[plan.picked], index,
+                                identities=[plan.names[i] for i in plan.picked])
         return packet.with_fields(image_bgr=out)
 
     def finish_down(self, plan: SwapPlan) -> Packet:
@@ -180,7 +188,12 @@ class NeuralSwapStage(StageBase):
         packet = plan.packet
         down = WithheldFaces.from_faces(packet.faces[plan.wanted], Unswappable.ENGINE_DOWN)
         return packet.with_fields(image_bgr=self.cover.cover(
-            packet.image_bgr, WithheldFaces.concat([plan.under, down]), packet.frame.index))
+            packet.image_bgr, WithheldFaces.concat([plan.under, down]), packet.frame.index,
+            identities=[*plan.under_names, *(plan.names[i] for i in plan.wanted)]))
+
+    def _names(self, state: RuntimeState, withheld: WithheldFaces) -> list[str | None]:
+        """The identity each withheld face has under ``state``."""
+        return [self._assigner.identity_for(state, int(t)) for t in withheld.track_ids]
 
     def _kept_loops(self, landmarks_xy: np.ndarray) -> list[np.ndarray]:
         """The streamer's regions to keep for one face's mesh (468+, 2)."""

@@ -209,7 +209,8 @@ class ClassicSwapStage(StageBase):
             return packet
         out = target.copy()  # stages never write into their input
         if covering:
-            self.cover.cover_into(out, under, index)
+            self.cover.cover_into(out, under, index,
+                                  identities=self._names(packet, under.track_ids))
         infos = []
         failed = []
         for i, source, fade in plan:
@@ -222,11 +223,13 @@ class ClassicSwapStage(StageBase):
                 failed.append(i)
         if failed:  # the warp could not be drawn (off the frame, degenerate): cover it now
             lost = WithheldFaces.from_faces(faces[failed], Unswappable.NO_SWAP)
-            self.cover.cover_into(out, lost, index)
+            self.cover.cover_into(out, lost, index,
+                                  identities=self._names(packet, lost.track_ids))
             under = WithheldFaces.concat([under, lost])
         full = [i for (i, _, fade), info in zip(plan, infos, strict=True)
                 if info.swapped and fade >= 1.0]
-        self.cover.remember(out, faces[full], index)
+        self.cover.remember(out, faces[full], index,
+                            identities=self._names(packet, faces.track_ids[full]))
         self._forget_neutral(faces.track_ids, under.track_ids)
         self.last_infos = tuple(infos)
         self.last_withheld = under
@@ -240,6 +243,12 @@ class ClassicSwapStage(StageBase):
                          for t in withheld.track_ids], bool)
         return withheld if keep.all() else withheld[keep]
 
+    def _names(self, packet: Packet, track_ids: np.ndarray) -> list[str | None]:
+        """The identity each of ``track_ids`` has under ``packet.state``: a face's held swap
+        stands in for it only while it keeps that identity."""
+        return [self._assigner.identity_for(packet.state, int(t)) for t in track_ids]
+
     def _covered(self, packet: Packet, withheld: WithheldFaces) -> Packet:
-        return packet.with_fields(image_bgr=self.cover.cover(packet.image_bgr, withheld,
-                                                             packet.frame.index))
+        return packet.with_fields(image_bgr=self.cover.cover(
+            packet.image_bgr, withheld, packet.frame.index,
+            identities=self._names(packet, withheld.track_ids)))

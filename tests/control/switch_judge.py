@@ -3,12 +3,18 @@
 The input is a ``file:`` clip of one still "webcam" picture whose every frame carries its own
 index as a frame code in a corner (:mod:`livecam.testing.frame_code`), away from the face. Each
 frame sent is reduced to: the input index read from its pixels, whether it is that input frame
-itself (pixel for pixel: unswapped) and its face region. A command's reply names
+itself (pixel for pixel: unswapped), whether its face is covered (fail closed: its fine detail
+gone, measured against the real face's own) and its face region. A command's reply names
 ``first_frame_index``, the first captured frame processed under the new state, and
 ``frames_sent_at_apply``. Then, whatever the load on the host:
 
 - every sent frame whose input index is at or past a command's ``first_frame_index`` (and
   before the next one's) shows that command's state, and every frame before it the old state;
+- the one exception is the cover, in an identity's first frames only: its faces are covered
+  until the tracker confirms them and the identity is ready. Preparing an identity takes
+  time on a thread of its own, not frames, so on a loaded host that is any number of frames;
+  the cover may therefore only come before the identity's first frame showing it, and never
+  stands for the real face, the identity switched away from, or one not yet selected;
 - the frames already past the pipeline's entry when a command applied but sent after it are
   bounded by construction: one in each hop and stage thread past the first, one in the output
   slot, one in the output thread's hands, so at most ``2 * pipeline.threads``
@@ -32,10 +38,9 @@ CLIP_FRAMES = 1 << BITS
 CLIP_FPS = 15.0
 REAL = "real"  # the look of an unswapped frame (no identity, or bypass)
 COVERED = "covered"  # a face covered (fail closed: not yet confirmed, identity loading)
-#: Covered frames allowed at the start of an identity's frames: the face is covered until the
-#: tracker confirms it (one frame) and the identity is ready (``swap.unswappable``); counted
-#: in frames, so it holds whatever the load.
-MAX_COVERED_AT_SWITCH = 4
+#: A face with less fine detail than this share of the real face's is covered (the cover keeps
+#: ``swap.cover_cells`` cells across the face: ~0.07 of the detail; classic swaps keep ~0.8).
+COVER_DETAIL_SHARE = 0.35
 
 BoxXYXY = tuple[int, int, int, int]
 
@@ -101,6 +106,7 @@ class SentFrames:
     face_box: BoxXYXY
     codes: list[int | None] = field(default_factory=list)
     unswapped: list[bool] = field(default_factory=list)
+    covered: list[bool] = field(default_factory=list)
     faces: list[np.ndarray] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -109,6 +115,9 @@ class SentFrames:
         face_right, face_bottom = self.face_box[2:]
         code_left, code_top = self.box[:2]
         assert face_right < code_left or face_bottom < code_top, "the code would cover the face"
+        x1, y1, x2, y2 = self.face_box
+        self.real_detail = _detail(self.base_bgr[y1:y2, x1:x2])
+        assert self.real_detail > 0, "the real face has no detail to tell a cover by"
 
     def add(self, frame_bgr: np.ndarray) -> None:
         code = frame_code.read_code(frame_bgr, bits=BITS, box_xyxy=self.box)
@@ -117,7 +126,9 @@ class SentFrames:
             frame_bgr, frame_code.draw_code(self.base_bgr, code, bits=BITS, box_xyxy=self.box))
         self.unswapped.append(same)
         x1, y1, x2, y2 = self.face_box
-        self.faces.append(frame_bgr[y1:y2, x1:x2].copy())
+        face = frame_bgr[y1:y2, x1:x2].copy()
+        self.covered.append(not same and _detail(face) < COVER_DETAIL_SHARE * self.real_detail)
+        self.faces.append(face)
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -133,38 +144,54 @@ class SentFrames:
         """The largest input index sent so far (-1 before the first)."""
         return max((i for i in self.indices() if i is not None), default=-1)
 
+    def shown_since(self, first_index: int, look: str) -> int:
+        """Frames sent of input index ``first_index`` or later that show a face of ``look``'s
+        kind: the real one for ``REAL``, else a swapped one, not covered (which identity is
+        :func:`judge`'s to tell). A test waits on this before judging a command: an identity
+        may be covered for any number of frames while it loads."""
+        want_real = look == REAL
+        return sum(1 for k, i in enumerate(self.indices())
+                   if i is not None and i >= first_index and not self.covered[k]
+                   and self.unswapped[k] == want_real)
+
 
 def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: int
           ) -> dict[str, object]:
     """Assert the switching properties (module docstring) and return a small report.
 
     Looks are told apart in the face region: ``REAL`` is the input frame itself, pixel for
-    pixel; an identity's look is the median face of the frames that must show it (from its
-    command's first frame to the next command's), and a frame shows the identity whose look
-    its face is nearest to."""
+    pixel; ``COVERED`` a face without its fine detail; an identity's look is the median face
+    of the swapped, uncovered frames that must show it (from its command's first frame to the
+    next command's), and such a frame shows the identity whose look its face is nearest to.
+    Call it once every command's look was shown (:meth:`SentFrames.shown_since`)."""
     indices = sent.indices()
     bounds = [c.first_index for c in commands]
     assert bounds == sorted(bounds), f"first_frame_index went backwards: {bounds}"
 
-    def expected(index: int) -> str:
-        look = initial
+    def command_of(index: int) -> Applied | None:
+        """The command in force for input frame ``index`` (None: before the first)."""
+        in_force = None
         for c in commands:
             if index >= c.first_index:
-                look = c.look
-        return look
+                in_force = c
+        return in_force
+
+    def expected(index: int) -> str:
+        c = command_of(index)
+        return initial if c is None else c.look
 
     # (send position, input index) of every frame that carries a code
     coded = [(k, i) for k, i in enumerate(indices) if i is not None]
     assert coded, "no frame with a frame code was sent"
     for c in commands:
         assert any(i >= c.first_index for _, i in coded), f"{c} never took effect"
-    # the look of each identity, from the frames that must show it
+    # the look of each identity, from the uncovered swapped frames that must show it
     references: dict[str, np.ndarray] = {}
     for c in commands:
         if c.look != REAL and c.look not in references:
-            faces = [sent.faces[k] for k, i in coded
-                     if expected(i) == c.look and not sent.unswapped[k]]
-            assert faces, f"no swapped frame for {c.look}"
+            faces = [sent.faces[k] for k, i in coded if expected(i) == c.look
+                     and not sent.unswapped[k] and not sent.covered[k]]
+            assert faces, f"{c.look} was never shown (only covered or real faces)"
             references[c.look] = np.median(np.stack(faces), axis=0).astype(np.float32)
     first = coded[0][0]
     if sent.unswapped[first]:
@@ -177,30 +204,35 @@ def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: i
                 diff = float(np.abs(references[a] - other).mean())
                 assert diff > 5, f"{a} and {b} look alike (mean difference {diff:.1f})"
 
-    ref_detail = min((_detail(r) for r in references.values()), default=0.0)
-
     def look_of(k: int) -> str:
         if sent.unswapped[k]:
             return REAL
+        if sent.covered[k]:
+            return COVERED
         if not references:
             return "changed"
         face = sent.faces[k].astype(np.float32)
-        if _detail(face) < 0.35 * ref_detail:  # blurred or pixelated away: the cover
-            return COVERED
         return min(references, key=lambda name: float(np.abs(face - references[name]).mean()))
 
-    def allowed(k: int, i: int, look: str) -> bool:
-        """The expected look, or the cover in an identity's first frames."""
+    looks = [(k, i, look_of(k)) for k, i in coded]
+    # an identity's first input frame shown uncovered: the cover is allowed only before it
+    shown_from: dict[Applied, int] = {}
+    for _, i, look in looks:
+        c = command_of(i)
+        if c is not None and look == c.look:
+            shown_from[c] = min(i, shown_from.get(c, i))
+
+    def allowed(i: int, look: str) -> bool:
+        """The expected look, or the cover in an identity's first frames (before it shows)."""
         want = expected(i)
         if look == want:
             return True
-        if look != COVERED or want == REAL:
+        c = command_of(i)
+        if look != COVERED or want == REAL or c is None:
             return False
-        start = max((c.first_index for c in commands if c.first_index <= i), default=0)
-        return i - start < MAX_COVERED_AT_SWITCH
+        return i < shown_from.get(c, i + 1)
 
-    looks = [(k, i, look_of(k)) for k, i in coded]
-    wrong = [(k, i, look, expected(i)) for k, i, look in looks if not allowed(k, i, look)]
+    wrong = [(k, i, look, expected(i)) for k, i, look in looks if not allowed(i, look)]
     assert not wrong, ("(send position, input index, shows, should show) of frames in the "
                        f"wrong state: {wrong[:12]}; commands {commands}")
     # frames taken before a command that were sent after it: bounded by construction
@@ -210,7 +242,9 @@ def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: i
     assert max(in_flight) <= bound, (in_flight, bound)
     return {"old_frames_sent_after_apply": in_flight, "bound": bound,
             "frames_sent": len(sent), "frames_coded": len(coded),
-            "covered_at_switch": sum(look == COVERED for _, _, look in looks)}
+            "covered_at_switch": [sum(1 for _, i, look in looks
+                                      if look == COVERED and command_of(i) == c)
+                                  for c in commands]}
 
 
 def _detail(face_bgr: np.ndarray) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +44,27 @@ class Drain:
 
     def wait_for_index(self, index: int, timeout_s: float = 180) -> None:
         """Until a frame of input index ``index`` or later was sent."""
+        self._wait(lambda: self.sent.newest_index() >= index,
+                   lambda: f"no input frame {index} sent within {timeout_s} s "
+                   f"(newest {self.sent.newest_index()})", timeout_s)
+
+    def wait_shown(self, applied: Applied, frames: int = 8, timeout_s: float = 180) -> None:
+        """Until ``frames`` frames captured under ``applied`` were sent showing its look
+        uncovered (:meth:`SentFrames.shown_since`): a new identity is covered while it
+        loads, for as many frames as the host's load makes that."""
+        self._wait(lambda: self.sent.shown_since(applied.first_index, applied.look) >= frames,
+                   lambda: f"{applied} not shown in {frames} frames within {timeout_s} s "
+                   f"({self.sent.shown_since(applied.first_index, applied.look)} so far)",
+                   timeout_s)
+
+    def _wait(self, done: Callable[[], bool], why: Callable[[], str], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while True:
             self.poll()
-            if self.sent.newest_index() >= index:
+            if done():
                 return
-            assert time.monotonic() < deadline, (
-                f"no input frame {index} sent within {timeout_s} s "
-                f"(newest {self.sent.newest_index()})")
-            time.sleep(0.05)
+            assert time.monotonic() < deadline, why()
+            time.sleep(0.05)  # polls what the camera received; the deadline is only a guard
 
 
 def _add_identities(root: Path, tmp: Path) -> tuple[str, ...]:
@@ -132,8 +144,9 @@ def test_select_and_bypass_apply_from_the_first_frame_under_the_new_state(
                              ("bob", "/api/select", {"name": "bob"}),
                              (REAL, "/api/bypass", {"on": True})):
         applied.append(_command(r, look, path, body))
-        # a few frames captured under the new state have been sent: enough to judge by
-        recorded.wait_for_index(applied[-1].first_index + 8)
+        # frames captured under the new state were sent showing it (after the cover while a
+        # new identity loads, which takes time, not frames): enough to judge by
+        recorded.wait_shown(applied[-1])
     report = switch_judge.judge(recorded.sent, applied, initial=REAL,
                                 threads=r.app.config.pipeline.threads)
     report["status"] = r.json("/api/status")

@@ -52,15 +52,27 @@ class Recorded:
 
     def wait_for_index(self, index: int, timeout_s: float = 180) -> None:
         """Until a frame of input index ``index`` or later was sent."""
+        self._wait(lambda: self._sent.newest_index() >= index,
+                   lambda: f"no input frame {index} sent within {timeout_s} s "
+                   f"(newest {self._sent.newest_index()})", timeout_s)
+
+    def wait_shown(self, applied: Applied, frames: int = 8, timeout_s: float = 180) -> None:
+        """Until ``frames`` frames captured under ``applied`` were sent showing its look
+        uncovered (:meth:`SentFrames.shown_since`): a new identity is covered while it
+        loads, for as many frames as the host's load makes that."""
+        self._wait(lambda: self._sent.shown_since(applied.first_index, applied.look) >= frames,
+                   lambda: f"{applied} not shown in {frames} frames within {timeout_s} s "
+                   f"({self._sent.shown_since(applied.first_index, applied.look)} so far)",
+                   timeout_s)
+
+    def _wait(self, done: Callable[[], bool], why: Callable[[], str], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while True:
             self.poll()
-            if self._sent.newest_index() >= index:
+            if done():
                 return
-            assert time.monotonic() < deadline, (
-                f"no input frame {index} sent within {timeout_s} s "
-                f"(newest {self._sent.newest_index()}); {self._d.stderr()[-2000:]}")
-            time.sleep(0.1)
+            assert time.monotonic() < deadline, f"{why()}; {self._d.stderr()[-2000:]}"
+            time.sleep(0.1)  # polls the daemon's recording; the deadline is only a guard
 
 
 def command(d: Daemon, look: str, *args: str) -> Applied:
@@ -114,7 +126,8 @@ def test_select_and_bypass_apply_from_the_first_frame_under_the_new_state(
     for look, args in (("astro", ("select", "astro")), ("other", ("select", "other")),
                        (REAL, ("bypass", "on"))):
         applied.append(command(d, look, *args))
-        # a few frames captured under the new state have been sent: enough to judge by
-        recorded.wait_for_index(applied[-1].first_index + 8)
+        # frames captured under the new state were sent showing it (after the cover while a
+        # new identity loads, which takes time, not frames): enough to judge by
+        recorded.wait_shown(applied[-1])
     report = switch_judge.judge(sent, applied, initial=REAL, threads=THREADS)
     print(f"commands {applied}: {report}")

@@ -254,6 +254,25 @@ def test_unknown_identity_is_covered_never_sent_real_and_is_logged_once(
     assert out.image_bgr is face_frame.frame_bgr  # the user asked for the real face
 
 
+@pytest.mark.slow
+def test_a_switch_covers_the_face_rather_than_hold_the_previous_identity(
+        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
+    """The frame after a switch to an identity that cannot be loaded (yet) shows the cover,
+    not the last good swap of the identity switched away from (``hold`` is for a face that
+    cannot be swapped, not for the old identity)."""
+    from livecam.core.types import Unswappable, WithheldFaces
+
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
+    hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), []), clock=lambda: 100.0)
+    with GpuSwapStage(hub, cover=FaceCover(mode="hold", hold_frames=8)) as stage:
+        stage.submit(packet(0, image, faces, RuntimeState(active_identity="alice")))
+        stage.submit(packet(1, image, faces, RuntimeState(active_identity="ghost")))
+        swapped, switched = collect_all(stage, 2)
+    assert (swapped.image_bgr != image).any()
+    withheld = WithheldFaces.from_faces(faces, Unswappable.IDENTITY_MISSING)
+    assert (switched.image_bgr == FaceCover(mode="cover").cover(image, withheld, 1)).all()
+
+
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:
     from livecam.app import SharedStages
 

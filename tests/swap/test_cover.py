@@ -78,6 +78,35 @@ def test_hold_shows_the_last_swap_moved_with_the_face_then_the_cover(
                   - (0, 200, 0)).max() > 60
 
 
+def test_hold_stands_in_only_for_the_identity_it_was_swapped_with(
+        by_label: dict[str, RealFace]) -> None:
+    """After a switch the face's last good swap shows the identity switched away from: a face
+    that now has another identity gets the cover, one that kept it gets its held swap."""
+    face = by_label["t1-2"]
+    image = face.image_bgr
+    xy = face.landmarks_xy
+    box = np.concatenate([xy.min(axis=0), xy.max(axis=0)])[None].astype(np.float32)
+    swapped = image.copy()
+    x1, y1, x2, y2 = box[0].astype(int)
+    swapped[y1:y2, x1:x2] = (0, 200, 0)  # "alice", recognisable
+    faces = Faces(boxes_xyxy=box, scores=np.ones(1, np.float32), landmarks_xy=xy[None],
+                  track_ids=np.array([3], np.int64))
+    cover = FaceCover(mode="hold", hold_frames=8)
+    cover.remember(swapped, faces, frame_index=10, identities=["alice"])
+    withheld = _withheld(face, Unswappable.IDENTITY_LOADING)
+
+    def inner(out: np.ndarray) -> np.ndarray:
+        return np.asarray(out[y1 + 10:y2 - 10, x1 + 10:x2 - 10].reshape(-1, 3).mean(axis=0))
+
+    assert np.abs(inner(cover.cover(image, withheld, 11, identities=["alice"]))
+                  - (0, 200, 0)).max() < 20
+    switched = cover.cover(image, withheld, 11, identities=["bob"])
+    assert (switched == FaceCover(mode="cover").cover(image, withheld, 11)).all()
+    assert (cover.cover(image, withheld, 11) == switched).all()  # no identity said: not alice's
+    with pytest.raises(ValueError, match="2 faces, expected 1"):
+        cover.cover(image, withheld, 11, identities=["alice", "bob"])
+
+
 def test_whole_frame_cover_leaves_no_face(by_label: dict[str, RealFace]) -> None:
     face = by_label["t1-2"]
     out = FaceCover().cover_frame(face.image_bgr)

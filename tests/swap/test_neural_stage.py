@@ -111,3 +111,28 @@ def test_faces_it_cannot_swap_are_covered_not_sent_as_they_are(
                            lambda name: np.ones(512, np.float32))
     with down:
         assert covered(down.process(astronaut_packet))
+
+
+def test_a_switch_covers_the_face_rather_than_hold_the_previous_identity(
+        tmp_path: Path, astronaut_packet: Packet) -> None:
+    """The frame after a switch to an identity with no embedding (yet) shows the cover, not
+    the last good swap of the identity switched away from (``hold`` is for a face that
+    cannot be swapped, not for the old identity)."""
+    from livecam.core.types import Unswappable, WithheldFaces
+    from livecam.swap.cover import FaceCover
+
+    model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
+    alice = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    stage = NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(model_path, device="cpu"),
+                                           model_path),
+                            lambda name: alice if name == "alice" else None,
+                            cover=FaceCover(mode="hold", hold_frames=8))
+    image = astronaut_packet.image_bgr
+    with stage:
+        swapped = stage.process(astronaut_packet.with_fields(
+            state=RuntimeState(active_identity="alice")))
+        switched = stage.process(astronaut_packet.with_fields(
+            frame=Frame(1, 0, image), state=RuntimeState(active_identity="bob")))
+    assert (swapped.image_bgr != image).any()
+    withheld = WithheldFaces.from_faces(astronaut_packet.faces, Unswappable.IDENTITY_MISSING)
+    assert (switched.image_bgr == FaceCover(mode="cover").cover(image, withheld, 1)).all()

@@ -45,14 +45,14 @@ def library(by_label: dict[str, RealFace]) -> IdentityCollection:
 
 def _packet(by_label: dict[str, RealFace], state: RuntimeState,
             labels: tuple[str, ...] = ("t1-0", "t1-2"), track_ids: tuple[int, ...] = (7, 9),
-            ) -> Packet:
+            index: int = 0) -> Packet:
     image = by_label[labels[0]].image_bgr  # all t1 faces share one photo
     xy = np.stack([by_label[k].landmarks_xy for k in labels])
     z = np.stack([by_label[k].landmarks_z for k in labels])
     boxes = np.concatenate([xy.min(axis=1), xy.max(axis=1)], axis=1).astype(np.float32)
     faces = Faces(boxes_xyxy=boxes, scores=np.ones(len(labels), np.float32),
                   landmarks_xy=xy, landmarks_z=z, track_ids=np.asarray(track_ids, np.int64))
-    return Packet(frame=Frame(0, 0, image), image_bgr=image, faces=faces, state=state)
+    return Packet(frame=Frame(index, 0, image), image_bgr=image, faces=faces, state=state)
 
 
 def _face_diff(packet: Packet, out: Packet, face: RealFace) -> float:
@@ -202,6 +202,53 @@ def test_identity_still_loading_is_covered_not_waited_for(
         pending.result(timeout=30)
         stage.process(_packet(by_label, switched))
         assert [i.swapped for i in stage.last_infos] == [True, True]
+
+
+def test_a_switch_never_holds_the_previous_identitys_swap_while_the_new_one_loads(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    """From the first frame under the new identity, the old one's face is gone: while the new
+    identity is still being prepared its faces get the cover, not the last good swap of the
+    identity they had before (``hold`` stands in for a face that cannot be swapped, not for
+    the identity the user switched away from). The preload is held on an event, so the
+    switch lands while it loads, whatever the host's speed."""
+    import threading
+
+    from livecam.swap.cover import FaceCover
+
+    release = threading.Event()
+
+    class _Held:
+        def load(self, name: str) -> Identity:
+            if name == "chandler":
+                assert release.wait(30)
+            return library.load(name)
+
+    state = RuntimeState(active_identity="astro", identities=("astro", "chandler"))
+    switched = dataclasses.replace(state, active_identity="chandler")
+    try:
+        with ClassicSwapStage(SwapConfig(unswappable="hold"), _Held()) as stage:
+            astro = stage.process(_packet(by_label, state, index=10))
+            assert [i.swapped for i in stage.last_infos] == [True, True]
+            packet = _packet(by_label, switched, index=11)  # within hold_frames of astro's
+            out = stage.process(packet)
+            assert stage.last_withheld.reasons.tolist() == [Unswappable.IDENTITY_LOADING] * 2
+            covered = FaceCover(mode="cover").cover(packet.image_bgr, stage.last_withheld, 11)
+            for label in ("t1-0", "t1-2"):
+                assert _face_diff(astro, out, by_label[label]) > 5  # astro's face is gone
+            assert (out.image_bgr == covered).all()  # the cover, exactly
+            release.set()
+            stage._pending["chandler"].result(timeout=30)
+            chandler = stage.process(_packet(by_label, switched, index=12))
+            assert [i.swapped for i in stage.last_infos] == [True, True]
+            # the new identity's own swap is held again for a face lost for a frame
+            full = _packet(by_label, switched, index=13)
+            lost = full.with_fields(faces=full.faces[[1]], withheld=WithheldFaces.from_faces(
+                full.faces[[0]], Unswappable.LOST))
+            held = stage.process(lost)
+            assert _face_diff(chandler, held, by_label["t1-0"]) < 5  # chandler's, held
+            assert _face_diff(astro, held, by_label["t1-0"]) > 5
+    finally:
+        release.set()
 
 
 def test_withheld_faces_are_covered_and_turned_faces_fade_into_the_cover(
