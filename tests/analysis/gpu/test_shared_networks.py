@@ -44,6 +44,20 @@ def _own(frame: np.ndarray) -> Followed:
         nets.close()
 
 
+@pytest.fixture(scope="module")
+def own(frames: list[np.ndarray]) -> Callable[[int], Followed]:
+    """``own(k)``: :func:`_own` of ``frames[k]``, worked out once for the module (new networks
+    of its own give a frame the same every time; the tests only read it)."""
+    done: dict[int, Followed] = {}
+
+    def reference(k: int) -> Followed:
+        if k not in done:
+            done[k] = _own(frames[k])
+        return done[k]
+
+    return reference
+
+
 def _follow_once(nets: GpuFaceNetworks | StreamFaceNetworks, frame: np.ndarray) -> Followed:
     image = frame.copy()  # a new image: a new frame for the networks
     faces = nets.detect(image)
@@ -85,15 +99,16 @@ def _in_threads(n: int, body: Callable[[int], None]) -> list[BaseException]:
     return errors
 
 
-def test_each_stream_gets_what_networks_of_its_own_give(frames: list[np.ndarray]) -> None:
+def test_each_stream_gets_what_networks_of_its_own_give(
+        frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
     clients = [shared.slot_for(k, keep_frames=2) for k in range(len(frames))]
     for c in clients:
         c.open()
     try:
-        for frame, client in zip(frames, clients, strict=True):
-            _assert_same(_follow_once(client, frame), _own(frame))
+        for k, (frame, client) in enumerate(zip(frames, clients, strict=True)):
+            _assert_same(_follow_once(client, frame), own(k))
         # each stream's kept frame is its own, not the last stream's
         for frame, client in zip(frames, clients, strict=True):
             image = frame.copy()
@@ -109,7 +124,7 @@ def test_each_stream_gets_what_networks_of_its_own_give(frames: list[np.ndarray]
 
 
 def test_more_regions_than_a_mesh_graph_takes_run_in_several_batches(
-        frames: list[np.ndarray]) -> None:
+        frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     shared = SharedFaceNetworks(device="cpu", n_streams=2, detector_model="full",
                                 min_score=0.5, max_rois=1)
     assert shared.max_mesh == 2  # the group's three or more faces take two mesh calls or more
@@ -120,13 +135,14 @@ def test_more_regions_than_a_mesh_graph_takes_run_in_several_batches(
     finally:
         client.close()
     assert len(got[1]) >= 3
-    _assert_same(got, _own(frames[0]))
+    _assert_same(got, own(0))
 
 
-def test_streams_calling_at_once_each_get_their_own_results(frames: list[np.ndarray]) -> None:
+def test_streams_calling_at_once_each_get_their_own_results(
+        frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     """Four threads (two frame sizes) call together for several frames; each result is the one
     its own networks give, however the calls were batched."""
-    want = [_own(f) for f in frames]
+    want = [own(k) for k in range(len(frames))]
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
     clients = [shared.slot_for(k) for k in range(len(frames))]
@@ -236,14 +252,15 @@ def test_livecam_streams_share_the_follower_networks_and_one_stream_has_its_own(
 @pytest.mark.gpu
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()",
                     reason="CUDA is not available (the same code runs on the CPU above)")
-def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray]) -> None:
+def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray],
+                                                   own: Callable[[int], Followed]) -> None:
     """On CUDA (fp16, graphs): four streams calling together, each with a tile search on its
     own place, get what the CPU reference gives within fp16's reach; kept frames are each
     stream's own."""
     from livecam.analysis.gpu.tiles import GpuTileSearch
     from livecam.track.bytetrack import iou_matrix
 
-    want = [_own(f) for f in frames]
+    want = [own(k) for k in range(len(frames))]
     shared = SharedFaceNetworks(device="cuda", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2)
     clients = [shared.slot_for(k, keep_frames=3) for k in range(len(frames))]
@@ -286,7 +303,7 @@ def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray]) -> 
 
 
 def test_a_rebuilt_stream_takes_its_place_and_the_last_stream_closing_closes_the_models(
-        frames: list[np.ndarray]) -> None:
+        frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     """A config reload rebuilds a stream's stages: the new chain's networks take the same place
     (``slot_for``) and open before the old ones close; the models stay open until the last
     stream's networks close."""
@@ -299,7 +316,7 @@ def test_a_rebuilt_stream_takes_its_place_and_the_last_stream_closing_closes_the
     assert new.slot == old.slot == 0
     new.open()
     old.close()
-    _assert_same(_follow_once(new, frames[0]), _own(frame=frames[0]))
+    _assert_same(_follow_once(new, frames[0]), own(0))
     new.close()
     assert shared._detectors  # stream 1 still runs
     other.close()
