@@ -10,10 +10,7 @@ to ``slots`` ticks overlap on the GPU; with many streams under load, requests ga
 the slots are busy and go out together, so the generator sees the faces of many streams in
 one call. A collector thread waits for the ticks in the order they were launched, marks their
 requests done, and launches what waits. A request never waits for another stream's consumer:
-its frame comes back into its own stream's buffer. Ticks start on whichever thread queued a
-request or freed a slot, outside the hub's lock: one thread launches at a time, and a
-submitter that finds another launching leaves its request to it (it looks again before it
-lets go), so no stream's thread waits for another stream's tick to be launched.
+its frame comes back into its own stream's buffer.
 
 Frame sizes: each size has its own ring (captured in :meth:`GpuSwapHub.prepare` before the
 output starts, or on the first frame of a new size, logged). Identities: the hub turns names
@@ -34,11 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from livecam.gpupipe.latents import EmbeddingFn, SourceLatents
+from livecam.core.errors import IdentityError
 from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
 
 log = logging.getLogger(__name__)
+
+EmbeddingFn = Callable[[str], "np.ndarray | None"]
 
 
 class GpuSwapHub:
@@ -82,6 +81,7 @@ class GpuSwapHub:
         self.enhancer_options = enhancer_options
         self.hands = hands
         self._emap_fn = emap
+        self.source_embedding = source_embedding
         self.n_streams = max(1, n_streams)
         self.max_faces = max_faces
         self.slots = slots
@@ -94,21 +94,22 @@ class GpuSwapHub:
         self.colour_blur_px = colour_blur_px
         self.model_options = dict(model_options or {})
         self.require_models = require_models
+        self.missing_log_interval_s = missing_log_interval_s
+        self._clock = clock
         self._collector_thread = collector_thread
         self._lock = threading.RLock()
-        #: held while a tick starts or finishes on a ring (a scheduler is one thread at a
-        #: time) and while a ring is made; taken before the hub lock, never inside it
-        self._launching = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._users = 0
         self._program: Any = None
+        self._emap: np.ndarray | None = None
         self._rings: dict[tuple[int, int], Any] = {}
         self._pending: collections.deque[SwapRequest] = collections.deque()
         self._launched: collections.deque[tuple[Any, list[SwapRequest]]] = collections.deque()
         self._collector: threading.Thread | None = None
         self._stopping = False
-        self._sources = SourceLatents(source_embedding, retry_s=missing_log_interval_s,
-                                      clock=clock)
+        self._latents: dict[str, np.ndarray] = {}
+        self._failed: dict[str, float] = {}
+        self._embed_lock = threading.Lock()
         self.graph_modes: dict[str, str] = {}
         self.ticks = 0
         #: frames in each of the last ticks (how well the streams batch)
@@ -148,7 +149,7 @@ class GpuSwapHub:
         try:
             if self.enhancer is not None:
                 self.enhancer.open()
-            self._sources.open(self._emap_fn())
+            self._emap = self._emap_fn()
             self._program = build_program(
                 self.generator, device=self.device, window_px=self.window_px,
                 colour_blur_px=self.colour_blur_px, enhancer_engine=self.enhancer,
@@ -179,7 +180,7 @@ class GpuSwapHub:
             collector.join(5.0)
         while self._launched and self.collect_next(0.0):
             pass
-        with self._launching, self._lock:
+        with self._lock:
             for sched in self._rings.values():
                 sched.close()
             self._rings.clear()
@@ -189,7 +190,8 @@ class GpuSwapHub:
             self._pending.clear()
             self._program = None
             self._collector = None
-            self._sources.clear()
+            self._latents.clear()
+            self._failed.clear()
         self._close_engines()
 
     def _close_engines(self) -> None:
@@ -219,7 +221,7 @@ class GpuSwapHub:
         sched = self._rings.get((height_px, width_px))
         if sched is not None:
             return sched
-        with self._launching, self._lock:  # no tick starts while graphs are captured
+        with self._lock:
             sched = self._rings.get((height_px, width_px))
             if sched is not None:
                 return sched
@@ -261,7 +263,29 @@ class GpuSwapHub:
     def latent(self, name: str) -> np.ndarray | None:
         """The generator's (D,) source latent for identity ``name``, cached; None when it
         cannot be had (logged at most once per ``missing_log_interval_s``, retried after)."""
-        return self._sources.get(name)
+        with self._embed_lock:
+            cached = self._latents.get(name)
+            if cached is not None:
+                return cached
+            failed = self._failed.get(name)
+            if failed is not None and self._clock() - failed < self.missing_log_interval_s:
+                return None
+            from livecam.swap.inswapper import latents_from_embeddings
+
+            try:
+                embedding = self.source_embedding(name)
+                why = "it has no usable photo"
+            except IdentityError as exc:
+                embedding, why = None, str(exc)
+            if embedding is None:
+                self._failed[name] = self._clock()
+                log.warning("identity %r is unavailable: %s", name, why)
+                return None
+            self._failed.pop(name, None)
+            assert self._emap is not None, "latent() before acquire()"
+            latent = latents_from_embeddings(np.asarray(embedding)[None], self._emap)[0]
+            self._latents[name] = latent.astype(np.float32)
+            return self._latents[name]
 
     # -- ticks ---------------------------------------------------------------------------------
 
@@ -275,36 +299,29 @@ class GpuSwapHub:
             if self._program is None:
                 raise RuntimeError("GpuSwapHub.submit after close")
             self._pending.append(request)
-        self._drive()
-
-    def _drive(self) -> None:
-        """Launch the ticks that can start, unless another thread is launching now: that one
-        looks again once it lets go, so a request never waits behind a free slot, and a
-        submitter never waits for another stream's tick to be launched (run 76: 12 streams'
-        swap threads spent a fifth of their time there while ticks launched under the hub
-        lock). Whoever adds a request or frees a slot calls this afterwards."""
-        while self._launching.acquire(blocking=False):
-            try:
-                self._launch()
-            finally:
-                self._launching.release()
-            with self._lock:
-                if not self._launchable():
-                    return
-
-    def _launchable(self) -> bool:
-        """Whether a tick could start now (hub lock held; a hint: :meth:`_launch` decides)."""
-        return (bool(self._pending) and self._program is not None
-                and not self._rings[self._pending[0].size_hw].ring_full)
+            self._launch()
 
     def _launch(self) -> None:
-        """Start ticks while slots are free and requests wait (launching lock held, the hub
-        lock not: requests are taken under it, the tick starts outside it)."""
-        while True:
-            with self._lock:
-                if not self._launchable():
-                    return
-                sched, taken = self._take()
+        """Start ticks while slots are free and requests wait (hub lock held)."""
+        while self._pending:
+            size = self._pending[0].size_hw
+            sched = self._rings[size]
+            if sched.ring_full:
+                return
+            taken: list[SwapRequest] = []
+            streams: set[int] = set()
+            faces = 0
+            limit = sched.shape.max_faces
+            for request in list(self._pending):
+                if request.size_hw != size or request.stream in streams:
+                    continue
+                if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
+                    break
+                taken.append(request)
+                streams.add(request.stream)
+                faces += len(request.kps)
+            for request in taken:
+                self._pending.remove(request)
             try:
                 self._start_tick(sched, taken)
             except Exception as exc:  # the tick could not start: those frames fail, not all
@@ -313,36 +330,14 @@ class GpuSwapHub:
                     request.error = exc
                     request.done.set()
 
-    def _take(self) -> tuple[Any, list[SwapRequest]]:
-        """The requests of the next tick, out of the pending ones (hub lock held): the oldest
-        of each stream with a frame of the first one's size, as many as the slot holds."""
-        size = self._pending[0].size_hw
-        sched = self._rings[size]
-        taken: list[SwapRequest] = []
-        streams: set[int] = set()
-        faces = 0
-        limit = sched.shape.max_faces
-        for request in self._pending:
-            if request.size_hw != size or request.stream in streams:
-                continue
-            if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
-                break
-            taken.append(request)
-            streams.add(request.stream)
-            faces += len(request.kps)
-        for request in taken:
-            self._pending.remove(request)
-        return sched, taken
-
     def _start_tick(self, sched: Any, requests: list[SwapRequest]) -> None:
         rows = tick_rows(requests)
         sched.submit([r.frame_in for r in requests],
                      [r.buffers.outputs[r.index] for r in requests], rows,
                      [r.frame_ready for r in requests], hands=[r.hands for r in requests])
-        with self._lock:
-            self._launched.append((sched, requests))
-            self.ticks += 1
-            self._wake.notify_all()
+        self._launched.append((sched, requests))
+        self.ticks += 1
+        self._wake.notify_all()
 
     def _collect_loop(self) -> None:
         while not (self._stopping and not self._launched):
@@ -357,43 +352,36 @@ class GpuSwapHub:
             if not self._launched:
                 return False
             sched, requests = self._launched[0]
-        with self._launching:
             slot = sched.oldest_slot()
         failure: Exception | None = None
         try:
-            slot.wait()  # outside the locks: streams keep submitting meanwhile
+            slot.wait()  # outside the lock: streams keep submitting meanwhile
         except Exception as exc:  # a device error surfaces here first
             failure = exc
-        result = None
-        with self._launching:
+        with self._lock:
+            self._launched.popleft()
             try:
                 result = sched.collect()  # pops the tick (raises again after a failure)
             except Exception as exc:
                 failure = failure or exc
-        with self._lock:
-            self._launched.popleft()
-            stopping = self._stopping
-            if result is None:  # a failed tick fails its frames, the hub goes on
+            if failure is not None:  # a failed tick fails its frames, the hub goes on
                 log.error("GPU swap tick failed (%s: %s)", type(failure).__name__, failure)
                 for request in requests:
                     request.error = failure
                     request.done.set()
-            else:
-                self._finish(requests, result)
-        if not stopping:
-            self._drive()
+                return True
+            start = 0
+            now_ns = time.perf_counter_ns()
+            for request in requests:
+                n = len(request.kps)
+                request.fits = result.fits[start:start + n]
+                start += n
+                request.gpu_latency_ms = result.gpu_latency_ms
+                request.host_latency_ms = (now_ns - request.t_submit_ns) / 1e6
+                request.done.set()
+            self.frames_per_tick.append(len(requests))
+            self.window_per_tick.append(result.window_px)
+            if not self._stopping:
+                self._launch()
         return True
 
-    def _finish(self, requests: list[SwapRequest], result: Any) -> None:
-        """Hand a finished tick's frames back to their streams (hub lock held)."""
-        start = 0
-        now_ns = time.perf_counter_ns()
-        for request in requests:
-            n = len(request.kps)
-            request.fits = result.fits[start:start + n]
-            start += n
-            request.gpu_latency_ms = result.gpu_latency_ms
-            request.host_latency_ms = (now_ns - request.t_submit_ns) / 1e6
-            request.done.set()
-        self.frames_per_tick.append(len(requests))
-        self.window_per_tick.append(result.window_px)

@@ -10,7 +10,6 @@ CUDA-only checks are in test_cuda.py, marked ``gpu``.
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -158,44 +157,6 @@ def test_streams_share_ticks_and_keep_their_own_frames(inswapper_dyn_path: Path,
         (ref,) = collect_all(alone, 1)
     assert (out1[0].image_bgr != mirrored).any()
     assert_same_swap(out1[0].image_bgr, ref.image_bgr)
-
-
-@pytest.mark.slow
-def test_a_stream_does_not_wait_for_another_streams_tick_to_launch(
-        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
-    """Run 76: ticks launched under the hub's lock kept 12 streams' swap threads waiting a
-    fifth of their time for other streams' launches. A submit returns while another thread
-    launches a tick, and that thread launches the new frame too."""
-    armed, entered, go = threading.Event(), threading.Event(), threading.Event()
-
-    class Gated(Generator):  # once armed, the first tick's launch holds until `go`
-        def run_torch(self, feeds: Any, stream: Any = None) -> Any:
-            if armed.is_set() and not entered.is_set():
-                entered.set()
-                assert go.wait(60.0)
-            return super().run_torch(feeds, stream)
-
-    hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), []), n_streams=2,
-                   generator=Gated(inswapper_dyn_path))
-    image, faces = face_frame.frame_bgr, faces_of(face_frame)
-    alice = RuntimeState(active_identity="alice")
-    s0, s1 = GpuSwapStage(hub, stream=0), GpuSwapStage(hub, stream=1)
-    with s0, s1:
-        armed.set()
-        launcher = threading.Thread(target=s0.submit, args=(packet(0, image, faces, alice),))
-        launcher.start()
-        assert entered.wait(60.0)
-        other = threading.Thread(target=s1.submit, args=(packet(0, image, faces, alice),))
-        other.start()
-        other.join(60.0)
-        returned = not other.is_alive()
-        go.set()
-        launcher.join(60.0)
-        other.join(60.0)
-        assert returned, "stream 1's submit waited for stream 0's tick to be launched"
-        out0, out1 = collect_all(s0, 1), collect_all(s1, 1)
-    assert hub.ticks == 2  # the launching thread looked again and launched stream 1's frame
-    assert_same_swap(out1[0].image_bgr, out0[0].image_bgr)
 
 
 @pytest.mark.slow
