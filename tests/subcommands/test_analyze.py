@@ -149,8 +149,16 @@ def test_ctrl_c_keeps_the_frames_analysed_so_far(tmp_path: Path) -> None:
     import threading
 
     out = tmp_path / "faces.json"
-    proc = subprocess.Popen([sys.executable, "-m", "livecam.cli", "analyze", "--input",
-                             "synthetic:160x120", "--frames", "1000000", "--json", str(out)],
+    # Ctrl-C reaches a command run in a terminal, where Python has its KeyboardInterrupt
+    # handler. A shell without job control (CI run as `... &`) starts commands with SIGINT
+    # ignored, and Python then keeps ignoring it: the child would never stop and this test
+    # hung. So the child sets the handler a terminal's Python has.
+    argv = ["analyze", "--input", "synthetic:160x120", "--frames", "1000000", "--json", str(out)]
+    child = ("import runpy, signal, sys\n"
+             "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+             f"sys.argv = ['livecam', *{argv!r}]\n"
+             "runpy.run_module('livecam.cli', run_name='__main__')\n")
+    proc = subprocess.Popen([sys.executable, "-c", child],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     progress = threading.Event()
@@ -167,9 +175,9 @@ def test_ctrl_c_keeps_the_frames_analysed_so_far(tmp_path: Path) -> None:
     try:
         assert progress.wait(120), "no progress line: " + "".join(lines[-20:])
         proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)  # never forever: a child that ignores the signal fails here
         assert proc.stdout is not None
         stdout = proc.stdout.read()
-        proc.wait(timeout=120)
         reader.join(timeout=30)
     finally:
         if proc.poll() is None:
