@@ -262,7 +262,15 @@ class GpuSwapHub:
 
     def latent(self, name: str) -> np.ndarray | None:
         """The generator's (D,) source latent for identity ``name``, cached; None when it
-        cannot be had (logged at most once per ``missing_log_interval_s``, retried after)."""
+        cannot be had (logged at most once per ``missing_log_interval_s``, retried after).
+        Known and recently missing identities are answered without the lock that an
+        embedding holds (a dict read each), so no stream waits for another's new identity."""
+        cached = self._latents.get(name)
+        failed = self._failed.get(name)
+        if cached is not None:
+            return cached
+        if failed is not None and self._clock() - failed < self.missing_log_interval_s:
+            return None
         with self._embed_lock:
             cached = self._latents.get(name)
             if cached is not None:

@@ -10,6 +10,7 @@ CUDA-only checks are in test_cuda.py, marked ``gpu``.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,47 @@ def test_a_switch_covers_the_face_rather_than_hold_the_previous_identity(
     assert (swapped.image_bgr != image).any()
     withheld = WithheldFaces.from_faces(faces, Unswappable.IDENTITY_MISSING)
     assert (switched.image_bgr == FaceCover(mode="cover").cover(image, withheld, 1)).all()
+
+
+def test_a_known_identity_does_not_wait_for_another_identitys_embedding(
+        inswapper_dyn_path: Path) -> None:
+    """An identity seen for the first time is embedded on the swap thread that asks (its
+    photos read, ArcFace run: a second or more on a first start). Known and recently missing
+    identities were looked up under the lock that embedding holds, so one stream switching to
+    a new identity held every other stream's swap that long."""
+    table = embedding_table(("alice", "bob"), [])
+    embedding, release = threading.Event(), threading.Event()
+
+    def embed(name: str) -> np.ndarray:
+        if name == "bob":
+            embedding.set()
+            release.wait(60)
+        return table(name)
+
+    hub = make_hub(inswapper_dyn_path, embed, n_streams=2)
+    hub.acquire()
+    try:
+        known = hub.latent("alice")
+        assert known is not None and hub.latent("carol") is None  # carol: no such identity
+        slow = threading.Thread(target=hub.latent, args=("bob",), daemon=True)
+        slow.start()
+        assert embedding.wait(60), "bob's embedding did not start"
+        got: list[np.ndarray | None] = []
+        lookups = threading.Thread(
+            target=lambda: got.extend([hub.latent("alice"), hub.latent("carol")]), daemon=True)
+        lookups.start()
+        lookups.join(10)  # a dict lookup each: only a wait for the lock takes this long
+        waited = lookups.is_alive()
+        release.set()
+        slow.join(60)
+        lookups.join(60)
+        assert not waited, "looking up alice and carol waited for bob's embedding"
+        assert len(got) == 2 and got[0] is not None and np.array_equal(got[0], known)
+        assert got[1] is None
+        assert hub.latent("bob") is not None
+    finally:
+        release.set()
+        hub.release()
 
 
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:
