@@ -26,6 +26,8 @@ daemon as a subprocess).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,6 +155,47 @@ class SentFrames:
         return sum(1 for k, i in enumerate(self.indices())
                    if i is not None and i >= first_index and not self.covered[k]
                    and self.unswapped[k] == want_real)
+
+
+class SentWatcher:
+    """Waits on the frames a camera received: a subclass's ``poll`` adds those that came since
+    its last call to ``sent``; ``context`` adds to a failed wait's message (a process's
+    stderr, say). Polls every ``poll_s``; the deadlines are only guards."""
+
+    poll_s = 0.05
+
+    def __init__(self, sent: SentFrames) -> None:
+        self.sent = sent
+
+    def poll(self) -> None:
+        raise NotImplementedError
+
+    def context(self) -> str:
+        return ""
+
+    def wait_for_index(self, index: int, timeout_s: float = 180) -> None:
+        """Until a frame of input index ``index`` or later was sent."""
+        self._wait(lambda: self.sent.newest_index() >= index,
+                   lambda: f"no input frame {index} sent within {timeout_s} s "
+                   f"(newest {self.sent.newest_index()})", timeout_s)
+
+    def wait_shown(self, applied: Applied, frames: int = 8, timeout_s: float = 180) -> None:
+        """Until ``frames`` frames captured under ``applied`` were sent showing its look
+        uncovered (:meth:`SentFrames.shown_since`): a new identity is covered while it
+        loads, for as many frames as the host's load makes that."""
+        self._wait(lambda: self.sent.shown_since(applied.first_index, applied.look) >= frames,
+                   lambda: f"{applied} not shown in {frames} frames within {timeout_s} s "
+                   f"({self.sent.shown_since(applied.first_index, applied.look)} so far)",
+                   timeout_s)
+
+    def _wait(self, done: Callable[[], bool], why: Callable[[], str], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.poll()
+            if done():
+                return
+            assert time.monotonic() < deadline, f"{why()}{self.context()}"
+            time.sleep(self.poll_s)
 
 
 def judge(sent: SentFrames, commands: list[Applied], *, initial: str, threads: int

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,47 +24,24 @@ from livecam.config import Config
 from livecam.testing.virtualcam import Recording, register_recording_backend
 from tests.control import switch_judge
 from tests.control.conftest import Running
-from tests.control.switch_judge import REAL, Applied, SentFrames
+from tests.control.switch_judge import REAL, Applied, SentFrames, SentWatcher
 
 pytestmark = pytest.mark.slow
 
 
-class Drain:
+class Drain(SentWatcher):
     """Moves the frames the recording camera received into ``sent`` (the test thread reduces
     them; the output thread only appends), so memory stays small however long the run."""
 
     def __init__(self, recording: Recording, sent: SentFrames) -> None:
-        self._recording, self.sent = recording, sent
+        super().__init__(sent)
+        self._recording = recording
 
     def poll(self) -> None:
         with self._recording.lock:
             frames, self._recording.frames = self._recording.frames, []
         for frame in frames:
             self.sent.add(frame)
-
-    def wait_for_index(self, index: int, timeout_s: float = 180) -> None:
-        """Until a frame of input index ``index`` or later was sent."""
-        self._wait(lambda: self.sent.newest_index() >= index,
-                   lambda: f"no input frame {index} sent within {timeout_s} s "
-                   f"(newest {self.sent.newest_index()})", timeout_s)
-
-    def wait_shown(self, applied: Applied, frames: int = 8, timeout_s: float = 180) -> None:
-        """Until ``frames`` frames captured under ``applied`` were sent showing its look
-        uncovered (:meth:`SentFrames.shown_since`): a new identity is covered while it
-        loads, for as many frames as the host's load makes that."""
-        self._wait(lambda: self.sent.shown_since(applied.first_index, applied.look) >= frames,
-                   lambda: f"{applied} not shown in {frames} frames within {timeout_s} s "
-                   f"({self.sent.shown_since(applied.first_index, applied.look)} so far)",
-                   timeout_s)
-
-    def _wait(self, done: Callable[[], bool], why: Callable[[], str], timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.poll()
-            if done():
-                return
-            assert time.monotonic() < deadline, why()
-            time.sleep(0.05)  # polls what the camera received; the deadline is only a guard
 
 
 def _add_identities(root: Path, tmp: Path) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.control import switch_judge
-from tests.control.switch_judge import REAL, Applied, SentFrames
+from tests.control.switch_judge import REAL, Applied, SentFrames, SentWatcher
 from tests.daemon.conftest import Daemon
 
 pytestmark = pytest.mark.slow
@@ -26,12 +26,15 @@ pytestmark = pytest.mark.slow
 THREADS = 2  # pipeline.threads (the default), named for the in-flight bound
 
 
-class Recorded:
+class Recorded(SentWatcher):
     """Reads the frames the daemon's recording camera appended to its file since the last
     call and adds them to ``sent`` (whole frames only: the daemon may be mid-write)."""
 
+    poll_s = 0.1
+
     def __init__(self, d: Daemon, sent: SentFrames) -> None:
-        self._d, self._sent, self._offset = d, sent, 0
+        super().__init__(sent)
+        self._d, self._offset = d, 0
 
     def poll(self) -> None:
         assert self._d.record_dir is not None
@@ -47,32 +50,11 @@ class Recorded:
         frames = np.frombuffer(data[:n * size], np.uint8).reshape(n, meta["height"],
                                                                  meta["width"], 3)
         for frame in frames:
-            self._sent.add(frame)
+            self.sent.add(frame)
         self._offset += n * size
 
-    def wait_for_index(self, index: int, timeout_s: float = 180) -> None:
-        """Until a frame of input index ``index`` or later was sent."""
-        self._wait(lambda: self._sent.newest_index() >= index,
-                   lambda: f"no input frame {index} sent within {timeout_s} s "
-                   f"(newest {self._sent.newest_index()})", timeout_s)
-
-    def wait_shown(self, applied: Applied, frames: int = 8, timeout_s: float = 180) -> None:
-        """Until ``frames`` frames captured under ``applied`` were sent showing its look
-        uncovered (:meth:`SentFrames.shown_since`): a new identity is covered while it
-        loads, for as many frames as the host's load makes that."""
-        self._wait(lambda: self._sent.shown_since(applied.first_index, applied.look) >= frames,
-                   lambda: f"{applied} not shown in {frames} frames within {timeout_s} s "
-                   f"({self._sent.shown_since(applied.first_index, applied.look)} so far)",
-                   timeout_s)
-
-    def _wait(self, done: Callable[[], bool], why: Callable[[], str], timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.poll()
-            if done():
-                return
-            assert time.monotonic() < deadline, f"{why()}; {self._d.stderr()[-2000:]}"
-            time.sleep(0.1)  # polls the daemon's recording; the deadline is only a guard
+    def context(self) -> str:
+        return f"; {self._d.stderr()[-2000:]}"
 
 
 def command(d: Daemon, look: str, *args: str) -> Applied:
