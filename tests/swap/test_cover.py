@@ -20,6 +20,19 @@ def _withheld(face: RealFace, reason: Unswappable = Unswappable.PENDING, *,
                          np.array([reason], np.uint8))
 
 
+def _green_swap(face: RealFace) -> tuple[Faces, np.ndarray, tuple[int, int, int, int]]:
+    """``face`` as a tracked face (track 3), its picture with a "swap" anyone can recognise
+    (its box painted green) and that box in whole pixels."""
+    xy = face.landmarks_xy
+    box = np.concatenate([xy.min(axis=0), xy.max(axis=0)])[None].astype(np.float32)
+    swapped = face.image_bgr.copy()
+    x1, y1, x2, y2 = (int(v) for v in box[0])
+    swapped[y1:y2, x1:x2] = (0, 200, 0)
+    faces = Faces(boxes_xyxy=box, scores=np.ones(1, np.float32), landmarks_xy=xy[None],
+                  track_ids=np.array([3], np.int64))
+    return faces, swapped, (x1, y1, x2, y2)
+
+
 @pytest.mark.parametrize("style", ["blur", "pixelate"])
 @pytest.mark.parametrize("mesh", [True, False], ids=["mesh", "box-only"])
 def test_a_covered_face_no_longer_shows_the_person_and_nothing_else_changes(
@@ -50,15 +63,10 @@ def test_hold_shows_the_last_swap_moved_with_the_face_then_the_cover(
     """``hold``: for up to hold_frames after its last good swap a withheld face gets that swap,
     moved onto where the face is now (here: 24 px to the right); after that, the cover."""
     face = by_label["t1-2"]
-    image = face.image_bgr
-    xy = face.landmarks_xy
-    box = np.concatenate([xy.min(axis=0), xy.max(axis=0)])[None].astype(np.float32)
-    swapped = image.copy()
-    x1, y1, x2, y2 = box[0].astype(int)
-    swapped[y1:y2, x1:x2] = (0, 200, 0)  # a "swap" anyone can recognise
+    image, xy = face.image_bgr, face.landmarks_xy
+    faces, swapped, (x1, y1, x2, y2) = _green_swap(face)
+    box = faces.boxes_xyxy
     cover = FaceCover(mode="hold", hold_frames=3)
-    faces = Faces(boxes_xyxy=box, scores=np.ones(1, np.float32), landmarks_xy=xy[None],
-                  track_ids=np.array([3], np.int64))
     cover.remember(swapped, faces, frame_index=10)
     shift = np.array([24.0, 0.0], np.float32)
     moved = WithheldFaces(box + np.r_[shift, shift], (xy + shift)[None].astype(np.float32),
@@ -84,13 +92,7 @@ def test_hold_stands_in_only_for_the_identity_it_was_swapped_with(
     that now has another identity gets the cover, one that kept it gets its held swap."""
     face = by_label["t1-2"]
     image = face.image_bgr
-    xy = face.landmarks_xy
-    box = np.concatenate([xy.min(axis=0), xy.max(axis=0)])[None].astype(np.float32)
-    swapped = image.copy()
-    x1, y1, x2, y2 = box[0].astype(int)
-    swapped[y1:y2, x1:x2] = (0, 200, 0)  # "alice", recognisable
-    faces = Faces(boxes_xyxy=box, scores=np.ones(1, np.float32), landmarks_xy=xy[None],
-                  track_ids=np.array([3], np.int64))
+    faces, swapped, (x1, y1, x2, y2) = _green_swap(face)  # the green swap: "alice"
     cover = FaceCover(mode="hold", hold_frames=8)
     cover.remember(swapped, faces, frame_index=10, identities=["alice"])
     withheld = _withheld(face, Unswappable.IDENTITY_LOADING)
