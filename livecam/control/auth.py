@@ -18,12 +18,11 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from livecam.core.errors import ConfigError
 from livecam.core.files import atomic_create, remove_temp_files, temp_files
+from livecam.core.locks import held_if_free, holding
 
 log = logging.getLogger(__name__)
 
@@ -114,59 +113,29 @@ def _create_token(path: Path) -> str | None:
     """The token this process wrote to the new file ``path``; None when another process made
     the file first."""
     token = secrets.token_urlsafe(_TOKEN_BYTES)
-    with _creating(path):
-        # under the lock: a temp file found is a killed creator's, never one under way
-        remove_temp_files(path.parent, path.name)
-        if os.path.lexists(path):
-            return None
-        try:
-            atomic_create(path, f"{token}\n".encode("ascii"), mode=0o600)
-        except FileExistsError:  # made by a livecam that takes no lock (an older one)
-            return None
-        except OSError as exc:
-            raise _cannot_create(path, exc) from None
+    try:
+        with holding(token_lock_path(path), f"creating the control API token {path}",
+                     wait_s=TOKEN_LOCK_WAIT_S, error=ConfigError, logger=log):
+            # under the lock: a temp file found is a killed creator's, never one under way
+            remove_temp_files(path.parent, path.name)
+            if os.path.lexists(path):
+                return None
+            try:
+                atomic_create(path, f"{token}\n".encode("ascii"), mode=0o600)
+            except FileExistsError:  # made by a livecam that takes no lock (an older one)
+                return None
+    except OSError as exc:  # no lock file or token there (no permission, read-only)
+        raise _cannot_create(path, exc) from None
     log.info("created the control API token %s (mode 600)", path)
     return token
-
-
-@contextmanager
-def _creating(path: Path) -> Iterator[None]:
-    """Hold the token's lock (:func:`token_lock_path`), waiting at most
-    :data:`TOKEN_LOCK_WAIT_S`."""
-    from filelock import FileLock, Timeout
-
-    lock_path = token_lock_path(path)
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=TOKEN_LOCK_WAIT_S)
-    except Timeout:
-        raise ConfigError(
-            f"gave up after {TOKEN_LOCK_WAIT_S:g} s: another livecam process is still creating "
-            f"the control API token {path} (it holds {lock_path}). Stop it and start again; if "
-            "no livecam is running on any computer that shares this folder, the lock is "
-            f"stale: delete {lock_path} and start again") from None
-    except OSError as exc:
-        raise _cannot_create(path, exc) from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _remove_temp_files_if_free(path: Path) -> None:
     """Remove the temp files of creators killed after they linked the token (a second name of
     it, which nothing reads) if no creator holds the lock now; else the next start does."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(token_lock_path(path)))
-    try:
-        lock.acquire(timeout=0)
-    except (Timeout, OSError):  # held, or a folder this user may read but not write
-        return
-    try:
-        remove_temp_files(path.parent, path.name)
-    finally:
-        lock.release()
+    with held_if_free(token_lock_path(path)) as free:
+        if free:
+            remove_temp_files(path.parent, path.name)
 
 
 def _tighten(path: Path) -> None:

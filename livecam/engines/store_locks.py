@@ -3,34 +3,26 @@
 A lock of the store is held while a model's files change (a pin check, a move into place, a
 stamp, one hash of the file; a whole download for the download lock), so a wait means that
 another livecam process imports, fetches or checks the same model. Most waits end within a
-moment and say nothing. One that lasts past :data:`SAY_WAITING_AFTER_S` logs one line naming
-the model and the limit; one that lasts past the limit (``models.lock_wait_s``) raises
-:class:`ModelBusyError`, which says what to do, before this process has written anything.
-A lock that is never released is a process that hangs, or a lock that a network file system
-keeps for a client that is gone: those would otherwise be waited for forever.
-
-The locks are ``filelock`` locks (``flock`` on Linux and macOS, a byte-range lock on Windows),
-which the system drops when their holder dies however it dies (``kill -9`` included). So a
-lock that can be taken has no live writer: what is found under it that only writers make
-(temp files, import folders, partial downloads) a killed one left, and tidying takes the lock
-without waiting (:func:`held_if_free`): a lock held now is tidied at the next start.
+moment and say nothing; one past the limit (``models.lock_wait_s``) raises
+:class:`ModelBusyError`, which says what to do, before this process has written anything. How
+the locks behave (and why a free one means no live writer): :mod:`livecam.core.locks`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from livecam.config.engine import ModelsConfig
+from livecam.core import locks
 from livecam.core.errors import LivecamError, ModelError
+from livecam.core.locks import SAY_WAITING_AFTER_S, held_if_free
 
 log = logging.getLogger(__name__)
 
-#: How long a wait for another process's lock stays silent, s: a rename or a stamp takes
-#: milliseconds, and a line for each of those would only be noise.
-SAY_WAITING_AFTER_S = 1.0
+__all__ = ["DEFAULT_LOCK_WAIT_S", "SAY_WAITING_AFTER_S", "ModelBusyError", "held_if_free",
+           "holding"]
 
 #: ``models.lock_wait_s``'s default: longer than another process takes to hash or move a
 #: model of a few hundred MB on a slow disk, a few minutes of someone else's download.
@@ -41,54 +33,9 @@ class ModelBusyError(ModelError):
     """Another process held a lock of the model store for longer than the store waits."""
 
 
-@contextlib.contextmanager
 def holding(lock_path: Path, doing: str, *, wait_s: float,
             knob: str | None = "models.lock_wait_s",
-            error: type[LivecamError] = ModelBusyError) -> Iterator[None]:
-    """Hold the file lock ``lock_path`` (between processes, and between threads of one).
-
-    ``doing`` says what its holder does, after "another livecam process is" ("writing or
-    checking model x"). Waits at most ``wait_s`` seconds (the setting ``knob``, if one sets
-    it), saying so after :data:`SAY_WAITING_AFTER_S`; then raises ``error``. Any thread.
-    """
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=min(SAY_WAITING_AFTER_S, wait_s))
-    except Timeout:
-        log.warning("another livecam process is %s: waiting for it to finish (at most %g s%s)",
-                    doing, wait_s, f", {knob}" if knob else "")
-        try:
-            lock.acquire(timeout=max(0.0, wait_s - SAY_WAITING_AFTER_S))
-        except Timeout:
-            raise error(
-                f"gave up after {wait_s:g} s: another livecam process is still {doing} (it "
-                f"holds {lock_path}). Let it finish, or stop it, and run again"
-                f"{f' (raise {knob} to wait longer)' if knob else ''}; if no livecam is running "
-                "on any computer "
-                f"that shares this folder, the lock is stale: delete {lock_path} and run again"
-            ) from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-@contextlib.contextmanager
-def held_if_free(lock_path: Path) -> Iterator[bool]:
-    """Hold the file lock ``lock_path`` if no one holds it now: yields True, holding it; or
-    False at once (another process or thread holds it, or it cannot be opened), for what can
-    wait for the next start. Any thread."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(lock_path))
-    try:
-        lock.acquire(timeout=0)
-    except (Timeout, OSError):
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
+            error: type[LivecamError] = ModelBusyError) -> AbstractContextManager[None]:
+    """:func:`livecam.core.locks.holding` with the model store's setting and error."""
+    return locks.holding(lock_path, doing, wait_s=wait_s, knob=knob, error=error,
+                         logger=log)
