@@ -22,13 +22,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
-from livecam.core.errors import IdentityError
 from livecam.core.stage import StageBase
 from livecam.core.types import Packet, Unswappable, WithheldFaces
 from livecam.identity.model import Identity, IdentitySource
@@ -36,13 +34,11 @@ from livecam.swap.assign import IdentityAssigner
 from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
 from livecam.swap.cover import FaceCover
 from livecam.swap.mesh import MeshTopology
+from livecam.swap.prepared import PreparedIdentities
 from livecam.swap.shape import NeutralShape, as_xyz
 from livecam.swap.source import SourceFace, nearest_pose
 
 log = logging.getLogger(__name__)
-
-#: Identities prepared ahead of use (the hotkeys reach 9; the panel shows all).
-_PRELOAD_MAX = 16
 
 
 def source_faces(identity: Identity, topology: MeshTopology,
@@ -72,15 +68,13 @@ class ClassicSwapStage(StageBase):
         self.identities = identities
         self._clock = clock
         self._swapper: ClassicFaceSwapper | None = None
-        self._loaded: dict[str, tuple[SourceFace, ...]] = {}
-        self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, why)
+        # each identity's photos prepared on a worker thread, so a switch does not stall frames
+        self._prepared: PreparedIdentities[tuple[SourceFace, ...]] = PreparedIdentities(
+            self._prepare, retry_s=config.missing_log_interval_s, clock=clock)
         self._last_log: dict[str, float] = {}
         self._assigner = IdentityAssigner(config.assign)
         # track id -> its neutral shape, for the shape transfer (faces seen in the last frame)
         self._neutral: dict[int, NeutralShape] = {}
-        # identities being prepared on a worker thread, so a switch does not stall frames
-        self._pending: dict[str, Future[tuple[SourceFace, ...]]] = {}
-        self._preloader: ThreadPoolExecutor | None = None
         self.cover = FaceCover.from_config(config)
         self.last_infos: tuple[FaceSwapInfo, ...] = ()
         #: the faces covered in the latest frame (withheld by analysis or by this stage)
@@ -91,30 +85,20 @@ class ClassicSwapStage(StageBase):
             from livecam.swap.mesh import build_topology
 
             self._swapper = ClassicFaceSwapper(self.config, build_topology())
-            self._preloader = ThreadPoolExecutor(1, thread_name_prefix="livecam-identity")
 
     def close(self) -> None:
-        if self._preloader is not None:
-            self._preloader.shutdown(wait=False, cancel_futures=True)
-            self._preloader = None
+        self._prepared.close()
         self._swapper = None
-        self._pending.clear()
-        self._loaded.clear()
-        self._failed.clear()
 
     def _prepare(self, name: str) -> tuple[SourceFace, ...]:
-        assert self._swapper is not None
-        return source_faces(self.identities.load(name), self._swapper.topology,
-                            self.config.mirror_fill, self.config.source_skin_only)
-
-    def _preload(self, names: tuple[str, ...]) -> None:
-        """Start preparing identities the user can switch to (pipeline thread only)."""
-        if self._preloader is None:
-            return
-        for name in names[:_PRELOAD_MAX]:
-            if name not in self._loaded and name not in self._pending \
-                    and name not in self._failed:
-                self._pending[name] = self._preloader.submit(self._prepare, name)
+        """``name``'s photos ready to warp (on the identity worker thread)."""
+        swapper = self._swapper
+        if swapper is None:
+            raise RuntimeError("the swap stage closed while an identity was prepared")
+        faces = source_faces(self.identities.load(name), swapper.topology,
+                             self.config.mirror_fill, self.config.source_skin_only)
+        log.info("identity %s loaded (%d photo(s))", name, len(faces))
+        return faces
 
     def _warn(self, key: str, message: str) -> None:
         now = self._clock()
@@ -125,30 +109,12 @@ class ClassicSwapStage(StageBase):
 
     def _faces_of(self, name: str) -> tuple[SourceFace, ...] | Unswappable:
         """The prepared photos of ``name``, or why there are none this frame."""
-        cached = self._loaded.get(name)
-        if cached is not None:
-            return cached
-        pending = self._pending.get(name)
-        if pending is not None and not pending.done():
-            return Unswappable.IDENTITY_LOADING  # never stall the frames for a preload
-        failed = self._failed.get(name)
-        now = self._clock()
-        if failed is None or now - failed[0] >= self.config.missing_log_interval_s:
-            self._pending.pop(name, None)
-            try:
-                faces = pending.result() if pending is not None else self._prepare(name)
-            except IdentityError as exc:
-                self._failed[name] = (now, str(exc))
-            else:
-                self._failed.pop(name, None)
-                self._loaded[name] = faces
-                log.info("identity %s loaded (%d photo(s))", name, len(faces))
-                return faces
-        why = self._failed[name][1]
-        shown = "shown real" if self.cover.shows_real_faces else "covered"
-        self._warn(f"missing:{name}", f"identity {name!r} is unavailable, its faces are "
-                   f"{shown}: {why}")
-        return Unswappable.IDENTITY_MISSING
+        got = self._prepared.get(name)
+        if got is Unswappable.IDENTITY_MISSING:
+            shown = "shown real" if self.cover.shows_real_faces else "covered"
+            self._warn(f"missing:{name}", f"identity {name!r} is unavailable, its faces are "
+                       f"{shown}: {self._prepared.why(name)}")
+        return got
 
     def _neutral_of(self, track_id: int, xy: np.ndarray,
                     z: np.ndarray) -> np.ndarray | None:
@@ -169,7 +135,7 @@ class ClassicSwapStage(StageBase):
         self.last_infos = ()
         self.last_withheld = packet.withheld
         if packet.state.bypass:
-            self._preload(packet.state.identities)
+            self._prepared.ahead(packet.state.identities)
             return packet
         if len(faces) and not faces.has_landmarks:
             self._warn("no-landmarks", "faces arrive without a face mesh; the classic swap "
@@ -199,7 +165,7 @@ class ClassicSwapStage(StageBase):
             if fade < 1.0:
                 withheld.append((i, Unswappable.TURNED))
             plan.append((i, source, fade))
-        self._preload(packet.state.identities)
+        self._prepared.ahead(packet.state.identities)
         under = WithheldFaces.concat([self._chosen(packet), *(
             WithheldFaces.from_faces(faces[[i]], reason) for i, reason in withheld)])
         covering = len(under) > 0 and not self.cover.shows_real_faces
