@@ -15,8 +15,10 @@ its frame comes back into its own stream's buffer.
 Frame sizes: each size has its own ring (captured in :meth:`GpuSwapHub.prepare` before the
 output starts, or on the first frame of a new size, logged). Identities: the hub turns names
 into the generator's latents (embeddings cached on disk, latents in memory), shared by the
-streams. Lifecycle: streams ``acquire`` (the first opens the engine) and ``release`` (the
-last closes it). Any thread may call the public methods.
+streams, and made on a worker thread ahead of use (a face whose identity is not ready is
+covered, not waited for: :class:`~livecam.swap.prepared.PreparedIdentities`). Lifecycle:
+streams ``acquire`` (the first opens the engine) and ``release`` (the last closes it). Any
+thread may call the public methods.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from typing import Any
 import numpy as np
 
 from livecam.core.errors import IdentityError
+from livecam.core.types import Unswappable
 from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
+from livecam.swap.prepared import PreparedIdentities
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +111,8 @@ class GpuSwapHub:
         self._launched: collections.deque[tuple[Any, list[SwapRequest]]] = collections.deque()
         self._collector: threading.Thread | None = None
         self._stopping = False
-        self._latents: dict[str, np.ndarray] = {}
-        self._failed: dict[str, float] = {}
-        self._embed_lock = threading.Lock()
+        self._latents: PreparedIdentities[np.ndarray] = PreparedIdentities(
+            self._latent_of, retry_s=missing_log_interval_s, clock=clock)
         self.graph_modes: dict[str, str] = {}
         self.ticks = 0
         #: frames in each of the last ticks (how well the streams batch)
@@ -190,8 +193,7 @@ class GpuSwapHub:
             self._pending.clear()
             self._program = None
             self._collector = None
-            self._latents.clear()
-            self._failed.clear()
+            self._latents.close()
         self._close_engines()
 
     def _close_engines(self) -> None:
@@ -260,40 +262,33 @@ class GpuSwapHub:
 
     # -- identities ----------------------------------------------------------------------------
 
-    def latent(self, name: str) -> np.ndarray | None:
-        """The generator's (D,) source latent for identity ``name``, cached; None when it
-        cannot be had (logged at most once per ``missing_log_interval_s``, retried after).
-        Known and recently missing identities are answered without the lock that an
-        embedding holds (a dict read each), so no stream waits for another's new identity."""
-        cached = self._latents.get(name)
-        failed = self._failed.get(name)
-        if cached is not None:
-            return cached
-        if failed is not None and self._clock() - failed < self.missing_log_interval_s:
-            return None
-        with self._embed_lock:
-            cached = self._latents.get(name)
-            if cached is not None:
-                return cached
-            failed = self._failed.get(name)
-            if failed is not None and self._clock() - failed < self.missing_log_interval_s:
-                return None
-            from livecam.swap.inswapper import latents_from_embeddings
+    def latent(self, name: str) -> np.ndarray | Unswappable:
+        """The generator's (D,) source latent for identity ``name``, or why there is none this
+        frame: ``IDENTITY_LOADING`` while it is made on the identity thread (only a first use
+        of a name waits for it), ``IDENTITY_MISSING`` when it cannot be had (logged, tried
+        again after ``missing_log_interval_s``). A known identity is a dict read: no stream
+        waits for another's new identity."""
+        return self._latents.get(name)
 
-            try:
-                embedding = self.source_embedding(name)
-                why = "it has no usable photo"
-            except IdentityError as exc:
-                embedding, why = None, str(exc)
+    def prepare_identities(self, names: tuple[str, ...]) -> None:
+        """Start making the latents of ``names`` (those a user can switch to) ahead of use."""
+        self._latents.ahead(names)
+
+    def _latent_of(self, name: str) -> np.ndarray:
+        from livecam.swap.inswapper import latents_from_embeddings
+
+        try:
+            embedding = self.source_embedding(name)
             if embedding is None:
-                self._failed[name] = self._clock()
-                log.warning("identity %r is unavailable: %s", name, why)
-                return None
-            self._failed.pop(name, None)
-            assert self._emap is not None, "latent() before acquire()"
-            latent = latents_from_embeddings(np.asarray(embedding)[None], self._emap)[0]
-            self._latents[name] = latent.astype(np.float32)
-            return self._latents[name]
+                raise IdentityError("it has no usable photo")
+        except IdentityError as exc:
+            log.warning("identity %r is unavailable: %s", name, exc)
+            raise
+        emap = self._emap
+        if emap is None:
+            raise RuntimeError("the GPU swap closed while an identity was prepared")
+        latent = latents_from_embeddings(np.asarray(embedding)[None], emap)[0]
+        return latent.astype(np.float32)
 
     # -- ticks ---------------------------------------------------------------------------------
 

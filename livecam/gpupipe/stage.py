@@ -195,6 +195,7 @@ class GpuSwapStage:
     def _in_flight(self, packet: Packet) -> _InFlight:
         """What ``packet`` needs: its GPU work (handed over to the hub) and what to cover."""
         if packet.state.bypass:
+            self.hub.prepare_identities(packet.state.identities)
             return _InFlight(packet)
         faces, state = packet.faces, packet.state
         withheld = packet.withheld
@@ -209,15 +210,15 @@ class GpuSwapStage:
         for i, name in enumerate(names):
             if name is None:
                 continue
-            latent = self.hub.latent(name) if faces.has_landmarks else None
-            if latent is None:
-                reasons[i] = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
-                              else Unswappable.NO_SWAP)
+            latent = self.hub.latent(name) if faces.has_landmarks else Unswappable.NO_SWAP
+            if isinstance(latent, Unswappable):
+                reasons[i] = latent
             elif len(picked) >= self.hub.max_faces:
                 reasons[i] = Unswappable.OVER_MAX
             else:
                 picked.append(i)
                 latents.append(latent)
+        self.hub.prepare_identities(state.identities)
         if reasons:
             index = list(reasons)
             parts.append(WithheldFaces.from_faces(faces[index], list(reasons.values())))

@@ -47,7 +47,7 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[AnySta
             cover=FaceCover.from_config(config.swap),
             keep_eyes=config.swap.keep_eyes == "always", keep_mouth=config.swap.keep_mouth,
             mouth_size=config.swap.mouth_size, pixel_boost_px=config.swap.pixel_boost,
-            enhancer=enhancer)
+            enhancer=enhancer, missing_log_interval_s=config.swap.missing_log_interval_s)
         return [remote_swap(config, stage), *hands_stages(config)]
     from livecam.swap.stage import ClassicSwapStage
 

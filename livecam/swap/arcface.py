@@ -69,7 +69,8 @@ class IdentityEmbeddings:
     ``load_identity(name)`` returns a :class:`livecam.identity.model.Identity` (photos with
     ``texture_bgr`` and 468/478 ``landmarks_xy``); ``five_point`` maps landmarks (N, K, 2) to
     ArcFace keypoints (N, 5, 2). ``recognizer_id`` (e.g. the model's sha256) keys the disk
-    cache so embeddings from another recognizer are never reused. Pipeline thread only.
+    cache so embeddings from another recognizer are never reused. One thread at a time (the
+    stages call it on their identity worker thread).
     """
 
     def __init__(self, embedder: ArcFaceEmbedder, load_identity: Callable[[str], object],

@@ -6,12 +6,13 @@ cannot swap covered.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from livecam.core.errors import EngineUnavailableError
+from livecam.core.errors import EngineUnavailableError, IdentityError
 from livecam.core.stage import StageBase
 from livecam.core.types import Packet, RuntimeState, Unswappable, WithheldFaces
 from livecam.swap import features
@@ -20,6 +21,7 @@ from livecam.swap.cover import FaceCover
 from livecam.swap.enhance import FaceEnhancer
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural_models import NeuralModels
+from livecam.swap.prepared import PreparedIdentities
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +60,14 @@ class NeuralSwapStage(StageBase):
     Which identity a face gets: :class:`~livecam.swap.assign.IdentityAssigner` (runtime
     per-track choice, then ``assign`` by order of appearance, then the active identity).
     ``source_embedding(name)`` returns the (512,) ArcFace embedding of an identity (see
-    :class:`livecam.swap.arcface.IdentityEmbeddings`), or None when it cannot be had: that
-    face is covered. Faces analysis withheld (``packet.withheld``) are covered too, and every
-    face of a frame the (remote) engine did not answer for, by ``cover``
-    (:class:`~livecam.swap.cover.FaceCover`, default: hold then blur).
+    :class:`livecam.swap.arcface.IdentityEmbeddings`), or None (or raises
+    :class:`IdentityError`) when it cannot be had: that face is covered, logged, and the
+    identity tried again after ``missing_log_interval_s``. It runs once per identity, on a
+    worker thread (:class:`~livecam.swap.prepared.PreparedIdentities`): the identities in
+    ``state.identities`` are embedded ahead, and a face whose identity is still being
+    embedded is covered rather than waited for. Faces analysis withheld (``packet.withheld``)
+    are covered too, and every face of a frame the (remote) engine did not answer for, by
+    ``cover`` (:class:`~livecam.swap.cover.FaceCover`, default: hold then blur).
     ``require_models()`` (called first in ``open``) raises :class:`ModelError` naming
     ``livecam models fetch`` when a model file is missing. ``keep_eyes`` / ``keep_mouth``: the
     streamer's own eyes (inside the lids) and mouth interior stay in the picture, so gaze,
@@ -80,11 +86,14 @@ class NeuralSwapStage(StageBase):
                  five_point: Callable[[np.ndarray], np.ndarray] | None = None,
                  assign: tuple[str, ...] = (), cover: FaceCover | None = None,
                  keep_eyes: bool = False, keep_mouth: bool = False,
-                 mouth_size: float = 1.0) -> None:
+                 mouth_size: float = 1.0, missing_log_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.model = model
         self.keep_eyes, self.keep_mouth, self.mouth_size = keep_eyes, keep_mouth, mouth_size
         self._assigner = IdentityAssigner(assign)
         self.source_embedding = source_embedding
+        self._embeddings: PreparedIdentities[np.ndarray] = PreparedIdentities(
+            self._embedding_of, retry_s=missing_log_interval_s, clock=clock)
         self.require_models = require_models
         self._five_point = five_point
         self.cover = cover or FaceCover()
@@ -99,7 +108,20 @@ class NeuralSwapStage(StageBase):
         self.model.open()
 
     def close(self) -> None:
+        self._embeddings.close()
         self.model.close()
+
+    def _embedding_of(self, name: str) -> np.ndarray:
+        """``name``'s embedding (on the identity worker thread); a missing one is logged."""
+        try:
+            embedding = self.source_embedding(name)
+            if embedding is None:
+                raise IdentityError(f"identity {name!r} has no usable photo")
+        except IdentityError as exc:
+            shown = "shown real" if self.cover.shows_real_faces else "covered"
+            log.warning("identity %r is unavailable, its faces are %s: %s", name, shown, exc)
+            raise
+        return np.asarray(embedding, np.float32)
 
     def process(self, packet: Packet) -> Packet:
         plan = self.plan(packet)
@@ -120,6 +142,7 @@ class NeuralSwapStage(StageBase):
         itself when nothing is to be done (bypass, nothing chosen). Pipeline thread."""
         faces = packet.faces
         if packet.state.bypass:
+            self._embeddings.ahead(packet.state.identities)
             return packet
         assert self._five_point is not None, "process() before open()"
         state = packet.state
@@ -130,25 +153,28 @@ class NeuralSwapStage(StageBase):
         under = withheld if keep.all() else withheld[keep]
         names = [self._assigner.identity_for(state, int(t)) for t in faces.track_ids]
         wanted = [i for i, name in enumerate(names) if name]
-        picked, embeddings, missing = [], [], []
+        picked: list[int] = []
+        embeddings: list[np.ndarray] = []
+        missing: dict[int, Unswappable] = {}
         try:
             for i, name in enumerate(names):
                 if name is None:
                     continue
-                embedding = self.source_embedding(name) if faces.has_landmarks else None
-                if embedding is None:
-                    missing.append(i)
+                got = self._embeddings.get(name) if faces.has_landmarks \
+                    else Unswappable.NO_SWAP
+                if isinstance(got, Unswappable):
+                    missing[i] = got
                 else:
                     picked.append(i)
-                    embeddings.append(embedding)
+                    embeddings.append(got)
         except EngineUnavailableError:  # a remote recognizer is down
             return SwapPlan(packet, under, wanted, down=True, names=names,
                             under_names=self._names(state, under))
+        finally:
+            self._embeddings.ahead(state.identities)
         if missing:
-            reason = (Unswappable.IDENTITY_MISSING if faces.has_landmarks
-                      else Unswappable.NO_SWAP)
-            under = WithheldFaces.concat([under, WithheldFaces.from_faces(faces[missing],
-                                                                           reason)])
+            under = WithheldFaces.concat([under, WithheldFaces.from_faces(
+                faces[list(missing)], list(missing.values()))])
         under_names = self._names(state, under)
         if not picked:
             if len(under) == 0 or self.cover.shows_real_faces:
@@ -211,12 +237,15 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
                        assign: tuple[str, ...] = (), cover: FaceCover | None = None,
                        keep_eyes: bool = True, keep_mouth: bool = True,
                        mouth_size: float = 1.0, pixel_boost_px: int | None = None,
-                       enhancer: FaceEnhancer | None = None) -> NeuralSwapStage:
+                       enhancer: FaceEnhancer | None = None,
+                       missing_log_interval_s: float = 5.0) -> NeuralSwapStage:
     """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
 
     ``keep_eyes`` / ``keep_mouth`` / ``mouth_size``: see :class:`NeuralSwapStage` (from
     ``swap.keep_eyes == "always"``, ``swap.keep_mouth``, ``swap.mouth_size``).
-    ``pixel_boost_px`` (``swap.pixel_boost``) and ``enhancer`` (``swap.enhancer``, see
+    ``missing_log_interval_s`` (``swap.missing_log_interval_s``): how often an identity that
+    cannot be had is logged and tried again. ``pixel_boost_px`` (``swap.pixel_boost``) and
+    ``enhancer`` (``swap.enhancer``, see
     :func:`livecam.swap.enhance.build_face_enhancer`): see :class:`InswapperModel`.
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the
@@ -236,4 +265,4 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
     return NeuralSwapStage(model, models.embeddings(load_identity),
                            require_models=models.require, five_point=five_point, assign=assign,
                            cover=cover, keep_eyes=keep_eyes, keep_mouth=keep_mouth,
-                           mouth_size=mouth_size)
+                           mouth_size=mouth_size, missing_log_interval_s=missing_log_interval_s)

@@ -237,10 +237,12 @@ def test_a_switch_covers_the_face_rather_than_hold_the_previous_identity(
 
 def test_a_known_identity_does_not_wait_for_another_identitys_embedding(
         inswapper_dyn_path: Path) -> None:
-    """An identity seen for the first time is embedded on the swap thread that asks (its
-    photos read, ArcFace run: a second or more on a first start). Known and recently missing
-    identities were looked up under the lock that embedding holds, so one stream switching to
+    """An identity seen for the first time is embedded on the identity thread (its photos
+    read, ArcFace run: a second or more on a first start). Known and recently missing
+    identities were looked up under the lock that embedding held, so one stream switching to
     a new identity held every other stream's swap that long."""
+    from livecam.core.types import Unswappable
+
     table = embedding_table(("alice", "bob"), [])
     embedding, release = threading.Event(), threading.Event()
 
@@ -254,11 +256,12 @@ def test_a_known_identity_does_not_wait_for_another_identitys_embedding(
     hub.acquire()
     try:
         known = hub.latent("alice")
-        assert known is not None and hub.latent("carol") is None  # carol: no such identity
+        assert isinstance(known, np.ndarray)
+        assert hub.latent("carol") is Unswappable.IDENTITY_MISSING  # no such identity
         slow = threading.Thread(target=hub.latent, args=("bob",), daemon=True)
         slow.start()
         assert embedding.wait(60), "bob's embedding did not start"
-        got: list[np.ndarray | None] = []
+        got: list[Any] = []
         lookups = threading.Thread(
             target=lambda: got.extend([hub.latent("alice"), hub.latent("carol")]), daemon=True)
         lookups.start()
@@ -268,12 +271,61 @@ def test_a_known_identity_does_not_wait_for_another_identitys_embedding(
         slow.join(60)
         lookups.join(60)
         assert not waited, "looking up alice and carol waited for bob's embedding"
-        assert len(got) == 2 and got[0] is not None and np.array_equal(got[0], known)
-        assert got[1] is None
-        assert hub.latent("bob") is not None
+        assert len(got) == 2 and np.array_equal(got[0], known)
+        assert got[1] is Unswappable.IDENTITY_MISSING
+        assert isinstance(hub.latent("bob"), np.ndarray)
     finally:
         release.set()
         hub.release()
+
+
+@pytest.mark.slow
+def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wait(
+        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
+    """The identities a user can switch to are embedded ahead on the hub's identity thread.
+    Before, the first frame after a switch to one never embedded before ran the embedding on
+    the stream's swap thread (a second or more on a first start) and the stream's frames
+    waited that long. Now that face is covered until its latent is ready."""
+    from livecam.core.types import Unswappable, WithheldFaces
+
+    table = embedding_table(("alice", "bob"), [])
+    started, release = threading.Event(), threading.Event()
+
+    def embed(name: str) -> np.ndarray:
+        if name == "bob":
+            started.set()
+            assert release.wait(60)
+        return table(name)
+
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
+    names = ("alice", "bob")
+    bob = RuntimeState(active_identity="bob", identities=names)
+    hub = make_hub(inswapper_dyn_path, embed)
+    try:
+        with GpuSwapStage(hub) as stage:
+            stage.submit(packet(0, image, faces, RuntimeState(active_identity="alice",
+                                                              identities=names)))
+            (alice,) = collect_all(stage, 1)
+            assert (alice.image_bgr != image).any()
+            assert started.wait(60), "bob was not embedded ahead of use"
+            switched = threading.Thread(target=stage.submit, args=(packet(1, image, faces, bob),),
+                                        daemon=True)
+            switched.start()
+            switched.join(10)  # a covered frame takes well under a second
+            waited = switched.is_alive()
+            release.set()
+            switched.join(60)
+            assert not waited, "the frame after the switch waited for bob's embedding"
+            (covered,) = collect_all(stage, 1)
+            withheld = WithheldFaces.from_faces(faces, Unswappable.IDENTITY_LOADING)
+            assert (covered.image_bgr == FaceCover().cover(image, withheld, 1)).all()
+            assert hub._latents.wait("bob", 60)
+            stage.submit(packet(2, image, faces, bob))
+            (swapped,) = collect_all(stage, 1)
+            assert (swapped.image_bgr != covered.image_bgr).any()
+            assert (swapped.image_bgr != alice.image_bgr).any()  # bob's face, not alice's
+    finally:
+        release.set()
 
 
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:

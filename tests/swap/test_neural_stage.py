@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from livecam.config import load_config
 from livecam.core.errors import ModelError
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
+from livecam.swap.cover import FaceCover
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage, build_neural_stage
 from livecam.swap.neural_models import NeuralModels
@@ -136,3 +139,99 @@ def test_a_switch_covers_the_face_rather_than_hold_the_previous_identity(
     assert (swapped.image_bgr != image).any()
     withheld = WithheldFaces.from_faces(astronaut_packet.faces, Unswappable.IDENTITY_MISSING)
     assert (switched.image_bgr == FaceCover(mode="cover").cover(image, withheld, 1)).all()
+
+
+def _stage(tmp_path: Path, embed: Any, **kw: Any) -> NeuralSwapStage:
+    model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
+    return NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(model_path, device="cpu"),
+                                          model_path), embed, **kw)
+
+
+def test_an_identity_is_embedded_once_not_on_every_frame(
+        tmp_path: Path, astronaut_packet: Packet) -> None:
+    """Before, the stage asked for the embedding on every frame, and the product's embedding
+    function reads the identity's photos from disk before its cache lookup (PNG and mesh
+    files, each face of each frame)."""
+    asked: list[str] = []
+    embedding = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+
+    def source_embedding(name: str) -> np.ndarray:
+        asked.append(name)
+        return embedding
+
+    with _stage(tmp_path, source_embedding) as stage:
+        outs = [stage.process(astronaut_packet.with_fields(frame=Frame(k, 0, astronaut_packet
+                                                                       .image_bgr)))
+                for k in range(3)]
+    assert asked == ["someone"]
+    assert all((out.image_bgr != astronaut_packet.image_bgr).any() for out in outs)
+
+
+def test_an_identity_that_cannot_be_loaded_is_covered_not_a_stage_error(
+        tmp_path: Path, astronaut_packet: Packet) -> None:
+    """An identity removed from the library (or a name no identity has) raised out of the
+    stage on every frame: each frame became a stage error, logged as one, and the load was
+    tried again on every frame. Now its faces are covered as missing, and it is tried again
+    after ``missing_log_interval_s``."""
+    from livecam.core.errors import IdentityError
+    from livecam.core.types import Unswappable, WithheldFaces
+
+    asked: list[str] = []
+
+    def source_embedding(name: str) -> np.ndarray:
+        asked.append(name)
+        raise IdentityError(f"no identity {name!r}")
+
+    image = astronaut_packet.image_bgr
+    with _stage(tmp_path, source_embedding, clock=lambda: 100.0) as stage:
+        outs = [stage.process(astronaut_packet) for _ in range(3)]
+    assert asked == ["someone"]
+    withheld = WithheldFaces.from_faces(astronaut_packet.faces, Unswappable.IDENTITY_MISSING)
+    for out in outs:
+        assert (out.image_bgr == FaceCover().cover(image, withheld, 0)).all()
+
+
+def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wait(
+        tmp_path: Path, astronaut_packet: Packet) -> None:
+    """The identities a user can switch to are embedded ahead on a worker thread. Before, the
+    first frame after a switch to one never embedded before ran the embedding on the pipeline
+    thread (photos read, the recognizer run: a second or more on a first start), and the
+    stream's frames waited that long. Now that face is covered until the embedding is ready."""
+    from livecam.core.types import Unswappable, WithheldFaces
+
+    started, release = threading.Event(), threading.Event()
+    table = {n: np.random.default_rng(i).standard_normal(512).astype(np.float32)
+             for i, n in enumerate(("alice", "bob"))}
+
+    def source_embedding(name: str) -> np.ndarray:
+        if name == "bob":
+            started.set()
+            assert release.wait(60)
+        return table[name]
+
+    names = ("alice", "bob")
+    image = astronaut_packet.image_bgr
+    alice = astronaut_packet.with_fields(state=RuntimeState(active_identity="alice",
+                                                            identities=names))
+    bob = astronaut_packet.with_fields(frame=Frame(1, 0, image), state=RuntimeState(
+        active_identity="bob", identities=names))
+    try:
+        with _stage(tmp_path, source_embedding) as stage:
+            assert (stage.process(alice).image_bgr != image).any()
+            assert started.wait(60), "bob was not embedded ahead of use"
+            got: list[Packet] = []
+            switched = threading.Thread(target=lambda: got.append(stage.process(bob)),
+                                        daemon=True)
+            switched.start()
+            switched.join(10)  # a covered frame takes well under a second
+            waited = switched.is_alive()
+            release.set()
+            switched.join(60)
+            assert not waited, "the frame after the switch waited for bob's embedding"
+            withheld = WithheldFaces.from_faces(astronaut_packet.faces,
+                                                Unswappable.IDENTITY_LOADING)
+            assert (got[0].image_bgr == FaceCover().cover(image, withheld, 1)).all()
+            assert stage._embeddings.wait("bob", 60)
+            assert (stage.process(bob).image_bgr != got[0].image_bgr).any()  # bob's swap
+    finally:
+        release.set()
