@@ -12,8 +12,10 @@ makes it on one worker thread, ahead of use for the identities a user can switch
 - failed (:class:`~livecam.core.errors.IdentityError`): ``Unswappable.IDENTITY_MISSING``, and
   :meth:`why`; tried again on the worker after ``retry_s``.
 
-Only an identity's first use, when nothing started preparing it yet, waits for it (so the first
-frames of ``livecam run`` on a file are swapped, not covered). Any other exception of
+Only an identity's first use, when nothing started preparing it yet, waits for it, and so
+does every caller that asks for it meanwhile (the streams of one process starting together):
+the first frames of ``livecam run`` on a file are swapped, not covered. A preparation started
+ahead of use, or a retry, is never waited for. Any other exception of
 ``prepare`` (a remote recognizer that does not answer) is raised to the caller of :meth:`get`,
 and the identity is prepared afresh at its next use. Any thread may call every method.
 """
@@ -51,6 +53,7 @@ class PreparedIdentities(Generic[T]):
         self._ready: dict[str, T] = {}
         self._failed: dict[str, tuple[float, str]] = {}  # name -> (when, why)
         self._pending: dict[str, Future[T]] = {}
+        self._demanded: set[str] = set()  # under way because a first use waits for them
         self._worker: ThreadPoolExecutor | None = None
         self._generation = 0  # close() starts a new one: older results are dropped
 
@@ -60,22 +63,28 @@ class PreparedIdentities(Generic[T]):
         if value is not None:
             return value
         with self._lock:
+            value = self._ready.get(name)  # prepared since the read above
+            if value is not None:
+                return value
             future = self._pending.get(name)
-            first = future is None and name not in self._failed
-            if future is None and (first or self._retry_due(name)):
+            if future is None and name not in self._failed:  # a first use: it waits
+                future = self._start(name, demanded=True)
+            elif future is None and self._retry_due(name):
                 future = self._start(name)
+            wait = name in self._demanded
         if future is None:
             return Unswappable.IDENTITY_MISSING
-        if not first and not future.done():
+        if not wait and not future.done():
             return Unswappable.IDENTITY_LOADING
         try:
-            future.result()  # first use waits; otherwise done already
+            future.result()  # a first use waits (and so does every caller while it does)
         except IdentityError:
             pass
         except BaseException:
             with self._lock:
                 if self._pending.get(name) is future:
                     del self._pending[name]
+                    self._demanded.discard(name)
             raise
         value = self._ready.get(name)
         return value if value is not None else Unswappable.IDENTITY_MISSING
@@ -118,6 +127,7 @@ class PreparedIdentities(Generic[T]):
             worker, self._worker = self._worker, None
             self._generation += 1
             self._pending.clear()
+            self._demanded.clear()
             self._ready.clear()
             self._failed.clear()
         if worker is not None:
@@ -127,12 +137,14 @@ class PreparedIdentities(Generic[T]):
         failed = self._failed.get(name)
         return failed is not None and self._clock() - failed[0] >= self.retry_s
 
-    def _start(self, name: str) -> Future[T]:
-        """Queue ``name`` on the worker (``_lock`` held)."""
+    def _start(self, name: str, demanded: bool = False) -> Future[T]:
+        """Queue ``name`` on the worker (``_lock`` held); ``demanded``: a first use waits."""
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix=self._thread_name)
         future = self._worker.submit(self._run, name, self._generation)
         self._pending[name] = future
+        if demanded:
+            self._demanded.add(name)
         return future
 
     def _run(self, name: str, generation: int) -> T:
@@ -143,10 +155,12 @@ class PreparedIdentities(Generic[T]):
                 if generation == self._generation:
                     self._failed[name] = (self._clock(), str(exc))
                     self._pending.pop(name, None)
+                    self._demanded.discard(name)
             raise
         with self._lock:
             if generation == self._generation:
                 self._ready[name] = value
                 self._failed.pop(name, None)
                 self._pending.pop(name, None)
+                self._demanded.discard(name)
         return value

@@ -25,6 +25,7 @@ from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap.cover import FaceCover
 from tests.gpupipe.conftest import FaceFrame, assert_same_swap
+from tests.swap.held_identity import HeldIdentity
 
 
 def embedding_table(names: tuple[str, ...], asked: list[str]) -> Any:
@@ -243,15 +244,7 @@ def test_a_known_identity_does_not_wait_for_another_identitys_embedding(
     a new identity held every other stream's swap that long."""
     from livecam.core.types import Unswappable
 
-    table = embedding_table(("alice", "bob"), [])
-    embedding, release = threading.Event(), threading.Event()
-
-    def embed(name: str) -> np.ndarray:
-        if name == "bob":
-            embedding.set()
-            release.wait(60)
-        return table(name)
-
+    embed = HeldIdentity(embedding_table(("alice", "bob"), []), "bob")
     hub = make_hub(inswapper_dyn_path, embed, n_streams=2)
     hub.acquire()
     try:
@@ -260,22 +253,12 @@ def test_a_known_identity_does_not_wait_for_another_identitys_embedding(
         assert hub.latent("carol") is Unswappable.IDENTITY_MISSING  # no such identity
         slow = threading.Thread(target=hub.latent, args=("bob",), daemon=True)
         slow.start()
-        assert embedding.wait(60), "bob's embedding did not start"
-        got: list[Any] = []
-        lookups = threading.Thread(
-            target=lambda: got.extend([hub.latent("alice"), hub.latent("carol")]), daemon=True)
-        lookups.start()
-        lookups.join(10)  # a dict lookup each: only a wait for the lock takes this long
-        waited = lookups.is_alive()
-        release.set()
+        got = embed.returns_while_held(lambda: [hub.latent("alice"), hub.latent("carol")])
         slow.join(60)
-        lookups.join(60)
-        assert not waited, "looking up alice and carol waited for bob's embedding"
-        assert len(got) == 2 and np.array_equal(got[0], known)
-        assert got[1] is Unswappable.IDENTITY_MISSING
+        assert np.array_equal(got[0], known) and got[1] is Unswappable.IDENTITY_MISSING
         assert isinstance(hub.latent("bob"), np.ndarray)
     finally:
-        release.set()
+        embed.release.set()
         hub.release()
 
 
@@ -288,15 +271,7 @@ def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wai
     waited that long. Now that face is covered until its latent is ready."""
     from livecam.core.types import Unswappable, WithheldFaces
 
-    table = embedding_table(("alice", "bob"), [])
-    started, release = threading.Event(), threading.Event()
-
-    def embed(name: str) -> np.ndarray:
-        if name == "bob":
-            started.set()
-            assert release.wait(60)
-        return table(name)
-
+    embed = HeldIdentity(embedding_table(("alice", "bob"), []), "bob")
     image, faces = face_frame.frame_bgr, faces_of(face_frame)
     names = ("alice", "bob")
     bob = RuntimeState(active_identity="bob", identities=names)
@@ -307,15 +282,7 @@ def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wai
                                                               identities=names)))
             (alice,) = collect_all(stage, 1)
             assert (alice.image_bgr != image).any()
-            assert started.wait(60), "bob was not embedded ahead of use"
-            switched = threading.Thread(target=stage.submit, args=(packet(1, image, faces, bob),),
-                                        daemon=True)
-            switched.start()
-            switched.join(10)  # a covered frame takes well under a second
-            waited = switched.is_alive()
-            release.set()
-            switched.join(60)
-            assert not waited, "the frame after the switch waited for bob's embedding"
+            embed.returns_while_held(lambda: stage.submit(packet(1, image, faces, bob)))
             (covered,) = collect_all(stage, 1)
             withheld = WithheldFaces.from_faces(faces, Unswappable.IDENTITY_LOADING)
             assert (covered.image_bgr == FaceCover().cover(image, withheld, 1)).all()
@@ -325,7 +292,7 @@ def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wai
             assert (swapped.image_bgr != covered.image_bgr).any()
             assert (swapped.image_bgr != alice.image_bgr).any()  # bob's face, not alice's
     finally:
-        release.set()
+        embed.release.set()
 
 
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage, build_neural_stage
 from livecam.swap.neural_models import NeuralModels
 from livecam.testing.standins import build_inswapper
+from tests.swap.held_identity import HeldIdentity
 
 
 def test_neural_mode_without_models_fails_at_start_naming_fetch(tmp_path: Path) -> None:
@@ -199,16 +199,9 @@ def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wai
     stream's frames waited that long. Now that face is covered until the embedding is ready."""
     from livecam.core.types import Unswappable, WithheldFaces
 
-    started, release = threading.Event(), threading.Event()
     table = {n: np.random.default_rng(i).standard_normal(512).astype(np.float32)
              for i, n in enumerate(("alice", "bob"))}
-
-    def source_embedding(name: str) -> np.ndarray:
-        if name == "bob":
-            started.set()
-            assert release.wait(60)
-        return table[name]
-
+    embed = HeldIdentity(table.__getitem__, "bob")
     names = ("alice", "bob")
     image = astronaut_packet.image_bgr
     alice = astronaut_packet.with_fields(state=RuntimeState(active_identity="alice",
@@ -216,22 +209,13 @@ def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wai
     bob = astronaut_packet.with_fields(frame=Frame(1, 0, image), state=RuntimeState(
         active_identity="bob", identities=names))
     try:
-        with _stage(tmp_path, source_embedding) as stage:
+        with _stage(tmp_path, embed) as stage:
             assert (stage.process(alice).image_bgr != image).any()
-            assert started.wait(60), "bob was not embedded ahead of use"
-            got: list[Packet] = []
-            switched = threading.Thread(target=lambda: got.append(stage.process(bob)),
-                                        daemon=True)
-            switched.start()
-            switched.join(10)  # a covered frame takes well under a second
-            waited = switched.is_alive()
-            release.set()
-            switched.join(60)
-            assert not waited, "the frame after the switch waited for bob's embedding"
+            covered = embed.returns_while_held(lambda: stage.process(bob))
             withheld = WithheldFaces.from_faces(astronaut_packet.faces,
                                                 Unswappable.IDENTITY_LOADING)
-            assert (got[0].image_bgr == FaceCover().cover(image, withheld, 1)).all()
+            assert (covered.image_bgr == FaceCover().cover(image, withheld, 1)).all()
             assert stage._embeddings.wait("bob", 60)
-            assert (stage.process(bob).image_bgr != got[0].image_bgr).any()  # bob's swap
+            assert (stage.process(bob).image_bgr != covered.image_bgr).any()  # bob's swap
     finally:
-        release.set()
+        embed.release.set()
