@@ -8,6 +8,8 @@ The file appears with its whole token or not at all (a temp file beside it, link
 name), made under a file lock beside it (:func:`token_lock_path`): a livecam killed while it
 makes the token (``kill -9``, a power cut) leaves nothing that stops the next start, the next
 creator removes the temp file it left, and two livecams that start at once use one token.
+An empty token file (what a livecam before this left when killed that way) is replaced by
+the next start, under the same lock.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 from pathlib import Path
 
 from livecam.core.errors import ConfigError
-from livecam.core.files import atomic_create, remove_temp_files, temp_files
+from livecam.core.files import atomic_create, atomic_write, remove_temp_files, temp_files
 from livecam.core.locks import held_if_free, holding
 
 log = logging.getLogger(__name__)
@@ -67,8 +69,8 @@ def read_token(path: Path) -> str:
     except OSError as exc:
         raise ConfigError(f"control API token {path} cannot be read: {exc.strerror}") from None
     if not token:
-        raise ConfigError(f"control API token file {path} is empty: delete it and restart "
-                          "livecam to make a new one")
+        raise ConfigError(f"control API token file {path} is empty: start `livecam run` or "
+                          "`livecam daemon` once (it writes a new token there)")
     if any(c.isspace() for c in token):
         raise _not_a_token(path)
     return token
@@ -102,6 +104,10 @@ def load_or_create_token(path: Path) -> str:
         created = _create_token(path)
         if created is not None:
             return created
+    elif _is_empty_file(path):
+        replaced = _replace_empty_token(path)
+        if replaced is not None:
+            return replaced
     elif temp_files(path.parent, path.name):
         _remove_temp_files_if_free(path)
     token = read_token(path)  # first: only a token file is tightened, never another one
@@ -127,6 +133,34 @@ def _create_token(path: Path) -> str | None:
     except OSError as exc:  # no lock file or token there (no permission, read-only)
         raise _cannot_create(path, exc) from None
     log.info("created the control API token %s (mode 600)", path)
+    return token
+
+
+def _is_empty_file(path: Path) -> bool:
+    """``path`` is a regular file (not a link) with nothing in it."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+
+def _replace_empty_token(path: Path) -> str | None:
+    """A new token in place of the empty file ``path``, which a livecam older than the
+    atomic create left when it was killed between making the file and writing it (so nobody
+    can be using a token from it); None if it holds something by the time the lock is held."""
+    token = secrets.token_urlsafe(_TOKEN_BYTES)
+    try:
+        with holding(token_lock_path(path), f"replacing the empty control API token {path}",
+                     wait_s=TOKEN_LOCK_WAIT_S, error=ConfigError, logger=log):
+            if not _is_empty_file(path):
+                return None
+            remove_temp_files(path.parent, path.name)
+            atomic_write(path, f"{token}\n".encode("ascii"))  # a temp file of mode 600
+    except OSError as exc:
+        raise _cannot_create(path, exc) from None
+    log.warning("the control API token file %s was empty (left by a livecam stopped while "
+                "it made it): wrote a new token to it", path)
     return token
 
 

@@ -91,6 +91,26 @@ def test_a_livecam_killed_after_it_linked_the_token_leaves_it_whole_and_no_temp_
     assert temp_files(token_file.parent) == []
 
 
+def test_an_empty_token_file_an_older_livecam_left_is_replaced_at_the_next_start(
+        fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """What a livecam before the atomic create left when killed between making the file and
+    writing it: an empty ``api-token``. Every start since failed ("empty: delete it and
+    restart") until the user deleted it by hand. Nobody can hold a token from an empty file,
+    so a start now writes a new one there, and says so."""
+    import logging
+
+    token_file = tmp_path / "cfg" / "api-token"
+    token_file.parent.mkdir(mode=0o700)
+    token_file.touch(mode=0o600)
+    with caplog.at_level(logging.WARNING, "livecam.control.auth"):
+        token = _start_and_call(fast_config, tmp_path, astronaut_bgr)
+    assert token_file.read_text() == token + "\n"
+    assert oct(token_file.stat().st_mode & 0o777) == oct(0o600)
+    assert temp_files(token_file.parent) == []
+    assert any("was empty" in r.getMessage() for r in caplog.records)
+
+
 def test_two_livecams_making_the_token_at_once_both_use_the_first_ones(tmp_path: Path) -> None:
     token_file = tmp_path / "cfg" / "api-token"
     with stopped(_TOKEN_FILES, "-c", _MAKE, str(token_file), at="created") as (first, _):
