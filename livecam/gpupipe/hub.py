@@ -271,7 +271,8 @@ class GpuSwapHub:
         return self._latents.get(name)
 
     def prepare_identities(self, names: tuple[str, ...]) -> None:
-        """Start making the latents of ``names`` (those a user can switch to) ahead of use."""
+        """Start making the latents of ``names`` (those a user can switch to, the likeliest
+        first) ahead of use."""
         self._latents.ahead(names)
 
     def _latent_of(self, name: str) -> np.ndarray:

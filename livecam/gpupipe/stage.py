@@ -195,7 +195,7 @@ class GpuSwapStage:
     def _in_flight(self, packet: Packet) -> _InFlight:
         """What ``packet`` needs: its GPU work (handed over to the hub) and what to cover."""
         if packet.state.bypass:
-            self.hub.prepare_identities(packet.state.identities)
+            self.hub.prepare_identities(self._assigner.wanted(packet.state))
             return _InFlight(packet)
         faces, state = packet.faces, packet.state
         withheld = packet.withheld
@@ -218,7 +218,7 @@ class GpuSwapStage:
             else:
                 picked.append(i)
                 latents.append(latent)
-        self.hub.prepare_identities(state.identities)
+        self.hub.prepare_identities(self._assigner.wanted(state))
         if reasons:
             index = list(reasons)
             parts.append(WithheldFaces.from_faces(faces[index], list(reasons.values())))

@@ -18,6 +18,19 @@ class IdentityAssigner:
     def __init__(self, assign: tuple[str, ...] = ()) -> None:
         self.assign = assign
         self._appearance: dict[int, int] = {}
+        self._wanted_for: RuntimeState | None = None
+        self._wanted: tuple[str, ...] = ()
+
+    def wanted(self, state: RuntimeState) -> tuple[str, ...]:
+        """The identities to prepare ahead, the likeliest first: the active one, those chosen
+        per track, ``assign``'s, then the library's in display order (each once; worked out
+        again only when the state changes)."""
+        if state is not self._wanted_for:
+            names = (state.active_identity, *(n for _, n in state.track_identities),
+                     *self.assign, *state.identities)
+            self._wanted = tuple(dict.fromkeys(n for n in names if n))
+            self._wanted_for = state
+        return self._wanted
 
     def identity_for(self, state: RuntimeState, track_id: int) -> str | None:
         chosen = state.chosen_identity(track_id)

@@ -142,7 +142,7 @@ class NeuralSwapStage(StageBase):
         itself when nothing is to be done (bypass, nothing chosen). Pipeline thread."""
         faces = packet.faces
         if packet.state.bypass:
-            self._embeddings.ahead(packet.state.identities)
+            self._embeddings.ahead(self._assigner.wanted(packet.state))
             return packet
         assert self._five_point is not None, "process() before open()"
         state = packet.state
@@ -171,7 +171,7 @@ class NeuralSwapStage(StageBase):
             return SwapPlan(packet, under, wanted, down=True, names=names,
                             under_names=self._names(state, under))
         finally:
-            self._embeddings.ahead(state.identities)
+            self._embeddings.ahead(self._assigner.wanted(state))
         if missing:
             under = WithheldFaces.concat([under, WithheldFaces.from_faces(
                 faces[list(missing)], list(missing.values()))])

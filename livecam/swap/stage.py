@@ -135,7 +135,7 @@ class ClassicSwapStage(StageBase):
         self.last_infos = ()
         self.last_withheld = packet.withheld
         if packet.state.bypass:
-            self._prepared.ahead(packet.state.identities)
+            self._prepared.ahead(self._assigner.wanted(packet.state))
             return packet
         if len(faces) and not faces.has_landmarks:
             self._warn("no-landmarks", "faces arrive without a face mesh; the classic swap "
@@ -165,7 +165,7 @@ class ClassicSwapStage(StageBase):
             if fade < 1.0:
                 withheld.append((i, Unswappable.TURNED))
             plan.append((i, source, fade))
-        self._prepared.ahead(packet.state.identities)
+        self._prepared.ahead(self._assigner.wanted(packet.state))
         under = WithheldFaces.concat([self._chosen(packet), *(
             WithheldFaces.from_faces(faces[[i]], reason) for i, reason in withheld)])
         covering = len(under) > 0 and not self.cover.shows_real_faces

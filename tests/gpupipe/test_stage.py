@@ -114,7 +114,8 @@ def test_stage_equals_the_cpu_neural_stage_with_frames_in_flight(
         assert stage.collect(timeout_s=0.01) is None
     assert [p.frame.index for p in outs] == [0, 1, 2]
     assert outs[1].image_bgr is image  # bypass: the frame itself
-    assert asked == ["bob"]  # track 1 is assigned bob; its latent is cached
+    # track 1's bob first and once (cached); the active alice may be prepared ahead meanwhile
+    assert asked[0] == "bob" and asked.count("bob") == 1 and set(asked) <= {"alice", "bob"}
     np.testing.assert_array_equal(outs[0].image_bgr, outs[2].image_bgr)
     assert (image == face_frame.frame_bgr).all()  # the input was not written into
     cpu = NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(inswapper_dyn_path, device="cpu"),

@@ -55,3 +55,14 @@ def test_neural_stage_follows_swap_assign(tmp_path: Path,
     with stage:
         stage.process(packet)
     assert asked == ["bob", "alice"]
+
+
+def test_the_identities_prepared_ahead_start_with_those_in_use() -> None:
+    """Stages prepare identities ahead in this order, one at a time (a neural one's embedding
+    takes a second or more on a first start): the library's order put the active identity
+    behind every name before it, its faces covered until those were ready."""
+    assigner = IdentityAssigner(("carol", "alice"))
+    state = RuntimeState(active_identity="erin", track_identities=((3, "dave"),),
+                         identities=("alice", "bob", "carol", "dave", "erin"))
+    assert assigner.wanted(state) == ("erin", "dave", "carol", "alice", "bob")
+    assert assigner.wanted(RuntimeState(identities=("a", "b"))) == ("carol", "alice", "a", "b")

@@ -211,6 +211,25 @@ def test_identity_still_loading_is_covered_not_waited_for(
         assert [i.swapped for i in stage.last_infos] == [True, True]
 
 
+def test_the_active_identity_is_prepared_before_the_rest_of_the_library(
+        by_label: dict[str, RealFace], library: IdentityCollection) -> None:
+    """Identities were prepared ahead in library order, so an active identity tenth in the
+    list had its faces covered until the nine before it were ready."""
+    order: list[str] = []
+
+    class _Recording:
+        def load(self, name: str) -> Identity:
+            order.append(name)
+            return library.load("astro")
+
+    names = tuple(f"n{k}" for k in range(12))
+    state = RuntimeState(active_identity="n9", identities=names, bypass=True)
+    with ClassicSwapStage(SwapConfig(), _Recording()) as stage:
+        stage.process(_packet(by_label, state))  # no face swapped: all prepared ahead
+        assert stage._prepared.wait("n9", 60)
+    assert order[0] == "n9"
+
+
 def test_a_switch_never_holds_the_previous_identitys_swap_while_the_new_one_loads(
         by_label: dict[str, RealFace], library: IdentityCollection) -> None:
     """From the first frame under the new identity, the old one's face is gone: while the new
