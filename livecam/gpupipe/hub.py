@@ -37,12 +37,10 @@ from livecam.core.errors import IdentityError
 from livecam.core.types import Unswappable
 from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
+from livecam.swap.arcface import EmbeddingFn, embedding_of
 from livecam.swap.prepared import PreparedIdentities
 
 log = logging.getLogger(__name__)
-
-EmbeddingFn = Callable[[str], "np.ndarray | None"]
-
 
 class GpuSwapHub:
     """The shared GPU swap (see the module docstring).
@@ -279,16 +277,14 @@ class GpuSwapHub:
         from livecam.swap.inswapper import latents_from_embeddings
 
         try:
-            embedding = self.source_embedding(name)
-            if embedding is None:
-                raise IdentityError("it has no usable photo")
+            embedding = embedding_of(self.source_embedding, name)
         except IdentityError as exc:
             log.warning("identity %r is unavailable: %s", name, exc)
             raise
         emap = self._emap
         if emap is None:
             raise RuntimeError("the GPU swap closed while an identity was prepared")
-        latent = latents_from_embeddings(np.asarray(embedding)[None], emap)[0]
+        latent = latents_from_embeddings(embedding[None], emap)[0]
         return latent.astype(np.float32)
 
     # -- ticks ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from livecam.core.errors import IdentityError
 from livecam.core.types import ImageBGR
 from livecam.engines.protocol import Engine
 from livecam.swap.align import align_matrix, warp_crop
@@ -23,6 +24,18 @@ from livecam.swap.inswapper import crops_to_blob
 log = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float32]
+
+#: name -> an identity's (512,) embedding, None (or :class:`IdentityError`) when it has none:
+#: what the neural stages and the GPU hub are given (:class:`IdentityEmbeddings` in the product)
+EmbeddingFn = Callable[[str], "np.ndarray | None"]
+
+
+def embedding_of(source_embedding: EmbeddingFn, name: str) -> FloatArray:
+    """``source_embedding(name)`` as float32; :class:`IdentityError` when there is none."""
+    embedding = source_embedding(name)
+    if embedding is None:
+        raise IdentityError(f"identity {name!r} has no usable photo")
+    return np.asarray(embedding, np.float32)
 
 
 class ArcFaceEmbedder:

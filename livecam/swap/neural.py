@@ -16,6 +16,7 @@ from livecam.core.errors import EngineUnavailableError, IdentityError
 from livecam.core.stage import StageBase
 from livecam.core.types import Packet, RuntimeState, Unswappable, WithheldFaces
 from livecam.swap import features
+from livecam.swap.arcface import EmbeddingFn, embedding_of
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
 from livecam.swap.enhance import FaceEnhancer
@@ -24,9 +25,6 @@ from livecam.swap.neural_models import NeuralModels
 from livecam.swap.prepared import PreparedIdentities
 
 log = logging.getLogger(__name__)
-
-EmbeddingFn = Callable[[str], "np.ndarray | None"]
-
 
 @dataclass(frozen=True)
 class SwapPlan:
@@ -63,8 +61,8 @@ class NeuralSwapStage(StageBase):
     :class:`livecam.swap.arcface.IdentityEmbeddings`), or None (or raises
     :class:`IdentityError`) when it cannot be had: that face is covered, logged, and the
     identity tried again after ``missing_log_interval_s``. It runs once per identity, on a
-    worker thread (:class:`~livecam.swap.prepared.PreparedIdentities`): the identities in
-    ``state.identities`` are embedded ahead, and a face whose identity is still being
+    worker thread (:class:`~livecam.swap.prepared.PreparedIdentities`): those in use and
+    those in ``state.identities`` are embedded ahead, and a face whose identity is still being
     embedded is covered rather than waited for. Faces analysis withheld (``packet.withheld``)
     are covered too, and every face of a frame the (remote) engine did not answer for, by
     ``cover`` (:class:`~livecam.swap.cover.FaceCover`, default: hold then blur).
@@ -114,14 +112,11 @@ class NeuralSwapStage(StageBase):
     def _embedding_of(self, name: str) -> np.ndarray:
         """``name``'s embedding (on the identity worker thread); a missing one is logged."""
         try:
-            embedding = self.source_embedding(name)
-            if embedding is None:
-                raise IdentityError(f"identity {name!r} has no usable photo")
+            return embedding_of(self.source_embedding, name)
         except IdentityError as exc:
             shown = "shown real" if self.cover.shows_real_faces else "covered"
             log.warning("identity %r is unavailable, its faces are %s: %s", name, shown, exc)
             raise
-        return np.asarray(embedding, np.float32)
 
     def process(self, packet: Packet) -> Packet:
         plan = self.plan(packet)
