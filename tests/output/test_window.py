@@ -148,9 +148,11 @@ def add_identities(lib: Path, names: tuple[str, ...]) -> None:
 
 
 def wait_for_a_frame(xscreen: XScreen, window: Any, proc: subprocess.Popen[str],
-                     timeout_s: float = 60.0) -> None:
+                     timeout_s: float = 240.0) -> None:
     """Until the window shows an input frame: its GUI loop is then running, drawing and reading
-    keys. Typed before that, a key can reach a window the toolkit has not finished showing."""
+    keys. Typed before that, a key can reach a window the toolkit has not finished showing.
+    The bound is for a hung run only: in a CI run beside the inductor's compile tests (its
+    workers on every core) the first frame took more than 60 s to come."""
     deadline = time.monotonic() + timeout_s
     while decode(xscreen.grab_bgr(window)) is None:
         assert time.monotonic() < deadline and proc.poll() is None, "no frame was drawn"
