@@ -10,6 +10,12 @@ makes the token (``kill -9``, a power cut) leaves nothing that stops the next st
 creator removes the temp file it left, and two livecams that start at once use one token.
 An empty token file (what a livecam before this left when killed that way) is replaced by
 the next start, under the same lock.
+
+A token file that is a symbolic link is read through (dotfile managers link config files), but
+nothing is ever written through one: a link to an empty file or to none is refused, saying to
+delete the link. No livecam left it (its creates, the old ``O_EXCL`` one and the hard link
+now, fail on a link), so whoever made the link chose where a new secret would go: a file they
+can read, or one they can later swap for a token they know.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ def read_token(path: Path) -> str:
             raise _not_a_token(path)
         token = path.read_text(encoding="ascii").strip()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise _link_to_no_token(path, "does not exist") from None
         raise ConfigError(f"no control API token at {path}: start `livecam run` or `livecam "
                           "daemon` once (it creates the token), or pass --token-file") from None
     except UnicodeDecodeError:
@@ -69,6 +77,8 @@ def read_token(path: Path) -> str:
     except OSError as exc:
         raise ConfigError(f"control API token {path} cannot be read: {exc.strerror}") from None
     if not token:
+        if path.is_symlink():
+            raise _link_to_no_token(path, "is empty")
         raise ConfigError(f"control API token file {path} is empty: start `livecam run` or "
                           "`livecam daemon` once (it writes a new token there)")
     if any(c.isspace() for c in token):
@@ -80,6 +90,20 @@ def _not_a_token(path: Path) -> ConfigError:
     return ConfigError(f"{path} does not hold a livecam token (one word of ASCII text): set "
                        "control.token_file to another path, or delete the file if it is an "
                        "old token")
+
+
+def _link_to_no_token(path: Path, why: str) -> ConfigError:
+    """The error for a token file that is a link to an empty file or to none (``why``): a
+    new token is never written through a link (see the module's docstring)."""
+    try:
+        target = os.readlink(path)
+    except OSError:  # replaced by a file meanwhile: the next start reads that
+        target = "another path"
+    return ConfigError(f"control API token file {path} is a symbolic link to {target}, "
+                       f"which {why}: livecam writes a new token only to a plain file, never "
+                       f"through a link; delete the link {path} and start `livecam run` or "
+                       "`livecam daemon` (it creates a new token there), or set "
+                       "control.token_file to another path")
 
 
 def token_lock_path(path: Path) -> Path:
