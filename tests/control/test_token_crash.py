@@ -134,3 +134,46 @@ def test_two_livecams_making_the_token_at_once_both_use_the_first_ones(tmp_path:
               if line.startswith("token ")}
     assert tokens == {token_file.read_text().strip()}
     assert temp_files(token_file.parent) == []
+
+
+def test_two_livecams_starting_on_an_empty_token_file_write_one_token(tmp_path: Path) -> None:
+    """The empty file an older livecam left, and two starts at once: both find it empty
+    before either takes the token lock (the test holds the lock until both wait for it).
+    One writes a new token and says so; the other finds that token under the lock and uses
+    it, rather than writing a second one over it (which would void the first one's)."""
+    from filelock import FileLock
+
+    from livecam.control.auth import token_lock_path
+
+    token_file = tmp_path / "cfg" / "api-token"
+    token_file.parent.mkdir(mode=0o700)
+    token_file.touch(mode=0o600)
+    lock = FileLock(str(token_lock_path(token_file)))
+    lock.acquire(timeout=WAIT_S)
+    starters = [subprocess.Popen([sys.executable, "-c", _MAKE_SAYING_WHEN_IT_WAITS,
+                                  str(token_file)], cwd=REPO, env=child_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    try:
+        for starter in starters:
+            assert starter.stdout is not None
+            line = starter.stdout.readline()  # "" when it ended without waiting
+            assert line == "waiting\n", (line, starter.communicate(timeout=WAIT_S))
+        assert token_file.read_text() == ""  # both saw it empty; neither went past the lock
+        lock.release()
+        ends = [starter.communicate(timeout=WAIT_S) for starter in starters]
+    finally:
+        lock.release()  # a no-op once released
+        for starter in starters:
+            if starter.returncode is None:
+                starter.kill()
+                starter.communicate(timeout=WAIT_S)
+    for starter, (_, err) in zip(starters, ends, strict=True):
+        assert starter.returncode == 0, err
+    tokens = [line.removeprefix("token ") for out, _ in ends for line in out.splitlines()
+              if line.startswith("token ")]
+    assert len(tokens) == 2 and tokens[0] == tokens[1], tokens
+    assert token_file.read_text() == tokens[0] + "\n" and len(tokens[0]) >= 32
+    assert sum(err.count("was empty") for _, err in ends) == 1, [err for _, err in ends]
+    assert oct(token_file.stat().st_mode & 0o777) == oct(0o600)
+    assert temp_files(token_file.parent) == []
