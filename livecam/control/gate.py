@@ -77,8 +77,9 @@ class Gate:
     async def _check_signed(self, request: web.Request, nonce: str, mac: str) -> str | None:
         """Why the signed request is refused; None when its signature is right (its server
         nonce is then spent: a wrong M spends nothing, so a guess cannot void a ctl's S)."""
-        nonce_refusal = ("signed request refused: its server nonce is unknown, used or expired "
-                         "(ask /api/challenge for a new one)")
+        nonce_refusal = ("signed request refused: its server nonce is unknown, used or expired, "
+                         "or was voided by a flood of signed requests (ask /api/challenge for a "
+                         "new one)")
         if not self._nonces.usable(nonce):
             return nonce_refusal
         body = await read_body(request, self._limits)  # cached: the handler reads it again

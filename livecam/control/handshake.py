@@ -24,9 +24,13 @@ The server keeps nothing per S it hands out (:class:`ServerNonces`): S carries i
 time and a MAC of it under a secret of the server's process (never the token). Anyone may ask
 for challenges, so a store of S handed out would be theirs to fill: either it grows, or it drops
 the S that a ctl holds before its request comes back. What the server does keep is each S spent
-by a request whose M was right, until it expires: only holders of the token add to that. A
-request with a wrong M spends nothing, so no one can void the S that a ctl holds. S keeps the
-format of C, so a ``livecam ctl`` older than this scheme of S takes it too.
+by a request whose M was right, until it expires: only holders of the token add to that, and
+at most :data:`SPENT_NONCES_MAX` of them (a looping script, or a bug, that holds the token must
+not grow it without bound). Past that the server forgets the spent S that expires first, and
+refuses from then on every S that expires no later, spent or not: a forgotten S is never let in
+again. A request with a wrong M spends nothing, so no one without the token can void the S
+that a ctl holds. S keeps the format of C, so a ``livecam ctl`` older than this scheme of S
+takes it too.
 
 An impostor that relays ctl's challenge to a real livecam (of the same user) gets a true proof
 back; what it can then do with ctl's signed request is pass that same request on, once, to that
@@ -45,6 +49,7 @@ Pure functions and one small class; only the standard library, so ``livecam ctl`
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
 import secrets
 import time
@@ -58,6 +63,12 @@ SCHEME = "Livecam-HMAC"
 #: How long a server nonce S stays good: ctl sends its request right after the proof, so this
 #: only has to cover a slow, loaded host. Longer also keeps each spent S remembered longer.
 SERVER_NONCE_TTL_S = 30.0
+#: The most spent server nonces kept at once (each until it expires). Past it the one that
+#: expires first is forgotten, and every S that expires no later is refused from then on, spent
+#: or not, so none is let in twice. A ctl signs right after its challenge: its S is voided only
+#: if more signed requests than this got in meanwhile. Higher: more memory under a flood of
+#: signed requests; lower: an S held for a while on a loaded host is voided by fewer of them.
+SPENT_NONCES_MAX = 4096
 
 _NONCE_BYTES = 16
 #: S is its issue stamp (ns since its :class:`ServerNonces` was made, big-endian) and then a MAC
@@ -134,21 +145,33 @@ class ServerNonces:
     secret of this object, so issuing costs no memory and no number of issues can void an S that
     a client still holds. A restart (a new object) voids every S issued before it. What is kept
     is each S :meth:`spend` let in, until it expires, so none is let in twice; the caller spends
-    S only for requests whose M is right, so only holders of the token add to it.
+    S only for requests whose M is right, so only holders of the token add to it. At most
+    ``max_spent`` are kept: past that the one that expires first is forgotten, and every S that
+    expires no later than it is refused from then on (spent or not), so a forgotten S is never
+    let in again.
 
     ``clock_ns`` is monotonic, in nanoseconds. Not thread-safe: the API's event-loop thread
     alone calls it.
     """
 
     def __init__(self, *, ttl_s: float = SERVER_NONCE_TTL_S,
+                 max_spent: int = SPENT_NONCES_MAX,
                  clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+        if max_spent < 1:
+            raise ValueError(f"max_spent must be 1 or more, got {max_spent}")
         self._ttl_ns = round(ttl_s * 1e9)
+        self._max_spent = max_spent
         self._clock_ns = clock_ns
         self._secret = secrets.token_bytes(_SECRET_BYTES)
         # stamps count from here, not from the clock's own zero: S need not tell the host's uptime
         self._epoch_ns = clock_ns()
         self._last_stamp_ns = -1
-        self._spent: dict[str, int] = {}  # S -> when it expires (clock_ns), in order of spending
+        self._spent: set[str] = set()
+        # the same S, as a heap: S start with their issue stamp (fixed-width big-endian hex,
+        # unique), so as strings they sort as they were issued, which is as they expire
+        self._spent_by_expiry: list[str] = []
+        # every S that expires at or before this is refused: the latest expiry forgotten
+        self._void_through_ns = -1
 
     def issue(self) -> str:
         """A new nonce (32 lowercase hex characters, as :func:`is_nonce` wants), good for one
@@ -159,9 +182,15 @@ class ServerNonces:
         stamp = stamp_ns.to_bytes(_STAMP_BYTES, "big")
         return (stamp + self._tag(stamp)).hex()
 
+    @property
+    def spent_kept(self) -> int:
+        """How many spent S are kept now (at most ``max_spent``)."""
+        return len(self._spent)
+
     def usable(self, nonce: str) -> bool:
-        """True if ``nonce`` was issued here, has not expired and was not spent: a request that
-        names it is worth reading and checking. Constant time in the MAC."""
+        """True if ``nonce`` was issued here, has not expired and was not spent (nor voided by
+        more than ``max_spent`` spent): a request that names it is worth reading and checking.
+        Constant time in the MAC."""
         return self._expiry_if_usable(nonce, self._clock_ns()) is not None
 
     def spend(self, nonce: str) -> bool:
@@ -171,11 +200,19 @@ class ServerNonces:
         expiry_ns = self._expiry_if_usable(nonce, now_ns)
         if expiry_ns is None:
             return False
-        # oldest spent first, up to the first still good: what stays was spent within ttl_s
-        while self._spent and next(iter(self._spent.values())) <= now_ns:
-            del self._spent[next(iter(self._spent))]
-        self._spent[nonce] = expiry_ns
+        heap = self._spent_by_expiry
+        while heap and self._expiry_ns(heap[0]) <= now_ns:  # refused by their stamp alone now
+            self._spent.discard(heapq.heappop(heap))
+        self._spent.add(nonce)
+        heapq.heappush(heap, nonce)
+        if len(heap) > self._max_spent:  # forget the first to expire, and void all up to it
+            forgotten = heapq.heappop(heap)
+            self._spent.discard(forgotten)
+            self._void_through_ns = max(self._void_through_ns, self._expiry_ns(forgotten))
         return True
+
+    def _expiry_ns(self, nonce: str) -> int:
+        return self._epoch_ns + int(nonce[:2 * _STAMP_BYTES], 16) + self._ttl_ns
 
     def _expiry_if_usable(self, nonce: str, now_ns: int) -> int | None:
         if not is_nonce(nonce):
@@ -184,8 +221,8 @@ class ServerNonces:
         stamp, tag = raw[:_STAMP_BYTES], raw[_STAMP_BYTES:]
         if not hmac.compare_digest(self._tag(stamp), tag):
             return None
-        expiry_ns = self._epoch_ns + int.from_bytes(stamp, "big") + self._ttl_ns
-        if now_ns >= expiry_ns or nonce in self._spent:
+        expiry_ns = self._expiry_ns(nonce)
+        if now_ns >= expiry_ns or expiry_ns <= self._void_through_ns or nonce in self._spent:
             return None
         return expiry_ns
 
