@@ -7,11 +7,13 @@ behind :class:`~livecam.analysis.networks.FaceNetworks` (``networks.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from livecam.analysis.follower import FaceFollower
 from livecam.core.stage import StageBase
-from livecam.core.types import Faces, Packet, WithheldFaces
+from livecam.core.types import Faces, ImageBGR, Packet, WithheldFaces
 
 
 class AnalysisStage(StageBase):
@@ -40,6 +42,12 @@ class AnalysisStage(StageBase):
     @property
     def last_frame_detected(self) -> bool:
         return self.follower.last_frame_detected
+
+    @property
+    def host_frames(self) -> Callable[[ImageBGR], ImageBGR] | None:
+        """Where the capture thread puts each frame for the networks (their ``host_frames``:
+        page-locked memory on a GPU, :mod:`livecam.analysis.gpu.host`), or None."""
+        return getattr(self.follower.networks, "host_frames", None)
 
     @property
     def background(self) -> object:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from livecam.capture.base import FrameSource
 from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
-from livecam.core.types import Frame
+from livecam.core.types import Frame, ImageBGR
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +25,18 @@ class CaptureThread:
     the thread restarts it when ``loop`` is true, else closes ``outbox`` (so does a finite
     source that cannot be reopened; a live one is retried with backoff). ``stop`` returns within
     about ``join_timeout_s`` even if a read is blocked inside the driver.
+
+    ``host_frames``: each frame read is copied with it once stamped (the stages'
+    :class:`~livecam.core.stage.HostFrames` copy: into the page-locked memory a GPU uploads
+    from), so its time counts in the frame's latency; None: frames go as the source gives them.
     """
 
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
                  realtime: bool, loop: bool, reconnect_initial_s: float,
-                 reconnect_max_s: float) -> None:
+                 reconnect_max_s: float,
+                 host_frames: Callable[[ImageBGR], ImageBGR] | None = None) -> None:
         self._source = source
+        self._host_frames = host_frames
         self._outbox = outbox
         self._metrics = metrics
         self._realtime = realtime
@@ -106,7 +113,10 @@ class CaptureThread:
                         self._stop.wait((next_ns - now_ns) / 1e9)
                     # a late frame restarts the grid rather than bursting to catch up
                     next_ns = max(next_ns, now_ns - period_ns) + period_ns
-                frame = Frame(index=index, t_capture_ns=time.perf_counter_ns(), image_bgr=image)
+                t_capture_ns = time.perf_counter_ns()
+                if self._host_frames is not None:
+                    image = self._host_frames(image)
+                frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image)
                 index += 1
                 self._metrics.count("captured")
                 while not self._outbox.put(frame, timeout_s=0.1):

@@ -61,6 +61,11 @@ class GpuConfig:
                                       "(a longer start). 0, or not larger than "
                                       "paste_window_px: none, such faces are covered.",
                                       range=(0, 4096))
+    pinned_capture: bool = knob(True, "The capture thread copies each frame into "
+                                "page-locked memory as it reads it, so the face networks "
+                                "upload it to the GPU at once, without a copy of their own on "
+                                "the thread every frame waits for (docs/perf-notes.md). false "
+                                "= they copy it into their own page-locked buffer.")
     colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
                                  "live one on the 128 px crop: blur size, px; 0 = off (as "
                                  "insightface).", range=(0.0, 128.0))

@@ -13,10 +13,11 @@ thread of its own. A stage that can do slow set-up for a frame size before the f
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from livecam.core.lifecycle import Lifecycle
-from livecam.core.types import Packet
+from livecam.core.types import ImageBGR, Packet
 
 
 @runtime_checkable
@@ -70,6 +71,27 @@ class Prepares(Protocol):
     size later is prepared on the frame's path (and logged)."""
 
     def prepare(self, width_px: int, height_px: int) -> None: ...
+
+
+@runtime_checkable
+class HostFrames(Protocol):
+    """A stage that uploads each frame from host memory of a kind of its own (page-locked, for
+    a GPU). ``host_frames`` is the copy into it (a function of the frame alone, which any
+    thread may call), or None while the stage has none. The runtime asks its stages once, at
+    start, and the capture thread copies every frame it reads with it, so the stage's own
+    thread uploads the frame as it is, without a copy of its own (see
+    :mod:`livecam.analysis.gpu.host`)."""
+
+    @property
+    def host_frames(self) -> Callable[[ImageBGR], ImageBGR] | None: ...
+
+
+def host_frames_of(stages: Sequence[object]) -> Callable[[ImageBGR], ImageBGR] | None:
+    """The first of ``stages``' :class:`HostFrames` copies, or None when none has one."""
+    for stage in stages:
+        if isinstance(stage, HostFrames) and stage.host_frames is not None:
+            return stage.host_frames
+    return None
 
 
 #: What a pipeline's stage list holds: synchronous stages, the last one maybe asynchronous.

@@ -150,10 +150,11 @@ def follower_networks(config: Config, device: str, *, shared: Any = None,
         hub = shared.get(("gpu-follower", device, analysis, config.gpu),
                          lambda: SharedFaceNetworks(n_streams=n, **options))
         networks = hub.slot_for(stream, detect_ahead=analysis.detect_each_frame,
-                                keep_frames=keep)
+                                keep_frames=keep, pinned_capture=config.gpu.pinned_capture)
     else:
         networks = GpuFaceNetworks(refine_landmarks=analysis.refine_landmarks,
-                                   keep_frames=keep, **options)
+                                   keep_frames=keep, pinned_capture=config.gpu.pinned_capture,
+                                   **options)
     search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px,
                            whole_frame=not analysis.detect_each_frame)
     return networks, search

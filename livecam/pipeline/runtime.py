@@ -23,7 +23,7 @@ from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
 from livecam.core.reload_result import ReloadResult
-from livecam.core.stage import AnyStage, Prepares
+from livecam.core.stage import AnyStage, Prepares, host_frames_of
 from livecam.core.switching import switch_interval
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
@@ -210,7 +210,8 @@ class App:
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
-                                      reconnect_max_s=cfg.capture.reconnect_max_s)
+                                      reconnect_max_s=cfg.capture.reconnect_max_s,
+                                      host_frames=host_frames_of(self.stages))
         self._t_start_ns = time.perf_counter_ns()
         self._output.start()
         self._scheduler.start()

@@ -19,6 +19,7 @@ import torch
 from livecam.analysis.gpu.batching import Request
 from livecam.analysis.gpu.calls import Detection, merged_detections
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
+from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
@@ -54,7 +55,7 @@ class StreamFaceNetworks:
     num_landmarks = NUM_LANDMARKS
 
     def __init__(self, shared: SharedFaceNetworks, slot: int, *, detect_ahead: bool = True,
-                 keep_frames: int = 0) -> None:
+                 keep_frames: int = 0, pinned_capture: bool = False) -> None:
         self.shared = shared
         self.slot = slot
         self.detect_ahead = detect_ahead
@@ -65,6 +66,8 @@ class StreamFaceNetworks:
         self.use_graphs = shared.use_graphs
         self.models_dir = shared.models_dir
         self.max_rois = shared.max_rois
+        #: as :class:`GpuFaceNetworks`' (the capture thread's copy into pinned memory)
+        self.host_frames = pinned_copy if pinned_capture and self.cuda else None
         self._opened = False
         self._stream: Any = None
         self._uploaded: Any = None
@@ -116,15 +119,19 @@ class StreamFaceNetworks:
         """A new frame: uploaded once into this stream's place of the stacked frames."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
         own = self._size(h, w)
-        if self.cuda:
-            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
-        np.copyto(own.staging_np, image_bgr)
+        # a frame the capture thread put in pinned memory goes up from there
+        source = pinned_tensor(image_bgr) if self.host_frames is not None else None
+        if source is None:
+            if self.cuda:
+                self._uploaded.synchronize()  # the staging is free (the last copy is done)
+            np.copyto(own.staging_np, image_bgr)
+            source = own.staging
         place = own.place
         with torch.inference_mode(), self.shared.on_stream(self._stream):
             for event in self._holds:  # a deferred reader of the last frame is done
                 self._stream.wait_event(event)
             self._holds.clear()
-            place.copy_(own.staging, non_blocking=True)
+            place.copy_(source, non_blocking=True)
             if self.cuda:
                 self._uploaded.record(self._stream)
             if own.kept:

@@ -4,8 +4,10 @@
 frame, ``landmarks`` on rotated regions; the same protocol as the CPU's MediaPipe models), so
 the CPU and GPU paths share one follower: detection cadence, tracking, smoothing, selection,
 ``max_faces`` and the fail-closed decisions stay in ``livecam.analysis.follower``; only the
-networks run here. Per frame the frame is uploaded once (pinned staging, one host copy) and
-the detector starts on a side stream at once, so it runs beside the first face mesh call.
+networks run here. Per frame the frame is uploaded once (from the pinned memory the capture
+thread put it in, :mod:`livecam.analysis.gpu.host`, or else through pinned staging: one host
+copy) and the detector starts on a side stream at once, so it runs beside the first face mesh
+call.
 
 Each call returns host arrays, so it ends in one small device-to-host copy and a wait on it:
 the follower decides on them before the next call. Shapes are static: the detector sees the
@@ -47,6 +49,7 @@ from livecam.analysis.gpu.calls import (
     run_mesh,
 )
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
+from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
@@ -82,14 +85,16 @@ class GpuFaceNetworks:
     ``keep_frames``: how many uploaded frames stay on the device for :meth:`device_frame`
     (more than the frames its stream can have in flight after this one; 0 = none);
     ``compile_dir``: compile the networks (:mod:`livecam.analysis.gpu.compiled`), their code
-    cached there; None: run them as they are.
+    cached there; None: run them as they are. ``pinned_capture`` (CUDA): ``host_frames``
+    is :func:`~livecam.analysis.gpu.host.pinned_copy`, so the capture thread puts each frame
+    in pinned memory and it is uploaded from there (any other frame through the staging).
     """
 
     def __init__(self, *, device: str | torch.device, detector_model: str = "full",
                  min_score: float = 0.5, precision: str = "fp16", max_rois: int = 8,
                  refine_landmarks: bool = False, use_graphs: bool = True,
                  models_dir: str | Path | None = None, keep_frames: int = 0,
-                 compile_dir: Path | None = None) -> None:
+                 compile_dir: Path | None = None, pinned_capture: bool = False) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -104,6 +109,9 @@ class GpuFaceNetworks:
         self.models_dir = models_dir
         self.keep_frames = max(0, keep_frames)
         self.compile_dir = compile_dir
+        #: the capture thread's copy of each frame into pinned memory (the analysis stage's
+        #: ``host_frames``), or None: frames are copied into the staging here
+        self.host_frames = pinned_copy if pinned_capture and self.cuda else None
         self._tile_detector: Any = None
         self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
         self._detectors: list[Any] = []
@@ -260,15 +268,19 @@ class GpuFaceNetworks:
         """A new frame starts: upload it once and start the detector beside what follows."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
         state = self._size(h, w)
-        if self.cuda:
-            self._uploaded.synchronize()  # the staging buffer is free (the last copy is done)
-        np.copyto(state.frame_host.numpy()[0], image_bgr)
+        # a frame the capture thread put in pinned memory goes up from there
+        source = pinned_tensor(image_bgr) if self.host_frames is not None else None
+        if source is None:
+            if self.cuda:
+                self._uploaded.synchronize()  # the staging is free (the last copy is done)
+            np.copyto(state.frame_host.numpy()[0], image_bgr)
+            source = state.frame_host
         with torch.inference_mode():
             with self._on_stream(self._stream):
                 for event in self._holds:  # a deferred reader of the last frame is done
                     self._stream.wait_event(event)
                 self._holds.clear()
-                state.frame_dev.copy_(state.frame_host, non_blocking=True)
+                state.frame_dev.copy_(source, non_blocking=True)
                 if self.cuda:
                     self._uploaded.record(self._stream)
                 if state.kept:

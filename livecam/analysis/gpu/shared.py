@@ -107,18 +107,18 @@ class SharedFaceNetworks:
         self._det_host: tuple[torch.Tensor, ...] = ()
         self._mesh_host: tuple[torch.Tensor, torch.Tensor] = (torch.zeros(0), torch.zeros(0))
 
-    def slot_for(self, stream: int, *, detect_ahead: bool = True,
-                 keep_frames: int = 0) -> StreamFaceNetworks:
+    def slot_for(self, stream: int, *, detect_ahead: bool = True, keep_frames: int = 0,
+                 pinned_capture: bool = False) -> StreamFaceNetworks:
         """Stream ``stream``'s networks, in place ``stream`` of the stacked frames (a rebuilt
         stage chain of the same stream takes the same place: only one chain of a stream runs
         frames at a time). ``detect_ahead``: a frame's first mesh call asks for its detections
-        too; ``keep_frames``: as :class:`GpuFaceNetworks`' (for the swap)."""
+        too; ``keep_frames`` and ``pinned_capture``: as :class:`GpuFaceNetworks`'."""
         from livecam.analysis.gpu.client import StreamFaceNetworks
 
         if not 0 <= stream < self.n_streams:
             raise ValueError(f"stream {stream} is not one of {self.n_streams}")
         return StreamFaceNetworks(self, stream, detect_ahead=detect_ahead,
-                                  keep_frames=keep_frames)
+                                  keep_frames=keep_frames, pinned_capture=pinned_capture)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Frames in page-locked host memory, put there by the capture thread as it reads them.
+
+A frame reaches the GPU asynchronously only from page-locked ("pinned") host memory. Without
+this module the follower's networks copy each frame into a pinned staging buffer of their own
+before they upload it: 0.5 ms a 1080p frame on the H200's host, on the thread that every frame
+of the stream waits for (docs/perf-notes.md, run 89). With ``gpu.pinned_capture`` the capture
+thread copies the frame into pinned memory as it reads it (:func:`pinned_copy`, the
+:class:`~livecam.core.stage.HostFrames` hook of the analysis stage) and the networks upload
+straight from there (:func:`pinned_tensor`).
+
+The memory comes from torch's caching host allocator: after the first frames a new frame takes
+a block that an older frame gave back when its last reference went, and the allocator hands a
+block out again only after every non-blocking copy that read it has finished (torch records
+an event on the block with each such copy). So a frame is never overwritten while its upload
+runs, and nothing here has to say when a frame is done with.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import torch
+
+from livecam.core.types import ImageBGR
+
+log = logging.getLogger(__name__)
+
+_failed = threading.Event()  # pinning failed once: frames stay where the source put them
+
+
+def pinned_copy(image_bgr: ImageBGR) -> ImageBGR:
+    """``image_bgr`` copied into pinned memory, read-only (as the capture thread's frames are).
+
+    Where pinned memory cannot be had (none left, no CUDA), the frame itself, once warned: the
+    networks then copy it into their own staging as before, so nothing is lost but the time.
+    """
+    if _failed.is_set():
+        return image_bgr
+    try:
+        block = torch.empty(tuple(image_bgr.shape), dtype=torch.uint8, pin_memory=True)
+    except RuntimeError as exc:
+        _failed.set()
+        log.warning("frames cannot be put in page-locked memory (%s): the GPU's face networks "
+                    "copy each frame into their own instead (set gpu.pinned_capture=false to "
+                    "not try)", exc)
+        return image_bgr
+    out = block.numpy()
+    np.copyto(out, image_bgr)
+    out.flags.writeable = False
+    return out
+
+
+def pinned_tensor(image_bgr: ImageBGR) -> torch.Tensor | None:
+    """The pinned block a frame of :func:`pinned_copy` lives in, (H, W, 3) uint8, or None for
+    any other array (the caller copies it into its own staging then).
+
+    The whole block only: a view of another shape, or of other strides, of it is None (a
+    C-contiguous uint8 view of the block's shape holds all of its bytes, so it starts where the
+    block starts).
+    """
+    base = image_bgr.base
+    if not isinstance(base, torch.Tensor) or base.dtype != torch.uint8:
+        return None
+    if image_bgr.dtype != np.uint8 or not image_bgr.flags.c_contiguous:
+        return None
+    if (tuple(base.shape) != image_bgr.shape or not base.is_contiguous()
+            or not base.is_pinned()):
+        return None
+    return base

@@ -1,0 +1,112 @@
+"""Frames copied by the capture thread into the host memory a stage uploads from (``host_frames``
+of :class:`~livecam.core.stage.HostFrames`; on CUDA, page-locked memory: ``gpu.pinned_capture``).
+
+The real copy needs CUDA's page-locked memory, which this machine cannot have: the run test
+gives its stage a copy of its own through the same seam (``host_frames``) and checks that every
+frame the pipeline sees went through it. The page-locked path itself is tested on the H200
+(``tests/analysis/gpu/test_pinned_frames.py``); here, what it does where there is no CUDA."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from livecam.analysis.gpu import host
+from livecam.capture.sources import SyntheticSource
+from livecam.config import load_config
+from livecam.core.stage import StageBase, host_frames_of
+from livecam.core.types import ImageBGR, Packet
+from livecam.output.sinks import NullSink
+from livecam.pipeline.runtime import App
+
+
+class Uploading(StageBase):
+    """A stage with a ``host_frames`` copy of its own (its copies remembered by id), which
+    records the frames it is given."""
+
+    name = "uploading"
+
+    def __init__(self) -> None:
+        self.copies: dict[int, tuple[ImageBGR, ImageBGR]] = {}  # id(copy) -> (source, copy)
+        self.copied_on: set[str] = set()
+        self.seen: list[ImageBGR] = []
+
+    def _copy(self, image: ImageBGR) -> ImageBGR:
+        out = image.copy()
+        out.flags.writeable = False
+        self.copies[id(out)] = (image, out)
+        self.copied_on.add(threading.current_thread().name)
+        return out
+
+    @property
+    def host_frames(self) -> object:
+        return self._copy
+
+    def process(self, packet: Packet) -> Packet:
+        self.seen.append(packet.image_bgr)
+        return packet
+
+
+def test_every_frame_reaches_the_stages_as_the_host_frames_copy_made_on_capture() -> None:
+    stage = Uploading()
+    app = App(load_config(None, ["pipeline.status_interval_s=0", "pipeline.realtime=false"]),
+              source=SyntheticSource(width=64, height=48, fps=60.0), sink=NullSink(),
+              stages=[stage], max_frames=12)
+    app.run()
+    assert app.metrics.counter("sent") == 12
+    assert len(stage.seen) >= 12
+    for image in stage.seen:
+        source, copy = stage.copies[id(image)]
+        assert copy is image and source is not image
+        assert np.array_equal(source, image)
+    assert stage.copied_on == {"livecam-capture"}
+
+
+def test_without_a_stage_that_asks_frames_go_as_the_source_gives_them() -> None:
+    class Plain(StageBase):
+        name = "plain"
+
+    assert host_frames_of([Plain(), Plain()]) is None
+    stage = Uploading()
+    assert host_frames_of([Plain(), stage]) == stage._copy
+
+
+def test_the_cpu_pipeline_asks_for_no_pinned_frames(tmp_path: Path) -> None:
+    """``gpu.pinned_capture`` is on by default, and ``gpu.pipeline=always`` on a machine
+    without CUDA (the CPU's face networks): no stage asks, so no capture tries to pin."""
+    from livecam.app import SharedStages
+    from livecam.gpupipe.factory import build_gpu_stages
+    from tests.gpupipe.test_stage import _NoIdentities
+
+    config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
+                                "engine.device=cpu", "gpu.pipeline=always"])
+    assert config.gpu.pinned_capture
+    stages = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
+    assert stages[0].name == "analysis"
+    assert host_frames_of(stages) is None
+
+
+def test_pinned_tensor_is_only_the_whole_block_of_a_pinned_copy() -> None:
+    frame = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
+    assert host.pinned_tensor(frame) is None  # numpy's own memory
+    unpinned = torch.zeros((6, 8, 3), dtype=torch.uint8).numpy()
+    assert host.pinned_tensor(unpinned) is None  # torch's, not page-locked
+    assert host.pinned_tensor(unpinned[:3]) is None
+    assert host.pinned_tensor(unpinned[:, ::-1]) is None
+
+
+def test_where_frames_cannot_be_pinned_they_go_as_they_are_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """No CUDA here: torch refuses page-locked memory, as it would when none is left."""
+    monkeypatch.setattr(host, "_failed", threading.Event())
+    frame = np.zeros((6, 8, 3), np.uint8)
+    with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.host"):
+        assert host.pinned_copy(frame) is frame
+        assert host.pinned_copy(frame) is frame
+    warnings = [r for r in caplog.records if "page-locked" in r.getMessage()]
+    assert len(warnings) == 1 and "gpu.pinned_capture=false" in warnings[0].getMessage()
