@@ -91,6 +91,28 @@ def test_the_cpu_pipeline_asks_for_no_pinned_frames(tmp_path: Path) -> None:
     assert host_frames_of(stages) is None
 
 
+@pytest.mark.parametrize("streams", [1, 2])
+def test_on_cuda_the_analysis_stage_asks_for_pinned_frames_unless_turned_off(
+        tmp_path: Path, streams: int) -> None:
+    """The stages ``livecam run`` builds for a CUDA device (built, not opened: nothing here
+    touches CUDA) offer :func:`pinned_copy` for the capture thread, for a stream of its own
+    and for a stream of several (the shared networks); ``gpu.pinned_capture=false`` offers
+    none."""
+    from livecam.app import SharedStages
+    from livecam.gpupipe.factory import build_gpu_stages
+    from tests.gpupipe.test_stage import _NoIdentities
+
+    def offered(*extra: str) -> object:
+        config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
+                                    "engine.device=cuda", "gpu.pipeline=always", *extra])
+        stages = build_gpu_stages(config, identities=_NoIdentities(),
+                                  shared=SharedStages(streams), stream=streams - 1)
+        return host_frames_of(stages)
+
+    assert offered() is host.pinned_copy
+    assert offered("gpu.pinned_capture=false") is None
+
+
 def test_pinned_tensor_is_only_the_whole_block_of_a_pinned_copy() -> None:
     frame = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
     assert host.pinned_tensor(frame) is None  # numpy's own memory
