@@ -124,8 +124,18 @@ def test_pinned_tensor_is_only_the_whole_block_of_a_pinned_copy() -> None:
 
 def test_where_frames_cannot_be_pinned_they_go_as_they_are_with_one_warning(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """No CUDA here: torch refuses page-locked memory, as it would when none is left."""
+    """torch refuses page-locked memory: here, where there is no CUDA, it really does; on a
+    CUDA machine the refusal of a machine with none left is made through ``torch.empty``."""
     monkeypatch.setattr(host, "_failed", threading.Event())
+    if torch.cuda.is_available():
+        empty = torch.empty
+
+        def no_pinned_memory_left(*args: object, **kwargs: object) -> torch.Tensor:
+            if kwargs.get("pin_memory"):
+                raise RuntimeError("CUDA error: out of memory (pinned)")
+            return empty(*args, **kwargs)  # type: ignore[call-overload]
+
+        monkeypatch.setattr(torch, "empty", no_pinned_memory_left)
     frame = np.zeros((6, 8, 3), np.uint8)
     with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.host"):
         assert host.pinned_copy(frame) is frame
