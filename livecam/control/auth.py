@@ -203,7 +203,15 @@ def _tighten(path: Path) -> None:
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         log.warning("control API token %s had mode %o; setting it to 600", path, mode)
-        os.chmod(path, 0o600)
+        try:
+            os.chmod(path, 0o600)
+        except OSError as exc:  # not the owner (a link to another user's file), read-only
+            # a token other users can read lets them control livecam: stop, say what to do
+            raise ConfigError(
+                f"control API token {path} can be read by other users (mode {mode:o}) and "
+                f"livecam cannot set it to 600 ({exc.strerror or exc}): `chmod 600` it as "
+                "its owner, or delete it (or the link) so livecam creates its own, or set "
+                "control.token_file to another path") from None
 
 
 def _cannot_create(path: Path, exc: OSError) -> ConfigError:

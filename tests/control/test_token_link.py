@@ -76,3 +76,27 @@ def test_a_link_to_a_token_is_read_through(tmp_path: Path) -> None:
     link, target = _link(tmp_path, "a-token-made-elsewhere\n")
     assert load_or_create_token(link) == "a-token-made-elsewhere"
     assert link.is_symlink() and target.read_text() == "a-token-made-elsewhere\n"
+
+
+def test_a_token_others_can_read_that_livecam_cannot_tighten_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link to a token file of another user that others can read: livecam cannot set it to
+    600 (it is not the owner), and a token other users can read lets them control livecam, so
+    the start stops with what to do, not with a traceback from ``chmod``. Every test here runs
+    as root, whose chmod always works: the refusal a non-owner gets is made through
+    ``os.chmod``, the call livecam makes."""
+    token = "t" * 43
+    link, target = _link(tmp_path, f"{token}\n")
+    os.chmod(target, 0o644)
+
+    def not_the_owner(path: object, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr(os, "chmod", not_the_owner)
+    with pytest.raises(ConfigError) as info:
+        load_or_create_token(link)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(link) in message and "644" in message and "other users" in message
+    assert "chmod 600" in message and "control.token_file" in message
+    assert target.read_text() == f"{token}\n"
