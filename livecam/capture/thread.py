@@ -29,6 +29,9 @@ class CaptureThread:
     ``host_frames``: each frame read is copied with it once stamped (the stages'
     :class:`~livecam.core.stage.HostFrames` copy: into the page-locked memory a GPU uploads
     from), so its time counts in the frame's latency; None: frames go as the source gives them.
+    A source that hands the same read-only array again (a still image) gets the same copy, so
+    the stages still see one array, as without the copy (the GPU's face networks then upload
+    and search it once).
     """
 
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
@@ -37,6 +40,7 @@ class CaptureThread:
                  host_frames: Callable[[ImageBGR], ImageBGR] | None = None) -> None:
         self._source = source
         self._host_frames = host_frames
+        self._last_copy: tuple[ImageBGR, ImageBGR] | None = None  # (source's, copy)
         self._outbox = outbox
         self._metrics = metrics
         self._realtime = realtime
@@ -85,6 +89,17 @@ class CaptureThread:
                 delay_s = min(delay_s * 2, max_s)
         return False
 
+    def _copied(self, image: ImageBGR) -> ImageBGR:
+        """``image`` through ``host_frames``; the last copy again for the same read-only array
+        (its pixels cannot have changed)."""
+        assert self._host_frames is not None
+        last = self._last_copy
+        if last is not None and last[0] is image and not image.flags.writeable:
+            return last[1]
+        copy = self._host_frames(image)
+        self._last_copy = (image, copy)
+        return copy
+
     def _run(self) -> None:
         index = 0
         period_ns = int(1e9 / max(self._source.fps, 1e-3))
@@ -115,7 +130,7 @@ class CaptureThread:
                     next_ns = max(next_ns, now_ns - period_ns) + period_ns
                 t_capture_ns = time.perf_counter_ns()
                 if self._host_frames is not None:
-                    image = self._host_frames(image)
+                    image = self._copied(image)
                 frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image)
                 index += 1
                 self._metrics.count("captured")

@@ -67,6 +67,28 @@ def test_every_frame_reaches_the_stages_as_the_host_frames_copy_made_on_capture(
     assert stage.copied_on == {"livecam-capture"}
 
 
+def test_a_still_image_is_copied_once_and_the_stages_see_one_array(tmp_path: Path) -> None:
+    """``image:`` hands the same read-only array every frame: the capture copies it once, so
+    the stages see one array, as without the copy (the GPU's face networks upload and search
+    an array they have seen only once)."""
+    import cv2
+
+    from livecam.capture.sources import ImageSource
+
+    path = tmp_path / "still.png"
+    cv2.imwrite(str(path), np.full((48, 64, 3), 120, np.uint8))
+    stage = Uploading()
+    app = App(load_config(None, ["pipeline.status_interval_s=0", "pipeline.realtime=false"]),
+              source=ImageSource(path=path, fps=60.0, max_pixels=10**6), sink=NullSink(),
+              stages=[stage], max_frames=6)
+    app.run()
+    assert app.metrics.counter("sent") == 6 and len(stage.seen) >= 6
+    assert len(stage.copies) == 1
+    ((source, copy),) = stage.copies.values()
+    assert all(image is copy for image in stage.seen)
+    assert np.array_equal(copy, source)
+
+
 def test_without_a_stage_that_asks_frames_go_as_the_source_gives_them() -> None:
     class Plain(StageBase):
         name = "plain"
