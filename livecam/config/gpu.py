@@ -64,8 +64,12 @@ class GpuConfig:
     pinned_capture: bool = knob(True, "The capture thread copies each frame into "
                                 "page-locked memory as it reads it, so the face networks "
                                 "upload it to the GPU at once, without a copy of their own on "
-                                "the thread every frame waits for (docs/perf-notes.md). false "
-                                "= they copy it into their own page-locked buffer.")
+                                "the thread every frame waits for (+9 % frames/s for one "
+                                "stream offline, docs/perf-notes.md). The frames a stream holds "
+                                "at once (in flight, queued, being sent) are page-locked, and "
+                                "that memory is kept for reuse until livecam exits. false = "
+                                "the networks copy each frame into their own page-locked "
+                                "buffer.")
     colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
                                  "live one on the 128 px crop: blur size, px; 0 = off (as "
                                  "insightface).", range=(0.0, 128.0))
