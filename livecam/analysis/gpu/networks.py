@@ -27,6 +27,7 @@ On a CPU the same code runs eagerly (CI). One thread (the pipeline thread) calls
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,7 +67,8 @@ class _SizeState:
                                       pin_memory=cuda)
         self.frame_dev = torch.zeros((1, height_px, width_px, 3), dtype=torch.uint8,
                                      device=device)
-        self.detect: CapturedCall | None = None
+        # the detector's graph, one per kept frame (each also copies the frame there)
+        self.detect: list[CapturedCall] = []
         self.det_out: tuple[torch.Tensor, ...] = ()
         self.det_host: tuple[torch.Tensor, ...] = ()
         self.kept: list[torch.Tensor] = []  # the last frames, for the swap (keep_frames)
@@ -119,7 +121,9 @@ class GpuFaceNetworks:
         self._host_mesh: Any = None  # refine_landmarks: MediaPipe's graph on the host
         self._stream: Any = None
         self._side: Any = None
-        self._detected: Any = None
+        self._detected: Any = None  # the latest frame's detections are on the host after it
+        self._detected_alone: Any = None  # that event when no frame is kept
+        self._side_unwaited = False  # the side stream's work on the last frame: no one waited
         self._uploaded: Any = None  # the last frame's upload has left the pinned staging
         self._holds: list[Any] = []  # CUDA events the next upload waits for
         self._sizes: dict[tuple[int, int], _SizeState] = {}
@@ -163,7 +167,8 @@ class GpuFaceNetworks:
             # shared with the other pipeline streams of the process
             self._stream = new_stream(self.device)
             self._side = new_stream(self.device)
-            self._detected = torch.cuda.Event()
+            self._detected_alone = torch.cuda.Event()
+            self._detected = self._detected_alone
             self._uploaded = torch.cuda.Event()
         pinned = self.cuda
         self._roi_host = torch.zeros((self.max_rois, 4), dtype=torch.float32, pin_memory=pinned)
@@ -215,8 +220,14 @@ class GpuFaceNetworks:
             raise RuntimeError("GpuFaceNetworks used before open()")
         state = _SizeState(height_px, width_px, self.device, self.cuda)
 
-        def detect() -> None:
+        def detect(kept: torch.Tensor | None) -> None:
+            # inside the graph with the detector: the frame's copy kept for the swap and the
+            # outputs' copy to the host (each torch call on the follower's thread gives the
+            # GIL up and queues to get it back: device runs 66 and 89)
+            if kept is not None:
+                kept.copy_(state.frame_dev[0])
             run_detectors(self._detectors, state.frame_dev, state.det_out)
+            torch._foreach_copy_(list(state.det_host), list(state.det_out), non_blocking=True)
 
         with torch.inference_mode(), self._on_stream(self._side):
             first = [d(state.frame_dev) for d in self._detectors]
@@ -227,9 +238,11 @@ class GpuFaceNetworks:
                                   device=self.device) for _ in range(self.keep_frames)]
         state.kept_ready = [torch.cuda.Event() if self.cuda else None
                             for _ in range(self.keep_frames)]
+        targets: list[torch.Tensor | None] = list(state.kept) or [None]
         with torch.inference_mode():
-            state.detect = CapturedCall(detect, device=self.device, stream=self._side,
-                                  use_graph=self.use_graphs)
+            state.detect = [CapturedCall(functools.partial(detect, kept), device=self.device,
+                                         stream=self._side, use_graph=self.use_graphs)
+                            for kept in targets]
         self._sizes[(height_px, width_px)] = state
         return state
 
@@ -239,24 +252,29 @@ class GpuFaceNetworks:
         graph = self._mesh_graphs.get(key)
         if graph is not None:
             return graph
-        assert self._roi_dev is not None
-        roi = self._roi_dev[:n]
+        assert self._roi_dev is not None and self._roi_host is not None
+        assert self._mesh_host is not None
+        roi_host, roi = self._roi_host[:n], self._roi_dev[:n]
         index = torch.zeros(n, dtype=torch.long, device=self.device)
         if n not in self._mesh_out:
             self._mesh_out[n] = (torch.zeros((n, NUM_LANDMARKS, 3), device=self.device),
                                  torch.zeros((n,), device=self.device))
         out_lm, out_presence = self._mesh_out[n]
-        # a graph per size: it reads that size's device frame
+        host_out = [t[:n] for t in self._mesh_host]
+        # a graph per size: it reads that size's device frame. The regions' upload and the
+        # outputs' download are in it (pinned memory at fixed places), so a call is one
+        # replay and one wait: each torch call on the follower's thread gives the GIL up and
+        # queues to get it back (device runs 66 and 89)
 
         def mesh() -> None:
+            roi.copy_(roi_host, non_blocking=True)
             run_mesh(self._mesh, state.frame_dev, index, roi, out_lm, out_presence)
+            torch._foreach_copy_(host_out, [out_lm, out_presence], non_blocking=True)
 
         with torch.inference_mode():
-            if self.use_graphs:  # a benign region for the warm-up runs, on the mesh's stream
-                benign = torch.tensor([width_px / 2, height_px / 2,
-                                       min(width_px, height_px) / 2, 0.0])
-                with self._on_stream(self._stream):
-                    self._roi_dev[:n].copy_(benign.expand(n, 4))
+            if self.use_graphs:  # a benign region for the warm-up runs
+                roi_host[:] = torch.tensor([width_px / 2, height_px / 2,
+                                           min(width_px, height_px) / 2, 0.0])
             graph = CapturedCall(mesh, device=self.device, stream=self._stream,
                            use_graph=self.use_graphs)
         self._mesh_graphs[key] = graph
@@ -280,27 +298,24 @@ class GpuFaceNetworks:
                 for event in self._holds:  # a deferred reader of the last frame is done
                     self._stream.wait_event(event)
                 self._holds.clear()
+                if self._side_unwaited:  # the last frame's detector may still read it
+                    self._stream.wait_event(self._detected)
                 state.frame_dev.copy_(source, non_blocking=True)
-                if self.cuda:
+                if self.cuda and source is state.frame_host:  # the staging is read
                     self._uploaded.record(self._stream)
-                if state.kept:
-                    k = state.next_kept
-                    state.next_kept = (k + 1) % len(state.kept)
-                    state.kept[k].copy_(state.frame_dev[0])
-                    if self.cuda:
-                        state.kept_ready[k].record(self._stream)
-                    self._kept_for = (image_bgr, state.kept[k], state.kept_ready[k])
             if self.cuda:
                 self._side.wait_stream(self._stream)
+            k = state.next_kept
             with self._on_stream(self._side):
-                assert state.detect is not None
-                state.detect()
-                # one call: each torch call from the pipeline thread gives the GIL up and
-                # waits to get it back (device run 66: a third of that thread's time)
-                torch._foreach_copy_(list(state.det_host), list(state.det_out),
-                                     non_blocking=True)
-            if self.cuda:
-                self._detected.record(self._side)
+                state.detect[k]()  # the detector, its outputs down, the frame kept
+                if self.cuda:
+                    self._detected = (state.kept_ready[k] if state.kept
+                                      else self._detected_alone)
+                    self._detected.record(self._side)
+                    self._side_unwaited = True
+            if state.kept:
+                state.next_kept = (k + 1) % len(state.kept)
+                self._kept_for = (image_bgr, state.kept[k], self._detected)
         self._current, self._current_image = state, image_bgr
 
     def hold_frame_until(self, event: Any) -> None:
@@ -335,6 +350,7 @@ class GpuFaceNetworks:
         state = self._frame(image_bgr)
         if self.cuda:
             self._detected.synchronize()
+            self._side_unwaited = False
         return merged_detections(frame_detections(state.det_host, 0))
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
@@ -356,17 +372,14 @@ class GpuFaceNetworks:
         assert self._mesh_host is not None
         n = len(rois)
         bucket = next(b for b in mesh_buckets(self.max_rois) if b >= n)
+        # first: a graph captured now writes its warm-up region into the rows
+        graph = self._mesh_graph(state, h, w, bucket)
         rows = self._roi_host.numpy()
         rows[:n] = [(r.center_x_px, r.center_y_px, r.size_px, r.rotation_rad) for r in rois]
         rows[n:bucket] = rows[0]  # padding: a real region, results ignored
-        graph = self._mesh_graph(state, h, w, bucket)
         lm_host, presence_host = self._mesh_host
-        out_lm, out_presence = self._mesh_out[bucket]
         with torch.inference_mode(), self._on_stream(self._stream):
-            self._roi_dev[:bucket].copy_(self._roi_host[:bucket], non_blocking=True)
-            graph()
-            torch._foreach_copy_([lm_host[:bucket], presence_host[:bucket]],
-                                 [out_lm, out_presence], non_blocking=True)
+            graph()  # uploads the rows, runs the mesh, downloads its outputs
         if self.cuda:
             self._stream.synchronize()
         return mesh_results(lm_host.numpy(), presence_host.numpy(), n)
