@@ -82,6 +82,14 @@ def on_stream(stream: Any, cuda: bool) -> Any:
     return torch.cuda.stream(stream) if cuda else contextlib.nullcontext()
 
 
+def wait_done(event: Any) -> None:
+    """Block until the CUDA ``event`` (or stream) has completed. ``query`` first: it keeps the
+    GIL, where ``synchronize`` gives it up even for work long done, and on the follower's
+    thread each such hand-over waits behind the other threads' Python (device runs 66, 89)."""
+    if not event.query():
+        event.synchronize()
+
+
 def run_detectors(detectors: Sequence[Any], frames: torch.Tensor,
                   outs: Sequence[torch.Tensor], frame_index: torch.Tensor | None = None) -> None:
     """Every detector on ``frames`` (those ``frame_index`` names; None: all), its four

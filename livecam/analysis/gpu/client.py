@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from livecam.analysis.gpu.batching import Request
-from livecam.analysis.gpu.calls import Detection, merged_detections
+from livecam.analysis.gpu.calls import Detection, merged_detections, wait_done
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
 from livecam.analysis.mesh import MeshResult
@@ -123,7 +123,7 @@ class StreamFaceNetworks:
         source = pinned_tensor(image_bgr) if self.host_frames is not None else None
         if source is None:
             if self.cuda:
-                self._uploaded.synchronize()  # the staging is free (the last copy is done)
+                wait_done(self._uploaded)  # the staging is free (the last copy is done)
             np.copyto(own.staging_np, image_bgr)
             source = own.staging
         place = own.place

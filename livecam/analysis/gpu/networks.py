@@ -48,6 +48,7 @@ from livecam.analysis.gpu.calls import (
     on_stream,
     run_detectors,
     run_mesh,
+    wait_done,
 )
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
@@ -290,7 +291,7 @@ class GpuFaceNetworks:
         source = pinned_tensor(image_bgr) if self.host_frames is not None else None
         if source is None:
             if self.cuda:
-                self._uploaded.synchronize()  # the staging is free (the last copy is done)
+                wait_done(self._uploaded)  # the staging is free (the last copy is done)
             np.copyto(state.frame_host.numpy()[0], image_bgr)
             source = state.frame_host
         with torch.inference_mode():
@@ -349,7 +350,7 @@ class GpuFaceNetworks:
         """Faces in the whole frame, best first (boxes, scores, 6 keypoints; ids -1)."""
         state = self._frame(image_bgr)
         if self.cuda:
-            self._detected.synchronize()
+            wait_done(self._detected)  # mostly done: it ran beside the mesh
             self._side_unwaited = False
         return merged_detections(frame_detections(state.det_host, 0))
 

@@ -37,7 +37,7 @@ from livecam.analysis.detect import (
     tile_crop,
     tiles,
 )
-from livecam.analysis.gpu.calls import MAX_DETECTIONS, CapturedCall
+from livecam.analysis.gpu.calls import MAX_DETECTIONS, CapturedCall, wait_done
 from livecam.analysis.gpu.networks import GpuFaceNetworks
 from livecam.core.types import ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
@@ -204,7 +204,7 @@ class GpuTileSearch:
             return SearchResult(merge_detections(found, MAX_DETECTIONS),
                                 np.zeros((0, 4), np.float32))
         if self._stream is not None:
-            self._done.synchronize()
+            wait_done(self._done)  # launched a frame ago: mostly done
         boxes, points, scores, valid = (t.float().numpy() if t.dtype == torch.float16
                                         else t.numpy() for t in layout.host)
         for t, crop in enumerate(layout.crops_xyxy):

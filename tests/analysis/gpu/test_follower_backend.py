@@ -147,6 +147,59 @@ def test_kept_frames_are_offered_to_the_swap(group_bgr: np.ndarray) -> None:
     assert nets.device_frame(group_bgr.copy()) is None  # only the latest frame's image
 
 
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        "not __import__('torch').cuda.is_available()", reason="CUDA is not available")]),
+])
+def test_each_kept_frame_holds_its_own_frame_as_the_ring_turns(group_bgr: np.ndarray,
+                                                                device: str) -> None:
+    """The frame's copy kept for the swap is made by the detector's call (inside its CUDA
+    graph on CUDA, one graph per kept place): over more frames than are kept, the latest
+    frame's kept copy is that frame, and the detections are that frame's."""
+    nets = GpuFaceNetworks(device=device, detector_model="full", min_score=0.5, keep_frames=2)
+    nets.open()
+    nets.prepare(group_bgr.shape[1], group_bgr.shape[0])
+    mirror = np.ascontiguousarray(group_bgr[:, ::-1])
+    boxes = {name: nets.detect(image.copy()).boxes_xyxy
+             for name, image in (("photo", group_bgr), ("mirror", mirror))}
+    assert len(boxes["photo"]) >= 3 and len(boxes["mirror"]) >= 3
+    seen = set()
+    for name, frame in (("photo", group_bgr.copy()), ("mirror", mirror.copy()),
+                        ("photo", group_bgr.copy()), ("mirror", mirror.copy()),
+                        ("photo", group_bgr.copy())):
+        found = nets.detect(frame)
+        np.testing.assert_allclose(found.boxes_xyxy, boxes[name], atol=0.5)  # this frame's
+        kept = nets.device_frame(frame)
+        assert kept is not None
+        tensor, ready = kept
+        if ready is not None:
+            ready.synchronize()
+        assert np.array_equal(tensor.cpu().numpy(), frame)
+        seen.add(tensor.data_ptr())
+    assert len(seen) == 2  # the two kept places, in turn
+
+
+def test_wait_done_waits_only_for_work_not_done() -> None:
+    """``query`` keeps the GIL where ``synchronize`` gives it up: done work is not waited on."""
+    from livecam.analysis.gpu.calls import wait_done
+
+    class Event:
+        def __init__(self, done: bool) -> None:
+            self.done, self.waits = done, 0
+
+        def query(self) -> bool:
+            return self.done
+
+        def synchronize(self) -> None:
+            self.waits += 1
+
+    done, running = Event(True), Event(False)
+    wait_done(done)
+    wait_done(running)
+    assert (done.waits, running.waits) == (0, 1)
+
+
 def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
         group_bgr: np.ndarray) -> None:
     """The one follower with the GPU pipeline's networks and tile search (torch ports, run on
