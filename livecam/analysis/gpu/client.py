@@ -70,7 +70,8 @@ class StreamFaceNetworks:
         self.host_frames = pinned_copy if pinned_capture and self.cuda else None
         self._opened = False
         self._stream: Any = None
-        self._uploaded: Any = None
+        self._uploaded: Any = None  # the last frame is uploaded (and kept) after this event
+        self._uploaded_alone: Any = None  # that event when no frame is kept
         self._holds: list[Any] = []
         self._own: dict[tuple[int, int], _Own] = {}
         self._image: ImageBGR | None = None
@@ -88,7 +89,8 @@ class StreamFaceNetworks:
         self.shared.acquire()
         if self.cuda:
             self._stream = new_stream(self.device)
-            self._uploaded = torch.cuda.Event()
+            self._uploaded_alone = torch.cuda.Event()
+            self._uploaded = self._uploaded_alone
         self._opened = True
 
     def close(self) -> None:
@@ -98,7 +100,7 @@ class StreamFaceNetworks:
         if self._stream is not None:
             self._stream.synchronize()
         release_stream(self._stream)
-        self._stream = self._uploaded = None
+        self._stream = self._uploaded = self._uploaded_alone = None
         self._own.clear()
         self._image = self._frame_dev = self._kept_for = None
         self.shared.release()
@@ -132,16 +134,16 @@ class StreamFaceNetworks:
                 self._stream.wait_event(event)
             self._holds.clear()
             place.copy_(source, non_blocking=True)
-            if self.cuda:
-                self._uploaded.record(self._stream)
+            uploaded = self._uploaded_alone
             if own.kept:
                 k = own.next_kept
                 own.next_kept = (k + 1) % len(own.kept)
                 own.kept[k].copy_(place)
-                ready = own.kept_ready[k]
-                if ready is not None:
-                    ready.record(self._stream)
-                self._kept_for = (image_bgr, own.kept[k], own.kept_ready[k])
+                uploaded = own.kept_ready[k]
+                self._kept_for = (image_bgr, own.kept[k], uploaded)
+            if self.cuda:  # one event for the upload and the kept copy: one torch call less
+                uploaded.record(self._stream)
+                self._uploaded = uploaded
         self._image, self._found = image_bgr, None
         self._frame_dev = own.place_batch
 

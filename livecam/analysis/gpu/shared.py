@@ -42,6 +42,7 @@ from livecam.analysis.gpu.calls import (
     on_stream,
     run_detectors,
     run_mesh,
+    wait_done,
 )
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.roi import Roi
@@ -204,38 +205,49 @@ class SharedFaceNetworks:
             return stack
 
     def _capture(self, height_px: int, width_px: int) -> FrameStack:
+        """The stack's graphs. Each takes its inputs up from and its outputs down to pinned
+        memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
+        call of the thread running a batch gives the GIL up and queues to get it back
+        (device runs 66 and 89)."""
         stack = FrameStack(self.n_streams, height_px, width_px, self.device)
         with torch.inference_mode():
+            outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
             for b in mesh_buckets(self.n_streams):
-                index = self._index_dev[:b]
                 with self.on_stream(self._side):
-                    first = [d(stack.frames, frame_index=index) for d in self._detectors]
-                outs = tuple(t.clone() for found in first for t in found)
+                    first = [d(stack.frames, frame_index=self._index_dev[:b])
+                             for d in self._detectors]
+                outs_of[b] = tuple(t.clone() for found in first for t in found)
+            if not self._det_host:
+                self._det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
+                                       for t in outs_of[max(outs_of)])
+            for b, outs in outs_of.items():
 
-                def detect(index: torch.Tensor = index,
-                           outs: tuple[torch.Tensor, ...] = outs) -> None:
+                def detect(b: int = b, outs: tuple[torch.Tensor, ...] = outs) -> None:
+                    index = self._index_dev[:b]
+                    index.copy_(self._index_host[:b], non_blocking=True)
                     run_detectors(self._detectors, stack.frames, outs, index)
+                    torch._foreach_copy_([d[:b] for d in self._det_host], list(outs),
+                                         non_blocking=True)
 
                 stack.detect[b] = (CapturedCall(detect, device=self.device, stream=self._side,
                                                 use_graph=self.use_graphs), outs)
-            if not self._det_host:
-                widest = stack.detect[max(stack.detect)][1]
-                self._det_host = tuple(torch.zeros(t.shape, dtype=t.dtype,
-                                                   pin_memory=self.cuda) for t in widest)
             benign = torch.tensor([width_px / 2, height_px / 2,
                                    min(width_px, height_px) / 2, 0.0, 0.0])
             for b in mesh_buckets(self.max_mesh):
-                rows = self._rows_dev[:b]
                 out_lm = torch.zeros((b, NUM_LANDMARKS, 3), device=self.device)
                 out_presence = torch.zeros((b,), device=self.device)
 
-                def mesh(rows: torch.Tensor = rows, out_lm: torch.Tensor = out_lm,
+                def mesh(b: int = b, out_lm: torch.Tensor = out_lm,
                          out_presence: torch.Tensor = out_presence) -> None:
+                    rows = self._rows_dev[:b]
+                    rows.copy_(self._rows_host[:b], non_blocking=True)
                     run_mesh(self._mesh, stack.frames, rows[:, 4].long(), rows, out_lm,
                              out_presence)
+                    torch._foreach_copy_([t[:b] for t in self._mesh_host],
+                                         [out_lm, out_presence], non_blocking=True)
 
-                with self.on_stream(self._stream):  # a benign region for the warm-up runs
-                    rows.copy_(benign.expand(b, 5))
+                # a benign region for the warm-up runs (no batch runs while graphs are made)
+                self._rows_host[:b] = benign.expand(b, 5)
                 stack.mesh[b] = (CapturedCall(mesh, device=self.device, stream=self._stream,
                                               use_graph=self.use_graphs), out_lm, out_presence)
         return stack
@@ -270,7 +282,7 @@ class SharedFaceNetworks:
                 r.meshes.append(result)
         if detect:
             if self.cuda:
-                self._side.synchronize()
+                wait_done(self._side)  # mostly done: it ran beside the mesh
             for j, r in enumerate(detect):
                 r.found = frame_detections(self._det_host, j)
 
@@ -279,13 +291,9 @@ class SharedFaceNetworks:
         index = self._index_host.numpy()
         index[:len(slots)] = slots
         index[len(slots):bucket] = slots[0]  # padding: a real frame, results ignored
-        call, outs = stack.detect[bucket]
+        call, _ = stack.detect[bucket]
         with self.on_stream(self._side):
-            self._index_dev[:bucket].copy_(self._index_host[:bucket], non_blocking=True)
-            call()
-            # one call: each torch call gives the GIL up and waits to get it back
-            torch._foreach_copy_([d[:bucket] for d in self._det_host], list(outs),
-                                 non_blocking=True)
+            call()  # uploads the frames' indices, detects, downloads the detections
 
     def _mesh_chunk(self, stack: FrameStack, chunk: list[tuple[Request, Roi]]
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -295,13 +303,10 @@ class SharedFaceNetworks:
         rows[:n] = [(roi.center_x_px, roi.center_y_px, roi.size_px, roi.rotation_rad, r.slot)
                     for r, roi in chunk]
         rows[n:bucket] = rows[0]  # padding: a real region, results ignored
-        call, out_lm, out_presence = stack.mesh[bucket]
+        call = stack.mesh[bucket][0]
         lm_host, presence_host = self._mesh_host
         with self.on_stream(self._stream):
-            self._rows_dev[:bucket].copy_(self._rows_host[:bucket], non_blocking=True)
-            call()
-            lm_host[:bucket].copy_(out_lm, non_blocking=True)
-            presence_host[:bucket].copy_(out_presence, non_blocking=True)
+            call()  # uploads the rows, runs the mesh, downloads its outputs
         if self.cuda:
             self._stream.synchronize()
         return lm_host.numpy(), presence_host.numpy()
