@@ -11,11 +11,12 @@ creator removes the temp file it left, and two livecams that start at once use o
 An empty token file (what a livecam before this left when killed that way) is replaced by
 the next start, under the same lock.
 
-A token file that is a symbolic link is read through (dotfile managers link config files), but
-nothing is ever written through one: a link to an empty file or to none is refused, saying to
-delete the link. No livecam left it (its creates, the old ``O_EXCL`` one and the hard link
-now, fail on a link), so whoever made the link chose where a new secret would go: a file they
-can read, or one they can later swap for a token they know.
+A token file another user owns (the file, or a link's target) is refused: that user knows the
+token. A token file that is a symbolic link is read through (dotfile managers link config
+files), but nothing is ever written through one: a link to an empty file or to none is
+refused, saying to delete the link. No livecam left it (its creates, the old ``O_EXCL`` one
+and the hard link now, fail on a link), so whoever made the link chose where a new secret
+would go: a file they can read, or one they can later swap for a token they know.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def load_or_create_token(path: Path) -> str:
     elif temp_files(path.parent, path.name):
         _remove_temp_files_if_free(path)
     token = read_token(path)  # first: only a token file is tightened, never another one
+    _check_owner(path)
     _tighten(path)
     return token
 
@@ -194,6 +196,22 @@ def _remove_temp_files_if_free(path: Path) -> None:
     with held_if_free(token_lock_path(path)) as free:
         if free:
             remove_temp_files(path.parent, path.name)
+
+
+def _check_owner(path: Path) -> None:
+    """Refuse a token file (or a link's target) that another user owns: that user knows the
+    token, or can replace it with one they know, and would control this livecam. Root could
+    read it and set it to 600 whoever owns it, so mode checks alone do not stop this (a
+    ``control.token_file`` in /tmp, made there first by someone else)."""
+    if sys.platform == "win32":
+        return  # no POSIX owner there: the file's ACLs (the user's profile) protect it
+    owner, me = path.stat().st_uid, os.geteuid()
+    if owner != me:
+        raise ConfigError(
+            f"control API token {path} belongs to another user (uid {owner}, livecam runs as "
+            f"uid {me}), who can read or replace it and so control livecam: delete it (or the "
+            "link) so livecam creates its own, or set control.token_file to a path in a "
+            "folder only you can write")
 
 
 def _tighten(path: Path) -> None:

@@ -69,3 +69,44 @@ def test_a_token_file_that_cannot_be_made_says_so(tmp_path: Path, where: str) ->
     with pytest.raises(ConfigError, match=r"cannot be created .*: set control\.token_file"):
         load_or_create_token(path)
     assert (tmp_path / "plain").read_text() == "a file\n"
+
+
+def _another_users(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``path`` (a link's target) another user's. As root (how CI runs) it is given to
+    uid 4242 for real, and livecam runs as root: the case where ``chmod`` works on anyone's
+    file. Otherwise livecam's own uid is made to differ, through ``os.geteuid``, the call
+    livecam compares the owner with."""
+    if os.geteuid() == 0:
+        os.chown(path, 4242, 4242)
+    else:
+        me = os.geteuid()
+        monkeypatch.setattr(os, "geteuid", lambda: me + 1)
+
+
+@pytest.mark.parametrize("through_link", [False, True])
+def test_a_token_file_another_user_owns_is_refused_and_left_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, through_link: bool) -> None:
+    """A token in a file another user owns is a token that user knows (and can replace): a
+    start that used it would take that user's commands. Before, livecam running as root used
+    it, and set it to 600 if needed, whoever owned it (``control.token_file`` in a shared
+    folder such as /tmp, where anyone can make the file first)."""
+    planted = tmp_path / "shared" / "livecam-token"
+    planted.parent.mkdir()
+    planted.write_text("a-token-someone-else-knows\n")
+    os.chmod(planted, 0o600)
+    _another_users(planted, monkeypatch)
+    before = os.stat(planted)
+    path = planted
+    if through_link:
+        path = tmp_path / "cfg" / "api-token"
+        path.parent.mkdir(mode=0o700)
+        path.symlink_to(planted)
+    with pytest.raises(ConfigError) as raised:
+        load_or_create_token(path)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert str(path) in message and "another user" in message
+    assert "control.token_file" in message
+    after = os.stat(planted)
+    assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
+    assert planted.read_text() == "a-token-someone-else-knows\n"
