@@ -199,19 +199,25 @@ def _remove_temp_files_if_free(path: Path) -> None:
 
 
 def _check_owner(path: Path) -> None:
-    """Refuse a token file (or a link's target) that another user owns: that user knows the
-    token, or can replace it with one they know, and would control this livecam. Root could
-    read it and set it to 600 whoever owns it, so mode checks alone do not stop this (a
-    ``control.token_file`` in /tmp, made there first by someone else)."""
+    """Refuse a token file that another user owns, or a link to it that another user made:
+    that user knows the token (or the one word the link points at: ``/etc/hostname`` as
+    root), or can replace it, and would control this livecam. Root could read any such file
+    and set it to 600, so mode checks alone do not stop this (a ``control.token_file`` in
+    /tmp, made there first by someone else)."""
     if sys.platform == "win32":
         return  # no POSIX owner there: the file's ACLs (the user's profile) protect it
-    owner, me = path.stat().st_uid, os.geteuid()
-    if owner != me:
+    me = os.geteuid()
+    try:
+        owners = {os.lstat(path).st_uid, path.stat().st_uid}  # the link's, and the file's
+    except OSError as exc:  # removed since it was read
+        raise ConfigError(f"control API token {path} cannot be read: {exc.strerror}") from None
+    others = sorted(owners - {me})
+    if others:
         raise ConfigError(
-            f"control API token {path} belongs to another user (uid {owner}, livecam runs as "
-            f"uid {me}), who can read or replace it and so control livecam: delete it (or the "
-            "link) so livecam creates its own, or set control.token_file to a path in a "
-            "folder only you can write")
+            f"control API token {path} (or the link to it) belongs to another user (uid "
+            f"{others[0]}, livecam runs as uid {me}), who can read or replace it and so "
+            "control livecam: delete it (or the link) so livecam creates its own, or set "
+            "control.token_file to a path in a folder only you can write")
 
 
 def _tighten(path: Path) -> None:

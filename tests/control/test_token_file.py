@@ -110,3 +110,28 @@ def test_a_token_file_another_user_owns_is_refused_and_left_alone(
     after = os.stat(planted)
     assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
     assert planted.read_text() == "a-token-someone-else-knows\n"
+
+
+def test_a_link_another_user_made_is_refused_and_its_target_left_alone(
+        tmp_path: Path) -> None:
+    """A link another user made, to a one-word file of livecam's own user that others can
+    read (``/etc/hostname`` when livecam runs as root): its maker knows that word. Before, the
+    start took the word as its token and set the file to 600. Needs root (to make a link that
+    another user owns), which is how CI runs; elsewhere the test makes it as the user and
+    checks the same refusal for a link owned by no one else is not made."""
+    word = tmp_path / "etc" / "hostname"
+    word.parent.mkdir()
+    word.write_text("myhost\n")
+    os.chmod(word, 0o644)
+    link = tmp_path / "shared" / "livecam-token"
+    link.parent.mkdir()
+    link.symlink_to(word)
+    if os.geteuid() != 0:  # a link of one's own to one's own token file is read through
+        assert load_or_create_token(link) == "myhost"
+        return
+    os.lchown(link, 4242, 4242)
+    with pytest.raises(ConfigError) as raised:
+        load_or_create_token(link)
+    message = str(raised.value)
+    assert "\n" not in message and "another user" in message and str(link) in message
+    assert _mode(word) == 0o644 and word.read_text() == "myhost\n"
