@@ -275,6 +275,13 @@ def _mean(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _busy(value: dict[str, float] | None) -> str:
+    """The window's GPU busy share, "mean (min-max)" %, or "-" without samples."""
+    if not value:
+        return "-"
+    return f"{value['mean']:.0f} ({value['min']:.0f}-{value['max']:.0f})"
+
+
 def _mib(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
@@ -285,8 +292,9 @@ def print_table(report: dict[str, Any]) -> None:
     for name, error in report["errors"].items():
         print(f"ERROR in {name}: {error}")
     print("| run | fps/stream | capture->sink p50/p99 ms | late | analysis p50 | "
-          "swap.gpu p50/p99 | start s | GPU MiB at start | frames/tick | follower batch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "swap.gpu p50/p99 | GPU busy % | start s | GPU MiB at start | frames/tick | "
+          "follower batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, sec in report["sections"].items():
         if "streams" not in sec:
             continue
@@ -298,7 +306,8 @@ def print_table(report: dict[str, Any]) -> None:
               f"{worst['capture_to_sink_ms']['p99']:.1f} | {sum(x['late'] for x in st)} | "
               f"{worst['stages_ms'].get('analysis', {}).get('p50', float('nan')):.2f} | "
               f"{gpu.get('p50', float('nan')):.2f} / {gpu.get('p99', float('nan')):.2f} | "
-              f"{sec['start_s']:.1f} | {_mib(sec.get('start_gpu_mib'))} | "
+              f"{_busy(sec.get('gpu_busy'))} | {sec['start_s']:.1f} | "
+              f"{_mib(sec.get('start_gpu_mib'))} | "
               f"{_mean(sec.get('frames_per_tick'))} | "
               f"{_mean(sec.get('follower_batch'))} |")
     base = report["sections"].get("naive baseline")

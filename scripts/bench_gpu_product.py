@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         t1 = time.perf_counter()
         # a profiler attached from outside starts on this line (`py-spy record --pid`)
         print(f"measuring for {window_s:.1f} s (started in {start_s:.1f} s)", flush=True)
-        time.sleep(window_s)
+        with GpuBusy() as busy:
+            time.sleep(window_s)
         after = [a.metrics.counters() for a in streams.apps]
         t2 = time.perf_counter()
         per_stream = []
@@ -98,6 +100,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         hub = _hub(streams)
         windows = list(hub.window_per_tick) if hub is not None else []
         return {"start_s": start_s, "window_s": t2 - t1, "streams": per_stream,
+                # nvidia-smi's utilization.gpu over the window, %: min, mean, max, samples
+                "gpu_busy": busy.summary(),
                 # the device memory the streams took at start (models, slots, graph pools)
                 "start_gpu_mib": None if math.isnan(start_mib) else start_mib,
                 # ticks pasted in a larger window than the smallest (a face close to the camera)
@@ -112,6 +116,50 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "generator_mode": _generator_mode(hub)}
     finally:
         streams.stop()
+
+
+class GpuBusy:
+    """The GPU's busy share (nvidia-smi's ``utilization.gpu``: the time any kernel ran, %)
+    sampled every ``interval_ms`` while inside, so each run's window reports its own (the
+    notes of runs 92-96 could only read one log for the whole call). ``summary()``: min,
+    mean, max and the count of samples, or None where nvidia-smi is missing or gave none (a
+    CPU machine). Reads the first GPU's value, the one the benchmark runs on."""
+
+    def __init__(self, interval_ms: int = 200) -> None:
+        self.interval_ms = interval_ms
+        self.samples: list[float] = []
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> GpuBusy:
+        try:
+            self._proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                 f"-lms={self.interval_ms}", "--id=0"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:  # no nvidia-smi: no samples
+            self._proc = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            out, _ = self._proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            out, _ = self._proc.communicate()
+        for line in out.splitlines():
+            try:
+                self.samples.append(float(line.strip()))
+            except ValueError:  # a line of text ("[N/A]", an error): not a sample
+                continue
+
+    def summary(self) -> dict[str, float] | None:
+        if not self.samples:
+            return None
+        return {"min": min(self.samples), "mean": float(np.mean(self.samples)),
+                "max": max(self.samples), "n": float(len(self.samples))}
 
 
 def _gpu_reserved_mib(*, empty: bool = False) -> float:
