@@ -292,9 +292,9 @@ def print_table(report: dict[str, Any]) -> None:
     for name, error in report["errors"].items():
         print(f"ERROR in {name}: {error}")
     print("| run | fps/stream | capture->sink p50/p99 ms | late | analysis p50 | "
-          "swap.gpu p50/p99 | GPU busy % | start s | GPU MiB at start | frames/tick | "
-          "follower batch |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "swap.gpu p50/p99 | GPU busy % | start s | GPU MiB at start | pinned host MiB | "
+          "frames/tick | follower batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, sec in report["sections"].items():
         if "streams" not in sec:
             continue
@@ -308,6 +308,7 @@ def print_table(report: dict[str, Any]) -> None:
               f"{gpu.get('p50', float('nan')):.2f} / {gpu.get('p99', float('nan')):.2f} | "
               f"{_busy(sec.get('gpu_busy'))} | {sec['start_s']:.1f} | "
               f"{_mib(sec.get('start_gpu_mib'))} | "
+              f"{_mib((sec.get('host_pinned_mib') or {}).get('peak'))} | "
               f"{_mean(sec.get('frames_per_tick'))} | "
               f"{_mean(sec.get('follower_batch'))} |")
     base = report["sections"].get("naive baseline")

@@ -102,6 +102,9 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         return {"start_s": start_s, "window_s": t2 - t1, "streams": per_stream,
                 # nvidia-smi's utilization.gpu over the window, %: min, mean, max, samples
                 "gpu_busy": busy.summary(),
+                # page-locked host memory torch's caching host allocator holds (the capture's
+                # frames with gpu.pinned_capture, the stages' staging), MiB: now and at most
+                "host_pinned_mib": _host_pinned_mib(),
                 # the device memory the streams took at start (models, slots, graph pools)
                 "start_gpu_mib": None if math.isnan(start_mib) else start_mib,
                 # ticks pasted in a larger window than the smallest (a face close to the camera)
@@ -160,6 +163,22 @@ class GpuBusy:
             return None
         return {"min": min(self.samples), "mean": float(np.mean(self.samples)),
                 "max": max(self.samples), "n": float(len(self.samples))}
+
+
+def _host_pinned_mib() -> dict[str, float] | None:
+    """The pinned host memory torch's caching host allocator holds, MiB (``current`` and
+    ``peak`` of its ``allocated_bytes``: blocks in use and cached), or None without CUDA or
+    without those statistics (torch before 2.7)."""
+    import torch
+
+    stats_of = getattr(torch.cuda, "host_memory_stats", None)
+    if not torch.cuda.is_available() or stats_of is None:
+        return None
+    stats = stats_of()
+    got = {k: stats.get(f"allocated_bytes.{k}") for k in ("current", "peak")}
+    if any(v is None for v in got.values()):
+        return None
+    return {k: float(v) / 2**20 for k, v in got.items()}
 
 
 def _gpu_reserved_mib(*, empty: bool = False) -> float:

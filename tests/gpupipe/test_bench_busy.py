@@ -63,3 +63,20 @@ def test_without_nvidia_smi_there_is_no_summary(tmp_path: Path,
     with product.GpuBusy() as busy:
         pass
     assert busy.summary() is None
+
+
+def test_the_pinned_host_memory_is_read_from_torchs_host_allocator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pinned host memory a run holds (runs 92-96 left it unmeasured). This machine has
+    no CUDA, so torch's ``cuda.is_available`` and ``cuda.host_memory_stats`` answer as on the
+    H200; without CUDA there is nothing to report."""
+    import torch
+
+    product = _product(monkeypatch)
+    assert product._host_pinned_mib() is None  # no CUDA here
+    stats = {"allocated_bytes.current": 3 * 2**20, "allocated_bytes.peak": 25 * 2**20}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "host_memory_stats", lambda: stats)
+    assert product._host_pinned_mib() == {"current": 3.0, "peak": 25.0}
+    monkeypatch.setattr(torch.cuda, "host_memory_stats", dict)  # statistics of another torch
+    assert product._host_pinned_mib() is None
