@@ -6,10 +6,14 @@ and the daemon's long-run behaviour working."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -37,3 +41,33 @@ def test_two_minute_soak_is_clean(tmp_path: Path) -> None:
     assert len({name for name, _ in seen if name}) >= 2 and any(b for _, b in seen)
     assert summary["ctl_calls"] > 20 and summary["ctl_failures"] == 0
     assert "| minutes | RSS MB" in result.stdout
+
+
+def _verdict_of(threads: list[int]) -> dict[str, Any]:
+    """soak.py's verdict on samples taken after the warm-up whose thread counts are
+    ``threads`` (all else steady)."""
+    sys.path.insert(0, str(SOAK.parent))  # soak.py imports daemon_harness beside it
+    try:
+        spec = importlib.util.spec_from_file_location("soak", SOAK)
+        assert spec is not None and spec.loader is not None
+        soak_py = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(soak_py)
+    finally:
+        sys.path.remove(str(SOAK.parent))
+    samples = [{"t_s": 30.0 + 5 * k, "rss_mb": 270.0, "threads": n, "fds": 15,
+                "fps_out": 30.0, "p99_ms": 40.0, "sent": 100 * k, "stage_errors": 0,
+                "log_errors": 0, "non_json": 0} for k, n in enumerate(threads)]
+    soak = SimpleNamespace(samples=samples, ctl_calls=30, ctl_failures=[])
+    args = argparse.Namespace(warmup_s=30.0, duration_s=120.0, max_rss_growth_pct=5.0)
+    return soak_py.verdict(soak, args, 0, 0.1)  # type: ignore[no-any-return]
+
+
+def test_threads_that_come_and_go_are_no_leak_and_one_that_stays_is() -> None:
+    """CI on a loaded 2-core host failed the soak with "threads grew 19.0 -> 21.0": the daemon's
+    thread count moves between 17 and 23 from one sample to the next (the native libraries'
+    pools, connections), and two transients in the last quarter moved its median. A leak is a
+    thread that stays: it raises the fewest threads seen."""
+    steady = [19, 17, 19, 19, 18, 19, 19, 17, 19, 19, 19, 19, 21, 21, 17, 19]
+    assert _verdict_of(steady)["failures"] == []
+    leaked = [19, 17, 19, 19, 18, 19, 19, 17, 19, 19, 19, 19, 20, 20, 20, 21]
+    assert _verdict_of(leaked)["failures"] == ["threads grew 17.0 -> 20.0"]
