@@ -63,11 +63,14 @@ def _verdict_of(threads: list[int]) -> dict[str, Any]:
 
 
 def test_threads_that_come_and_go_are_no_leak_and_one_that_stays_is() -> None:
-    """CI on a loaded 2-core host failed the soak with "threads grew 19.0 -> 21.0": the daemon's
-    thread count moves between 17 and 23 from one sample to the next (the native libraries'
-    pools, connections), and two transients in the last quarter moved its median. A leak is a
-    thread that stays: it raises the fewest threads seen."""
-    steady = [19, 17, 19, 19, 18, 19, 19, 17, 19, 19, 19, 19, 21, 21, 17, 19]
-    assert _verdict_of(steady)["failures"] == []
-    leaked = [19, 17, 19, 19, 18, 19, 19, 17, 19, 19, 19, 19, 20, 20, 20, 21]
-    assert _verdict_of(leaked)["failures"] == ["threads grew 17.0 -> 20.0"]
+    """Two CI soaks on a loaded 2-core host failed with "threads grew 19.0 -> 21.0" (the
+    medians of a quarter's four samples) and "17.0 -> 19.0" (the fewest of each quarter):
+    the daemon's thread count sits at 19 with samples of 14 to 25 between (the looping
+    clip's decoder threads end and start again). These are that second run's samples after
+    the warm-up. A leak is a thread that stays."""
+    ci_run = [19, 17, 19, 17, 19, 19, 19, 19, 14, 25, 19, 19, 19, 19, 21, 19, 19, 19, 19]
+    assert _verdict_of(ci_run)["failures"] == []
+    spikes_late = [19, 17, 19, 19, 18, 19, 19, 19, 19, 19, 21, 21, 19, 23, 19, 19, 17, 19]
+    assert _verdict_of(spikes_late)["failures"] == []
+    leaked = [19, 17, 19, 19, 18, 19, 19, 19, 19, 20, 20, 20, 21, 20, 21, 21, 22, 22]
+    assert _verdict_of(leaked)["failures"] == ["threads grew 19.0 -> 21.0"]
