@@ -64,8 +64,9 @@ class FrameStack:
                  device: torch.device) -> None:
         self.frames = torch.zeros((n_streams, height_px, width_px, 3), dtype=torch.uint8,
                                   device=device)
-        self.detect: dict[int, tuple[CapturedCall, tuple[torch.Tensor, ...]]] = {}
-        self.mesh: dict[int, tuple[CapturedCall, torch.Tensor, torch.Tensor]] = {}
+        # a graph per bucket (its outputs live in its function's defaults)
+        self.detect: dict[int, CapturedCall] = {}
+        self.mesh: dict[int, CapturedCall] = {}
 
 
 class SharedFaceNetworks:
@@ -229,8 +230,8 @@ class SharedFaceNetworks:
                     torch._foreach_copy_([d[:b] for d in self._det_host], list(outs),
                                          non_blocking=True)
 
-                stack.detect[b] = (CapturedCall(detect, device=self.device, stream=self._side,
-                                                use_graph=self.use_graphs), outs)
+                stack.detect[b] = CapturedCall(detect, device=self.device, stream=self._side,
+                                               use_graph=self.use_graphs)
             benign = torch.tensor([width_px / 2, height_px / 2,
                                    min(width_px, height_px) / 2, 0.0, 0.0])
             for b in mesh_buckets(self.max_mesh):
@@ -248,8 +249,8 @@ class SharedFaceNetworks:
 
                 # a benign region for the warm-up runs (no batch runs while graphs are made)
                 self._rows_host[:b] = benign.expand(b, 5)
-                stack.mesh[b] = (CapturedCall(mesh, device=self.device, stream=self._stream,
-                                              use_graph=self.use_graphs), out_lm, out_presence)
+                stack.mesh[b] = CapturedCall(mesh, device=self.device, stream=self._stream,
+                                             use_graph=self.use_graphs)
         return stack
 
     # -- batches -----------------------------------------------------------------------------
@@ -291,9 +292,8 @@ class SharedFaceNetworks:
         index = self._index_host.numpy()
         index[:len(slots)] = slots
         index[len(slots):bucket] = slots[0]  # padding: a real frame, results ignored
-        call, _ = stack.detect[bucket]
         with self.on_stream(self._side):
-            call()  # uploads the frames' indices, detects, downloads the detections
+            stack.detect[bucket]()  # uploads the frames' indices, detects, downloads the detections
 
     def _mesh_chunk(self, stack: FrameStack, chunk: list[tuple[Request, Roi]]
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -303,10 +303,9 @@ class SharedFaceNetworks:
         rows[:n] = [(roi.center_x_px, roi.center_y_px, roi.size_px, roi.rotation_rad, r.slot)
                     for r, roi in chunk]
         rows[n:bucket] = rows[0]  # padding: a real region, results ignored
-        call = stack.mesh[bucket][0]
         lm_host, presence_host = self._mesh_host
         with self.on_stream(self._stream):
-            call()  # uploads the rows, runs the mesh, downloads its outputs
+            stack.mesh[bucket]()  # uploads the rows, runs the mesh, downloads its outputs
         if self.cuda:
             self._stream.synchronize()
         return lm_host.numpy(), presence_host.numpy()
