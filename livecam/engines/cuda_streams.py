@@ -16,6 +16,14 @@ closed pipeline's streams aborted the process with "invalid device context"). A 
 hands its streams back (:func:`release_stream`) and the next :func:`new_stream` reuses them, so
 opening and closing pipelines does not grow their number. Where the driver cannot be reached
 that way, torch's pool serves, with a warning.
+
+``urgent`` streams get the device's highest priority: the GPU's block scheduler starts their
+kernels ahead of those queued on ordinary streams (nothing running is preempted), and a CUDA
+graph replays at the priority of the stream it is launched into. The face follower's networks
+use them: their thread waits for each result before the next frame's work, while the swap's
+ticks are in flight and wait for nobody. With the GPU 80-90 % busy on one stream offline
+(docs/perf-notes.md, run 100), the follower's small kernels otherwise queue behind the
+generator's.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ _CU_STREAM_NON_BLOCKING = 1
 _lock = threading.Lock()
 _driver: Any = None
 _driver_tried = False
-_free: dict[int, list[Any]] = {}  # device index -> streams handed back, reused first
+#: (device index, priority) -> streams handed back, reused first
+_free: dict[tuple[int, int], list[Any]] = {}
 
 
 def _load_driver() -> Any:
@@ -61,26 +70,32 @@ def _load_driver() -> Any:
         return _driver
 
 
-def new_stream(device: Any) -> Any:
-    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller holds;
-    torch's pooled stream where the driver is not reachable."""
+def new_stream(device: Any, *, urgent: bool = False) -> Any:
+    """A non-blocking CUDA stream on ``device`` (a ``torch.device``) that no other caller holds,
+    at the device's highest priority when ``urgent`` (else the default one); torch's pooled
+    stream where the driver is not reachable."""
     import torch
 
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
+    # (least, greatest): 0 and a negative number on CUDA devices; lower runs first. A static
+    # method at run time; torch's stubs declare it on instances
+    priority = torch.cuda.Stream.priority_range()[1] if urgent else 0  # type: ignore[call-arg]
     with _lock:
-        if _free.get(index):
-            return _free[index].pop()
+        if _free.get((index, priority)):
+            return _free[(index, priority)].pop()
     driver = _load_driver()
     if driver is not None:
         with torch.cuda.device(index):
             torch.cuda.current_stream(index).synchronize()  # the primary context is current
             handle = ctypes.c_void_p()
-            err = driver.cuStreamCreate(ctypes.byref(handle), _CU_STREAM_NON_BLOCKING)
+            err = driver.cuStreamCreateWithPriority(ctypes.byref(handle),
+                                                    _CU_STREAM_NON_BLOCKING, priority)
         if err == 0 and handle.value:
             return torch.cuda.ExternalStream(handle.value, device=torch.device("cuda", index))
-        log.warning("cuStreamCreate failed (CUresult %d): using torch's pooled streams", err)
-    return torch.cuda.Stream(device)
+        log.warning("cuStreamCreateWithPriority failed (CUresult %d): using torch's pooled "
+                    "streams", err)
+    return torch.cuda.Stream(device, priority=priority)
 
 
 def release_stream(stream: Any) -> None:
@@ -92,4 +107,4 @@ def release_stream(stream: Any) -> None:
         return
     stream.synchronize()
     with _lock:
-        _free.setdefault(stream.device.index, []).append(stream)
+        _free.setdefault((stream.device.index, stream.priority), []).append(stream)

@@ -71,3 +71,22 @@ def test_a_capture_survives_other_threads_working_on_their_own_streams() -> None
             w.join()
     assert not errors
     assert float(b.sum()) == 128.0
+
+
+def test_urgent_streams_run_at_the_highest_priority_and_are_reused_as_such() -> None:
+    from livecam.engines.cuda_streams import new_stream, release_stream
+
+    device = torch.device("cuda")
+    greatest = torch.cuda.Stream.priority_range()[1]
+    assert greatest < 0  # the device has priorities to give (every CUDA GPU since Kepler)
+    urgent = [new_stream(device, urgent=True) for _ in range(3)]
+    plain = [new_stream(device) for _ in range(3)]
+    assert {s.priority for s in urgent} == {greatest}
+    assert {s.priority for s in plain} == {0}
+    for s in urgent + plain:
+        release_stream(s)
+    again = new_stream(device, urgent=True)  # an urgent one back, not a plain one
+    assert again.priority == greatest
+    assert again.cuda_stream in {s.cuda_stream for s in urgent}
+    release_stream(again)
+

@@ -88,7 +88,7 @@ class StreamFaceNetworks:
             return
         self.shared.acquire()
         if self.cuda:
-            self._stream = new_stream(self.device)
+            self._stream = new_stream(self.device, urgent=True)
             self._uploaded_alone = torch.cuda.Event()
             self._uploaded = self._uploaded_alone
         self._opened = True

@@ -165,9 +165,10 @@ class GpuFaceNetworks:
                                    compile_dir=self.compile_dir)
         if self.cuda:
             # streams of their own (livecam.engines.cuda_streams): torch's pooled ones are
-            # shared with the other pipeline streams of the process
-            self._stream = new_stream(self.device)
-            self._side = new_stream(self.device)
+            # shared with the other pipeline streams of the process; urgent: this thread
+            # waits for each result, the swap's ticks wait for nobody
+            self._stream = new_stream(self.device, urgent=True)
+            self._side = new_stream(self.device, urgent=True)
             self._detected_alone = torch.cuda.Event()
             self._detected = self._detected_alone
             self._uploaded = torch.cuda.Event()

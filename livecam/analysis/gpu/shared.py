@@ -157,8 +157,8 @@ class SharedFaceNetworks:
         self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
                                compile_dir=self.compile_dir)
         if self.cuda:
-            self._stream = new_stream(self.device)
-            self._side = new_stream(self.device)
+            self._stream = new_stream(self.device, urgent=True)
+            self._side = new_stream(self.device, urgent=True)
         pinned, n, m = self.cuda, self.n_streams, self.max_mesh
         self._index_host = torch.zeros((n,), dtype=torch.int64, pin_memory=pinned)
         self._index_dev = torch.zeros((n,), dtype=torch.int64, device=self.device)

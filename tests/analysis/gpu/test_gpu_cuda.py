@@ -100,3 +100,16 @@ def test_compiled_networks_in_cuda_graphs_find_what_the_plain_ones_find(  # type
         if mesh is not None and mesh_c is not None:
             assert np.linalg.norm(mesh.landmarks_xy - mesh_c.landmarks_xy, axis=1).mean() < 1.0
     assert len(tiled.faces) == len(tiled_c.faces), (len(tiled.faces), len(tiled_c.faces))
+
+
+def test_the_face_followers_networks_wait_on_urgent_streams() -> None:
+    """Their thread waits for each result; the swap's ticks beside them wait for nobody."""
+    from livecam.analysis.gpu.networks import GpuFaceNetworks
+
+    nets = GpuFaceNetworks(device="cuda", detector_model="short")
+    nets.open()
+    try:
+        greatest = torch.cuda.Stream.priority_range()[1]
+        assert nets._stream.priority == greatest and nets._side.priority == greatest
+    finally:
+        nets.close()
