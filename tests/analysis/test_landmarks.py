@@ -45,3 +45,20 @@ def test_five_point_equals_the_means_of_its_points_bit_for_bit() -> None:
                          mesh[:, lmk.NOSE_TIP], mesh[:, lmk.MOUTH_IMAGE_LEFT],
                          mesh[:, lmk.MOUTH_IMAGE_RIGHT]], axis=1)
         assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
+def test_six_keypoints_equal_the_means_of_their_points_bit_for_bit() -> None:
+    """The eyes and the tragions computed in pairs: the same float32 bits as each keypoint's
+    mean of its points."""
+    from livecam.analysis import landmarks as lmk
+
+    rng = np.random.default_rng(4)
+    for k in (468, 478):
+        for n in (1, 4):
+            mesh = (rng.random((n, k, 2)) * 1900).astype(np.float32)
+            want = np.stack([mesh[:, list(lmk.EYE_IMAGE_LEFT)].mean(axis=1),
+                             mesh[:, list(lmk.EYE_IMAGE_RIGHT)].mean(axis=1),
+                             mesh[:, lmk.NOSE_TIP], mesh[:, list(LIP_MIDPOINTS)].mean(axis=1),
+                             mesh[:, TRAGION_IMAGE_LEFT], mesh[:, TRAGION_IMAGE_RIGHT]], axis=1)
+            got = six_keypoints(mesh)
+            assert got.dtype == np.float32 and np.array_equal(got, want)
