@@ -57,7 +57,12 @@ from livecam.analysis.observations import (
     mesh_observation,
     overlaps,
 )
-from livecam.analysis.roi import box_from_landmarks, boxes_from_landmarks, roi_from_detection
+from livecam.analysis.roi import (
+    Roi,
+    box_from_landmarks,
+    boxes_from_landmarks,
+    roi_from_detection,
+)
 from livecam.analysis.select import FaceSelector
 from livecam.analysis.smooth import LandmarkSmoother
 from livecam.config.analysis import AnalysisConfig
@@ -104,6 +109,7 @@ class FaceFollower:
         self.last_timings_ms: dict[str, float] = {}
         self.last_frame_detected = False
         self._marks: dict[int, np.ndarray] = {}  # followed track id -> raw landmarks (K, 2)
+        self._rois: dict[int, Roi] = {}  # the ROIs of those landmarks, where known
         self._last_marks: dict[int, np.ndarray] = {}  # any track's last raw landmarks
         self._scores: dict[int, float] = {}
         self._box_only = BoxOnlyMemory()
@@ -140,7 +146,8 @@ class FaceFollower:
         gap = 1 if self._last_index is None else max(1, index - self._last_index)
         self._last_index = index
         carried = mesh_runs.carry(self.networks, image, self._marks,
-                                  self.tracker.velocities_px(), self._scores, gap, timings)
+                                  self.tracker.velocities_px(), self._scores, gap, timings,
+                                  self._rois)
         whole, searched = self._detect(image, index, first, any_overlap(carried), timings)
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
@@ -307,7 +314,7 @@ class FaceFollower:
         # plain ints and bools: iterating numpy arrays makes a numpy scalar per element
         track_ids, pending_ids = result.track_ids.tolist(), result.pending_track_ids.tolist()
         alive = set(track_ids) | set(pending_ids)
-        self._marks = {}
+        self._marks, self._rois = {}, {}
         used: set[int] = set()
         rows: list[tuple[int, Observation, bool]] = []  # confirmed, followed
         held: list[tuple[int, Observation, Unswappable]] = []
@@ -329,10 +336,12 @@ class FaceFollower:
         for tid, o, _ in [(t, o, r) for t, o, r in held if t >= 0 and o.mesh is not None]:
             # pending faces are carried too, so the next frame can confirm them
             self._marks[tid] = o.mesh.landmarks_xy  # type: ignore[union-attr]
+            self._note_roi(tid, o)
             self._scores[tid] = o.score
         for tid, o, _ in rows:
             assert o.mesh is not None
             self._marks[tid] = o.mesh.landmarks_xy
+            self._note_roi(tid, o)
             # a carried observation keeps the score of the detection that started it
             self._scores[tid] = o.score
         self._last_marks.update(self._marks)
@@ -347,6 +356,11 @@ class FaceFollower:
         # (``lost`` is a new object each frame: no empty one made only to be concatenated)
         withheld = WithheldFaces.concat([as_withheld(held), lost]) if held else lost
         return faces, withheld
+
+    def _note_roi(self, tid: int, o: Observation) -> None:
+        """Keep the ROI of the landmarks just kept for ``tid``, where known (the next carry's)."""
+        if o.roi is not None:
+            self._rois[tid] = o.roi
 
     def _smoothed(self, rows: list[tuple[int, Observation, bool]], dt_s: float) -> Faces:
         self.smoother.keep_only({t for t, _, _ in rows})

@@ -23,7 +23,12 @@ from livecam.analysis.observations import (
     mesh_observation,
     share_inside,
 )
-from livecam.analysis.roi import Roi, roi_from_detection, roi_from_landmarks
+from livecam.analysis.roi import (
+    Roi,
+    box_and_roi_from_landmarks,
+    roi_from_detection,
+    roi_from_landmarks,
+)
 from livecam.core.types import Faces, ImageBGR
 from livecam.track.bytetrack import iou_matrix
 
@@ -46,33 +51,41 @@ def _add_mesh_ms(timings: dict[str, float], t0_ns: int) -> None:
 
 def carry(networks: FaceNetworks, image: ImageBGR, marks: dict[int, np.ndarray],
           velocities_px: dict[int, tuple[float, float]], scores: dict[int, float], gap: int,
-          timings: dict[str, float]) -> list[Observation]:
+          timings: dict[str, float], rois: dict[int, Roi] | None = None) -> list[Observation]:
     """Meshes on ROIs from each followed track's last landmarks ``marks`` (track id -> (K, 2)
     px), moved ``gap`` frames on by the track's velocity (px per frame); one observation per
-    mesh found, carried from its track and with the track's score (default 1.0)."""
+    mesh found, carried from its track and with the track's score (default 1.0), and with the
+    ROI its landmarks give. ``rois``: those landmarks' ROIs where known (an observation's
+    ``roi`` of the frame before), so not computed again."""
     track_ids = list(marks)
     if not track_ids:
         return []
     t = time.perf_counter_ns()
-    rois: list[Roi] = []
+    rois_now: list[Roi] = []
     for tid in track_ids:
         vx, vy = velocities_px.get(tid, (0.0, 0.0))
-        rois.append(roi_from_landmarks(marks[tid]).shifted(vx * gap, vy * gap))
-    meshes = networks.landmarks(image, rois)
-    # A face moving faster than its track predicts sits off the ROI's centre, and the
-    # mesh of an off-centre face lags it (about half the offset, measured): look once
-    # more, centred where the mesh found it, rather than fall further behind each frame.
-    for i, (roi, mesh) in enumerate(zip(rois, meshes, strict=True)):
+        known = rois.get(tid) if rois else None
+        roi = known if known is not None else roi_from_landmarks(marks[tid])
+        rois_now.append(roi.shifted(vx * gap, vy * gap))
+    meshes = networks.landmarks(image, rois_now)
+    out: list[Observation] = []
+    for tid, roi, mesh in zip(track_ids, rois_now, meshes, strict=True):
         if mesh is None:
             continue
-        again = roi_from_landmarks(mesh.landmarks_xy)
+        box, again = box_and_roi_from_landmarks(mesh.landmarks_xy)
+        # A face moving faster than its track predicts sits off the ROI's centre, and the
+        # mesh of an off-centre face lags it (about half the offset, measured): look once
+        # more, centred where the mesh found it, rather than fall further behind each frame.
         offset_px = math.hypot(again.center_x_px - roi.center_x_px,
                                again.center_y_px - roi.center_y_px)
         if offset_px > _RECENTER_FRACTION * roi.size_px:
-            meshes[i] = networks.landmarks(image, [again])[0] or mesh
+            centred = networks.landmarks(image, [again])[0]
+            if centred is not None:
+                mesh = centred
+                box, again = box_and_roi_from_landmarks(mesh.landmarks_xy)
+        out.append(Observation(box, scores.get(tid, 1.0), mesh, carried_from=tid, roi=again))
     _add_mesh_ms(timings, t)
-    return [mesh_observation(m, scores.get(tid, 1.0), tid)
-            for tid, m in zip(track_ids, meshes, strict=True) if m is not None]
+    return out
 
 
 def settled(networks: FaceNetworks, image: ImageBGR, mesh: MeshResult) -> MeshResult:

@@ -16,7 +16,7 @@ import numpy as np
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.keepgil import copy_into
 from livecam.analysis.mesh import MeshResult
-from livecam.analysis.roi import box_from_landmarks
+from livecam.analysis.roi import Roi, box_from_landmarks
 from livecam.core.types import Unswappable, WithheldFaces
 from livecam.track.bytetrack import PAIRS_IN_PYTHON, box_iou, iou_matrix
 
@@ -28,13 +28,15 @@ SAME_FACE_IOU = 0.3
 class Observation:
     """One face seen in this frame: ``box_xyxy`` (4,) px (around the mesh, or the detection
     box), ``score``, ``mesh`` (None for a box-only face, then ``reason`` says why) and
-    ``carried_from`` (the track whose landmarks gave the ROI, -1 for a detection)."""
+    ``carried_from`` (the track whose landmarks gave the ROI, -1 for a detection); ``roi``:
+    the ROI the mesh's landmarks give the next frame's carry, where it is known already."""
 
     box_xyxy: np.ndarray
     score: float
     mesh: MeshResult | None = None
     reason: Unswappable = Unswappable.NO_MESH
     carried_from: int = -1
+    roi: Roi | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,3 +53,14 @@ def test_box_from_landmarks_is_one_row_of_boxes_from_landmarks() -> None:
         for face, box in zip(faces, boxes, strict=True):
             one = box_from_landmarks(face)
             assert one.dtype == np.float32 and one.tobytes() == box.tobytes()
+
+
+def test_box_and_roi_from_landmarks_are_each_alone() -> None:
+    from livecam.analysis.roi import box_and_roi_from_landmarks, box_from_landmarks
+
+    lm = np.random.default_rng(6).uniform(-20, 1900, (3, 468, 2))
+    for dtype in (np.float32, np.float64):
+        for face in lm.astype(dtype):
+            box, roi = box_and_roi_from_landmarks(face)
+            assert box.dtype == np.float32 and box.tobytes() == box_from_landmarks(face).tobytes()
+            assert roi == roi_from_landmarks(face)
