@@ -156,9 +156,17 @@ def _assign(similarity: np.ndarray, min_similarity: float,
         if similarity[0, 0] >= min_similarity:
             return [(0, 0)], [], []
         return [], [0], [0]
-    cost = np.where(similarity >= min_similarity, 1.0 - similarity, 1e6)
-    r, c = linear_sum_assignment(cost)
-    pairs = [(int(i), int(j)) for i, j in zip(r, c, strict=True) if cost[i, j] < 1e5]
+    # Faces apart from each other, the usual case: no track and no detection has more than
+    # one acceptable partner. Those pairs are then the solver's answer (any assignment
+    # without one of them costs 1e6 more), in its order (by row): no solver needed.
+    acceptable = [[j for j, v in enumerate(row) if v >= min_similarity]
+                  for row in similarity.tolist()]
+    pairs = [(i, js[0]) for i, js in enumerate(acceptable) if js]
+    if (any(len(js) > 1 for js in acceptable)
+            or len({j for _, j in pairs}) < len(pairs)):
+        cost = np.where(similarity >= min_similarity, 1.0 - similarity, 1e6)
+        r, c = linear_sum_assignment(cost)
+        pairs = [(int(i), int(j)) for i, j in zip(r, c, strict=True) if cost[i, j] < 1e5]
     used_r = {i for i, _ in pairs}
     used_c = {j for _, j in pairs}
     return pairs, [i for i in range(rows) if i not in used_r], [

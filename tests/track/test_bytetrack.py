@@ -264,3 +264,27 @@ def test_float32_boxes_track_as_their_float64_copies_do() -> None:
                         strict=True):
             np.testing.assert_array_equal(x, y)
         assert t32.velocities_px() == t64.velocities_px()
+
+
+def test_assign_without_the_solver_gives_the_solvers_pairs() -> None:
+    """Where no row and no column has two acceptable partners, _assign skips the solver:
+    the same pairs and leftovers as the Hungarian solver's, in its order."""
+    from scipy.optimize import linear_sum_assignment
+
+    from livecam.track.bytetrack import _assign
+
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        rows, cols = (int(v) for v in rng.integers(0, 7, 2))
+        sim = rng.uniform(0, 1, (rows, cols)) * (rng.uniform(0, 1, (rows, cols))
+                                                 < rng.uniform(0, 0.6))
+        if sim.size and rng.uniform() < 0.05:
+            sim[rng.integers(rows), rng.integers(cols)] = np.nan
+        min_sim = float(rng.choice([1e-6, 0.1, 0.5, 0.8]))
+        pairs, free_r, free_c = _assign(sim, min_sim)
+        cost = np.where(sim >= min_sim, 1.0 - sim, 1e6)
+        r, c = linear_sum_assignment(cost)
+        want = [(int(i), int(j)) for i, j in zip(r, c, strict=True) if cost[i, j] < 1e5]
+        assert pairs == want
+        assert free_r == [i for i in range(rows) if i not in {p[0] for p in want}]
+        assert free_c == [j for j in range(cols) if j not in {p[1] for p in want}]
