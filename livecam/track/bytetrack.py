@@ -120,7 +120,13 @@ def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:
         # tolist of float32 gives the float64 values a cast would: no cast (see _float_boxes)
         cols = b.tolist()
         return np.array([[box_iou(row, col) for col in cols] for row in a.tolist()])
-    return iou_matrix_numpy(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False))
+    return iou_matrix_numpy(_float64(a), _float64(b))
+
+
+def _float64(boxes: np.ndarray) -> np.ndarray:
+    """float32 or float64 boxes (N, 4) as float64, the float32 ones through Python floats
+    (the values a cast gives, see _float_boxes; the cast would let go of the GIL)."""
+    return boxes if boxes.dtype == np.float64 else np.array(boxes.tolist()).reshape(-1, 4)
 
 
 def _float_boxes(boxes: object) -> np.ndarray:
@@ -276,9 +282,11 @@ class ByteTracker:
                 return np.array([[box_iou(box, rows[d]) * w
                                   for d, w in zip(det_idx, weight, strict=True)]
                                  for box in (t.box() for t in tracks)])
-            sim = iou_matrix_numpy(_boxes(tracks), boxes[det_idx])
+            # the detections' rows from Python floats: an index by a list (a gather)
+            # would let go of the GIL
+            sim = iou_matrix_numpy(_boxes(tracks), np.array([rows[d] for d in det_idx]))
             if s.fuse_detection_score:
-                sim = sim * scores[det_idx][None, :]
+                sim = sim * np.array([score_list[d] for d in det_idx])[None, :]
             return sim
 
         def apply(track: _Track, det: int) -> None:
