@@ -30,6 +30,13 @@ def column_means(xy: np.ndarray) -> np.ndarray:
     return np.add.accumulate(xy, axis=0)[-1] / len(xy)
 
 
+def _float64_column_means(xy: np.ndarray) -> tuple[float, float]:
+    """:func:`column_means` of a float64 (K, 2) array as Python floats: the division by K in
+    Python's float64 arithmetic (numpy's, bit for bit) without another small array."""
+    sx, sy = np.add.accumulate(xy, axis=0)[-1].tolist()
+    return sx / len(xy), sy / len(xy)
+
+
 def _alpha(cutoff_hz: float, dt_s: float) -> float:
     tau = 1.0 / (2.0 * math.pi * cutoff_hz)
     return 1.0 / (1.0 + tau / dt_s)
@@ -99,7 +106,8 @@ class LandmarkSmoother:
         delta = np.empty(state.xy.shape)  # float64 (K, 2)
         for s in pieces:
             np.subtract(np.positive(landmarks_xy[s], out=delta[s]), state.xy[s], out=delta[s])
-        raw_vx, raw_vy = (column_means(delta) / dt_s).tolist()
+        mean_dx, mean_dy = _float64_column_means(delta)
+        raw_vx, raw_vy = mean_dx / dt_s, mean_dy / dt_s
         a_d = _alpha(self.derivative_cutoff_hz, dt_s)
         vx = a_d * raw_vx + (1 - a_d) * state.velocity_px_s[0]
         vy = a_d * raw_vy + (1 - a_d) * state.velocity_px_s[1]
@@ -117,7 +125,7 @@ class LandmarkSmoother:
     def _clamp_lag(self, state: _State, raw_xy: np.ndarray) -> None:
         # the means' difference in Python floats: the float32 mean of float32 landmarks less
         # the float64 one, as numpy's mixed subtraction gives it, without its cast
-        (rx, ry), (sx, sy) = column_means(raw_xy).tolist(), column_means(state.xy).tolist()
+        (rx, ry), (sx, sy) = column_means(raw_xy).tolist(), _float64_column_means(state.xy)
         lag_x, lag_y = rx - sx, ry - sy
         lag_px = float(np.hypot(lag_x, lag_y))  # numpy's hypot: math.hypot may differ by 1 ulp
         xs = raw_xy[:, 0]
