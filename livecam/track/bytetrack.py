@@ -50,6 +50,11 @@ class _Track:
         return (x - half_w, y - half_h, x + half_w, y + half_h)
 
 
+def _rows(rows: list[list[float]], which: list[int]) -> np.ndarray:
+    """(len(which), 4) float64 boxes picked from ``rows``: a gather would let go of the GIL."""
+    return np.array([rows[i] for i in which], np.float64).reshape(-1, 4)
+
+
 def _boxes(tracks: Sequence[_Track]) -> np.ndarray:
     """(T, 4) float64 Kalman boxes of ``tracks``."""
     return np.array([t.box() for t in tracks]).reshape(-1, 4)
@@ -116,17 +121,11 @@ def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:
     a, b = _float_boxes(a_xyxy), _float_boxes(b_xyxy)
     if len(a) == 0 or len(b) == 0:
         return np.zeros((len(a), len(b)))
+    # tolist of float32 gives the float64 values a cast would: no cast (see _float_boxes)
+    a_rows, b_rows = a.tolist(), b.tolist()
     if len(a) * len(b) <= PAIRS_IN_PYTHON:
-        # tolist of float32 gives the float64 values a cast would: no cast (see _float_boxes)
-        cols = b.tolist()
-        return np.array([[box_iou(row, col) for col in cols] for row in a.tolist()])
-    return iou_matrix_numpy(_float64(a), _float64(b))
-
-
-def _float64(boxes: np.ndarray) -> np.ndarray:
-    """float32 or float64 boxes (N, 4) as float64, the float32 ones through Python floats
-    (the values a cast gives, see _float_boxes; the cast would let go of the GIL)."""
-    return boxes if boxes.dtype == np.float64 else np.array(boxes.tolist()).reshape(-1, 4)
+        return np.array([[box_iou(row, col) for col in b_rows] for row in a_rows])
+    return iou_matrix_numpy(np.array(a_rows).reshape(-1, 4), np.array(b_rows).reshape(-1, 4))
 
 
 def _float_boxes(boxes: object) -> np.ndarray:
@@ -162,14 +161,12 @@ def _assign(similarity: np.ndarray, min_similarity: float,
         if similarity[0, 0] >= min_similarity:
             return [(0, 0)], [], []
         return [], [0], [0]
-    # Faces apart from each other, the usual case: no track and no detection has more than
-    # one acceptable partner. Those pairs are then the solver's answer (any assignment
-    # without one of them costs 1e6 more), in its order (by row): no solver needed.
+    # Faces apart (the usual case): no row or column with two acceptable partners. Those pairs
+    # are then the solver's (any assignment without one costs 1e6 more), in its (row) order.
     acceptable = [[j for j, v in enumerate(row) if v >= min_similarity]
                   for row in similarity.tolist()]
     pairs = [(i, js[0]) for i, js in enumerate(acceptable) if js]
-    if (any(len(js) > 1 for js in acceptable)
-            or len({j for _, j in pairs}) < len(pairs)):
+    if any(len(js) > 1 for js in acceptable) or len({j for _, j in pairs}) < len(pairs):
         cost = np.where(similarity >= min_similarity, 1.0 - similarity, 1e6)
         r, c = linear_sum_assignment(cost)
         pairs = [(int(i), int(j)) for i, j in zip(r, c, strict=True) if cost[i, j] < 1e5]
@@ -246,14 +243,11 @@ class ByteTracker:
         frames, not updates).
         """
         s = self.settings
-        # float64 arrays for the numpy paths (many faces), made from Python floats: casting
-        # float32 arrays would let go of the GIL (see iou_matrix)
+        # Python floats (the numpy paths' float64 arrays are made from them: see _rows)
         rows = _float_boxes(boxes_xyxy).tolist()
-        scores = np.array(np.asarray(scores).reshape(-1).tolist(), np.float64)
-        if len(rows) != len(scores):
-            raise ValueError(f"{len(rows)} boxes but {len(scores)} scores")
-        boxes = np.array(rows, np.float64).reshape(-1, 4)
-        score_list = scores.tolist()
+        score_list = [float(v) for v in np.asarray(scores).reshape(-1).tolist()]
+        if len(rows) != len(score_list):
+            raise ValueError(f"{len(rows)} boxes but {len(score_list)} scores")
         steps = max(1, int(steps))
         first = self._frame == 0
         self._frame += steps
@@ -282,9 +276,7 @@ class ByteTracker:
                 return np.array([[box_iou(box, rows[d]) * w
                                   for d, w in zip(det_idx, weight, strict=True)]
                                  for box in (t.box() for t in tracks)])
-            # the detections' rows from Python floats: an index by a list (a gather)
-            # would let go of the GIL
-            sim = iou_matrix_numpy(_boxes(tracks), np.array([rows[d] for d in det_idx]))
+            sim = iou_matrix_numpy(_boxes(tracks), _rows(rows, det_idx))
             if s.fuse_detection_score:
                 sim = sim * np.array([score_list[d] for d in det_idx])[None, :]
             return sim
@@ -305,7 +297,7 @@ class ByteTracker:
             apply(pool[ti], high[di])
         # Second association: weak detections with tracks still tracked and unmatched.
         rest = [pool[i] for i in free_tracks if pool[i].state is TrackState.TRACKED]
-        pairs2, free_rest, _ = _assign(iou_matrix(_boxes(rest), boxes[low])
+        pairs2, free_rest, _ = _assign(iou_matrix(_boxes(rest), _rows(rows, low))
                                        if rest and low else np.zeros((len(rest), 0)),
                                        s.second_association_min_iou)
         for ti, di in pairs2:
@@ -324,9 +316,7 @@ class ByteTracker:
         # it (a jump too big for boxes to overlap: fast motion, or frames skipped under load).
         just_lost = [rest[i] for i in free_rest]
         leftover = [left_high[i] for i in free_left]
-        # (an index by an empty list would convert it, letting go of the GIL)
-        pairs4, _, free_left4 = _assign(self._closeness(
-            just_lost, boxes[leftover] if leftover else boxes[:0]), 1e-6)
+        pairs4, _, free_left4 = _assign(self._closeness(just_lost, _rows(rows, leftover)), 1e-6)
         for ti, di in pairs4:
             apply(just_lost[ti], leftover[di])
         # New tracks from confident detections nobody claimed.
