@@ -22,6 +22,7 @@ expression gives, bit for bit (tests/analysis/test_keepgil.py).
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -50,9 +51,15 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     return dst
 
 
-def box_of(landmarks_xy: np.ndarray) -> tuple[float, float, float, float]:
-    """x min, y min, x max, y max of one face's landmarks (K, 2) as Python floats (the array's
-    own values, exactly): one 1-D reduction per column keeps the GIL where ``(1, K)`` reductions
-    over an axis do not, and costs ~1 us each rather than ~8 for a (K, 2) one over axis 0."""
+def extent_of(landmarks_xy: np.ndarray) -> tuple[Any, Any, Any, Any]:
+    """x min, y min, x max, y max of one face's landmarks (K, 2) as numpy scalars of their
+    dtype: one 1-D reduction per column keeps the GIL where ``(1, K)`` reductions over an axis
+    do not, and costs ~1 us each rather than ~8 for a (K, 2) one over axis 0."""
     xs, ys = landmarks_xy[:, 0], landmarks_xy[:, 1]
-    return float(_min(xs)), float(_min(ys)), float(_max(xs)), float(_max(ys))
+    return _min(xs), _min(ys), _max(xs), _max(ys)
+
+
+def box_of(landmarks_xy: np.ndarray) -> tuple[float, float, float, float]:
+    """:func:`extent_of` as Python floats (the array's own values, exactly)."""
+    x_lo, y_lo, x_hi, y_hi = extent_of(landmarks_xy)
+    return float(x_lo), float(y_lo), float(x_hi), float(y_hi)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from livecam.analysis.keepgil import box_of
+from livecam.analysis.keepgil import box_of, extent_of
 from livecam.core.types import FloatArray
 
 # Face mesh indices (MediaPipe canonical face model) of the two outer eye corners that
@@ -22,8 +22,6 @@ from livecam.core.types import FloatArray
 MESH_ROTATION_START = 33
 MESH_ROTATION_END = 263
 ROI_SCALE = 1.5
-# ndarray.min/max without their Python wrappers (called several times per face per frame)
-_min, _max = np.minimum.reduce, np.maximum.reduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +66,15 @@ def roi_from_detection(box_xyxy: np.ndarray, keypoints_xy: np.ndarray) -> Roi:
 
 def roi_from_landmarks(landmarks_xy: np.ndarray) -> Roi:
     """ROI for tracking from one face's mesh landmarks (K, 2) px, as MediaPipe's tracking mode."""
-    return _roi(landmarks_xy, *_extent(landmarks_xy))
+    return _roi(landmarks_xy, *extent_of(landmarks_xy))
 
 
 def box_and_roi_from_landmarks(landmarks_xy: np.ndarray) -> tuple[FloatArray, Roi]:
     """:func:`box_from_landmarks` and :func:`roi_from_landmarks` of one face's landmarks
     (K, 2) px from one pass over them (the same values as each alone)."""
-    x_lo, y_lo, x_hi, y_hi = _extent(landmarks_xy)
+    x_lo, y_lo, x_hi, y_hi = extent_of(landmarks_xy)
     box = np.array([float(x_lo), float(y_lo), float(x_hi), float(y_hi)], np.float32)
     return box, _roi(landmarks_xy, x_lo, y_lo, x_hi, y_hi)
-
-
-def _extent(landmarks_xy: np.ndarray) -> tuple[Any, Any, Any, Any]:
-    """x min, y min, x max, y max of landmarks (K, 2) as numpy scalars of their dtype."""
-    # One column at a time: a reduction over axis 0 of a (K, 2) array runs 2-wide inner
-    # loops (~8 us); over a strided column it is ~1 us. Min and max are exact either way.
-    xs, ys = landmarks_xy[:, 0], landmarks_xy[:, 1]
-    return _min(xs), _min(ys), _max(xs), _max(ys)
 
 
 def _roi(landmarks_xy: np.ndarray, x_lo: Any, y_lo: Any, x_hi: Any, y_hi: Any) -> Roi:
