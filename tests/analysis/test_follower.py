@@ -213,3 +213,27 @@ def test_every_leak_clip_face_is_handled_with_frames_skipped(name: str,
             missed = [f for f in _handled(truth[i], packet.faces, packet.withheld)
                       if i >= full.get(f, len(frames))]
             assert missed == [], f"frame {i}: faces {missed} neither swapped nor withheld"
+
+
+@pytest.mark.slow
+def test_the_roi_kept_for_each_carried_face_is_the_one_its_landmarks_give(
+        t1_bgr: np.ndarray) -> None:
+    """The follower keeps each followed face's ROI with its landmarks, so the next frame's
+    carry does not compute it again: it must be exactly the ROI those landmarks give, on every
+    frame, for faces carried, re-centred after a jump, and newly found. Six people, moving
+    3 px a frame and then jumping 40 px (re-centred meshes)."""
+    from livecam.analysis.roi import roi_from_landmarks
+
+    frames = [np.roll(image, 3 * i + (40 if i >= 6 else 0), axis=1)
+              for i, image in enumerate(_noisy(t1_bgr, 10))]
+    stage = build_stages(AnalysisConfig(), realtime=False)[0]
+    checked = 0
+    with stage:
+        follower = stage.follower
+        for i, image in enumerate(frames):
+            stage.process(Packet.from_frame(Frame(i, 0, image)))
+            assert set(follower._rois) <= set(follower._marks)
+            for tid, roi in follower._rois.items():
+                assert roi == roi_from_landmarks(follower._marks[tid]), (i, tid)
+                checked += 1
+    assert checked >= 6 * 8  # most faces on most frames came with their ROI
