@@ -137,3 +137,42 @@ def test_panel_shows_overload_and_sets_the_delay(fast_config: Config, tmp_path: 
                 browser.close()
     finally:
         running.app.stop()
+
+
+def test_a_typed_delay_is_kept_through_status_pushes_until_it_is_set(panel_app: Running) -> None:
+    """Typed ms stay in the field until "set ms" sends them, whatever has the focus.
+
+    A click on the button takes the focus off the field on mouse-down; a status push landing
+    before mouse-up used to put the server's value back, and the click sent that instead
+    (CI once saw the delay never change). Blurring the field and waiting for pushes makes
+    that window as wide as we like.
+    """
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 360, "height": 640})
+            page.goto(f"{panel_app.url}/panel?token={panel_app.token}")
+            page.wait_for_selector("#conn:text('live')")
+            page.fill("#delay", "250")
+            page.evaluate("document.activeElement.blur()")
+            # two status pushes rendered after the blur (the panel's own listener runs first)
+            page.evaluate("""() => new Promise((done) => {
+                let seen = 0;
+                events.addEventListener("status", () => { if (++seen === 2) done(); });
+            })""")
+            assert page.input_value("#delay") == "250"
+            page.click("#setdelay")
+            deadline = time.monotonic() + 60  # generous: a loaded host
+            while panel_app.json("/api/status")["delay_ms"] != 250:
+                assert time.monotonic() < deadline, "the panel did not set the delay"
+                time.sleep(0.05)
+            # Enter in the field sends it too
+            page.fill("#delay", "300")
+            page.press("#delay", "Enter")
+            while panel_app.json("/api/status")["delay_ms"] != 300:
+                assert time.monotonic() < deadline, "Enter did not set the delay"
+                time.sleep(0.05)
+        finally:
+            browser.close()
