@@ -129,7 +129,9 @@ def test_panel_shows_overload_and_sets_the_delay(fast_config: Config, tmp_path: 
                 page.click("#setdelay")
                 deadline = time.monotonic() + 60  # generous: a loaded host
                 while running.json("/api/status")["delay_ms"] != 250:
-                    assert time.monotonic() < deadline, "the panel did not set the delay"
+                    assert time.monotonic() < deadline, (
+                        f"the panel did not set the delay (field {page.input_value('#delay')!r}, "
+                        f"message {page.inner_text('#msg')!r})")
                     time.sleep(0.05)
                 page.wait_for_selector("#status >> text=250.0 ms")
                 page.screenshot(path=str(tmp_path / "panel-overload.png"), full_page=True)
