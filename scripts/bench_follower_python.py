@@ -248,6 +248,37 @@ def bench_faces(n_faces: int, calls: int) -> dict[str, float]:
     return row
 
 
+def report(title: str, results: dict[int, dict[str, float]], *, calls: int, json_path: str,
+           baseline: str | None) -> None:
+    """Print ``results`` (faces -> row -> µs) as a table beside ``baseline``'s (the JSON of
+    an earlier run, or None) and write them to ``json_path``."""
+    counts = tuple(results)
+    base: dict[str, dict[str, float]] = {}
+    if baseline:
+        with open(baseline, encoding="utf-8") as fh:
+            base = json.load(fh)["us_per_call"]
+    print(f"\n{title}: µs per call, median of {calls} (python {platform.python_version()}, "
+          f"numpy {np.__version__}, load average {os.getloadavg()[0]:.1f})")
+    head = f"{'function':<48}" + "".join(f"{f'{n} face':>10}" for n in counts)
+    if base:
+        head += "".join(f"{f'was {n}':>10}{'x':>7}" for n in counts)
+    print(head)
+    for name in results[counts[0]]:
+        line = f"{name:<48}" + "".join(f"{results[n][name]:>10.1f}" for n in counts)
+        for n in counts if base else ():
+            was = base.get(str(n), {}).get(name)
+            line += (f"{was:>10.1f}{was / max(results[n][name], 1e-9):>7.2f}" if was
+                     else f"{'':>17}")
+        print(line)
+    out = {"us_per_call": {str(n): {k: round(v, 2) for k, v in r.items()}
+                           for n, r in results.items()},
+           "calls": calls, "python": platform.python_version(),
+           "numpy": np.__version__, "machine": platform.machine()}
+    with open(json_path, "w", encoding="utf-8") as fh:
+        json.dump(out, fh, indent=2)
+    print(f"\nwrote {json_path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default="bench_follower_python.json")
@@ -255,32 +286,9 @@ def main() -> None:
     parser.add_argument("--baseline", default=None,
                         help="JSON of an earlier run: its numbers and the ratio are shown")
     args = parser.parse_args()
-
-    results = {n: bench_faces(n, args.calls) for n in FACE_COUNTS}
-    base: dict[str, dict[str, float]] = {}
-    if args.baseline:
-        with open(args.baseline, encoding="utf-8") as fh:
-            base = json.load(fh)["us_per_call"]
-    print(f"\nµs per call, median of {args.calls} (python {platform.python_version()}, "
-          f"numpy {np.__version__}, load average {os.getloadavg()[0]:.1f})")
-    head = f"{'function':<48}" + "".join(f"{f'{n} face':>10}" for n in FACE_COUNTS)
-    if base:
-        head += "".join(f"{f'was {n}':>10}{'x':>7}" for n in FACE_COUNTS)
-    print(head)
-    for name in results[FACE_COUNTS[0]]:
-        line = f"{name:<48}" + "".join(f"{results[n][name]:>10.1f}" for n in FACE_COUNTS)
-        for n in FACE_COUNTS if base else ():
-            was = base.get(str(n), {}).get(name)
-            line += (f"{was:>10.1f}{was / max(results[n][name], 1e-9):>7.2f}" if was
-                     else f"{'':>17}")
-        print(line)
-    report = {"us_per_call": {str(n): {k: round(v, 2) for k, v in r.items()}
-                              for n, r in results.items()},
-              "calls": args.calls, "python": platform.python_version(),
-              "numpy": np.__version__, "machine": platform.machine()}
-    with open(args.json, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2)
-    print(f"\nwrote {args.json}")
+    report("The face follower's host Python",
+           {n: bench_faces(n, args.calls) for n in FACE_COUNTS}, calls=args.calls,
+           json_path=args.json, baseline=args.baseline)
 
 
 if __name__ == "__main__":

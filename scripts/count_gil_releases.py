@@ -1,14 +1,16 @@
-"""Count where livecam's face follower lets go of the GIL, per frame, by numpy entry point.
+"""Count where livecam's per-frame Python lets go of the GIL, per frame, by numpy entry point.
 
-    python scripts/count_gil_releases.py [--frames 20] [--faces 1] [--json count_gil_releases.json]
+    python scripts/count_gil_releases.py [--stage follower|swap] [--frames 20] [--faces 1]
+                                         [--json count_gil_releases.json]
 
 With many streams in one process every release of the GIL is a hand-over among the threads
 (``scripts/bench_gil_streams.py``: the follower keeps 0.28x of its one-thread throughput on 16
-threads). This runs ``FaceFollower.follow`` (one face on a 1080p frame, the fake networks of
-``bench_follower_python.py``, no GPU) under gdb with a breakpoint on ``PyEval_SaveThread`` (the
-C call behind every release) for ``--frames`` frames after a warm-up, and tallies each release
-by the nearest numpy entry point in its C backtrace. Needs gdb (Linux). Prints a table and
-writes JSON.
+threads). ``--stage follower`` runs ``FaceFollower.follow`` (1080p frames, the fake networks of
+``bench_follower_python.py``, no GPU); ``--stage swap`` runs the GPU swap stage's ``submit`` and
+``collect`` with the hub's host work (``bench_swap_python.py``'s ``RowsHub``, no GPU). Either
+runs under gdb with a breakpoint on ``PyEval_SaveThread`` (the C call behind every release)
+for ``--frames`` frames after a warm-up, and tallies each release by the nearest numpy entry
+point in its C backtrace. Needs gdb (Linux). Prints a table and writes JSON.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ CHILD = """
 import os, sys
 sys.path[:0] = [{root!r}, {scripts!r}]
 import numpy as np
+{setup}
+for i in range(60):
+    step(i)
+os.write(1, b"MARK\\n")
+for i in range(60, 60 + {frames}):
+    step(i)
+os.write(1, b"DONE\\n")
+"""
+
+STAGES = {
+    "follower": """
 import bench_follower_python as b
 from livecam.analysis.follower import FaceFollower
 from livecam.config.analysis import AnalysisConfig
@@ -52,15 +65,23 @@ scene = b.FakeScene({faces}, 200)
 image = np.zeros((b.FRAME_WH[1], b.FRAME_WH[0], 3), np.uint8)
 follower = FaceFollower(AnalysisConfig(max_faces=6), b.FakeNetworks(scene), b.FakeSearch())
 follower.open()
-for i in range(60):
+def step(i):
     scene.frame = i % 200
     follower.follow(image, i)
-os.write(1, b"MARK\\n")
-for i in range(60, 60 + {frames}):
-    scene.frame = i % 200
-    follower.follow(image, i)
-os.write(1, b"DONE\\n")
-"""
+""",
+    "swap": """
+import bench_swap_python as b
+from livecam.gpupipe.stage import GpuSwapStage
+packets = b.scene_packets({faces}, 200)
+stage = GpuSwapStage(b.RowsHub(), keep_eyes=True, keep_mouth=True,
+                     device_frame=lambda image: (None, None))
+stage.open()
+stage.prepare(*b.FRAME_WH)
+def step(i):
+    stage.submit(packets[i % 200])
+    assert stage.collect(1.0) is not None
+""",
+}
 
 GDB = """set pagination off
 set breakpoint pending on
@@ -84,30 +105,45 @@ def tally(text: str) -> collections.Counter[str]:
     return counts
 
 
+def count(stage: str, faces: int, frames: int) -> collections.Counter[str]:
+    """Releases of the GIL in ``frames`` frames of ``stage`` (a key of :data:`STAGES`) with
+    ``faces`` faces, by numpy entry point (the script's own markers left out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        child, cmds = Path(tmp) / "child.py", Path(tmp) / "gdb.txt"
+        setup = STAGES[stage].format(faces=faces)
+        child.write_text(textwrap.dedent(CHILD.format(
+            root=str(ROOT), scripts=str(ROOT / "scripts"), setup=setup, frames=frames)))
+        cmds.write_text(GDB)
+        run = subprocess.run(["gdb", "-q", "-batch", "-x", str(cmds), "--args", sys.executable,
+                              str(child)], capture_output=True, text=True, timeout=900)
+    if "\nDONE\n" not in run.stdout:
+        raise RuntimeError(f"the counted run did not finish:\n{run.stdout[-2000:]}"
+                           f"\n{run.stderr[-2000:]}")
+    counts = tally(run.stdout)
+    counts.pop("os_write", None)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stage", choices=sorted(STAGES), default="follower",
+                        help="whose per-frame Python: the face follower's or the GPU swap "
+                        "stage's (default: follower)")
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--faces", type=int, default=1)
     parser.add_argument("--json", type=Path, default=Path("count_gil_releases.json"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        child, cmds = Path(tmp) / "child.py", Path(tmp) / "gdb.txt"
-        child.write_text(textwrap.dedent(CHILD.format(
-            root=str(ROOT), scripts=str(ROOT / "scripts"), faces=args.faces,
-            frames=args.frames)))
-        cmds.write_text(GDB)
-        run = subprocess.run(["gdb", "-q", "-batch", "-x", str(cmds), "--args", sys.executable,
-                              str(child)], capture_output=True, text=True, timeout=900)
-    counts = tally(run.stdout)
-    counts.pop("os_write", None)
+    counts = count(args.stage, args.faces, args.frames)
     total = sum(counts.values())
-    print(f"GIL releases in FaceFollower.follow, {args.faces} face(s), {args.frames} frames: "
+    where = {"follower": "FaceFollower.follow", "swap": "GpuSwapStage.submit + collect"}
+    print(f"GIL releases in {where[args.stage]}, {args.faces} face(s), {args.frames} frames: "
           f"{total / args.frames:.1f} a frame")
     print("| numpy entry point | what | a frame |")
     print("|---|---|---|")
     for name, n in counts.most_common():
         print(f"| {name} | {ENTRIES.get(name, '')} | {n / args.frames:.1f} |")
-    args.json.write_text(json.dumps({"frames": args.frames, "faces": args.faces,
+    args.json.write_text(json.dumps({"stage": args.stage, "frames": args.frames,
+                                     "faces": args.faces,
                                      "per_frame": {k: v / args.frames
                                                    for k, v in counts.items()}}, indent=2))
     print(f"wrote {args.json}")

@@ -42,13 +42,23 @@ def row_chunks(rows: int, row_size: int) -> tuple[slice, ...]:
 
 def copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     """``dst[...] = src`` for float arrays of one shape (either float dtype: a cast rounds as
-    ``astype`` does), piece by piece so that numpy keeps the GIL; returns ``dst``.
+    ``astype`` does; integers of one dtype too), piece by piece so that numpy keeps the GIL;
+    returns ``dst``.
 
     ``np.positive`` is the copy: ``+x`` is ``x`` bit for bit (``-0.0`` and NaN included).
     """
     for s in row_chunks(len(dst), dst[0].size if dst.ndim > 1 and len(dst) else 1):
         np.positive(src[s], out=dst[s])
     return dst
+
+
+def stacked(rows: list[np.ndarray]) -> np.ndarray:
+    """``np.stack(rows)`` for one or more arrays of one shape and dtype (numbers, not bools),
+    copied in pieces of at most :data:`MAX_HELD` numbers so that numpy keeps the GIL."""
+    out = np.empty((len(rows), *rows[0].shape), rows[0].dtype)
+    for dst, src in zip(out, rows, strict=True):
+        copy_into(dst.reshape(-1), src.reshape(-1))
+    return out
 
 
 def extent_of(landmarks_xy: np.ndarray) -> tuple[Any, Any, Any, Any]:

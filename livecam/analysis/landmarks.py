@@ -20,8 +20,6 @@ MOUTH_IMAGE_RIGHT = 291
 LIP_MIDPOINTS = (13, 14)
 TRAGION_IMAGE_LEFT = 234
 TRAGION_IMAGE_RIGHT = 454
-_FIVE_POINT_SOURCES = (*EYE_IMAGE_LEFT, *EYE_IMAGE_RIGHT, NOSE_TIP, MOUTH_IMAGE_LEFT,
-                       MOUTH_IMAGE_RIGHT)
 
 
 def _pair(a: int, b: int) -> slice:
@@ -34,6 +32,7 @@ def _pair(a: int, b: int) -> slice:
 # eye's in its order) and the tragions, each pair one (N, 2, 2) view
 _EYE_PAIRS = tuple(_pair(a, b) for a, b in zip(EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, strict=True))
 _TRAGION_PAIR = _pair(TRAGION_IMAGE_LEFT, TRAGION_IMAGE_RIGHT)
+_MOUTH_PAIR = _pair(MOUTH_IMAGE_LEFT, MOUTH_IMAGE_RIGHT)
 # the means' 1/n as float32 arrays (exact: 1/4, 1/2): numpy converts a Python float on each call
 _EYE_SCALE = np.array([1 / len(EYE_IMAGE_LEFT)], np.float32)
 _LIP_SCALE = np.array([1 / len(LIP_MIDPOINTS)], np.float32)
@@ -51,15 +50,23 @@ def five_point(landmarks_xy: np.ndarray) -> FloatArray:
 
     Order (``insightface.utils.face_align.arcface_dst``): eye on the image's left, eye on the
     image's right, nose tip, mouth corner on the image's left, mouth corner on the image's right.
-    Input: (N, 468|478, 2) px. Any thread.
+    Input: (N, 468|478, 2) px. Any thread. Computed as :func:`six_keypoints` is (views and
+    ``out=``, keeping the GIL): the swap stage runs it for every frame.
     """
     lm = _as_batch(landmarks_xy)
-    pts = lm[:, _FIVE_POINT_SOURCES]  # one gather, as six_keypoints (same bits as the means)
     out = np.empty((len(lm), 5, 2), np.float32)
-    out[:, 0] = pts[:, 0:4].sum(axis=1) * 0.25
-    out[:, 1] = pts[:, 4:8].sum(axis=1) * 0.25
-    out[:, 2:] = pts[:, 8:]
+    np.multiply(_eye_sums(lm), _EYE_SCALE, out=out[:, 0:2])
+    np.positive(lm[:, NOSE_TIP], out=out[:, 2])
+    np.positive(lm[:, _MOUTH_PAIR], out=out[:, 3:5])
     return out
+
+
+def _eye_sums(lm: np.ndarray) -> np.ndarray:
+    """(N, 2, 2): each eye's points added in order (image-left eye, image-right eye)."""
+    eyes = lm[:, _EYE_PAIRS[0]]
+    for pair in _EYE_PAIRS[1:]:
+        eyes = eyes + lm[:, pair]
+    return eyes
 
 
 def six_keypoints(landmarks_xy: np.ndarray) -> FloatArray:
@@ -76,10 +83,7 @@ def six_keypoints(landmarks_xy: np.ndarray) -> FloatArray:
     # two tragions, are computed together on (N, 2, 2) views: the same operations per element
     # in fewer numpy calls. A one-point keypoint is the point (``+x`` is ``x``, bit for bit).
     out = np.empty((len(lm), 6, 2), np.float32)
-    eyes = lm[:, _EYE_PAIRS[0]]
-    for pair in _EYE_PAIRS[1:]:
-        eyes = eyes + lm[:, pair]
-    np.multiply(eyes, _EYE_SCALE, out=out[:, 0:2])
+    np.multiply(_eye_sums(lm), _EYE_SCALE, out=out[:, 0:2])
     np.positive(lm[:, NOSE_TIP], out=out[:, 2])
     lips = lm[:, LIP_MIDPOINTS[0]]
     for i in LIP_MIDPOINTS[1:]:

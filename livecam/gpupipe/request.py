@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from livecam.analysis.keepgil import copy_into
 from livecam.gpupipe.slots import FrameBuffers, HandBox
 
 if TYPE_CHECKING:
@@ -55,21 +56,36 @@ class SwapRequest:
 
 def tick_rows(requests: list[SwapRequest]) -> TickRows:
     """The face rows of one tick: request k's faces with ``frame_index`` k, in order; the kept
-    eyes and mouth rows where any request has them (zeros for those without)."""
+    eyes and mouth rows where any request has them (zeros for those without). Made on the
+    hub's launching thread for every tick, so it keeps the GIL (see
+    :mod:`livecam.analysis.keepgil`): one request's arrays are its rows as they are; several
+    are joined piece by piece."""
     from livecam.gpupipe.scheduler import TickRows
 
-    index = np.concatenate([np.full(len(r.kps), k, np.int64) for k, r in enumerate(requests)])
+    index = np.array([k for k, r in enumerate(requests) for _ in range(len(r.kps))], np.int64)
     keep: dict[str, np.ndarray] = {}
     if any(r.keep_xy is not None for r in requests):
         from livecam.swap.gpu.keep import LOOPS, POINTS
 
-        keep["keep_xy"] = np.concatenate([
+        keep["keep_xy"] = _joined([
             r.keep_xy if r.keep_xy is not None
             else np.zeros((len(r.kps), LOOPS, POINTS, 2), np.float32) for r in requests])
-        keep["keep_soft"] = np.concatenate([
+        keep["keep_soft"] = _joined([
             r.keep_soft if r.keep_soft is not None else np.zeros(len(r.kps), np.float32)
             for r in requests])
-    return TickRows(frame_index=index,
-                    kps=np.concatenate([r.kps for r in requests]).astype(np.float32),
-                    latents=np.concatenate([r.latents for r in requests]).astype(np.float32),
+    return TickRows(frame_index=index, kps=_joined([r.kps for r in requests]),
+                    latents=_joined([r.latents for r in requests]),
                     valid=np.ones(len(index), bool), **keep)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts).astype(np.float32)``, keeping the GIL: one float32 part is
+    itself (no copy), others are copied in pieces of at most 500 numbers."""
+    if len(parts) == 1 and parts[0].dtype == np.float32:
+        return parts[0]
+    out = np.empty((sum(len(p) for p in parts), *parts[0].shape[1:]), np.float32)
+    start = 0
+    for part in parts:
+        copy_into(out[start:start + len(part)].reshape(-1), np.ravel(part))
+        start += len(part)
+    return out

@@ -174,21 +174,7 @@ class GpuScheduler:
                              f"{len(frames_in)} and {len(frames_out)}")
         bucket = bucket_for(n, self.buckets)  # raises past max_faces
         slot = self.ring.next()
-        fh = slot.faces_host.numpy
-        fh["frame_index"][:n] = rows.frame_index
-        fh["kps"][:n] = rows.kps
-        fh["latents"][:n] = rows.latents
-        fh["valid"][:n] = rows.valid
-        if rows.keep_xy is not None and rows.keep_soft is not None:
-            fh["keep_xy"][:n] = rows.keep_xy
-            fh["keep_soft"][:n] = rows.keep_soft
-        else:
-            fh["keep_xy"][:n] = 0.0
-        if bucket > n:  # padding rows: computed, never pasted
-            fh["frame_index"][n:bucket] = 0
-            fh["kps"][n:bucket] = self._pad_kps
-            fh["valid"][n:bucket] = False
-            fh["keep_xy"][n:bucket] = 0.0
+        slot.faces_host.write(rows, bucket, self._pad_kps)
         window = self.window_for(rows.kps)
         slot.tick = self._tick
         slot.t_submit_ns = time.perf_counter_ns()

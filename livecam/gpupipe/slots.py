@@ -19,13 +19,17 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from livecam.analysis.keepgil import copy_into
 from livecam.engines.cuda_streams import new_stream
 from livecam.swap.gpu import keep
+
+if TYPE_CHECKING:
+    from livecam.gpupipe.scheduler import TickRows
 
 KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 
@@ -124,6 +128,26 @@ class FaceRows:
         views = {name: t.numpy() for name, t in fields.items()} if device is None else {}
         return cls(**fields, buffer=buffer, inputs_end=inputs_end, numpy=views)
 
+    def write(self, rows: TickRows, bucket: int, pad_kps: np.ndarray) -> None:
+        """Host side: ``rows`` into rows 0 .. n - 1, and padding rows (``pad_kps``, not
+        valid: computed, never pasted) up to ``bucket``, the face count the tick runs. On the
+        hub's launching thread every tick: the copies keep the GIL (see
+        :mod:`livecam.analysis.keepgil`), where ``a[:n] = b`` would let numpy go of it."""
+        fh, n = self.numpy, len(rows)
+        for name, src in (("frame_index", rows.frame_index), ("kps", rows.kps),
+                          ("latents", rows.latents), ("keep_xy", rows.keep_xy),
+                          ("keep_soft", rows.keep_soft)):
+            if src is None:
+                fh[name][:n].fill(0)
+            else:
+                copy_into(fh[name][:n].reshape(-1), np.ravel(src))
+        np.logical_or(rows.valid, False, out=fh["valid"][:n])
+        if bucket > n:
+            fh["frame_index"][n:bucket].fill(0)
+            np.positive(pad_kps, out=fh["kps"][n:bucket])
+            fh["valid"][n:bucket].fill(False)
+            fh["keep_xy"][n:bucket].fill(0)
+
     def copy_inputs_from(self, other: FaceRows) -> None:
         """An asynchronous copy of every input field from ``other`` (pinned -> device)."""
         self.buffer[:self.inputs_end].copy_(other.buffer[:other.inputs_end], non_blocking=True)
@@ -139,12 +163,16 @@ class FrameBuffers:
     buffer, the tick uploads from it and downloads the swapped frame into the ``outputs``
     buffer of the same index; the stream copies it out when it collects, and only then is the
     index used again. Owned by one stream's stage (``take`` on its pipeline thread,
-    ``give_back`` on its collector)."""
+    ``give_back`` on its collector). ``inputs_numpy`` and ``outputs_numpy`` are the buffers'
+    numpy views, made once: a ``Tensor.numpy()`` per frame makes a tensor object whose
+    release lets go of the GIL."""
 
     def __init__(self, height_px: int, width_px: int, count: int, *, pinned: bool) -> None:
         shape = (height_px, width_px, 3)
         self.inputs = [_host(shape, torch.uint8, pinned) for _ in range(count)]
         self.outputs = [_host(shape, torch.uint8, pinned) for _ in range(count)]
+        self.inputs_numpy = [t.numpy() for t in self.inputs]
+        self.outputs_numpy = [t.numpy() for t in self.outputs]
         self._free = list(range(count))
         self._lock = threading.Lock()
 

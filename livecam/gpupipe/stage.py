@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from livecam.analysis.hands import Hands
+from livecam.analysis.keepgil import stacked
 from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
 from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.request import SwapRequest
@@ -240,7 +241,7 @@ class GpuSwapStage:
                              under_names=under_names)
         # usually every face is swapped: no copy of its arrays then (a Faces pick per frame)
         swapped = faces if len(picked) == len(faces) else faces[picked]
-        return _InFlight(packet, self._request(packet, swapped, np.stack(latents), box), under,
+        return _InFlight(packet, self._request(packet, swapped, stacked(latents), box), under,
                          swapped, hands, hands_ms, under_names=under_names,
                          swapped_names=[names[i] for i in picked])
 
@@ -258,7 +259,7 @@ class GpuSwapStage:
         ``hands``, or None), handed to the hub."""
         image = packet.image_bgr
         assert self._five_point is not None
-        kps = self._five_point(faces.landmarks_xy).astype(np.float32)
+        kps = np.asarray(self._five_point(faces.landmarks_xy), np.float32)
         buffers = self._buffers_for(int(image.shape[0]), int(image.shape[1]))
         index = buffers.take()
         on_device = self._device_frame(image) if self._device_frame is not None else None
@@ -271,7 +272,7 @@ class GpuSwapStage:
         if on_device is not None:
             request.frame_dev, request.frame_ready = on_device
         else:
-            np.copyto(buffers.inputs[index].numpy(), image)
+            np.copyto(buffers.inputs_numpy[index], image)
         try:
             self.hub.submit(request)
         except BaseException:
@@ -300,7 +301,7 @@ class GpuSwapStage:
         try:
             if request.error is not None:
                 raise request.error
-            out = request.buffers.outputs[request.index].numpy().copy()
+            out = request.buffers.outputs_numpy[request.index].copy()
         finally:
             request.buffers.give_back(request.index)
         self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms,

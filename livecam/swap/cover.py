@@ -34,6 +34,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from livecam.analysis.keepgil import copy_into
 from livecam.core.types import Faces, ImageBGR, Unswappable, WithheldFaces
 
 UNSWAPPABLE_MODES = ("hold", "cover", "real")
@@ -120,8 +121,11 @@ class FaceCover:
             if x1 <= x0 or y1 <= y0:
                 continue
             lm = marks[i] if marks is not None else np.full((0, 2), np.nan, np.float32)
+            # copies that keep the GIL (see keepgil): the GPU stage's collector runs this
+            # every frame; the patch's copy is large enough to let the other threads run
             self._held[tid] = _Held(frame_index, out_bgr[y0:y1, x0:x1].copy(), (x0, y0),
-                                    lm.astype(np.float32), box.astype(np.float32), names[i])
+                                    copy_into(np.empty(lm.shape, np.float32), lm),
+                                    np.array(box.tolist(), np.float32), names[i])
 
     # -- cover ----------------------------------------------------------------------------
 

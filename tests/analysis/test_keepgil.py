@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from livecam.analysis.keepgil import MAX_HELD, box_of, copy_into, row_chunks
+from livecam.analysis.keepgil import MAX_HELD, box_of, copy_into, row_chunks, stacked
 
 
 @pytest.mark.parametrize(("rows", "row_size"), [(0, 2), (1, 2), (468, 2), (478, 2), (250, 2),
@@ -51,3 +51,15 @@ def test_box_of_is_the_min_and_max_of_each_column(dtype: type) -> None:
     box = box_of(xy)
     assert all(type(v) is float for v in box)
     assert box == (*xy.min(axis=0).tolist(), *xy.max(axis=0).tolist())
+
+
+@pytest.mark.parametrize("shape", [(512,), (468, 2), (5, 2), (3, 20, 2)])
+@pytest.mark.parametrize("rows", [1, 4])
+def test_stacked_is_np_stack_bit_for_bit(shape: tuple[int, ...], rows: int) -> None:
+    rng = np.random.default_rng(2)
+    parts = [rng.normal(0, 1e3, shape).astype(np.float32) for _ in range(rows)]
+    parts[0].flat[0] = np.nan
+    got = stacked(parts)
+    want = np.stack(parts)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()

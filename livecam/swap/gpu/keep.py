@@ -20,7 +20,12 @@ soft edge is a separable Gaussian with OpenCV's kernel size for a float image.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import array
+import functools
+import math
+import operator
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -58,9 +63,18 @@ def _padded(loop: tuple[int, ...]) -> list[int]:
 
 #: Mesh indices of each row's points: right eye, left eye, inner mouth, the shorter loops
 #: repeating their last point (an edge of length zero).
-_ROW_INDEX = np.array([_padded(EYE_RIGHT_LOOP), _padded(EYE_LEFT_LOOP),
-                       _padded(MOUTH_INNER_LOOP)])
+_ROW_INDEX = (_padded(EYE_RIGHT_LOOP), _padded(EYE_LEFT_LOOP), _padded(MOUTH_INNER_LOOP))
 _MOUTH_POINTS = len(MOUTH_INNER_LOOP)
+#: The rows' numbers in a face's flattened (K * 2) mesh, x then y of each point in row order.
+_ROW_NUMBERS = tuple(2 * i + c for row in _ROW_INDEX for i in row for c in (0, 1))
+
+
+@functools.lru_cache(maxsize=64)
+def _picker(faces: int, face_size: int) -> Callable[[Any], tuple[float, ...]]:
+    """The rows' numbers of ``faces`` flattened meshes of ``face_size`` numbers each, as a
+    tuple, in one call."""
+    numbers = [f * face_size + k for f in range(faces) for k in _ROW_NUMBERS]
+    return operator.itemgetter(*numbers) if numbers else lambda values: ()
 
 
 def loop_rows_batch(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool,
@@ -71,28 +85,46 @@ def loop_rows_batch(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth
     mouth scaled by ``mouth_size`` about its centre), each face's soft edge
     ``KEPT_EDGE_FRACTION`` x its mesh's width. A loop with a point that is not finite keeps
     nothing (the swap shows there, never the streamer's face by accident); a loop not kept
-    (``eyes``, ``mouth``) is all zeros. One gather for all faces (a Python loop per face and
-    loop cost the stream's thread about 0.14 ms a frame on the H200's host)."""
-    xy = np.asarray(landmarks_xy, np.float32)
-    rows = xy[:, _ROW_INDEX]  # (N, LOOPS, POINTS, 2)
+    (``eyes``, ``mouth``) is all zeros.
+
+    The swap stage runs it for every frame, so it keeps the GIL (see
+    :mod:`livecam.analysis.keepgil`): the rows are gathered through a memoryview of the
+    meshes into an ``array.array`` (a fancy index would let numpy go of it), the mouth's centre
+    is its points' running sum (the sum's own order), and every array operation is on all
+    faces at once (a Python loop per face and loop cost the stream's thread about 0.14 ms a
+    frame on the H200's host), on at most 500 numbers up to 4 faces.
+    """
+    xy = np.ascontiguousarray(landmarks_xy, np.float32)
+    n = len(xy)
+    # the meshes' float32 numbers read through a memoryview, as Python floats
+    picked = array.array("f", _picker(n, xy[0].size if n else 0)(xy.reshape(-1).data))
+    rows = np.frombuffer(picked, np.float32).reshape(n, LOOPS, POINTS, 2)
     inner = rows[:, 2]
     with np.errstate(invalid="ignore", over="ignore"):  # such a loop is dropped just below
-        # sum / count: ndarray.mean's bits at a third of its cost
-        centre = inner[:, :_MOUTH_POINTS].sum(axis=1, keepdims=True) / np.float32(_MOUTH_POINTS)
-        rows[:, 2] = centre + (inner - centre) * np.float32(mouth_size)
-    kept = np.isfinite(rows).all(axis=(2, 3)) & np.array([eyes, eyes, mouth])  # (N, LOOPS)
-    if not kept.all():
-        rows[~kept] = 0.0
-    x = xy[..., 0]
-    if np.isfinite(x).all():  # the usual mesh
-        width = x.max(axis=1) - x.min(axis=1)
-        soft = KEPT_EDGE_FRACTION * width.astype(np.float64)
-    else:
-        finite = np.isfinite(x)
-        width = (np.where(finite, x, -np.inf).max(axis=1, initial=-np.inf)
-                 - np.where(finite, x, np.inf).min(axis=1, initial=np.inf))
-        soft = np.where(finite.any(axis=1), KEPT_EDGE_FRACTION * width.astype(np.float64), 0.0)
-    return rows, soft.astype(np.float32)
+        centre = np.add.accumulate(inner[:, :_MOUTH_POINTS], axis=1)[:, -1:]
+        np.divide(centre, np.float32(_MOUTH_POINTS), out=centre)
+        np.subtract(inner, centre, out=inner)
+        np.multiply(inner, np.float32(mouth_size), out=inner)
+        np.add(centre, inner, out=inner)
+    wanted = (eyes, eyes, mouth)
+    flat = rows.reshape(n * LOOPS, POINTS * 2)
+    for k, finite in enumerate(np.isfinite(flat).tolist()):
+        if not (wanted[k % LOOPS] and all(finite)):
+            flat[k].fill(0.0)
+    return rows, np.array([_soft_px(face) for face in xy], np.float32)
+
+
+def _soft_px(face_xy: np.ndarray) -> float:
+    """The soft edge of one face (K, 2): ``KEPT_EDGE_FRACTION`` x its finite points' width
+    (float32, as the mesh), 0 without any."""
+    xs = face_xy[:, 0]
+    width = np.maximum.reduce(xs) - np.minimum.reduce(xs)
+    if not math.isfinite(width):  # a point that is not finite: the width of the others
+        finite = xs[np.isfinite(xs)]
+        if not len(finite):
+            return 0.0
+        width = finite.max() - finite.min()
+    return KEPT_EDGE_FRACTION * float(width)
 
 
 def max_ksize(window_px: int) -> int:
