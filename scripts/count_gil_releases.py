@@ -40,7 +40,6 @@ ENTRIES = {
     "array_subscript": "a[index] (fancy index)",
     "ufunc_generic_fastcall": "ufunc with a cast (mixed dtypes)",
     "array_copy": "copy",
-    "os_write": "the script's own markers",
 }
 
 CHILD = """
@@ -48,11 +47,13 @@ import os, sys
 sys.path[:0] = [{root!r}, {scripts!r}]
 import numpy as np
 {setup}
+import math
 for i in range(60):
     step(i)
-os.write(1, b"MARK\\n")
+math.gamma(2.0)  # gdb starts counting here
 for i in range(60, 60 + {frames}):
     step(i)
+math.lgamma(2.0)  # and stops here
 os.write(1, b"DONE\\n")
 """
 
@@ -83,6 +84,8 @@ def step(i):
 """,
 }
 
+#: The breakpoint on releases is armed only while the frames run (the imports and the warm-up
+#: would take minutes under it), by breakpoints on the two markers the child calls.
 GDB = """set pagination off
 set breakpoint pending on
 break PyEval_SaveThread
@@ -91,15 +94,30 @@ silent
 bt 12
 continue
 end
+disable 1
+break math_gamma
+commands
+silent
+printf "COUNTING\\n"
+enable 1
+continue
+end
+break math_lgamma
+commands
+silent
+disable 1
+printf "STOPPED\\n"
+continue
+end
 run
 """
 
 
 def tally(text: str) -> collections.Counter[str]:
-    """Releases between the markers, by the nearest known entry point of each backtrace."""
-    inside = text.split("\nMARK\n", 1)[-1].split("\nDONE\n", 1)[0]
+    """The releases gdb printed (it prints only those between the markers), by the nearest
+    known entry point of each backtrace."""
     counts: collections.Counter[str] = collections.Counter()
-    for trace in inside.split("\n#0 ")[1:]:
+    for trace in text.split("\n#0 ")[1:]:
         names = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\w+)", "#0 " + trace, re.M)
         counts[next((n for n in names if n in ENTRIES), "other")] += 1
     return counts
@@ -116,12 +134,11 @@ def count(stage: str, faces: int, frames: int) -> collections.Counter[str]:
         cmds.write_text(GDB)
         run = subprocess.run(["gdb", "-q", "-batch", "-x", str(cmds), "--args", sys.executable,
                               str(child)], capture_output=True, text=True, timeout=900)
-    if "\nDONE\n" not in run.stdout:
-        raise RuntimeError(f"the counted run did not finish:\n{run.stdout[-2000:]}"
+    if not all(f"{word}\n" in run.stdout for word in ("COUNTING", "STOPPED", "DONE")):
+        raise RuntimeError("the counted run did not finish, or gdb never counted (no "
+                           f"breakpoint on its markers):\n{run.stdout[-2000:]}"
                            f"\n{run.stderr[-2000:]}")
-    counts = tally(run.stdout)
-    counts.pop("os_write", None)
-    return counts
+    return tally(run.stdout)
 
 
 def main() -> None:
