@@ -28,8 +28,9 @@ def _pair(a: int, b: int) -> slice:
     return slice(a, b + 1, b - a)
 
 
-# six_keypoints' image-left and image-right keypoints side by side: the eyes' points (each
-# eye's in its order) and the tragions, each pair one (N, 2, 2) view
+# the image-left and image-right keypoints side by side: the eyes' points (each eye's in its
+# order), the tragions (six_keypoints) and the mouth corners (five_point), each pair one
+# (N, 2, 2) view
 _EYE_PAIRS = tuple(_pair(a, b) for a, b in zip(EYE_IMAGE_LEFT, EYE_IMAGE_RIGHT, strict=True))
 _TRAGION_PAIR = _pair(TRAGION_IMAGE_LEFT, TRAGION_IMAGE_RIGHT)
 _MOUTH_PAIR = _pair(MOUTH_IMAGE_LEFT, MOUTH_IMAGE_RIGHT)
