@@ -52,6 +52,21 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     return dst
 
 
+def joined(parts: list[np.ndarray], dtype: Any = None) -> np.ndarray:
+    """``np.concatenate(parts).astype(dtype)`` (default: the first part's dtype) for numbers,
+    not bools, keeping the GIL: one part already of ``dtype`` is itself (no copy); otherwise
+    each is copied in pieces of at most :data:`MAX_HELD` numbers."""
+    dtype = np.dtype(dtype if dtype is not None else parts[0].dtype)
+    if len(parts) == 1 and parts[0].dtype == dtype:
+        return parts[0]
+    out = np.empty((sum(len(p) for p in parts), *parts[0].shape[1:]), dtype)
+    start = 0
+    for part in parts:
+        copy_into(out[start:start + len(part)].reshape(-1), np.ravel(part))
+        start += len(part)
+    return out
+
+
 def stacked(rows: list[np.ndarray]) -> np.ndarray:
     """``np.stack(rows)`` for one or more arrays of one shape and dtype (numbers, not bools),
     copied in pieces of at most :data:`MAX_HELD` numbers so that numpy keeps the GIL."""

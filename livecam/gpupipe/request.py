@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from livecam.analysis.keepgil import copy_into
+from livecam.analysis.keepgil import joined
 from livecam.gpupipe.slots import FrameBuffers, HandBox
 
 if TYPE_CHECKING:
@@ -67,25 +67,14 @@ def tick_rows(requests: list[SwapRequest]) -> TickRows:
     if any(r.keep_xy is not None for r in requests):
         from livecam.swap.gpu.keep import LOOPS, POINTS
 
-        keep["keep_xy"] = _joined([
+        keep["keep_xy"] = joined([
             r.keep_xy if r.keep_xy is not None
-            else np.zeros((len(r.kps), LOOPS, POINTS, 2), np.float32) for r in requests])
-        keep["keep_soft"] = _joined([
+            else np.zeros((len(r.kps), LOOPS, POINTS, 2), np.float32) for r in requests],
+            np.float32)
+        keep["keep_soft"] = joined([
             r.keep_soft if r.keep_soft is not None else np.zeros(len(r.kps), np.float32)
-            for r in requests])
-    return TickRows(frame_index=index, kps=_joined([r.kps for r in requests]),
-                    latents=_joined([r.latents for r in requests]),
+            for r in requests], np.float32)
+    return TickRows(frame_index=index, kps=joined([r.kps for r in requests], np.float32),
+                    latents=joined([r.latents for r in requests], np.float32),
                     valid=np.ones(len(index), bool), **keep)
 
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """``np.concatenate(parts).astype(np.float32)``, keeping the GIL: one float32 part is
-    itself (no copy), others are copied in pieces of at most 500 numbers."""
-    if len(parts) == 1 and parts[0].dtype == np.float32:
-        return parts[0]
-    out = np.empty((sum(len(p) for p in parts), *parts[0].shape[1:]), np.float32)
-    start = 0
-    for part in parts:
-        copy_into(out[start:start + len(part)].reshape(-1), np.ravel(part))
-        start += len(part)
-    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from livecam.analysis.keepgil import MAX_HELD, box_of, copy_into, row_chunks, stacked
+from livecam.analysis.keepgil import MAX_HELD, box_of, copy_into, joined, row_chunks, stacked
 
 
 @pytest.mark.parametrize(("rows", "row_size"), [(0, 2), (1, 2), (468, 2), (478, 2), (250, 2),
@@ -63,3 +63,13 @@ def test_stacked_is_np_stack_bit_for_bit(shape: tuple[int, ...], rows: int) -> N
     want = np.stack(parts)
     assert got.dtype == want.dtype and got.shape == want.shape
     assert got.tobytes() == want.tobytes()
+
+
+def test_joined_is_concatenate_and_astype_bit_for_bit() -> None:
+    rng = np.random.default_rng(3)
+    parts = [rng.normal(0, 1e3, (n, 512)) for n in (1, 3, 2)]
+    got = joined(parts, np.float32)
+    want = np.concatenate(parts).astype(np.float32)
+    assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+    one = parts[1].astype(np.float32)
+    assert joined([one], np.float32) is one  # nothing to join or cast: no copy
