@@ -85,9 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="skip the remaining sections after this many seconds")
     parser.add_argument("--out", type=Path, default=Path("bench_gpu.json"))
+    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING"), default="WARNING",
+                        help="livecam's own log lines (INFO: each network's compile or load "
+                             "and each stream's start, part by part)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("livecam").setLevel(logging.WARNING)
+    logging.getLogger("livecam").setLevel(args.log_level)
     if args.models_dir:
         os.environ["LIVECAM_MEDIAPIPE_MODULES"] = str(Path(args.models_dir).resolve())
     work = (args.work_dir or Path(tempfile.mkdtemp(prefix="livecam_bench_"))).resolve()

@@ -69,6 +69,9 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
     streams.start()  # opens the stages and captures their CUDA graphs before any output
     start_s = time.perf_counter() - t0
     start_mib = _gpu_reserved_mib() - base_mib
+    # where the start went (livecam run logs it too): each part's slowest stream, ms
+    open_ms = {key: max(a.open_timings_ms.get(key, 0.0) for a in streams.apps)
+               for key in streams.apps[0].open_timings_ms}
     try:
         time.sleep(warm_s)
         before = [a.metrics.counters() for a in streams.apps]
@@ -99,7 +102,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "stages_ms": stages})
         hub = _hub(streams)
         windows = list(hub.window_per_tick) if hub is not None else []
-        return {"start_s": start_s, "window_s": t2 - t1, "streams": per_stream,
+        return {"start_s": start_s, "open_ms": open_ms, "window_s": t2 - t1,
+                "streams": per_stream,
                 # nvidia-smi's utilization.gpu over the window, %: min, mean, max, samples
                 "gpu_busy": busy.summary(),
                 # page-locked host memory torch's caching host allocator holds (the capture's

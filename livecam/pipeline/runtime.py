@@ -31,6 +31,7 @@ from livecam.output.thread import OutputThread
 from livecam.pipeline.reload import Reloader, StageFactory
 from livecam.pipeline.running import ControlSource, run_to_end, stop_controls
 from livecam.pipeline.scheduler import Scheduler
+from livecam.pipeline.stopwatch import Stopwatch, slowest
 from livecam.pipeline.streamlog import StreamLog
 from livecam.pipeline.summary import RunSummary
 from livecam.pipeline.watch import StatusWatcher
@@ -58,19 +59,6 @@ def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int,
                     stage.name, width_px, height_px)
         stage.prepare(width_px, height_px)
         logger.info("stage %s ready in %.1f s", stage.name, time.perf_counter() - t0)
-
-
-class _Stopwatch:
-    """Milliseconds between successive ``lap`` calls, by name."""
-
-    def __init__(self) -> None:
-        self._t_ns = time.perf_counter_ns()
-        self.laps_ms: dict[str, float] = {}
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter_ns()
-        self.laps_ms[name] = (now - self._t_ns) / 1e6
-        self._t_ns = now
 
 
 class App:
@@ -139,6 +127,8 @@ class App:
         self.output_size_px = (0, 0)
         self.output_fps = 0.0
         self.stop_timings_ms: dict[str, float] = {}
+        #: where open() went: each stage's open, the source, the stages' prepare, the sink
+        self.open_timings_ms: dict[str, float] = {}
 
     @property
     def state(self) -> RuntimeState:
@@ -161,20 +151,25 @@ class App:
         if self._opened is not None:
             return
         cfg = self.config
+        laps = Stopwatch()
         try:
             self._resources.enter_context(
                 switch_interval(cfg.pipeline.gil_switch_interval_ms / 1000.0))
             for stage in self.stages:
                 stage.open()
+                laps.lap(f"open {stage.name}")
                 self._resources.callback(stage.close)
             source_open = self._open_source()
+            laps.lap("source")
             src_w, src_h = self.source.size_px
             prepare_stages(self.stages, src_w, src_h, self._log)
+            laps.lap("prepare")
             width = cfg.output.width or src_w
             height = cfg.output.height or src_h
             fps = cfg.output.fps or self.source.fps
             self.sink.open(width=width, height=height, fps=fps)
             self._resources.callback(self.sink.close)
+            laps.lap("sink")
             if isinstance(self.sink, GuiSink):
                 self._gui_thread = threading.get_ident()
         except BaseException:
@@ -183,6 +178,7 @@ class App:
             raise
         self._resources.callback(self._close_current_stages)
         self._opened = (width, height, fps, source_open)
+        self.open_timings_ms = laps.laps_ms
 
     def start(self) -> None:
         """Open (:meth:`open`, unless done) and start the capture, pipeline and output threads
@@ -221,9 +217,9 @@ class App:
             scheduler=self._scheduler, output=self._output, done=self._done, realtime=realtime,
             status_interval_s=cfg.pipeline.status_interval_s, stream=self.stream)
         self._watcher.start()
-        self._log.info("running: %dx%d at %g fps, stages: %s, %s mode", width, height, fps,
-                       ", ".join(s.name for s in self.stages),
-                       "live" if realtime else "offline")
+        self._log.info("running: %dx%d at %g fps, stages: %s, %s mode; opened in %s", width,
+                       height, fps, ", ".join(s.name for s in self.stages),
+                       "live" if realtime else "offline", slowest(self.open_timings_ms))
         try:
             for control in self.controls:
                 control.start()
@@ -357,7 +353,7 @@ class App:
         """End the run and free everything. Idempotent; returns within about ``timeout_s``
         plus what closing the sink and stages takes. ``stop_timings_ms`` says where it went."""
         deadline = time.monotonic() + timeout_s
-        timings = _Stopwatch()
+        timings = Stopwatch()
         self._mark_done()
         stop_controls(self.controls)
         timings.lap("controls")

@@ -9,6 +9,7 @@ CPU and GPU stages run per stream through the same ``App``).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -258,3 +259,33 @@ def test_a_run_sets_the_switch_interval_and_puts_it_back() -> None:
     StreamSet(apps).run()
     assert seen and all(abs(s - 0.0005) < 1e-9 for s in seen)
     assert sys.getswitchinterval() == before
+
+
+def test_a_start_says_where_its_time_went(caplog: pytest.LogCaptureFixture) -> None:
+    # a GPU start takes about a minute (networks compiled or found compiled, graphs captured):
+    # the user's log, and the benchmark's JSON, say which part took it
+    class SlowOpen(StageBase):
+        name = "slow"
+
+        def open(self) -> None:
+            time.sleep(0.3)  # at least this long: a lower bound, not a race
+
+    app = stream_app(load_config(None, ["pipeline.status_interval_s=0"]),
+                     [Marker(), SlowOpen()], stream=0)
+    t0 = time.perf_counter()
+    app.open()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    laps = app.open_timings_ms
+    assert set(laps) == {"open marker", "open slow", "source", "prepare", "sink"}
+    assert laps["open slow"] >= 300.0 > laps["open marker"]
+    assert sum(laps.values()) <= wall_ms
+    with caplog.at_level("INFO", logger="livecam"):
+        app.start()
+    try:
+        line = next(r.getMessage() for r in caplog.records if "running:" in r.getMessage())
+        # the whole, then its longest parts, the slow stage's open first
+        found = re.search(r"opened in (\d+\.\d) s \(open slow (\d+\.\d) s, \w+", line)
+        assert found, line
+        assert float(found[1]) >= float(found[2]) >= 0.3, line
+    finally:
+        app.stop()
