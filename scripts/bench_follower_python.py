@@ -279,16 +279,23 @@ def report(title: str, results: dict[int, dict[str, float]], *, calls: int, json
     print(f"\nwrote {json_path}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", default="bench_follower_python.json")
+def cli(title: str, description: str, bench: Callable[[int, int], dict[str, float]],
+        default_json: str) -> None:
+    """The command line of a host-Python benchmark: ``bench(faces, calls)`` for each of
+    ``FACE_COUNTS``, then :func:`report`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", default=default_json)
     parser.add_argument("--calls", type=int, default=2000, help="timed calls per row")
     parser.add_argument("--baseline", default=None,
                         help="JSON of an earlier run: its numbers and the ratio are shown")
     args = parser.parse_args()
-    report("The face follower's host Python",
-           {n: bench_faces(n, args.calls) for n in FACE_COUNTS}, calls=args.calls,
+    report(title, {n: bench(n, args.calls) for n in FACE_COUNTS}, calls=args.calls,
            json_path=args.json, baseline=args.baseline)
+
+
+def main() -> None:
+    cli("The face follower's host Python", __doc__.splitlines()[0], bench_faces,
+        "bench_follower_python.json")
 
 
 if __name__ == "__main__":

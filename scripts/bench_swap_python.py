@@ -19,7 +19,6 @@ straight back. The GPU's own work (uploads, graph replays) is not here.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import time
@@ -37,9 +36,8 @@ from livecam.gpupipe.slots import FaceRows, FrameBuffers
 from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap.cover import FaceCover
 from livecam.swap.gpu.keep import loop_rows_batch
-from scripts.bench_follower_python import FRAME_WH, FakeScene, _cycle, median_us, report
+from scripts.bench_follower_python import FRAME_WH, FakeScene, _cycle, cli, median_us
 
-FACE_COUNTS = (1, 4)
 LATENT_DIM = 512
 #: the scheduler's padding keypoints (any benign square: these rows are never pasted)
 PAD_KPS = np.array([[0, 0], [64, 0], [32, 32], [0, 64], [64, 64]], np.float32)
@@ -150,15 +148,8 @@ def bench_faces(n_faces: int, calls: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", default="bench_swap_python.json")
-    parser.add_argument("--calls", type=int, default=2000, help="timed calls per row")
-    parser.add_argument("--baseline", default=None,
-                        help="JSON of an earlier run: its numbers and the ratio are shown")
-    args = parser.parse_args()
-    report("The GPU swap stage's host Python", {n: bench_faces(n, args.calls)
-                                                for n in FACE_COUNTS},
-           calls=args.calls, json_path=args.json, baseline=args.baseline)
+    cli("The GPU swap stage's host Python", __doc__.splitlines()[0], bench_faces,
+        "bench_swap_python.json")
 
 
 if __name__ == "__main__":
