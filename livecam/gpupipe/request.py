@@ -77,4 +77,3 @@ def tick_rows(requests: list[SwapRequest]) -> TickRows:
     return TickRows(frame_index=index, kps=joined([r.kps for r in requests], np.float32),
                     latents=joined([r.latents for r in requests], np.float32),
                     valid=np.ones(len(index), bool), **keep)
-
