@@ -31,7 +31,6 @@ stream current; nothing here synchronises with the host.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -86,6 +85,20 @@ def paste_faces(swapper: GpuInswapper, frames: torch.Tensor, frame_index: torch.
                    window_px=window_px)
 
 
+class BoundPart(torch.nn.Module):
+    """``fn(swapper, *args)`` as a module: compiled, torch saves a module's calls whole, so a
+    later start loads them instead of tracing them again
+    (:mod:`livecam.analysis.gpu.precompiled`)."""
+
+    def __init__(self, fn: Any, swapper: GpuInswapper) -> None:
+        super().__init__()
+        self.fn = fn
+        self.swapper = swapper
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(self.swapper, *args)
+
+
 class SwapProgram:
     """The swap on device tensors (see the module docstring). ``swapper``: an open
     :class:`GpuInswapper`; ``enhancer``: an open :class:`GpuFaceEnhancer` or None; ``hands``:
@@ -101,10 +114,10 @@ class SwapProgram:
         self.hands = hands
         self.keep = keep
         device = swapper.template.device.type if swapper.template is not None else "cpu"
-        self._align = maybe_compiled(functools.partial(align_crops, swapper), compile_dir,
+        self._align = maybe_compiled(BoundPart(align_crops, swapper), compile_dir,
                                      "swap's alignment and crops", device_type=device,
                                      knob="gpu.compile_paste")
-        self._paste = maybe_compiled(functools.partial(paste_faces, swapper), compile_dir,
+        self._paste = maybe_compiled(BoundPart(paste_faces, swapper), compile_dir,
                                      "swap's paste-back", device_type=device,
                                      knob="gpu.compile_paste")
 

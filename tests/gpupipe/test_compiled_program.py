@@ -125,3 +125,27 @@ def test_a_rebuilt_program_calls_the_code_compiled_for_the_first(
     again = _swap(cpu_engine, face_frame, tmp_path)
     assert np.array_equal(again, first)
     assert counters["stats"]["unique_graphs"] == traced  # nothing traced for the second
+
+
+@pytest.mark.slow
+def test_a_later_start_loads_the_parts_whole_and_pastes_the_same_frame(
+        cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts' compiled calls are saved whole (livecam.analysis.gpu.precompiled): a new
+    program on the same cache loads them, traces nothing, and pastes the same frame. (With
+    the process's loaded calls emptied, a new program takes the path a new process takes:
+    it finds the files.)"""
+    from torch._dynamo.utils import counters
+
+    from livecam.analysis.gpu import precompiled
+
+    first = _swap(cpu_engine, face_frame, tmp_path, window_px=304)
+    assert len(list((tmp_path / "precompiled").glob("*.bin"))) == 2
+    monkeypatch.setattr(precompiled, "_LOADED", {})
+    traced = counters["stats"]["unique_graphs"]
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+        again = _swap(cpu_engine, face_frame, tmp_path, window_px=304)
+    assert np.array_equal(again, first)
+    loaded = [r.getMessage() for r in caplog.records if "loaded whole" in r.getMessage()]
+    assert len(loaded) == 2, caplog.text
+    assert counters["stats"]["unique_graphs"] == traced

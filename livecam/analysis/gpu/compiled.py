@@ -10,6 +10,8 @@ CUDA graphs (so a frame replays the fused kernels without Python). Inductor's co
 the engine cache's Inductor folder (the compiled generator's too), so the first start on a
 machine compiles (logged with its time) and a later one takes the code from there: a cache
 hit, logged too. Each input shape compiles once, at start (``prepare``), before frames flow.
+A module's compiled call for each shape is also saved whole
+(:mod:`livecam.analysis.gpu.precompiled`): a later start loads it without tracing it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from livecam.analysis.gpu.precompiled import FOLDER, PrecompiledCalls
+from livecam.analysis.gpu.precompiled import available as precompiled_available
 from livecam.engines.torch_compiled import inductor_dir
 
 log = logging.getLogger(__name__)
@@ -81,12 +85,28 @@ class CompiledNetwork:
         self.name = name
         self.knob = knob
         self._fn = torch.compile(module, dynamic=False)
-        self._seen: set[tuple[Any, ...]] = set()
+        # the call for each input signature seen: a module's call saved whole (see
+        # precompiled.py), or ``_fn`` (dynamo's, which keeps its own per-shape code)
+        self._calls: dict[tuple[Any, ...], Any] = {}
+        self._saved = PrecompiledCalls(module, self.cache_dir / FOLDER, name) \
+            if isinstance(module, torch.nn.Module) and precompiled_available() else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         signature = _signature(args, kwargs)
-        if signature in self._seen or self._fn is self.module:
-            return self._fn(*args, **kwargs)
+        call = self._calls.get(signature)
+        if call is not None:
+            return call(*args, **kwargs)
+        if self._fn is self.module:
+            return self.module(*args, **kwargs)
+        with _COMPILING, inductor_dir(self.cache_dir):
+            call = self._calls.get(signature)  # another thread's first call, while this waited
+            if call is not None:
+                return call(*args, **kwargs)
+            return self._first_call(signature, args, kwargs)
+
+    def _first_call(self, signature: tuple[Any, ...], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> Any:
+        """Compile (or load) this signature's call, run it, and log which it was."""
         from torch._dynamo.utils import counters
 
         def now() -> tuple[int, int]:  # read anew: a compile may replace the counters
@@ -94,31 +114,50 @@ class CompiledNetwork:
             return c["fxgraph_cache_hit"], c["fxgraph_cache_miss"]
 
         shapes = [tuple(a.shape) for a in args if hasattr(a, "shape")]
-        with _COMPILING, inductor_dir(self.cache_dir):
-            if not self._seen:
-                log.info("the %s: compiling it, or taking its compiled code from %s (a first "
-                         "start compiles: up to half a minute a shape on a GPU)", self.name,
-                         self.cache_dir)
-            before = now()
-            t0 = time.perf_counter()
-            try:
-                out = self._fn(*args, **kwargs)
-            except Exception as exc:  # any compiler failure: run it as it is
-                log.warning("could not compile the %s (%s); it runs uncompiled, slower. "
-                            "Set %s: false to skip trying", self.name, _reason(exc), self.knob)
-                self._fn = self.module
-                return self.module(*args, **kwargs)
-            took = time.perf_counter() - t0
-            hits, misses = (a - b for a, b in zip(now(), before, strict=True))
-            self._seen.add(signature)
-        if misses:
-            log.info("compiled the %s for inputs %s in %.1f s (once per machine and torch "
-                     "version: later starts take it from %s)", self.name, shapes, took,
+        if not self._calls:
+            log.info("the %s: compiling it, or taking its compiled code from %s (a first "
+                     "start compiles: up to half a minute a shape on a GPU)", self.name,
+                     self.cache_dir)
+        before = now()
+        t0 = time.perf_counter()
+        saved = self._precompiled(signature, args, kwargs)
+        call = saved[0] if saved is not None else self._fn
+        try:
+            out = call(*args, **kwargs)
+        except Exception as exc:  # any compiler failure: run it as it is
+            log.warning("could not compile the %s (%s); it runs uncompiled, slower. "
+                        "Set %s: false to skip trying", self.name, _reason(exc), self.knob)
+            self._fn = self.module
+            return self.module(*args, **kwargs)
+        took = time.perf_counter() - t0
+        hits, misses = (a - b for a, b in zip(now(), before, strict=True))
+        self._calls[signature] = call
+        if saved is not None and saved[1] != "compiled":
+            log.info("the %s for inputs %s: compiled code %s whole (%.1f s)", self.name,
+                     shapes, saved[1], took)
+        elif misses or saved is not None:
+            log.info("compiled the %s for inputs %s in %.1f s (once per machine, torch and "
+                     "livecam version: later starts take it from %s)", self.name, shapes, took,
                      self.cache_dir)
         else:
             log.info("the %s for inputs %s: compiled code %s (%.1f s)", self.name, shapes,
                      "taken from the cache" if hits else "reused", took)
         return out
+
+    def _precompiled(self, signature: tuple[Any, ...], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> tuple[Any, str] | None:
+        """(the call saved whole for this signature, how it came: see
+        :meth:`PrecompiledCalls.get`), or None: the dynamo path, as before (said once in the
+        log when precompiling failed)."""
+        if self._saved is None:
+            return None
+        try:
+            return self._saved.get(signature, args, kwargs)
+        except Exception as exc:  # a graph break, an op torch cannot save: trace as before
+            log.info("the %s for %s cannot be saved whole (%s): it is traced at each start",
+                     self.name, [s[0] for s in signature if isinstance(s, tuple) and s],
+                     _reason(exc))
+            return None
 
     def __getattr__(self, name: str) -> Any:
         if name == "module":  # not yet set (copy, pickle): no recursion

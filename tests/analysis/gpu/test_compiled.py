@@ -40,8 +40,11 @@ class Tiny(torch.nn.Module):
 
 
 def _tiny() -> torch.nn.Module:
-    space: dict[str, object] = {}
-    exec(TINY, space)  # the same class text in this process and the fresh one below
+    # the same class text in this process and the fresh one below; a module-level name here,
+    # so torch can save its compiled calls (they name the class)
+    space: dict[str, object] = {"__name__": __name__}
+    exec(TINY, space)
+    globals()["Tiny"] = space["Tiny"]
     return space["Tiny"]().eval()  # type: ignore[operator]
 
 
@@ -87,7 +90,54 @@ def test_a_later_start_takes_the_compiled_code_from_the_cache(tmp_path: Path) ->
 
     first, second = start(), start()
     assert "compiled the tiny net" in first
-    assert "the tiny net for inputs [(2, 3, 8, 8)]: compiled code taken from the cache" in second
+    assert len(list((tmp_path / "precompiled").glob("*.bin"))) == 1
+    # loaded whole: no dynamo trace (precompiled.py; before it, "taken from the cache")
+    assert "the tiny net for inputs [(2, 3, 8, 8)]: compiled code loaded whole" in second
+
+
+def test_a_damaged_saved_call_is_compiled_again_and_gives_the_modules_results(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut short (a disk filled, another build's file under the same name): the
+    network warns, compiles anew, replaces the file, and computes what the module does.
+    (The process's loaded calls are emptied before each new network: a new start.)"""
+    from livecam.analysis.gpu import precompiled
+
+    module = _tiny()
+    x = torch.rand(2, 3, 8, 8)
+    with torch.inference_mode():
+        CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")(x)
+    (saved,) = (tmp_path / "precompiled").glob("*.bin")
+    saved.write_bytes(saved.read_bytes()[:100])
+    monkeypatch.setattr(precompiled, "_LOADED", {})
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu"), torch.inference_mode():
+        got = CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")(x)
+        assert torch.allclose(got, module(x), atol=1e-5)
+    assert "could not be loaded" in caplog.text and "compiled the tiny net" in caplog.text
+    assert saved.stat().st_size > 1000
+    monkeypatch.setattr(precompiled, "_LOADED", {})
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu"), torch.inference_mode():
+        again = CompiledNetwork(module, cache_dir=tmp_path, name="tiny net")(x)
+    assert torch.allclose(again, got) and "compiled code loaded whole" in caplog.text
+
+
+def test_a_network_with_other_weights_or_settings_never_loads_anothers_saved_call() -> None:
+    """The file name holds the weights and the settings a trace may keep as constants (a
+    detector's score threshold), the input shapes, torch's version and livecam's source."""
+    from livecam.analysis.gpu.precompiled import PrecompiledCalls
+
+    def path(module: torch.nn.Module, signature: tuple[object, ...] = ("x",)) -> Path:
+        return PrecompiledCalls(module, Path("/cache"), "tiny net").path(signature)
+
+    one, other = _tiny(), _tiny()
+    assert path(one) == path(other)  # the same weights and settings: the same file
+    other.min_score = 0.7  # type: ignore[assignment]
+    assert path(one) != path(other)
+    heavier = _tiny()
+    with torch.no_grad():
+        heavier.conv.weight[0, 0, 0, 0] += 1e-3
+    assert path(one) != path(heavier)
+    assert path(one) != path(one, ("y",))
 
 
 def test_compiled_face_networks_find_what_the_plain_ones_find(astronaut_bgr: np.ndarray,
@@ -265,3 +315,37 @@ def test_streams_calling_a_shared_network_first_at_once_each_get_their_results(
     compiled_lines = [r.getMessage() for r in caplog.records
                       if r.getMessage().startswith("compiled the tiny net")]
     assert len(compiled_lines) == 1, caplog.text
+
+
+class _Branchy(torch.nn.Module):
+    """A forward that branches on a value: dynamo cannot trace it whole."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if float(x.sum()) > 0:
+            return x * 2.0
+        return x - 1.0
+
+
+def test_a_call_torch_cannot_save_whole_is_traced_and_not_tried_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on the H200 (run 110): one paste-back shape failed to save whole and every start
+    paid its failed compile again. Now the reason is kept beside the file; the call runs
+    through dynamo as before, and a later start goes there at once."""
+    from livecam.analysis.gpu import precompiled
+
+    x = torch.rand(2, 3)
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu"), torch.inference_mode():
+        got = CompiledNetwork(_Branchy(), cache_dir=tmp_path, name="branchy net")(x)
+    assert torch.allclose(got, x * 2.0)
+    (cannot,) = (tmp_path / "precompiled").glob("*.cannot")
+    assert "cannot be saved whole" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(precompiled, "_LOADED", {})
+    tried = []
+    monkeypatch.setattr(torch._dynamo.eval_frame.OptimizedModule, "_aot_compile",
+                        lambda *a: tried.append(a))
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu"), torch.inference_mode():
+        again = CompiledNetwork(_Branchy(), cache_dir=tmp_path, name="branchy net")(x)
+    assert torch.allclose(again, x * 2.0) and not tried
+    assert cannot.read_text().split(":")[0] in caplog.text
