@@ -120,7 +120,7 @@ class CompiledNetwork:
                      self.cache_dir)
         before = now()
         t0 = time.perf_counter()
-        saved = self._precompiled(signature, args, kwargs)
+        saved = self._precompiled(signature, args, kwargs, shapes)
         call = saved[0] if saved is not None else self._fn
         try:
             out = call(*args, **kwargs)
@@ -145,18 +145,17 @@ class CompiledNetwork:
         return out
 
     def _precompiled(self, signature: tuple[Any, ...], args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> tuple[Any, str] | None:
+                     kwargs: dict[str, Any], shapes: list[Any]) -> tuple[Any, str] | None:
         """(the call saved whole for this signature, how it came: see
-        :meth:`PrecompiledCalls.get`), or None: the dynamo path, as before (said once in the
-        log when precompiling failed)."""
+        :meth:`PrecompiledCalls.get`), or None: the dynamo path, as before (the log says
+        why)."""
         if self._saved is None:
             return None
         try:
             return self._saved.get(signature, args, kwargs)
         except Exception as exc:  # a graph break, an op torch cannot save: trace as before
-            log.info("the %s for %s cannot be saved whole (%s): it is traced at each start",
-                     self.name, [s[0] for s in signature if isinstance(s, tuple) and s],
-                     _reason(exc))
+            log.info("the %s for inputs %s cannot be saved whole (%s): it is traced at each "
+                     "start", self.name, shapes, _reason(exc))
             return None
 
     def __getattr__(self, name: str) -> Any:
