@@ -11,7 +11,9 @@ loaded; on the H200, run 111: 7.0 → 4.4 s, the swap's alignment 1-2 → 0.1 s 
 A file is found by what makes its code right: the network's name, its weights, the input
 shapes and every other argument, the torch version, the device, and livecam's own source
 (any change to it writes new files). Anything that fails (a torch without it, a network that
-cannot be traced whole, a damaged file) is logged and the caller compiles as before.
+cannot be traced whole, a damaged file) is logged and the caller compiles as before. The
+files are trusted as Inductor's own cache beside them is (both hold code that runs): they
+live in the user's engine cache.
 """
 
 from __future__ import annotations
@@ -111,8 +113,10 @@ class PrecompiledCalls:
         self.module = module
         self.folder = Path(folder)
         self.name = name
-        self._key = "|".join((name, settings_digest(module), source_digest(), _torch_version(),
-                              _device_name()))
+        import torch
+
+        self._key = "|".join((name, settings_digest(module), source_digest(),
+                              str(torch.__version__), _device_name()))
 
     def path(self, signature: tuple[Any, ...]) -> Path:
         """The file for calls with this signature."""
@@ -125,44 +129,61 @@ class PrecompiledCalls:
         example inputs; raises what torch raised when it can neither load nor compile it.
         Loaded once per process: another module with the same key (another stream's swap
         program) calls the same compiled code on itself."""
-        import torch
-        import torch._dynamo.config as config
-        from torch._dynamo.aot_compile import ModelInput
-
-        config.enable_aot_compile = True
         path = self.path(signature)
         cannot = path.with_suffix(".cannot")
         with _LOADED_LOCK:
             compiled, how = _LOADED.get(str(path)), "reused"
         if compiled is None and cannot.is_file():  # an earlier start failed: do not retry
             raise RuntimeError(cannot.read_text(errors="replace").strip())
-        call: Any = torch.compile(self.module, fullgraph=True, dynamic=False)  # a module
         if compiled is None and path.is_file():
-            try:
-                call._load_aot_compiled_module(path.read_bytes())
-                compiled, how = call.forward, "loaded"
-            except Exception as exc:
-                if not _damaged(exc):  # it loads nowhere: say so once, for later starts
-                    _note(cannot, exc)
-                    raise
-                log.warning("the %s's saved compiled code in %s could not be loaded (%s): "
-                            "compiling it again", self.name, path, exc)
+            compiled, how = self._load(path, cannot), "loaded"
         if compiled is None:
-            try:
-                call._aot_compile([ModelInput(args, {k: v for k, v in kwargs.items()
-                                                     if v is not None}, [])])
-                self.folder.mkdir(parents=True, exist_ok=True)
-                partial = path.with_suffix(f".{os.getpid()}.part")
-                call._save_aot_compiled_module(str(partial))
-            except Exception as exc:
-                _note(cannot, exc)
-                raise
-            os.replace(partial, path)  # whole or not at all: a kill here leaves no half file
-            compiled, how = call.forward, "compiled"
+            compiled, how = self._compile(path, cannot, args, kwargs), "compiled"
         with _LOADED_LOCK:
             _LOADED[str(path)] = compiled
         # the compiled code, called on this module (its own swapper, its own weights' tensors)
         return type(compiled)(self.module, compiled.compiled_results), how
+
+    def _compiler(self) -> Any:
+        import torch
+        import torch._dynamo.config as config
+
+        config.enable_aot_compile = True
+        return torch.compile(self.module, fullgraph=True, dynamic=False)
+
+    def _load(self, path: Path, cannot: Path) -> Any:
+        """The file's compiled code, or None when its bytes are damaged (compile anew)."""
+        call = self._compiler()
+        try:
+            call._load_aot_compiled_module(path.read_bytes())
+        except Exception as exc:
+            if not _damaged(exc):  # it loads nowhere: say so once, for later starts
+                _note(cannot, exc)
+                raise
+            log.warning("the %s's saved compiled code in %s could not be loaded (%s): "
+                        "compiling it again", self.name, path, exc)
+            return None
+        return call.forward
+
+    def _compile(self, path: Path, cannot: Path, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+        """Compile for these inputs and save the result to ``path``, whole or not at all (a
+        kill mid-write leaves a ``.part`` file, never a half ``.bin``)."""
+        from torch._dynamo.aot_compile import ModelInput
+
+        call = self._compiler()
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        try:
+            call._aot_compile([ModelInput(args, {k: v for k, v in kwargs.items()
+                                                 if v is not None}, [])])
+            self.folder.mkdir(parents=True, exist_ok=True)
+            call._save_aot_compiled_module(str(partial))
+        except Exception as exc:
+            _note(cannot, exc)
+            partial.unlink(missing_ok=True)
+            raise
+        os.replace(partial, path)
+        return call.forward
 
 
 def _damaged(exc: Exception) -> bool:
@@ -184,9 +205,3 @@ def _note(cannot: Path, exc: Exception) -> None:
 #: each file's compiled code, once per process (path -> torch's AOTCompiledModel)
 _LOADED: dict[str, Any] = {}
 _LOADED_LOCK = threading.Lock()
-
-
-def _torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
