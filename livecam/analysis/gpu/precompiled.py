@@ -144,18 +144,10 @@ class PrecompiledCalls:
         # the compiled code, called on this module (its own swapper, its own weights' tensors)
         return type(compiled)(self.module, compiled.compiled_results), how
 
-    def _compiler(self) -> Any:
-        import torch
-        import torch._dynamo.config as config
-
-        config.enable_aot_compile = True
-        return torch.compile(self.module, fullgraph=True, dynamic=False)
-
     def _load(self, path: Path, cannot: Path) -> Any:
         """The file's compiled code, or None when its bytes are damaged (compile anew)."""
-        call = self._compiler()
         try:
-            call._load_aot_compiled_module(path.read_bytes())
+            return self._deserialize(path.read_bytes())
         except Exception as exc:
             if not _damaged(exc):  # it loads nowhere: say so once, for later starts
                 _note(cannot, exc)
@@ -163,15 +155,39 @@ class PrecompiledCalls:
             log.warning("the %s's saved compiled code in %s could not be loaded (%s): "
                         "compiling it again", self.name, path, exc)
             return None
-        return call.forward
+
+    def _deserialize(self, data: bytes) -> Any:
+        """torch's ``AOTCompiledModel.deserialize`` (what ``_load_aot_compiled_module``
+        calls), given the forward's module globals: a saved call whose code names one (the
+        tile detector's, on the H200, named ``torch``) is refused by torch's own loader
+        ("Missing required external references", torch 2.11 and 2.13), which passes none."""
+        import pickle
+
+        import torch._dynamo.config as config
+        from torch._dynamo import convert_frame
+        from torch._dynamo.aot_compile import AOTCompiledFunction, AOTCompiledModel
+        from torch._dynamo.utils import get_metrics_context
+        from torch._guards import CompileContext, compile_context
+
+        config.enable_aot_compile = True
+        f_globals = getattr(type(self.module).forward, "__globals__", None)
+        functions = []
+        for result in pickle.loads(data):
+            with compile_context(CompileContext(convert_frame.get_compile_id({}))), \
+                    get_metrics_context():
+                functions.append(AOTCompiledFunction.deserialize(result, f_globals))
+        return AOTCompiledModel(self.module, functions)
 
     def _compile(self, path: Path, cannot: Path, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
         """Compile for these inputs and save the result to ``path``, whole or not at all (a
         kill mid-write leaves a ``.part`` file, never a half ``.bin``)."""
+        import torch
+        import torch._dynamo.config as config
         from torch._dynamo.aot_compile import ModelInput
 
-        call = self._compiler()
+        config.enable_aot_compile = True
+        call = torch.compile(self.module, fullgraph=True, dynamic=False)
         partial = path.with_suffix(f".{os.getpid()}.part")
         try:
             call._aot_compile([ModelInput(args, {k: v for k, v in kwargs.items()

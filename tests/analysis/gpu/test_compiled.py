@@ -349,3 +349,27 @@ def test_a_call_torch_cannot_save_whole_is_traced_and_not_tried_again(
         again = CompiledNetwork(_Branchy(), cache_dir=tmp_path, name="branchy net")(x)
     assert torch.allclose(again, x * 2.0) and not tried
     assert cannot.read_text().split(":")[0] in caplog.text
+
+
+class _Typed(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
+        return x * 2.0, torch.float16  # rebuilt by the saved code from the global ``torch``
+
+
+def test_a_saved_call_whose_code_names_a_global_loads_whole(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on the H200 (run 111): the tile detector's saved call named ``torch`` and torch's
+    own loader refused it ("Missing required external references"), so every start traced
+    it again. The loader is given the forward's module globals."""
+    from livecam.analysis.gpu import precompiled
+
+    x = torch.rand(2, 3)
+    with torch.inference_mode():
+        first = CompiledNetwork(_Typed(), cache_dir=tmp_path, name="typed net")(x)
+    monkeypatch.setattr(precompiled, "_LOADED", {})  # a new start
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu"), torch.inference_mode():
+        again = CompiledNetwork(_Typed(), cache_dir=tmp_path, name="typed net")(x)
+    assert "compiled code loaded whole" in caplog.text
+    assert not list((tmp_path / "precompiled").glob("*.cannot"))
+    assert torch.equal(again[0], x * 2.0) and again[1] is torch.float16 and first[1] is again[1]
