@@ -187,7 +187,7 @@ class PrecompiledCalls:
         from torch._dynamo.aot_compile import ModelInput
 
         config.enable_aot_compile = True
-        call = torch.compile(self.module, fullgraph=True, dynamic=False)
+        call: Any = torch.compile(self.module, fullgraph=True, dynamic=False)
         partial = path.with_suffix(f".{os.getpid()}.part")
         try:
             call._aot_compile([ModelInput(args, {k: v for k, v in kwargs.items()

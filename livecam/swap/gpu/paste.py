@@ -143,14 +143,17 @@ def sample_crop_zero_border(crops_nhwc: torch.Tensor, uv_n2hw: torch.Tensor) -> 
 
     Exact, not close: the crop is zero-padded to 2^k + 1 px, so ``align_corners=True`` maps
     u to u / 2^(k-1) - 1 and back without rounding, and with weights on a 1/32 grid and
-    integer values below 256 every product and sum is exact in float32, in any order."""
+    integer values below 256 every product and sum is exact in float32, in any order.
+
+    ``torch.grid_sampler_2d`` rather than ``F.grid_sample``: on CUDA the latter takes cuDNN's
+    sampler, which has no fake-tensor kernel, so torch could not save the compiled paste-back
+    whole ("Operator does not support running with fake tensors", H200 run 111)."""
     size = crops_nhwc.shape[1]
     side = (1 << (size - 2).bit_length()) + 1  # 2^k + 1 >= size
     padded = F.pad(crops_nhwc.float().permute(0, 3, 1, 2), (0, side - size, 0, side - size))
     minus_one = torch.full((), -1.0, device=uv_n2hw.device)
     grid = torch.add(minus_one, uv_n2hw, alpha=2.0 / (side - 1))  # exact: a power of two
-    out = F.grid_sample(padded, grid.permute(0, 2, 3, 1), mode="bilinear",
-                        padding_mode="zeros", align_corners=True)
+    out = torch.grid_sampler_2d(padded, grid.permute(0, 2, 3, 1), 0, 0, True)  # bilinear, zeros
     return torch.round(out)
 
 
