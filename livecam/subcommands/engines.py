@@ -3,7 +3,10 @@ choice, and serving the models on NVIDIA Triton Inference Server (``serve``, doc
 
 ``build`` makes a TensorRT engine when the backend resolves to tensorrt, else compiles the
 swap generator for the torch backend (:func:`_build_compiled`): exactly the compiled graphs
-``livecam run`` with the same config will look for.
+``livecam run`` with the same config will look for. Where ``livecam run`` takes the GPU
+pipeline, it then opens that pipeline once on a blank input of the camera's size
+(:func:`_prepare_pipeline`), so the face networks and the swap's parts are compiled and saved
+too: the first stream after it loads them instead of compiling minutes long.
 """
 
 from __future__ import annotations
@@ -24,8 +27,13 @@ def add_parser(sub: Any) -> None:
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     verbs.add_parser("list", help="backends available here and cached engines")
     build = verbs.add_parser("build", help="build a TensorRT engine, or compile the torch "
-                             "generator (engine.backend torch), now (takes minutes)")
+                             "generator (engine.backend torch), now (takes minutes); with the "
+                             "GPU pipeline, also compile its face networks and swap parts for "
+                             "one stream of --size frames")
     build.add_argument("name")
+    build.add_argument("--size", metavar="WxH", help="with the GPU pipeline: the frame size to "
+                       "prepare it for (default: capture.width x capture.height, what a "
+                       "camera is asked for; each size compiles once)")
     clear = verbs.add_parser("clear", help="delete cached engines (of one model, or all)")
     clear.add_argument("name", nargs="?")
     _add_serve_parser(verbs)
@@ -149,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {removed} engine(s) from {cache.root}")
         return 0
     if choose_backend(config.engine.backend, config.engine.device).name != "tensorrt":
-        return _build_compiled(config, args.name)
+        return _build_compiled(config, args.name, args.size)
     from livecam.engines.tensorrt_engine import build_engine, make_key
 
     store = model_store(config.models)
@@ -166,30 +174,59 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_compiled(config: Any, name: str) -> int:
-    """Compile ``name`` (a swapper) for the torch engine as ``livecam run`` will run it."""
-    import time
+def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
+    """Compile ``name`` (a swapper) for the torch engine as ``livecam run`` will run it, and
+    prepare the GPU pipeline where ``livecam run`` takes it (:func:`_prepare_pipeline`)."""
     from dataclasses import replace
 
     from livecam.core.errors import UsageError
-    from livecam.engines.registry import choose_backend, engine_cache_dir, model_store
+    from livecam.engines.registry import choose_backend, model_store
     from livecam.gpupipe.factory import gpu_pipeline_wanted
-    from livecam.swap.neural_models import NeuralModels
 
-    if config.engine.torch_mode in ("eager", "cuda_graphs"):
-        raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to compile "
-                         "(use --set engine.torch_mode=compiled)")
     kind = model_store(config.models).manifest(name).kind
     if kind != "swapper":
         raise UsageError(f"{name} is a {kind}: the torch engine compiles swap generators only "
                          "(the others run on the executor)")
-    models = NeuralModels.from_config(config, model=name)
     # the path `livecam run` takes for this config in neural mode
-    gpu = gpu_pipeline_wanted(replace(config, swap=replace(config.swap, mode="neural")))
+    neural = replace(config, swap=replace(config.swap, mode="neural", model=name))
+    gpu = gpu_pipeline_wanted(neural)
+    width, height = _frame_size(config, size)  # a bad --size is refused before any compiling
     if not gpu and choose_backend(config.engine.backend, config.engine.device).name != "torch":
         raise UsageError(f"engine.backend resolves to onnxruntime here, which needs no build; "
                          f"to compile {name} for the torch engine, add --set "
                          "engine.backend=torch")
+    if config.engine.torch_mode in ("eager", "cuda_graphs"):
+        if not gpu:
+            raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
+                             "compile (use --set engine.torch_mode=compiled)")
+        print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is not "
+              "compiled", file=sys.stderr, flush=True)
+    else:
+        _compile_generator(config, name, gpu)
+    return _prepare_pipeline(neural, width, height) if gpu else 0
+
+
+def _frame_size(config: Any, size: str | None) -> tuple[int, int]:
+    """``--size WxH``, or the camera size the config asks for."""
+    from livecam.core.errors import UsageError
+
+    if size is None:
+        return int(config.capture.width), int(config.capture.height)
+    w, _, h = size.lower().partition("x")
+    if not (w.isdigit() and h.isdigit() and 16 <= int(w) <= 8192 and 16 <= int(h) <= 8192):
+        raise UsageError(f"--size {size!r}: give the frame size as WxH, e.g. 1920x1080 "
+                         "(16 to 8192 px each)")
+    return int(w), int(h)
+
+
+def _compile_generator(config: Any, name: str, gpu: bool) -> None:
+    import time
+    from dataclasses import replace
+
+    from livecam.engines.registry import engine_cache_dir
+    from livecam.swap.neural_models import NeuralModels
+
+    models = NeuralModels.from_config(config, model=name)
     forced = replace(models, engine=replace(models.engine, torch_mode="compiled",
                                             compile_if_missing=True))
     engine = forced.generator_engine(gpu_pipeline=gpu)
@@ -202,4 +239,43 @@ def _build_compiled(config: Any, name: str) -> int:
     engine.close()
     print(f"{name}: compiled generator ready in {engine_cache_dir(config.engine)} "
           f"({time.perf_counter() - t0:.0f} s)")
+
+
+def _prepare_pipeline(config: Any, width: int, height: int) -> int:
+    """Open the GPU pipeline as ``livecam run`` opens it, on a blank ``width`` x ``height``
+    input into a null output, and close it: its face networks and swap parts compile into
+    the engine cache (or load from it). Says what was saved whole and what a start traces."""
+    import time
+
+    from livecam.app import SharedStages, build_app
+    from livecam.gpupipe.factory import build_gpu_stages, networks_compile_dir
+    from livecam.identity import IdentityLibrary
+
+    folder = networks_compile_dir(config)
+    print(f"preparing the GPU pipeline for {width}x{height} frames (the face networks and "
+          "the swap's parts; the first time takes minutes on a GPU) ...", file=sys.stderr,
+          flush=True)
+    t0 = time.perf_counter()
+    # the stages `livecam run` builds, also with no identity in the library yet (where it
+    # would pass frames through until one is added)
+    stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
+                              shared=SharedStages())
+    app = build_app(config, input_spec=f"synthetic:{width}x{height}", output_spec="null",
+                    stages=stages)
+    try:
+        app.open()
+    finally:
+        app.stop()
+    took = time.perf_counter() - t0
+    if folder is None:
+        print(f"GPU pipeline opened in {took:.0f} s; gpu.compile_networks is off: nothing "
+              "compiled")
+        return 0
+    saved = folder / "precompiled"
+    whole = sorted(saved.glob("*.bin"))
+    cannot = sorted(saved.glob("*.cannot"))
+    print(f"GPU pipeline prepared in {took:.0f} s: {len(whole)} compiled calls saved whole "
+          f"in {saved}" + (f"; {len(cannot)} a start traces again:" if cannot else ""))
+    for note in cannot:
+        print(f"  {note.read_text(errors='replace').strip()[:200]}")
     return 0

@@ -1,0 +1,92 @@
+"""``livecam engines build`` prepares the GPU pipeline as ``livecam run`` opens it, so the first
+run loads the face networks' compiled calls whole instead of compiling them (on the H200 a
+first start spent 205-234 s compiling them, device runs 109-111)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livecam.cli import main
+from livecam.config import Config, load_config
+from livecam.testing.standins import install_standin_models
+
+
+def _sets(root: Path) -> list[str]:
+    models_dir, manifests_dir = install_standin_models(root)
+    return [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
+            f"engine.cache_dir={root / 'cache'}", "engine.device=cpu", "gpu.pipeline=always",
+            "engine.torch_mode=cuda_graphs", "gpu.cuda_graphs=false",
+            "analysis.detector_model=short", "analysis.max_faces=1", "analysis.tile_size_px=0"]
+
+
+def _torch_networks_on_cpu(config: Config, device: str, *, shared: Any = None,
+                           stream: int = 0) -> tuple[Any, Any]:
+    """This machine has no CUDA GPU, where the follower runs the face networks' torch ports
+    (compiled): here they run on the CPU, through the seam ``build_gpu_stages`` calls (the
+    real follower takes MediaPipe's own networks on a CPU, which are not compiled)."""
+    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    from livecam.analysis.gpu.tiles import GpuTileSearch
+    from livecam.gpupipe.factory import networks_compile_dir
+
+    nets = GpuFaceNetworks(device="cpu", detector_model=config.analysis.detector_model,
+                           max_rois=max(1, config.analysis.max_faces),
+                           compile_dir=networks_compile_dir(config))
+    return nets, GpuTileSearch(nets, tile_size_px=config.analysis.tile_size_px)
+
+
+def _build(sets: list[str], *extra: str) -> int:
+    args = [a for s in sets for a in ("--set", s)]
+    with pytest.raises(SystemExit) as done:
+        main(["engines", *args, "build", "inswapper_128", *extra])
+    return int(done.value.code or 0)
+
+
+@pytest.mark.slow
+def test_build_prepares_the_pipeline_that_the_first_run_then_loads_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from livecam.analysis.gpu import compiled, precompiled
+    from livecam.app import SharedStages, build_app
+    from livecam.gpupipe import factory
+    from livecam.identity import IdentityLibrary
+
+    sets = _sets(tmp_path)
+    monkeypatch.setattr(factory, "follower_networks", _torch_networks_on_cpu)
+    assert _build(sets, "--size", "320x240") == 0
+    out = capsys.readouterr()
+    assert "preparing the GPU pipeline for 320x240 frames" in out.err
+    saved = list((tmp_path / "cache" / "inductor" / "precompiled").glob("*.bin"))
+    # the detector; the mesh runs at prepare where it is captured in a CUDA graph
+    assert saved and f"{len(saved)} compiled calls" in out.out
+    # the first `livecam run` (a new process: nothing compiled in memory) on that camera size
+    monkeypatch.setattr(precompiled, "_LOADED", {})
+    monkeypatch.setattr(compiled, "_KEPT", {})
+    config = load_config(None, [*sets, "swap.mode=neural"])
+    stages = factory.build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
+                                      shared=SharedStages())
+    app = build_app(config, input_spec="synthetic:320x240", output_spec="null", stages=stages)
+    app.open()
+    app.stop()
+    # the CLI above set livecam's log up as a user's run does: its lines go to stderr
+    lines = [line for line in capsys.readouterr().err.splitlines()
+             if "livecam.analysis.gpu.compiled" in line]
+    assert sum("compiled code loaded whole" in line for line in lines) == len(saved), lines
+    assert not any("compiled the" in line for line in lines), lines
+
+
+def test_a_bad_size_is_refused_before_anything_compiles(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _build(_sets(tmp_path), "--size", "1920by1080") == 2
+    err = capsys.readouterr().err
+    assert "--size '1920by1080': give the frame size as WxH" in err
+    assert "Traceback" not in err and not (tmp_path / "cache" / "inductor").exists()
+
+
+def test_without_the_gpu_pipeline_cuda_graphs_mode_has_nothing_to_build(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sets = [s for s in _sets(tmp_path) if not s.startswith("gpu.pipeline")]
+    assert _build([*sets, "gpu.pipeline=never", "engine.backend=torch"]) == 2
+    assert "nothing to compile (use --set engine.torch_mode=compiled)" in capsys.readouterr().err
