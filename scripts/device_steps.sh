@@ -19,7 +19,8 @@ set -uo pipefail
 
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
-LIMIT_BYTES=$((64 * 1024 * 1024))
+# shellcheck source=scripts/device_carry.sh
+source "$(dirname "$0")/device_carry.sh"
 
 prep() {
     local dir=$1
@@ -40,15 +41,7 @@ prep() {
         tar cJf litert.tar.xz -C site .) || exit 1
     mv "$lite/litert.tar.xz" "$dir/" && rm -rf "$lite"
     "$PYTHON" scripts/export_bench_assets.py "$dir/assets" || exit 1
-    local carry repo
-    carry=$(du -sb "$dir" | cut -f1)
-    repo=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-    echo "carry $dir: $((carry / 1024)) KiB; tracked files $((repo / 1024)) KiB;" \
-         "together $(((carry + repo) / 1024)) of $((LIMIT_BYTES / 1024)) KiB"
-    if ((carry + repo > LIMIT_BYTES)); then
-        echo "over the 64 MiB a device call carries: leave untracked files out" >&2
-        exit 1
-    fi
+    check_carry "$dir"
 }
 
 tree_for() {  # the folder to run a variant in: the tree itself, or a copy with its files laid over

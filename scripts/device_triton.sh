@@ -20,8 +20,9 @@ set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
+# shellcheck source=scripts/device_carry.sh
+source "$(dirname "$0")/device_carry.sh"
 WORK=${WORK:-/tmp/bench_triton}
-LIMIT_BYTES=$((64 * 1024 * 1024))
 
 prep() {
     local dir=$1
@@ -35,15 +36,7 @@ prep() {
         platformdirs==4.14.9 ai-edge-litert==1.4.0
     "$PYTHON" scripts/slim_triton_wheels.py "$dir/wheels" --python 3.12
     "$PYTHON" scripts/export_bench_assets.py "$dir/assets" --no-photos
-    local carry repo
-    carry=$(du -sb "$dir" | cut -f1)
-    repo=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-    echo "carry $dir: $((carry / 1024)) KiB; tracked files $((repo / 1024)) KiB;" \
-         "together $(((carry + repo) / 1024)) of $((LIMIT_BYTES / 1024)) KiB"
-    if ((carry + repo > LIMIT_BYTES)); then
-        echo "over the 64 MiB a device call carries: leave untracked files out" >&2
-        exit 1
-    fi
+    check_carry "$dir"
 }
 
 run() {
