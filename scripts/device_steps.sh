@@ -9,6 +9,7 @@
 # Steps, in the order given, each skipped once TOTAL seconds (default 560) have passed:
 #     <variant><n>        one stream offline, 1 face (`--only "1 face offline"`), INFO log
 #     s<k>_<variant><n>   k streams live (`--only streams --streams k`)
+#     build_<variant><n>  `livecam engines build` first (`--engines-build`), then one stream
 #     gpu                 the GPU tests (pytest -m gpu), at most GT seconds (default 150)
 # A variant is `cur` (the tree as it is) or a folder DIR/var_<variant>/ whose files are laid
 # over a copy of the tree (the old version of the files an A/B compares). <n> only tells the
@@ -82,6 +83,8 @@ run() {
             kind=gpu
         elif [[ $step =~ ^s([0-9]+)_([a-z]+)[0-9]*$ ]]; then
             kind=streams streams=${BASH_REMATCH[1]} variant=${BASH_REMATCH[2]}
+        elif [[ $step =~ ^build_([a-z]+)[0-9]*$ ]]; then
+            kind=build variant=${BASH_REMATCH[1]}
         fi
         if [[ $kind == gpu ]]; then
             (timeout "$((left < ${GT:-150} ? left : ${GT:-150}))" "$PYTHON" -m pytest -q \
@@ -92,6 +95,8 @@ run() {
             tree=$(tree_for "$dir" "$variant")
             local what=(--only "1 face offline" --window-s 4)
             [[ $kind == streams ]] && what=(--only streams --streams "$streams" --window-s 6)
+            [[ $kind == build ]] && what=(--engines-build --only "engines build,1 face offline"
+                                          --window-s 4)
             (cd "$tree" && PYTHONPATH=$tree:$PYTHONPATH timeout "$left" "$PYTHON" \
                 scripts/bench_gpu.py --photos "$assets/photos" \
                 --models-dir "$assets/mediapipe_modules" --warm-s 2 --work-dir /tmp/lcw \
@@ -99,7 +104,7 @@ run() {
                 --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
             grep -v "compiled code loaded whole\|compiled code reused whole\|compiled the \|compiling it, or" \
-                "$res/$step.log" | grep -i "opened in\|cannot\|fps\|late\|held\|error" | tail -n 25
+                "$res/$step.log" | grep -i "opened in\|cannot\|fps\|late\|held\|error\|engines build" | tail -n 25
         fi
         tar czf "$out/run${RUN:-0}.tgz" -C "$res" .
     done
