@@ -190,7 +190,7 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
     # the path `livecam run` takes for this config in neural mode
     neural = replace(config, swap=replace(config.swap, mode="neural", model=name))
     gpu = gpu_pipeline_wanted(neural)
-    width, height = _frame_size(config, size)  # a bad --size is refused before any compiling
+    blank = _blank_input(config, size)  # a bad --size is refused before any compiling
     if not gpu and choose_backend(config.engine.backend, config.engine.device).name != "torch":
         raise UsageError(f"engine.backend resolves to onnxruntime here, which needs no build; "
                          f"to compile {name} for the torch engine, add --set "
@@ -203,20 +203,22 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
               "compiled", file=sys.stderr, flush=True)
     else:
         _compile_generator(config, name, gpu)
-    return _prepare_pipeline(neural, width, height) if gpu else 0
+    return _prepare_pipeline(neural, blank) if gpu else 0
 
 
-def _frame_size(config: Any, size: str | None) -> tuple[int, int]:
-    """``--size WxH``, or the camera size the config asks for."""
+def _blank_input(config: Any, size: str | None) -> str:
+    """The ``synthetic`` input of ``--size WxH`` (checked as ``livecam run`` checks it), or
+    of the camera size the config asks for."""
+    from livecam.capture import make_source, parse_input
     from livecam.core.errors import UsageError
 
-    if size is None:
-        return int(config.capture.width), int(config.capture.height)
-    w, _, h = size.lower().partition("x")
-    if not (w.isdigit() and h.isdigit() and 16 <= int(w) <= 8192 and 16 <= int(h) <= 8192):
+    spec = "synthetic" if size is None else f"synthetic:{size}"
+    try:
+        make_source(parse_input(spec), config.capture)  # nothing opened
+    except UsageError:
         raise UsageError(f"--size {size!r}: give the frame size as WxH, e.g. 1920x1080 "
-                         "(16 to 8192 px each)")
-    return int(w), int(h)
+                         "(16 to 8192 px each)") from None
+    return spec
 
 
 def _compile_generator(config: Any, name: str, gpu: bool) -> None:
@@ -241,10 +243,10 @@ def _compile_generator(config: Any, name: str, gpu: bool) -> None:
           f"({time.perf_counter() - t0:.0f} s)")
 
 
-def _prepare_pipeline(config: Any, width: int, height: int) -> int:
-    """Open the GPU pipeline as ``livecam run`` opens it, on a blank ``width`` x ``height``
-    input into a null output, and close it: its face networks and swap parts compile into
-    the engine cache (or load from it). Says what was saved whole and what a start traces."""
+def _prepare_pipeline(config: Any, blank: str) -> int:
+    """Open the GPU pipeline as ``livecam run`` opens it, on the ``blank`` input into a null
+    output, and close it: its face networks and swap parts compile into the engine cache (or
+    load from it). Says what was saved whole and what a start traces."""
     import time
 
     from livecam.app import SharedStages, build_app
@@ -252,16 +254,16 @@ def _prepare_pipeline(config: Any, width: int, height: int) -> int:
     from livecam.identity import IdentityLibrary
 
     folder = networks_compile_dir(config)
-    print(f"preparing the GPU pipeline for {width}x{height} frames (the face networks and "
-          "the swap's parts; the first time takes minutes on a GPU) ...", file=sys.stderr,
-          flush=True)
     t0 = time.perf_counter()
     # the stages `livecam run` builds, also with no identity in the library yet (where it
     # would pass frames through until one is added)
     stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
                               shared=SharedStages())
-    app = build_app(config, input_spec=f"synthetic:{width}x{height}", output_spec="null",
-                    stages=stages)
+    app = build_app(config, input_spec=blank, output_spec="null", stages=stages)
+    width, height = app.source.size_px
+    print(f"preparing the GPU pipeline for {width}x{height} frames (the face networks and "
+          "the swap's parts; the first time takes minutes on a GPU) ...", file=sys.stderr,
+          flush=True)
     try:
         app.open()
     finally:
