@@ -15,7 +15,9 @@ holds the library's file lock (``.lock`` in the root, :mod:`filelock`), so concu
 identity add`` processes keep every photo; each file is written atomically (see
 :mod:`livecam.identity.record`), so a writer killed at any moment leaves a library that lists
 and loads. Photo folders no identity uses (a killed add, a removed identity) and stray temp
-files are deleted by the next write. A damaged record is listed as damaged and can be removed.
+files are deleted by the next write, and only those livecam made: see
+:mod:`livecam.identity.ownership` (a folder holding files livecam did not write is
+refused). A damaged record is listed as damaged and can be removed.
 Any thread or process may read without the lock.
 """
 
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -39,6 +41,14 @@ from livecam.config.identity import IdentityConfig
 from livecam.core.errors import IdentityError
 from livecam.core.files import atomic_write, make_folder, remove_temp_files
 from livecam.identity.model import Identity, IdentityPhoto
+from livecam.identity.ownership import (
+    RECORD_NAME,
+    check_ownable,
+    is_real_folder,
+    read_owned,
+    remove_photo_folder,
+    write_owned,
+)
 from livecam.identity.photo import PreparedPhoto, prepare_photo, read_photo
 from livecam.identity.record import (
     SHA256_RE,
@@ -127,6 +137,7 @@ class IdentityLibrary:
         from filelock import FileLock, Timeout
 
         self._check_root()
+        check_ownable(self.root)  # before the lock file: nothing is written in a user's folder
         make_folder(self.root, "identity.library_dir")
         lock = FileLock(str(self.root / ".lock"))
         try:
@@ -136,6 +147,9 @@ class IdentityLibrary:
                                 f"identity` command has held its lock for {LOCK_TIMEOUT_S:g} "
                                 "s; try again when it ends") from None
         try:
+            check_ownable(self.root)  # again, under the lock: what another writer left
+            if not (self.root / RECORD_NAME).exists():
+                write_owned(self.root, read_owned(self.root))  # new, or from before the record
             yield
         finally:
             lock.release()
@@ -207,6 +221,10 @@ class IdentityLibrary:
                 existing, created = [], time.time()
             have = {p["sha256"] for p in existing}
             added, skipped = [], []
+            owned = read_owned(self.root)
+            new = {p.sha256 for _, p in prepared} - owned
+            if new:  # listed before they are made: a killed add leaves nothing unlisted
+                write_owned(self.root, owned | new)
             try:
                 for path, prep in prepared:
                     if prep.sha256 in have:
@@ -231,6 +249,9 @@ class IdentityLibrary:
 
     def _store_photo(self, prep: PreparedPhoto) -> None:
         folder = self._photo_dir(prep.sha256)
+        if os.path.lexists(folder) and not is_real_folder(folder):  # never write through a link
+            raise IdentityError(f"the identity library's {folder} is not a folder livecam "
+                                "made: move it away and add the photo again")
         atomic_write(folder / "texture.png", _encode(prep.texture_bgr, ".png"))
         atomic_write(folder / "thumb.jpg", _encode(prep.thumb_bgr, ".jpg"))
         with tempfile.TemporaryFile() as fh:
@@ -254,19 +275,26 @@ class IdentityLibrary:
             self._collect_garbage(also=own)
 
     def _collect_garbage(self, also: AbstractSet[str] = frozenset()) -> None:
-        """Delete photo folders no readable identity uses, and stray temp files. Holds the
+        """Delete the photo folders livecam made that no readable identity uses (only
+        livecam's files in them), and stray temp files. Holds the
         write lock (no add is between storing photos and writing its record). While a record
         is damaged, only the folders in ``also`` are candidates: the damaged record may name
         the others, and its owner may still repair it by hand."""
         entries, damaged = self.scan()
         used = {p["sha256"] for e in entries for p in e.photos}
+        owned = read_owned(self.root)
         photos = self.root / "photos"
-        folders = [p for p in photos.iterdir() if p.is_dir()] if photos.is_dir() else []
-        for folder in folders:
-            if folder.name in used or (damaged and folder.name not in also):
+        gone = set()
+        for sha256 in sorted(owned):
+            if sha256 in used or (damaged and sha256 not in also):
                 continue
-            shutil.rmtree(folder, ignore_errors=True)
-        for folder in [self.root / "identities", *folders]:  # under the lock: killed writers'
+            if remove_photo_folder(photos / sha256):
+                gone.add(sha256)
+        if gone:
+            write_owned(self.root, owned - gone)
+        remove_temp_files(self.root, RECORD_NAME)  # under the lock: killed writers'
+        for folder in [self.root / "identities",
+                       *(photos / s for s in sorted(owned - gone) if is_real_folder(photos / s))]:
             remove_temp_files(folder)
 
     def load(self, name: str) -> Identity:
