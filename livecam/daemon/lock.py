@@ -35,6 +35,7 @@ from filelock import FileLock, Timeout
 
 from livecam.config import Config
 from livecam.core.errors import ConfigError, LivecamError, UsageError
+from livecam.daemon.file_lock import OnFileLock, file_identity
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +128,18 @@ class DeviceLock:
 
     ``acquire`` raises :class:`DeviceBusyError` naming the holder's pid when one is taken, and
     then holds none of them. A second ``DeviceLock`` on the same key is refused in the same
-    process too.
+    process too. Each of ``files`` (output paths, with what to call them) is also locked on
+    the file itself (:class:`~livecam.daemon.file_lock.OnFileLock`): whatever its name (a
+    hard link) and whatever the lock dir (``XDG_RUNTIME_DIR`` unset), one writer.
     """
 
-    def __init__(self, keys: list[tuple[str, str]], lock_dir: Path) -> None:
+    def __init__(self, keys: list[tuple[str, str]], lock_dir: Path,
+                 files: list[tuple[Path, str]] | None = None) -> None:
         self._keys = keys
         self._dir = lock_dir
+        self._files = files or []
         self._held: list[tuple[FileLock, Path]] = []
+        self._held_files: list[OnFileLock] = []
 
     def acquire(self) -> None:
         if self._keys:
@@ -155,8 +161,20 @@ class DeviceLock:
             pid_path.write_text(f"{os.getpid()}\n", encoding="utf-8")
             self._held.append((lock, pid_path))
             log.debug("locked %s (%s)", label, path)
+        for file_path, label in self._files:
+            on_file = OnFileLock(file_path)
+            if not on_file.acquire():
+                self.release()
+                raise DeviceBusyError(
+                    f"{label} is already being written by another livecam (it holds a lock "
+                    "on the file): stop that one first, or pick another --output",
+                    device=label, holder_pid="?", lock_path=file_path)
+            self._held_files.append(on_file)
 
     def release(self) -> None:
+        for on_file in reversed(self._held_files):
+            on_file.release()
+        self._held_files = []
         for lock, pid_path in reversed(self._held):
             pid_path.unlink(missing_ok=True)  # before the lock: the next holder writes its own
             lock.release()
@@ -174,7 +192,8 @@ def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
     """The (not yet acquired) lock of the devices of a ``run``/``daemon`` with these
     ``(input, output)`` streams, in ``control.lock_dir`` or the default lock dir. Raises
     :class:`UsageError` when two streams name one camera, virtual camera, output file or
-    input pipe."""
+    input pipe, or when an output file is an input of the run (the same device and inode,
+    however it is named: a symlink, a hard link); nothing has been opened for writing then."""
     configured = config.control.lock_dir
     lock_dir = Path(configured).expanduser() if configured else default_lock_dir()
     keys: list[tuple[str, str]] = []
@@ -189,7 +208,39 @@ def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
                                  "camera, output file and input pipe")
             named_by[key] = stream
             keys.append((key, label))
-    return DeviceLock(keys, lock_dir)
+    return DeviceLock(keys, lock_dir, files=_output_files(pairs))
+
+
+def _output_files(pairs: list[tuple[str, str]]) -> list[tuple[Path, str]]:
+    """The ``file:`` outputs of ``pairs`` (with what to call them), after refusing one that is
+    an input of the run, or another stream's output, by (device, inode)."""
+    inputs: dict[tuple[int, int], tuple[int, str]] = {}
+    for stream, (input_spec, _) in enumerate(pairs):
+        kind, _, target = input_spec.partition(":")
+        if kind in ("file", "image") and target:
+            found = file_identity(target)
+            if found is not None:
+                inputs.setdefault(found, (stream, target))
+    outputs: dict[tuple[int, int], int] = {}
+    files = []
+    for stream, (_, output_spec) in enumerate(pairs):
+        kind, _, target = output_spec.partition(":")
+        if kind != "file" or not target:
+            continue
+        found = file_identity(target)
+        if found is not None and found in inputs:
+            other, name = inputs[found]
+            raise UsageError(f"output file {target} is the input {name} of stream {other} "
+                             "(the same file): writing it would destroy the input; name "
+                             "another --output")
+        if found is not None and found in outputs:
+            raise UsageError(f"output file {target} is named by two streams "
+                             f"({outputs[found]} and {stream}), through another name: each "
+                             "stream needs its own output file")
+        if found is not None:
+            outputs[found] = stream
+        files.append((Path(target), f"output file {target}"))
+    return files
 
 
 def _lock_dir_error(folder: Path, what: str) -> ConfigError:
