@@ -244,7 +244,9 @@ def _cannot_create(path: Path, exc: OSError) -> ConfigError:
 
 
 def token_matches(expected: str, given: str | None) -> bool:
-    """Constant-time comparison, so response timing does not leak the token."""
+    """Constant-time comparison, so response timing does not leak the token. ``given`` is
+    whatever a client sent: a header's bytes that are not UTF-8 reach here as lone
+    surrogates (aiohttp decodes with ``surrogateescape``), which never match, never raise."""
     if not given:
         return False
-    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
+    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "surrogatepass"))
