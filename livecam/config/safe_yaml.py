@@ -15,6 +15,9 @@ message is short: no value is ever echoed back whole.
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
 from typing import Any
 
 import yaml
@@ -116,10 +119,13 @@ def load_yaml(text: str) -> Any:
 def read_yaml_file(path: Any) -> Any:
     """Read and parse a YAML file (UTF-8, at most :data:`MAX_TEXT_BYTES`).
 
-    Raises ``FileNotFoundError``/``OSError`` as ``open`` does, :class:`YamlRefused` for text
-    that is too large, not UTF-8, or refused by :func:`load_yaml`.
+    Raises ``FileNotFoundError``/``OSError`` as ``open`` does (``IsADirectoryError`` for a
+    folder), :class:`YamlRefused` for a path that is no regular file (a FIFO, a device, a
+    socket: opened without waiting for a writer, so such a path swapped in for a config file
+    cannot hang a start or a reload) and for text that is too large, not UTF-8, or refused by
+    :func:`load_yaml`.
     """
-    with open(path, "rb") as fh:
+    with _open_regular(path) as fh:
         data = fh.read(MAX_TEXT_BYTES + 1)
     if len(data) > MAX_TEXT_BYTES:
         raise YamlRefused(f"is larger than {MAX_TEXT_BYTES >> 20} MiB (not a config file?)")
@@ -128,3 +134,27 @@ def read_yaml_file(path: Any) -> Any:
     except UnicodeDecodeError as exc:
         raise YamlRefused(f"is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     return load_yaml(text)
+
+
+def _open_regular(path: Any) -> Any:
+    """``path`` opened for binary reading if it is a regular file (see
+    :func:`read_yaml_file`); a FIFO is opened non-blocking, so the open returns at once."""
+    if sys.platform == "win32":
+        flags = os.O_RDONLY | os.O_BINARY  # no FIFOs to wait on; open a folder fails itself
+    else:
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket"
+                    if stat.S_ISSOCK(mode) else "a device")
+            raise YamlRefused(f"is {kind}, not a regular file: give a YAML file")
+        if sys.platform != "win32":
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -72,6 +72,7 @@ from livecam.control.catalog import IdentityCatalog
 from livecam.control.gate import Gate, Handler, json_error
 from livecam.control.handshake import CHALLENGE_PATH
 from livecam.control.http import LOOPBACK, HostCheck, HttpServer, Limits, bind_socket
+from livecam.control.ratelog import RateLimitedLog, printable
 from livecam.control.requests import VERBS, RequestError
 from livecam.control.status import ControlTarget, StateCollector, StatusReporter
 from livecam.core.errors import ConfigError
@@ -148,6 +149,9 @@ class ControlServer:
             self._merged = CollectorRegistry(auto_describe=False)
             self._merged.register(_StreamLabels([t.metrics.registry for t in self._targets]))
         self._gate = Gate(HostCheck(self._address[0]), self._limits)
+        # a request that makes a handler fail is a bug, but any client can repeat it
+        self._failures = RateLimitedLog(log, "control API requests that failed (a bug; "
+                                        "answered 500)", level=logging.ERROR)
         self._http: HttpServer | None = None
         self._streams = 0
         # per stream: (frames_sent, JPEG) last encoded
@@ -194,6 +198,8 @@ class ControlServer:
         """Stop serving and end event streams. Idempotent; any thread except a handler's."""
         if self._http is not None:
             self._http.stop()
+            self._gate.refusals.flush()
+            self._failures.flush()
             for target, collector in zip(self._targets, self._collectors, strict=True):
                 with contextlib.suppress(KeyError):  # stop twice
                     target.metrics.registry.unregister(collector)
@@ -227,10 +233,12 @@ class ControlServer:
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
             response = json_error(HTTPStatus(exc.status), exc.reason, headers=headers)
         except Exception as exc:  # a bug: answer 500, keep serving
-            log.error("control API: %s %s failed (%s: %s)", request.method, request.path,
-                      type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            self._failures.event(f"{request.method} {printable(request.path)}: "
+                                 f"{type(exc).__name__}: {printable(str(exc))}")
+            log.debug("control API: %s %s failed", request.method, printable(request.path),
+                      exc_info=True)
             response = json_error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the log)")
-        log.debug("%s %s -> %d", request.method, request.path, response.status)
+        log.debug("%s %s -> %d", request.method, printable(request.path), response.status)
         return response
 
     async def _panel(self, request: web.Request) -> web.Response:
@@ -244,7 +252,8 @@ class ControlServer:
         if text is None:
             return None
         n = len(self._targets)
-        if not text.isdigit() or int(text) >= n:
+        # ASCII digits only: str.isdigit() is also true of "²", which int() refuses
+        if not (text.isascii() and text.isdigit()) or int(text) >= n:
             raise RequestError(HTTPStatus.BAD_REQUEST, f"stream must be a whole number from "
                                f"0 to {n - 1} (this livecam runs {n} stream(s))")
         return int(text)

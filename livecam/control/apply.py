@@ -24,7 +24,7 @@ from aiohttp import web
 
 from livecam.control.http import Limits
 from livecam.control.paths import new_snapshot_path
-from livecam.control.requests import RequestError, build_command, parse_body
+from livecam.control.requests import RequestError, Tracks, build_command, parse_body
 from livecam.control.status import ControlTarget
 from livecam.core import commands as cmd
 from livecam.core.reload_result import ReloadResult
@@ -55,7 +55,8 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
     target = targets[stream] if stream is not None else next(t for t in targets if not t.done)
     command = build_command(
         verb, body, names=target.state.identities,
-        snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)))
+        snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)),
+        tracks=_tracks([target] if stream is not None else [t for t in targets if not t.done]))
     commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in targets])
                               if stream is None else target.commands)
     reply, error = await _apply(command, commands, target, apply_wait_s)
@@ -73,6 +74,22 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
                           for k in went_to]
         reply["path"] = reply["paths"][0]
     return reply
+
+
+def _tracks(targets: Sequence[ControlTarget]) -> Tracks:
+    """The tracks of ``targets`` (those a command goes to) that an assignment is checked
+    against."""
+    present: set[int] = set()
+    assigned: set[int] = set()
+    most = 0
+    for target in targets:
+        last = target.live.last()
+        if last is not None:
+            present.update(last.track_ids)
+        ids = {tid for tid, _ in target.state.track_identities}
+        assigned |= ids
+        most = max(most, len(ids))
+    return Tracks(frozenset(present), frozenset(assigned), most)
 
 
 def state_dict(state: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ would go: a file they can read, or one they can later swap for a token they know
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import os
@@ -125,6 +126,7 @@ def load_or_create_token(path: Path) -> str:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:  # a file where the folder should be, no permission, read-only
         raise _cannot_create(path, exc) from None
+    _check_folder(path)
     if not os.path.lexists(path):
         created = _create_token(path)
         if created is not None:
@@ -220,6 +222,57 @@ def _check_owner(path: Path) -> None:
             "control.token_file to a path in a folder only you can write")
 
 
+def _check_folder(path: Path) -> None:
+    """Refuse a token file in a folder that another user can write (or owns): they could
+    delete the token whenever they like, so every start makes a new one (each saved dock URL
+    and script breaks), or swap in a token they know between two starts. A folder with the
+    sticky bit (``/tmp``) lets no one else remove or rename the file, so it passes (the file's
+    own owner is checked by :func:`_check_owner`); so does root's. The folder of a link's
+    target is checked as well."""
+    if sys.platform == "win32":
+        return  # no POSIX modes there: the folder's ACLs (the user's profile) protect it
+    me = os.geteuid()
+    folders = [path.parent]
+    with contextlib.suppress(OSError):
+        real = Path(os.path.realpath(path)).parent
+        if real != path.parent:
+            folders.append(real)
+    for folder in folders:
+        try:
+            st = os.stat(folder)
+        except OSError:  # a link's target folder that is gone: reading the token says so
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (me, 0):
+            why = f"belongs to another user (uid {st.st_uid})"
+        elif (mode & 0o002 or (mode & 0o020 and not _own_group(st.st_gid))) \
+                and not mode & stat.S_ISVTX:
+            why = f"can be written by other users (mode {mode:o})"
+        else:
+            continue
+        raise ConfigError(
+            f"control API token folder {folder} {why}, who could delete or replace the token "
+            f"{path}: `chmod go-w {folder}` if it is yours, or set control.token_file to a "
+            "path in a folder only you can write")
+
+
+def _own_group(gid: int) -> bool:
+    """``gid`` is this user's private group (named as the user, their primary group, and no
+    one else listed in it): where the default umask is 002, folders are group-writable and
+    that is only the user."""
+    if sys.platform == "win32":
+        return False
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(os.geteuid())
+        group = grp.getgrgid(gid)
+    except KeyError:  # no such user or group in the databases: not known to be private
+        return False
+    return gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name}
+
+
 def _tighten(path: Path) -> None:
     """Set a token file others can read to 0600, with a warning."""
     if sys.platform == "win32":
@@ -244,7 +297,9 @@ def _cannot_create(path: Path, exc: OSError) -> ConfigError:
 
 
 def token_matches(expected: str, given: str | None) -> bool:
-    """Constant-time comparison, so response timing does not leak the token."""
+    """Constant-time comparison, so response timing does not leak the token. ``given`` is
+    whatever a client sent: a header's bytes that are not UTF-8 reach here as lone
+    surrogates (aiohttp decodes with ``surrogateescape``), which never match, never raise."""
     if not given:
         return False
-    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
+    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "surrogatepass"))

@@ -12,6 +12,7 @@ API's event-loop thread.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
@@ -21,7 +22,10 @@ from livecam.control import handshake
 from livecam.control.apply import read_body
 from livecam.control.auth import token_matches
 from livecam.control.http import HostCheck, Limits
+from livecam.control.ratelog import RateLimitedLog, printable
 from livecam.control.requests import RequestError
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -45,6 +49,9 @@ class Gate:
         self._hosts = hosts
         self._limits = limits
         self._nonces = handshake.ServerNonces()
+        # any local program can send requests that fail: one line a second, with a count
+        self.refusals = RateLimitedLog(log, "control API refused requests without a valid "
+                                       "token")
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -64,6 +71,8 @@ class Gate:
             refusal = ("missing or wrong token: use `livecam ctl` or `livecam ctl panel-url`, "
                        "which read the token file")
         if refusal is not None:
+            self.refusals.event(f"{request.method} {printable(request.path)} from "
+                                f"{request.remote}: {refusal.partition(':')[0]}")
             return json_error(HTTPStatus.UNAUTHORIZED, refusal, close=True,
                               headers={"WWW-Authenticate": 'Bearer realm="livecam"'})
         return await handler(request)

@@ -16,7 +16,7 @@ from http import HTTPStatus
 from typing import Any
 
 from livecam.core import commands as cmd
-from livecam.core.commands import MAX_OUTPUT_DELAY_MS
+from livecam.core.commands import MAX_OUTPUT_DELAY_MS, MAX_TRACK_ASSIGNMENTS
 from livecam.core.reload_result import ReloadResult
 
 
@@ -95,6 +95,17 @@ def _known(name: str | None, names: tuple[str, ...]) -> str | None:
     return name
 
 
+@dataclass(frozen=True)
+class Tracks:
+    """What an assignment is checked against: the track ids in the last frame sent
+    (``present``), and those with an identity of their own (``assigned``: the most of any
+    stream the command goes to, ``most_assigned`` of them)."""
+
+    present: frozenset[int]
+    assigned: frozenset[int]
+    most_assigned: int
+
+
 def _select(body: dict[str, Any], names: tuple[str, ...]) -> cmd.Command:
     _fields("/api/select", body, {"name": _Field(("string", "null")),
                                   "index": _Field(("integer",))})
@@ -114,12 +125,26 @@ def _bypass(body: dict[str, Any], names: tuple[str, ...]) -> cmd.Command:
     return cmd.ToggleBypass() if "on" not in body else cmd.SetBypass(body["on"])
 
 
-def _assign(body: dict[str, Any], names: tuple[str, ...]) -> cmd.Command:
+def _assign(body: dict[str, Any], names: tuple[str, ...], tracks: Tracks | None) -> cmd.Command:
     _fields("/api/assign", body, {"track_id": _Field(("integer",), required=True),
                                   "name": _Field(("string", "null"), required=True)})
-    if body["track_id"] < 0:
+    track_id = body["track_id"]
+    if track_id < 0:
         raise _bad('/api/assign: "track_id" must be a track number (see `livecam ctl status`)')
-    return cmd.AssignTrack(body["track_id"], _known(body["name"], names))
+    name = _known(body["name"], names)
+    if tracks is not None:
+        if track_id not in tracks.present and (name is not None
+                                               or track_id not in tracks.assigned):
+            now = ", ".join(str(t) for t in sorted(tracks.present)) or "none"
+            raise RequestError(HTTPStatus.NOT_FOUND, f"no track {track_id} in the picture "
+                               f"(tracks now: {now}); `livecam ctl status` lists them")
+        if (name is not None and track_id not in tracks.assigned
+                and tracks.most_assigned >= MAX_TRACK_ASSIGNMENTS):
+            raise RequestError(HTTPStatus.CONFLICT, f"at most {MAX_TRACK_ASSIGNMENTS} tracks "
+                               "have an identity of their own: clear one first with `livecam "
+                               "ctl assign TRACK none` (`livecam ctl status --json` lists "
+                               "them under assignments)")
+    return cmd.AssignTrack(track_id, name)
 
 
 def _delay(body: dict[str, Any], names: tuple[str, ...]) -> cmd.Command:
@@ -146,7 +171,6 @@ _BUILDERS: dict[str, Callable[[dict[str, Any], tuple[str, ...]], cmd.Command]] =
     "next": _bare(lambda: cmd.StepIdentity(+1), "/api/next"),
     "prev": _bare(lambda: cmd.StepIdentity(-1), "/api/prev"),
     "bypass": _bypass,
-    "assign": _assign,
     "delay": _delay,
     # the control API waits for (and answers with) how the reload ended
     "reload": _bare(lambda: cmd.Reload(ReloadResult()), "/api/reload"),
@@ -155,17 +179,23 @@ _BUILDERS: dict[str, Callable[[dict[str, Any], tuple[str, ...]], cmd.Command]] =
 
 
 def build_command(verb: str, body: dict[str, Any], *, names: tuple[str, ...],
-                  snapshot_path: Callable[[], str]) -> cmd.Command:
+                  snapshot_path: Callable[[], str], tracks: Tracks | None = None
+                  ) -> cmd.Command:
     """The command for ``POST /api/VERB`` with ``body``; ``names`` are the known identities,
-    ``snapshot_path`` picks the file a snapshot goes to (clients cannot choose it).
-    :class:`RequestError`: 404 unknown verb or identity, 400 anything else wrong."""
+    ``snapshot_path`` picks the file a snapshot goes to (clients cannot choose it), ``tracks``
+    what an assignment may name (None: not checked). :class:`RequestError`: 404 unknown verb,
+    identity or track (an assignment to a track not in the picture; clearing one that has an
+    identity works whether its track is there or not), 409 an assignment past
+    :data:`~livecam.core.commands.MAX_TRACK_ASSIGNMENTS`, 400 anything else wrong."""
     if verb == "snapshot":
         _fields("/api/snapshot", body, {})
         return cmd.SaveSnapshot(snapshot_path())
+    if verb == "assign":
+        return _assign(body, names, tracks)
     builder = _BUILDERS.get(verb)
     if builder is None:
         raise RequestError(HTTPStatus.NOT_FOUND, f"no such endpoint: POST /api/{verb}")
     return builder(body, names)
 
 #: Every ``POST /api/VERB``.
-VERBS = (*_BUILDERS, "snapshot")
+VERBS = (*_BUILDERS, "assign", "snapshot")

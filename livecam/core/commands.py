@@ -25,6 +25,10 @@ from livecam.core.types import RuntimeState
 
 #: The longest A/V delay (``output.delay_ms``): the output holds that many ms of frames.
 MAX_OUTPUT_DELAY_MS = 2000.0
+#: The most per-track identities kept at once. Tracks come and go (each new person, or one
+#: lost and found again, is a new track id) and an assignment outlives its track, so without a
+#: bound a script assigning in a loop would grow the state, and every status document, forever.
+MAX_TRACK_ASSIGNMENTS = 64
 
 
 class Command(Protocol):
@@ -139,7 +143,11 @@ class ToggleBypass:
 @dataclass(frozen=True)
 class AssignTrack:
     """Give track (person) ``track_id`` its own identity; ``name=None`` removes the assignment
-    so the track follows ``active_identity`` again."""
+    so the track follows ``active_identity`` again.
+
+    At most :data:`MAX_TRACK_ASSIGNMENTS` are kept: sources refuse one more (the API answers
+    409), and should one get through anyway (two clients at once), the assignment of the
+    lowest track id, the oldest track, is dropped for it."""
 
     track_id: int
     name: str | None
@@ -148,6 +156,7 @@ class AssignTrack:
         kept = tuple((tid, n) for tid, n in state.track_identities if tid != self.track_id)
         if self.name is not None:
             kept = tuple(sorted((*kept, (self.track_id, self.name))))
+            kept = kept[max(0, len(kept) - MAX_TRACK_ASSIGNMENTS):]
         return _bump(state, track_identities=kept)
 
 

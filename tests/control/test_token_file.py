@@ -135,3 +135,81 @@ def test_a_link_another_user_made_is_refused_and_its_target_left_alone(
     message = str(raised.value)
     assert "\n" not in message and "another user" in message and str(link) in message
     assert _mode(word) == 0o644 and word.read_text() == "myhost\n"
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o757, 0o703])
+def test_a_token_folder_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    """Another user who can write the token's folder can delete the token at will (each start
+    then makes a new one: 116 forced rotations in issue 39) or swap in one they know. Before,
+    only the file was checked."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    os.chmod(folder, mode)
+    token = folder / "api-token"
+    with pytest.raises(ConfigError) as raised:
+        load_or_create_token(token)
+    message = str(raised.value)
+    assert "\n" not in message and "can be written by other users" in message
+    assert f"chmod go-w {folder}" in message and "control.token_file" in message
+    assert not token.exists() and _mode(folder) == mode  # nothing made, nothing changed
+    made = tmp_path / "own" / "api-token"  # the folder livecam makes itself is 700
+    assert load_or_create_token(made) and _mode(made.parent) == 0o700
+
+
+def test_a_token_folder_with_the_sticky_bit_is_accepted(tmp_path: Path) -> None:
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    os.chmod(folder, 0o1777)  # as /tmp: no one else can remove or rename the file
+    token = folder / "api-token"
+    assert load_or_create_token(token) == read_token(token)
+
+
+def test_a_token_folder_another_group_can_write_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another group needs root (CI runs as root)")
+    folder = tmp_path / "team"
+    folder.mkdir()
+    os.chown(folder, 0, 4242)
+    os.chmod(folder, 0o770)
+    with pytest.raises(ConfigError, match=r"can be written by other users \(mode 770\)"):
+        load_or_create_token(folder / "api-token")
+
+
+def test_a_token_folder_only_the_users_own_group_can_write_is_accepted(
+        tmp_path: Path) -> None:
+    """Where the umask is 002 (user private groups), folders are group-writable by a group
+    of one: the user."""
+    import grp
+    import pwd
+
+    me = pwd.getpwuid(os.geteuid())
+    if grp.getgrgid(me.pw_gid).gr_name != me.pw_name or grp.getgrgid(me.pw_gid).gr_mem:
+        pytest.skip("this user's primary group is not a private group")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    os.chmod(folder, 0o775)
+    assert load_or_create_token(folder / "api-token")
+
+
+def test_a_token_folder_another_user_owns_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a folder another user owns needs root (CI runs as root)")
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o755)
+    os.chown(folder, 4242, 4242)
+    with pytest.raises(ConfigError, match=r"belongs to another user \(uid 4242\)"):
+        load_or_create_token(folder / "api-token")
+    assert not (folder / "api-token").exists()
+
+
+def test_a_link_into_a_folder_others_can_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "real-token").write_text("a-token\n")
+    os.chmod(shared / "real-token", 0o600)
+    os.chmod(shared, 0o777)
+    link = tmp_path / "cfg" / "api-token"
+    link.parent.mkdir(mode=0o700)
+    link.symlink_to(shared / "real-token")
+    with pytest.raises(ConfigError, match="can be written by other users"):
+        load_or_create_token(link)
