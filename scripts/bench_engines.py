@@ -2,7 +2,7 @@
 
 On the GPU machine, in one call:
     python scripts/bench_engines.py --device cuda --json $OUT/bench_engines.json \
-        --markdown docs/perf-notes.md
+        --markdown lab/perf-notes.md
 Here (CPU, a few seconds, checks the script works):
     python scripts/bench_engines.py --device cpu --small --json /tmp/bench_engines.json
 

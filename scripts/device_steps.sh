@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU benchmark of the product (scripts/bench_gpu.py) and the GPU tests on the GPU
-# machine, as a list of steps in one device call (docs/perf-notes.md's runs 100 and later).
+# machine, as a list of steps in one device call (lab/perf-notes.md's runs 100 and later).
 #
 # Here, in the repo root (needs network; makes DIR/wheels, DIR/litert.tar.xz, DIR/assets):
 #     scripts/device_steps.sh prep .device

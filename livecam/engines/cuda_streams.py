@@ -22,7 +22,7 @@ kernels ahead of those queued on ordinary streams (nothing running is preempted)
 graph replays at the priority of the stream it is launched into. The face follower's networks
 use them: their thread waits for each result before the next frame's work, while the swap's
 ticks are in flight and wait for nobody. With the GPU 80-90 % busy on one stream offline
-(docs/perf-notes.md, run 100), the follower's small kernels otherwise queue behind the
+(lab/perf-notes.md, run 100), the follower's small kernels otherwise queue behind the
 generator's.
 """
 

@@ -2,7 +2,7 @@
 ``torch.compile`` (Inductor), its compiled code kept in the engine cache's Inductor folder, so a
 later start finds it there and does not compile again.
 
-Why this route (measured, docs/perf-notes.md):
+Why this route (measured, lab/perf-notes.md):
 
 - The first route was an AOTInductor package (``aoti_compile_and_package``), the cleanest
   artefact: on the CPU it opens without tracing. But on the H200 test machine (torch
