@@ -73,3 +73,25 @@ class GpuConfig:
     colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
                                  "live one on the 128 px crop: blur size, px; 0 = off (as "
                                  "insightface).", range=(0.0, 128.0))
+    max_frames_per_call: int = knob(16, "The most frames one GPU call takes: a swap tick (one "
+                                    "frame per stream) and a batch of the streams' face "
+                                    "detector. Calls run at 1, 2, 4, ... frames up to this, "
+                                    "padded up, so what is compiled and captured does not "
+                                    "grow with the number of streams (more streams than this "
+                                    "take several calls). Larger batches more streams per "
+                                    "call and costs more memory per slot.", range=(1, 256))
+    max_faces_per_call: int = knob(16, "The most faces one swap tick carries (at least "
+                                   "analysis.max_faces): the generator and paste-back run at "
+                                   "1, 2, 4, ... faces up to this, padded up. More faces "
+                                   "wait for the next tick. Larger batches more faces per "
+                                   "generator call and costs memory in every captured graph.",
+                                   range=(1, 1024))
+    memory_limit_gb: float = knob(0.0, "GPU memory livecam may plan for, GB; 0 = what the "
+                                  "card has less memory_headroom_gb. At start livecam "
+                                  "estimates what the configured streams need (frame "
+                                  "buffers, slots, captured graphs, models) and refuses a "
+                                  "start that would not fit, before anything is compiled.",
+                                  range=(0.0, 4096.0))
+    memory_headroom_gb: float = knob(4.0, "With memory_limit_gb 0: memory left to the "
+                                     "driver, other processes and the allocator's "
+                                     "fragmentation, GB.", range=(0.0, 1024.0))

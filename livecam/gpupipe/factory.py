@@ -69,7 +69,7 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     from livecam.swap.occlusion import HandsInFront
 
     key = ("gpu-swap", config.swap, config.engine, config.models, config.gpu,
-           config.analysis.max_faces, identities)
+           config.analysis.max_faces, config.pipeline.max_streams, identities)
     if shared is None:
         hub = build_hub(config, identities, n_streams=1)
     else:
@@ -145,10 +145,14 @@ def follower_networks(config: Config, device: str, *, shared: Any = None,
     networks: Any
     if shared is not None and shared.n_streams > 1 and not analysis.refine_landmarks:
         from livecam.analysis.gpu.shared import SharedFaceNetworks
+        from livecam.gpupipe.shapes import call_sizes
 
-        n = shared.n_streams
-        hub = shared.get(("gpu-follower", device, analysis, config.gpu),
-                         lambda: SharedFaceNetworks(n_streams=n, **options))
+        n, sizes = shared.n_streams, call_sizes(config)
+        hub = shared.get(("gpu-follower", device, analysis, config.gpu,
+                          config.pipeline.max_streams),
+                         lambda: SharedFaceNetworks(
+                             n_streams=n, stack_frames=sizes.stack_frames,
+                             frames_per_call=sizes.frames_per_call, **options))
         networks = hub.slot_for(stream, detect_ahead=analysis.detect_each_frame,
                                 keep_frames=keep, pinned_capture=config.gpu.pinned_capture)
     else:
@@ -167,6 +171,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
     (``swap.hands_in_front``). Raises :class:`ConfigError` for an enhancer name that is no
     enhancer manifest."""
     from livecam.gpupipe.hub import GpuSwapHub
+    from livecam.gpupipe.shapes import call_sizes
     from livecam.swap.inswapper import read_emap
     from livecam.swap.neural_models import NeuralModels
 
@@ -206,7 +211,10 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         missing_log_interval_s=config.swap.missing_log_interval_s,
         enhancer=enhancer, enhancer_options=enhancer_options,
         hands=config.swap.hands_in_front, keep=keeps_features(config),
-        compile_dir=swap_compile_dir(config, models.gpu_device()))
+        compile_dir=swap_compile_dir(config, models.gpu_device()),
+        # sized by the config, not by n_streams: the same shapes for any number of streams
+        frames_per_call=call_sizes(config).frames_per_call,
+        faces_per_call=call_sizes(config).faces_per_call)
 
 
 def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:

@@ -31,6 +31,7 @@ import torch
 
 from livecam.engines.cuda_streams import new_stream
 from livecam.gpupipe.program import Staged, SwapProgram
+from livecam.gpupipe.shapes import doubling
 from livecam.gpupipe.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -40,10 +41,7 @@ MODES = ("graph", "segmented", "eager")
 
 def face_buckets(max_faces: int) -> tuple[int, ...]:
     """0, 1, 2, 4, 8, ... up to and including ``max_faces``."""
-    out = [0, 1]
-    while out[-1] < max_faces:
-        out.append(min(out[-1] * 2, max_faces))
-    return tuple(sorted(set(out)))
+    return doubling(max_faces, start=0)
 
 
 def bucket_for(n_faces: int, buckets: tuple[int, ...]) -> int:

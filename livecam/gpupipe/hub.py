@@ -49,8 +49,12 @@ class GpuSwapHub:
     ``device``, ``inputs``, ``outputs``, ``cuda_graphs``, ``run_torch``), opened by the first
     :meth:`acquire`. ``emap``: () -> the model's (D, D) embedding map (read at open).
     ``source_embedding(name)``: an identity's (512,) ArcFace embedding, None or
-    :class:`IdentityError` when it cannot be had. ``n_streams`` x ``max_faces`` face rows per
-    tick; ``slots`` ticks in flight (also each stream's bound). ``window_px``: the paste
+    :class:`IdentityError` when it cannot be had. ``n_streams`` streams of up to ``max_faces``
+    faces; a tick takes up to ``frames_per_call`` frames (default ``n_streams``) and
+    ``faces_per_call`` faces (default ``n_streams`` x ``max_faces``): what is allocated,
+    compiled and captured is sized by those two (:mod:`livecam.gpupipe.shapes` sets them from
+    the config, whatever the number of streams); ``slots`` ticks in flight (also each
+    stream's bound). ``window_px``: the paste
     window; ``window_large_px``: a larger one for the ticks with a face the first cannot hold
     (0: none). ``require_models()`` runs
     first in :meth:`acquire` (a missing model raises :class:`ModelError` naming the fetch).
@@ -75,7 +79,9 @@ class GpuSwapHub:
                  clock: Callable[[], float] = time.monotonic,
                  collector_thread: bool = True, enhancer: Any = None,
                  enhancer_options: Any = None, hands: bool = False,
-                 keep: bool = False, compile_dir: Path | None = None) -> None:
+                 keep: bool = False, compile_dir: Path | None = None,
+                 frames_per_call: int | None = None,
+                 faces_per_call: int | None = None) -> None:
         self.generator = generator
         self.compile_dir = compile_dir
         self.keep = keep
@@ -86,6 +92,8 @@ class GpuSwapHub:
         self.source_embedding = source_embedding
         self.n_streams = max(1, n_streams)
         self.max_faces = max_faces
+        self.frames_per_call = max(1, frames_per_call or self.n_streams)
+        self.faces_per_call = max(max_faces, faces_per_call or self.n_streams * max_faces, 1)
         self.slots = slots
         self.use_graphs = use_graphs
         self.window_px = window_px
@@ -164,8 +172,9 @@ class GpuSwapHub:
             self._collector = threading.Thread(target=self._collect_loop,
                                                name="livecam-gpu-collect", daemon=True)
             self._collector.start()
-        log.info("GPU swap on %s: %d stream(s) x %d faces per tick, %d slots, CUDA graphs %s",
-                 self.device, self.n_streams, self.max_faces, self.slots,
+        log.info("GPU swap on %s: %d stream(s); ticks of up to %d frames and %d faces, %d "
+                 "slots, CUDA graphs %s", self.device, self.n_streams, self.frames_per_call,
+                 self.faces_per_call, self.slots,
                  "on" if self._graphs_on() else "off")
 
     def release(self) -> None:
@@ -229,9 +238,8 @@ class GpuSwapHub:
                 raise RuntimeError("GpuSwapHub used before acquire()")
             from livecam.gpupipe.scheduler import GpuScheduler
 
-            shape = SlotShape(self.n_streams, height_px, width_px,
-                              self.n_streams * self.max_faces, self._program.latent_dim,
-                              hands=self.hands)
+            shape = SlotShape(self.frames_per_call, height_px, width_px,
+                              self.faces_per_call, self._program.latent_dim, hands=self.hands)
             sched = GpuScheduler(self._program, shape, self.device, n_slots=self.slots,
                                  use_graphs=self._graphs_on(), windows_px=self.windows_px)
             sched.open()

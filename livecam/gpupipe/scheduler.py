@@ -35,6 +35,7 @@ import torch
 
 from livecam.gpupipe.graphs import GraphRunner, bucket_for, face_buckets
 from livecam.gpupipe.program import SwapProgram
+from livecam.gpupipe.shapes import distinct_windows
 from livecam.gpupipe.slots import HandBox, Slot, SlotRing, SlotShape
 from livecam.swap.gpu.paste import window_for
 
@@ -206,12 +207,5 @@ class GpuScheduler:
 
 
 def _distinct_windows(windows_px: tuple[int, ...], shape: SlotShape) -> tuple[int, ...]:
-    """``windows_px`` ascending, less those no larger than the one before once cut to the
-    frame's smaller side (a 640 px window already covers a 480-line frame: 1088 adds nothing
-    there)."""
-    side = min(shape.height_px, shape.width_px)
-    kept: list[int] = []
-    for window in sorted(set(windows_px)):
-        if not kept or min(window, side) > min(kept[-1], side):
-            kept.append(window)
-    return tuple(kept)
+    """:func:`livecam.gpupipe.shapes.distinct_windows` for this slot's frames."""
+    return distinct_windows(windows_px, shape.height_px, shape.width_px)

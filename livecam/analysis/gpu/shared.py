@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The most face regions one mesh graph takes (more run as several batches).
-MAX_MESH_BATCH = 64
+MAX_MESH_BATCH = 64  # livecam.gpupipe.shapes.MAX_MESH_BATCH (a layer above) says the same
 
 
 class FrameStack:
@@ -72,7 +72,11 @@ class FrameStack:
 class SharedFaceNetworks:
     """BlazeFace and the face mesh for ``n_streams`` streams (see the module docstring); the
     arguments are :class:`GpuFaceNetworks`' (``max_rois``: one stream's regions per call;
-    ``refine_landmarks`` has no GPU mesh, so it is not offered here). Streams call
+    ``refine_landmarks`` has no GPU mesh, so it is not offered here). ``stack_frames``: the
+    depth of the stacked frames (default ``n_streams``; the pipeline passes
+    ``pipeline.max_streams``, so the compiled shapes do not change with the streams started);
+    ``frames_per_call``: the most frames one detector call takes (default the depth; more
+    run as several calls). Streams call
     :meth:`acquire`/:meth:`release` (their clients' ``open``/``close``): the first opens the
     models, the last closes them."""
 
@@ -80,18 +84,22 @@ class SharedFaceNetworks:
                  detector_model: str = "full", min_score: float = 0.5,
                  precision: str = "fp16", max_rois: int = 8, use_graphs: bool = True,
                  models_dir: str | Path | None = None,
-                 compile_dir: Path | None = None) -> None:
+                 compile_dir: Path | None = None, stack_frames: int | None = None,
+                 frames_per_call: int | None = None) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.n_streams = max(1, n_streams)
+        self.stack_frames = max(self.n_streams, stack_frames or self.n_streams)
+        self.frames_per_call = max(1, min(frames_per_call or self.stack_frames,
+                                          self.stack_frames))
         self.detector_model = detector_model
         self.min_score = min_score
         self.precision = precision if self.cuda else "fp32"
         self.max_rois = max(1, max_rois)
-        self.max_mesh = min(MAX_MESH_BATCH, self.n_streams * self.max_rois)
+        self.max_mesh = min(MAX_MESH_BATCH, self.frames_per_call * self.max_rois)
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
         self.compile_dir = compile_dir
@@ -159,7 +167,7 @@ class SharedFaceNetworks:
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
             self._side = new_stream(self.device, urgent=True)
-        pinned, n, m = self.cuda, self.n_streams, self.max_mesh
+        pinned, n, m = self.cuda, self.frames_per_call, self.max_mesh
         self._index_host = torch.zeros((n,), dtype=torch.int64, pin_memory=pinned)
         self._index_dev = torch.zeros((n,), dtype=torch.int64, device=self.device)
         self._rows_host = torch.zeros((m, 5), dtype=torch.float32, pin_memory=pinned)
@@ -168,7 +176,7 @@ class SharedFaceNetworks:
                            torch.zeros((m,), pin_memory=pinned))
         log.info("face detector (%s) and face mesh on %s shared by %d streams: their calls "
                  "are batched (up to %d frames and %d regions a call)", self.detector_model,
-                 self.device, self.n_streams, self.n_streams, self.max_mesh)
+                 self.device, self.n_streams, self.frames_per_call, self.max_mesh)
 
     def release(self) -> None:
         with self._lock:
@@ -210,10 +218,10 @@ class SharedFaceNetworks:
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call of the thread running a batch gives the GIL up and queues to get it back
         (device runs 66 and 89)."""
-        stack = FrameStack(self.n_streams, height_px, width_px, self.device)
+        stack = FrameStack(self.stack_frames, height_px, width_px, self.device)
         with torch.inference_mode():
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
-            for b in mesh_buckets(self.n_streams):
+            for b in mesh_buckets(self.frames_per_call):
                 with self.on_stream(self._side):
                     first = [d(stack.frames, frame_index=self._index_dev[:b])
                              for d in self._detectors]
@@ -272,7 +280,15 @@ class SharedFaceNetworks:
         if self.cuda:
             self._side.wait_stream(self._stream)
         detect = [r for r in requests if r.detect]
-        if detect:  # each stream has one call at a time: at most n_streams frames
+        per_call = self.frames_per_call
+        while len(detect) > per_call:  # all but the last call's frames: one call at a time
+            first, detect = detect[:per_call], detect[per_call:]
+            self._launch_detect(stack, [r.slot for r in first])
+            if self.cuda:
+                wait_done(self._side)
+            for j, r in enumerate(first):
+                r.found = frame_detections(self._det_host, j)
+        if detect:  # the last frames' call runs beside the mesh
             self._launch_detect(stack, [r.slot for r in detect])
         regions = [(r, roi) for r in requests for roi in r.rois]
         for start in range(0, len(regions), self.max_mesh):

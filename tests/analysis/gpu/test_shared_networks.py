@@ -323,3 +323,44 @@ def test_a_rebuilt_stream_takes_its_place_and_the_last_stream_closing_closes_the
     assert not shared._detectors and not shared._stacks
     with pytest.raises(ValueError, match="stream 2"):
         shared.slot_for(2)
+
+
+@pytest.mark.slow
+def test_more_frames_than_one_detector_call_takes_run_as_several_calls(
+        frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
+    """Four streams' detections in one batch, with a call of at most two frames (and the
+    stacked frames deeper than the streams, as the pipeline sizes them by
+    ``pipeline.max_streams``): two calls, each stream still gets its own detections."""
+    want = [own(k) for k in range(len(frames))]
+    shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
+                                min_score=0.5, max_rois=2, stack_frames=8, frames_per_call=2)
+    clients = [shared.slot_for(k) for k in range(len(frames))]
+    for c in clients:
+        c.open()
+    found: dict[int, list[tuple[np.ndarray, float]]] = {}
+
+    def detect(k: int) -> None:
+        faces = clients[k].detect(frames[k].copy())
+        found[k] = [(faces.boxes_xyxy[i], float(faces.scores[i])) for i in range(len(faces))]
+
+    try:
+        for size in {f.shape[:2] for f in frames}:  # stacks made before the batch is held
+            shared.stack(*size)
+        assert {s.frames.shape[0] for s in shared._stacks.values()} == {8}
+        assert all(tuple(s.detect) == (1, 2) for s in shared._stacks.values())
+        with shared.batcher.exclusive():  # no batch runs until all four calls wait
+            threads = [threading.Thread(target=detect, args=(k,)) for k in range(4)]
+            for t in threads:
+                t.start()
+            assert shared.batcher.wait_for_pending(4, timeout_s=120)
+        for t in threads:
+            t.join(300)
+    finally:
+        for c in clients:
+            c.close()
+    assert 4 in shared.batcher.sizes  # one batch of four detector frames
+    for k in range(4):
+        got, ref = found[k], want[k][0]
+        assert len(got) == len(ref) >= 1
+        for (box, score), (box_ref, score_ref) in zip(got, ref, strict=True):
+            assert np.abs(box - box_ref).max() < 0.5 and abs(score - score_ref) < 1e-3

@@ -1,0 +1,195 @@
+"""What a GPU start compiles and captures, worked out before anything is: the shape plan.
+
+Everything the GPU pipeline compiles (``torch.compile``: the face networks, the swap's
+alignment and paste-back, the generator) or captures (CUDA graphs) is keyed by a few
+buckets, never by the number of streams:
+
+- **frames per call** (``gpu.max_frames_per_call``, cut to ``pipeline.max_streams``): a swap
+  tick takes one frame of each stream that has one ready, at most this many; the streams'
+  face detector takes as many frames a call. Calls run at 1, 2, 4, ... frames, padded up.
+  The slots' device frames are this deep, whatever the number of streams.
+- **faces per call** (``gpu.max_faces_per_call``, at least ``analysis.max_faces``): a tick's
+  faces run the generator and paste-back at 0, 1, 2, 4, ... faces, padded up; more faces
+  wait for the next tick.
+- **the streams' stacked frames** (many streams): every stream's frame has its place in one
+  (``pipeline.max_streams``, H, W, 3) device tensor the detector and mesh read by index, so
+  its depth is the configured ceiling, not the streams started.
+
+:func:`plan_start` is what :func:`livecam.gpupipe.factory.build_hub`,
+:func:`~livecam.gpupipe.factory.follower_networks`, the memory check
+(:mod:`livecam.gpupipe.memory`) and ``livecam engines build`` read, so the shapes listed by
+:meth:`ShapePlan.compiled_shapes` are the ones a start asks for. One stream has face networks
+of its own (:class:`~livecam.analysis.gpu.networks.GpuFaceNetworks`); two or more share
+:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`: the plan of any N >= 2 is one set,
+the plan of 1 another (``engines build`` prepares both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from livecam.config import Config
+
+#: The most face regions one mesh call of the shared networks takes (more run as several).
+MAX_MESH_BATCH = 64
+
+
+def doubling(largest: int, *, start: int = 1) -> tuple[int, ...]:
+    """``start``, then 1, 2, 4, ... up to and including ``largest`` (>= 1)."""
+    out = [start, 1] if start == 0 else [1]
+    while out[-1] < largest:
+        out.append(min(out[-1] * 2, largest))
+    return tuple(sorted(set(out)))
+
+
+def bucket_at_least(n: int) -> int:
+    """The power of two at or above ``n`` (>= 1)."""
+    b = 1
+    while b < n:
+        b *= 2
+    return b
+
+
+def distinct_windows(windows_px: tuple[int, ...], height_px: int,
+                     width_px: int) -> tuple[int, ...]:
+    """``windows_px`` ascending, less those no larger than the one before once cut to the
+    frame's smaller side (a 640 px window already covers a 480-line frame: 1088 adds nothing
+    there)."""
+    side = min(height_px, width_px)
+    kept: list[int] = []
+    for window in sorted(set(windows_px)):
+        if not kept or min(window, side) > min(kept[-1], side):
+            kept.append(window)
+    return tuple(kept)
+
+
+@dataclass(frozen=True)
+class CompiledShape:
+    """One compiled call: ``part`` (what is compiled) and ``inputs``, its static input shapes
+    and sizes (a call compiles once per distinct ``inputs``)."""
+
+    part: str
+    inputs: tuple[object, ...]
+
+    def __str__(self) -> str:
+        return f"{self.part} {self.inputs}"
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """The sizes a GPU start allocates, compiles and captures for one frame size (see the
+    module docstring). ``shared``: the streams share their face networks (two or more)."""
+
+    height_px: int
+    width_px: int
+    shared: bool
+    slots: int
+    frames_per_call: int
+    stack_frames: int
+    faces_per_call: int
+    max_rois: int
+    windows_px: tuple[int, ...]
+    generator_batches: tuple[int, ...]
+    swap_compiled: bool
+    networks_compiled: bool
+
+    @property
+    def face_buckets(self) -> tuple[int, ...]:
+        """Faces per tick: 0, 1, 2, 4, ... up to :attr:`faces_per_call`."""
+        return doubling(self.faces_per_call, start=0)
+
+    @property
+    def frame_buckets(self) -> tuple[int, ...]:
+        """Frames per detector call of the shared networks: 1, 2, 4, ..."""
+        return doubling(self.frames_per_call)
+
+    @property
+    def mesh_max(self) -> int:
+        """The most regions one face-mesh call takes."""
+        if not self.shared:
+            return self.max_rois
+        return min(MAX_MESH_BATCH, self.frames_per_call * self.max_rois)
+
+    @property
+    def mesh_buckets(self) -> tuple[int, ...]:
+        return doubling(self.mesh_max)
+
+    def compiled_shapes(self) -> tuple[CompiledShape, ...]:
+        """Every call this start compiles (with its knob on), in the order a start meets
+        them."""
+        h, w = self.height_px, self.width_px
+        out: list[CompiledShape] = []
+        if self.networks_compiled:
+            frames = (self.stack_frames if self.shared else 1, h, w, 3)
+            detect = self.frame_buckets if self.shared else (1,)
+            out += [CompiledShape("face detector", (frames, b)) for b in detect]
+            out += [CompiledShape("face mesh", (frames, b)) for b in self.mesh_buckets]
+        if self.swap_compiled:
+            frames = (self.frames_per_call, h, w, 3)
+            for part in ("swap alignment", "swap paste-back"):
+                out += [CompiledShape(part, (frames, b, window)) for b in self.face_buckets[1:]
+                        for window in self.windows_px]
+        out += [CompiledShape("generator", (b,)) for b in self.generator_batches]
+        return tuple(out)
+
+    @property
+    def swap_graphs(self) -> int:
+        """CUDA graphs the swap captures: per slot, face bucket (0 has none) and window."""
+        return self.slots * (len(self.face_buckets) - 1) * len(self.windows_px)
+
+    @property
+    def network_graphs(self) -> int:
+        """CUDA graphs the face networks capture for this frame size."""
+        detect = len(self.frame_buckets) if self.shared else 1
+        return detect + len(self.mesh_buckets)
+
+
+@dataclass(frozen=True)
+class CallSizes:
+    """The sizes of :class:`ShapePlan` that no frame size changes: ``frames_per_call``,
+    ``faces_per_call`` and ``stack_frames`` (see the module docstring)."""
+
+    frames_per_call: int
+    faces_per_call: int
+    stack_frames: int
+
+
+def call_sizes(config: Config) -> CallSizes:
+    """The call sizes of ``config`` (the hub and the shared networks are built with them)."""
+    gpu = config.gpu
+    ceiling = max(1, config.pipeline.max_streams)
+    return CallSizes(
+        frames_per_call=max(1, min(gpu.max_frames_per_call, bucket_at_least(ceiling))),
+        faces_per_call=max(gpu.max_faces_per_call, config.analysis.max_faces, 1),
+        stack_frames=ceiling)
+
+
+def plan_start(config: Config, *, n_streams: int, width_px: int, height_px: int,
+               device: str = "cuda") -> ShapePlan:
+    """The shape plan of a GPU start of ``n_streams`` streams of ``config`` at this frame
+    size on ``device`` (compiling happens on CUDA only). Only whether ``n_streams`` is one or
+    more changes it (see the module docstring)."""
+    from livecam.engines.torch_compiled import power_of_two_batches
+
+    gpu, analysis = config.gpu, config.analysis
+    sizes = call_sizes(config)
+    windows = (gpu.paste_window_px,) + ((gpu.paste_window_large_px,)
+                                        if gpu.paste_window_large_px > gpu.paste_window_px
+                                        else ())
+    batches = (tuple(sorted(set(config.engine.compiled_batch_sizes)))
+               if config.engine.compiled_batch_sizes
+               else power_of_two_batches(max(1, analysis.max_faces)))
+    cuda = device.startswith("cuda")
+    shared = n_streams > 1 and not analysis.refine_landmarks
+    compiled_generator = config.engine.torch_mode in ("compiled", "auto")
+    return ShapePlan(
+        height_px=height_px, width_px=width_px, shared=shared, slots=gpu.slots,
+        frames_per_call=sizes.frames_per_call, stack_frames=sizes.stack_frames,
+        faces_per_call=sizes.faces_per_call,
+        max_rois=max(1, analysis.max_faces),
+        windows_px=distinct_windows(windows, height_px, width_px),
+        generator_batches=batches if compiled_generator else (),
+        swap_compiled=cuda and gpu.compile_paste,
+        networks_compiled=cuda and gpu.compile_networks)
