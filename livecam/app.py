@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from livecam.capture import make_source, parse_input
+from livecam.capture.base import FrameSource
 from livecam.config import Config
 from livecam.core.commands import Command, CommandFanOut, CommandQueue, Commands, Ticket
 from livecam.core.stage import AnyStage
@@ -25,7 +26,7 @@ from livecam.pipeline.passthrough import PassThrough
 from livecam.pipeline.reload import StageFactory
 from livecam.pipeline.running import ControlSource
 from livecam.pipeline.runtime import App
-from livecam.pipeline.streams import StreamLimitError, StreamSet
+from livecam.pipeline.streams import Endpoints, StreamLimitError, StreamSet
 
 if TYPE_CHECKING:
     from livecam.identity import IdentitySource
@@ -102,9 +103,12 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
                   stages: Sequence[AnyStage] | None = None, hotkeys: bool = True,
                   api_required: bool = False, wait_for_source: bool = False,
                   config_loader: Callable[[], Config] | None = None,
-                  identities: IdentitySource | None = None) -> StreamSet:
+                  identities: IdentitySource | None = None, hold_open: bool = False,
+                  gpu_streams: int | None = None) -> StreamSet:
     """One :class:`App` per ``(input_spec, output_spec)`` pair, with the controls of the set
-    (nothing is opened yet). Every spec is parsed before anything is built.
+    (nothing is opened yet). Every spec is parsed before anything is built. With
+    ``hold_open`` (``livecam serve``) ``pairs`` may be empty and the set runs until stopped;
+    ``gpu_streams`` sizes the shared GPU pipeline for that many streams (default: the pairs).
 
     Each stream has its own capture, stage chain, output, metrics, runtime state and command
     queue; on a CUDA GPU the streams' GPU stages share one GPU pipeline (the faces of every
@@ -123,7 +127,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     from livecam.control.paths import new_snapshot_path, snapshot_dir
     from livecam.core.commands import SaveSnapshot
 
-    if not pairs:
+    if not pairs and not hold_open:
         raise ValueError("build_streams needs at least one input/output pair")
     if stages is not None and len(pairs) != 1:
         raise ValueError("stages can only be given for a single stream")
@@ -135,18 +139,26 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
         state = dataclasses.replace(state, identities=catalog.names())
     queues = [CommandQueue() for _ in pairs]
     # the preview window's keys reach every stream running at the press, added ones too
-    commands = _SetCommandsLater(CommandFanOut(queues))
+    commands = _SetCommandsLater(CommandFanOut(queues) if queues else CommandQueue())
     snapshots = snapshot_dir(config.control.snapshot_dir)
     keymap = bindings(config.control,
                       snapshot=lambda: SaveSnapshot(str(new_snapshot_path(snapshots))))
     presses = PressLedger()  # a press in the focused preview reaches both key sources
-    shared = SharedStages(len(pairs))
+    shared = SharedStages(max(len(pairs), gpu_streams or 0, 1))
     several = len(pairs) > 1
 
-    def make_app(k: int, input_spec: str, output_spec: str, *, added: bool) -> App:
-        in_parsed, out_parsed = parse_input(input_spec), parse_output(output_spec)
+    def make_app(k: int, input_spec: str, output_spec: str, *, added: bool,
+                 endpoints: Endpoints | None = None) -> App:
         sink: FrameSink
-        if out_parsed.kind == "window" and not added:
+        source: FrameSource
+        if endpoints is not None:
+            source, sink = endpoints
+        else:
+            in_parsed, out_parsed = parse_input(input_spec), parse_output(output_spec)
+            source = make_source(in_parsed, config.capture)
+        if endpoints is not None:
+            pass
+        elif out_parsed.kind == "window" and not added:
             from livecam.output.window import WindowSink
 
             sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
@@ -161,7 +173,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
                     "and cannot take more while it runs: start livecam with every stream")
             factory = _stage_factory(identities, shared, k)
             app_stages = factory(config, state)
-        return App(config, source=make_source(in_parsed, config.capture), sink=sink,
+        return App(config, source=source, sink=sink,
                    stages=app_stages, state=state, max_frames=max_frames,
                    commands=queues[k] if not added else CommandQueue(),
                    stage_factory=factory, config_loader=config_loader,
@@ -171,12 +183,13 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
 
     apps = [make_app(k, i, o, added=False) for k, (i, o) in enumerate(pairs)]
 
-    def add(k: int, input_spec: str, output_spec: str) -> App:
+    def add(k: int, input_spec: str, output_spec: str, endpoints: Endpoints | None) -> App:
         if stages is not None:
             raise StreamLimitError("this run was given its stages: it cannot add streams")
-        return make_app(k, input_spec, output_spec, added=True)
+        return make_app(k, input_spec, output_spec, added=True, endpoints=endpoints)
 
-    streams = StreamSet(apps, factory=add, max_streams=config.pipeline.max_streams)
+    streams = StreamSet(apps, factory=add, max_streams=config.pipeline.max_streams,
+                        hold_open=hold_open)
     commands.target = streams.commands
     streams.controls.extend(_controls(config, streams, keymap, presses, catalog, snapshots,
                                       hotkeys=hotkeys, api_required=api_required))

@@ -25,19 +25,22 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from livecam.capture.base import FrameSource
 from livecam.core.commands import Command, CommandFanOut, CommandQueue, Ticket
 from livecam.core.errors import LivecamError
 from livecam.core.types import RuntimeState
-from livecam.output import GuiSink
+from livecam.output import FrameSink, GuiSink
 from livecam.pipeline.running import ControlSource, run_to_end, stop_controls
 from livecam.pipeline.runtime import App
 from livecam.pipeline.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
-#: Builds stream ``k`` for ``(input_spec, output_spec)`` (nothing opened yet); raises
+#: Builds stream ``k`` for ``(input_spec, output_spec)`` (nothing opened yet), or with the
+#: given ``(source, sink)`` (the specs are then only labels: a remote session's); raises
 #: :class:`~livecam.core.errors.UsageError`/``ConfigError`` for specs it cannot run.
-AppFactory = Callable[[int, str, str], App]
+Endpoints = tuple[FrameSource, FrameSink]
+AppFactory = Callable[[int, str, str, "Endpoints | None"], App]
 
 
 class StreamLimitError(LivecamError, RuntimeError):
@@ -114,10 +117,12 @@ class StreamSet:
         with self._lock:
             return dict(self._streams)
 
-    def add_stream(self, input_spec: str, output_spec: str) -> int:
-        """Build, open and start a stream for ``input_spec`` → ``output_spec`` beside the
-        running ones; its id. Raises :class:`StreamLimitError` when the set is not running,
-        is full or cannot add streams, the factory's ``UsageError``/``ConfigError`` for specs
+    def add_stream(self, input_spec: str, output_spec: str, *,
+                   endpoints: Endpoints | None = None) -> int:
+        """Build, open and start a stream for ``input_spec`` → ``output_spec`` (or for the
+        given ``endpoints``, labelled so) beside the running ones; its id. Raises
+        :class:`StreamLimitError` when the set is not running, is full or cannot add
+        streams, the factory's ``UsageError``/``ConfigError`` for specs
         it cannot run, and what opening raised (the stream is then freed)."""
         if self._factory is None:
             raise StreamLimitError("this livecam was started without a way to add streams")
@@ -135,7 +140,7 @@ class StreamSet:
             self._adding += 1
         added = False
         try:
-            app = self._factory(k, input_spec, output_spec)
+            app = self._factory(k, input_spec, output_spec, endpoints)
             if isinstance(app.sink, GuiSink):
                 raise StreamLimitError("a stream added while livecam runs cannot show a "
                                        "preview window: send it to virtualcam, file:PATH or null")
@@ -184,7 +189,7 @@ class StreamSet:
 
     @property
     def done(self) -> bool:
-        if self._hold_open:
+        if self._hold_open or self._stopping.is_set():
             return self._stopping.is_set()
         return all(a.done for a in self.apps)
 
@@ -231,6 +236,11 @@ class StreamSet:
                 continue
             # the window's app draws it while waiting (closing it ends that stream)
             (self._gui if self._gui in pending else pending[0]).wait(step_s)
+
+    def request_stop(self) -> None:
+        """Make ``wait`` return (a set held open is then done); the caller then calls
+        ``stop``. Any thread, a signal handler included."""
+        self._stopping.set()
 
     def stop(self, timeout_s: float = 0.9) -> None:
         """Stop the controls, then every stream in parallel. Idempotent."""

@@ -52,7 +52,7 @@ def test_a_stream_added_and_removed_while_others_run(fast_config: Config) -> Non
     first = stream_app(fast_config, [Marker()], 0)
     made: list[WaitsForOthers] = []
 
-    def factory(k: int, input_spec: str, output_spec: str) -> App:
+    def factory(k: int, input_spec: str, output_spec: str, endpoints: object) -> App:
         made.append(WaitsForOthers(first))
         return stream_app(fast_config, [made[-1]], k, width=80)
 
@@ -79,7 +79,7 @@ def test_a_stream_added_and_removed_while_others_run(fast_config: Config) -> Non
 
 def test_limits_are_one_clear_error(fast_config: Config) -> None:
     first = stream_app(fast_config, [Marker()], 0)
-    streams = StreamSet([first], factory=lambda k, i, o: stream_app(fast_config, [], k),
+    streams = StreamSet([first], factory=lambda k, i, o, e: stream_app(fast_config, [], k),
                         max_streams=2)
     with pytest.raises(StreamLimitError, match="not running streams now"):
         streams.add_stream("synthetic:64x48", "null")  # before start
@@ -101,7 +101,7 @@ def test_limits_are_one_clear_error(fast_config: Config) -> None:
 
 
 def test_a_set_held_open_runs_without_streams_until_stopped(fast_config: Config) -> None:
-    streams = StreamSet([], factory=lambda k, i, o: stream_app(fast_config, [Marker()], k),
+    streams = StreamSet([], factory=lambda k, i, o, e: stream_app(fast_config, [Marker()], k),
                         hold_open=True)
     streams.start()
     try:
