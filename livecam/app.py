@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from livecam.capture import make_source, parse_input
+from livecam.capture.base import FrameSource
 from livecam.config import Config
-from livecam.core.commands import CommandFanOut, CommandQueue, Commands
+from livecam.core.commands import Command, CommandFanOut, CommandQueue, Commands, Ticket
 from livecam.core.stage import AnyStage
 from livecam.core.types import RuntimeState
 from livecam.output import FrameSink, make_sink, parse_output
@@ -25,7 +26,7 @@ from livecam.pipeline.passthrough import PassThrough
 from livecam.pipeline.reload import StageFactory
 from livecam.pipeline.running import ControlSource
 from livecam.pipeline.runtime import App
-from livecam.pipeline.streams import StreamSet
+from livecam.pipeline.streams import Endpoints, StreamLimitError, StreamSet
 
 if TYPE_CHECKING:
     from livecam.identity import IdentitySource
@@ -102,9 +103,12 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
                   stages: Sequence[AnyStage] | None = None, hotkeys: bool = True,
                   api_required: bool = False, wait_for_source: bool = False,
                   config_loader: Callable[[], Config] | None = None,
-                  identities: IdentitySource | None = None) -> StreamSet:
+                  identities: IdentitySource | None = None, hold_open: bool = False,
+                  gpu_streams: int | None = None) -> StreamSet:
     """One :class:`App` per ``(input_spec, output_spec)`` pair, with the controls of the set
-    (nothing is opened yet). Every spec is parsed before anything is built.
+    (nothing is opened yet). Every spec is parsed before anything is built. With
+    ``hold_open`` (``livecam serve``) ``pairs`` may be empty and the set runs until stopped;
+    ``gpu_streams`` sizes the shared GPU pipeline for that many streams (default: the pairs).
 
     Each stream has its own capture, stage chain, output, metrics, runtime state and command
     queue; on a CUDA GPU the streams' GPU stages share one GPU pipeline (the faces of every
@@ -114,34 +118,47 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     only with ``api_required``) serving every stream, reloads that re-read the config through
     ``config_loader``. A command from the keys, or from the API without a stream, goes to
     every stream. ``stages`` (tests) replaces the built stages of a single stream.
+    Streams added while the set runs (:meth:`StreamSet.add_stream`) are built the same way,
+    from the start's state and config, with their own command queue (never a preview
+    window; on the GPU path only within the streams the GPU pipeline was built for).
     """
     from livecam.control.catalog import LibraryCatalog
     from livecam.control.keymap import PressLedger, WindowKeys, bindings
     from livecam.control.paths import new_snapshot_path, snapshot_dir
     from livecam.core.commands import SaveSnapshot
 
-    if not pairs:
+    if not pairs and not hold_open:
         raise ValueError("build_streams needs at least one input/output pair")
     if stages is not None and len(pairs) != 1:
         raise ValueError("stages can only be given for a single stream")
-    parsed = [(parse_input(i), parse_output(o)) for i, o in pairs]
+    for i, o in pairs:  # every spec checked before anything is built
+        parse_input(i), parse_output(o)
     catalog = LibraryCatalog(config.identity)
     state = state or RuntimeState()
     if not state.identities:
         state = dataclasses.replace(state, identities=catalog.names())
     queues = [CommandQueue() for _ in pairs]
-    commands: Commands = CommandFanOut(queues)
+    # the preview window's keys reach every stream running at the press, added ones too
+    commands = _SetCommandsLater(CommandFanOut(queues) if queues else CommandQueue())
     snapshots = snapshot_dir(config.control.snapshot_dir)
     keymap = bindings(config.control,
                       snapshot=lambda: SaveSnapshot(str(new_snapshot_path(snapshots))))
     presses = PressLedger()  # a press in the focused preview reaches both key sources
-    shared = SharedStages(len(pairs))
+    shared = SharedStages(max(len(pairs), gpu_streams or 0, 1))
     several = len(pairs) > 1
-    apps: list[App] = []
-    for k, ((input_spec, output_spec), (in_parsed, out_parsed)) in enumerate(
-            zip(pairs, parsed, strict=True)):
+
+    def make_app(k: int, input_spec: str, output_spec: str, *, added: bool,
+                 endpoints: Endpoints | None = None) -> App:
         sink: FrameSink
-        if out_parsed.kind == "window":
+        source: FrameSource
+        if endpoints is not None:
+            source, sink = endpoints
+        else:
+            in_parsed, out_parsed = parse_input(input_spec), parse_output(output_spec)
+            source = make_source(in_parsed, config.capture)
+        if endpoints is not None:
+            pass
+        elif out_parsed.kind == "window" and not added:
             from livecam.output.window import WindowSink
 
             sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
@@ -150,18 +167,50 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
         factory: StageFactory | None = None
         app_stages = stages
         if app_stages is None:
+            if added and k >= shared.n_streams and _gpu_wanted(config):
+                raise StreamLimitError(
+                    f"the GPU pipeline was built for {shared.n_streams} stream(s) at start "
+                    "and cannot take more while it runs: start livecam with every stream")
             factory = _stage_factory(identities, shared, k)
             app_stages = factory(config, state)
-        apps.append(App(config, source=make_source(in_parsed, config.capture), sink=sink,
-                        stages=app_stages, state=state, max_frames=max_frames,
-                        commands=queues[k], stage_factory=factory,
-                        config_loader=config_loader, identity_names=catalog.names,
-                        wait_for_source=wait_for_source, input_label=input_spec,
-                        output_label=output_spec, stream=k if several else None))
-    streams = StreamSet(apps)
+        return App(config, source=source, sink=sink,
+                   stages=app_stages, state=state, max_frames=max_frames,
+                   commands=queues[k] if not added else CommandQueue(),
+                   stage_factory=factory, config_loader=config_loader,
+                   identity_names=catalog.names, wait_for_source=wait_for_source,
+                   input_label=input_spec, output_label=output_spec,
+                   stream=k if several or added else None)
+
+    apps = [make_app(k, i, o, added=False) for k, (i, o) in enumerate(pairs)]
+
+    def add(k: int, input_spec: str, output_spec: str, endpoints: Endpoints | None) -> App:
+        if stages is not None:
+            raise StreamLimitError("this run was given its stages: it cannot add streams")
+        return make_app(k, input_spec, output_spec, added=True, endpoints=endpoints)
+
+    streams = StreamSet(apps, factory=add, max_streams=config.pipeline.max_streams,
+                        hold_open=hold_open)
+    commands.target = streams.commands
     streams.controls.extend(_controls(config, streams, keymap, presses, catalog, snapshots,
                                       hotkeys=hotkeys, api_required=api_required))
     return streams
+
+
+class _SetCommandsLater:
+    """Commands for sources built before their :class:`StreamSet` (the preview window's
+    keys): ``target`` until the set exists, then the set's commands."""
+
+    def __init__(self, target: Commands) -> None:
+        self.target = target
+
+    def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket:
+        return self.target.put(command, timeout_s=timeout_s)
+
+
+def _gpu_wanted(config: Config) -> bool:
+    from livecam.gpupipe.factory import gpu_pipeline_wanted
+
+    return bool(gpu_pipeline_wanted(config))
 
 
 class SharedStages:
@@ -206,7 +255,7 @@ def _controls(config: Config, streams: StreamSet, keymap: Any, presses: Any, cat
     if hotkeys and config.control.hotkeys:
         out.append(HotkeySource(keymap, streams.commands, presses=presses))
     if config.control.api:
-        out.append(ControlServer(targets=streams.apps, catalog=catalog,
+        out.append(ControlServer(streams=streams, catalog=catalog,
                                  token_file=token_path(config.control.token_file),
                                  config=config.control, snapshot_dir=snapshots,
                                  required=api_required))

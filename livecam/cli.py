@@ -17,7 +17,8 @@ from livecam import __version__
 from livecam.core.errors import ConfigError, LivecamError, UsageError
 
 # Order is the order shown by --help.
-SUBCOMMANDS = ("run", "demo", "identity", "daemon", "ctl", "analyze", "models", "engines", "doctor")
+SUBCOMMANDS = ("run", "demo", "identity", "daemon", "serve", "ctl", "analyze", "models",
+               "engines", "doctor")
 
 log = logging.getLogger("livecam")
 

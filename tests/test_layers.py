@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"swap"},
     {"control", "testing"},
     {"pipeline", "gpupipe"},
-    {"daemon", "app"},
+    {"daemon", "app", "remote"},
     {"subcommands", "cli"},
 ]
 # Same-layer imports that are allowed (importer -> imported): the runtime hands work to the GPU

@@ -15,6 +15,7 @@ from livecam.config.engine import EngineConfig, ModelsConfig
 from livecam.config.fields import knob
 from livecam.config.gpu import GpuConfig
 from livecam.config.identity import IdentityConfig
+from livecam.config.serve import ServeConfig
 from livecam.config.swap import SwapConfig
 from livecam.core.commands import MAX_OUTPUT_DELAY_MS
 
@@ -126,6 +127,7 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
     streams: tuple[dict[str, str], ...] = knob(
         (), "Several input → output pairs in one process, for `livecam run` and `livecam "
         "daemon` without --input/--output: a list of {input: SPEC, output: SPEC} (the specs "

@@ -29,7 +29,8 @@ every endpoint takes ``?stream=K`` (0-based) to act on or report one stream; wit
 command goes to every stream, ``/api/status`` and ``/api/events`` report stream 0 with a
 ``streams`` list of every stream's summary, ``/api/preview.jpg`` shows stream 0, and
 ``/metrics`` labels every sample with its ``stream`` (one stream: no label). An unknown stream
-is 400.
+is 400. ``K`` is the stream's id: the start's pairs are 0, 1, ...; streams added while livecam
+runs (``/api/streams``, :mod:`livecam.control.stream_api`) get the next ids, never reused.
 
 Bodies are empty or a JSON object with exactly the fields above (see
 :mod:`livecam.control.requests`); anything else is 400. Every error is JSON
@@ -51,11 +52,10 @@ process runs several). Tokens are never logged (paths are, queries are not).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.resources
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,14 @@ from livecam.control.handshake import CHALLENGE_PATH
 from livecam.control.http import LOOPBACK, HostCheck, HttpServer, Limits, bind_socket
 from livecam.control.ratelog import RateLimitedLog, printable
 from livecam.control.requests import VERBS, RequestError
-from livecam.control.status import ControlTarget, StateCollector, StatusReporter
+from livecam.control.status import ControlTarget, StatusReporter
+from livecam.control.stream_api import (
+    FixedStreams,
+    StreamRegistry,
+    StreamViews,
+    add_stream,
+    remove_stream,
+)
 from livecam.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -98,12 +105,12 @@ def parse_address(text: str) -> tuple[str, int]:
 class _StreamLabels(Collector):
     """Every stream's metrics in one exposition, each sample labelled with its stream."""
 
-    def __init__(self, registries: Sequence[CollectorRegistry]) -> None:
+    def __init__(self, registries: Callable[[], Mapping[int, CollectorRegistry]]) -> None:
         self._registries = registries
 
     def collect(self) -> Iterator[Metric]:
         merged: dict[str, Metric] = {}
-        for k, registry in enumerate(self._registries):
+        for k, registry in self._registries().items():
             for family in registry.collect():
                 out = merged.get(family.name)
                 if out is None:
@@ -115,8 +122,9 @@ class _StreamLabels(Collector):
 
 
 class ControlServer:
-    """Serves the API for ``targets`` (one per stream) on ``config.api_address`` in a
-    background thread.
+    """Serves the API for ``targets`` (one per stream) or for ``streams`` (streams that
+    come and go, :class:`~livecam.control.stream_api.StreamRegistry`) on
+    ``config.api_address`` in a background thread.
 
     ``start`` reads or creates the token in ``token_file`` and binds (raising
     :class:`ConfigError` when the address is taken) and returns; ``stop`` returns within
@@ -127,27 +135,26 @@ class ControlServer:
     thumbnails) runs in the loop's worker threads.
     """
 
-    def __init__(self, *, targets: Sequence[ControlTarget], catalog: IdentityCatalog,
+    def __init__(self, *, targets: Sequence[ControlTarget] | None = None,
+                 streams: StreamRegistry | None = None, catalog: IdentityCatalog,
                  token_file: Path, config: ControlConfig, snapshot_dir: Path,
                  required: bool = True, limits: Limits | None = None) -> None:
-        if not targets:
+        if (targets is None) == (streams is None):
+            raise ValueError("give the control API either targets or streams")
+        if targets is not None and not targets:
             raise ValueError("the control API needs at least one stream to serve")
         self._required = required
-        self._targets = list(targets)
-        self._target = self._targets[0]  # stream 0: the identities, the default reports
+        self._registry: StreamRegistry = streams or FixedStreams(list(targets or ()))
         self._catalog = catalog
         self._token_file = token_file
         self._address = parse_address(config.api_address)
         self._config = config
         self._limits = limits or Limits()
         self._snapshot_dir = snapshot_dir
-        self._reporters = [StatusReporter(t, extra={"preview_fps": config.preview_fps})
-                           for t in self._targets]
-        self._collectors = [StateCollector(t) for t in self._targets]
-        self._merged: CollectorRegistry | None = None
-        if len(self._targets) > 1:
-            self._merged = CollectorRegistry(auto_describe=False)
-            self._merged.register(_StreamLabels([t.metrics.registry for t in self._targets]))
+        self._views = StreamViews(self._registry, {"preview_fps": config.preview_fps})
+        self._merged = CollectorRegistry(auto_describe=False)
+        self._merged.register(_StreamLabels(
+            lambda: {k: t.metrics.registry for k, t in self._sync().items()}))
         self._gate = Gate(HostCheck(self._address[0]), self._limits)
         # a request that makes a handler fail is a bug, but any client can repeat it
         self._failures = RateLimitedLog(log, "control API requests that failed (a bug; "
@@ -167,8 +174,22 @@ class ControlServer:
 
     @property
     def reporter(self) -> StatusReporter:
-        """Stream 0's status reporter."""
-        return self._reporters[0]
+        """The first running stream's status reporter."""
+        return next(iter(self._views.reporters().values()))
+
+    def _sync(self) -> Mapping[int, ControlTarget]:
+        return self._views.sync()
+
+    def _first(self, targets: Mapping[int, ControlTarget]) -> ControlTarget:
+        if not targets:
+            raise RequestError(HTTPStatus.CONFLICT, "no stream is running: add one first")
+        return next(iter(targets.values()))
+
+    def _identity_names(self) -> tuple[str, ...]:
+        targets = self._registry.targets()
+        if targets:
+            return tuple(next(iter(targets.values())).state.identities)
+        return tuple(self._catalog.names())
 
     def start(self) -> None:
         """Read (or create) the token file, bind and serve in a background thread."""
@@ -187,8 +208,7 @@ class ControlServer:
                 raise ConfigError(message) from None
             log.warning("%s; running without the control API", message)
             return
-        for target, collector in zip(self._targets, self._collectors, strict=True):
-            target.metrics.registry.register(collector)
+        self._views.register(True)
         self._http = HttpServer(self._make_app, sock, self._limits)
         self._http.start()
         log.info("control API on %s (panel: %s/panel?token=... ; `livecam ctl panel-url` "
@@ -200,9 +220,7 @@ class ControlServer:
             self._http.stop()
             self._gate.refusals.flush()
             self._failures.flush()
-            for target, collector in zip(self._targets, self._collectors, strict=True):
-                with contextlib.suppress(KeyError):  # stop twice
-                    target.metrics.registry.unregister(collector)
+            self._views.register(False)
 
     # -- the application (everything below runs on the server's event-loop thread) -------
 
@@ -219,7 +237,20 @@ class ControlServer:
             app.router.add_get(path, handler)
         for verb in VERBS:
             app.router.add_post(f"/api/{verb}", self._command)
+        app.router.add_get("/api/streams", self._list_streams)
+        app.router.add_post("/api/streams", self._add_stream)
+        app.router.add_delete("/api/streams/{stream}", self._remove_stream)
         return app
+
+    async def _list_streams(self, request: web.Request) -> web.Response:
+        reporters = self._views.reporters().values()
+        return _json({"streams": [_brief(r.status()) for r in reporters]})
+
+    async def _add_stream(self, request: web.Request) -> web.Response:
+        return await add_stream(request, self._registry, self._limits)
+
+    async def _remove_stream(self, request: web.Request) -> web.Response:
+        return await remove_stream(request, self._registry)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -247,27 +278,37 @@ class ControlServer:
                             headers={"Cache-Control": "no-store"})
 
     def _stream(self, request: web.Request) -> int | None:
-        """The ``?stream=K`` of the request (None: not given); 400 for an unknown one."""
+        """The ``?stream=K`` of the request (None: not given); 400 for one not running."""
         text = request.query.get("stream")
         if text is None:
             return None
-        n = len(self._targets)
+        ids = list(self._sync())
         # ASCII digits only: str.isdigit() is also true of "²", which int() refuses
-        if not (text.isascii() and text.isdigit()) or int(text) >= n:
-            raise RequestError(HTTPStatus.BAD_REQUEST, f"stream must be a whole number from "
-                               f"0 to {n - 1} (this livecam runs {n} stream(s))")
+        if not (text.isascii() and text.isdigit()) or int(text) not in ids:
+            n = len(ids)
+            if ids == list(range(n)):
+                raise RequestError(HTTPStatus.BAD_REQUEST, f"stream must be a whole number "
+                                   f"from 0 to {n - 1} (this livecam runs {n} stream(s))")
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"no stream {text}: the running "
+                               f"streams are {', '.join(map(str, ids)) or 'none'}")
         return int(text)
 
     def _status_doc(self, stream: int | None) -> dict[str, Any]:
-        """One stream's document (stream 0 when None), with every stream's summary."""
-        docs = [r.status() for r in self._reporters]
-        doc = dict(docs[stream or 0])
-        doc["streams"] = [_brief(d) for d in docs]
+        """One stream's document (the first running one when None), with every stream's
+        summary."""
+        reporters = self._views.reporters()
+        if not reporters:
+            return {"streams": [], "identities": list(self._identity_names())}
+        docs = {k: r.status() for k, r in reporters.items()}
+        doc = dict(docs[stream] if stream in docs else next(iter(docs.values())))
+        doc["streams"] = [_brief(d) for d in docs.values()]
         return doc
 
     def _generation(self, stream: int | None) -> tuple[int, ...]:
-        targets = self._targets if stream is None else [self._targets[stream]]
-        return tuple(t.state.generation for t in targets)
+        targets = self._registry.targets()
+        chosen = list(targets.values()) if stream is None else (
+            [targets[stream]] if stream in targets else [])
+        return tuple(t.state.generation for t in chosen)
 
     async def _status(self, request: web.Request) -> web.Response:
         return _json(self._status_doc(self._stream(request)))
@@ -275,21 +316,22 @@ class ControlServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
         stream = self._stream(request)
-        if stream is None and self._merged is not None:
-            body = encode(self._merged)
+        targets = self._sync()
+        if stream is None and list(targets) != [0]:
+            body = encode(self._merged)  # every stream's samples, labelled with its id
         else:
-            body = encode(self._targets[stream or 0].metrics.registry)
+            body = encode(targets[stream or 0].metrics.registry)
         return web.Response(body=body, headers={"Content-Type": content_type,
                                                 "Cache-Control": "no-store"})
 
     async def _identities(self, request: web.Request) -> web.Response:
-        names = self._target.state.identities
+        names = self._identity_names()
         return _json([{"index": i, "name": n, "thumbnail": f"/api/identities/{n}/thumbnail.jpg"}
                       for i, n in enumerate(names)])
 
     async def _thumbnail(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        if name not in self._target.state.identities:
+        if name not in self._identity_names():
             raise RequestError(HTTPStatus.NOT_FOUND, f"no identity {name!r}")
         data = await asyncio.to_thread(self._catalog.thumbnail_jpeg, name)
         if data is None:
@@ -297,8 +339,11 @@ class ControlServer:
         return _jpeg(data)
 
     async def _preview_jpeg(self, request: web.Request) -> web.Response:
-        stream = self._stream(request) or 0
-        last = self._targets[stream].live.last()
+        stream = self._stream(request)
+        targets = self._sync()
+        target = targets[stream] if stream is not None else self._first(targets)
+        stream = next(k for k, t in targets.items() if t is target)
+        last = target.live.last()
         if last is None or self._config.preview_width_px == 0:
             raise RequestError(HTTPStatus.SERVICE_UNAVAILABLE, "no frame sent yet")
         cached = self._preview.get(stream)
@@ -344,7 +389,7 @@ class ControlServer:
             await asyncio.sleep(0.05)
 
     async def _command(self, request: web.Request) -> web.Response:
-        return _json(await run_command(request, targets=self._targets,
+        return _json(await run_command(request, targets=self._sync(),
                                        stream=self._stream(request), limits=self._limits,
                                        snapshot_dir=self._snapshot_dir,
                                        apply_wait_s=self._config.apply_wait_s))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,11 @@ from livecam.core.reload_result import ReloadResult
 _RELOAD_TIMEOUT_S = 5.0
 
 
-async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
+async def run_command(request: web.Request, *, targets: Mapping[int, ControlTarget],
                       stream: int | None, limits: Limits, snapshot_dir: Path,
                       apply_wait_s: float) -> dict[str, Any]:
     """The reply to ``POST /api/VERB`` after applying its command to ``targets[stream]``
+    (``targets``: the running streams by id)
     (every running target when ``stream`` is None; the reply shows the first one's state),
     waiting up to ``apply_wait_s`` for the pipeline to take it (``control.apply_wait_s``).
     :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
@@ -49,15 +50,18 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
         raise RequestError(HTTPStatus.CONFLICT, f"stream {stream} has stopped (it quit, or its "
                            "input ended); the other streams still run: restart livecam to run "
                            "it again")
-    if all(t.done for t in targets):
-        raise RequestError(HTTPStatus.CONFLICT, "livecam is stopping: every stream has ended")
+    if all(t.done for t in targets.values()):
+        raise RequestError(HTTPStatus.CONFLICT, "no stream is running (every stream has "
+                           "ended or none was added)")
     # the reply shows the stream's state; for every stream, the first one still running
-    target = targets[stream] if stream is not None else next(t for t in targets if not t.done)
+    target = (targets[stream] if stream is not None
+              else next(t for t in targets.values() if not t.done))
     command = build_command(
         verb, body, names=target.state.identities,
         snapshot_path=lambda: str(new_snapshot_path(snapshot_dir)),
-        tracks=_tracks([target] if stream is not None else [t for t in targets if not t.done]))
-    commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in targets])
+        tracks=_tracks([target] if stream is not None
+                       else [t for t in targets.values() if not t.done]))
+    commands: cmd.Commands = (cmd.CommandFanOut([t.commands for t in targets.values()])
                               if stream is None else target.commands)
     reply, error = await _apply(command, commands, target, apply_wait_s)
     if error is not None:
@@ -67,9 +71,9 @@ async def run_command(request: web.Request, *, targets: Sequence[ControlTarget],
                                                  apply_wait_s=apply_wait_s)
     if isinstance(command, cmd.SaveSnapshot):
         # each stream saves its own file (see SaveSnapshot); the streams it went to, in order
-        several = len(targets) > 1
+        several = list(targets) != [0]
         went_to = [stream] if stream is not None else [
-            k for k, t in enumerate(targets) if not t.done]
+            k for k, t in targets.items() if not t.done]
         reply["paths"] = [cmd.stream_snapshot_path(command.path, k if several else None)
                           for k in went_to]
         reply["path"] = reply["paths"][0]

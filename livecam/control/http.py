@@ -34,6 +34,7 @@ import ipaddress
 import logging
 import re
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,18 +137,27 @@ def bind_socket(host: str, port: int, backlog: int) -> socket.socket:
 
 class HttpServer:
     """Serves the aiohttp application made by ``make_app`` on ``sock`` from a background
-    thread. ``start``/``stop``: the owner's thread; ``loop``: the server's thread only."""
+    thread, over TLS with ``ssl_context``. ``start``/``stop``: the owner's thread; ``loop``:
+    the server's thread only (others hand it coroutines with
+    ``asyncio.run_coroutine_threadsafe``)."""
 
     def __init__(self, make_app: Callable[[], web.Application], sock: socket.socket,
-                 limits: Limits) -> None:
+                 limits: Limits, *, ssl_context: ssl.SSLContext | None = None,
+                 name: str = "livecam-control-api") -> None:
         self._make_app = make_app
+        self._ssl = ssl_context
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._sock = sock
         self._limits = limits
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="livecam-control-api",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The server's event loop once started."""
+        return self._loop
 
     @property
     def port(self) -> int:
@@ -223,10 +233,23 @@ class HttpServer:
                 log.warning("control API cannot accept a connection: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            if self._ssl is not None:  # a handshake in its own task holds no accept
+                task = loop.create_task(self._handshake(server, conn))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(server, conn)
             except OSError:
                 conn.close()
+
+    async def _handshake(self, server: web.Server, conn: socket.socket) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                server, conn, ssl=self._ssl,
+                ssl_handshake_timeout=self._limits.idle_timeout_s)
+        except (OSError, ssl.SSLError, TimeoutError):
+            conn.close()
 
 
 def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:

@@ -76,6 +76,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     acts.add_parser("quit", help="stop livecam")
     acts.add_parser("metrics", help="print the Prometheus metrics text")
     acts.add_parser("panel-url", help="print the panel URL with the token (for an OBS dock)")
+    stm = acts.add_parser("stream", help="list, add or remove streams while livecam runs")
+    stm.add_argument("stream_action", choices=("list", "add", "remove"), metavar="list|add|remove")
+    stm.add_argument("operands", nargs="*", metavar="ARG",
+                     help="add INPUT OUTPUT (the specs of `livecam run --input/--output`; "
+                     "prints the new stream's id) | remove K | list")
     accept_after_verb(p, acts)
     p.set_defaults(func=run)
 
@@ -315,6 +320,10 @@ def run(args: argparse.Namespace) -> int:
         stream = "" if args.stream is None else f"&stream={args.stream}"
         print(f"{base}/panel?token={token}{stream}")
         return 0
+    if action == "stream":
+        from livecam.subcommands.ctl_streams import stream_verb
+
+        return stream_verb(base, token, args.stream_action, list(args.operands))
     if action in ("status", "identities", "metrics"):
         path = {"status": "/api/status", "identities": "/api/identities",
                 "metrics": "/metrics"}[action]
@@ -369,3 +378,4 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_state(reply)
     return 0
+

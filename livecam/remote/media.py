@@ -1,0 +1,177 @@
+"""Frames between aiortc's event loop and a stream's threads.
+
+A session's camera arrives on the event loop (``await track.recv()``) and is handed to the
+stream's capture thread through :class:`SessionSource` (newest frame only: a slow pipeline
+drops, it never queues); the stream's output thread hands each frame it sends to
+:class:`SessionSink`, which :class:`SwappedTrack` (the outgoing video on the same
+transceiver) sends back. Only what the pipeline sent goes back: before the first swapped
+frame the track sends nothing, never the camera itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fractions
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from livecam.core.errors import CaptureError
+from livecam.core.types import ImageBGR
+
+#: aiortc's video clock (RTP timestamps of video are 90 kHz).
+VIDEO_TIME_BASE = fractions.Fraction(1, 90_000)
+
+
+class SessionSource:
+    """The camera of one remote session as a live :class:`~livecam.capture.FrameSource`.
+
+    ``push`` (the event loop; any thread) keeps the newest frame and counts the ones the
+    capture thread did not take in time; ``end`` says the session is over (``read`` then
+    returns None and the stream ends). ``open`` waits for the first frame (its size is the
+    stream's size; later frames of another size are resized to it, as browsers change
+    resolution under load) for ``first_frame_timeout_s``; ``read`` raises ``CaptureError``
+    when no frame came for ``stall_s`` (the capture thread then retries, and the output
+    keeps sending the last swapped frame or the cover).
+    """
+
+    live = True
+
+    def __init__(self, *, fps: float, first_frame_timeout_s: float = 15.0,
+                 stall_s: float = 2.0) -> None:
+        self._fps = fps
+        self._first_timeout_s = first_frame_timeout_s
+        self._stall_s = stall_s
+        self._cond = threading.Condition()
+        self._newest: ImageBGR | None = None
+        self._size: tuple[int, int] | None = None
+        self._ended = False
+        self.pushed = 0
+        self.overwritten = 0
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        if self._size is None:
+            raise CaptureError("the remote camera has sent no frame yet")
+        return self._size
+
+    def push(self, image_bgr: ImageBGR) -> None:
+        """Hand over one camera frame (H, W, 3) uint8 BGR. Any thread."""
+        with self._cond:
+            if self._size is not None and image_bgr.shape[1::-1] != self._size:
+                import cv2
+
+                image_bgr = np.ascontiguousarray(cv2.resize(image_bgr, self._size))
+            if self._newest is not None:
+                self.overwritten += 1
+            self._newest = image_bgr
+            self.pushed += 1
+            self._cond.notify_all()
+
+    def end(self) -> None:
+        """The session is over: ``read`` returns None from now on. Any thread; idempotent."""
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._newest is not None or self._ended,
+                                       self._first_timeout_s if self._size is None
+                                       else self._stall_s):
+                raise CaptureError(f"the remote camera sent no frame in "
+                                   f"{self._first_timeout_s:g} s")
+            if self._size is None and self._newest is not None:
+                h, w = self._newest.shape[:2]
+                self._size = (w, h)
+
+    def read(self) -> ImageBGR | None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._newest is not None or self._ended,
+                                       self._stall_s):
+                raise CaptureError(f"the remote camera stalled (no frame for "
+                                   f"{self._stall_s:g} s)")
+            if self._ended:
+                return None
+            image, self._newest = self._newest, None
+            return image
+
+    def close(self) -> None:
+        pass  # the session owns the connection; the stream owns nothing here
+
+
+class SessionSink:
+    """The frames one stream sends, handed to :class:`SwappedTrack` on ``loop``.
+
+    ``send`` is called by the stream's output thread only (paced at the output's fps, the
+    last frame repeated when no new one came); it never blocks: the track takes the newest.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._newest: ImageBGR | None = None
+        self._event = asyncio.Event()
+        self._closed = False
+        self.size_px = (0, 0)
+        self.sent = 0
+
+    def open(self, *, width: int, height: int, fps: float) -> None:
+        self.size_px = (width, height)
+
+    def send(self, image_bgr: ImageBGR) -> None:
+        self.sent += 1
+        with contextlib.suppress(RuntimeError):  # the loop closed: the session is gone
+            self._loop.call_soon_threadsafe(self._hand_over, image_bgr)
+
+    def _hand_over(self, image_bgr: ImageBGR | None) -> None:
+        self._newest = image_bgr
+        self._event.set()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._hand_over, None)
+
+    async def next_frame(self) -> ImageBGR | None:
+        """The next frame the stream sent (None: the stream closed). Event loop only."""
+        await self._event.wait()
+        self._event.clear()
+        image, self._newest = self._newest, None
+        return image
+
+
+def make_swapped_track(sink: SessionSink) -> Any:
+    """An aiortc video track sending what ``sink`` receives (timestamps from the wall clock
+    at hand-over, 90 kHz). Ends (``MediaStreamError``) once the stream closed."""
+    from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+    from av import VideoFrame
+
+    class SwappedTrack(MediaStreamTrack):
+        kind = "video"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._t0_ns: int | None = None
+
+        async def recv(self) -> VideoFrame:
+            image = await sink.next_frame()
+            if image is None:
+                self.stop()
+                raise MediaStreamError
+            now = time.monotonic_ns()
+            if self._t0_ns is None:
+                self._t0_ns = now
+            frame = VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts = (now - self._t0_ns) * 90_000 // 1_000_000_000
+            frame.time_base = VIDEO_TIME_BASE
+            return frame
+
+    return SwappedTrack()

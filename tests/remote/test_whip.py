@@ -1,0 +1,249 @@
+"""`livecam serve` as a user runs it (a subprocess, real control API, real aiortc on loopback),
+with a real aiortc WHIP client (:class:`livecam.remote.client.WhipClient`).
+
+The clip is the leak clip ``still_2`` (two real people, 1280x720, every frame carrying its
+index in a bar code): the client sends it looped at 30 fps, receives the swapped frames, reads
+back which input frame each one shows, measures glass-to-glass latency per frame (send →
+receive of the same index, on this host's clock) and has the leak judge look at every
+distinct frame from pixels. Speed is printed, not asserted (a loaded 2-core host):
+``scripts/bench_remote.py`` measures it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+
+from livecam.remote.client import FrameFeed, WhipClient, WhipError
+from livecam.testing.leak_clips import leak_clips, read_index
+from livecam.testing.leak_judge import judge
+from tests.daemon.conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    url: str
+    api: str
+    env: dict[str, str]
+    tokens: dict[str, str]
+    log: Path
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
+                               *args], env=self.env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    import cv2
+    from skimage import data
+
+    root = tmp_path_factory.mktemp("serve")
+    env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
+               XDG_DATA_HOME=str(root / "data"), XDG_CACHE_HOME=str(root / "cache"))
+
+    def livecam(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    photo = root / "astronaut.png"
+    cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
+    livecam("identity", "add", "astro", str(photo), "--force")
+    tokens = {name: livecam("serve", "token", "add", name) for name in ("alice", "bob")}
+    port, api_port = free_port(), free_port()
+    log = root / "serve.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "livecam.cli", "serve", "--identity", "astro",
+             "--set", f"serve.address=127.0.0.1:{port}",
+             "--set", f"control.api_address=127.0.0.1:{api_port}",
+             "--set", "serve.max_sessions=1", "--set", "pipeline.status_interval_s=0"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    s = Server(proc, f"http://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
+               tokens, log)
+    deadline = time.monotonic() + 120
+    while "WHIP endpoint on" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    yield s
+    proc.terminate()
+    assert proc.wait(60) == 0, log.read_text()
+
+
+@pytest.fixture(scope="module")
+def clip() -> tuple[list[np.ndarray], list[Any]]:
+    frames, truth = zip(*leak_clips()["still_2"].frames(), strict=True)
+    return list(frames), list(truth)
+
+
+async def _session(server: Server, frames: list[np.ndarray], *, seconds: float
+                   ) -> tuple[dict[int, np.ndarray], list[float], str]:
+    """Send ``frames`` looped for ``seconds`` after the first swapped frame; (first output
+    frame per input index, glass-to-glass ms per received frame, /metrics while open)."""
+    sent_at: dict[int, float] = {}  # input index -> when it last went to the encoder
+    index_of = {id(f): i for i, f in enumerate(frames)}
+
+    def on_sent(image: np.ndarray) -> None:
+        sent_at[index_of[id(image)]] = time.monotonic()
+
+    feed = FrameFeed(fps=30.0, on_sent=on_sent)
+    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60)
+    stop = asyncio.Event()
+
+    async def pump() -> None:
+        k = 0
+        while not stop.is_set():
+            feed.put(frames[k % len(frames)])
+            k += 1
+            await asyncio.sleep(1 / 30)
+
+    pumping = asyncio.ensure_future(pump())
+    outputs: dict[int, np.ndarray] = {}
+    latencies: list[float] = []
+    try:
+        await client.connect()
+        assert "m=video" in client.answer_sdp and "a=sendrecv" in client.answer_sdp
+        t_end: float | None = None
+        while t_end is None or time.monotonic() < t_end:
+            image = await client.received(timeout_s=60)
+            assert image is not None, "the server ended the video"
+            index = read_index(image)
+            if index is None:
+                continue  # black before the first swapped frame: shows no face
+            if t_end is None:
+                t_end = time.monotonic() + seconds
+            if index in sent_at:
+                latencies.append((time.monotonic() - sent_at[index]) * 1000)
+            outputs.setdefault(index, image)
+        async with aiohttp.ClientSession() as http, http.get(
+                server.api + "/metrics", headers={"Authorization": "Bearer " + _api_token(server)}
+                ) as resp:
+            metrics = await resp.text()
+    finally:
+        stop.set()
+        pumping.cancel()
+        await client.close()
+    return outputs, latencies, metrics
+
+
+def _api_token(server: Server) -> str:
+    return (Path(server.env["XDG_CONFIG_HOME"]) / "livecam" / "api-token").read_text().strip()
+
+
+def test_a_session_gets_its_frames_swapped_back_and_no_face_leaks(
+        server: Server, clip: tuple[list[np.ndarray], list[Any]]) -> None:
+    frames, truth = clip
+    outputs, latencies, metrics = asyncio.run(_session(server, frames, seconds=6.0))
+    report = judge(frames, truth, [outputs[k] for k in sorted(outputs)])
+    p50, p99 = np.percentile(latencies, [50, 99]) if latencies else (float("nan"),) * 2
+    print(f"received {len(latencies)} frames showing {len(outputs)} distinct inputs; "
+          f"glass-to-glass p50 {p50:.0f} ms p99 {p99:.0f} ms; faces judged "
+          f"{report.faces_judged}, leaked {report.leaks_counted}")
+    assert report.faces_judged > 0 and report.unreadable == 0
+    assert report.leaks_counted == 0, [(v.input_frame, v.residual) for v in report.leaked]
+    assert 'livecam_session_frames_in_total{stream="0",user="alice"}' in metrics or (
+        'livecam_session_frames_in_total{user="alice"}' in metrics), metrics[-2000:]
+    # DELETE removed the session's stream from the pipeline
+    deadline = time.monotonic() + 30
+    while "no stream is running" not in server.ctl("stream", "list").stdout:
+        assert time.monotonic() < deadline, server.ctl("stream", "list").stdout
+        time.sleep(0.2)
+
+
+def _offer_sdp(audio: bool = False) -> str:
+    async def make() -> str:
+        from aiortc import RTCPeerConnection
+
+        pc = RTCPeerConnection()
+        pc.addTransceiver("video", direction="sendrecv")
+        if audio:
+            pc.addTransceiver("audio", direction="sendrecv")
+        await pc.setLocalDescription(await pc.createOffer())
+        sdp = str(pc.localDescription.sdp)
+        await pc.close()
+        return sdp
+
+    return asyncio.run(make())
+
+
+def _post(server: Server, sdp: str, *, token: str | None, query: str = "",
+          content_type: str = "application/sdp") -> tuple[int, str, str | None]:
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": content_type}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(server.url + query, data=sdp.encode(), headers=headers,
+                                 method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read().decode(), resp.headers.get("Location")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), None
+
+
+def _delete(server: Server, location: str, token: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(server.url.removesuffix("/whip") + location,
+                                 headers={"Authorization": f"Bearer {token}"}, method="DELETE")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_tokens_limits_and_bad_offers_are_refused_before_any_media(server: Server) -> None:
+    offer = _offer_sdp()
+    assert _post(server, offer, token=None)[0] == 401
+    assert _post(server, offer, token="not-a-token")[0] == 401
+    status, text, _ = _post(server, "v=0 nonsense", token=server.tokens["alice"])
+    assert status == 400 and "not usable SDP" in text
+    status, text, _ = _post(server, offer, token=server.tokens["alice"], content_type="text/plain")
+    assert status == 415
+    status, text, _ = _post(server, offer, token=server.tokens["alice"], query="?fps=60")
+    assert status == 422 and "serve.max_fps" in text
+    status, text, _ = _post(server, offer, token=server.tokens["alice"], query="?identity=nobody")
+    assert status == 404
+
+    # audio offered: answered inactive (refused cleanly), the video sendrecv
+    status, answer, location = _post(server, _offer_sdp(audio=True), token=server.tokens["alice"])
+    assert status == 201 and location is not None and location.startswith("/whip/")
+    audio = answer[answer.index("m=audio"):]
+    assert "a=inactive" in audio and "a=sendrecv" in answer[answer.index("m=video"):]
+    # max_sessions=1: the second offer is refused with the reason
+    status, text, _ = _post(server, offer, token=server.tokens["bob"])
+    assert status == 503 and "serve.max_sessions" in text
+    # bob cannot end alice's session; alice can
+    assert _delete(server, location, server.tokens["bob"]) == 404
+    assert _delete(server, location, server.tokens["alice"]) == 200
+    assert _delete(server, location, server.tokens["alice"]) == 404
+
+
+def test_a_refused_client_gets_the_reason(server: Server) -> None:
+    async def go() -> None:
+        client = WhipClient(server.url, "wrong", FrameFeed(fps=30.0))
+        with pytest.raises(WhipError, match=r"\(401\).*livecam serve token add") as caught:
+            await client.connect()
+        assert caught.value.status == 401
+
+    asyncio.run(go())
