@@ -13,7 +13,7 @@ import errno
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,11 +34,15 @@ def _unmount(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def full_folder(folder: Path, *, size_kib: int = 64) -> Iterator[Path]:
-    """``folder`` on a file system with no byte left (a filler file takes it all)."""
+def full_folder(folder: Path, *, size_kib: int = 64,
+                prepare: Callable[[Path], object] | None = None) -> Iterator[Path]:
+    """``folder`` on a file system with no byte left (a filler file takes it all), after
+    ``prepare(folder)`` wrote what it wants there."""
     if not _mount(folder, f"size={size_kib}k,mode=0777"):
         pytest.skip("a full disk needs a tmpfs mount, which needs root here")
     try:
+        if prepare is not None:
+            prepare(folder)
         with open(folder / "filler", "wb", buffering=0) as fh:
             try:
                 while True:
