@@ -60,6 +60,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as exc:
+        from livecam.core.files import disk_error_line
+
+        line = disk_error_line(exc)
+        if line is None:
+            raise
+        print(f"livecam: error: {line}", file=sys.stderr)
+        sys.exit(1)
     if getattr(args, "exit_without_teardown", False):  # `livecam daemon`: SIGTERM in < 1 s
         from livecam.daemon.service import exit_without_teardown
 

@@ -31,6 +31,25 @@ log = logging.getLogger(__name__)
 
 TEMP_SUFFIX = ".tmp"
 
+#: errno -> what it means for a write: a disk that cannot take it, said as one line (the
+#: writes above leave nothing half-written, so there is nothing to explain but the disk)
+_DISK_ERRORS = {
+    errno.ENOSPC: "the disk is full",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "the disk quota is used up",
+    errno.EROFS: "the disk is read-only",
+    errno.EFBIG: "the file is too large for its file system",
+}
+
+
+def disk_error_line(exc: BaseException) -> str | None:
+    """One line for a write that failed because of the disk (full, over quota, read-only,
+    too large a file), saying what to do; None for any other error. Any thread."""
+    if not isinstance(exc, OSError) or exc.errno not in _DISK_ERRORS:
+        return None
+    where = f"cannot write {exc.filename}" if exc.filename else "cannot write a file"
+    return (f"{where}: {_DISK_ERRORS[exc.errno]} ({exc.strerror}); nothing half-written was "
+            "left: free some space, or point the setting at another disk, and run again")
+
 
 def make_folder(path: Path, setting: str) -> None:
     """Create the folder ``path`` (and its parents) that the setting ``setting`` names;
@@ -56,8 +75,10 @@ def atomic_write(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # say which file
         raise
 
 

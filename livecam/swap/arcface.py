@@ -3,11 +3,15 @@
 Preprocessing follows insightface 2.1's ``ArcFaceONNX.get``: 5-point similarity alignment to the
 112x112 template, RGB, ``(x - 127.5) / 127.5``. Embeddings of identities are cached in memory by
 the photos' sha256 and the recognizer, and optionally on disk (``cache_dir``), so switching
-identities during a run costs nothing after the first time.
+identities during a run costs nothing after the first time. The disk cache is only a cache:
+each entry is written whole or not at all (:func:`~livecam.core.files.atomic_write`), an empty
+or damaged entry is computed again and replaced, and a folder that cannot be written (no
+permission, a full disk) is said once and the run goes on from memory.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from livecam.core.errors import IdentityError
+from livecam.core.files import atomic_write
 from livecam.core.types import ImageBGR
 from livecam.engines.protocol import Engine
 from livecam.swap.align import align_matrix, warp_crop
@@ -113,12 +118,42 @@ class IdentityEmbeddings:
     def _photo_embedding(self, photo: object) -> FloatArray:
         sha = str(getattr(photo, "sha256"))  # noqa: B009 -- duck-typed IdentityPhoto
         path = self.cache_dir / f"{sha}.npy" if self.cache_dir else None
-        if path is not None and path.is_file():
-            return np.load(path).astype(np.float32)
+        cached = _read_entry(path) if path is not None else None
+        if cached is not None:
+            return cached
         landmarks = np.asarray(getattr(photo, "landmarks_xy"), dtype=np.float32)  # noqa: B009
         kps = self.five_point(landmarks[None])
         vector = self.embedder.embed(getattr(photo, "texture_bgr"), kps)[0]  # noqa: B009
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, vector)
+            self._write_entry(path, vector)
         return vector
+
+    def _write_entry(self, path: Path, vector: FloatArray) -> None:
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vector, np.float32), allow_pickle=False)
+        try:
+            atomic_write(path, buffer.getvalue())
+        except OSError as exc:
+            log.warning("cannot write the embedding cache %s (%s): this run keeps embeddings "
+                        "in memory only; free space or fix the folder's permissions",
+                        path.parent, exc.strerror or exc)
+            self.cache_dir = None  # said once: no further tries this run
+
+
+def _read_entry(path: Path) -> FloatArray | None:
+    """The cached embedding at ``path``; None when there is none, or when it is empty or
+    damaged (then it is computed again, and the new entry replaces it)."""
+    if not path.is_file():
+        return None
+    try:
+        vector = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        log.warning("embedding cache entry %s is damaged (%s): computing it again", path, exc)
+        return None
+    if (not isinstance(vector, np.ndarray) or vector.ndim != 1 or not 0 < vector.size <= 8192
+            or vector.dtype.kind != "f" or not np.isfinite(vector).all()
+            or not np.any(vector)):
+        log.warning("embedding cache entry %s is damaged (shape %s): computing it again", path,
+                    getattr(vector, "shape", "?"))
+        return None
+    return vector.astype(np.float32)
