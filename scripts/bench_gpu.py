@@ -25,7 +25,8 @@ from its own metrics over a window after a warm-up:
   with ``engine.torch_mode: compiled``.
 
 Prints a table and writes JSON (rewritten after every section, so a time-out keeps what was
-measured). ``--models-dir``: a copy of mediapipe/modules (``scripts/export_bench_assets.py``).
+measured). ``--models-dir``: a copy of mediapipe/modules
+(``scripts/device/export_bench_assets.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""The package's layers: imports only point down, and no two subpackages import each other.
+"""The package's layers: imports only point down, and no two subpackages import each other;
+sub-packages (``analysis.gpu``, ``swap.gpu``) are layers of their own, and no two files import
+each other, however indirectly (a file circle).
 
-Walks every module's ``import``/``from`` statements (including those inside functions, which
-are lazy but still a dependency) with :mod:`ast`, so nothing is imported to check it.
+Walks every module's ``import``/``from`` statements (including those inside functions and under
+``TYPE_CHECKING``, which are lazy but still a dependency) with :mod:`ast`, so nothing is
+imported to check it.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"track", "engines", "capture", "output"},
     {"analysis"},
+    {"analysis.gpu"},
     {"identity"},
     {"swap"},
+    {"swap.gpu"},
     {"control", "testing"},
     {"pipeline", "gpupipe"},
     {"daemon", "app", "remote"},
@@ -33,11 +38,25 @@ SIDEWAYS = {("gpupipe", "pipeline"), ("daemon", "app")}
 LEVEL = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
 
+#: Sub-packages (``analysis.gpu``): each is a unit of its own in the layers above.
+SUBPACKAGES = {f"{p.parent.parent.name}.{p.parent.name}" for p in ROOT.glob("*/*/__init__.py")}
+
+
 def _top(module: str) -> str | None:
+    """The unit a dotted module belongs to: its sub-package, else its top-level package."""
     parts = module.split(".")
     if parts[0] != "livecam" or len(parts) < 2:
         return None
+    if len(parts) > 2 and f"{parts[1]}.{parts[2]}" in SUBPACKAGES:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1]
+
+
+def _unit(rel: Path) -> str:
+    """The unit of a file, ``rel`` relative to the package root."""
+    if len(rel.parts) > 2 and f"{rel.parts[0]}.{rel.parts[1]}" in SUBPACKAGES:
+        return f"{rel.parts[0]}.{rel.parts[1]}"
+    return rel.parts[0].removesuffix(".py")
 
 
 def _imports(path: Path) -> set[str]:
@@ -64,14 +83,15 @@ def _edges() -> dict[tuple[str, str], list[str]]:
     edges: dict[tuple[str, str], list[str]] = {}
     for path in ROOT.rglob("*.py"):
         rel = path.relative_to(ROOT)
-        src = rel.parts[0].removesuffix(".py")
+        src = _unit(rel)
         if src == "__init__":
             continue
         for module in _imports(path):
             dst = _top(module)
             if dst is None or dst == src or dst in ("__version__",):
                 continue
-            if not (ROOT / dst).is_dir() and not (ROOT / f"{dst}.py").exists():
+            if dst not in SUBPACKAGES and not (ROOT / dst).is_dir() \
+                    and not (ROOT / f"{dst}.py").exists():
                 continue  # "from livecam import __version__" and the like
             edges.setdefault((src, dst), []).append(str(rel))
     return edges
@@ -80,7 +100,7 @@ def _edges() -> dict[tuple[str, str], list[str]]:
 def test_every_package_has_a_layer() -> None:
     packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"}
-    missing = sorted((packages | modules) - set(LEVEL))
+    missing = sorted((packages | modules | SUBPACKAGES) - set(LEVEL))
     assert not missing, f"no layer for {missing}"
 
 
@@ -115,3 +135,86 @@ def test_no_import_cycles_between_packages() -> None:
         if node not in state:
             visit(node)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.parts[-1] == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _file_graph() -> dict[str, set[str]]:
+    """Module -> the livecam modules it imports (``from pkg import name`` counts as
+    ``pkg.name`` where that is a module, else as ``pkg``)."""
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join([*base, node.module] if node.module else base)
+                else:
+                    module = node.module or ""
+                for alias in node.names:
+                    sub = f"{module}.{alias.name}"
+                    named.add(sub if sub in modules else module)
+        found = set()
+        for module in named:
+            while module and module not in modules:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                found.add(module)
+        graph[name] = found
+    return graph
+
+
+def file_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                group.append(item)
+                if item == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_a_file_circle_is_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert file_circles(graph) == [["a", "b", "c"]]
+
+
+def test_no_two_files_import_each_other() -> None:
+    """Not even through others, lazily or for type hints only: a type both sides need moves
+    down to a module both import (or a ``Protocol`` names what one side uses)."""
+    circles = file_circles(_file_graph())
+    assert not circles, "file circles: " + "; ".join(" <-> ".join(c) for c in circles)

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from livecam.analysis.gpu.anchors import FULL_RANGE_ANCHORS, SHORT_RANGE_ANCHORS, ssd_anchors
+from livecam.analysis.anchors import FULL_RANGE_ANCHORS, SHORT_RANGE_ANCHORS, ssd_anchors
 from livecam.analysis.litert import open_mediapipe_model
 
 #: (box xyxy px (4,), score, keypoints px (6, 2)) in the picture handed to ``detect``.

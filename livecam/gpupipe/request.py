@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from livecam.analysis.keepgil import joined
+from livecam.gpupipe.rows import TickRows
 from livecam.gpupipe.slots import FrameBuffers, HandBox
-
-if TYPE_CHECKING:
-    from livecam.gpupipe.scheduler import TickRows
 
 
 @dataclass
@@ -60,8 +58,6 @@ def tick_rows(requests: list[SwapRequest]) -> TickRows:
     hub's launching thread for every tick, so it keeps the GIL (see
     :mod:`livecam.analysis.keepgil`): one request's arrays are its rows as they are; several
     are joined piece by piece."""
-    from livecam.gpupipe.scheduler import TickRows
-
     index = np.array([k for k, r in enumerate(requests) for _ in range(len(r.kps))], np.int64)
     keep: dict[str, np.ndarray] = {}
     if any(r.keep_xy is not None for r in requests):

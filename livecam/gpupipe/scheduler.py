@@ -35,28 +35,10 @@ import torch
 
 from livecam.gpupipe.graphs import GraphRunner, bucket_for, face_buckets
 from livecam.gpupipe.program import SwapProgram
+from livecam.gpupipe.rows import TickRows
 from livecam.gpupipe.shapes import distinct_windows
 from livecam.gpupipe.slots import HandBox, Slot, SlotRing, SlotShape
 from livecam.swap.gpu.paste import window_for
-
-
-@dataclass(frozen=True)
-class TickRows:
-    """The face rows of one tick (host arrays): ``frame_index`` (n,) int64 (the face's frame,
-    0 .. frames in the tick - 1), ``kps`` (n, 5, 2) float32 px in ArcFace order,
-    ``latents`` (n, D) float32, ``valid`` (n,) bool; ``keep_xy`` (n, LOOPS, POINTS, 2) and
-    ``keep_soft`` (n,) float32: the streamer's kept eyes and mouth
-    (:func:`livecam.swap.gpu.keep.loop_rows_batch`), None: nothing kept."""
-
-    frame_index: np.ndarray
-    kps: np.ndarray
-    latents: np.ndarray
-    valid: np.ndarray
-    keep_xy: np.ndarray | None = None
-    keep_soft: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.frame_index)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from livecam.engines.cuda_streams import new_stream
 from livecam.swap.gpu import keep
 
 if TYPE_CHECKING:
-    from livecam.gpupipe.scheduler import TickRows
+    from livecam.gpupipe.rows import TickRows
 
 KEYPOINTS = 5  # ArcFace order: the swap's alignment points
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -30,9 +30,6 @@ from livecam.core.metrics import Metrics
 from livecam.core.stage import AsyncStage, Stage
 from livecam.core.types import Frame, Packet, Unswappable, WithheldFaces
 from livecam.swap.cover import FaceCover
-
-if TYPE_CHECKING:
-    from livecam.pipeline.inflight import Finisher
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +210,21 @@ class JobThread:
         with self._cond:
             self._done_seq = max(self._done_seq, seq)
             self._cond.notify_all()
+
+
+class Finisher(Protocol):
+    """What the last group's worker hands its jobs to: the end of the chain
+    (:class:`~livecam.pipeline.inflight.Finisher`, named here so this module does not import
+    the one built on it)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def wait_room(self, tail: AsyncStage | None, timeout_s: float) -> bool: ...
+
+    def deliver(self, job: Job, timeout_s: float) -> bool: ...
+
+    def end(self) -> None: ...
 
 
 class StageWorker(JobThread):

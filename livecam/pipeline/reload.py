@@ -13,23 +13,40 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from livecam.config import Config
-from livecam.core.commands import SetIdentityList
+from livecam.core.commands import CommandQueue, SetIdentityList
 from livecam.core.errors import LivecamError
 from livecam.core.reload_result import ReloadResult
 from livecam.core.stage import AnyStage
 from livecam.core.types import RuntimeState
 from livecam.pipeline.streamlog import StreamLog
 
-if TYPE_CHECKING:
-    from livecam.pipeline.runtime import App
-
 log = logging.getLogger(__name__)
 
 #: Builds a stream's stage chain (not opened) for a config and runtime state.
 StageFactory = Callable[[Config, RuntimeState], list[AnyStage]]
+
+
+class App(Protocol):
+    """What a reload uses of the running :class:`~livecam.pipeline.runtime.App` (named here
+    so this module does not import the one that makes its reloader)."""
+
+    config: Config
+    stream: int | None
+    commands: CommandQueue
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def started(self) -> bool: ...
+
+    @property
+    def state(self) -> RuntimeState: ...
+
+    def replace_stages(self, stages: Sequence[AnyStage]) -> None: ...
 
 _RESTART_SECTIONS = ("capture", "output", "pipeline", "control", "logging", "streams")
 

@@ -209,8 +209,8 @@ def build_face_enhancer(name: str, *, blend: float, fidelity: float,
     verified in ``open()``. Raises :class:`ConfigError` when ``name`` is no enhancer manifest."""
     if name == "none":
         return None
+    from livecam.engines.lazy import LazyEngine
     from livecam.engines.registry import choose_backend, create_engine, model_store
-    from livecam.swap.neural_models import LazyEngine
 
     store = model_store(models_config)
     manifest = enhancer_manifest(store, name)

@@ -12,8 +12,7 @@ first needed. ``livecam engines build`` compiles exactly the generator these mak
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +21,9 @@ import numpy as np
 
 from livecam.config.engine import EngineConfig
 from livecam.core.errors import ConfigError
+from livecam.engines.lazy import LazyEngine
 from livecam.engines.manifest import ModelManifest
-from livecam.engines.protocol import Engine, RequestEngine, TensorSpec
+from livecam.engines.protocol import Engine
 from livecam.engines.registry import BackendChoice, choose_backend, create_engine
 from livecam.engines.store import ModelStore
 
@@ -166,58 +166,6 @@ class NeuralModels:
         ``load_identity``; the recognizer is opened on the first name asked for and the
         embeddings cached on disk beside the engine cache."""
         return _Embeddings(self, load_identity)
-
-
-class LazyEngine:
-    """An engine made (and its model verified) on first use, so construction stays cheap and
-    a missing model fails when the stage opens, not when the app is wired."""
-
-    def __init__(self, backend: str, make: Callable[[], Engine]) -> None:
-        self.backend = backend
-        self._make = make
-        self._engine: Engine | None = None
-
-    def _get(self) -> Engine:
-        if self._engine is None:
-            self._engine = self._make()
-        return self._engine
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._get().inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._get().outputs
-
-    def open(self) -> None:
-        self._get().open()
-
-    def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self._get().run(feeds)
-
-    def submit(self, feeds: Mapping[str, np.ndarray]) -> Future[dict[str, np.ndarray]]:
-        """A remote engine's request (:class:`RequestEngine`); TypeError for a local one."""
-        return self._requests().submit(feeds)
-
-    def result(self, future: Future[dict[str, np.ndarray]], *, sent_ns: int,
-               wait_s: float) -> dict[str, np.ndarray] | None:
-        return self._requests().result(future, sent_ns=sent_ns, wait_s=wait_s)
-
-    def _requests(self) -> RequestEngine:
-        engine = self._get()
-        if not isinstance(engine, RequestEngine):
-            raise TypeError(f"the {self.backend} engine runs one request at a time (no submit)")
-        return engine
-
-    def health(self) -> dict[str, Any] | None:
-        """A remote engine's link state (``TritonEngine.health``), else None. Any thread."""
-        health = getattr(self._engine, "health", None)
-        return health() if callable(health) else None
 
 
 class _Embeddings:

@@ -56,6 +56,7 @@ def test_torch_matches_onnxruntime_on_arcface(arcface_path: Path, precision: str
     assert _rel_error(ours, ref) <= limit
 
 
+@pytest.mark.slow  # the inswapper-sized stand-in through torch, row by row
 def test_batched_call_equals_rows(inswapper_dynamic_path: Path) -> None:
     feeds = _inswapper_feeds(3, seed=2)
     with TorchEngine(inswapper_dynamic_path, device="cpu", precision="fp32") as engine:

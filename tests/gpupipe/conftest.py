@@ -3,7 +3,7 @@ MediaPipe landmarks. The tests run the GPU swap on the CPU (the same code as on 
 streams, no pinned memory, no graphs); CUDA-only checks are marked ``gpu``.
 
 On a GPU machine without mediapipe/scikit-image, point ``LIVECAM_MEDIAPIPE_MODULES`` and
-``LIVECAM_TEST_PHOTOS`` at what ``scripts/export_bench_assets.py`` wrote; the landmarks then
+``LIVECAM_TEST_PHOTOS`` at what ``scripts/device/export_bench_assets.py`` wrote; the landmarks then
 come from the torch port of the face mesh on the detector's region (the same model).
 """
 

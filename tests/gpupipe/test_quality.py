@@ -171,6 +171,7 @@ def test_the_streamers_eyes_and_mouth_are_kept_as_on_the_cpu_path(
     assert mean < 0.1 and over3 < 2e-3
 
 
+@pytest.mark.slow
 def test_t1_six_faces_boosted_and_enhanced_in_one_tick_equal_the_cpu_swap(
         t1_faces: Any, tmp_path: Path) -> None:  # noqa: F811
     """insightface's six people in one tick: 6 x 4 boosted tiles in one generator call, six

@@ -99,6 +99,7 @@ def test_a_damaged_record_is_skipped_and_removable(library: IdentityLibrary,
     assert len(photo_folders(library.root)) == 1  # bob's photo went: nothing damaged is left
 
 
+@pytest.mark.slow  # several `livecam identity` processes per case (over 10 s on 2 cores)
 @pytest.mark.parametrize("content", [b"[]", b"{broken"])
 def test_a_damaged_record_on_the_command_line(tmp_path: Path, photos: dict[str, Path],
                                               content: bytes) -> None:

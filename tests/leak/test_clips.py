@@ -34,6 +34,7 @@ def truths(rendered: dict[str, tuple[list[FrameTruth], list[int | None]]]
     return {name: truth for name, (truth, _) in rendered.items()}
 
 
+@pytest.mark.slow  # builds every leak clip (about a minute on 2 cores)
 def test_every_clip_is_numbered_and_keeps_faces_off_the_code(
         clips: dict[str, LeakClip],
         rendered: dict[str, tuple[list[FrameTruth], list[int | None]]]) -> None:
@@ -48,6 +49,7 @@ def test_every_clip_is_numbered_and_keeps_faces_off_the_code(
                 assert box[3] < y0 or box[0] > x1, name  # no face over the frame code
 
 
+@pytest.mark.slow  # builds every leak clip (about a minute on 2 cores)
 def test_the_scenarios_are_what_they_say(truths: dict[str, list[FrameTruth]]) -> None:
     assert all(len(t.ids) == 2 for t in truths["still_2"])
     assert all(len(t.ids) == 6 and (t.fractions == 1).all() for t in truths["still_6"])

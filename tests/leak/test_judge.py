@@ -13,6 +13,8 @@ from livecam.testing.clips import FrameTruth, box_region
 from livecam.testing.leak_clips import SIZE, LeakClip, stamp
 from livecam.testing.leak_judge import judge
 
+pytestmark = pytest.mark.slow  # the judge on real clips: 15-30 s a test on 2 cores
+
 
 @pytest.fixture(scope="module")
 def still(clips: dict[str, LeakClip]) -> tuple[list[np.ndarray], list[FrameTruth]]:

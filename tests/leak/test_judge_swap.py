@@ -11,6 +11,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
 
 from livecam.analysis import build_stages
 from livecam.config import load_config
@@ -27,6 +28,7 @@ from livecam.testing.leak_judge import LEAK_RESIDUAL, judge
 SWAP_ROOM = 0.1
 
 
+@pytest.mark.slow  # a classic swap judged frame by frame (about 30 s on 2 cores)
 def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
         clips: dict[str, LeakClip], astronaut_bgr: np.ndarray, tmp_path: Path) -> None:
     """``still_6`` (the t1 photo) swapped with the shipped settings: its three-quarter face is

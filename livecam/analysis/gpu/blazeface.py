@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from livecam.analysis.gpu.anchors import (
+from livecam.analysis.anchors import (
     FULL_RANGE_ANCHORS,
     SHORT_RANGE_ANCHORS,
     SsdAnchorOptions,

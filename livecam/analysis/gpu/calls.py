@@ -137,6 +137,18 @@ class CapturedCall:
             self._fn()
 
 
+class FrameStack:
+    """One frame size: every stream's frame in one (S, H, W, 3) tensor, and the graphs."""
+
+    def __init__(self, n_streams: int, height_px: int, width_px: int,
+                 device: torch.device) -> None:
+        self.frames = torch.zeros((n_streams, height_px, width_px, 3), dtype=torch.uint8,
+                                  device=device)
+        # a graph per bucket (its outputs live in its function's defaults)
+        self.detect: dict[int, CapturedCall] = {}
+        self.mesh: dict[int, CapturedCall] = {}
+
+
 def mesh_results(lm: np.ndarray, presence: np.ndarray, n: int) -> list[MeshResult | None]:
     """The first ``n`` rows of the mesh's host outputs (landmarks (N, 468, 3) in pixels and
     presence (N,)) as results: None where the presence is under MediaPipe's floor."""

@@ -11,13 +11,14 @@ run in the shared batches.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from livecam.analysis.gpu.batching import Request
-from livecam.analysis.gpu.calls import Detection, merged_detections, wait_done
+from livecam.analysis.gpu.batching import Batcher, Request
+from livecam.analysis.gpu.calls import Detection, FrameStack, merged_detections, wait_done
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
 from livecam.analysis.mesh import MeshResult
@@ -25,8 +26,28 @@ from livecam.analysis.roi import Roi
 from livecam.core.types import Faces, ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 
-if TYPE_CHECKING:
-    from livecam.analysis.gpu.shared import FrameStack, SharedFaceNetworks
+
+class SharedFaceNetworks(Protocol):
+    """What a stream's share uses of :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`
+    (named here so this module does not import the one that makes its objects)."""
+
+    device: torch.device
+    cuda: bool
+    precision: str
+    use_graphs: bool
+    models_dir: str | Path | None
+    max_rois: int
+    batcher: Batcher
+
+    def tile_detector(self, max_faces: int) -> Any: ...
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+    def on_stream(self, stream: Any) -> Any: ...
+
+    def stack(self, height_px: int, width_px: int) -> FrameStack: ...
 
 
 class _Own:

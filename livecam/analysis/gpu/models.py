@@ -25,7 +25,7 @@ MODULES_ENV = "LIVECAM_MEDIAPIPE_MODULES"
 def mediapipe_modules_dir() -> Path:
     """``.../site-packages/mediapipe/modules`` of the installed mediapipe, without importing it,
     or ``$LIVECAM_MEDIAPIPE_MODULES`` where set (GPU servers without mediapipe: a copy of that
-    folder, e.g. from ``scripts/export_bench_assets.py``).
+    folder, e.g. from ``scripts/device/export_bench_assets.py``).
 
     Raises :class:`DependencyError` when neither is there.
     """

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ import torch
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import (
     CapturedCall,
+    FrameStack,
     frame_detections,
     load_detectors,
     load_mesh,
@@ -44,29 +45,15 @@ from livecam.analysis.gpu.calls import (
     run_mesh,
     wait_done,
 )
+from livecam.analysis.gpu.client import StreamFaceNetworks
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.roi import Roi
 from livecam.engines.cuda_streams import new_stream, release_stream
-
-if TYPE_CHECKING:
-    from livecam.analysis.gpu.client import StreamFaceNetworks
 
 log = logging.getLogger(__name__)
 
 #: The most face regions one mesh graph takes (more run as several batches).
 MAX_MESH_BATCH = 64  # livecam.gpupipe.shapes.MAX_MESH_BATCH (a layer above) says the same
-
-
-class FrameStack:
-    """One frame size: every stream's frame in one (S, H, W, 3) tensor, and the graphs."""
-
-    def __init__(self, n_streams: int, height_px: int, width_px: int,
-                 device: torch.device) -> None:
-        self.frames = torch.zeros((n_streams, height_px, width_px, 3), dtype=torch.uint8,
-                                  device=device)
-        # a graph per bucket (its outputs live in its function's defaults)
-        self.detect: dict[int, CapturedCall] = {}
-        self.mesh: dict[int, CapturedCall] = {}
 
 
 class SharedFaceNetworks:
@@ -123,8 +110,6 @@ class SharedFaceNetworks:
         stage chain of the same stream takes the same place: only one chain of a stream runs
         frames at a time). ``detect_ahead``: a frame's first mesh call asks for its detections
         too; ``keep_frames`` and ``pinned_capture``: as :class:`GpuFaceNetworks`'."""
-        from livecam.analysis.gpu.client import StreamFaceNetworks
-
         if not 0 <= stream < self.n_streams:
             raise ValueError(f"stream {stream} is not one of {self.n_streams}")
         return StreamFaceNetworks(self, stream, detect_ahead=detect_ahead,

@@ -48,6 +48,7 @@ def _tiny() -> torch.nn.Module:
     return space["Tiny"]().eval()  # type: ignore[operator]
 
 
+@pytest.mark.slow  # torch.compile on the CPU
 def test_a_compiled_network_gives_the_modules_results_and_caches_its_code(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     module = _tiny()
@@ -70,6 +71,7 @@ def test_a_compiled_network_gives_the_modules_results_and_caches_its_code(
     assert maybe_compiled(module, None, "tiny net") is module
 
 
+@pytest.mark.slow  # torch.compile on the CPU
 def test_a_later_start_takes_the_compiled_code_from_the_cache(tmp_path: Path) -> None:
     """Two fresh processes (two starts): the first compiles, the second finds the code."""
     script = textwrap.dedent(TINY) + textwrap.dedent(f"""
@@ -95,6 +97,7 @@ def test_a_later_start_takes_the_compiled_code_from_the_cache(tmp_path: Path) ->
     assert "the tiny net for inputs [(2, 3, 8, 8)]: compiled code loaded whole" in second
 
 
+@pytest.mark.slow  # torch.compile on the CPU
 def test_a_damaged_saved_call_is_compiled_again_and_gives_the_modules_results(
         tmp_path: Path, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,6 +143,7 @@ def test_a_network_with_other_weights_or_settings_never_loads_anothers_saved_cal
     assert path(one) != path(one, ("y",))
 
 
+@pytest.mark.slow  # torch.compile on the CPU
 def test_compiled_face_networks_find_what_the_plain_ones_find(astronaut_bgr: np.ndarray,
                                                               tmp_path: Path) -> None:
     """The real BlazeFace and face mesh compiled (short range, one region: the CPU compiles

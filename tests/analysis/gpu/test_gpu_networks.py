@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.analysis.gpu.anchors import FULL_RANGE_ANCHORS, SHORT_RANGE_ANCHORS, ssd_anchors
+from livecam.analysis.anchors import FULL_RANGE_ANCHORS, SHORT_RANGE_ANCHORS, ssd_anchors
 from livecam.analysis.gpu.models import model_path
 from livecam.analysis.gpu.tflite_reader import read_tflite
 from livecam.analysis.gpu.tflite_torch import TfliteGraphModule

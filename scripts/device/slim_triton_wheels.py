@@ -1,6 +1,6 @@
 """Slim the Triton wheels so that they travel to the GPU machine (64 MiB per device call).
 
-    python scripts/slim_triton_wheels.py WHEELS_DIR --python 3.12
+    python scripts/device/slim_triton_wheels.py WHEELS_DIR --python 3.12
 
 rewrites, in place, the ``nvidia_pytriton`` and ``tritonclient`` wheels found in WHEELS_DIR,
 keeping what ``livecam engines serve`` and the gRPC client use on a machine with that Python:

@@ -1,6 +1,6 @@
 """Export what the GPU benchmark needs onto a machine without mediapipe/skimage/insightface.
 
-    python scripts/export_bench_assets.py .device/bench_assets
+    python scripts/device/export_bench_assets.py .device/bench_assets
 
 writes ``photos/`` (real face photos from the installed scikit-image and insightface packages,
 as PNG) and ``mediapipe_modules/`` (the face detection and face landmark ``.tflite`` files of

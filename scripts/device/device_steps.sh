@@ -3,9 +3,9 @@
 # machine, as a list of steps in one device call (lab/perf-notes.md's runs 100 and later).
 #
 # Here, in the repo root (needs network; makes DIR/wheels, DIR/litert.tar.xz, DIR/assets):
-#     scripts/device_steps.sh prep .device
+#     scripts/device/device_steps.sh prep .device
 # On the GPU machine (Python 3.12, torch with CUDA, no network), carrying .device:
-#     RUN=112 TOTAL=560 scripts/device_steps.sh run .device cur1 cur2 gpu s12_cur1
+#     RUN=112 TOTAL=560 scripts/device/device_steps.sh run .device cur1 cur2 gpu s12_cur1
 # Steps, in the order given, each skipped once TOTAL seconds (default 560) have passed:
 #     <variant><n>        one stream offline, 1 face (`--only "1 face offline"`), INFO log
 #     s<k>_<variant><n>   k streams live (`--only streams --streams k`)
@@ -20,7 +20,7 @@ set -uo pipefail
 
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
-# shellcheck source=scripts/device_carry.sh
+# shellcheck source=scripts/device/device_carry.sh
 source "$(dirname "$0")/device_carry.sh"
 
 prep() {
@@ -41,7 +41,7 @@ prep() {
         site/ai_edge_litert/vendors site/ai_edge_litert/libLiteRtWebGpuAccelerator.so &&
         tar cJf litert.tar.xz -C site .) || exit 1
     mv "$lite/litert.tar.xz" "$dir/" && rm -rf "$lite"
-    "$PYTHON" scripts/export_bench_assets.py "$dir/assets" || exit 1
+    "$PYTHON" scripts/device/export_bench_assets.py "$dir/assets" || exit 1
     check_carry "$dir"
 }
 

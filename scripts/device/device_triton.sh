@@ -3,15 +3,15 @@
 #
 # Here, in the repo root (needs network; makes DIR/wheels and DIR/assets, about 55 MB):
 #     echo /.device/ >> .git/info/exclude      # once, if .device/ is not ignored yet
-#     scripts/device_triton.sh prep .device/triton
+#     scripts/device/device_triton.sh prep .device/triton
 # On the GPU machine (Python 3.12, no network), carrying .device/triton:
-#     scripts/device_triton.sh run .device/triton/wheels .device/triton/assets [bench options]
+#     scripts/device/device_triton.sh run .device/triton/wheels .device/triton/assets [bench options]
 # installs the wheels with pip --no-deps --target /tmp/site, runs the benchmark (its default
 # options below, then yours) and leaves in $OUT: bench_triton.json (rewritten after every
 # run), bench_triton.log, and the ends of the server's and the streams' logs.
 #
 # What travels (docs/triton.md): nvidia-pytriton 0.7.0 slimmed to the Python 3.12 stub
-# (scripts/slim_triton_wheels.py; 55.4 -> 39.3 MB), tritonclient 2.51.0 without its
+# (scripts/device/slim_triton_wheels.py; 55.4 -> 39.3 MB), tritonclient 2.51.0 without its
 # perf_analyzer binaries (14.0 -> 0.1 MB), python-rapidjson (tritonclient.grpc imports it),
 # platformdirs, ai-edge-litert 1.4.0 (the face models on the CPU; mediapipe is not there) and
 # MediaPipe's three .tflite files. grpcio, protobuf, numpy, scikit-image, psutil, pyyaml, onnx,
@@ -20,7 +20,7 @@ set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
-# shellcheck source=scripts/device_carry.sh
+# shellcheck source=scripts/device/device_carry.sh
 source "$(dirname "$0")/device_carry.sh"
 WORK=${WORK:-/tmp/bench_triton}
 
@@ -34,8 +34,8 @@ prep() {
         --implementation cp "${platforms[@]}" -d "$dir/wheels" \
         nvidia-pytriton==0.7.0 tritonclient==2.51.0 python-rapidjson==1.25 \
         platformdirs==4.14.9 ai-edge-litert==1.4.0
-    "$PYTHON" scripts/slim_triton_wheels.py "$dir/wheels" --python 3.12
-    "$PYTHON" scripts/export_bench_assets.py "$dir/assets" --no-photos
+    "$PYTHON" scripts/device/slim_triton_wheels.py "$dir/wheels" --python 3.12
+    "$PYTHON" scripts/device/export_bench_assets.py "$dir/assets" --no-photos
     check_carry "$dir"
 }
 
