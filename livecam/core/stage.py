@@ -74,6 +74,16 @@ class Prepares(Protocol):
 
 
 @runtime_checkable
+class ChecksFit(Protocol):
+    """A stage that can tell, before any stage prepares anything, whether it can run at a
+    frame size (the GPU swap's memory plan). The runtime calls ``check_fits`` on every such
+    stage first, from the thread that starts the run; it raises a :class:`LivecamError` (one
+    line saying what to change) when the stage cannot."""
+
+    def check_fits(self, width_px: int, height_px: int) -> None: ...
+
+
+@runtime_checkable
 class HostFrames(Protocol):
     """A stage that uploads each frame from host memory of a kind of its own (page-locked, for
     a GPU). ``host_frames`` is the copy into it (a function of the frame alone, which any

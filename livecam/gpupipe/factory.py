@@ -214,7 +214,35 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         compile_dir=swap_compile_dir(config, models.gpu_device()),
         # sized by the config, not by n_streams: the same shapes for any number of streams
         frames_per_call=call_sizes(config).frames_per_call,
-        faces_per_call=call_sizes(config).faces_per_call)
+        faces_per_call=call_sizes(config).faces_per_call,
+        fit_check=memory_check(config, n_streams=n_streams, device=models.gpu_device(),
+                               model_path=models.swapper_path))
+
+
+def memory_check(config: Config, *, n_streams: int, device: str,
+                 model_path: Path) -> Callable[[int, int], None]:
+    """``check(width, height)``: the GPU memory plan of ``n_streams`` streams of ``config``
+    at that frame size (:mod:`livecam.gpupipe.memory`), refused with one line when it
+    exceeds ``gpu.memory_limit_gb`` (or the card's memory less ``gpu.memory_headroom_gb``)."""
+    from livecam.gpupipe import memory
+    from livecam.gpupipe.shapes import plan_start
+
+    gpu = config.gpu
+
+    def check(width_px: int, height_px: int) -> None:
+        plan = plan_start(config, n_streams=n_streams, width_px=width_px,
+                          height_px=height_px, device=device)
+        need = memory.estimate(plan, n_streams=n_streams,
+                               keep_frames=gpu.slots + 2 if device.startswith("cuda") else 0,
+                               hands=config.swap.hands_in_front,
+                               model_bytes=memory.model_file_bytes(model_path))
+        source = ("gpu.memory_limit_gb" if gpu.memory_limit_gb > 0
+                  else f"the card less gpu.memory_headroom_gb ({gpu.memory_headroom_gb:g})")
+        memory.check_fits(need, memory.limit_bytes(gpu.memory_limit_gb,
+                                                   gpu.memory_headroom_gb, device),
+                          n_streams=n_streams, plan=plan, limit_source=source)
+
+    return check
 
 
 def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:

@@ -6,8 +6,12 @@ rather than failing (:attr:`GraphRunner.modes` says which ran and why):
 
 1. ``graph``: one graph for the whole swap (alignment, crops, generator, colour, paste-back).
    Needs an engine whose forward is capturable inside someone else's graph
-   (``cuda_graphs=False`` and no host reads); each (slot, bucket) graph has its own memory
-   pool, so two ticks' generators may run at the same time.
+   (``cuda_graphs=False`` and no host reads). The graphs of one slot share one memory pool
+   (``Slot.graph_pool``: a slot runs one tick at a time, and what a graph leaves live, such as
+   the segmented mode's staged crops, is never reused by the next capture), so a slot holds
+   its largest graph's working memory, not the sum over buckets and windows (issue 41: 4
+   streams ran out of 140 GB capturing a pool per graph); slots keep pools of their own, so
+   two ticks' generators may run at the same time.
 2. ``segmented``: two graphs (alignment + crops; colour + paste-back) with the generator call
    between them, eager or replaying the engine's *own* CUDA graph
    (``TorchEngine(cuda_graphs=True)``; graphs cannot nest). That engine graph's buffers are
@@ -153,7 +157,8 @@ class GraphRunner:
     def _capture_whole(self, slot: Slot, n_faces: int, window_px: int) -> _Entry:
         program = self.program
         return _Entry("graph", (_capture(
-            slot, lambda: program.run(slot, n_faces, window_px=window_px), self.warmup_runs),))
+            slot, lambda: program.run(slot, n_faces, window_px=window_px), self.warmup_runs,
+            slot.graph_pool),))
 
     def _capture_segmented(self, slot: Slot, n_faces: int, window_px: int) -> _Entry:
         program = self.program
@@ -165,7 +170,7 @@ class GraphRunner:
             assert staged is not None
             holder.append(staged)
 
-        crops_graph = _capture(slot, crops, self.warmup_runs)
+        crops_graph = _capture(slot, crops, self.warmup_runs, slot.graph_pool)
         staged = holder[0]
         # the generator runs eagerly between the graphs (or replays its own graph)
         side = new_stream(slot.device)
@@ -176,14 +181,17 @@ class GraphRunner:
         torch.cuda.current_stream(slot.device).wait_stream(side)
         torch.cuda.synchronize(slot.device)
         paste = _capture(slot, lambda: program.finish(slot, staged, pred_static),
-                         self.warmup_runs)
+                         self.warmup_runs, slot.graph_pool)
         return _Entry("segmented", (crops_graph, paste), staged, pred_static)
 
 
-def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:
+def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int, pool: Any = None) -> Any:
     """Eager runs of ``fn`` on a side stream (cuDNN picks algorithms, an engine captures
-    itself), then one CUDA graph of it."""
-    side = new_stream(slot.device)  # of its own: see livecam.engines.cuda_streams
+    itself), then one CUDA graph of it, its memory in ``pool`` (None: a pool of its own)."""
+    # of its own (see livecam.engines.cuda_streams); the slot's capture stream when sharing
+    # its pool: a pool's freed blocks are reused only on the stream that freed them
+    side = (slot.capture_stream if pool is not None and slot.capture_stream is not None
+            else new_stream(slot.device))
     side.wait_stream(torch.cuda.current_stream(slot.device))
     with torch.cuda.stream(side):
         for _ in range(warmup_runs):
@@ -192,7 +200,7 @@ def _capture(slot: Slot, fn: Callable[[], None], warmup_runs: int) -> Any:
     torch.cuda.synchronize(slot.device)
     graph = torch.cuda.CUDAGraph()
     # thread_local: other streams of the process keep running their GPU work meanwhile
-    with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+    with torch.cuda.graph(graph, pool=pool, stream=side, capture_error_mode="thread_local"):
         fn()
     torch.cuda.synchronize(slot.device)
     return graph

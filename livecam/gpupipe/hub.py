@@ -66,7 +66,9 @@ class GpuSwapHub:
     ``keep``: faces carry the streamer's eyes and mouth to keep (``SwapRequest.keep_xy``).
     ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
     ``compile_dir``: compile the swap's parts around the generator, their code cached there
-    (see :class:`~livecam.gpupipe.program.SwapProgram`; None: as written).
+    (see :class:`~livecam.gpupipe.program.SwapProgram`; None: as written). ``fit_check(width,
+    height)``: raises when the memory plan of a frame size does not fit (see
+    :meth:`check_fits`; None: no check).
     """
 
     def __init__(self, generator: Any, *, emap: Callable[[], np.ndarray],
@@ -81,8 +83,10 @@ class GpuSwapHub:
                  enhancer_options: Any = None, hands: bool = False,
                  keep: bool = False, compile_dir: Path | None = None,
                  frames_per_call: int | None = None,
-                 faces_per_call: int | None = None) -> None:
+                 faces_per_call: int | None = None,
+                 fit_check: Callable[[int, int], None] | None = None) -> None:
         self.generator = generator
+        self._fit_check = fit_check
         self.compile_dir = compile_dir
         self.keep = keep
         self.enhancer = enhancer
@@ -217,6 +221,12 @@ class GpuSwapHub:
         return self.use_graphs and getattr(self.device, "type", "cpu") == "cuda"
 
     # -- frame sizes ---------------------------------------------------------------------------
+
+    def check_fits(self, width_px: int, height_px: int) -> None:
+        """Raise when every stream's memory plan at this size exceeds the limit (a size
+        already prepared was checked)."""
+        if self._fit_check is not None and (height_px, width_px) not in self._rings:
+            self._fit_check(width_px, height_px)
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Allocate the ring for this frame size and capture its CUDA graphs now (seconds),

@@ -201,6 +201,12 @@ class Slot:
     stream: Any = None  # torch.cuda.Stream on CUDA
     generated: Any = None  # torch.cuda.Event: the generator's shared buffers are free again
     done: Any = None  # torch.cuda.Event (timing): outputs are in host memory
+    # the memory pool every graph of this slot is captured into (torch.cuda.graph_pool_handle):
+    # a slot runs one tick at a time, so its graphs never replay at once and share their
+    # working memory (the slot holds its largest graph's, not the sum of all of them)
+    graph_pool: Any = None
+    capture_stream: Any = None  # the stream its graphs are captured on (the pool's blocks
+    # are reused only by captures on the stream that freed them)
     started: Any = None  # torch.cuda.Event (timing): the upload was queued
     t_submit_ns: int = 0
     tick: int = -1
@@ -233,6 +239,8 @@ class Slot:
         if cuda:
             slot.stream = new_stream(device)  # of its own: see livecam.engines.cuda_streams
             slot.generated = torch.cuda.Event()
+            slot.graph_pool = torch.cuda.graph_pool_handle()
+            slot.capture_stream = new_stream(device)
             slot.done = torch.cuda.Event(enable_timing=True)
             slot.started = torch.cuda.Event(enable_timing=True)
         return slot

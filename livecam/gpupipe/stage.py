@@ -164,6 +164,12 @@ class GpuSwapStage:
         if self.hands is not None:
             self.hands.close()
 
+    def check_fits(self, width_px: int, height_px: int) -> None:
+        """Raise :class:`ConfigError` (one line) when the GPU memory plan of every stream of
+        the hub at this frame size exceeds ``gpu.memory_limit_gb`` (before anything is
+        compiled: :func:`livecam.pipeline.runtime.prepare_stages` asks first)."""
+        self.hub.check_fits(width_px, height_px)
+
     def prepare(self, width_px: int, height_px: int) -> None:
         """Capture the hub's graphs for this frame size and make this stream's buffers."""
         self.hub.prepare(width_px, height_px)

@@ -23,7 +23,7 @@ from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
 from livecam.core.reload_result import ReloadResult
-from livecam.core.stage import AnyStage, Prepares, host_frames_of
+from livecam.core.stage import AnyStage, ChecksFit, Prepares, host_frames_of
 from livecam.core.switching import switch_interval
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
@@ -48,9 +48,14 @@ def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int,
                    logger: logging.Logger | StreamLog = log) -> None:
     """Prepare every stage that offers it for ``width_px`` x ``height_px`` frames (CUDA-graph
     capture takes seconds: done before the output starts rather than on the first frames). A
-    size of 0 (a live source not there yet) prepares nothing: the first frame does it."""
+    size of 0 (a live source not there yet) prepares nothing: the first frame does it. Every
+    stage that checks whether it fits (:class:`ChecksFit`: the GPU memory plan) is asked
+    first, so a start that cannot hold compiles and captures nothing."""
     if width_px <= 0 or height_px <= 0:
         return
+    for stage in stages:
+        if isinstance(stage, ChecksFit):
+            stage.check_fits(width_px, height_px)
     for stage in stages:
         if not isinstance(stage, Prepares):
             continue
