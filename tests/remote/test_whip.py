@@ -197,3 +197,21 @@ def test_a_refused_client_gets_the_reason(server: Server) -> None:
         assert caught.value.status == 401
 
     asyncio.run(go())
+
+
+def test_an_offer_flood_is_capped_and_the_server_still_answers(server: Server) -> None:
+    """1,000 offers from a valid user as fast as one client can send them: past
+    serve.max_offers_per_s (20) a second they get 429 without their body being read, and a
+    proper offer afterwards is answered."""
+    offer = _offer_sdp()
+    statuses = [_post(server, offer, token=server.tokens["bob"], query="?fps=999")[0]
+                for _ in range(1000)]
+    assert statuses.count(429) > 0 and set(statuses) <= {422, 429}, set(statuses)
+    deadline = time.monotonic() + 30
+    while True:  # the window of the rate limit is one second
+        status, _, location = _post(server, offer, token=server.tokens["alice"])
+        if status != 429 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status == 201 and location is not None
+    assert _delete(server, location, server.tokens["alice"]) == 200
