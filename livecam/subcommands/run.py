@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from livecam.capture import INPUT_HELP
 from livecam.output import OUTPUT_HELP
@@ -54,6 +54,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_run_options(p)
     p.add_argument("--frames", type=int, metavar="N",
                    help="stop after N frames have been sent to the output")
+    p.add_argument("--remote", metavar="URL",
+                   help="thin client: swap on a `livecam serve` at URL (its WHIP endpoint, "
+                   "http(s)://HOST:PORT/whip) instead of here; the output shows a cover card "
+                   "(never the camera) while the link is down, and it reconnects with backoff. "
+                   "The token comes from --remote-token-file or LIVECAM_REMOTE_TOKEN")
+    p.add_argument("--remote-token-file", metavar="FILE",
+                   help="file holding the WHIP token (`livecam serve token add NAME` on the "
+                   "server printed it)")
     p.set_defaults(func=run)
 
 
@@ -134,11 +142,39 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
         active, names = ONE_OFF_NAME, (ONE_OFF_NAME, *names)
     state = RuntimeState(active_identity=active, identities=names)
     overrides = list(args.overrides)
-    return build_streams(config, pairs=pairs or stream_pairs(args, config),
+    pairs = pairs or stream_pairs(args, config)
+    stages = _remote_stages(args, config, len(pairs))
+    return build_streams(config, pairs=pairs, stages=stages,
                          identities=identities, max_frames=getattr(args, "frames", None),
                          state=state, hotkeys=not daemon, api_required=daemon,
                          wait_for_source=daemon,
                          config_loader=_config_reloader(args, overrides))
+
+
+def _remote_stages(args: argparse.Namespace, config: Config, n_streams: int) -> list[Any] | None:
+    """The thin client's stage for ``--remote URL`` (None without it)."""
+    import os
+    from pathlib import Path
+
+    from livecam.core.errors import UsageError
+
+    url = getattr(args, "remote", None)
+    if not url:
+        return None
+    if n_streams != 1:
+        raise UsageError("--remote takes one --input/--output pair")
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--remote {url!r}: give the server's WHIP URL, "
+                         "http(s)://HOST:PORT/whip")
+    token_file = getattr(args, "remote_token_file", None)
+    token = (Path(token_file).read_text().strip() if token_file
+             else os.environ.get("LIVECAM_REMOTE_TOKEN", ""))
+    if not token:
+        raise UsageError("--remote needs the WHIP token: --remote-token-file FILE or "
+                         "LIVECAM_REMOTE_TOKEN (`livecam serve token add NAME` on the server)")
+    from livecam.remote.thin import RemoteSwapStage
+
+    return [RemoteSwapStage(url, token, fps=config.capture.fps)]
 
 
 def _config_reloader(args: argparse.Namespace, overrides: list[str]) -> Callable[[], Config]:

@@ -12,12 +12,8 @@ distinct frame from pixels. Speed is printed, not asserted (a loaded 2-core host
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,62 +24,16 @@ import pytest
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
 from livecam.testing.leak_clips import leak_clips, read_index
 from livecam.testing.leak_judge import judge
-from tests.daemon.conftest import free_port
+from tests.remote.conftest import Server, start_server
 
 pytestmark = pytest.mark.slow
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen[str]
-    url: str
-    api: str
-    env: dict[str, str]
-    tokens: dict[str, str]
-    log: Path
-
-    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
-                               *args], env=self.env, capture_output=True, text=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    import cv2
-    from skimage import data
-
-    root = tmp_path_factory.mktemp("serve")
-    env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
-               XDG_DATA_HOME=str(root / "data"), XDG_CACHE_HOME=str(root / "cache"))
-
-    def livecam(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    photo = root / "astronaut.png"
-    cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
-    livecam("identity", "add", "astro", str(photo), "--force")
-    tokens = {name: livecam("serve", "token", "add", name) for name in ("alice", "bob")}
-    port, api_port = free_port(), free_port()
-    log = root / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "serve", "--identity", "astro",
-             "--set", f"serve.address=127.0.0.1:{port}",
-             "--set", f"control.api_address=127.0.0.1:{api_port}",
-             "--set", "serve.max_sessions=1", "--set", "pipeline.status_interval_s=0"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    s = Server(proc, f"http://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
-               tokens, log)
-    deadline = time.monotonic() + 120
-    while "WHIP endpoint on" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.1)
+    s = start_server(tmp_path_factory.mktemp("serve"), max_sessions=1)
     yield s
-    proc.terminate()
-    assert proc.wait(60) == 0, log.read_text()
+    s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +197,21 @@ def test_a_refused_client_gets_the_reason(server: Server) -> None:
         assert caught.value.status == 401
 
     asyncio.run(go())
+
+
+def test_an_offer_flood_is_capped_and_the_server_still_answers(server: Server) -> None:
+    """1,000 offers from a valid user as fast as one client can send them: past
+    serve.max_offers_per_s (20) a second they get 429 without their body being read, and a
+    proper offer afterwards is answered."""
+    offer = _offer_sdp()
+    statuses = [_post(server, offer, token=server.tokens["bob"], query="?fps=999")[0]
+                for _ in range(1000)]
+    assert statuses.count(429) > 0 and set(statuses) <= {422, 429}, set(statuses)
+    deadline = time.monotonic() + 30
+    while True:  # the window of the rate limit is one second
+        status, _, location = _post(server, offer, token=server.tokens["alice"])
+        if status != 429 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status == 201 and location is not None
+    assert _delete(server, location, server.tokens["alice"]) == 200

@@ -1,0 +1,80 @@
+"""`livecam serve` started as a user starts it: its own config/data dirs, a library with the
+astronaut, users alice and bob."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tests.daemon.conftest import free_port
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    url: str
+    api: str
+    env: dict[str, str]
+    tokens: dict[str, str]
+    log: Path
+    port: int
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
+                               *args], env=self.env, capture_output=True, text=True, timeout=60)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            assert self.proc.wait(60) == 0, self.log.read_text()
+
+
+def start_server(root: Path, *, max_sessions: int, port: int | None = None,
+                 prepared: bool = False) -> Server:
+    """``livecam serve --identity astro`` on ``port`` (a free one by default); ``prepared``:
+    the library and tokens under ``root`` are there already (a restart)."""
+    import cv2
+    from skimage import data
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
+               XDG_DATA_HOME=str(root / "data"), XDG_CACHE_HOME=str(root / "cache"))
+
+    def livecam(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    root.mkdir(parents=True, exist_ok=True)
+    tokens_file = root / "tokens.txt"
+    if not prepared:
+        photo = root / "astronaut.png"
+        cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
+        livecam("identity", "add", "astro", str(photo), "--force")
+        tokens_file.write_text("\n".join(f"{name} {livecam('serve', 'token', 'add', name)}"
+                                         for name in ("alice", "bob")))
+    tokens = dict(line.split() for line in tokens_file.read_text().splitlines())
+    port = port or free_port()
+    api_port = free_port()
+    log = root / f"serve-{port}-{time.monotonic_ns()}.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "livecam.cli", "serve", "--identity", "astro",
+             "--set", f"serve.address=127.0.0.1:{port}",
+             "--set", f"control.api_address=127.0.0.1:{api_port}",
+             "--set", f"serve.max_sessions={max_sessions}",
+             "--set", "pipeline.status_interval_s=0"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    s = Server(proc, f"http://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
+               tokens, log, port)
+    deadline = time.monotonic() + 120
+    while "WHIP endpoint on" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    return s

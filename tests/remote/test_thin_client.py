@@ -1,0 +1,96 @@
+"""The thin client, `livecam run --input file:CLIP --remote URL --output file:OUT`, against a
+real `livecam serve` that is stopped mid-run and started again on the same port: the output
+shows the swapped frames, then the cover (never the camera) while the link is down, then the
+swapped frames again; the status says what happened. Judged from the output's pixels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livecam.testing.leak_clips import decode, leak_clips, write_clip
+from livecam.testing.leak_judge import judge
+from tests.daemon.conftest import free_port
+from tests.remote.conftest import start_server
+
+pytestmark = pytest.mark.slow
+
+
+def _status(api: str, env: dict[str, str]) -> dict[str, Any] | None:
+    done = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "--json",
+                           "status"], env=env, capture_output=True, text=True, timeout=60)
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def _wait(what: str, condition: Callable[[], bool], log: Path, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: {log.read_text()[-3000:]}"
+        time.sleep(0.3)
+
+
+def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
+        tmp_path: Path) -> None:
+    clip = leak_clips()["still_2"]
+    clip_path = tmp_path / "clip.mp4"
+    truth = write_clip(clip, clip_path)
+    server = start_server(tmp_path / "server", max_sessions=1)
+    token_file = tmp_path / "token"
+    token_file.write_text(server.tokens["alice"])
+    out = tmp_path / "out.mp4"
+    api = f"http://127.0.0.1:{free_port()}"
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
+               XDG_DATA_HOME=str(tmp_path / "client-data"))
+    log = tmp_path / "client.log"
+    with open(log, "w") as err:
+        client = subprocess.Popen(
+            [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
+             "--output", f"file:{out}", "--remote", server.url, "--remote-token-file",
+             str(token_file), "--set", "capture.loop=true", "--set", "control.hotkeys=false",
+             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "pipeline.status_interval_s=0", "--set", "output.file_crf=14"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    restarted = None
+    try:
+        def remote() -> dict[str, Any]:
+            status = _status(api, env)
+            return (status or {}).get("remote_engines", {}).get("remote", {})
+
+        _wait("swapped frames came back", lambda: remote().get("last_frame_age_s") is not None,
+              log)
+        covered_before = remote()["covered_frames"]
+        server.stop()  # the link drops
+        _wait("the client saw the drop", lambda: remote().get("state") == "reconnecting", log)
+        _wait("the cover went out", lambda: remote()["covered_frames"] > covered_before + 10, log)
+        restarted = start_server(tmp_path / "server", max_sessions=1, port=server.port,
+                                 prepared=True)
+        _wait("reconnected", lambda: remote().get("sessions_made", 0) >= 2
+              and remote().get("state") == "connected" and remote()["last_frame_age_s"] < 0.5,
+              log)
+        final = remote()
+        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
+                       env=env, capture_output=True, timeout=60)
+        assert client.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if client.poll() is None:
+            client.kill()
+        if restarted is not None:
+            restarted.stop()
+        server.stop()
+    text = log.read_text()
+    assert "reconnecting" in text and "connected" in text
+    assert final["last_error"], final
+    report = judge(decode(clip_path), truth, decode(out))
+    print(f"output {report.output_frames} frames: {report.black} cover, faces judged "
+          f"{report.faces_judged}, leaked {report.leaks_counted}; status {final}")
+    assert report.black > 10  # the cover, while the link was down (and before the first)
+    assert report.faces_judged > 0 and report.leaks_counted == 0
+    assert report.unreadable == 0  # every frame is a swapped frame or the cover
