@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from livecam.subcommands.ctl import _TIMEOUT_S, _json_reply, _request
+from livecam.subcommands.ctl_client import TIMEOUT_S, json_reply, request
 
 #: Adding a stream opens its input, models and output before the answer comes.
 _ADD_TIMEOUT_S = 120.0
@@ -20,7 +20,7 @@ def stream_verb(base: str, token: str, verb: str, operands: list[str]) -> int:
                           "add": "stream add needs INPUT OUTPUT (e.g. synthetic:640x480 null)",
                           "remove": "stream remove needs the stream id K"}[verb])
     if verb == "list":
-        reply = _json_reply(_request(url, token), url,
+        reply = json_reply(request(url, token), url,
                             lambda v: isinstance(v, dict) and isinstance(v.get("streams"), list))
         for b in reply["streams"]:
             print(f"{b['stream']}: {b['input']} -> {b['output']}  fps {b['fps_out'] or 0:.1f}"
@@ -29,7 +29,7 @@ def stream_verb(base: str, token: str, verb: str, operands: list[str]) -> int:
             print("no stream is running")
         return 0
     if verb == "add":
-        reply = _json_reply(_request(url, token, "POST", {"input": operands[0],
+        reply = json_reply(request(url, token, "POST", {"input": operands[0],
                                                           "output": operands[1]},
                                      timeout_s=_ADD_TIMEOUT_S),
                             url, lambda v: isinstance(v, dict) and isinstance(v.get("stream"), int))
@@ -39,7 +39,7 @@ def stream_verb(base: str, token: str, verb: str, operands: list[str]) -> int:
         raise UsageError(f"stream remove {operands[0]!r}: give the stream's id (a whole number, "
                          "see `livecam ctl stream list`)")
     url = f"{url}/{int(operands[0])}"
-    reply = _json_reply(_request(url, token, "DELETE", timeout_s=_TIMEOUT_S + 5), url,
+    reply = json_reply(request(url, token, "DELETE", timeout_s=TIMEOUT_S + 5), url,
                         lambda v: isinstance(v, dict) and v.get("removed") is True)
     print(f"stream {reply['stream']} removed: {reply.get('summary', '')}")
     return 0
