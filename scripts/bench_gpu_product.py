@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -76,6 +77,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         time.sleep(warm_s)
         before = [a.metrics.counters() for a in streams.apps]
         lat_before = [a.metrics.pipeline_latencies_ms()[0] for a in streams.apps]
+        cpu_before = [a.metrics.cpu_ns() for a in streams.apps]
+        process_cpu0 = time.process_time()
         t1 = time.perf_counter()
         # a profiler attached from outside starts on this line (`py-spy record --pid`)
         print(f"measuring for {window_s:.1f} s (started in {start_s:.1f} s)", flush=True)
@@ -83,8 +86,10 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
             time.sleep(window_s)
         after = [a.metrics.counters() for a in streams.apps]
         t2 = time.perf_counter()
+        process_cpu_s = time.process_time() - process_cpu0
         per_stream = []
-        for app, c0, c1, n0 in zip(streams.apps, before, after, lat_before, strict=True):
+        for app, c0, c1, n0, cpu0 in zip(streams.apps, before, after, lat_before, cpu_before,
+                                          strict=True):
             d = {k: c1.get(k, 0) - c0.get(k, 0) for k in set(c0) | set(c1)}
             new = d.get("sent", 0) - d.get("repeated", 0)
             n1, pipe = app.metrics.pipeline_latencies_ms()
@@ -99,11 +104,17 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "stage_errors": d.get("stage_errors", 0),
                 "capture_to_sink_ms": summary(sink),
                 "capture_to_output_thread_ms": summary(pipe[-keep:]),
+                # the stream's own threads' CPU time (Metrics.cpu_ns) per frame processed
+                "host_cpu_ms_per_frame": ((app.metrics.cpu_ns() - cpu0) / 1e6
+                                          / d["processed"] if d.get("processed") else None),
                 "stages_ms": stages})
         hub = _hub(streams)
         windows = list(hub.window_per_tick) if hub is not None else []
         return {"start_s": start_s, "open_ms": open_ms, "window_s": t2 - t1,
                 "streams": per_stream,
+                # the whole process's CPU over the window, % of all the host's cores
+                "host_cpu_percent": 100.0 * process_cpu_s / (t2 - t1) / (os.cpu_count() or 1),
+                "gpu_peak_mib": _gpu_peak_mib(),
                 # nvidia-smi's utilization.gpu over the window, %: min, mean, max, samples
                 "gpu_busy": busy.summary(),
                 # page-locked host memory torch's caching host allocator holds (the capture's
@@ -183,6 +194,16 @@ def _host_pinned_mib() -> dict[str, float] | None:
     if any(v is None for v in got.values()):
         return None
     return {k: float(v) / 2**20 for k, v in got.items()}
+
+
+def _gpu_peak_mib() -> float | None:
+    """The most memory torch's caching allocator reserved in this process, MiB (None off
+    CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.max_memory_reserved() / 2**20
 
 
 def _gpu_reserved_mib(*, empty: bool = False) -> float:

@@ -78,24 +78,31 @@ class StatusReporter:
         self._extra = dict(extra or {})
         self._lock = threading.Lock()
         self._t_start_ns = time.perf_counter_ns()
-        # (t_ns, captured, sent); the first sample is taken now, so rates right after start
-        # are averaged over the reporter's whole life instead of over two close requests
-        self._history: deque[tuple[int, int, int]] = deque([self._sample()])
+        # (t_ns, captured, sent, processed, host CPU ns); the first sample is taken now, so
+        # rates right after start are averaged over the reporter's whole life instead of over
+        # two close requests
+        self._history: deque[tuple[int, int, int, int, int]] = deque([self._sample()])
+        self._cpu = (float("nan"), float("nan"))  # ms per frame, % of one core
 
-    def _sample(self) -> tuple[int, int, int]:
+    def _sample(self) -> tuple[int, int, int, int, int]:
         m = self._target.metrics
-        return time.perf_counter_ns(), m.counter("captured"), m.counter("sent")
+        return (time.perf_counter_ns(), m.counter("captured"), m.counter("sent"),
+                m.counter("processed"), m.cpu_ns())
 
     def _rates(self) -> tuple[float, float]:
+        """fps in and out over the last window; also sets the host CPU's (``_cpu``)."""
         now = self._sample()
         with self._lock:
             self._history.append(now)
             # the reference is the newest sample at least a window old (or the oldest one)
             while len(self._history) > 2 and now[0] - self._history[1][0] >= _RATE_WINDOW_NS:
                 self._history.popleft()
-            t0, captured0, sent0 = self._history[0]
-        dt_s = max((now[0] - t0) / 1e9, 1e-9)
-        return (now[1] - captured0) / dt_s, (now[2] - sent0) / dt_s
+            t0, captured0, sent0, processed0, cpu0 = self._history[0]
+        dt_ns = max(now[0] - t0, 1)
+        frames = now[3] - processed0
+        self._cpu = ((now[4] - cpu0) / 1e6 / frames if frames > 0 else float("nan"),
+                     100.0 * (now[4] - cpu0) / dt_ns)
+        return (now[1] - captured0) / (dt_ns / 1e9), (now[2] - sent0) / (dt_ns / 1e9)
 
     def status(self) -> dict[str, Any]:
         """The status document served at ``/api/status`` and pushed on ``/api/events``."""
@@ -127,6 +134,10 @@ class StatusReporter:
             "pipeline_latency_ms": {"p50": _finite(_percentile(pipeline_latency, 50)),
                                     "p99": _finite(_percentile(pipeline_latency, 99))},
             "longest_gap_ms": _finite(m.longest_gap_ms(now_ns)),
+            # the stream's own threads' CPU time (capture, pipeline, workers, output) over
+            # the last window: per frame processed, and as a share of one core
+            "host_cpu": {"ms_per_frame": _finite(self._cpu[0]),
+                         "percent_of_core": _finite(self._cpu[1])},
             "frames": counters,
             "stage_ms": {name: _finite(_percentile(times, 50))
                          for name, times in m.stage_times_ms().items()},

@@ -7,7 +7,11 @@ Two views of the same measurements:
 - Recent windows for people (the status line, ``/api/status``, the panel): the last ``window``
   latencies and stage times, and the output intervals of the last 10 s.
 
-Times are taken with ``time.perf_counter_ns()``.
+Times are taken with ``time.perf_counter_ns()``. Host CPU: every call that a stream's threads
+make per frame (``count``, ``record_stage_ns``, ``record_send``) also adds the CPU time the
+calling thread used since its previous such call (``time.thread_time_ns``), so the run's
+CPU time is that of its own threads (capture, pipeline, stage workers, the GPU collector,
+output), whatever else the process runs; per frame it is that over the frames processed.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class Snapshot:
     latency_p50_ms: float
     latency_p99_ms: float
     stage_p50_ms: dict[str, float] = field(default_factory=dict)
+    #: host CPU time of the run's own threads per frame processed, ms (NaN: none processed)
+    cpu_ms_per_frame: float = float("nan")
 
     def status_line(self) -> str:
         stages = " ".join(f"{k}={v:.1f}ms" for k, v in self.stage_p50_ms.items())
@@ -66,7 +72,10 @@ class Snapshot:
         return (
             f"fps in {self.fps_in:5.1f} out {self.fps_out:5.1f} | latency p50 "
             f"{self.latency_p50_ms:5.1f} ms p99 {self.latency_p99_ms:5.1f} ms | dropped "
-            f"{dropped} repeated {c.get('repeated', 0)}" + (f" | {stages}" if stages else "")
+            f"{dropped} repeated {c.get('repeated', 0)}"
+            + ("" if self.cpu_ms_per_frame != self.cpu_ms_per_frame
+               else f" | cpu {self.cpu_ms_per_frame:.1f} ms/frame")
+            + (f" | {stages}" if stages else "")
         )
 
 
@@ -95,6 +104,10 @@ class _Counters(Collector):
         for name in sorted(set(counters) - set(FRAME_COUNTERS)):
             yield CounterMetricFamily(f"livecam_{name}", _COUNTER_HELP.get(name, name),
                                       value=counters[name])
+        yield CounterMetricFamily(
+            "livecam_host_cpu_seconds", "Host CPU time of this stream's own threads (capture, "
+            "pipeline, stage workers, GPU collector, output); over livecam_frames_total"
+            "{kind=\"processed\"}: CPU per frame.", value=self._metrics.cpu_ns() / 1e9)
 
 
 class Metrics:
@@ -117,7 +130,9 @@ class Metrics:
         self._intervals: deque[tuple[int, int]] = deque(maxlen=4096)
         self._t_last_send_ns: int | None = None
         self._window = window
-        self._last = (time.perf_counter_ns(), 0, 0)  # t, captured, sent
+        self._last = (time.perf_counter_ns(), 0, 0, 0, 0)  # t, captured, sent, processed, cpu
+        self._cpu_ns = 0
+        self._cpu_last: dict[int, int] = {}  # thread ident -> its CPU time at its last call
         self.registry = CollectorRegistry()
         self._latency_hist = Histogram(
             "livecam_latency_seconds", "Capture to sink time of each new frame sent (includes "
@@ -135,8 +150,23 @@ class Metrics:
             registry=self.registry)
         self.registry.register(_Counters(self))
 
+    def _note_cpu(self) -> None:
+        """Add the calling thread's CPU time since its previous call (lock held)."""
+        now = time.thread_time_ns()
+        ident = threading.get_ident()
+        last = self._cpu_last.get(ident)
+        self._cpu_last[ident] = now
+        if last is not None and now >= last:  # an ident reused by a new thread: skip once
+            self._cpu_ns += now - last
+
+    def cpu_ns(self) -> int:
+        """Host CPU time of the run's threads so far (see the module docstring), ns."""
+        with self._lock:
+            return self._cpu_ns
+
     def count(self, name: str, n: int = 1) -> None:
         with self._lock:
+            self._note_cpu()
             self._counters[name] = self._counters.get(name, 0) + n
 
     def set_counter(self, name: str, value: int) -> None:
@@ -161,6 +191,7 @@ class Metrics:
 
     def record_stage_ns(self, stage: str, elapsed_ns: int) -> None:
         with self._lock:
+            self._note_cpu()
             ring = self._stage_ms.get(stage)
             if ring is None:
                 ring = self._stage_ms[stage] = deque(maxlen=self._window)
@@ -170,6 +201,7 @@ class Metrics:
     def record_send(self, t_ns: int) -> None:
         """A frame (new or repeated) went to the sink at ``t_ns`` (output thread)."""
         with self._lock:
+            self._note_cpu()
             last, self._t_last_send_ns = self._t_last_send_ns, t_ns
             if last is None:
                 return
@@ -217,14 +249,16 @@ class Metrics:
         return total_ms / count if count else float("nan")
 
     def snapshot(self) -> Snapshot:
-        """Current values; fps are measured since the previous call."""
+        """Current values; fps and CPU per frame are measured since the previous call."""
         now = time.perf_counter_ns()
         with self._lock:
             counters = dict(self._counters)
-            t0, captured0, sent0 = self._last
+            t0, captured0, sent0, processed0, cpu0 = self._last
             captured, sent = counters.get("captured", 0), counters.get("sent", 0)
-            self._last = (now, captured, sent)
+            processed = counters.get("processed", 0)
+            self._last = (now, captured, sent, processed, self._cpu_ns)
             dt_s = max((now - t0) / 1e9, 1e-9)
+            frames = processed - processed0
             return Snapshot(
                 t_ns=now,
                 counters=counters,
@@ -233,4 +267,6 @@ class Metrics:
                 latency_p50_ms=_percentile(self._latency_ms, 50),
                 latency_p99_ms=_percentile(self._latency_ms, 99),
                 stage_p50_ms={k: _percentile(v, 50) for k, v in self._stage_ms.items()},
+                cpu_ms_per_frame=((self._cpu_ns - cpu0) / 1e6 / frames if frames > 0
+                                  else float("nan")),
             )

@@ -109,6 +109,12 @@ def swap_compile_dir(config: Config, device: str) -> Path | None:
     return _inductor_dir(config)
 
 
+def compile_cache_dir(config: Config) -> Path:
+    """The engine cache's Inductor folder: the compiled code of the GPU pipeline and the
+    record of what ``livecam engines build`` prepared (:mod:`livecam.gpupipe.prepared`)."""
+    return _inductor_dir(config)
+
+
 def _inductor_dir(config: Config) -> Path:
     from livecam.engines.registry import engine_cache_dir
     from livecam.engines.torch_compiled import INDUCTOR_DIR
@@ -215,16 +221,18 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         # sized by the config, not by n_streams: the same shapes for any number of streams
         frames_per_call=call_sizes(config).frames_per_call,
         faces_per_call=call_sizes(config).faces_per_call,
-        fit_check=memory_check(config, n_streams=n_streams, device=models.gpu_device(),
-                               model_path=models.swapper_path))
+        fit_check=start_check(config, n_streams=n_streams, device=models.gpu_device(),
+                              model_path=models.swapper_path))
 
 
-def memory_check(config: Config, *, n_streams: int, device: str,
-                 model_path: Path) -> Callable[[int, int], None]:
-    """``check(width, height)``: the GPU memory plan of ``n_streams`` streams of ``config``
-    at that frame size (:mod:`livecam.gpupipe.memory`), refused with one line when it
-    exceeds ``gpu.memory_limit_gb`` (or the card's memory less ``gpu.memory_headroom_gb``)."""
-    from livecam.gpupipe import memory
+def start_check(config: Config, *, n_streams: int, device: str,
+                model_path: Path) -> Callable[[int, int], None]:
+    """``check(width, height)``, run before any stage prepares that frame size: the GPU
+    memory plan of ``n_streams`` streams of ``config`` (:mod:`livecam.gpupipe.memory`),
+    refused with one line when it exceeds ``gpu.memory_limit_gb`` (or the card's memory less
+    ``gpu.memory_headroom_gb``); then what this start will compile that ``livecam engines
+    build`` did not prepare, and for about how long (:mod:`livecam.gpupipe.prepared`)."""
+    from livecam.gpupipe import memory, prepared
     from livecam.gpupipe.shapes import plan_start
 
     gpu = config.gpu
@@ -241,6 +249,12 @@ def memory_check(config: Config, *, n_streams: int, device: str,
         memory.check_fits(need, memory.limit_bytes(gpu.memory_limit_gb,
                                                    gpu.memory_headroom_gb, device),
                           n_streams=n_streams, plan=plan, limit_source=source)
+        shapes = plan.compiled_shapes()
+        if shapes:
+            todo = prepared.missing(_inductor_dir(config), prepared.environment_key(device),
+                                    shapes)
+            prepared.say_what_compiles(todo, n_streams=n_streams,
+                                       size=f"{width_px}x{height_px}", model=config.swap.model)
 
     return check
 

@@ -166,6 +166,12 @@ def call_sizes(config: Config) -> CallSizes:
         stack_frames=ceiling)
 
 
+def compiles_on(device: str) -> bool:
+    """Whether the GPU pipeline compiles on ``device``: on CUDA only (its CPU runs are checks:
+    they would spend minutes compiling for no gain)."""
+    return device.startswith("cuda")
+
+
 def plan_start(config: Config, *, n_streams: int, width_px: int, height_px: int,
                device: str = "cuda") -> ShapePlan:
     """The shape plan of a GPU start of ``n_streams`` streams of ``config`` at this frame
@@ -181,9 +187,12 @@ def plan_start(config: Config, *, n_streams: int, width_px: int, height_px: int,
     batches = (tuple(sorted(set(config.engine.compiled_batch_sizes)))
                if config.engine.compiled_batch_sizes
                else power_of_two_batches(max(1, analysis.max_faces)))
-    cuda = device.startswith("cuda")
+    cuda = compiles_on(device)
     shared = n_streams > 1 and not analysis.refine_landmarks
-    compiled_generator = config.engine.torch_mode in ("compiled", "auto")
+    # a start compiles the generator only when told to (``auto`` without a build falls back
+    # to CUDA graphs, ``compiled`` without one is refused): ``livecam engines build`` does it
+    compiled_generator = (config.engine.torch_mode == "compiled"
+                          and config.engine.compile_if_missing)
     return ShapePlan(
         height_px=height_px, width_px=width_px, shared=shared, slots=gpu.slots,
         frames_per_call=sizes.frames_per_call, stack_frames=sizes.stack_frames,

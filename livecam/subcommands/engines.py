@@ -246,28 +246,49 @@ def _compile_generator(config: Any, name: str, gpu: bool) -> None:
 def _prepare_pipeline(config: Any, blank: str) -> int:
     """Open the GPU pipeline as ``livecam run`` opens it, on the ``blank`` input into a null
     output, and close it: its face networks and swap parts compile into the engine cache (or
-    load from it). Says what was saved whole and what a start traces."""
+    load from it). Once as one stream and, with ``pipeline.max_streams`` above 1, once as one
+    of two streams: what is compiled is the same for any number of streams from two up
+    (:mod:`livecam.gpupipe.shapes`), so every start up to ``pipeline.max_streams`` finds it
+    prepared. Records the shapes (:mod:`livecam.gpupipe.prepared`) and says what was saved
+    whole and what a start traces."""
     import time
 
     from livecam.app import SharedStages, build_app
+    from livecam.gpupipe import prepared
     from livecam.gpupipe.factory import build_gpu_stages, networks_compile_dir
+    from livecam.gpupipe.shapes import plan_start
     from livecam.identity import IdentityLibrary
+    from livecam.swap.neural_models import NeuralModels
 
     folder = networks_compile_dir(config)
     t0 = time.perf_counter()
-    # the stages `livecam run` builds, also with no identity in the library yet (where it
-    # would pass frames through until one is added)
-    stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
-                              shared=SharedStages())
-    app = build_app(config, input_spec=blank, output_spec="null", stages=stages)
-    width, height = app.source.size_px
-    print(f"preparing the GPU pipeline for {width}x{height} frames (the face networks and "
-          "the swap's parts; the first time takes minutes on a GPU) ...", file=sys.stderr,
-          flush=True)
-    try:
-        app.open()
-    finally:
-        app.stop()
+    counts = (1, 2) if config.pipeline.max_streams > 1 else (1,)
+    width = height = 0
+    for n in counts:
+        # the stages `livecam run` builds, also with no identity in the library yet (where it
+        # would pass frames through until one is added); one stream of n opens what they share
+        stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
+                                  shared=SharedStages(n))
+        app = build_app(config, input_spec=blank, output_spec="null", stages=stages)
+        width, height = app.source.size_px
+        print(f"preparing the GPU pipeline for {width}x{height} frames, "
+              f"{'one stream' if n == 1 else f'{n} to {config.pipeline.max_streams} streams'} "
+              "(the face networks and the swap's parts; the first time takes minutes on a "
+              "GPU) ...", file=sys.stderr, flush=True)
+        try:
+            app.open()
+        finally:
+            app.stop()
+    device = NeuralModels.from_config(config).gpu_device()
+    shapes = [s for n in counts for s in plan_start(
+        config, n_streams=n, width_px=width, height_px=height, device=device).compiled_shapes()]
+    if shapes:
+        from livecam.gpupipe.factory import compile_cache_dir
+
+        held = prepared.record(compile_cache_dir(config), prepared.environment_key(device),
+                               shapes)
+        print(f"{held} compiled shapes recorded as prepared for starts of 1 to "
+              f"{config.pipeline.max_streams} streams at {width}x{height}")
     took = time.perf_counter() - t0
     if folder is None:
         print(f"GPU pipeline opened in {took:.0f} s; gpu.compile_networks is off: nothing "

@@ -11,6 +11,9 @@
 #     s<k>_<variant><n>   k streams live (`--only streams --streams k`)
 #     build_<variant><n>  `livecam engines build` first (`--engines-build`), then one stream
 #     gpu                 the GPU tests (pytest -m gpu), at most GT seconds (default 150)
+#     bench_streams       scripts/bench_streams.py: `livecam engines build`, then `livecam run`
+#                         with N pairs and `livecam daemon` with streams: for N in $STREAMS
+#                         (default 1,4,8,16,32), the tree as it is
 # A variant is `cur` (the tree as it is) or a folder DIR/var_<variant>/ whose files are laid
 # over a copy of the tree (the old version of the files an A/B compares). <n> only tells the
 # runs apart. The first step on a fresh machine compiles (about 220-250 s); later steps of the
@@ -86,7 +89,15 @@ run() {
         elif [[ $step =~ ^build_([a-z]+)[0-9]*$ ]]; then
             kind=build variant=${BASH_REMATCH[1]}
         fi
-        if [[ $kind == gpu ]]; then
+        if [[ $step == bench_streams ]]; then
+            (timeout "$left" "$PYTHON" scripts/bench_streams.py --photos "$assets/photos" \
+                --models-dir "$assets/mediapipe_modules" --work-dir /tmp/lcw --engines-build \
+                --streams "${STREAMS:-1,4,8,16,32}" --budget-s "$((left - 60))" \
+                --log-level INFO --out "$res/$step.json" > "$res/$step.log" 2>&1)
+            echo "   exit $?"
+            grep -i "^| \|ERROR\|this start compiles\|nothing compiles\|GPU memory" \
+                "$res/$step.log" | tail -n 40
+        elif [[ $kind == gpu ]]; then
             (timeout "$((left < ${GT:-150} ? left : ${GT:-150}))" "$PYTHON" -m pytest -q \
                 -m gpu -p no:cacheprovider tests/analysis/gpu tests/gpupipe/test_cuda.py \
                 tests/engines/test_cuda_streams.py > "$res/$step.log" 2>&1)

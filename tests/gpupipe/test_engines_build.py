@@ -90,3 +90,55 @@ def test_without_the_gpu_pipeline_cuda_graphs_mode_has_nothing_to_build(
     sets = [s for s in _sets(tmp_path) if not s.startswith("gpu.pipeline")]
     assert _build([*sets, "gpu.pipeline=never", "engine.backend=torch"]) == 2
     assert "nothing to compile (use --set engine.torch_mode=compiled)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_start_says_what_it_would_compile_and_after_the_build_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before ``livecam engines build`` a GPU start of four streams says, before anything is
+    prepared, that it will compile and for about how long; after the build (which prepares
+    one stream and many) a start of four streams finds every shape prepared."""
+    import logging
+
+    from livecam.app import SharedStages
+    from livecam.gpupipe import factory, shapes
+    from livecam.identity import IdentityLibrary
+
+    # no CUDA here: the plan lists what a CUDA start compiles (the swap's parts and the face
+    # networks); the networks do compile on the CPU through the follower seam
+    monkeypatch.setattr(shapes, "compiles_on", lambda device: True)
+    monkeypatch.setattr(factory, "follower_networks", _torch_networks_on_cpu)
+    sets = _sets(tmp_path)
+    config = load_config(None, [*sets, "swap.mode=neural"])
+
+    def start_check() -> list[str]:
+        # a handler on the logger itself: the CLI's log set-up stops livecam's records from
+        # reaching the root logger (caplog's)
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler(logging.INFO)
+        handler.emit = records.append  # type: ignore[method-assign]
+        logger = logging.getLogger("livecam.gpupipe.prepared")
+        logger.addHandler(handler)
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        try:
+            stages = factory.build_gpu_stages(
+                config, IdentityLibrary.from_config(config.identity), shared=SharedStages(4))
+            stages[-1].check_fits(320, 240)  # type: ignore[attr-defined]
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        return [r.getMessage() for r in records]
+
+    before = start_check()
+    assert len(before) == 1 and "this start compiles" in before[0], before
+    assert "face detector" in before[0] and "swap paste-back" in before[0]
+    assert "s on an H200 before the output starts" in before[0]
+    assert "livecam engines build inswapper_128 --size 320x240" in before[0]
+    assert _build(sets, "--size", "320x240") == 0
+    out = capsys.readouterr()
+    assert "2 to 64 streams" in out.err
+    assert "compiled shapes recorded as prepared for starts of 1 to 64 streams" in out.out
+    after = start_check()
+    assert len(after) == 1 and "nothing compiles" in after[0], after

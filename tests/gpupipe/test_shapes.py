@@ -23,7 +23,8 @@ def _parts(shapes: tuple[CompiledShape, ...], *names: str) -> set[CompiledShape]
 
 
 def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes() -> None:
-    config = load_config(None, ["swap.mode=neural", "analysis.max_faces=4"])
+    config = load_config(None, ["swap.mode=neural", "analysis.max_faces=4",
+                                "engine.torch_mode=compiled", "engine.compile_if_missing=true"])
     plans = {n: _plan(config, n) for n in (1, 4, 16)}
     shapes = {n: p.compiled_shapes() for n, p in plans.items()}
     # the swap's compiled parts and the generator: one set for any number of streams

@@ -1,0 +1,101 @@
+"""Which compiled shapes ``livecam engines build`` prepared, so a start can say before it begins
+whether it will compile, what and for about how long.
+
+``livecam engines build`` opens the GPU pipeline as a start of one stream and as one of
+several streams (:mod:`livecam.gpupipe.shapes`: the same shapes for any number of streams from
+two up), which compiles every shape of the plan into the engine cache, then records the
+shapes in ``prepared.json`` beside the compiled code, keyed by what the code depends on (this
+livecam's source, torch's version, the device). A start compares its plan with the record:
+what is missing will compile at this start, logged with an estimate of the time before the
+first stage prepares anything (:func:`livecam.gpupipe.factory.start_check`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from livecam.gpupipe.shapes import CompiledShape
+
+log = logging.getLogger(__name__)
+
+FILE = "prepared.json"
+
+#: seconds one compile of each part took on the H200 (issue 41, docs/perf-notes.md), a first
+#: start's estimate; a part not listed counts as the default
+COMPILE_S = {"face detector": 18.0, "face mesh": 8.0, "swap alignment": 5.0,
+             "swap paste-back": 25.0, "generator": 90.0}
+DEFAULT_COMPILE_S = 20.0
+
+
+def environment_key(device: str) -> str:
+    """What compiled code depends on besides the shapes: livecam's source, torch, the
+    device."""
+    import torch
+
+    from livecam.analysis.gpu.precompiled import source_digest
+
+    name = device
+    if device.startswith("cuda") and torch.cuda.is_available():
+        name = f"{torch.cuda.get_device_name(torch.device(device))} " \
+               f"sm{torch.cuda.get_device_capability(torch.device(device))}"
+    return f"{source_digest()[:16]} torch {torch.__version__} {name}"
+
+
+def _read(folder: Path, key: str) -> set[str]:
+    try:
+        data = json.loads((folder / FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(data, dict):
+        return set()
+    shapes = data.get(key, [])
+    return {str(s) for s in shapes} if isinstance(shapes, list) else set()
+
+
+def record(folder: Path, key: str, shapes: Iterable[CompiledShape]) -> int:
+    """Add ``shapes`` to the record under ``key`` (written atomically); returns how many
+    the record holds for ``key`` now."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads((folder / FILE).read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    held = sorted(_read(folder, key) | {str(s) for s in shapes})
+    data[key] = held
+    tmp = folder / f".{FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, folder / FILE)
+    return len(held)
+
+
+def missing(folder: Path | None, key: str,
+            shapes: Iterable[CompiledShape]) -> list[CompiledShape]:
+    """The ``shapes`` the record does not hold (all of them without a record)."""
+    held = _read(folder, key) if folder is not None else set()
+    return [s for s in shapes if str(s) not in held]
+
+
+def compile_estimate_s(shapes: Iterable[CompiledShape]) -> float:
+    """About how long compiling ``shapes`` takes on a GPU like the H200, s."""
+    return sum(COMPILE_S.get(s.part, DEFAULT_COMPILE_S) for s in shapes)
+
+
+def say_what_compiles(shapes: list[CompiledShape], *, n_streams: int, size: str,
+                      model: str) -> None:
+    """Log, before a start compiles anything, what it will compile and for how long."""
+    if not shapes:
+        log.info("GPU pipeline for %d stream(s) of %s: every compiled shape was prepared by "
+                 "`livecam engines build`; nothing compiles", n_streams, size)
+        return
+    parts = sorted({s.part for s in shapes})
+    log.warning("this start compiles %d shape(s) that `livecam engines build` has not "
+                "prepared (%s): about %.0f s on an H200 before the output starts. Run "
+                "`livecam engines build %s --size %s` once with this config to start in "
+                "seconds", len(shapes), ", ".join(parts), compile_estimate_s(shapes), model,
+                size)
