@@ -134,7 +134,9 @@ def _json_reply(raw: bytes, url: str, shape: Callable[[Any], bool]) -> Any:
 
 
 def _is_status(value: Any) -> bool:
-    return isinstance(value, dict) and value.keys() >= _STATUS_KEYS
+    """A stream's status, or (``livecam serve`` between sessions) that none runs."""
+    return isinstance(value, dict) and (value.keys() >= _STATUS_KEYS
+                                        or value.get("streams") == [])
 
 
 def _is_identities(value: Any) -> bool:
@@ -267,6 +269,9 @@ def _print_reload(reply: dict[str, Any]) -> None:
 
 
 def _print_status(s: dict[str, Any]) -> None:
+    if not s.keys() >= _STATUS_KEYS:
+        print("no stream is running")
+        return
     lat = s["latency_ms"]
 
     def ms(v: float | None) -> str:

@@ -115,6 +115,8 @@ def test_a_session_gets_its_frames_swapped_back_and_no_face_leaks(
     while "no stream is running" not in server.ctl("stream", "list").stdout:
         assert time.monotonic() < deadline, server.ctl("stream", "list").stdout
         time.sleep(0.2)
+    status = server.ctl("status")
+    assert status.returncode == 0 and status.stdout.strip() == "no stream is running", status
 
 
 def _offer_sdp(audio: bool = False) -> str:
