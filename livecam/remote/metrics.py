@@ -1,8 +1,8 @@
-"""Per-session figures of ``livecam serve`` for ``/metrics`` (each sample carries the
-session's ``stream`` label there, as every stream's do): frames in from the camera and out to
-the client with their rates over the last second, and what the peer connection's RTP
-statistics say (packets received and lost, jitter) — polled once a second on the server's
-event loop, read at scrape time from any thread."""
+"""Per-session figures of ``livecam serve`` for ``/metrics`` (labelled with the session's
+``user``, and its ``stream`` where several streams run): frames in from the camera and out to
+the client with their rates, and what the peer connection's RTP statistics say (packets
+received and lost, jitter, round-trip time), polled once a second on the server's event loop
+and read at scrape time from any thread."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class SessionStats:
         self.packets_received = 0
         self.packets_lost = 0
         self.jitter_ms = 0.0
+        self.rtt_ms = float("nan")
 
     def frame_in(self) -> None:
         now = time.monotonic_ns()
@@ -54,6 +55,10 @@ class SessionStats:
                             self.packets_received = int(stat.packetsReceived or 0)
                             self.packets_lost = max(0, int(stat.packetsLost or 0))
                             self.jitter_ms = float(stat.jitter or 0.0) * 1000.0
+                    elif (getattr(stat, "type", "") == "remote-inbound-rtp"
+                          and stat.kind == "video" and stat.roundTripTime is not None):
+                        with self._lock:  # from the client's receiver reports
+                            self.rtt_ms = float(stat.roundTripTime) * 1000.0
             await asyncio.sleep(_POLL_S)
 
     def collector(self, session: Any) -> Collector:
@@ -95,6 +100,9 @@ class _SessionCollector(Collector):
                         "RTP video packets lost on the way in.", user, s.packets_lost)
         yield _labelled(GaugeMetricFamily, "livecam_session_jitter_ms",
                         "Interarrival jitter of the incoming video, ms.", user, s.jitter_ms)
+        yield _labelled(GaugeMetricFamily, "livecam_session_rtt_ms",
+                        "Round-trip time to the client (RTCP), ms; NaN until known.", user,
+                        s.rtt_ms)
 
 
 def _labelled(kind: Any, name: str, doc: str, user: str, value: float) -> Metric:

@@ -130,9 +130,11 @@ class WhipServer:
     # -- the application (the server's event-loop thread) -------------------------------
 
     def _make_app(self) -> web.Application:
-        app = web.Application(client_max_size=_MAX_OFFER_BYTES)
+        app = web.Application(client_max_size=_MAX_OFFER_BYTES, middlewares=[_cors])
         app.router.add_post("/whip", self._offer)
         app.router.add_delete("/whip/{session}", self._delete)
+        app.router.add_route("OPTIONS", "/whip", _preflight)
+        app.router.add_route("OPTIONS", "/whip/{session}", _preflight)
         return app
 
     def _user(self, request: web.Request) -> str:
@@ -328,6 +330,30 @@ class WhipServer:
             raise web.HTTPNotFound(text="no such session")
         await self._end(session, "the client ended it (DELETE)")
         return web.Response(status=HTTPStatus.OK)
+
+
+#: Browsers' WHIP clients post from their page's origin: any origin may ask (the token, not
+#: the origin, is what lets an offer in), and may read the Location of the answer.
+_CORS = {"Access-Control-Allow-Origin": "*",
+         "Access-Control-Allow-Methods": "POST, DELETE, OPTIONS",
+         "Access-Control-Allow-Headers": "Authorization, Content-Type",
+         "Access-Control-Expose-Headers": "Location"}
+
+
+@web.middleware
+async def _cors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers.update(_CORS)
+        raise
+    response.headers.update(_CORS)
+    return response
+
+
+async def _preflight(request: web.Request) -> web.Response:
+    """A browser's CORS preflight: answered without a token (it carries none)."""
+    return web.Response(status=HTTPStatus.NO_CONTENT)
 
 
 def _tls_context(config: Config) -> ssl.SSLContext | None:

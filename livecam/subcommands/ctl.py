@@ -110,6 +110,9 @@ def _print_reload(reply: dict[str, Any]) -> None:
 
 
 def _print_status(s: dict[str, Any]) -> None:
+    if not s.keys() >= STATUS_KEYS:
+        print("no stream is running")
+        return
     lat = s["latency_ms"]
 
     def ms(v: float | None) -> str:

@@ -19,7 +19,7 @@ TIMEOUT_S = 5.0
 #: program on the port that sends without end must not fill the memory.
 _MAX_REPLY_BYTES = 16 << 20
 #: What every status reply holds (what :func:`_print_status` reads).
-_STATUS_KEYS = frozenset({"active_identity", "bypass", "fps_in", "fps_out", "latency_ms",
+STATUS_KEYS = frozenset({"active_identity", "bypass", "fps_in", "fps_out", "latency_ms",
                           "tracks", "identities", "backend", "output", "width", "height",
                           "fps", "frames"})
 
@@ -73,7 +73,9 @@ def json_reply(raw: bytes, url: str, shape: Callable[[Any], bool]) -> Any:
 
 
 def is_status(value: Any) -> bool:
-    return isinstance(value, dict) and value.keys() >= _STATUS_KEYS
+    """A stream's status, or (``livecam serve`` between sessions) that none runs."""
+    return isinstance(value, dict) and (value.keys() >= STATUS_KEYS
+                                        or value.get("streams") == [])
 
 
 def is_identities(value: Any) -> bool:

@@ -107,13 +107,16 @@ def test_a_session_gets_its_frames_swapped_back_and_no_face_leaks(
           f"{report.faces_judged}, leaked {report.leaks_counted}")
     assert report.faces_judged > 0 and report.unreadable == 0
     assert report.leaks_counted == 0, [(v.input_frame, v.residual) for v in report.leaked]
-    assert 'livecam_session_frames_in_total{stream="0",user="alice"}' in metrics or (
-        'livecam_session_frames_in_total{user="alice"}' in metrics), metrics[-2000:]
+    for name in ("frames_in_total", "frames_out_total", "fps_in", "fps_out",
+                 "packets_lost_total", "jitter_ms", "rtt_ms"):  # per session, by user
+        assert f'livecam_session_{name}{{user="alice"' in metrics, (name, metrics[-2000:])
     # DELETE removed the session's stream from the pipeline
     deadline = time.monotonic() + 30
     while "no stream is running" not in server.ctl("stream", "list").stdout:
         assert time.monotonic() < deadline, server.ctl("stream", "list").stdout
         time.sleep(0.2)
+    status = server.ctl("status")
+    assert status.returncode == 0 and status.stdout.strip() == "no stream is running", status
 
 
 def _offer_sdp(audio: bool = False) -> str:
