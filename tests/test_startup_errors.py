@@ -24,3 +24,17 @@ def test_a_start_up_error_is_one_json_error_record(tmp_path: Path) -> None:
     assert len(errors) == 1, records
     assert errors[0]["logger"] == "livecam" and "missing.mp4 does not exist" in errors[0]["msg"]
     assert result.stdout == ""
+
+
+def test_opencv_log_lines_never_reach_stdout_at_debug(tmp_path: Path) -> None:
+    # old: 17 "[DEBUG:0@0.9] global videoio_registry.cpp ..." lines on stdout (OpenCV writes
+    # its INFO and DEBUG lines there) when a camera was tried with --log-level DEBUG
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "c"),
+               XDG_DATA_HOME=str(tmp_path / "d"), XDG_CACHE_HOME=str(tmp_path / "k"))
+    env.pop("OPENCV_LOG_LEVEL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "livecam.cli", "run", "--log-level", "DEBUG", "--input",
+         "camera:0", "--output", "null", "--frames", "1"],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert "camera" in result.stderr  # it did try the camera (none here, or one)
+    assert result.stdout == "", result.stdout[:500]
