@@ -53,10 +53,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = args.func(args)
     except (ConfigError, UsageError) as exc:
-        print(f"livecam: error: {exc}", file=sys.stderr)
+        _report(exc)
         sys.exit(2)
     except LivecamError as exc:
-        print(f"livecam: error: {exc}", file=sys.stderr)
+        _report(exc)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -73,6 +73,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         exit_without_teardown(code)
     sys.exit(code)
+
+
+def _report(exc: LivecamError) -> None:
+    """The one line of an error that ends the command: a JSON ERROR record of the
+    ``livecam`` logger where ``logging.json`` is on (a log collector parses every line), else
+    plain text on stderr."""
+    from livecam.subcommands.logs import JsonFormatter
+
+    if any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers):
+        log.error("livecam: error: %s", exc)
+    else:
+        print(f"livecam: error: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -61,12 +61,21 @@ class HotkeySource:
         if reason is not None:
             log.info("hotkeys off: %s", reason)
             return False
-        try:
-            hotkeys = [keyboard.HotKey(keyboard.HotKey.parse(self._canonical(k)),
-                                       self._callback(k, f)) for k, f in self._keymap.items()]
-        except ValueError as exc:
-            log.warning("hotkeys off: a binding in the control section is not valid pynput "
-                        "syntax (%s); use e.g. `b`, `<f1>`, `<ctrl>+<alt>+1`", exc)
+        # each binding on its own: one typo must not take the others (bypass among them) away
+        hotkeys: list[Any] = []
+        bound: list[str] = []
+        for binding, factory in self._keymap.items():
+            try:
+                keys = keyboard.HotKey.parse(self._canonical(binding))
+            except ValueError as exc:
+                log.warning("hotkey %r skipped: not valid pynput syntax (%s); use e.g. `b`, "
+                            "`<f1>`, `<ctrl>+<alt>+1` in the control section; the other "
+                            "hotkeys work", binding, exc)
+                continue
+            hotkeys.append(keyboard.HotKey(keys, self._callback(binding, factory)))
+            bound.append(binding)
+        if not hotkeys:
+            log.warning("hotkeys off: no binding in the control section is valid")
             return False
         # pynput's GlobalHotKeys ignores injected key events; a Stream Deck or a macro tool
         # sends exactly those, so this listener feeds the same HotKey objects with all events.
@@ -88,8 +97,8 @@ class HotkeySource:
             log.info("hotkeys off: the key listener could not start (%s)", exc)
             return False
         self._listener = listener
-        log.info("hotkeys on: %s", ", ".join(sorted(self._keymap)))
-        typed = sorted(k for k in self._keymap if fires_while_typing(k))
+        log.info("hotkeys on: %s", ", ".join(sorted(bound)))
+        typed = sorted(k for k in bound if fires_while_typing(k))
         if typed:
             log.warning("hotkeys %s are plain keys: they fire while you type in any program "
                         "(a bypass key shows your real face); bind them with modifiers, e.g. "

@@ -239,12 +239,15 @@ def setup_logging(level: str, *, json_lines: bool = False) -> None:
 
 def _quiet_opencv(*, debug: bool) -> None:
     """OpenCV's own log at errors only (its warnings repeat what livecam says in one line:
-    "can't open camera by index" before "camera 99 cannot be opened"), all of it with DEBUG.
-    An ``OPENCV_LOG_LEVEL`` the user set stays theirs."""
+    "can't open camera by index" before "camera 99 cannot be opened"), and its warnings too
+    with DEBUG. Never its INFO and DEBUG lines: OpenCV writes those to stdout, which is the
+    output of commands such as ``ctl status`` and a pipe's data (``--output file:-``), and
+    they bypass the log's format (``logging.json``). An ``OPENCV_LOG_LEVEL`` the user set
+    stays theirs."""
     if _USERS_OPENCV_LEVEL is not None:
         return
-    os.environ["OPENCV_LOG_LEVEL"] = "DEBUG" if debug else "ERROR"  # read when cv2 loads
+    os.environ["OPENCV_LOG_LEVEL"] = "WARNING" if debug else "ERROR"  # read when cv2 loads
     if "cv2" in sys.modules:
         import cv2
 
-        cv2.setLogLevel(5 if debug else 2)  # cv::utils::logging::LOG_LEVEL_DEBUG, _ERROR
+        cv2.setLogLevel(3 if debug else 2)  # cv::utils::logging::LOG_LEVEL_WARNING, _ERROR

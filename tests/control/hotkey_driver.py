@@ -5,8 +5,9 @@ First a paragraph is typed into another program's window (an X window that has t
 twice: with pynput's keyboard Controller (which sends characters with XSendEvent and tells the
 listeners of its own process) and through XTEST (device-level events, what a physical keyboard
 makes, seen by the listener through the RECORD extension). Then the bindings are pressed through
-XTEST. ``argv[1]`` names the bindings: ``defaults`` (the shipped config) or ``plain``
-(``control.key_bypass=b``, a plain key a user may still choose). Prints one JSON line.
+XTEST. ``argv[1]`` names the bindings: ``defaults`` (the shipped config), ``plain``
+(``control.key_bypass=b``, a plain key a user may still choose) or ``bad`` (one binding that
+is not valid pynput syntax). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ def main() -> None:
     overrides = ["pipeline.status_interval_s=0", "control.api=false"]
     if mode == "plain":
         overrides.append("control.key_bypass=b")
+    if mode == "bad":  # one binding pynput cannot parse: the others must still work
+        overrides.append("control.key_next=<ctrl>+<alt>+<nosuchkey>")
     warnings: list[str] = []
 
     class Collect(logging.Handler):
@@ -146,8 +149,9 @@ def main() -> None:
             time.sleep(0.001)
         after_typing = {"changes": app.state.generation - generation - 1,
                         "active": app.state.active_identity, "bypass": app.state.bypass}
-        if mode == "defaults":
-            for key in PRESSES:
+        presses = {"defaults": PRESSES, "bad": ["b", "2", "b"]}.get(mode, [])
+        if presses:
+            for key in presses:
                 generation = app.state.generation
                 t0 = time.perf_counter()
                 press_with_ctrl_alt(keyboard, key)

@@ -75,6 +75,19 @@ def test_a_plain_key_binding_still_works_with_a_warning(tmp_path: Path) -> None:
                for w in report["warnings"]), report["warnings"]
 
 
+@pytest.mark.display
+@pytest.mark.slow
+@needs_xvfb
+def test_one_bad_binding_is_reported_and_skipped_and_bypass_still_works(tmp_path: Path) -> None:
+    # old: one binding pynput could not parse turned every hotkey off, bypass included
+    report = drive(tmp_path, "bad")  # control.key_next=<ctrl>+<alt>+<nosuchkey>
+    got = [(r["key"], r["active"], r["bypass"], r["changed"]) for r in report["results"]]
+    assert got == [("b", "carol", True, True), ("2", "bob", True, True),
+                   ("b", "bob", False, True)]
+    (line,) = [w for w in report["warnings"] if "skipped" in w]
+    assert "<nosuchkey>" in line and "the other hotkeys work" in line
+
+
 def test_without_a_display_hotkeys_are_off_with_one_line(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
