@@ -3,22 +3,19 @@ image file (issue 39, item 14): print a table, write JSON.
 
     python scripts/bench_big_image.py [--side 10000] [--json bench_big_image.json]
 
-Each command runs as a user runs it (``python -m livecam.cli`` in a subprocess, its peak RSS
-from ``wait4``): ``run --input image:BIG --output null --frames 3`` and ``identity add`` with a
-library in a temp folder. The images: a PNG and a JPEG of ``--side`` x ``--side`` px, a flat
-colour canvas with a real face (skimage's astronaut, 2048 px) in the middle, so the files stay
-small (a few MB) while their pixels are 100 MP; and a small 1280x720 PNG of the same, for the
-baseline of each command. The script uses only the CLI, so it also measures another checkout:
-``PYTHONPATH=/path/to/before python scripts/bench_big_image.py``.
+Each command runs as a user runs it (the CLI in a subprocess; its peak RSS is its own
+VmHWM, see :mod:`livecam.testing.peak_rss`): ``run --input image:BIG --output null --frames
+3`` and ``identity add`` with a library in a temp folder. The images: a PNG and a JPEG of
+``--side`` x ``--side`` px, a flat colour canvas with a real face (skimage's astronaut, 2048
+px) in the middle, so the files stay small (a few MB) while their pixels are 100 MP; and a
+720x720 PNG of the face, for the baseline of each command. The script uses only the CLI, so
+it also measures another checkout: ``PYTHONPATH=/path/to/before python scripts/bench_big_image.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,18 +42,14 @@ def make_images(folder: Path, side: int) -> dict[str, Path]:
     return paths
 
 
-def peak_rss_mb(args: list[str]) -> tuple[float, int, float, str]:
-    """(peak RSS MB, exit status, wall s, last stderr line) of ``livecam ARGS``."""
+def measure(args: list[str]) -> tuple[float | None, int, float, str]:
+    """(peak RSS MB, exit status, wall s, last `livecam` stderr line) of ``livecam ARGS``."""
+    from livecam.testing.peak_rss import peak_rss_mb
+
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "livecam.cli", *args],
-                                stdout=subprocess.DEVNULL, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        lines = [ln for ln in err.read().splitlines() if ln.startswith("livecam")]
-    rss_kib = usage.ru_maxrss  # KiB on Linux
-    return rss_kib / 1024, proc.returncode, time.perf_counter() - t0, (lines or [""])[-1]
+    peak, code, err = peak_rss_mb(args)
+    lines = [ln for ln in err.splitlines() if ln.startswith("livecam")]
+    return peak, code, time.perf_counter() - t0, (lines or [""])[-1]
 
 
 def main() -> None:
@@ -78,14 +71,14 @@ def main() -> None:
                                  "add", "astro", str(path), "--force"],
             }
             for command, argv in commands.items():
-                rss, code, wall, said = peak_rss_mb(argv)
+                rss, code, wall, said = measure(argv)
                 rows.append({"image": label, "file_kb": round(size_kb), "command": command,
-                             "peak_rss_mb": round(rss, 1), "exit": code, "wall_s": round(wall, 1),
-                             "error": said})
+                             "peak_rss_mb": None if rss is None else round(rss, 1),
+                             "exit": code, "wall_s": round(wall, 1), "error": said})
     print(f"{'image':24} {'file':>9} {'command':13} {'peak RSS':>10} {'exit':>4} {'wall':>6}")
     for r in rows:
         print(f"{r['image']:24} {r['file_kb']:>6} KB {r['command']:13} "
-              f"{r['peak_rss_mb']:>7.0f} MB {r['exit']:>4} {r['wall_s']:>5.1f}s"
+              f"{r['peak_rss_mb'] or float('nan'):>7.0f} MB {r['exit']:>4} {r['wall_s']:>5.1f}s"
               + (f"  {r['error']}" if r["error"] else ""))
     args.json.write_text(json.dumps({"side": args.side, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.json}")

@@ -4,8 +4,8 @@ A 300 KB PNG can hold 10,000 x 10,000 pixels: decoded whole, that is 400 MB in P
 300 MB as BGR, then copies (1.1 GB peak for `livecam run` and `identity add`), when neither
 needs more than a few megapixels. :func:`decode_reduced` decodes it shrunk by a whole factor:
 
-- JPEG: the decoder's own DCT scaling (Pillow's ``draft``: 1/2, 1/4, 1/8), then an area
-  resize for the rest.
+- JPEG: the decoder's own DCT scaling (Pillow's ``draft``) by the first of 2, 4, 8 at or past
+  the factor, then an area resize for a factor past 8.
 - PNG (not interlaced, in the pixel kinds Pillow can pack back): a strip of rows at a time.
   The compressed rows are inflated here; each strip goes to Pillow's own PNG row decoder,
   after the strip before's last row written out unfiltered (PNG's filters refer to the row
@@ -71,11 +71,12 @@ def decode_reduced(source: Path | bytes, factor: int) -> ImageBGR | None:
 
 def _jpeg(image: ImageFile, factor: int) -> ImageBGR:
     w, h = image.size
-    target = (max(1, w // factor), max(1, h // factor))
-    image.draft("RGB", target)  # the largest DCT scale still at least `target`
-    rgb = image.convert("RGB")
-    pixels = np.asarray(rgb, np.uint8)
-    if pixels.shape[1] != target[0] or pixels.shape[0] != target[1]:
+    # the DCT scale (1/2, 1/4, 1/8) at or past the factor: the decoder never holds more
+    scale = next((s for s in (1, 2, 4, 8) if s >= factor), 8)
+    image.draft("RGB", (-(-w // scale), -(-h // scale)))
+    pixels = np.asarray(image.convert("RGB"), np.uint8)
+    target = (max(1, w // factor), max(1, h // factor)) if factor > 8 else None
+    if target is not None and (pixels.shape[1], pixels.shape[0]) != target:
         pixels = np.asarray(cv2.resize(pixels, target, interpolation=cv2.INTER_AREA), np.uint8)
     return np.asarray(cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR), np.uint8)
 
