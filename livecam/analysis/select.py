@@ -159,7 +159,7 @@ def reference_embeddings_from_photos(photos: Sequence[str | Path | ImageBGR],
 def _read_reference(path: Path, max_megapixels: float) -> ImageBGR:
     """The photo at ``path`` decoded as `image:` inputs are (the size from the header first;
     a file cut short refused, not half grey), or IdentityError in one line."""
-    from livecam.capture.still import decode_image, input_kind
+    from livecam.capture.still import DECODE_PIXELS, decode_image, input_kind
     from livecam.core.errors import InputError
 
     label = f"reference photo {path}"
@@ -168,6 +168,7 @@ def _read_reference(path: Path, max_megapixels: float) -> ImageBGR:
             raise IdentityError(f"{label} is not a file (a pipe or a device): save the photo "
                                 "to a file first")
         return decode_image(path, max_pixels=round(max_megapixels * 1e6), label=label,
-                            knob="analysis.reference_max_megapixels")
+                            knob="analysis.reference_max_megapixels",
+                            decode_pixels=DECODE_PIXELS)
     except InputError as exc:
         raise IdentityError(str(exc)) from None

@@ -219,15 +219,19 @@ def _ffmpeg_reason(exc: BaseException) -> str:
 class ImageSource(_SourceBase):
     """One still image, delivered again and again at ``fps`` (the same read-only array).
 
-    Images larger than ``max_pixels`` are refused from their header, before decoding.
+    Images larger than ``max_pixels`` are refused from their header, before decoding; a
+    JPEG or PNG larger than ``decode_pixels`` is decoded shrunk by a whole factor (see
+    :func:`~livecam.capture.still.decode_image`).
     """
 
     live = False
 
-    def __init__(self, *, path: Path, fps: float, max_pixels: int) -> None:
+    def __init__(self, *, path: Path, fps: float, max_pixels: int,
+                 decode_pixels: int | None = None) -> None:
         self._path = path
         self._fps = fps
         self._max_pixels = max_pixels
+        self._decode_pixels = decode_pixels
         self._image: ImageBGR | None = None
 
     def open(self) -> None:
@@ -236,7 +240,8 @@ class ImageSource(_SourceBase):
                              "the image first)")
         image = decode_image(self._path, max_pixels=self._max_pixels,
                              label=f"input image {self._path}",
-                             knob="capture.max_image_megapixels")
+                             knob="capture.max_image_megapixels",
+                             decode_pixels=self._decode_pixels)
         self._image = _readonly(image)
         self._size_px = (image.shape[1], image.shape[0])
 

@@ -46,6 +46,9 @@ _EXIF_ORIENTATION = 0x0112
 #: The formats (as Pillow names them) that Pillow decodes here; OpenCV decodes the rest (TIFF,
 #: whose many kinds OpenCV and Pillow read differently, PFM, PAM, Radiance HDR, ...).
 _PILLOW_DECODES = frozenset({"JPEG", "PNG", "WEBP", "BMP"})
+#: Pixels above which a JPEG or PNG is decoded shrunk (``decode_pixels``): 4096 x 4096, more
+#: than face analysis of a photo or a still input frame uses; a 100 MP image whole is 1 GB.
+DECODE_PIXELS = 4096 * 4096
 
 
 def input_kind(path: Path, what: str) -> Literal["file", "pipe"]:
@@ -176,6 +179,21 @@ def _decode_with_pillow(source: Path | bytes, label: str) -> ImageBGR:
     return np.asarray(cv2.cvtColor(pixels, to_bgr), np.uint8)
 
 
+def _decode_reduced(source: Path | bytes, size: tuple[int, int], decode_pixels: int,
+                    label: str) -> ImageBGR | None:
+    import zlib
+
+    from livecam.capture.reduced import decode_reduced, reduction_factor
+
+    try:
+        return decode_reduced(source, reduction_factor(size, decode_pixels))
+    except EOFError:
+        raise InputError(f"{label} is cut short (a download or copy that did not finish?): "
+                         "give the whole file") from None
+    except (OSError, ValueError, SyntaxError, zlib.error, struct.error):
+        raise _undecodable(label) from None
+
+
 def _too_large(label: str, size: tuple[int, int], max_pixels: int, knob: str) -> InputError:
     limit_mp = max_pixels / 1e6
     if size == VERY_LARGE:
@@ -186,11 +204,15 @@ def _too_large(label: str, size: tuple[int, int], max_pixels: int, knob: str) ->
                       f"{knob}")
 
 
-def decode_image(source: Path | bytes, *, max_pixels: int, label: str, knob: str) -> ImageBGR:
+def decode_image(source: Path | bytes, *, max_pixels: int, label: str, knob: str,
+                 decode_pixels: int | None = None) -> ImageBGR:
     """Decode an image file (a path, or its bytes) to (H, W, 3) uint8 BGR.
 
     Raises :class:`InputError` when it is larger than ``max_pixels`` (``knob`` is the setting
     named in the message) or cannot be decoded; ``label`` ("photo a.jpg") starts each message.
+    A JPEG or PNG of more than ``decode_pixels`` pixels (None: no such bound) is decoded
+    shrunk by the smallest whole factor that brings it under, without its full-size pixels in
+    memory (:mod:`livecam.capture.reduced`); the caller sees the smaller image.
     """
     size, image_format = _read_header(source)
     if size == BROKEN:
@@ -199,6 +221,11 @@ def decode_image(source: Path | bytes, *, max_pixels: int, label: str, knob: str
         raise _too_large(label, size, max_pixels, knob)
     if size is not None and size[0] * size[1] > max_pixels:
         raise _too_large(label, size, max_pixels, knob)
+    if (decode_pixels is not None and size is not None and size != VERY_LARGE
+            and size[0] * size[1] > decode_pixels and image_format in ("JPEG", "PNG")):
+        reduced = _decode_reduced(source, size, decode_pixels, label)
+        if reduced is not None:
+            return reduced
     if image_format in _PILLOW_DECODES and size != VERY_LARGE:
         return _decode_with_pillow(source, label)
     try:

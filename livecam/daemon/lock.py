@@ -208,10 +208,10 @@ def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
                                  "camera, output file and input pipe")
             named_by[key] = stream
             keys.append((key, label))
-    return DeviceLock(keys, lock_dir, files=_output_files(pairs))
+    return DeviceLock(keys, lock_dir, files=output_files(pairs))
 
 
-def _output_files(pairs: list[tuple[str, str]]) -> list[tuple[Path, str]]:
+def output_files(pairs: list[tuple[str, str]]) -> list[tuple[Path, str]]:
     """The ``file:`` outputs of ``pairs`` (with what to call them), after refusing one that is
     an input of the run, or another stream's output, by (device, inode)."""
     inputs: dict[tuple[int, int], tuple[int, str]] = {}
@@ -231,8 +231,8 @@ def _output_files(pairs: list[tuple[str, str]]) -> list[tuple[Path, str]]:
         if found is not None and found in inputs:
             other, name = inputs[found]
             raise UsageError(f"output file {target} is the input {name} of stream {other} "
-                             "(the same file): writing it would destroy the input; name "
-                             "another --output")
+                             "(the same file): writing it would destroy the input; write "
+                             "to another file")
         if found is not None and found in outputs:
             raise UsageError(f"output file {target} is named by two streams "
                              f"({outputs[found]} and {stream}), through another name: each "

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from livecam.analysis import geometry
-from livecam.capture.still import decode_image
+from livecam.capture.still import DECODE_PIXELS, decode_image
 from livecam.config.identity import IdentityConfig
 from livecam.core.errors import IdentityError, InputError
 
@@ -110,7 +110,7 @@ def read_photo(path: str | Path, *, max_megapixels: float) -> tuple[ImageBGR, by
         raise IdentityError(f"photo {p} is empty: give a JPEG or PNG photo of a face")
     try:  # the size is checked from the header, before decoding (a 40000x40000 PNG is small)
         image = decode_image(data, max_pixels=round(max_megapixels * 1e6), label=f"photo {p}",
-                             knob="identity.max_photo_megapixels")
+                             knob="identity.max_photo_megapixels", decode_pixels=DECODE_PIXELS)
     except InputError as exc:
         raise IdentityError(str(exc)) from None
     return image, data

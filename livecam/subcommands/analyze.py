@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.capture import parse_input
     from livecam.core.errors import UsageError
     from livecam.core.files import remove_temp_files
-    from livecam.daemon.lock import lock_for_run
+    from livecam.daemon.lock import lock_for_run, output_files
 
     config = config_from_args(args)
     spec = parse_input(args.input)
@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--input {args.input} is a folder: give {what}")
         if not target.is_file():
             raise UsageError(f"--input {args.input}: no such file")
+    # the input given as --json or --output would be overwritten: refused, as run does
+    output_files([(args.input, f"file:{args.json}"), (args.input, args.output or "null")])
     # the lock `run` takes for a file: output, from start to end: a second analyze of the file
     # is refused (its JSON would replace this one's), and a temp file beside it that no live
     # analyze can be writing is a killed one's

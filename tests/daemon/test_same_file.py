@@ -91,6 +91,19 @@ def test_one_streams_output_is_another_streams_input(tmp_path: Path, clip: Path)
     assert not (tmp_path / "a.mp4").exists() and not (tmp_path / "b.mp4").exists()
 
 
+@pytest.mark.parametrize("option", ["--json", "--output"])
+def test_analyze_refuses_its_input_as_its_json_or_output(tmp_path: Path, clip: Path,
+                                                         option: str) -> None:
+    # before: --json replaced the clip with the JSON; --output truncated it
+    before = digest(clip)
+    os.link(clip, tmp_path / "alias.mp4")
+    target = str(tmp_path / "alias.mp4")
+    args = (["--json", target] if option == "--json"
+            else ["--json", str(tmp_path / "a.json"), "--output", f"file:{target}"])
+    refused(livecam("analyze", "--input", f"file:{clip}", *args), "the same file")
+    assert digest(clip) == before
+
+
 def test_two_outputs_that_are_one_file_are_refused(tmp_path: Path, clip: Path) -> None:
     out = tmp_path / "out.mp4"
     out.write_bytes(b"old recording")

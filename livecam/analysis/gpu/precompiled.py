@@ -213,9 +213,10 @@ def _damaged(exc: Exception) -> bool:
 def _note(cannot: Path, exc: Exception) -> None:
     """Remember, beside the file it would have been, why a call cannot be saved or loaded
     whole: later starts trace it (Inductor's cache still holds its kernels)."""
+    from livecam.core.files import atomic_write
+
     with contextlib.suppress(OSError):  # a folder that cannot be written: retried next start
-        cannot.parent.mkdir(parents=True, exist_ok=True)
-        cannot.write_text(f"{type(exc).__name__}: {exc}"[:500] + "\n")
+        atomic_write(cannot, (f"{type(exc).__name__}: {exc}"[:500] + "\n").encode())
 
 
 #: each file's compiled code, once per process (path -> torch's AOTCompiledModel)
