@@ -10,6 +10,7 @@ from typing import Any
 from livecam.core.errors import LivecamError
 from livecam.subcommands.common import accept_after_verb, add_config_options, overrides_of
 from livecam.subcommands.ctl_client import (
+    STATUS_KEYS,
     base_url,
     checked_base,
     is_command_reply,
