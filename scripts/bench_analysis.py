@@ -61,7 +61,7 @@ def main() -> None:
     from skimage.data import astronaut
 
     from livecam.config.analysis import AnalysisConfig
-    from livecam.testing.clips import (
+    from tests.helpers.clips import (
         Trajectory,
         face_sprites,
         make_clip,

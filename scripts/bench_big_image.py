@@ -4,7 +4,7 @@ image file (issue 39, item 14): print a table, write JSON.
     python scripts/bench_big_image.py [--side 10000] [--json bench_big_image.json]
 
 Each command runs as a user runs it (the CLI in a subprocess; its peak RSS is its own
-VmHWM, see :mod:`livecam.testing.peak_rss`): ``run --input image:BIG --output null --frames
+VmHWM, see :mod:`tests.helpers.peak_rss`): ``run --input image:BIG --output null --frames
 3`` and ``identity add`` with a library in a temp folder. The images: a PNG and a JPEG of
 ``--side`` x ``--side`` px, a flat colour canvas with a real face (skimage's astronaut, 2048
 px) in the middle, so the files stay small (a few MB) while their pixels are 100 MP; and a
@@ -44,7 +44,7 @@ def make_images(folder: Path, side: int) -> dict[str, Path]:
 
 def measure(args: list[str]) -> tuple[float | None, int, float, str]:
     """(peak RSS MB, exit status, wall s, last `livecam` stderr line) of ``livecam ARGS``."""
-    from livecam.testing.peak_rss import peak_rss_mb
+    from tests.helpers.peak_rss import peak_rss_mb
 
     t0 = time.perf_counter()
     peak, code, err = peak_rss_mb(args)

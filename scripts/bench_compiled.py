@@ -41,7 +41,7 @@ def install(work: Path, size: str) -> tuple[Path, Path]:
 
     from livecam.engines.manifest import default_manifests_dir, load_manifests
     from livecam.engines.store import ModelStore, sha256_file
-    from livecam.testing.standins import build_arcface, build_inswapper
+    from tests.helpers.standins import build_arcface, build_inswapper
 
     models, manifests, build = work / "models", work / "manifests", work / "build"
     for d in (models, manifests, build):

@@ -69,7 +69,7 @@ def bench_mode(model: Path, device: str, precision: str, graphs: bool, batch: in
 def parity(device: str, workdir: Path) -> list[dict[str, Any]]:
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
     from livecam.engines.torch_engine import TorchEngine
-    from livecam.testing.standins import build_arcface, build_inswapper
+    from tests.helpers.standins import build_arcface, build_inswapper
 
     rng = np.random.default_rng(0)
     source = rng.standard_normal((4, 512)).astype(np.float32)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from livecam.testing.standins import build_inswapper, count_parameters
+    from tests.helpers.standins import build_inswapper, count_parameters
 
     cuda = args.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():

@@ -139,7 +139,7 @@ def cost_cpu(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         paste_restored,
     )
     from livecam.swap.inswapper import InswapperModel
-    from livecam.testing.standins import build_enhancer, build_inswapper
+    from tests.helpers.standins import build_enhancer, build_inswapper
 
     frame, _ = scene_1080p(with_hand=False)
     kps = five_point(analyze_photo(frame).landmarks_xy)[:1]
@@ -206,7 +206,7 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     from livecam.engines.torch_engine import TorchEngine
     from livecam.swap.gpu.enhance import GpuFaceEnhancer
     from livecam.swap.gpu.neural import GpuInswapper
-    from livecam.testing.standins import build_enhancer, build_inswapper
+    from tests.helpers.standins import build_enhancer, build_inswapper
 
     on_cuda = args.device == "cuda"
     device = torch.device("cuda" if on_cuda else "cpu")  # torch-cpu: checks the script here
@@ -258,7 +258,7 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
 
 def install_models(root: Path) -> tuple[Path, Path]:
     """Stand-in swapper, recognizer and enhancers with manifests that accept them."""
-    from livecam.testing.standins import install_standin_models
+    from tests.helpers.standins import install_standin_models
 
     return install_standin_models(root, enhancers=tuple(ENHANCERS))
 

@@ -189,7 +189,7 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
     from livecam.analysis.gpu.models import load_blazeface
     from livecam.config import load_config
     from livecam.identity.model import IdentityCollection
-    from livecam.testing.standins import count_parameters, install_standin_models
+    from tests.helpers.standins import count_parameters, install_standin_models
 
     height, width = (360, 640) if args.small else (1080, 1920)
     photos = load_photos(args.photos)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from livecam.remote.client import FrameFeed, WhipClient
-from livecam.testing.leak_clips import leak_clips, read_index
+from tests.helpers.leak_clips import leak_clips, read_index
 
 
 def _free_port() -> int:

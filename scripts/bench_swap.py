@@ -50,7 +50,7 @@ def make_frames(size: tuple[int, int], n_faces: int, n_frames: int) -> list[np.n
     from skimage import data
 
     from livecam.subcommands.demo import compose_clip
-    from livecam.testing.clips import face_sprites
+    from tests.helpers.clips import face_sprites
 
     w, h = size
     s = np.linspace(0.0, 1.0, n_frames)

@@ -43,7 +43,7 @@ def _write_clip(path: Path, *, fps: float = 30.0, seconds: float = 4.0) -> None:
     import numpy as np
     from insightface.data import get_image
 
-    from livecam.testing.clips import Trajectory, face_sprites, make_clip
+    from tests.helpers.clips import Trajectory, face_sprites, make_clip
 
     sprite = face_sprites(get_image("t1"))[0]
     half = int(fps * seconds / 2)

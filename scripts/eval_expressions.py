@@ -1,7 +1,7 @@
 """Do the swapped face's eyes and mouth follow the streamer's? Correlation and lag per mode.
 
 A real photo (skimage's astronaut) is made to blink, talk and glance
-(``livecam.testing.expressions``), run through the analysis stages and a swap exactly as
+(``tests.helpers.expressions``), run through the analysis stages and a swap exactly as
 ``livecam run`` builds them, and eye openness, mouth openness and gaze (iris between the eye
 corners, 478-point mesh) are measured on input and output with MediaPipe's face mesh. Prints a
 table, writes JSON.
@@ -36,9 +36,9 @@ from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage
-from livecam.testing.expressions import follow_report, run_through, streamer_clip
-from livecam.testing.standins import build_blurring_inswapper
-from livecam.testing.swap_eval import real_faces
+from tests.helpers.expressions import follow_report, run_through, streamer_clip
+from tests.helpers.standins import build_blurring_inswapper
+from tests.helpers.swap_eval import real_faces
 
 SOURCE = "t1-2"  # a real person from insightface's t1.jpg, photographed looking down
 

@@ -26,10 +26,10 @@ import numpy as np
 from livecam.config.swap import SwapConfig
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import build_topology
-from livecam.testing import classic_judge as cj
-from livecam.testing.face_judge import FaceJudge, distance, dlib_box_from_mesh
-from livecam.testing.hard_set import LIGHTS, HardFace, bare, build_people, in_light
-from livecam.testing.swap_eval import source_from, swap_pair
+from tests.helpers import classic_judge as cj
+from tests.helpers.face_judge import FaceJudge, distance, dlib_box_from_mesh
+from tests.helpers.hard_set import LIGHTS, HardFace, bare, build_people, in_light
+from tests.helpers.swap_eval import source_from, swap_pair
 
 GOALS = {"de2000": 4.0, "foreign": 0.01, "leak": 0.0, "kept": 0.9, "closer": 0.9}
 

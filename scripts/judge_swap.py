@@ -25,8 +25,8 @@ import numpy as np
 from livecam.config.swap import SwapConfig
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import build_topology
-from livecam.testing.face_judge import FaceJudge
-from livecam.testing.swap_eval import judge_pairs, real_faces, source_from, summarise, swap_pair
+from tests.helpers.face_judge import FaceJudge
+from tests.helpers.swap_eval import judge_pairs, real_faces, source_from, summarise, swap_pair
 
 
 def face_tile(image: np.ndarray, xy: np.ndarray, size: int) -> np.ndarray:
@@ -72,11 +72,11 @@ MODES: tuple[tuple[str, dict[str, object]], ...] = (
 
 def photo_bias(faces: list, topology, judge: FaceJudge, shift: float = 0.08) -> dict[str, float]:
     """How far the judge moves a photo from *itself* when only its gaze changes: the irises
-    shifted by ``shift`` eye widths (``livecam.testing.expressions``), nothing else. A swap that
+    shifted by ``shift`` eye widths (``tests.helpers.expressions``), nothing else. A swap that
     shows the streamer's gaze pays at least this against a source photographed looking
     elsewhere."""
-    from livecam.testing.expressions import glance
-    from livecam.testing.face_judge import distance, dlib_box_from_mesh
+    from tests.helpers.expressions import glance
+    from tests.helpers.face_judge import distance, dlib_box_from_mesh
 
     out = {}
     for f in faces:

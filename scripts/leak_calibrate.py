@@ -4,7 +4,7 @@ lightly blurred, covered and swapped; print a table and write JSON.
     python scripts/leak_calibrate.py [--json leak_calibrate.json] [--samples 4]
         [--set swap.keep_eyes=never ...] [--conditions real,swapped]
 
-Faces: every face of the ``still_2``, ``still_6`` and ``turn`` leak clips (livecam.testing.
+Faces: every face of the ``still_2``, ``still_6`` and ``turn`` leak clips (tests.helpers.
 leak_clips) on a few frames each. Each is altered as named, H.264-encoded at the leak
 measure's output quality (CRF 14) and decoded, then compared with the unaltered input:
 
@@ -18,7 +18,7 @@ measure's output quality (CRF 14) and decoded, then compared with the unaltered 
   stages as ``livecam run`` builds them, offline), with the config's ``--set`` overrides (to
   see which swap setting moves the residual).
 
-dlib distance: ``livecam.testing.face_judge`` (ResNet 128-d) between the altered and the
+dlib distance: ``tests.helpers.face_judge`` (ResNet 128-d) between the altered and the
 unaltered face; same person ~0.2-0.5, different people 0.6-0.95, threshold 0.6. The judge's
 threshold (``LEAK_RESIDUAL``) must put every ``real*`` and ``blur_2pct`` face below it (a
 leak) and every cover and swap above it, with room on both sides.
@@ -84,10 +84,10 @@ def main() -> None:
     from livecam.identity import IdentityCollection, identity_from_photo
     from livecam.swap.cover import FaceCover
     from livecam.swap.stage import ClassicSwapStage
-    from livecam.testing.face_judge import FaceJudge, distance
-    from livecam.testing.leak_clips import leak_clips
-    from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
     from livecam.track.bytetrack import iou_matrix
+    from tests.helpers.face_judge import FaceJudge, distance
+    from tests.helpers.leak_clips import leak_clips
+    from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 
     config = load_config(None, ["pipeline.realtime=false", *args.set])
     photo = Path(tempfile.mkdtemp()) / "astronaut.png"

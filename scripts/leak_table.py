@@ -3,7 +3,7 @@
     python scripts/leak_table.py [--json leak_table.json] [--clips still_2 enter ...]
                                  [--settings default real] [--set KEY=VALUE ...]
 
-Each clip of ``livecam.testing.leak_clips`` (real faces from insightface's t1 photo, true boxes
+Each clip of ``tests.helpers.leak_clips`` (real faces from insightface's t1 photo, true boxes
 known, frame index drawn in a corner) is written as H.264 and run through ``livecam run
 --input file:CLIP --output file:OUT --identity astro`` exactly as a user runs it, in live mode
 (the file paced at 30 fps like a camera; frames dropped and repeated as the load dictates),
@@ -16,7 +16,7 @@ once per setting:
   branch before fail-closed: ``git worktree add /tmp/before <commit>``).
 
 The output is judged from its pixels against the input frame each output frame shows
-(``livecam.testing.leak_judge``). *leaks* counts leaked face-frames at or after each face's
+(``tests.helpers.leak_judge``). *leaks* counts leaked face-frames at or after each face's
 first full view (the goal: 0); *before* those before it (a face still entering); the
 *lowest residual* of a counted face-frame says how close the weakest swap or cover came to the
 judge's threshold (docs/fail-closed.md: the live minimum of its calibration).
@@ -49,8 +49,8 @@ def main() -> None:
     if "before" in args.settings and args.before is None:
         parser.error("--settings before needs --before DIR")
 
-    from livecam.testing.leak_clips import leak_clips
-    from livecam.testing.leak_run import LeakBench
+    from tests.helpers.leak_clips import leak_clips
+    from tests.helpers.leak_run import LeakBench
 
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="leak-"))
     bench = LeakBench(root)

@@ -39,7 +39,7 @@ from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap.mesh import build_topology
 from livecam.swap.stage import ClassicSwapStage
-from livecam.testing.swap_eval import real_faces
+from tests.helpers.swap_eval import real_faces
 
 FRAMES = 30
 SETTLE = 5  # frames skipped before measuring, as the test does

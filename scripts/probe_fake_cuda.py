@@ -24,7 +24,7 @@ from livecam.engines.torch_engine import TorchEngine
 from livecam.gpupipe.build import build_program
 from livecam.gpupipe.program import align_crops, paste_faces
 from livecam.swap.gpu.keep import LOOPS, POINTS, KeepLoops
-from livecam.testing.standins import build_inswapper
+from tests.helpers.standins import build_inswapper
 
 
 def _on_fake_cuda(obj: Any, mode: FakeTensorMode, seen: set[int], depth: int = 2) -> None:

@@ -25,7 +25,7 @@ from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet
 from livecam.output.sinks import NullSink, VirtualCamSink
 from livecam.pipeline.passthrough import PassThrough
-from livecam.testing.virtualcam import register_recording_backend
+from tests.helpers.virtualcam import register_recording_backend
 
 
 def live_config(*overrides: str) -> Config:

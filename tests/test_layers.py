@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"identity"},
     {"swap"},
     {"swap.gpu"},
-    {"control", "testing"},
+    {"control"},
     {"pipeline", "gpupipe"},
     {"daemon", "app", "remote"},
     {"subcommands", "cli"},

@@ -35,13 +35,12 @@ def test_every_package_is_listed_for_the_wheel() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # build from a copy: building in place would leave build/ and *.egg-info in the checkout
-    src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, src / name)
-    for name in ("livecam", "engines", "trackers"):
-        shutil.copytree(REPO / name, src / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # `pip wheel .` on a copy of the whole checkout (tests, scripts and their device tooling,
+    # docs, the lab notes beside the package, as in a clone): building in place would leave
+    # build/ and *.egg-info in the checkout
+    src = tmp_path_factory.mktemp("src") / "checkout"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".*", "__pycache__", "*.pyc", "build", "dist", "*.egg-info"))
     out = tmp_path_factory.mktemp("dist")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out), str(src)], check=True, timeout=300)
@@ -57,6 +56,19 @@ def test_the_wheel_ships_manifests_trackers_and_the_panel(wheel: Path) -> None:
     assert "livecam/control/panel.html" in names
     for module in (REPO / "livecam").rglob("*.py"):
         assert module.relative_to(REPO).as_posix() in names
+
+
+def test_the_wheel_holds_the_package_only_no_test_helpers_nor_device_tooling(
+        wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    outside = [n for n in names if not n.startswith("livecam/") and ".dist-info/" not in n]
+    assert not outside, f"the wheel ships files outside the package: {outside[:5]}"
+    helpers = [n for n in names if n.startswith(("tests/helpers/", "tests/"))
+               or n.endswith("conftest.py") or n.rsplit("/", 1)[-1].startswith("test_")]
+    assert not helpers, f"the wheel ships test helpers: {helpers[:5]}"
+    tooling = [n for n in names if n.startswith("scripts/") or n.endswith(".sh")
+               or "/device/" in n]
+    assert not tooling, f"the wheel ships device tooling: {tooling[:5]}"
 
 
 def test_an_installed_wheel_finds_its_manifests_from_anywhere(wheel: Path,

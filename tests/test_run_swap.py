@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.testing.clips import Trajectory, face_sprites, make_clip
+from tests.helpers.clips import Trajectory, face_sprites, make_clip
 
 pytestmark = pytest.mark.slow
 

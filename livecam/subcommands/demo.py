@@ -60,7 +60,7 @@ def build_clip(n_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
     """Frames (H, W, 3) uint8 BGR: two t1.jpg people moving and scaling, each slowly rotating."""
     import insightface.data
 
-    from livecam.testing.clips import face_sprites
+    from livecam.subcommands.demo_sprites import face_sprites
 
     w, h = size
     sprites = face_sprites(insightface.data.get_image("t1"))
@@ -79,15 +79,15 @@ def build_clip(n_frames: int, size: tuple[int, int]) -> list[np.ndarray]:
 
 def compose_clip(sprites: list[Any], paths: list[tuple[Any, ...]],
                  size: tuple[int, int], noise_sigma: float = 2.0) -> list[np.ndarray]:
-    """Draw face sprites (``livecam.testing.clips.FaceSprite``) along ``paths``.
+    """Draw face sprites (:class:`~livecam.subcommands.demo_sprites.FaceSprite`) along ``paths``.
 
     Each path is (centre_x, centre_y, face_width_px, roll_deg), arrays of one value per frame.
-    Composites only each face's own region (the generic clip maker in ``livecam.testing``
+    Composites only each face's own region (the tests' generic clip maker
     warps whole frames, ~10x slower, too slow for a one-minute demo). Returns (H, W, 3) uint8.
     """
     import cv2
 
-    from livecam.testing.clips import background
+    from livecam.subcommands.demo_sprites import background
 
     w, h = size
     n_frames = len(paths[0][0])

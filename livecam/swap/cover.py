@@ -17,7 +17,7 @@ still loading, the swap stage failed (:class:`~livecam.core.types.Unswappable` n
 The cover (``swap.cover``) is the face region (the mesh's hull, or an ellipse in the box where
 no mesh is known, grown by a margin) shown at ``swap.cover_cells`` cells across the face:
 ``blur`` smooths the cells, ``pixelate`` shows them as blocks. Either way no detail finer than a
-cell survives, which is what identifies a person (see docs and ``livecam.testing.leak_judge``).
+cell survives, which is what identifies a person (see docs and ``tests.helpers.leak_judge``).
 
 :class:`FaceCover` is the one piece every swap path uses (classic, CPU neural, the scheduler
 after a stage error; the GPU pipeline later): ``cover_into(image, withheld, frame_index,

@@ -14,7 +14,8 @@ import pytest
 from livecam.analysis import build_stages
 from livecam.config.analysis import AnalysisConfig
 from livecam.core.types import Faces, Frame, Packet, Unswappable, WithheldFaces
-from livecam.testing.clips import (
+from livecam.track.bytetrack import iou_matrix
+from tests.helpers.clips import (
     FaceSprite,
     FrameTruth,
     Occluder,
@@ -23,7 +24,6 @@ from livecam.testing.clips import (
     make_clip,
     tracking_scenarios,
 )
-from livecam.track.bytetrack import iou_matrix
 
 
 @pytest.fixture(scope="module")
@@ -196,8 +196,8 @@ def test_every_leak_clip_face_is_handled_with_frames_skipped(name: str,
     does: from its first full view on, every face at least half on screen is swapped or
     withheld. Catches, among others, a half-hidden face (only weak detections, no mesh)
     whose cover ran out while it was still half on screen."""
-    from livecam.testing.leak_clips import leak_clips
-    from livecam.testing.leak_judge import first_full_view
+    from tests.helpers.leak_clips import leak_clips
+    from tests.helpers.leak_judge import first_full_view
 
     clip = leak_clips(t1_bgr)[name]
     frames = list(clip.frames())

@@ -1,4 +1,4 @@
-"""The analysis stage on clips built from real photos (livecam.testing.clips), scored with
+"""The analysis stage on clips built from real photos (tests.helpers.clips), scored with
 motmetrics against the clips' known ground truth."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from livecam.analysis.stage import AnalysisStage
 from livecam.config.analysis import AnalysisConfig
 from livecam.core.errors import DependencyError
 from livecam.core.types import Faces, Frame, Packet, Unswappable
-from livecam.testing.clips import (
+from tests.helpers.clips import (
     FaceSprite,
     Trajectory,
     face_sprites,

@@ -71,7 +71,7 @@ def test_a_big_jpeg_is_decoded_shrunk(tmp_path: Path) -> None:
 
 
 def peak_rss_mb(*args: str) -> float:
-    from livecam.testing.peak_rss import peak_rss_mb as measure
+    from tests.helpers.peak_rss import peak_rss_mb as measure
 
     peak, code, err = measure(list(args))
     assert code == 0 and peak is not None, err[-2000:]

@@ -1,7 +1,7 @@
 """Judging live identity switches from the frames the virtual camera really received.
 
 The input is a ``file:`` clip of one still "webcam" picture whose every frame carries its own
-index as a frame code in a corner (:mod:`livecam.testing.frame_code`), away from the face. Each
+index as a frame code in a corner (:mod:`tests.helpers.frame_code`), away from the face. Each
 frame sent is reduced to: the input index read from its pixels, whether it is that input frame
 itself (pixel for pixel: unswapped), whether its face is covered (fail closed: its fine detail
 gone, measured against the real face's own) and its face region. A command's reply names
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from livecam.testing import frame_code
+from tests.helpers import frame_code
 
 BITS = 10  # input indices modulo 1024: a 15 fps clip loops every 68 s
 CLIP_FRAMES = 1 << BITS

@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.testing import frame_code
 from tests.control.switch_judge import BITS, REAL, Applied, SentFrames, judge
+from tests.helpers import frame_code
 
 FACE = (40, 40, 120, 120)  # x1, y1, x2, y2: away from the frame code in the corner
 _RNG = np.random.default_rng(0)

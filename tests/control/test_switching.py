@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from livecam.config import Config
-from livecam.testing.virtualcam import Recording, register_recording_backend
 from tests.control import switch_judge
 from tests.control.conftest import Running
 from tests.control.switch_judge import REAL, Applied, SentFrames, SentWatcher
+from tests.helpers.virtualcam import Recording, register_recording_backend
 
 pytestmark = pytest.mark.slow
 

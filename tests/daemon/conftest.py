@@ -171,7 +171,7 @@ def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     walking right and back across a backdrop, 480x360 H.264."""
     from insightface.data import get_image
 
-    from livecam.testing.clips import Trajectory, face_sprites, make_clip
+    from tests.helpers.clips import Trajectory, face_sprites, make_clip
 
     sprite = face_sprites(get_image("t1"))[0]
     there = Trajectory.linear((170, 190), (310, 170), 30, 120)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,10 @@ def test_two_minute_soak_is_clean(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     result = subprocess.run([sys.executable, str(SOAK), "--duration-s", "120", "--warmup-s",
                              "30", "--sample-every-s", "5", "--root", str(tmp_path / "env"),
-                             "--json", str(out)], capture_output=True, text=True, timeout=900)
+                             "--json", str(out)], capture_output=True, text=True, timeout=900,
+                            # its harness uses the test helpers (tests/helpers, not installed)
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(SOAK.parents[1]), os.environ.get("PYTHONPATH", "")])})
     report = json.loads(out.read_text())
     summary = report["summary"]
     assert result.returncode == 0, (summary["failures"], result.stdout[-3000:])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from livecam.testing.standins import build_arcface, build_inswapper
+from tests.helpers.standins import build_arcface, build_inswapper
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 
 from livecam.engines.torch_graph import OnnxGraphModule, load_onnx  # noqa: E402
-from livecam.testing.standins import build_inswapper  # noqa: E402
+from tests.helpers.standins import build_inswapper  # noqa: E402
 
 
 def _instance_norm_graph(path: Path, *, leak_centred: bool) -> Path:

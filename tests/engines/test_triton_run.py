@@ -28,9 +28,9 @@ from livecam.control.status import StateCollector, StatusReporter
 from livecam.pipeline.streams import StreamSet
 from livecam.subcommands.common import config_from_args
 from livecam.subcommands.run import build_from_args
-from livecam.testing.frame_code import read_code, write_coded_clip
-from livecam.testing.virtualcam import register_recording_backend
 from tests.engines.triton_support import StandinDeployment, free_port, needs_triton
+from tests.helpers.frame_code import read_code, write_coded_clip
+from tests.helpers.virtualcam import register_recording_backend
 
 pytestmark = [pytest.mark.slow, needs_triton]
 

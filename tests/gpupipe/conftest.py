@@ -21,7 +21,7 @@ import torch
 
 from livecam.gpupipe.build import build_program
 from livecam.gpupipe.program import SwapProgram
-from livecam.testing.standins import build_inswapper
+from tests.helpers.standins import build_inswapper
 
 HEIGHT, WIDTH = 360, 480
 

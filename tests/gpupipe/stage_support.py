@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 
 from livecam.identity.model import Identity, IdentityPhoto
-from livecam.testing.standins import install_standin_models
+from tests.helpers.standins import install_standin_models
 
 __all__ = ["face_frame", "identity_from_photo", "install_standin_models"]
 

@@ -147,7 +147,7 @@ def test_graphs_hold_boost_enhancer_and_hands(cuda_engine: Any, face_frame: Face
     the hand's pixels are the frame's own."""
     from livecam.engines.torch_engine import TorchEngine
     from livecam.gpupipe.build import EnhancerOptions, build_program
-    from livecam.testing.standins import build_enhancer
+    from tests.helpers.standins import build_enhancer
 
     restorer = TorchEngine(build_enhancer(tmp_path / "gpen_bfr_256.onnx", size_px=256),
                            device="cuda", precision="fp16", cuda_graphs=False)

@@ -11,7 +11,7 @@ import pytest
 
 from livecam.cli import main
 from livecam.config import Config, load_config
-from livecam.testing.standins import install_standin_models
+from tests.helpers.standins import install_standin_models
 
 
 def _sets(root: Path) -> list[str]:

@@ -183,7 +183,7 @@ def test_t1_six_faces_boosted_and_enhanced_in_one_tick_equal_the_cpu_swap(
     from livecam.gpupipe.slots import FrameBuffers
     from livecam.swap.enhance import FaceEnhancer
     from livecam.swap.inswapper import InswapperModel
-    from livecam.testing.standins import build_enhancer, build_inswapper
+    from tests.helpers.standins import build_enhancer, build_inswapper
 
     image, five = t1_faces.image_bgr, t1_faces.five_xy.astype(np.float32)
     n, (height, width) = len(five), image.shape[:2]

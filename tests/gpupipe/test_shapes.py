@@ -9,7 +9,7 @@ from pathlib import Path
 
 from livecam.config import Config, load_config
 from livecam.gpupipe.shapes import CompiledShape, ShapePlan, plan_start
-from livecam.testing.standins import install_standin_models
+from tests.helpers.standins import install_standin_models
 
 SIZE = (1920, 1080)
 

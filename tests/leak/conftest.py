@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from livecam.testing.leak_clips import LeakClip, leak_clips, t1_photo
+from tests.helpers.leak_clips import LeakClip, leak_clips, t1_photo
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from livecam.testing.clips import FrameTruth
-from livecam.testing.leak_clips import CODE_BITS, CODE_BOX_XYXY, LeakClip, read_index, stamp
-from livecam.testing.leak_judge import first_full_view
+from tests.helpers.clips import FrameTruth
+from tests.helpers.leak_clips import CODE_BITS, CODE_BOX_XYXY, LeakClip, read_index, stamp
+from tests.helpers.leak_judge import first_full_view
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 
 from livecam.core.types import Unswappable, WithheldFaces
 from livecam.swap.cover import FaceCover
-from livecam.testing.clips import FrameTruth, box_region
-from livecam.testing.leak_clips import SIZE, LeakClip, stamp
-from livecam.testing.leak_judge import judge
+from tests.helpers.clips import FrameTruth, box_region
+from tests.helpers.leak_clips import SIZE, LeakClip, stamp
+from tests.helpers.leak_judge import judge
 
 pytestmark = pytest.mark.slow  # the judge on real clips: 15-30 s a test on 2 cores
 

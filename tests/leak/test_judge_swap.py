@@ -18,8 +18,8 @@ from livecam.config import load_config
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.identity import IdentityCollection, identity_from_photo
 from livecam.swap.stage import ClassicSwapStage
-from livecam.testing.leak_clips import LeakClip
-from livecam.testing.leak_judge import LEAK_RESIDUAL, judge
+from tests.helpers.leak_clips import LeakClip
+from tests.helpers.leak_judge import LEAK_RESIDUAL, judge
 
 #: How far above the threshold the weakest swap must stay here. This offline run scores it
 #: 0.53 (the outputs skip the live run's x264 encode, which adds to the residual); the live leak

@@ -1,5 +1,5 @@
 """No real face on the stream: every leak clip through ``livecam run`` in live mode, judged from
-the output's pixels (livecam.testing.leak_judge), with the default settings: no face-frame
+the output's pixels (tests.helpers.leak_judge), with the default settings: no face-frame
 shows a real face from the first frame in which that face is fully visible.
 
 Runs the ``livecam`` command in a subprocess as a user does (``--input file:CLIP --output
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from livecam.testing.leak_clips import LeakClip
-from livecam.testing.leak_run import LeakBench, Measured
+from tests.helpers.leak_clips import LeakClip
+from tests.helpers.leak_run import LeakBench, Measured
 
 pytestmark = pytest.mark.slow
 

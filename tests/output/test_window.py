@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from livecam.testing import frame_code
+from tests.helpers import frame_code
 from tests.output.conftest import XScreen
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE_PX = (320, 240)
 CLIP_FRAMES = 120  # 4 s at 30 fps, looped by the file source
-BITS = 8  # the frame code (livecam.testing.frame_code): 8 bars of bits, 8 of complements
+BITS = 8  # the frame code (tests.helpers.frame_code): 8 bars of bits, 8 of complements
 
 
 def coded_frame(index: int) -> np.ndarray:

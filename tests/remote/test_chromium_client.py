@@ -17,8 +17,8 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.testing.leak_clips import leak_clips, read_index
-from livecam.testing.leak_judge import judge
+from tests.helpers.leak_clips import leak_clips, read_index
+from tests.helpers.leak_judge import judge
 from tests.remote.conftest import Server, start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

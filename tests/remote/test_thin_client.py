@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from livecam.testing.leak_clips import decode, leak_clips, write_clip
-from livecam.testing.leak_judge import judge
 from tests.daemon.conftest import free_port
+from tests.helpers.leak_clips import decode, leak_clips, write_clip
+from tests.helpers.leak_judge import judge
 from tests.remote.conftest import start_server
 
 pytestmark = pytest.mark.slow

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
-from livecam.testing.leak_clips import leak_clips, read_index
-from livecam.testing.leak_judge import judge
+from tests.helpers.leak_clips import leak_clips, read_index
+from tests.helpers.leak_judge import judge
 from tests.remote.conftest import Server, start_server
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from livecam.output.sinks import FileSink
-from livecam.testing.clips import Trajectory, face_sprites, make_clip
+from tests.helpers.clips import Trajectory, face_sprites, make_clip
 
 N_FRAMES = 24
 

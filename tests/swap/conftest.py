@@ -6,7 +6,7 @@ import pytest
 
 from livecam.swap.mesh import MeshTopology, build_topology
 from livecam.swap.source import SourceFace
-from livecam.testing.swap_eval import RealFace, real_faces, source_from
+from tests.helpers.swap_eval import RealFace, real_faces, source_from
 
 
 @pytest.fixture(scope="session")

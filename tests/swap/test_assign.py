@@ -11,8 +11,8 @@ from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage
-from livecam.testing.standins import build_inswapper
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.standins import build_inswapper
+from tests.helpers.swap_eval import RealFace
 
 
 def test_runtime_choice_then_order_of_appearance_then_active() -> None:

@@ -13,7 +13,7 @@ from livecam.config.swap import SwapConfig
 from livecam.swap.classic import ClassicFaceSwapper, uncovered_turn_deg
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.source import SourceFace
-from livecam.testing.swap_eval import RealFace, source_from
+from tests.helpers.swap_eval import RealFace, source_from
 
 
 def _swap(config: SwapConfig, topology: MeshTopology, source: SourceFace,

@@ -7,8 +7,8 @@ import pytest
 
 from livecam.core.types import Faces, Unswappable, WithheldFaces
 from livecam.swap.cover import FaceCover, withheld_reason_names
-from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
+from tests.helpers.swap_eval import RealFace
 
 
 def _withheld(face: RealFace, reason: Unswappable = Unswappable.PENDING, *,

@@ -31,7 +31,7 @@ def make_embeddings(tmp_path_factory: pytest.TempPathFactory
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
     from livecam.identity import IdentityLibrary
     from livecam.swap.arcface import ArcFaceEmbedder
-    from livecam.testing.standins import build_arcface
+    from tests.helpers.standins import build_arcface
 
     root = tmp_path_factory.mktemp("embeddings")
     photo = root / "astronaut.png"

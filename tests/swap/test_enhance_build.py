@@ -13,7 +13,7 @@ from livecam.core.errors import ConfigError, ModelError
 from livecam.engines.manifest import default_manifests_dir, load_manifests
 from livecam.engines.store import ModelStore, sha256_file
 from livecam.swap.enhance import build_face_enhancer
-from livecam.testing.standins import build_enhancer
+from tests.helpers.standins import build_enhancer
 
 ENHANCERS = ("codeformer", "gfpgan_1.4", "gpen_bfr_256", "gpen_bfr_512")
 
@@ -55,7 +55,7 @@ def test_imported_enhancer_runs_in_the_neural_swap(tmp_path: Path,
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
     from livecam.swap import build_swap_stages
-    from livecam.testing.standins import build_arcface, build_inswapper
+    from tests.helpers.standins import build_arcface, build_inswapper
 
     build, manifests, models = tmp_path / "build", tmp_path / "manifests", tmp_path / "models"
     for d in (build, manifests, models):

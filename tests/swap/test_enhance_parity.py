@@ -21,7 +21,7 @@ from livecam.swap.enhance import (
     paste_restored,
     warp_enhancer_crop,
 )
-from livecam.testing.standins import build_enhancer
+from tests.helpers.standins import build_enhancer
 from tests.swap.facexlib_reference import load_facexlib, reference_enhance, tensor2img
 
 CASES = {  # name -> (crop px, template, has a fidelity input)

@@ -1,6 +1,6 @@
 """The swapped face blinks, glances and talks with the streamer, frame by frame.
 
-A real photo (the astronaut) is made to blink, talk and glance (``livecam.testing.expressions``:
+A real photo (the astronaut) is made to blink, talk and glance (``tests.helpers.expressions``:
 the photo's own pixels moved along its face mesh), run through the real analysis stages and a
 swap stage, and eye openness, mouth openness and gaze are measured on input and output with
 MediaPipe's 478-point face mesh. ``scripts/eval_expressions.py`` prints the same figures for
@@ -31,15 +31,15 @@ from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages, features
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage
-from livecam.testing.expressions import (
+from tests.helpers.expressions import (
     ExpressionTrack,
     FollowReport,
     follow_report,
     run_through,
     streamer_clip,
 )
-from livecam.testing.standins import build_blurring_inswapper
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.standins import build_blurring_inswapper
+from tests.helpers.swap_eval import RealFace
 
 MIN_CORRELATION = {"eyes": 0.85, "mouth": 0.85, "gaze": 0.7}
 MAX_LAG_FRAMES = 1
@@ -80,7 +80,7 @@ def test_clip_really_blinks_talks_and_glances(clip: tuple[list[np.ndarray], Expr
                                               ) -> None:
     """The measurement sees what the clip was made to do (else the other tests prove little)."""
     frames, track = clip
-    from livecam.testing.expressions import measure
+    from tests.helpers.expressions import measure
 
     analysed = []
     with build_stages(load_config(None))[0] as analysis:

@@ -14,8 +14,8 @@ import pytest
 
 from livecam.config.swap import SwapConfig
 from livecam.swap.mesh import MeshTopology
-from livecam.testing.face_judge import FaceJudge
-from livecam.testing.swap_eval import RealFace, judge_pairs, summarise
+from tests.helpers.face_judge import FaceJudge
+from tests.helpers.swap_eval import RealFace, judge_pairs, summarise
 
 Summary = dict[str, float]
 

@@ -1,6 +1,6 @@
 """No pasted look: the swapped face meets the live face without a band, as crisp, in its colours.
 
-Measured on real faces (``livecam.testing.swap_eval``), each against the same swap's input:
+Measured on real faces (``tests.helpers.swap_eval``), each against the same swap's input:
 
 - the band: the lightness step the swap adds just below its region's upper edge on the
   forehead (the astronaut's fringe makes ``forehead: auto`` cut there), on t1 faces enlarged to
@@ -27,7 +27,7 @@ from livecam.config.swap import SwapConfig
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.skin import feature_mask, usable_map
-from livecam.testing.swap_eval import (
+from tests.helpers.swap_eval import (
     RealFace,
     enlarged,
     fine_detail_ratio,

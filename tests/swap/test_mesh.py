@@ -9,7 +9,7 @@ import numpy as np
 
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.mirror_map import MIRROR
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.swap_eval import RealFace
 
 
 def _edge_counts(triangles: np.ndarray) -> Counter[tuple[int, int]]:

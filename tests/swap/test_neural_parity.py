@@ -14,7 +14,7 @@ import pytest
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.arcface import ArcFaceEmbedder
 from livecam.swap.inswapper import InswapperModel
-from livecam.testing.standins import build_arcface, build_inswapper
+from tests.helpers.standins import build_arcface, build_inswapper
 
 insightface = pytest.importorskip("insightface")
 

@@ -21,7 +21,7 @@ from livecam.pipeline.chain import split_tail
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage
 from livecam.swap.neural_remote import RemoteSwapStage
-from livecam.testing.standins import build_inswapper
+from tests.helpers.standins import build_inswapper
 
 Feeds = Mapping[str, np.ndarray]
 
@@ -89,7 +89,7 @@ def embedding(name: str) -> np.ndarray:
 
 def test_answers_in_any_order_come_out_in_submit_order_as_the_synchronous_swap(
         tmp_path: Path, packets: list[Packet]) -> None:
-    from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
+    from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 
     model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
     held = HeldEngine(OnnxRuntimeEngine(model_path, device="cpu"))

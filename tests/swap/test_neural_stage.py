@@ -16,7 +16,7 @@ from livecam.swap.cover import FaceCover
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage, build_neural_stage
 from livecam.swap.neural_models import NeuralModels
-from livecam.testing.standins import build_inswapper
+from tests.helpers.standins import build_inswapper
 from tests.swap.held_identity import HeldIdentity
 
 
@@ -77,7 +77,7 @@ def test_faces_it_cannot_swap_are_covered_not_sent_as_they_are(
     first two went out as they are, the last through a stop-gap pixelation)."""
     from livecam.core.errors import EngineUnavailableError
     from livecam.core.types import Unswappable, WithheldFaces
-    from livecam.testing.leak_judge import LEAK_RESIDUAL, residual
+    from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 
     model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
     box = astronaut_packet.faces.boxes_xyxy[0]

@@ -167,7 +167,7 @@ def test_real_hand_stays_in_front_of_the_swapped_face(
     from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
     from livecam.swap.inswapper import InswapperModel
     from livecam.swap.neural import NeuralSwapStage
-    from livecam.testing.standins import build_inswapper
+    from tests.helpers.standins import build_inswapper
 
     faces = analyze_photo(astronaut_bgr).with_fields(track_ids=np.array([1], np.int64))
     model_path = build_inswapper(tmp_path / "inswapper_128.onnx")

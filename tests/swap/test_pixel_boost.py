@@ -12,7 +12,7 @@ import pytest
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.boost import boost_factor, merge_tiles, split_tiles
 from livecam.swap.inswapper import InswapperModel, paste_back
-from livecam.testing.standins import build_inswapper
+from tests.helpers.standins import build_inswapper
 
 
 def reference_boost(crop: np.ndarray, swap_128: Callable[[np.ndarray], np.ndarray],

@@ -7,7 +7,7 @@ import numpy as np
 from livecam.analysis import geometry
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import NeutralShape, ShapeTransfer, as_xyz, similarity_3d
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.swap_eval import RealFace
 
 
 def _xyz(face: RealFace) -> np.ndarray:

@@ -18,7 +18,7 @@ from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap import build_swap_stages
 from livecam.swap.stage import ClassicSwapStage
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.swap_eval import RealFace
 
 
 def _identity(name: str, *faces: RealFace) -> Identity:

@@ -14,7 +14,7 @@ from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.stage import ClassicSwapStage
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.swap_eval import RealFace
 
 
 def _flicker(frames: list[np.ndarray], region: np.ndarray) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.warp import DenseWarper, SourceMesh, face_box
-from livecam.testing.swap_eval import RealFace
+from tests.helpers.swap_eval import RealFace
 
 
 def _reference_per_triangle(source: SourceMesh, target_xy: np.ndarray, topology: MeshTopology,

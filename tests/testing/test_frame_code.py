@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from livecam.testing import frame_code
+from tests.helpers import frame_code
 
 
 def test_codes_read_back_from_a_corner_and_from_a_scaled_full_frame() -> None:

@@ -290,6 +290,7 @@ def test_a_cache_folder_that_cannot_be_made_runs_the_network_as_it_is_and_says_w
     assert "NotADirectoryError" in caplog.text, caplog.text
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_streams_calling_a_shared_network_first_at_once_each_get_their_results(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Four stream threads make the first call together: one compiles, the others wait for

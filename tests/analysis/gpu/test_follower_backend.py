@@ -200,6 +200,7 @@ def test_wait_done_waits_only_for_work_not_done() -> None:
     assert (done.waits, running.waits) == (0, 1)
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
         group_bgr: np.ndarray) -> None:
     """The one follower with the GPU pipeline's networks and tile search (torch ports, run on

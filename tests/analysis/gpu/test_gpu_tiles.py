@@ -37,6 +37,7 @@ def search() -> GpuTileSearch:
     return tiles
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_every_tile_in_one_call_finds_the_faces_the_cpu_tiles_find(
         search: GpuTileSearch, small_faces_bgr: np.ndarray) -> None:
     """No more and no fewer: at the floor the whole-frame pass uses, the tiles found two
@@ -75,6 +76,7 @@ def test_a_frame_narrower_than_a_tile_is_letterboxed_as_on_the_cpu(
     assert (iou_matrix(ref.faces.boxes_xyxy, got.faces.boxes_xyxy).max(axis=1) > 0.75).all()
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_live_mode_searches_on_the_followers_thread_and_finds_small_faces_at_once(
         small_faces_bgr: np.ndarray) -> None:
     """With the GPU tile search the live follower starts no search thread, and the frame a
@@ -128,6 +130,7 @@ def test_a_launched_search_is_taken_later_with_its_own_frames_faces(
     assert np.array_equal(got.searched_xyxy, want.searched_xyxy)
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_a_deferred_search_finds_small_faces_by_the_same_frame(
         small_faces_bgr: np.ndarray) -> None:
     """The GPU search is deferred: launched a frame before it was due and taken on the due
@@ -158,6 +161,7 @@ def test_a_deferred_search_finds_small_faces_by_the_same_frame(
     assert counts[due] == 6
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_searching_every_frame_is_never_deferred(small_faces_bgr: np.ndarray) -> None:
     """detect_every_n_frames 1 asks for small faces on the frame they appear in: the search
     then runs on that frame, as before (deferring it would show them one frame)."""

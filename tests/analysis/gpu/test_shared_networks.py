@@ -99,6 +99,7 @@ def _in_threads(n: int, body: Callable[[int], None]) -> list[BaseException]:
     return errors
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: over a minute on 2 cores
 def test_each_stream_gets_what_networks_of_its_own_give(
         frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",

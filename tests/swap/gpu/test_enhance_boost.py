@@ -27,7 +27,7 @@ from livecam.swap.gpu.enhance import (
     enhancer_input,
     restore_paste_,
 )
-from livecam.testing.standins import build_enhancer
+from tests.helpers.standins import build_enhancer
 
 
 def test_tiles_equal_cpu() -> None:
@@ -113,7 +113,7 @@ def test_enhance_equals_cpu_enhancer(t1_faces, gfpgan_standin: Path) -> None:  #
 def test_boosted_gpu_swap_equals_cpu(astronaut_faces, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from livecam.swap.gpu.neural import GpuInswapper
     from livecam.swap.inswapper import InswapperModel
-    from livecam.testing.standins import build_inswapper
+    from tests.helpers.standins import build_inswapper
 
     path = build_inswapper(tmp_path / "inswapper.onnx", batch="N")
     image, five = astronaut_faces.image_bgr, astronaut_faces.five_xy

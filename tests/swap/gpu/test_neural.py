@@ -16,7 +16,7 @@ from livecam.engines.torch_engine import TorchEngine
 from livecam.swap.gpu.neural import GpuInswapper, latents_from_embeddings
 from livecam.swap.inswapper import InswapperModel, read_emap
 from livecam.swap.inswapper import latents_from_embeddings as cpu_latents
-from livecam.testing.standins import build_inswapper
+from tests.helpers.standins import build_inswapper
 
 
 @pytest.fixture(scope="module")

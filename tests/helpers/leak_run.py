@@ -12,7 +12,7 @@ in a subprocess (the ``livecam`` command's own entry point), live mode (the defa
 and repeated as the machine's load dictates; it plays :data:`PASSES` times and the run stops
 after as many output frames, plus the black ones at start-up), then decodes the output and
 hands it to
-:func:`livecam.testing.leak_judge.judge`. Used by ``scripts/leak_table.py`` and ``tests/leak``.
+:func:`tests.helpers.leak_judge.judge`. Used by ``scripts/leak_table.py`` and ``tests/leak``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from livecam.core.types import ImageBGR
-from livecam.testing.clips import FrameTruth
-from livecam.testing.leak_clips import LeakClip, decode, write_clip
-from livecam.testing.leak_judge import LeakReport, judge
+from tests.helpers.clips import FrameTruth
+from tests.helpers.leak_clips import LeakClip, decode, write_clip
+from tests.helpers.leak_judge import LeakReport, judge
 
 IDENTITY = "astro"
 #: The clip plays this many times (``capture.loop``, as a camera never stops): start-up under

@@ -1,11 +1,11 @@
 """The leak judge: which output frames show a face that is in the frame as the real face.
 
 A *leak* is an output frame in which a face present in the input frame it shows (ground truth
-from :mod:`livecam.testing.clips`) is shown as the real face: neither swapped nor covered. It is
+from :mod:`tests.helpers.clips`) is shown as the real face: neither swapped nor covered. It is
 judged from pixels only, output against input, never from livecam's own bookkeeping:
 
 1. Which input frame does output frame k show? Live mode drops and repeats frames; each clip
-   frame carries its index (:func:`livecam.testing.leak_clips.stamp`), read back here.
+   frame carries its index (:func:`tests.helpers.leak_clips.stamp`), read back here.
 2. For each face visible in that input frame, compare the face's *core* (eyes, nose, mouth: the
    middle of its landmark box, only the pixels where the face itself is seen; the output's
    other pixels around it, over an occluder or beside the face, are taken as the input's so
@@ -37,8 +37,8 @@ import cv2
 import numpy as np
 
 from livecam.core.types import ImageBGR
-from livecam.testing.clips import FrameTruth, box_region
-from livecam.testing.leak_clips import read_index
+from tests.helpers.clips import FrameTruth, box_region
+from tests.helpers.leak_clips import read_index
 
 #: Face width the core is compared at, px.
 FACE_PX = 64
@@ -64,7 +64,7 @@ def residual(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
              seen: np.ndarray | None = None) -> float | None:
     """How far the face at ``box_xyxy`` in ``output_bgr`` is from the same face in
     ``input_bgr`` (both (H, W, 3) uint8), see the module docstring. ``seen`` is the bool mask
-    over :func:`~livecam.testing.clips.box_region` of the box (True where the face itself is
+    over :func:`~tests.helpers.clips.box_region` of the box (True where the face itself is
     on screen; default all). None when too little of the core is seen to judge."""
     h, w = input_bgr.shape[:2]
     x1, y1, x2, y2 = box_region(box_xyxy, (w, h))

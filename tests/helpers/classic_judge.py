@@ -2,7 +2,7 @@
 (scikit-image), colours foreign to both people, accessories shown or kept, identity by dlib.
 
 Regions come from the target's mesh (MediaPipe, found on the target's own image) and the
-accessory masks the hard set drew (``livecam.testing.hard_set``); colours are judged in
+accessory masks the hard set drew (``tests.helpers.hard_set``); colours are judged in
 scikit-image's CIE Lab (D65), never in livecam's OpenCV Lab. Pure functions; any thread.
 """
 
@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from livecam.testing.hard_set import HardFace, relight
+from tests.helpers.hard_set import HardFace, relight
 
 ImageBGR = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]

@@ -39,7 +39,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from livecam.testing.swap_eval import RealFace, enlarged, real_faces
+from tests.helpers.swap_eval import RealFace, enlarged, real_faces
 
 ImageBGR = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]

@@ -18,7 +18,7 @@ from livecam.config.swap import SwapConfig
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.source import SourceFace
-from livecam.testing.face_judge import FaceJudge, distance, dlib_box_from_mesh
+from tests.helpers.face_judge import FaceJudge, distance, dlib_box_from_mesh
 
 ImageBGR = npt.NDArray[np.uint8]
 

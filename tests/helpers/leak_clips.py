@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from livecam.core.types import ImageBGR
-from livecam.testing import frame_code
-from livecam.testing.clips import (
+from tests.helpers import frame_code
+from tests.helpers.clips import (
     FaceSprite,
     FrameTruth,
     Occluder,
