@@ -65,12 +65,9 @@ def remember(config: IdentityConfig, name: str) -> None:
 
 def choose_default(config: IdentityConfig, names: tuple[str, ...]) -> str | None:
     """The identity for a run started without ``--identity``: the last used one if it is still
-    in ``names``, else the first of ``names``; None for an empty library. Logs which, and
-    warns when there is none (frames then pass through unswapped)."""
+    in ``names``, else the first of ``names``; None for an empty library. Logs which."""
     if not names:
-        log.warning("no identity in the library: frames pass through unswapped (the real "
-                    "face is sent); add one with `livecam identity add NAME PHOTO`")
-        return None
+        return None  # warned by the caller once the run has started (livecam.pipeline.streams)
     last = recall(config)
     if last in names:
         log.info("no --identity given: using %r, the identity last used (--identity NAME "
@@ -79,3 +76,4 @@ def choose_default(config: IdentityConfig, names: tuple[str, ...]) -> str | None
     log.info("no --identity given: using %r, the library's first identity (--identity NAME "
              "picks another; known: %s)", names[0], ", ".join(names))
     return names[0]
+
