@@ -73,7 +73,7 @@ def livecam_run(xscreen: XScreen, tmp_path: Path, *args: str,
     """`livecam run --output window ...` as a subprocess; global hotkeys off unless
     ``hotkeys`` (then a key typed into the window reaches livecam through both). Interrupted
     (Ctrl-C) if the test fails while it runs."""
-    env = dict(os.environ, DISPLAY=xscreen.name,
+    env = dict(os.environ, DISPLAY=xscreen.name, XDG_STATE_HOME=str(tmp_path / "state"),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "livecam.cli", "run", "--output", "window",
