@@ -31,11 +31,11 @@ from livecam.analysis import geometry
 from livecam.analysis.photo import analyze_photo
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
+from livecam.identity.face_judge import FaceJudge, distance, dlib_box_from_mesh
 from livecam.identity.photo import prepare_face
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import build_topology
 from livecam.swap.source import SourceFace
-from tests.helpers.face_judge import FaceJudge, distance, dlib_box_from_mesh
 from tests.helpers.swap_eval import RealFace, real_faces
 
 SOURCE_WIDTHS_PX = (24, 32, 40, 48, 56, 64, 80, 0)  # 0 = the photo as it is

@@ -24,10 +24,10 @@ import cv2
 import numpy as np
 
 from livecam.config.swap import SwapConfig
+from livecam.identity.face_judge import FaceJudge, distance, dlib_box_from_mesh
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import build_topology
 from tests.helpers import classic_judge as cj
-from tests.helpers.face_judge import FaceJudge, distance, dlib_box_from_mesh
 from tests.helpers.hard_set import LIGHTS, HardFace, bare, build_people, in_light
 from tests.helpers.swap_eval import source_from, swap_pair
 

@@ -23,9 +23,9 @@ import cv2
 import numpy as np
 
 from livecam.config.swap import SwapConfig
+from livecam.identity.face_judge import FaceJudge
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import build_topology
-from tests.helpers.face_judge import FaceJudge
 from tests.helpers.swap_eval import judge_pairs, real_faces, source_from, summarise, swap_pair
 
 
@@ -75,8 +75,8 @@ def photo_bias(faces: list, topology, judge: FaceJudge, shift: float = 0.08) -> 
     shifted by ``shift`` eye widths (``tests.helpers.expressions``), nothing else. A swap that
     shows the streamer's gaze pays at least this against a source photographed looking
     elsewhere."""
+    from livecam.identity.face_judge import distance, dlib_box_from_mesh
     from tests.helpers.expressions import glance
-    from tests.helpers.face_judge import distance, dlib_box_from_mesh
 
     out = {}
     for f in faces:

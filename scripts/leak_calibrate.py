@@ -18,7 +18,7 @@ measure's output quality (CRF 14) and decoded, then compared with the unaltered 
   stages as ``livecam run`` builds them, offline), with the config's ``--set`` overrides (to
   see which swap setting moves the residual).
 
-dlib distance: ``tests.helpers.face_judge`` (ResNet 128-d) between the altered and the
+dlib distance: ``livecam.identity.face_judge`` (ResNet 128-d) between the altered and the
 unaltered face; same person ~0.2-0.5, different people 0.6-0.95, threshold 0.6. The judge's
 threshold (``LEAK_RESIDUAL``) must put every ``real*`` and ``blur_2pct`` face below it (a
 leak) and every cover and swap above it, with room on both sides.
@@ -82,10 +82,10 @@ def main() -> None:
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState, Unswappable, WithheldFaces
     from livecam.identity import IdentityCollection, identity_from_photo
+    from livecam.identity.face_judge import FaceJudge, distance
     from livecam.swap.cover import FaceCover
     from livecam.swap.stage import ClassicSwapStage
     from livecam.track.bytetrack import iou_matrix
-    from tests.helpers.face_judge import FaceJudge, distance
     from tests.helpers.leak_clips import leak_clips
     from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 

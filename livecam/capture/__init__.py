@@ -30,6 +30,12 @@ def parse_input(text: str) -> InputSpec:
         return InputSpec("synthetic", target)
     if kind in ("camera", "file", "image") and target:
         return InputSpec(kind, target)
+    if ":" not in text and text:
+        # a bare path (`--input clip.mp4`): say which form fits it (issue 39 item 20)
+        is_image = text.lower().endswith((".jpg", ".jpeg", ".png", ".bmp", ".webp"))
+        hint = f"image:{text}" if is_image else f"file:{text}"
+        raise UsageError(f"--input {text!r} is not understood; did you mean --input {hint}? "
+                         f"(forms: {INPUT_HELP})")
     raise UsageError(f"--input {text!r} is not understood; use {INPUT_HELP}")
 
 

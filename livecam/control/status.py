@@ -152,6 +152,13 @@ class StatusReporter:
             "stopped": target.done,
             "active_identity": state.active_identity,
             "bypass": state.bypass,
+            # said in the status, not only at start: a forgotten --identity with an empty
+            # library sends the real face, and a panel or `ctl status` must show why
+            "passthrough_reason": (
+                "no identity chosen: frames pass through unswapped (add one with `livecam "
+                "identity add NAME PHOTO`, then pick it)"
+                if state.active_identity is None and not state.track_identities
+                and not state.bypass else None),
             "identities": list(state.identities),
             "tracks": tracks,
             "assignments": [{"track_id": tid, "identity": name}

@@ -56,6 +56,7 @@ from livecam.identity.record import (
     read_record,
     record_bytes,
 )
+from livecam.identity.same_person import check_same_person
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,7 @@ class IdentityLibrary:
         """
         validate_name(name)
         prepared = self.prepare(photos)
+        check_same_person(prepared)
         warnings = tuple(f"{path}: {w}" for path, p in prepared for w in p.warnings)
         if warnings and not force:
             raise IdentityError("photo problems (nothing was added; pass --force to add "

@@ -218,6 +218,11 @@ class StreamSet:
             raise
         if len(apps) > 1:
             log.info("%d streams running", len(apps))
+        state = apps[0].state if apps else None
+        if state is not None and state.active_identity is None and not state.identities:
+            # said once the run is up, so a start-up error stays a single line
+            log.warning("no identity in the library: frames pass through unswapped (the "
+                        "real face is sent); add one with `livecam identity add NAME PHOTO`")
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until every stream is done (True) or ``timeout_s`` passed (False); on the

@@ -140,6 +140,13 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
         identities = IdentityCollection({ONE_OFF_NAME: one_off},
                                         IdentityLibrary.from_config(config.identity))
         active, names = ONE_OFF_NAME, (ONE_OFF_NAME, *names)
+    else:
+        from livecam.identity.last_used import choose_default, remember
+
+        if active is None:
+            active = choose_default(config.identity, names)
+        if active is not None:
+            remember(config.identity, active)
     state = RuntimeState(active_identity=active, identities=names)
     overrides = list(args.overrides)
     pairs = pairs or stream_pairs(args, config)

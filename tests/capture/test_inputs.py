@@ -215,3 +215,11 @@ def test_bad_paths_are_input_errors_exit_2(tmp_path: Path, kind: str) -> None:
             make_source(parse_input(f"{kind}:{target}"), CaptureConfig()).open()
         # the capture thread sees a CaptureError, the command line a UsageError (exit 2)
         assert isinstance(exc.value, CaptureError) and isinstance(exc.value, UsageError)
+
+
+def test_a_bare_path_as_input_suggests_the_file_or_image_form() -> None:
+    """Issue 39 item 20: `--input clip.mp4` (no kind) says which form was meant."""
+    line = one_error_line(livecam("run", "--input", "clip.mp4", "--output", "null"))
+    assert "did you mean --input file:clip.mp4?" in line
+    line = one_error_line(livecam("run", "--input", "me.JPG", "--output", "null"))
+    assert "did you mean --input image:me.JPG?" in line

@@ -119,6 +119,7 @@ def test_status_and_metrics_are_sane(running: Running) -> None:
     assert s["frames"]["sent"] >= 25 and s["identities"] == list(NAMES)
     assert s["backend"] == "passthrough" and (s["width"], s["height"]) == (160, 120)
     assert s["active_identity"] is None and s["bypass"] is False
+    assert "frames pass through unswapped" in s["passthrough_reason"]  # issue 39 item 8
     assert isinstance(s["overload"]["active"], bool) and s["delay_ms"] == 0
     assert s["longest_gap_ms"] > 0
     status, body, headers = running.call("/metrics")

@@ -41,6 +41,7 @@ class Daemon:
         env = dict(os.environ)
         env.update(XDG_CONFIG_HOME=str(self.root / "config"), XDG_DATA_HOME=str(self.root / "data"),
                    XDG_RUNTIME_DIR=str(self.root / "run"),
+                   XDG_STATE_HOME=str(self.root / "state"),  # the last used identity
                    PYTHONPATH=os.pathsep.join([str(PLUGIN_DIR), env.get("PYTHONPATH", "")]))
         env.pop("DISPLAY", None)  # headless, as under systemd
         if self.record_dir is not None:

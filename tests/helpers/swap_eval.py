@@ -15,10 +15,10 @@ import numpy.typing as npt
 
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
+from livecam.identity.face_judge import FaceJudge, distance, dlib_box_from_mesh
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.source import SourceFace
-from tests.helpers.face_judge import FaceJudge, distance, dlib_box_from_mesh
 
 ImageBGR = npt.NDArray[np.uint8]
 

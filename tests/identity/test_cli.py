@@ -41,3 +41,26 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, photos: dict[str, Path]
         lines = [ln for ln in result.stderr.splitlines() if ln.startswith("livecam")]
         assert len(lines) == 1 and words in lines[0] and "Traceback" not in result.stderr
     assert not (lib / "identities").exists() or not any((lib / "identities").iterdir())
+
+
+def test_photos_of_different_people_are_refused_even_with_force(
+        tmp_path: Path, photos: dict[str, Path]) -> None:
+    """Issue 39 item 10: the astronaut and Tom Hanks (insightface's sample, enlarged) in one
+    identity would switch person as the head turns: refused with one line naming the odd
+    photo, --force or not; two photos of one person still go in."""
+    import cv2
+    import insightface.data
+
+    tom = tmp_path / "tom.png"
+    cv2.imwrite(str(tom), cv2.resize(insightface.data.get_image("Tom_Hanks_54745"), None,
+                                     fx=4, fy=4, interpolation=cv2.INTER_CUBIC))
+    lib = tmp_path / "lib"
+    for extra in ((), ("--force",)):
+        mixed = livecam(lib, "add", "astro", str(photos["good"]), str(tom), *extra)
+        assert mixed.returncode != 0, mixed.stdout
+        # (mediapipe's own TFLite start-up line is not livecam's)
+        lines = [x for x in mixed.stderr.splitlines() if x.startswith("livecam")]
+        assert len(lines) == 1 and str(tom) in lines[0] and "same person" in lines[0], lines
+    assert json.loads(livecam(lib, "list", "--json").stdout) == []
+    same = livecam(lib, "add", "astro", str(photos["good"]), str(photos["good_jpg"]))
+    assert same.returncode == 0, same.stderr

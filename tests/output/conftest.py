@@ -43,6 +43,32 @@ class XScreen:
             time.sleep(0.05)
         raise AssertionError(f"no window {title!r} appeared within {timeout_s:.0f} s")
 
+    def manage(self, window: Any) -> None:
+        """Take ``window`` in as a window manager does when a new window appears: it reparents
+        it, which unmaps and maps it again, and waits until the server has done both.
+
+        Needed on this bare X server (no window manager): on a loaded host, Qt (the GUI of
+        opencv-contrib-python) now and then misses the first map of its window and never
+        paints it, though ``cv2.imshow`` keeps drawing (seen: 842 frames drawn, the window
+        black for 30 s; 3 to 8 of 30 bare Qt windows with three busy loops on 2 cores; an
+        Expose event or a resize did not help, a new map always did). A desktop's window
+        manager maps every new window this way, so users never see it."""
+        from Xlib import X
+
+        window.change_attributes(event_mask=X.StructureNotifyMask)
+        window.unmap()
+        window.map()
+        self.display.sync()
+        deadline = time.monotonic() + 30.0  # for a window that went away: nothing to wait on
+        while time.monotonic() < deadline:  # the server's own answer, in order: Unmap, Map
+            if not self.display.pending_events():
+                time.sleep(0.01)
+                continue
+            event = self.display.next_event()
+            if event.type == X.MapNotify and event.window == window:
+                return
+        raise AssertionError("the window was not mapped again")
+
     def _walk(self, window: Any) -> Iterator[Any]:
         for child in window.query_tree().children:
             yield child

@@ -73,7 +73,7 @@ def livecam_run(xscreen: XScreen, tmp_path: Path, *args: str,
     """`livecam run --output window ...` as a subprocess; global hotkeys off unless
     ``hotkeys`` (then a key typed into the window reaches livecam through both). Interrupted
     (Ctrl-C) if the test fails while it runs."""
-    env = dict(os.environ, DISPLAY=xscreen.name,
+    env = dict(os.environ, DISPLAY=xscreen.name, XDG_STATE_HOME=str(tmp_path / "state"),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "livecam.cli", "run", "--output", "window",
@@ -108,6 +108,7 @@ def test_window_shows_the_input_frames_and_the_run_ends_at_frames(
     with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--frames", "450",
                      "--set", "control.api=false") as proc:
         window = xscreen.find_window("livecam")
+        xscreen.manage(window)
         seen: list[int] = []
         # 20 distinct input frames, in the 15 s the run lasts (a handful of grabs per second
         # suffice: the property is which frames and in what order, not how many per second)
@@ -193,6 +194,7 @@ def test_keys_in_the_window_switch_identities_bypass_and_quit(
                      "alice", "--set", f"control.api_address=127.0.0.1:{port}",
                      "--set", f"control.token_file={token_file}") as proc:
         window = xscreen.find_window("livecam")
+        xscreen.manage(window)
         wait_for_status(port, token_file, proc, {"active_identity": "alice", "bypass": False})
         wait_for_a_frame(xscreen, window, proc)
         xscreen.focus(window)
@@ -213,6 +215,7 @@ def test_closing_the_window_ends_the_run(xscreen: XScreen, coded_clip: Path,
     with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}",
                      "--set", "control.api=false") as proc:
         window = xscreen.find_window("livecam")
+        xscreen.manage(window)
         wait_for_a_frame(xscreen, window, proc)
         xscreen.close_window(window)
         rc, err = finish(proc)
@@ -232,6 +235,7 @@ def test_a_global_combo_pressed_in_the_window_acts_once(
                      "alice", "--set", f"control.api_address=127.0.0.1:{port}",
                      "--set", f"control.token_file={token_file}", hotkeys=True) as proc:
         window = xscreen.find_window("livecam")
+        xscreen.manage(window)
         start = wait_for_status(port, token_file, proc, {"active_identity": "alice"})
         wait_for_a_frame(xscreen, window, proc)
         xscreen.focus(window)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from livecam.config.swap import SwapConfig
+from livecam.identity.face_judge import FaceJudge
 from livecam.swap.mesh import MeshTopology
-from tests.helpers.face_judge import FaceJudge
 from tests.helpers.swap_eval import RealFace, judge_pairs, summarise
 
 Summary = dict[str, float]

@@ -1,9 +1,10 @@
 """An independent judge of identity: dlib's 128-d face ResNet (``face-recognition-models``).
 
-Used by the swap tests and ``scripts/judge_swap.py`` to check that a swapped face looks like the
-source person, by a recognizer the swap never saw. Distances: same person ≈ 0.2-0.5, different
-people 0.6-0.95 (dlib's threshold is 0.6). Needs the ``identity`` extra. Any one thread per
-instance.
+``identity add`` uses it to refuse photos of different people in one identity
+(:mod:`livecam.identity.same_person`); the swap tests and ``scripts/judge_swap.py`` use it to
+check that a swapped face looks like the source person, by a recognizer the swap never saw.
+Distances: same person ≈ 0.2-0.5, different people 0.6-0.95 (dlib's threshold is 0.6). Needs
+the ``identity`` extra. Any one thread per instance.
 """
 
 from __future__ import annotations
