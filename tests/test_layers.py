@@ -30,7 +30,8 @@ LAYERS: list[set[str]] = [
     {"control"},
     {"pipeline", "gpupipe"},
     {"daemon", "app", "remote"},
-    {"subcommands", "cli"},
+    {"subcommands"},
+    {"cli"},  # the entry point: parses, dispatches to a subcommand, turns errors into exits
 ]
 # Same-layer imports that are allowed (importer -> imported): the runtime hands work to the GPU
 # pipeline's stage, and the daemon builds its app.
