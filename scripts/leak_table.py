@@ -1,7 +1,7 @@
 """The leak table: leaked face-frames per clip, ``livecam run`` in live mode, default vs ``real``.
 
     python scripts/leak_table.py [--json leak_table.json] [--clips still_2 enter ...]
-                                 [--settings default real] [--set KEY=VALUE ...]
+                                 [--settings default real] [--set KEY=VALUE ...] [--gpu]
 
 Each clip of ``tests.helpers.leak_clips`` (real faces from insightface's t1 photo, true boxes
 known, frame index drawn in a corner) is written as H.264 and run through ``livecam run
@@ -15,11 +15,18 @@ once per setting:
 - ``before``: the shipped config of the checkout given with ``--before DIR`` (e.g. the main
   branch before fail-closed: ``git worktree add /tmp/before <commit>``).
 
+``--gpu``: the GPU path (``swap.mode=neural``, ``gpu.pipeline=always``) with stand-in
+inswapper_128 and w600k_r50 models (``tests.helpers.standins``, installed into the run's
+scratch home as ``livecam models import`` would): on a CUDA machine the GPU pipeline, here the
+same program on the CPU (slow).
+
 The output is judged from its pixels against the input frame each output frame shows
-(``tests.helpers.leak_judge``). *leaks* counts leaked face-frames at or after each face's
-first full view (the goal: 0); *before* those before it (a face still entering); the
-*lowest residual* of a counted face-frame says how close the weakest swap or cover came to the
-judge's threshold (docs/fail-closed.md: the live minimum of its calibration).
+(``tests.helpers.leak_judge``). *leaks* counts leaked face-frames, every face from its first
+visible pixel (the goal: 0); *partial* those of a face only partly seen (cut by an edge,
+entering, half hidden); *ghosts* output frames that paint a hidden face's swap on what hides it
+(the goal: 0); *covered* visible face-frames shown covered instead of swapped (fail closed; a
+measure of false covers). The *lowest residual* of a counted face-frame says how close the
+weakest swap or cover came to the judge's threshold (docs/fail-closed.md).
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ def main() -> None:
     parser.add_argument("--workdir", help="keep clips and outputs here (default: a temp dir)")
     parser.add_argument("--before", type=Path, metavar="DIR",
                         help="a livecam checkout to run for the `before` setting")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the GPU path: neural swap with stand-in models, gpu.pipeline")
     args = parser.parse_args()
     if "before" in args.settings and args.before is None:
         parser.error("--settings before needs --before DIR")
@@ -53,6 +62,12 @@ def main() -> None:
     from tests.helpers.leak_run import LeakBench
 
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="leak-"))
+    if args.gpu:
+        from tests.helpers.standins import install_standin_models
+
+        models_dir, manifests_dir = install_standin_models(root / "standins")
+        args.extra = [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
+                      "swap.mode=neural", "gpu.pipeline=always", *args.extra]
     bench = LeakBench(root)
     bench.add_identity()
     benches = {s: bench for s in args.settings}
@@ -70,26 +85,28 @@ def main() -> None:
             row = {"clip": name, "setting": setting, "wall_s": round(m.wall_s, 1), **r.summary()}
             rows.append(row)
             low = r.min_counted_residual
-            print(f"{name:>14} {setting:>8}: leaks {r.leaks_counted:>4} (before full view "
-                  f"{r.leaks_before_full_view}), judged {r.faces_judged}, lowest residual "
+            print(f"{name:>14} {setting:>8}: leaks {r.leaks_counted:>4} (partly seen "
+                  f"{r.leaks_partial}), ghost frames {r.ghost_frames}, covered {r.covered}, "
+                  f"judged {r.faces_judged} (unjudged slivers {r.unjudged}), lowest residual "
                   f"{'-' if low is None else f'{low:.3f}'}, output "
                   f"{r.output_frames} frames showing {r.distinct_inputs} inputs, "
                   f"{m.wall_s:.1f} s", flush=True)
     print(f"\nleaked face-frames, livecam run in live mode ({time.perf_counter() - t_start:.0f} s"
           f" in all; work dir {root})")
-    print(f"{'clip':>14} | " + " | ".join(f"{s:>20}" for s in args.settings))
-    print(f"{'':>14} | " + " | ".join(f"{'leaks/judged (before)':>20}" for _ in args.settings))
+    print(f"{'clip':>14} | " + " | ".join(f"{s:>30}" for s in args.settings))
+    print(f"{'':>14} | " + " | ".join(f"{'leaks/judged (partial) ghosts':>30}"
+                                      for _ in args.settings))
     for name in names:
         cells = []
         for setting in args.settings:
             row = next(r for r in rows if r["clip"] == name and r["setting"] == setting)
             cells.append(f"{row['leaks']:>5}/{row['face_frames_judged']:<5} "
-                         f"({row['leaks_before_full_view']})".rjust(20))
+                         f"({row['leaks_partial']}) {row['ghost_frames']:>4}".rjust(30))
         print(f"{name:>14} | " + " | ".join(cells))
     with open(args.json, "w", encoding="utf-8") as fh:
         json.dump({"settings": {s: list(SETTINGS[s]) for s in args.settings},
                    "before": str(args.before) if args.before else None,
-                   "extra": args.extra, "runs": rows}, fh, indent=2)
+                   "gpu": args.gpu, "extra": args.extra, "runs": rows}, fh, indent=2)
     print(f"\nwrote {args.json}")
 
 

@@ -40,7 +40,7 @@ from typing import cast
 
 import numpy as np
 
-from livecam.analysis import mesh_runs
+from livecam.analysis import edges, mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.keepgil import copy_into
@@ -114,6 +114,7 @@ class FaceFollower:
         self._scores: dict[int, float] = {}
         self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
+        self._edges = edges.EdgeMemory()
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
         self._since_search = 0
@@ -151,7 +152,8 @@ class FaceFollower:
         whole, searched = self._detect(image, index, first, any_overlap(carried), timings)
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
-        obs = self._observe(image, carried, strong, searched, index, timings)
+        cut = self._edge_hits(image, whole, timings)
+        obs = self._observe(image, carried, strong, searched, index, timings, cut)
 
         t1 = time.perf_counter_ns()
         # from Python floats: an array of the (4,) arrays would copy each (see keepgil)
@@ -227,6 +229,22 @@ class FaceFollower:
             whole = searched.faces if self.background is None else None
         return whole, searched
 
+    def _edge_hits(self, image: ImageBGR, whole: Faces | None, timings: dict[str, float],
+                   ) -> list[tuple[np.ndarray, float, np.ndarray]]:
+        """Faces cut by the frame's edge (:mod:`livecam.analysis.edges`): the detector on the
+        mirrored edge strips, and this frame's weak detections, that cross the edge."""
+        if not self.config.edge_search:
+            return []
+        t = time.perf_counter_ns()
+        h, w = image.shape[:2]
+        found = [(self.networks.detect(strip.image_bgr), strip.offset_xy)
+                 for strip in edges.edge_strips(image)]
+        if whole is not None:
+            found.append((whole, np.zeros(2, np.float32)))
+        hits = edges.edge_hits(found, w, h, self.tracker_settings.low_score_threshold)
+        timings["edges"] = (time.perf_counter_ns() - t) / 1e6
+        return hits
+
     def _split_weak(self, whole: Faces | None) -> tuple[Faces | None, np.ndarray]:
         """This frame's detections as candidates (confident) and as evidence (weak: below the
         tracker's high_score_threshold, e.g. a half-hidden face) boxes (M, 4)."""
@@ -241,8 +259,10 @@ class FaceFollower:
 
     def _observe(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
                  searched: SearchResult | None, index: int,
-                 timings: dict[str, float]) -> list[Observation]:
-        """Every face of this frame: followed (mesh) first, then box-only ones."""
+                 timings: dict[str, float],
+                 cut: list[tuple[np.ndarray, float, np.ndarray]]) -> list[Observation]:
+        """Every face of this frame: followed (mesh) first, then box-only ones (``cut``:
+        faces cut by the frame's edge, covered where no followed face is)."""
         followed = mesh_runs.verified(self.networks, image, carried, whole, timings)
         if any_overlap(followed) and whole is not None:
             # crossing: a carried mesh may have slid onto the face in front; a mesh from
@@ -294,6 +314,10 @@ class FaceFollower:
                 box_only.append((Observation(box, c.score, reason=Unswappable.NO_MESH),
                                  c.from_search))
         timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
+        taken = [o.box_xyxy for o in followed + admitted]
+        for box, score, _ in self._edges.update(cut, index, taken):
+            if not overlaps(box, taken + [o.box_xyxy for o, _ in box_only]):
+                box_only.append((Observation(box, score, reason=Unswappable.NO_MESH), False))
         obs = followed + admitted
         seen = [o.box_xyxy for o in obs] + ([] if whole is None else list(whole.boxes_xyxy))
         kept = self._box_only.update(box_only, seen, searched)

@@ -100,6 +100,10 @@ class FrameTruth:
     boxes_xyxy: np.ndarray
     fractions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     masks: tuple[np.ndarray, ...] = ()
+    #: Every face drawn in the frame, visible or not (id, box, and the bool mask over its
+    #: :func:`box_region` where an :class:`Occluder` hides it): where a hidden face's swap
+    #: must not be painted (a *ghost*, judged by ``tests.helpers.leak_judge``).
+    drawn: tuple[tuple[int, np.ndarray, np.ndarray], ...] = ()
 
 
 def box_region(box_xyxy: np.ndarray, size: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -160,8 +164,12 @@ def make_clip(sprites: Sequence[FaceSprite], trajectories: Sequence[Trajectory],
 def render_clip(sprites: Sequence[FaceSprite], trajectories: Sequence[Trajectory],
                 size: tuple[int, int], *, occluders: Sequence[Occluder] = (),
                 noise_sigma: float = 0.0, seed: int = 0, backdrop_bgr: ImageBGR | None = None,
+                min_visible: float = VISIBLE_FRACTION,
                 ) -> Iterator[tuple[ImageBGR, FrameTruth]]:
-    """:func:`make_clip` one frame at a time (long HD clips need not fit in memory)."""
+    """:func:`make_clip` one frame at a time (long HD clips need not fit in memory).
+
+    ``min_visible``: a face is listed in the truth when at least this share of its box is on
+    screen and uncovered (0: from its first visible pixel)."""
     if len(sprites) != len(trajectories):
         raise ValueError(f"{len(sprites)} sprites but {len(trajectories)} trajectories")
     n_frames = len(trajectories[0].centers_xy)
@@ -217,21 +225,23 @@ def render_clip(sprites: Sequence[FaceSprite], trajectories: Sequence[Trajectory
             canvas += np.roll(bank[t % len(bank)], shift, axis=(0, 1))
         frame = np.clip(canvas + 0.5, 0, 255).astype(np.uint8)
         ids, visible_boxes, fractions, masks = [], [], [], []
+        drawn = []
         for k, box in enumerate(boxes):
             if box is None:
                 continue
             full_area = float((box[2] - box[0]) * (box[3] - box[1]))
             x1, y1, x2, y2 = box_region(box, size)
             mine = owner[y1:y2, x1:x2] == k
+            drawn.append((k + 1, box, owner[y1:y2, x1:x2] == -2))
             seen = float(mine.sum())
-            if full_area > 0 and seen / full_area >= VISIBLE_FRACTION:
+            if full_area > 0 and seen > 0 and seen / full_area >= min_visible:
                 ids.append(k + 1)
                 visible_boxes.append(box)
                 fractions.append(min(1.0, seen / full_area))
                 masks.append(mine)
         yield frame, FrameTruth(np.array(ids, np.int64),
                                 np.array(visible_boxes, np.float32).reshape(-1, 4),
-                                np.array(fractions, np.float32), tuple(masks))
+                                np.array(fractions, np.float32), tuple(masks), tuple(drawn))
 
 
 def score_tracking(truth: Sequence[FrameTruth], predicted_ids: Sequence[np.ndarray],

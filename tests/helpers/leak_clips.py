@@ -14,7 +14,16 @@ noise, and each frame's index drawn in the bottom-left corner (:mod:`frame_code`
 ``crossing``            two people walk past each other, the second in front
 ``turn``                a person turns the head 70 degrees to one side, back, to the other, back
 ``half_hidden``         a board slides over half of a face, stays, slides away
+``cut_top`` ...         a still face cut by the top (``_bottom``, ``_left``, ``_right``) edge:
+                        about half of it in view
+``slide_top`` ...       a face slides in from beyond the top (``_bottom``, ``_left``,
+                        ``_right``) edge and stops inside
+``hidden``              a board slides over the whole face, stays, slides away (where its swap
+                        must not be painted on the board: a *ghost*)
 ======================  ==========================================================================
+
+The truth lists every face from its first visible pixel (``render_clip(min_visible=0)``): a face
+partly in view, entering or half hidden is a face, and the judge counts it.
 """
 
 from __future__ import annotations
@@ -106,6 +115,10 @@ def leak_clips(photo_bgr: ImageBGR | None = None) -> dict[str, LeakClip]:
         LeakClip("half_hidden", "a board slides over half of a face and away", 80,
                  _sprites_clip([people[1]], [Trajectory.still((640, _Y), 80, 200)],
                                _sliding_board(80, 640.0, _Y, 200.0))),
+        *_edge_clips(people, fw),
+        LeakClip("hidden", "a board slides over the whole face, stays, slides away", 70,
+                 _sprites_clip([people[2]], [Trajectory.still((640, _Y), 70, fw)],
+                               _hiding_board(70, 640.0, _Y, fw))),
     ]
     return {c.name: c for c in clips}
 
@@ -142,6 +155,37 @@ def _sliding_board(n: int, cx: float, cy: float, fw: float) -> list[Occluder]:
     return [Occluder((0, top, int(x), bottom), t, t + 1) for t, x in enumerate(edge)]
 
 
+def _edge_clips(people: Sequence[FaceSprite], fw: float) -> list[LeakClip]:
+    """A face cut by each edge (still, about half of its box in view: one eye, nose and lips
+    at the top edge), and a face sliding in from beyond each edge and stopping inside."""
+    w, h = SIZE
+    cx = 700.0  # clear of the frame code in the bottom-left corner
+    half_in = 0.05 * fw  # the box centre this far inside the edge: a little over half in view
+    cut = {"top": (cx, half_in), "bottom": (cx, h - half_in), "left": (half_in, _Y),
+           "right": (w - half_in, _Y)}
+    out = {"top": (cx, -fw), "bottom": (cx, h + fw), "left": (-fw, _Y), "right": (w + fw, _Y)}
+    inside = {"top": (cx, 1.0 * fw), "bottom": (cx, h - 1.0 * fw), "left": (1.2 * fw, _Y),
+              "right": (w - 1.2 * fw, _Y)}
+    clips = []
+    for k, edge in enumerate(("top", "bottom", "left", "right")):
+        person = people[k % len(people)]
+        clips.append(LeakClip(f"cut_{edge}", f"a still face cut by the {edge} edge", 45,
+                              _sprites_clip([person], [Trajectory.still(cut[edge], 45, fw)])))
+        slide = _then_still(Trajectory.linear(out[edge], inside[edge], 36, fw), 50)
+        clips.append(LeakClip(f"slide_{edge}", f"a face slides in from the {edge} edge", 50,
+                              _sprites_clip([person], [slide])))
+    return clips
+
+
+def _hiding_board(n: int, cx: float, cy: float, fw: float) -> list[Occluder]:
+    """A board from the left edge over the whole face (and back): one occluder per frame."""
+    third = n // 3
+    edge = np.r_[np.linspace(cx - fw, cx + 1.2 * fw, third), np.full(n - 2 * third, cx + 1.2 * fw),
+                 np.linspace(cx + 1.2 * fw, cx - fw, third)]
+    top, bottom = int(cy - 1.2 * fw), int(cy + 1.2 * fw)
+    return [Occluder((0, top, int(x), bottom), t, t + 1) for t, x in enumerate(edge)]
+
+
 def _code_board(n: int) -> Occluder:
     return Occluder(CODE_BOX_XYXY, 0, n, (128, 128, 128))
 
@@ -154,7 +198,7 @@ def _sprites_clip(sprites: Sequence[FaceSprite], trajectories: Sequence[Trajecto
     def frames() -> Iterator[tuple[ImageBGR, FrameTruth]]:
         for t, (frame, truth) in enumerate(render_clip(
                 sprites, trajectories, SIZE, occluders=[*occluders, _code_board(n)],
-                noise_sigma=NOISE_SIGMA)):
+                noise_sigma=NOISE_SIGMA, min_visible=0.0)):
             yield stamp(frame, t), truth
 
     return frames

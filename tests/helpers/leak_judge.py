@@ -53,22 +53,40 @@ CORE_Y = (0.30, 0.92)
 #: streamer's by design), 0.09 from each. A 3 % blur (0.39-0.51, still the person to dlib on
 #: most faces) now falls mostly above it: docs/fail-closed.md says why that is the price.
 LEAK_RESIDUAL = 0.40
-#: A face counts for the goal from the first frame in which at least this share of it is seen.
+#: A face is fully seen from this share of its box on screen and uncovered (reported apart:
+#: the goal counts every face from its first visible pixel).
 FULL_VIEW = 0.97
-#: Faces with fewer seen core pixels than this share of the core are not judged (hidden).
-MIN_CORE_SEEN = 0.3
+#: Fewer judged pixels than this (at :data:`FACE_PX`: a 4x4 patch, ~6 % of the face width
+#: square) cannot be judged: such face-frames are reported as ``unjudged``, not leaks.
+MIN_JUDGED_PX = 16
+#: The face's own region when too little of its core is seen (a face cut by an edge or a
+#: board showing only its forehead or chin): the box's inscribed ellipse, these half-axes.
+ELLIPSE = (0.45, 0.48)
+#: A hidden face's swap painted on what hides it (a *ghost*) adds detail that the occluder
+#: does not have: the band's RMS over the face's hidden pixels grows by at least this many
+#: grey levels (at FACE_PX; a cover smooths, so it lowers it). Calibrated in tests/leak/
+#: test_judge.py: the face pasted on the board adds 10-20 levels, the cover removes detail.
+GHOST_LEVELS = 3.0
+#: A visible face whose band keeps less than this share of its RMS is covered (smoothed
+#: away), not swapped: reported (``covered``) to show false covers, never a leak.
+COVERED_DETAIL = 0.35
 _SIGMAS = (1.0, 4.0)
 
 
-def residual(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
-             seen: np.ndarray | None = None) -> float | None:
-    """How far the face at ``box_xyxy`` in ``output_bgr`` is from the same face in
-    ``input_bgr`` (both (H, W, 3) uint8), see the module docstring. ``seen`` is the bool mask
-    over :func:`~tests.helpers.clips.box_region` of the box (True where the face itself is
-    on screen; default all). None when too little of the core is seen to judge."""
+def _ellipse(u: np.ndarray, v: np.ndarray, bw: float, bh: float) -> np.ndarray:
+    return np.asarray(((u / bw - 0.5) / ELLIPSE[0]) ** 2 + ((v / bh - 0.5) / ELLIPSE[1]) ** 2
+                      <= 1.0)
+
+
+def _bands(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
+           keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                             np.ndarray | None] | None:
+    """Both crops' bands at FACE_PX, the core and ellipse masks, and ``keep`` scaled: the
+    output's pixels outside ``keep`` are taken as the input's so the filter does not carry
+    them in (its sigma-4 blur reaches ~12 px at FACE_PX)."""
     h, w = input_bgr.shape[:2]
     x1, y1, x2, y2 = box_region(box_xyxy, (w, h))
-    if x2 - x1 < 8 or y2 - y1 < 8:
+    if x2 - x1 < 2 or y2 - y1 < 2:
         return None
     bw, bh = float(box_xyxy[2] - box_xyxy[0]), float(box_xyxy[3] - box_xyxy[1])
     scale = FACE_PX / max(bw, 1.0)
@@ -80,33 +98,68 @@ def residual(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
         return np.asarray(cv2.GaussianBlur(small, (0, 0), _SIGMAS[0])
                           - cv2.GaussianBlur(small, (0, 0), _SIGMAS[1]), np.float32)
 
-    # the core, in the scaled crop's pixels
     yy, xx = np.mgrid[0:size[1], 0:size[0]].astype(np.float32)
-    u = (xx + 0.5) / scale + x1 - float(box_xyxy[0])
-    v = (yy + 0.5) / scale + y1 - float(box_xyxy[1])
+    u = (xx + 0.5) * (x2 - x1) / size[0] + x1 - float(box_xyxy[0])
+    v = (yy + 0.5) * (y2 - y1) / size[1] + y1 - float(box_xyxy[1])
     core = ((u >= CORE_X[0] * bw) & (u <= CORE_X[1] * bw)
             & (v >= CORE_Y[0] * bh) & (v <= CORE_Y[1] * bh))
-    full = int(core.sum())
-    if seen is not None and seen.size:
-        seen_small = cv2.resize(seen.astype(np.uint8), size,
-                                interpolation=cv2.INTER_NEAREST).astype(bool)
-        core &= seen_small
-    # the core as the whole box would have it, for the share seen
-    expected = round((CORE_X[1] - CORE_X[0]) * (CORE_Y[1] - CORE_Y[0]) * FACE_PX * FACE_PX
-                     * bh / max(bw, 1.0))
-    if core.sum() < MIN_CORE_SEEN * max(full, expected, 1):
-        return None
     crop_in, crop_out = input_bgr[y1:y2, x1:x2], output_bgr[y1:y2, x1:x2]
-    if seen is not None and seen.size:
-        # Only the face's own visible pixels are judged: what the output shows over an
-        # occluder or the background beside the face must not reach the core's band through
-        # the filter (its sigma-4 blur reaches ~12 px at FACE_PX), so there it is the input.
-        crop_out = np.where(seen[:, :, None], crop_out, crop_in)
-    b_in, b_out = band(crop_in), band(crop_out)
-    energy = float((b_in[core] ** 2).sum())
+    keep_small = None
+    if keep is not None and keep.size:
+        crop_out = np.where(keep[:, :, None], crop_out, crop_in)
+        keep_small = cv2.resize(keep.astype(np.uint8), size,
+                                interpolation=cv2.INTER_NEAREST).astype(bool)
+    return band(crop_in), band(crop_out), core, _ellipse(u, v, bw, bh), keep_small
+
+
+def compare(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
+            seen: np.ndarray | None = None) -> tuple[float, float] | None:
+    """(residual, detail) of the face at ``box_xyxy`` (see the module docstring): the band's
+    change relative to its energy in the input, and the share of the input's band RMS the
+    output keeps (about 1 for a face real or swapped, near 0 for a cover). Judged on the core
+    pixels ``seen`` shows (the bool mask over :func:`~tests.helpers.clips.box_region` of the
+    box, True where the face itself is on screen; default all), or where fewer than
+    :data:`MIN_JUDGED_PX` of them are seen, on the seen pixels of the face's ellipse. None
+    when even that is too little."""
+    bands = _bands(input_bgr, output_bgr, box_xyxy, seen)
+    if bands is None:
+        return None
+    b_in, b_out, core, ellipse, seen_small = bands
+    region = core if seen_small is None else core & seen_small
+    if region.sum() < MIN_JUDGED_PX:
+        region = ellipse if seen_small is None else ellipse & seen_small
+        if region.sum() < MIN_JUDGED_PX:
+            return None
+    energy = float((b_in[region] ** 2).sum())
     if energy <= 1e-6:
         return None
-    return float(np.sqrt(float(((b_out[core] - b_in[core]) ** 2).sum()) / energy))
+    change = float(((b_out[region] - b_in[region]) ** 2).sum())
+    return (float(np.sqrt(change / energy)),
+            float(np.sqrt(float((b_out[region] ** 2).sum()) / energy)))
+
+
+def residual(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
+             seen: np.ndarray | None = None) -> float | None:
+    """The residual of :func:`compare` (None where it cannot judge)."""
+    judged = compare(input_bgr, output_bgr, box_xyxy, seen)
+    return None if judged is None else judged[0]
+
+
+def ghost_levels(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
+                 hidden: np.ndarray) -> float | None:
+    """How much detail the output adds over the hidden pixels of a face (``hidden``: bool
+    mask over the box's region, True where an occluder hides the face): the band's RMS in
+    the output minus in the input, grey levels at FACE_PX. None with too few hidden pixels
+    in the face's ellipse."""
+    bands = _bands(input_bgr, output_bgr, box_xyxy, hidden)
+    if bands is None or bands[4] is None:
+        return None
+    b_in, b_out, _, ellipse, hidden_small = bands
+    region = ellipse & hidden_small
+    if region.sum() < MIN_JUDGED_PX:
+        return None
+    return float(np.sqrt(float((b_out[region] ** 2).mean()))
+                 - np.sqrt(float((b_in[region] ** 2).mean())))
 
 
 @dataclass(frozen=True)
@@ -119,7 +172,29 @@ class FaceVerdict:
     visible: float  # share of the face's box seen in the input frame
     residual: float
     leaked: bool
-    counted: bool  # at or after the face's first full view (the goal's frames)
+    counted: bool  # the goal counts every face from its first visible pixel: always True
+    detail: float = 1.0  # share of the input's band RMS the output keeps (a cover: near 0)
+
+    @property
+    def partial(self) -> bool:
+        """Only partly seen (cut by an edge, entering, half hidden)."""
+        return self.visible < FULL_VIEW
+
+    @property
+    def covered(self) -> bool:
+        return self.detail < COVERED_DETAIL
+
+
+@dataclass(frozen=True)
+class GhostVerdict:
+    """A hidden part of a face in one output frame: ``levels`` of detail the output added
+    over the occluder (a ghost at :data:`GHOST_LEVELS` or more)."""
+
+    output_frame: int
+    input_frame: int
+    face_id: int
+    levels: float
+    ghost: bool
 
 
 @dataclass
@@ -130,7 +205,9 @@ class LeakReport:
     unreadable: int = 0  # frames whose code could not be read (e.g. black start frames)
     black: int = 0
     faces_judged: int = 0
+    unjudged: int = 0  # face-frames seen by too few pixels to judge (MIN_JUDGED_PX)
     verdicts: list[FaceVerdict] = field(default_factory=list)
+    ghosts_judged: list[GhostVerdict] = field(default_factory=list)
     shown: list[int | None] = field(default_factory=list)  # input frame of each output frame
 
     @property
@@ -144,12 +221,27 @@ class LeakReport:
 
     @property
     def leaks_counted(self) -> int:
-        """Leaked face-frames at or after each face's first full view (the goal: 0)."""
+        """Leaked face-frames, every face from its first visible pixel (the goal: 0)."""
         return sum(1 for v in self.verdicts if v.leaked and v.counted)
 
     @property
-    def leaks_before_full_view(self) -> int:
-        return sum(1 for v in self.verdicts if v.leaked and not v.counted)
+    def leaks_partial(self) -> int:
+        """Of :attr:`leaks_counted`, those of a face only partly seen (edge, entering, hidden)."""
+        return sum(1 for v in self.verdicts if v.leaked and v.partial)
+
+    @property
+    def ghosts(self) -> list[GhostVerdict]:
+        return [g for g in self.ghosts_judged if g.ghost]
+
+    @property
+    def ghost_frames(self) -> int:
+        """Output frames painting a hidden face on its occluder (the goal: 0)."""
+        return len({g.output_frame for g in self.ghosts})
+
+    @property
+    def covered(self) -> int:
+        """Visible face-frames shown covered rather than swapped (fail closed, not a leak)."""
+        return sum(1 for v in self.verdicts if v.covered)
 
     @property
     def min_counted_residual(self) -> float | None:
@@ -161,9 +253,12 @@ class LeakReport:
         return {"output_frames": self.output_frames, "input_frames_shown": self.distinct_inputs,
                 "unreadable_frames": self.unreadable,
                 "black_frames": self.black, "face_frames_judged": self.faces_judged,
-                "leaks": self.leaks_counted, "leaks_before_full_view": self.leaks_before_full_view,
+                "face_frames_unjudged": self.unjudged,
+                "leaks": self.leaks_counted, "leaks_partial": self.leaks_partial,
+                "ghost_frames": self.ghost_frames, "covered": self.covered,
                 "min_counted_residual": self.min_counted_residual,
-                "leaked": [asdict(v) for v in self.leaked]}
+                "leaked": [asdict(v) for v in self.leaked],
+                "ghosts": [asdict(g) for g in self.ghosts]}
 
 
 def first_full_view(truth: Sequence[FrameTruth]) -> dict[int, int]:
@@ -182,10 +277,11 @@ def judge(inputs: Sequence[ImageBGR], truth: Sequence[FrameTruth], outputs: Sequ
 
     ``inputs``: the clip's frames as livecam decoded them (decode the input file: its own
     encoding is not a change livecam made); ``truth``: the clip's :class:`FrameTruth`;
-    ``outputs``: livecam's output frames in order.
+    ``outputs``: livecam's output frames in order. Every face in the truth is judged (a clip
+    rendered with ``min_visible=0`` lists a face from its first visible pixel), and the hidden
+    pixels of every face drawn (``FrameTruth.drawn``) for ghosts.
     """
     report = LeakReport(output_frames=len(outputs))
-    full = first_full_view(truth)
     for k, out in enumerate(outputs):
         index = read_index(out)
         report.shown.append(index)
@@ -197,15 +293,22 @@ def judge(inputs: Sequence[ImageBGR], truth: Sequence[FrameTruth], outputs: Sequ
             continue
         frame_truth = truth[index]
         for j, fid in enumerate(frame_truth.ids.tolist()):
-            r = residual(inputs[index], out, frame_truth.boxes_xyxy[j], frame_truth.masks[j]
-                         if frame_truth.masks else None)
-            if r is None:
+            judged = compare(inputs[index], out, frame_truth.boxes_xyxy[j], frame_truth.masks[j]
+                             if frame_truth.masks else None)
+            if judged is None:
+                report.unjudged += 1
                 continue
+            r, detail = judged
             report.faces_judged += 1
-            first = full.get(fid)
             report.verdicts.append(FaceVerdict(
                 output_frame=k, input_frame=index, face_id=fid,
                 visible=float(frame_truth.fractions[j]) if len(frame_truth.fractions) else 1.0,
-                residual=round(r, 4), leaked=r < threshold,
-                counted=first is not None and index >= first))
+                residual=round(r, 4), leaked=r < threshold, counted=True,
+                detail=round(detail, 3)))
+        for fid, box, hidden in frame_truth.drawn:
+            levels = ghost_levels(inputs[index], out, box, hidden)
+            if levels is not None:
+                report.ghosts_judged.append(GhostVerdict(
+                    output_frame=k, input_frame=index, face_id=fid, levels=round(levels, 2),
+                    ghost=levels >= GHOST_LEVELS))
     return report

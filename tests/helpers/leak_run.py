@@ -117,3 +117,39 @@ class LeakBench:
         report = judge(inputs, truth, outputs)
         return Measured(clip.name, tuple(settings), report, wall_s,
                         "\n".join(done.stderr.strip().splitlines()[-3:]))
+
+
+def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
+                   frames: int | None = None) -> tuple[list[ImageBGR], list[FrameTruth],
+                                                       LeakReport]:
+    """``clip`` (its first ``frames``) through livecam's analysis and classic swap stages in
+    this process, offline (every frame, in order, nothing encoded), judged: a quick,
+    deterministic twin of :meth:`LeakBench.measure` for the fast tests. Returns the outputs,
+    the truth and the report."""
+    from livecam.analysis import build_stages
+    from livecam.config import load_config
+    from livecam.core.types import Frame, Packet, RuntimeState
+    from livecam.identity import IdentityCollection, identity_from_photo
+    from livecam.swap.stage import ClassicSwapStage
+
+    config = load_config(None, ["pipeline.realtime=false", *clip.settings, *settings])
+    identities = IdentityCollection({IDENTITY: identity_from_photo(identity_photo,
+                                                                   config.identity)})
+    state = RuntimeState(active_identity=IDENTITY, identities=(IDENTITY,))
+    inputs: list[ImageBGR] = []
+    truths: list[FrameTruth] = []
+    outputs: list[ImageBGR] = []
+    analysis = build_stages(config)[0]
+    analysis.open()
+    try:
+        with ClassicSwapStage(config.swap, identities) as swap:
+            for t, (image, truth) in enumerate(clip.frames()):
+                if frames is not None and t >= frames:
+                    break
+                packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
+                outputs.append(swap.process(packet).image_bgr)
+                inputs.append(image)
+                truths.append(truth)
+    finally:
+        analysis.close()
+    return outputs, truths, judge(inputs, truths, outputs)

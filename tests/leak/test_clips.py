@@ -69,7 +69,19 @@ def test_the_scenarios_are_what_they_say(truths: dict[str, list[FrameTruth]]) ->
     mask = half.masks[0]
     assert not mask[:, : mask.shape[1] // 3].any() and mask[:, -mask.shape[1] // 4:].all()
     crossing = truths["crossing"]
-    assert min(len(t.ids) for t in crossing) == 1  # one hides the other for a while
+    # one hides the other for a while (all but a sliver: it is listed from its first pixel)
+    assert min(float(t.fractions.min()) for t in crossing) < 0.25
+    for edge in ("top", "bottom", "left", "right"):
+        cut = truths[f"cut_{edge}"]
+        assert all(0.4 < t.fractions[0] < 0.7 for t in cut), edge  # about half in view
+        slide = truths[f"slide_{edge}"]
+        assert not len(slide[0].ids) and slide[-1].fractions[0] > 0.97, edge
+        # listed from its first visible pixel: a sliver first
+        assert min(t.fractions[0] for t in slide if len(t.ids)) < 0.1, edge
+    hidden = truths["hidden"]
+    assert hidden[0].fractions[0] > 0.97 and hidden[-1].fractions[0] > 0.97
+    gone = [t for t in hidden if not len(t.ids)]
+    assert gone and all(t.drawn[0][2].mean() > 0.9 for t in gone)  # wholly behind the board
 
 
 def _through_h264(frames: list[np.ndarray], crf: int) -> list[np.ndarray]:

@@ -85,11 +85,50 @@ def test_only_the_visible_part_of_a_half_hidden_face_is_judged(
     assert judge(inputs, truths, [covered]).leaks_counted == 0
 
 
-def test_frames_before_a_face_is_first_fully_seen_are_not_counted(
+def test_a_face_counts_from_its_first_visible_pixel(clips: dict[str, LeakClip]) -> None:
+    """A face entering from the edge, or cut by it, is judged while only part of it shows:
+    the real face there is a leak (before, the judge counted from the first full view)."""
+    for name in ("enter", "cut_top"):
+        frames = list(clips[name].frames())
+        inputs, truths = [f for f, _ in frames], [t for _, t in frames]
+        report = judge(inputs, truths, inputs)  # everything real
+        partly = [v for v in report.verdicts if v.partial]
+        assert partly and all(v.leaked and v.counted for v in partly), name
+        assert report.leaks_counted == report.faces_judged
+        assert report.leaks_partial == len(partly)
+    cut = judge(inputs, truths, inputs)
+    assert min(v.visible for v in cut.verdicts) < 0.6  # about half of the face in view
+
+
+def _hidden_parts(image: np.ndarray, truth: FrameTruth, source: np.ndarray) -> np.ndarray:
+    """``image`` with every face's hidden pixels taken from ``source`` (the face as it was
+    before the board came): a hidden face's swap painted on the board."""
+    out = image.copy()
+    for _, box, hidden in truth.drawn:
+        x1, y1, x2, y2 = box_region(box, SIZE)
+        out[y1:y2, x1:x2][hidden] = source[y1:y2, x1:x2][hidden]
+    return out
+
+
+def test_a_face_painted_on_its_occluder_is_a_ghost_a_cover_is_not(
         clips: dict[str, LeakClip]) -> None:
-    frames = list(clips["enter"].frames())
+    frames = list(clips["hidden"].frames())
     inputs, truths = [f for f, _ in frames], [t for _, t in frames]
-    report = judge(inputs, truths, inputs)  # everything real
-    walker = [v for v in report.verdicts if v.face_id == 2]
-    assert walker and any(not v.counted for v in walker) and any(v.counted for v in walker)
-    assert report.leaks_before_full_view == sum(1 for v in walker if not v.counted)
+    fully_hidden = [t for t, tr in enumerate(truths) if not len(tr.ids)]
+    assert fully_hidden  # the board hides the whole face for a while
+    untouched = judge(inputs, truths, inputs)
+    assert untouched.ghosts_judged and untouched.ghost_frames == 0
+    painted = judge(inputs, truths, [_hidden_parts(f, tr, inputs[0])
+                                     for f, tr in zip(inputs, truths, strict=True)])
+    assert {g.input_frame for g in painted.ghosts} >= set(fully_hidden)
+    covered = []
+    for f, tr in zip(inputs, truths, strict=True):
+        n = len(tr.drawn)
+        withheld = WithheldFaces(np.array([b for _, b, _ in tr.drawn], np.float32).reshape(-1, 4),
+                                 np.full((n, 0, 2), np.nan, np.float32),
+                                 np.array([i for i, _, _ in tr.drawn], np.int64),
+                                 np.full(n, Unswappable.LOST, np.uint8))
+        covered.append(FaceCover(mode="cover").cover(f, withheld, 0))
+    over_board = judge(inputs, truths, covered)
+    assert over_board.ghost_frames == 0 and over_board.leaks_counted == 0
+    assert over_board.covered >= over_board.faces_judged // 2

@@ -1,6 +1,7 @@
 """No real face on the stream: every leak clip through ``livecam run`` in live mode, judged from
 the output's pixels (tests.helpers.leak_judge), with the default settings: no face-frame
-shows a real face from the first frame in which that face is fully visible.
+shows a real face, counted from the first visible pixel of each face (cut by an edge, entering,
+half hidden), and no frame paints a hidden face's swap on what hides it (a ghost).
 
 Runs the ``livecam`` command in a subprocess as a user does (``--input file:CLIP --output
 file:OUT --identity astro``), live mode: the file is paced at 30 fps like a camera and frames
@@ -36,7 +37,8 @@ def _explain(m: Measured) -> str:
 
 
 CLIPS = ("still_2", "still_6", "still_6_max4", "enter", "leave_reenter", "crossing", "turn",
-         "half_hidden")
+         "half_hidden", "cut_top", "cut_bottom", "cut_left", "cut_right", "slide_top",
+         "slide_bottom", "slide_left", "slide_right", "hidden")
 
 
 def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
@@ -51,6 +53,7 @@ def test_no_face_is_shown_as_it_is(name: str, bench: LeakBench,
     assert report.unreadable == 0, "output frames whose number cannot be read"
     assert report.faces_judged > 0, f"nothing reached the output to judge: {m.log_tail}"
     assert report.leaks_counted == 0, _explain(m)
+    assert report.ghost_frames == 0, f"{m.clip}: ghosts {m.report.summary()['ghosts'][:8]}"
 
 
 def test_real_shows_the_faces_it_cannot_swap(bench: LeakBench,
