@@ -46,7 +46,7 @@ def clip_and_truth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
 
 def livecam(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"),
-               XDG_CACHE_HOME=str(tmp / "cache"))
+               XDG_CACHE_HOME=str(tmp / "cache"), XDG_STATE_HOME=str(tmp / "state"))
     return subprocess.run([sys.executable, "-m", "livecam.cli", *args], capture_output=True,
                           text=True, timeout=240, env=env)
 
@@ -103,13 +103,15 @@ def test_library_identity_then_run_by_name(tmp_path: Path, clip_and_truth: tuple
     assert result.returncode == 0, result.stderr[-2000:]
     inside, _ = face_change(decode(clip)[4], decode(out)[4], truth[4].boxes_xyxy[0])
     assert inside > 8.0
-    # no identity chosen: frames pass through untouched apart from re-encoding
+    # no identity chosen: the one last used with this library is, and the log says so (a
+    # forgotten --identity must not send the real face)
     out2 = tmp_path / "plain.mp4"
     result = livecam(tmp_path, "run", "--input", f"file:{clip}", "--output", f"file:{out2}",
                      "--frames", "6", *OFFLINE)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "no --identity given: using 'eileen'" in result.stderr, result.stderr[-2000:]
     inside, _ = face_change(decode(clip)[4], decode(out2)[4], truth[4].boxes_xyxy[0])
-    assert inside < 3.0
+    assert inside > 8.0
 
 
 def test_unknown_identity_and_bad_source_are_one_line_errors(tmp_path: Path) -> None:

@@ -100,5 +100,7 @@ def test_a_100_megapixel_png_costs_no_more_than_a_small_one(tmp_path: Path) -> N
     add = {n: peak_rss_mb("identity", "--set", f"identity.library_dir={tmp_path / n}", "add",
                           "astro", str(tmp_path / f"{n}.png"), "--force")
            for n in ("small", "big")}
+    # the goal is 300 MB; the whole image's pixels alone are 286 MiB, so a big image
+    # costing less than that over a small one was never decoded whole (before: about 950 more)
     for peaks in (run, add):
-        assert peaks["big"] < 300 and peaks["big"] - peaks["small"] < 150, (run, add)
+        assert peaks["big"] < 300 and peaks["big"] - peaks["small"] < 250, (run, add)
