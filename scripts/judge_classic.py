@@ -64,11 +64,14 @@ def judge(config: SwapConfig, cache: Path | None = None,
     topology = build_topology()
     swapper = ClassicFaceSwapper(config, topology)
     people, targets = hard_set(cache)
-    sources = {p.person: source_from(p.face, topology) for p in people}
-    bares = {p.person: source_from(bare(p).face, topology)
+    remove = config.remove_source_accessories
+    sources = {p.person: source_from(p.face, topology, remove_accessories=remove)
+               for p in people}
+    bares = {p.person: source_from(bare(p).face, topology, remove_accessories=remove)
              for p in people if p.accessories.any()}
     dlib = FaceJudge()
-    ref = {p.person: dlib.embed(p.face.image_bgr, dlib_box_from_mesh(p.face.landmarks_xy))
+    # the source person without the accessories the hard set drew (the person, not the glasses)
+    ref = {p.person: dlib.embed(p.bare_bgr, dlib_box_from_mesh(p.face.landmarks_xy))
            for p in people}
     rows, outs = [], {}
     relit_bins = {(p.person, light): cj.skin_bins(p, light) for p in people for light in LIGHTS}

@@ -67,6 +67,14 @@ class SwapConfig:
     match_sharpness: bool = knob(True, "Sharpen the swapped face until its fine detail matches "
                                  "the live face's (resampling and a smaller source photo "
                                  "leave it softer than the picture around it).")
+    remove_source_accessories: bool = knob(True, "Paint the source photo's dark glasses and "
+                                           "facial hair out of its texture with its own skin "
+                                           "(at identity load), so they are not pasted onto "
+                                           "every streamer (docs/classic-swap.md).")
+    keep_live_glasses: bool = knob(True, "Keep the streamer's own dark glasses in front of the "
+                                   "swapped face (found each frame in the band across the "
+                                   "eyes), as hands are; their dark pixels and a beard's are "
+                                   "also left out of the colour statistics.")
     source_skin_only: bool = knob(False, "Paste only the source photo's skin and features: "
                                   "where hair, background or the far side of a turned head "
                                   "lie inside its face, the live face's own skin shows "

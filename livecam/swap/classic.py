@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from livecam.analysis import geometry
 from livecam.config.swap import SwapConfig
-from livecam.swap import blend, colour, features, sharpness
+from livecam.swap import accessories, blend, colour, features, sharpness
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.shape import ShapeTransfer, as_xyz
 from livecam.swap.source import SourceFace
@@ -130,6 +130,19 @@ class ClassicFaceSwapper:
         x1, y1, x2, y2 = warp.box_xyxy
         size = (x2 - x1, y2 - y1)
         target_box = target_bgr[y1:y2, x1:x2]
+        glasses = None
+        if cfg.keep_live_glasses:
+            # the streamer's glasses and beard: out of the colour statistics, glasses in front
+            box_xy = live_xy - np.array([x1, y1], np.float32)
+            dark = accessories.dark_accessories(target_box, box_xy, self.topology)
+            worn = accessories.worn_accessories(dark, box_xy, self.topology)
+            if worn.any():  # a clean face's creases and shadows stay in the statistics
+                worn_coarse = cv2.resize(worn, (skin.shape[1], skin.shape[0]),
+                                         interpolation=cv2.INTER_AREA)
+                skin[np.asarray(worn_coarse) > 64] = 0
+            glasses = accessories.glasses_alpha(dark, live_xy, (x1, y1))
+            # out_bgr may be target_bgr itself: keep the live glasses' pixels before pasting
+            live_box = target_box.copy() if glasses is not None else target_box
         face = self._colour(warp, target_box, skin, outer, cut, face_w, size)
         if cfg.match_sharpness:
             shown = np.asarray(cv2.resize(skin, size, interpolation=cv2.INTER_NEAREST)) > 0
@@ -157,6 +170,8 @@ class ClassicFaceSwapper:
             if fade < 1.0:
                 alpha *= fade
             blend.paste_back_into(out_bgr, face, alpha, warp.box_xyxy)
+        if glasses is not None:
+            blend.paste_back_into(out_bgr, live_box, glasses * fade, warp.box_xyxy)
         kept_names = {r.name for r in kept}
         return FaceSwapInfo(True, fade, "mouth" in kept_names,
                             bool(kept_names & {"eye_right", "eye_left"}), source.photo_sha256)

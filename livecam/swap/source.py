@@ -39,13 +39,15 @@ class SourceFace:
     @classmethod
     def build(cls, *, photo_sha256: str, texture_bgr: ImageBGR, landmarks_xy: FloatArray,
               landmarks_z: FloatArray, topology: MeshTopology,
-              mirror_fill: bool = False, skin_only: bool = False) -> SourceFace:
+              mirror_fill: bool = False, skin_only: bool = False,
+              remove_accessories: bool = False) -> SourceFace:
         """Precompute everything per photo (called at identity load, not per frame).
 
         With ``mirror_fill`` a turned photo's hidden side is filled from its mirror image
         (:func:`livecam.swap.frontalize.frontalize`), which also makes its pose near frontal.
         With ``skin_only`` the pixels that may be pasted are marked (``usable_u8``): not hair,
-        background or skin the head's turn foreshortens.
+        background or skin the head's turn foreshortens. With ``remove_accessories`` its dark
+        glasses and facial hair are painted out with its skin (``accessories.py``).
         """
         xy = np.ascontiguousarray(landmarks_xy[:468], np.float32)
         z = np.ascontiguousarray(landmarks_z[:468], np.float32)
@@ -53,6 +55,10 @@ class SourceFace:
             from livecam.swap.frontalize import frontalize
 
             texture_bgr, xy, z, _ = frontalize(texture_bgr, xy, z, topology)
+        if remove_accessories:
+            from livecam.swap.accessories import remove_accessories as remove
+
+            texture_bgr = remove(texture_bgr, xy, topology)
         usable = None
         if skin_only:
             from livecam.swap.skin import usable_map

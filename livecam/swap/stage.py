@@ -42,12 +42,14 @@ log = logging.getLogger(__name__)
 
 
 def source_faces(identity: Identity, topology: MeshTopology,
-                 mirror_fill: bool = False, skin_only: bool = False) -> tuple[SourceFace, ...]:
+                 mirror_fill: bool = False, skin_only: bool = False,
+                 remove_accessories: bool = False) -> tuple[SourceFace, ...]:
     """Precompute the swap's per-photo data for every photo of ``identity``."""
     return tuple(
         SourceFace.build(photo_sha256=p.sha256, texture_bgr=p.texture_bgr,
                          landmarks_xy=p.landmarks_xy, landmarks_z=p.landmarks_z,
-                         topology=topology, mirror_fill=mirror_fill, skin_only=skin_only)
+                         topology=topology, mirror_fill=mirror_fill, skin_only=skin_only,
+                         remove_accessories=remove_accessories)
         for p in identity.photos
     )
 
@@ -96,7 +98,8 @@ class ClassicSwapStage(StageBase):
         if swapper is None:
             raise RuntimeError("the swap stage closed while an identity was prepared")
         faces = source_faces(self.identities.load(name), swapper.topology,
-                             self.config.mirror_fill, self.config.source_skin_only)
+                             self.config.mirror_fill, self.config.source_skin_only,
+                             self.config.remove_source_accessories)
         log.info("identity %s loaded (%d photo(s))", name, len(faces))
         return faces
 

@@ -60,7 +60,8 @@ def real_faces() -> list[RealFace]:
 
 def source_from(face: RealFace, topology: MeshTopology,
                 config: IdentityConfig | None = None, *,
-                mirror_fill: bool = False, skin_only: bool = False) -> SourceFace:
+                mirror_fill: bool = False, skin_only: bool = False,
+                remove_accessories: bool = True) -> SourceFace:
     """The face as a swap source, prepared exactly as the identity library prepares photos
     (except that no photo is refused for its head turn: the judge measures all 8 faces, also
     t1-4, turned 34°, which ``identity add`` refuses)."""
@@ -71,7 +72,8 @@ def source_from(face: RealFace, topology: MeshTopology,
                         label=face.label)
     return SourceFace.build(photo_sha256=prep.sha256, texture_bgr=prep.texture_bgr,
                             landmarks_xy=prep.landmarks_xy, landmarks_z=prep.landmarks_z,
-                            topology=topology, mirror_fill=mirror_fill, skin_only=skin_only)
+                            topology=topology, mirror_fill=mirror_fill, skin_only=skin_only,
+                            remove_accessories=remove_accessories)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ def judge_pairs(config: SwapConfig, faces: list[RealFace], topology: MeshTopolog
     """Every ordered pair (source != target); the swap only touches the target face."""
     swapper = ClassicFaceSwapper(config, topology)
     sources = [source_from(f, topology, mirror_fill=config.mirror_fill,
-                           skin_only=config.source_skin_only) for f in faces]
+                           skin_only=config.source_skin_only,
+                           remove_accessories=config.remove_source_accessories) for f in faces]
     ref = [judge.embed(f.image_bgr, dlib_box_from_mesh(f.landmarks_xy)) for f in faces]
     results = []
     for j, target in enumerate(faces):

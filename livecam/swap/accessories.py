@@ -1,0 +1,240 @@
+"""Dark things on a face that are not its skin nor its features: glasses frames, a beard.
+
+One test serves both faces of a classic swap:
+
+- the **source** photo (once, at identity load): its glasses and facial hair are painted out
+  of the texture with the skin around them (:func:`remove_accessories`), so they are never
+  pasted onto a streamer who has none;
+- the **live** face (each frame, on the face box): its glasses stay in front of the swapped
+  face, as hands do (:func:`glasses_alpha`), and neither its glasses nor its beard count in
+  the colour statistics.
+
+A pixel is an accessory when it is much darker than the skin *around it*: its lightness below
+``_DARK_RATIO`` of a local skin lightness (a weighted blur of the pixels that look like skin,
+about a fifth of the face wide), inside the face outline and outside the eyes, brows, lips
+and nose (``skin.feature_mask``), which are the person's own. The local reference follows the
+light: a cheek in shadow is dark against the lit side, not against its own neighbourhood, so
+side and dim light do not turn shaded skin into "glasses". Pale or rimless glasses are not
+found (they are not dark); they are seen through, as the streamer's own face is. Pure
+functions; any thread.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from livecam.analysis import geometry
+from livecam.swap.mesh import MeshTopology
+
+FloatArray = npt.NDArray[np.float32]
+ImageBGR = npt.NDArray[np.uint8]
+MaskU8 = npt.NDArray[np.uint8]
+
+_DARK_RATIO = 0.62  # lightness below this share of the local skin's is an accessory
+_SKIN_RATIO = 0.75  # lightness above this share of the face's median counts as skin (reference)
+_SHADE_RATIO = 0.4  # ... and, where none of that is near, above this share (deep shadow)
+_MIN_REACH = 0.1  # share of bright skin within the blur below which the shadow reference counts
+_LOCAL_SCALE = 0.25  # the local skin reference's blur, in face widths
+# The eye band where a live face's dark pixels are glasses kept in front: from just above the
+# brows to the nose's middle (in face heights from the brow line), and the face's full width.
+_BAND_ABOVE, _BAND_BELOW = 0.12, 0.45
+_DEEP_RATIO = 0.4  # inside a brow, a rim must be darker than this share of the local skin
+_EDGE_GROW = 0.06  # accessories are looked for this far past the face outline (face widths)
+_BEARD_SHARE = 0.15  # dark over this share of the face below the nose is facial hair
+_JOIN = 0.025  # dark pixels this close (face widths) are one accessory (a beard's strands)
+_FILL_GROW = 0.03  # an accessory is painted out this much wider (face widths): its soft edge
+_RIM_MAX = 0.06  # a glasses rim is thinner than this (face widths)
+_BRIDGE = 168  # the nose's top between the eyes (MediaPipe), where a frame's bridge crosses
+_BRIDGE_COVER = 0.6  # share of the columns there a dark bridge must cross
+
+
+def dark_accessories(image_bgr: ImageBGR, landmarks_xy: FloatArray,
+                     topology: MeshTopology) -> MaskU8:
+    """(h, w) uint8, 255 on pixels of ``image_bgr`` (h, w, 3) uint8 that are accessories of
+    the face with ``landmarks_xy`` (468+, 2) px in that image; 0 elsewhere (also outside it)."""
+    from livecam.swap.skin import feature_mask
+
+    xy = landmarks_xy[:468]
+    h, w = image_bgr.shape[:2]
+    width = geometry.face_width_px(xy)
+    face = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(face, [np.round(xy[topology.face_oval] * 16).astype(np.int32)], (255,),
+                 cv2.LINE_8, 4)
+    # a little past the outline: a beard reaches the jaw's edge, where the swap's mask ends
+    edge = max(3, int(width * _EDGE_GROW)) | 1
+    face = np.asarray(cv2.dilate(face, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
+                                                                 (edge, edge))), np.uint8)
+    features = feature_mask((h, w), xy) > 0
+    inside = (face > 0) & ~features
+    if int(inside.sum()) < 64:
+        return np.zeros((h, w), np.uint8)
+    light = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
+    median = float(np.median(light[inside]))
+    k = max(3, int(width * _LOCAL_SCALE)) | 1
+    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
+    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
+    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
+    local = np.where(reach > _MIN_REACH, local, shaded)
+    dark = (inside & (light < _DARK_RATIO * local)).astype(np.uint8) * 255
+    # strands of a beard and the two edges of a frame join; specks of sensor noise go
+    join = max(3, int(width * _JOIN)) | 1
+    dark = np.asarray(cv2.morphologyEx(dark, cv2.MORPH_CLOSE, cv2.getStructuringElement(
+        cv2.MORPH_ELLIPSE, (join, join))), np.uint8) & inside.astype(np.uint8) * 255
+    dark = np.asarray(cv2.morphologyEx(dark, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8)),
+                      np.uint8)
+    # a rim crossing a brow: inside the features, only what is darker still and joins an
+    # accessory found outside them (a brow of its own joins nothing)
+    deep = (features & (face > 0) & (light < _DEEP_RATIO * local)).astype(np.uint8) * 255
+    if deep.any() and dark.any():
+        _, labels = cv2.connectedComponents(np.asarray(dark | deep, np.uint8), connectivity=8)
+        touching = np.unique(labels[dark > 0])
+        joined = np.isin(labels, touching[touching > 0]) & (deep > 0)
+        dark[joined] = 255
+    return np.asarray(dark, np.uint8)
+
+
+def _local_skin(light: FloatArray, skin: npt.NDArray[np.bool_], k: int,
+                median: float) -> tuple[FloatArray, FloatArray]:
+    """Blurred lightness of the ``skin`` pixels (``median`` where none reach) and the share
+    of skin within reach."""
+    weight = skin.astype(np.float32)
+    num = np.asarray(cv2.blur(light * weight, (k, k), borderType=cv2.BORDER_REPLICATE),
+                     np.float32)
+    den = np.asarray(cv2.blur(weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
+    return (num + 1e-3 * median) / (den + 1e-3), den
+
+
+def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray,
+                     topology: MeshTopology) -> MaskU8:
+    """The part of ``dark_u8`` (:func:`dark_accessories`) that is glasses (a frame with a
+    bridge, :func:`glasses_alpha`) or a beard (dark over at least ``_BEARD_SHARE`` of the
+    face below the nose); 0 on a clean face, whose creases, lash lines and nostril shadows
+    are the person's own (painting them out cost identity: docs/classic-swap.md)."""
+    xy = landmarks_xy[:468]
+    hw = (int(dark_u8.shape[0]), int(dark_u8.shape[1]))
+    out = np.zeros_like(dark_u8)
+    glasses = glasses_alpha(dark_u8, xy, (0, 0))
+    if glasses is not None:
+        out[glasses > 0.3] = 255
+        # the rest of the frame: what joins the rims (over the brows, out to the temples)
+        _, labels = cv2.connectedComponents(np.asarray(dark_u8, np.uint8), connectivity=8)
+        rims = np.unique(labels[glasses > 0.3])
+        joined = np.isin(labels, rims[rims > 0]) & ~(_below_nose(hw, xy) > 0)
+        out[joined] = 255
+    face = np.zeros(hw, np.uint8)
+    cv2.fillPoly(face, [np.round(xy[topology.face_oval]).astype(np.int32)], (255,))
+    share = float(np.mean(dark_u8[(_below_nose(hw, xy) > 0) & (face > 0)] > 0))
+    lower = _below_nose(hw, xy) > 0  # dark_u8 already stops just past the outline
+    if share >= _BEARD_SHARE:
+        out[lower & (dark_u8 > 0)] = 255
+    return out
+
+
+def _below_nose(shape_hw: tuple[int, int], xy: FloatArray) -> MaskU8:
+    """(h, w) uint8 255 below a line just under the nose (follows head roll), else 0."""
+    brow, chin = (xy[105] + xy[334]) / 2, xy[152]
+    down = chin - brow
+    height = float(np.linalg.norm(down))
+    mask = np.zeros(shape_hw, np.uint8)
+    if height < 1e-3:
+        return mask
+    down /= height
+    across = np.array([down[1], -down[0]], np.float32)
+    top = xy[2] - down * height * 0.04
+    far = float(max(shape_hw)) * 2
+    quad = np.array([top - across * far, top + across * far,
+                     top + across * far + down * far, top - across * far + down * far],
+                    np.float32)
+    cv2.fillConvexPoly(mask, np.round(quad * 16).astype(np.int32), (255,), cv2.LINE_8, 4)
+    return mask
+
+
+def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
+                       topology: MeshTopology) -> ImageBGR:
+    """``texture_bgr`` with its accessories (glasses, facial hair) replaced by the skin around
+    them: the local mean colour of the pixels that are not accessories (a normalised blur,
+    widened where the hole is large, so shading carries across it), feathered by a pixel.
+    A new image; the input is not changed."""
+    mask = worn_accessories(dark_accessories(texture_bgr, landmarks_xy, topology), landmarks_xy,
+                            topology)
+    if not mask.any():
+        return texture_bgr.copy()
+    width = geometry.face_width_px(landmarks_xy[:468])
+    grow = max(3, int(width * _FILL_GROW)) | 1
+    hole = np.asarray(cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
+                                                                 (grow, grow))), np.uint8)
+    keep = (hole == 0).astype(np.float32)
+    image = texture_bgr.astype(np.float32)
+    fill = image.copy()
+    todo = hole > 0
+    for scale in (0.08, 0.2, 0.5):  # narrow first: the nearest skin's colour and shading
+        k = max(3, int(width * scale)) | 1
+        num = np.asarray(cv2.blur(image * keep[:, :, None], (k, k),
+                                  borderType=cv2.BORDER_REPLICATE), np.float32)
+        den = np.asarray(cv2.blur(keep, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
+        ready = todo & (den > 0.15)
+        fill[ready] = num[ready] / den[ready, None]
+        todo &= ~ready
+    alpha = cv2.GaussianBlur(hole.astype(np.float32) / 255.0, (3, 3), 0)[:, :, None]
+    out = image * (1.0 - alpha) + fill * alpha
+    return np.clip(np.round(out), 0, 255).astype(np.uint8)
+
+
+def eye_band(shape_hw: tuple[int, int], landmarks_xy: FloatArray,
+             origin_xy: tuple[int, int] = (0, 0)) -> MaskU8:
+    """(h, w) uint8 255 on the band across the eyes where glasses sit (follows head roll);
+    ``landmarks_xy`` in frame pixels, the mask's (0, 0) at ``origin_xy``."""
+    xy = landmarks_xy[:468] - np.asarray(origin_xy, np.float32)
+    brow, chin = (xy[105] + xy[334]) / 2, xy[152]
+    down = chin - brow
+    height = float(np.linalg.norm(down))
+    mask = np.zeros(shape_hw, np.uint8)
+    if height < 1e-3:
+        return mask
+    down /= height
+    across = np.array([down[1], -down[0]], np.float32)
+    half = float(geometry.face_width_px(xy)) * 0.75
+    top = brow - down * height * _BAND_ABOVE
+    bottom = brow + down * height * _BAND_BELOW
+    quad = np.array([top - across * half, top + across * half,
+                     bottom + across * half, bottom - across * half], np.float32)
+    cv2.fillConvexPoly(mask, np.round(quad * 16).astype(np.int32), (255,), cv2.LINE_8, 4)
+    return mask
+
+
+def _has_bridge(dark_u8: MaskU8, xy: FloatArray) -> bool:
+    """Whether something dark crosses the nose between the eyes (a frame's bridge): what
+    tells glasses from a crease, a lash line or a strand of hair in the eye band."""
+    width = geometry.face_width_px(xy)
+    cx, cy = (float(v) for v in xy[_BRIDGE])
+    half_w, half_h = width * 0.06, width * 0.06
+    h, w = dark_u8.shape[:2]
+    x1, x2 = max(0, round(cx - half_w)), min(w, round(cx + half_w) + 1)
+    y1, y2 = max(0, round(cy - half_h)), min(h, round(cy + half_h) + 1)
+    if x2 <= x1 or y2 <= y1:
+        return False
+    columns = (dark_u8[y1:y2, x1:x2] > 0).any(axis=0)
+    return float(columns.mean()) >= _BRIDGE_COVER
+
+
+def glasses_alpha(dark_u8: MaskU8, landmarks_xy: FloatArray,
+                  origin_xy: tuple[int, int]) -> FloatArray | None:
+    """(h, w) float32 in [0, 1] over the face box: 1 on the live face's own dark glasses,
+    softened by a pixel; None where it has none. ``dark_u8`` is :func:`dark_accessories` of
+    the box (its (0, 0) at ``origin_xy`` in the frame, ``landmarks_xy`` in frame pixels):
+    the thin dark lines in the eye band are kept, a blob (a face half in shadow) is not. The
+    swap lays the live picture back over its result by this alpha, so the glasses stay in
+    front of the swapped face as hands do."""
+    h, w = dark_u8.shape[:2]
+    xy = landmarks_xy[:468] - np.asarray(origin_xy, np.float32)
+    dark = np.asarray(dark_u8 & eye_band((h, w), xy), np.uint8)
+    wide = max(3, int(geometry.face_width_px(xy) * _RIM_MAX)) | 1
+    blobs = cv2.morphologyEx(dark, cv2.MORPH_OPEN,
+                             cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide)))
+    dark = np.asarray(dark & ~np.asarray(blobs, np.uint8), np.uint8)
+    if int(np.count_nonzero(dark)) < max(16, int(0.002 * h * w)) or not _has_bridge(dark, xy):
+        return None
+    soft = cv2.GaussianBlur(dark.astype(np.float32) / 255.0, (3, 3), 0)
+    return np.asarray(np.clip(soft * 1.5, 0.0, 1.0), np.float32)
