@@ -31,9 +31,15 @@ def test_help_does_not_import_heavy_packages() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_doctor_reports_and_exits_zero() -> None:
+def test_doctor_reports_and_says_file_only() -> None:
+    # this machine has no camera and no v4l2loopback: file only, exit status 1
     result = livecam("doctor")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("verdict: file only (no camera and no virtual camera)"), last
+    # optional parts are listed after their own heading, apart from the default path
+    head = result.stdout.index("Optional (")
+    assert result.stdout.index("TensorRT") > head > result.stdout.index("cameras")
     for topic in ("cameras", "virtual camera", "torch", "TensorRT", "onnxruntime"):
         assert topic in result.stdout
     # the backend `auto` would pick, with its reason (no GPU here: onnxruntime on the CPU)

@@ -1,6 +1,9 @@
 """``livecam doctor``: what this machine has for livecam, and what to do about what is missing.
 
-Always exits 0: missing things are reported, not errors.
+Ends with one verdict line for the default live job (camera -> virtual camera) and exits with a
+status scripts can use: 0 ready for camera -> virtual camera, 1 file only (no camera or no virtual
+camera), 2 nothing works (the face models are missing). Optional parts (GPU, neural models,
+engines, TensorRT) are listed apart and never change the status.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="check cameras, virtual cameras, GPU and engines",
                        description="Report the cameras, virtual-camera backends, GPU, CUDA, "
                        "TensorRT and onnxruntime found on this machine, each with what to do "
-                       "when it is missing. Exits 0 even when things are missing.")
+                       "when it is missing. Optional parts (GPU, neural models, TensorRT) are "
+                       "listed apart and never change the verdict. Exit status: 0 ready for "
+                       "camera -> virtual camera; 1 file only (no camera or no virtual camera); "
+                       "2 nothing works (face models missing).")
     add_config_options(p)
     p.set_defaults(func=run)
 
@@ -225,26 +231,62 @@ def check_display() -> list[Check]:
 
 
 CHECKS: tuple[Callable[[], list[Check]], ...] = (
-    check_cameras, check_virtualcam, check_gpu, check_engine, check_neural_models, check_models,
-    check_display,
+    check_cameras, check_virtualcam, check_models, check_display,
 )
+"""What the default path (classic swap, camera -> virtual camera) needs."""
+
+OPTIONAL_CHECKS: tuple[Callable[[], list[Check]], ...] = (
+    check_gpu, check_engine, check_neural_models,
+)
+"""Parts only the GPU pipeline or neural swaps need: a miss here is not a failure."""
+
+READY, FILE_ONLY, NOTHING = 0, 1, 2
+
+
+def verdict(checks: list[Check]) -> tuple[int, str]:
+    """(exit status, one line) from the default path's checks."""
+    def ok(prefix: str) -> bool:
+        found = [c for c in checks if c.topic.startswith(prefix)]
+        return bool(found) and all(c.ok is not False for c in found)
+
+    if not ok("mediapipe face models"):
+        return NOTHING, "nothing works: the face models are missing (see above)"
+    camera, virtual = ok("cameras"), ok("v4l2loopback") and ok("virtual camera backends")
+    if camera and virtual:
+        return READY, "ready for: camera -> virtual camera (and files)"
+    missing = " and ".join(n for n, have in (("no camera", camera),
+                                              ("no virtual camera", virtual)) if not have)
+    return FILE_ONLY, f"file only ({missing}): livecam run --input file:IN --output file:OUT"
+
+
+def _report(name: str, check_fn: Callable[[], list[Check]]) -> list[Check]:
+    mark = {True: "ok  ", False: "MISS", None: "info"}
+    try:
+        checks = check_fn()
+    except Exception as exc:  # doctor reports; it must not crash on a broken package
+        checks = [Check(name.removeprefix("check_"), False,
+                        f"check failed: {type(exc).__name__}: {exc}")]
+    for c in checks:
+        print(f"[{mark[c.ok]}] {c.topic}: {c.detail}")
+        if c.fix and c.ok is not True:
+            print(f"       -> {c.fix}")
+        elif c.fix and c.ok:
+            print(f"       ({c.fix})")
+    return checks
 
 
 def run(args: argparse.Namespace) -> int:
-    mark = {True: "ok  ", False: "MISS", None: "info"}
     config = config_from_args(args)
-    named: list[tuple[str, Callable[[], list[Check]]]] = [(f.__name__, f) for f in CHECKS]
-    named.append(("check_triton", partial(check_triton, config)))
-    for name, check_fn in named:
-        try:
-            checks = check_fn()
-        except Exception as exc:  # doctor reports; it must not crash on a broken package
-            checks = [Check(name.removeprefix("check_"), False,
-                            f"check failed: {type(exc).__name__}: {exc}")]
-        for c in checks:
-            print(f"[{mark[c.ok]}] {c.topic}: {c.detail}")
-            if c.fix and c.ok is not True:
-                print(f"       -> {c.fix}")
-            elif c.fix and c.ok:
-                print(f"       ({c.fix})")
-    return 0
+    print("Default path (classic swap, camera -> virtual camera):")
+    essential = [c for f in CHECKS for c in _report(f.__name__, f)]
+    print()
+    print("Optional (GPU pipeline, neural swap; a miss here is not a failure):")
+    optional: list[tuple[str, Callable[[], list[Check]]]] = [
+        (f.__name__, f) for f in OPTIONAL_CHECKS]
+    optional.append(("check_triton", partial(check_triton, config)))
+    for name, check_fn in optional:
+        _report(name, check_fn)
+    status, line = verdict(essential)
+    print()
+    print(f"verdict: {line}")
+    return status

@@ -292,7 +292,7 @@ def test_doctor_reports_each_server(deployment: StandinDeployment,
         args += ["--set", item]
     with deployment.server(), pytest.raises(SystemExit) as info:
         main(args)
-    assert info.value.code == 0
+    assert info.value.code in (0, 1)  # camera/virtual camera verdict; servers are optional
     lines = [line for line in capsys.readouterr().out.splitlines() if "triton server" in line]
     assert lines[0].startswith(f"[ok  ] triton server: {deployment.url}: inswapper_128 ready")
     assert "w600k_r50 ready" in lines[0]
