@@ -2,7 +2,7 @@
 stay in front of the swapped face (``livecam/swap/accessories.py``).
 
 Real faces from installed packages, enlarged to webcam size (260 px), with glasses or a beard
-drawn on them (``livecam.testing.hard_set``: no installed package ships such a photo). Each
+drawn on them (``tests.helpers.hard_set``: no installed package ships such a photo). Each
 swap is compared with the same swap from the same source *without* the accessory (same mesh),
 so only what the accessory changes counts. Measured before the change (the old behaviour is
 ``remove_source_accessories: false``, ``keep_live_glasses: false``): the drawn glasses darkened
@@ -22,8 +22,8 @@ from livecam.analysis.photo import analyze_photo
 from livecam.config.swap import SwapConfig
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import MeshTopology
-from livecam.testing.hard_set import draw_beard, draw_glasses, face_polygon
-from livecam.testing.swap_eval import RealFace, enlarged, source_from, swap_pair
+from tests.helpers.hard_set import draw_beard, draw_glasses, face_polygon
+from tests.helpers.swap_eval import RealFace, enlarged, source_from, swap_pair
 
 OLD = {"remove_source_accessories": False, "keep_live_glasses": False}
 
