@@ -10,6 +10,10 @@ still loading, the swap stage failed (:class:`~livecam.core.types.Unswappable` n
   ``swap.hold_frames`` frames since that swap; after that, for a face never swapped, or for a
   face whose identity is not the one it was swapped with (the user switched: a frame under the
   new identity never shows the old one, even while the new one is still loading), the cover.
+  Only a face that is seen this frame holds its swap: a face not seen (``LOST``: hidden behind
+  something, or gone) or seen without a mesh (``NO_MESH``: half hidden, cut by the edge) gets
+  the cover at once, so its old swap is never painted on what now hides it (a *ghost*: before,
+  for ``hold_frames``, 8 frames on the leak clip ``hidden``).
 - ``cover``: the cover at once.
 - ``real``: the real face (livecam's behaviour before fail-closed; an explicit choice, like
   bypass).
@@ -38,6 +42,8 @@ from livecam.analysis.keepgil import copy_into
 from livecam.core.types import Faces, ImageBGR, Unswappable, WithheldFaces
 
 UNSWAPPABLE_MODES = ("hold", "cover", "real")
+#: Reasons under which the face is not seen whole this frame: no held swap, the cover.
+NOT_SEEN = frozenset({Unswappable.LOST, Unswappable.NO_MESH})
 COVER_STYLES = ("blur", "pixelate")
 
 # The cover reaches this far beyond the face (fraction of its size): the mesh's hull stops at
@@ -163,7 +169,8 @@ class FaceCover:
             mask, (x0, y0) = region
             held = self._held.get(int(withheld.track_ids[i])) if self.mode == "hold" else None
             fresh = (held is not None and frame_index - held.frame_index <= self.hold_frames
-                     and held.identity == names[i])
+                     and held.identity == names[i]
+                     and int(withheld.reasons[i]) not in NOT_SEEN)
             self._cells_into(out_bgr, mask, x0, y0, box)
             if fresh and held is not None:
                 _paste_held(out_bgr, held, box, marks)

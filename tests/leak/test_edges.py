@@ -55,3 +55,15 @@ def test_a_face_cut_by_the_left_edge_is_covered(clips: dict[str, LeakClip],
 def test_a_face_cut_by_each_edge_is_covered(name: str, clips: dict[str, LeakClip],
                                             photo: Path) -> None:
     assert _leaks(clips[name], photo, frames=20) == []
+
+
+def test_a_face_hidden_behind_a_board_leaves_no_swap_on_it(clips: dict[str, LeakClip],
+                                                            photo: Path) -> None:
+    """While the board hides the whole face, nothing of its swap is painted on the board
+    (before: the held swap for ``swap.hold_frames``, 8 frames, on every hidden frame here)."""
+    _, truths, report = run_in_process(clips["hidden"], photo, frames=26)
+    hidden = {t for t, truth in enumerate(truths) if not len(truth.ids)}
+    assert len(hidden) >= 8
+    judged = [g for g in report.ghosts_judged if g.input_frame in hidden]
+    assert judged
+    assert [g for g in judged if g.ghost] == []

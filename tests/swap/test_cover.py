@@ -70,7 +70,7 @@ def test_hold_shows_the_last_swap_moved_with_the_face_then_the_cover(
     cover.remember(swapped, faces, frame_index=10)
     shift = np.array([24.0, 0.0], np.float32)
     moved = WithheldFaces(box + np.r_[shift, shift], (xy + shift)[None].astype(np.float32),
-                          np.array([3], np.int64), np.array([Unswappable.LOST], np.uint8))
+                          np.array([3], np.int64), np.array([Unswappable.TURNED], np.uint8))
     held = cover.cover(image, moved, frame_index=13)
     inner = held[y1 + 10:y2 - 10, x1 + 24 + 10:x2 + 24 - 10].reshape(-1, 3).mean(axis=0)
     assert np.abs(inner - (0, 200, 0)).max() < 20  # the held swap, moved
@@ -84,6 +84,12 @@ def test_hold_shows_the_last_swap_moved_with_the_face_then_the_cover(
     never = cover.cover(image, other, frame_index=11)  # another track: nothing to hold
     assert np.abs(never[y1 + 10:y2 - 10, x1 + 34:x2 + 14].reshape(-1, 3).mean(axis=0)
                   - (0, 200, 0)).max() > 60
+    for unseen in (Unswappable.LOST, Unswappable.NO_MESH):  # hidden: never its old swap
+        gone = WithheldFaces(moved.boxes_xyxy, moved.landmarks_xy, moved.track_ids,
+                             np.array([unseen], np.uint8))
+        shown = cover.cover(image, gone, frame_index=13)
+        assert np.abs(shown[y1 + 10:y2 - 10, x1 + 34:x2 + 14].reshape(-1, 3).mean(axis=0)
+                      - (0, 200, 0)).max() > 60, unseen
 
 
 def test_hold_stands_in_only_for_the_identity_it_was_swapped_with(
