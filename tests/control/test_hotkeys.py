@@ -49,7 +49,9 @@ def test_typing_elsewhere_changes_nothing_and_ctrl_alt_bindings_switch(tmp_path:
     # ... and no global hotkey fired: with single-key defaults, "ok bob" toggled bypass twice
     # (the driver's sentinel press, Ctrl+Alt+3, selected carol afterwards)
     assert report["after_typing"] == {"changes": 0, "active": "carol", "bypass": False}
-    assert report["warnings"] == []
+    # no warning about the hotkeys; an overload warning only says the loaded host dropped
+    # frames (CI saw one at 57 %), which this test does not judge
+    assert [w for w in report["warnings"] if not w.startswith("pipeline overloaded")] == []
     got = [(r["key"], r["active"], r["bypass"]) for r in report["results"]]
     a, b, c = "alice", "bob", "carol"
     assert got == [("2", b, False), ("n", c, False), ("n", a, False), ("p", c, False),

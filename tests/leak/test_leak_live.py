@@ -50,8 +50,10 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # search finds it (under about 25 % in view), a face hidden behind a board 4/76 and a few ghost
 # frames while the board covers part of it, two faces crossing 9/258. Issue 39 items 6-7 stay
 # open until these pass; strict=False because a loaded host changes which frames are dropped.
+# With the default settings (the edge search off) a face entering (`enter`, `leave_reenter`)
+# also shows partly before it is found.
 KNOWN_LEAKS = {"slide_top", "slide_bottom", "slide_left", "slide_right", "hidden", "crossing",
-               "half_hidden"}
+               "half_hidden", "enter", "leave_reenter"}
 
 
 @pytest.mark.parametrize("name", [
