@@ -132,23 +132,36 @@ def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray,
     return out
 
 
-def _below_nose(shape_hw: tuple[int, int], xy: FloatArray) -> MaskU8:
-    """(h, w) uint8 255 below a line just under the nose (follows head roll), else 0."""
+def _head_axes(xy: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, float] | None:
+    """(brows' midpoint, unit vector brow → chin, unit vector across the face, brow-to-chin
+    length px) of mesh landmarks ``xy``: the head's own axes, so masks follow its roll. None
+    for a degenerate mesh."""
     brow, chin = (xy[105] + xy[334]) / 2, xy[152]
     down = chin - brow
     height = float(np.linalg.norm(down))
-    mask = np.zeros(shape_hw, np.uint8)
     if height < 1e-3:
-        return mask
-    down /= height
-    across = np.array([down[1], -down[0]], np.float32)
-    top = xy[2] - down * height * 0.04
-    far = float(max(shape_hw)) * 2
-    quad = np.array([top - across * far, top + across * far,
-                     top + across * far + down * far, top - across * far + down * far],
-                    np.float32)
+        return None
+    down = down / height
+    return brow, down, np.array([down[1], -down[0]], np.float32), height
+
+
+def _fill_quad(mask: MaskU8, quad: FloatArray) -> MaskU8:
     cv2.fillConvexPoly(mask, np.round(quad * 16).astype(np.int32), (255,), cv2.LINE_8, 4)
     return mask
+
+
+def _below_nose(shape_hw: tuple[int, int], xy: FloatArray) -> MaskU8:
+    """(h, w) uint8 255 below a line just under the nose (follows head roll), else 0."""
+    mask = np.zeros(shape_hw, np.uint8)
+    axes = _head_axes(xy)
+    if axes is None:
+        return mask
+    _, down, across, height = axes
+    top = xy[2] - down * height * 0.04
+    far = float(max(shape_hw)) * 2
+    return _fill_quad(mask, np.array([top - across * far, top + across * far,
+                                      top + across * far + down * far,
+                                      top - across * far + down * far], np.float32))
 
 
 def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
@@ -187,21 +200,17 @@ def eye_band(shape_hw: tuple[int, int], landmarks_xy: FloatArray,
     """(h, w) uint8 255 on the band across the eyes where glasses sit (follows head roll);
     ``landmarks_xy`` in frame pixels, the mask's (0, 0) at ``origin_xy``."""
     xy = landmarks_xy[:468] - np.asarray(origin_xy, np.float32)
-    brow, chin = (xy[105] + xy[334]) / 2, xy[152]
-    down = chin - brow
-    height = float(np.linalg.norm(down))
     mask = np.zeros(shape_hw, np.uint8)
-    if height < 1e-3:
+    axes = _head_axes(xy)
+    if axes is None:
         return mask
-    down /= height
-    across = np.array([down[1], -down[0]], np.float32)
+    brow, down, across, height = axes
     half = float(geometry.face_width_px(xy)) * 0.75
     top = brow - down * height * _BAND_ABOVE
     bottom = brow + down * height * _BAND_BELOW
-    quad = np.array([top - across * half, top + across * half,
-                     bottom + across * half, bottom - across * half], np.float32)
-    cv2.fillConvexPoly(mask, np.round(quad * 16).astype(np.int32), (255,), cv2.LINE_8, 4)
-    return mask
+    return _fill_quad(mask, np.array([top - across * half, top + across * half,
+                                      bottom + across * half, bottom - across * half],
+                                     np.float32))
 
 
 def _has_bridge(dark_u8: MaskU8, xy: FloatArray) -> bool:
