@@ -13,7 +13,8 @@
 #     gpu                 the GPU tests (pytest -m gpu), at most GT seconds (default 150)
 #     bench_streams       scripts/bench_streams.py: `livecam engines build`, then `livecam run`
 #                         with N pairs and `livecam daemon` with streams: for N in $STREAMS
-#                         (default 1,4,8,16,32), the tree as it is
+#                         (default 1,4,8,16,32), the tree as it is; BUILD=1 runs
+#                         `engines build` first, BENCH_ARGS adds options (`--set K=V`, ...)
 # A variant is `cur` (the tree as it is) or a folder DIR/var_<variant>/ whose files are laid
 # over a copy of the tree (the old version of the files an A/B compares). <n> only tells the
 # runs apart. The first step on a fresh machine compiles (about 220-250 s); later steps of the
@@ -91,7 +92,8 @@ run() {
         fi
         if [[ $step == bench_streams ]]; then
             (timeout "$left" "$PYTHON" scripts/bench_streams.py --photos "$assets/photos" \
-                --models-dir "$assets/mediapipe_modules" --work-dir /tmp/lcw --engines-build \
+                --models-dir "$assets/mediapipe_modules" --work-dir /tmp/lcw \
+                ${BUILD:+--engines-build} ${BENCH_ARGS:-} \
                 --streams "${STREAMS:-1,4,8,16,32}" --budget-s "$((left - 60))" \
                 --log-level INFO --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
