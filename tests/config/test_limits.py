@@ -75,8 +75,8 @@ def test_small_anchors_still_work(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", [".nan", ".NaN", ".inf", "-.inf", "1.0e+999"])
-@pytest.mark.parametrize("key", ["capture.fps", "output.fps", "identity.warn_turn_deg",
-                                 "capture.reconnect_max_s"])
+@pytest.mark.parametrize("key", ["capture.fps", "output.fps", "advanced.identity.warn_turn_deg",
+                                 "advanced.capture.reconnect_max_s"])
 def test_nan_and_inf_are_refused(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=rf"^{key}: .* is not a finite number$"):
         load_config(None, [f"{key}={value}"])

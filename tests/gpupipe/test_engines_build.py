@@ -89,7 +89,8 @@ def test_without_the_gpu_pipeline_cuda_graphs_mode_has_nothing_to_build(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sets = [s for s in _sets(tmp_path) if not s.startswith("gpu.pipeline")]
     assert _build([*sets, "gpu.pipeline=never", "engine.backend=torch"]) == 2
-    assert "nothing to compile (use --set engine.torch_mode=compiled)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "nothing to compile (use --set advanced.engine.torch_mode=compiled)" in err
 
 
 @pytest.mark.slow
