@@ -178,9 +178,8 @@ class FileSource(_SourceBase):
     def _too_large(self, width: int, height: int) -> InputError:
         return InputError(f"input file {self._path} has {width}x{height} frames "
                           f"({width * height / 1e6:.0f} megapixels), above "
-                          "advanced.capture.max_image_megapixels="
-                          f"{self._max_pixels / 1e6:g}: scale it down, or raise "
-                          "advanced.capture.max_image_megapixels")
+                          f"capture.max_image_megapixels={self._max_pixels / 1e6:g}: scale it "
+                          "down, or raise capture.max_image_megapixels")
 
     def _decode_next(self) -> ImageBGR | None:
         import av

@@ -100,9 +100,9 @@ def test_huge_float_int_is_refused_not_overflowed() -> None:
         (["--set", "capture.fps=.nan"], "not a finite number"),
         (["--set", "output.fps=.nan"], "not a finite number"),
         (["--set", "capture.width=" + "9" * 5001], "cannot be read"),
-        (["--set", "capture.fourcc=" + "[" * 20000 + "]" * 20000], "deeper than"),
+        (["--set", "advanced.capture.fourcc=" + "[" * 20000 + "]" * 20000], "deeper than"),
         (["--set", "analysis.reference_photos=" + "[" * 20000 + "]" * 20000], "deeper than"),
-        (["--set", "capture.fourcc=" + "{a: " * 3000 + "}" * 3000], "deeper than"),
+        (["--set", "advanced.capture.fourcc=" + "{a: " * 3000 + "}" * 3000], "deeper than"),
         (["--set", "x" * 50_000 + "=1"], "unknown key"),
     ],
 )
