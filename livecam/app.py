@@ -18,20 +18,38 @@ from typing import TYPE_CHECKING, Any
 from livecam.capture import make_source, parse_input
 from livecam.capture.base import FrameSource
 from livecam.config import Config
+from livecam.control.live import LiveView
 from livecam.core.commands import Command, CommandFanOut, CommandQueue, Commands, Ticket
 from livecam.core.stage import AnyStage
 from livecam.core.types import RuntimeState
 from livecam.output import FrameSink, make_sink, parse_output
+from livecam.pipeline import runtime
 from livecam.pipeline.passthrough import PassThrough
 from livecam.pipeline.reload import StageFactory
 from livecam.pipeline.running import ControlSource
-from livecam.pipeline.runtime import App
 from livecam.pipeline.streams import Endpoints, StreamLimitError, StreamSet
 
 if TYPE_CHECKING:
     from livecam.identity import IdentitySource
 
 __all__ = ["App", "StreamSet", "build_app", "build_stages", "build_streams"]
+
+
+class App(runtime.App):
+    """The runtime (:class:`livecam.pipeline.runtime.App`) handed what it must not pick
+    itself: the fail-closed cover of ``config.swap`` (:class:`~livecam.swap.cover.FaceCover`)
+    and the :class:`~livecam.control.live.LiveView` that the control API reads. ``parts``
+    are the runtime's keyword arguments; ``error_cover`` and ``live`` may be given to replace
+    these two."""
+
+    live: LiveView
+
+    def __init__(self, config: Config, **parts: Any) -> None:
+        from livecam.swap.cover import FaceCover
+
+        parts.setdefault("error_cover", FaceCover.from_config(config.swap))
+        parts.setdefault("live", LiveView())
+        super().__init__(config, **parts)
 
 
 def build_stages(config: Config, state: RuntimeState,
@@ -104,7 +122,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
                   api_required: bool = False, wait_for_source: bool = False,
                   config_loader: Callable[[], Config] | None = None,
                   identities: IdentitySource | None = None, hold_open: bool = False,
-                  gpu_streams: int | None = None) -> StreamSet:
+                  gpu_streams: int | None = None) -> StreamSet[App]:
     """One :class:`App` per ``(input_spec, output_spec)`` pair, with the controls of the set
     (nothing is opened yet). Every spec is parsed before anything is built. With
     ``hold_open`` (``livecam serve``) ``pairs`` may be empty and the set runs until stopped;

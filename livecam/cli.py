@@ -18,7 +18,7 @@ from livecam.core.errors import ConfigError, LivecamError, UsageError
 
 # Order is the order shown by --help.
 SUBCOMMANDS = ("run", "demo", "identity", "daemon", "serve", "ctl", "analyze", "models",
-               "engines", "doctor")
+               "engines", "doctor", "config")
 
 log = logging.getLogger("livecam")
 

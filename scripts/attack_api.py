@@ -88,8 +88,8 @@ class Livecam:
         args = [sys.executable, "-m", "livecam.cli", "daemon" if daemon else "run",
                 "--input", "synthetic:640x360", "--output", "null",
                 "--set", f"control.api_address=127.0.0.1:{self.port}",
-                "--set", f"control.token_file={self.token_file}",
-                "--set", "pipeline.status_interval_s=0", "--set", f"capture.fps={FPS:g}"]
+                "--set", f"advanced.control.token_file={self.token_file}",
+                "--set", "advanced.pipeline.status_interval_s=0", "--set", f"capture.fps={FPS:g}"]
         if not daemon:
             args += ["--set", "control.hotkeys=false"]
         self.log = open(home / "livecam.log", "w")  # noqa: SIM115 (closed in stop)

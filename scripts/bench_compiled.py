@@ -64,11 +64,12 @@ def install(work: Path, size: str) -> tuple[Path, Path]:
 
 def settings(args: argparse.Namespace, models: Path, manifests: Path) -> list[str]:
     batches = ",".join(str(b) for b in args.batch_list)
-    return [f"models.dir={models}", f"models.manifests_dir={manifests}",
-            f"engine.cache_dir={args.work_dir / 'cache'}", "engine.backend=torch",
-            f"engine.device={args.device}", f"engine.compiled_batch_sizes=[{batches}]",
-            f"engine.compile_max_autotune={'false' if args.no_autotune else 'true'}",
-            "swap.mode=neural", "gpu.pipeline=always"]
+    return [f"advanced.models.dir={models}", f"advanced.models.manifests_dir={manifests}",
+            f"advanced.engine.cache_dir={args.work_dir / 'cache'}", "engine.backend=torch",
+            f"advanced.engine.device={args.device}",
+            f"advanced.engine.compiled_batch_sizes=[{batches}]",
+            f"advanced.engine.compile_max_autotune={'false' if args.no_autotune else 'true'}",
+            "swap.mode=neural", "advanced.gpu.pipeline=always"]
 
 
 def child_env() -> dict[str, str]:
@@ -81,7 +82,8 @@ def models_for(sets: list[str], torch_mode: str) -> Any:
     from livecam.config import load_config
     from livecam.swap.neural_models import NeuralModels
 
-    return NeuralModels.from_config(load_config(None, [*sets, f"engine.torch_mode={torch_mode}"]))
+    mode = f"advanced.engine.torch_mode={torch_mode}"
+    return NeuralModels.from_config(load_config(None, [*sets, mode]))
 
 
 def open_only(sets: list[str]) -> int:

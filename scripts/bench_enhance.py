@@ -268,8 +268,8 @@ SETTINGS = {
     "classic + hands": ["swap.mode=classic", "swap.hands_in_front=true"],
     "neural": ["swap.mode=neural"],
     "neural + hands": ["swap.mode=neural", "swap.hands_in_front=true"],
-    "neural, pixel boost 256": ["swap.mode=neural", "swap.pixel_boost=256"],
-    "neural, pixel boost 512": ["swap.mode=neural", "swap.pixel_boost=512"],
+    "neural, pixel boost 256": ["swap.mode=neural", "advanced.swap.pixel_boost=256"],
+    "neural, pixel boost 512": ["swap.mode=neural", "advanced.swap.pixel_boost=512"],
     "neural + gpen_bfr_256": ["swap.mode=neural", "swap.enhancer=gpen_bfr_256"],
     "neural + gfpgan_1.4": ["swap.mode=neural", "swap.enhancer=gfpgan_1.4"],
     "neural + codeformer": ["swap.mode=neural", "swap.enhancer=codeformer"],
@@ -294,9 +294,10 @@ def run_section(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             cmd = [sys.executable, "-c", "import sys; from livecam.cli import main; "
                    "sys.exit(main())", "run", "--input", f"image:{scene_path}",
                    "--output", "null", "--source", str(source_path), "--frames",
-                   str(args.frames), "--set", "pipeline.realtime=false",
-                   "--set", "gpu.pipeline=never", "--set", f"models.dir={models}",
-                   "--set", f"models.manifests_dir={manifests}", "--set", "control.api=false",
+                   str(args.frames), "--set", "advanced.pipeline.realtime=false",
+                   "--set", "advanced.gpu.pipeline=never", "--set", f"advanced.models.dir={models}",
+                   "--set", f"advanced.models.manifests_dir={manifests}",
+                   "--set", "control.api=false",
                    "--set", "control.hotkeys=false", "--log-level", "INFO"]
             for s in sets:
                 cmd += ["--set", s]

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        f"{width}x{height}"))
     if args.compile != "none" and args.compile_first:
         section("compile", lambda: build_compiled(setup, args.compile, args.compile_batches))
-    section("1 face offline", lambda: run(one, "pipeline.realtime=false"))
+    section("1 face offline", lambda: run(one, "advanced.pipeline.realtime=false"))
     section("1 face live 30 fps", lambda: run(one))
     section("naive baseline", lambda: naive_baseline(
         args.models_dir, setup["onnx"], setup["frames"][1], 10 if args.small else 40))
@@ -151,13 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         got = report["sections"].get(name)
         if got is None or (not _held(got) and not args.keep_going):
             break
-    section("4 faces offline", lambda: run(four, "pipeline.realtime=false"))
+    section("4 faces offline", lambda: run(four, "advanced.pipeline.realtime=false"))
     if args.compile != "none" and not args.compile_first:
         section("compile", lambda: build_compiled(setup, args.compile, args.compile_batches))
         if "compile" in report["sections"]:
-            compiled = ("engine.torch_mode=compiled",)
+            compiled = ("advanced.engine.torch_mode=compiled",)
             section("1 face offline, compiled",
-                    lambda: run(one, "pipeline.realtime=false", *compiled))
+                    lambda: run(one, "advanced.pipeline.realtime=false", *compiled))
             section("1 face live 30 fps, compiled", lambda: run(one, *compiled))
     report["wall_s"] = time.perf_counter() - t_start
     report["goals"] = goals(report)
@@ -215,14 +215,14 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
     onnx = work / f"models_{size}" / "build" / "inswapper_128.onnx"
     astronaut = next((p for p in photos if p.shape[:2] == (512, 512)), photos[0])
     identities = IdentityCollection({"astro": make_identity(astronaut, args.models_dir)})
-    base = ["swap.mode=neural", "gpu.pipeline=always", f"models.dir={models_dir}",
-            f"models.manifests_dir={manifests_dir}",
-            f"engine.cache_dir={work / 'cache' / 'engines'}", "control.api=false",
-            "control.hotkeys=false", "pipeline.status_interval_s=0",
+    base = ["swap.mode=neural", "advanced.gpu.pipeline=always", f"advanced.models.dir={models_dir}",
+            f"advanced.models.manifests_dir={manifests_dir}",
+            f"advanced.engine.cache_dir={work / 'cache' / 'engines'}", "control.api=false",
+            "control.hotkeys=false", "advanced.pipeline.status_interval_s=0",
             f"identity.library_dir={work / 'lib'}", "capture.fps=30",
             *getattr(args, "sets", [])]
     if not torch.cuda.is_available():
-        base.append("engine.device=cpu")
+        base.append("advanced.engine.device=cpu")
 
     def config(*overrides: str) -> Any:
         return load_config(None, [*base, *overrides])
@@ -240,9 +240,10 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
 def build_compiled(setup: dict[str, Any], mode: str, batches: str = "1") -> dict[str, Any]:
     """``livecam engines build inswapper_128`` for the comma-separated ``batches`` as a
     subprocess, as a user runs it."""
-    autotune = f"engine.compile_max_autotune={'true' if mode == 'autotune' else 'false'}"
-    sizes = f"engine.compiled_batch_sizes=[{','.join(b.strip() for b in batches.split(','))}]"
-    built = engines_build([*setup["base"], "engine.torch_mode=compiled", sizes, autotune])
+    autotune = f"advanced.engine.compile_max_autotune={'true' if mode == 'autotune' else 'false'}"
+    sizes = ("advanced.engine.compiled_batch_sizes="
+             f"[{','.join(b.strip() for b in batches.split(','))}]")
+    built = engines_build([*setup["base"], "advanced.engine.torch_mode=compiled", sizes, autotune])
     setup["base"].extend([sizes, autotune])
     return {**built, "mode": mode, "batches": sizes}
 

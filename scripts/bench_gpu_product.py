@@ -317,12 +317,12 @@ QUALITY_ENHANCERS = ("gpen_bfr_256", "gfpgan_1.4", "gpen_bfr_512", "codeformer")
 QUALITY_SETTINGS: dict[str, tuple[str, ...]] = {
     "nothing": (),
     **{f"enhancer {name} (stand-in)": (f"swap.enhancer={name}",) for name in QUALITY_ENHANCERS},
-    "pixel boost 256": ("swap.pixel_boost=256",),
-    "pixel boost 512": ("swap.pixel_boost=512",),
+    "pixel boost 256": ("advanced.swap.pixel_boost=256",),
+    "pixel boost 512": ("advanced.swap.pixel_boost=512",),
     "hands in front, no hand in view": ("swap.hands_in_front=true",),
     "hands in front, a hand over the chin": ("swap.hands_in_front=true",),
 }
-QUALITY_MODES = {"offline": ("pipeline.realtime=false",), "live 30 fps": ()}
+QUALITY_MODES = {"offline": ("advanced.pipeline.realtime=false",), "live 30 fps": ()}
 
 
 def why_no_hands() -> str:

@@ -90,8 +90,8 @@ def main() -> int:
             [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic:640x360",
              "--output", "null", "--set", f"identity.library_dir={root / 'lib'}",
              "--set", f"control.api_address=127.0.0.1:{port}",
-             "--set", f"control.token_file={token_file}",
-             "--set", "pipeline.status_interval_s=0"],
+             "--set", f"advanced.control.token_file={token_file}",
+             "--set", "advanced.pipeline.status_interval_s=0"],
             env=env, stderr=subprocess.PIPE, text=True)
         hotkeys_on, api_on = threading.Event(), threading.Event()
 

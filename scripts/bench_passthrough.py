@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("out/bench_passthrough.json"))
     args = parser.parse_args()
 
-    config = load_config(None, ["pipeline.status_interval_s=0", f"capture.fps={args.fps}"])
+    config = load_config(None, ["advanced.pipeline.status_interval_s=0", f"capture.fps={args.fps}"])
     source = SyntheticSource(width=args.width, height=args.height, fps=args.fps)
     for _ in range(30):  # pre-render the pattern so the run measures only the framework
         source.read()

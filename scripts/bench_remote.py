@@ -63,10 +63,10 @@ def _start_server(work: Path, *, swap: bool, max_sessions: int) -> tuple[subproc
     with open(log, "w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "livecam.cli", "serve", *extra,
-             "--set", f"serve.address=127.0.0.1:{port}",
+             "--set", f"advanced.serve.address=127.0.0.1:{port}",
              "--set", f"control.api_address=127.0.0.1:{_free_port()}",
-             "--set", f"serve.max_sessions={max_sessions}",
-             "--set", "pipeline.status_interval_s=5"],
+             "--set", f"advanced.serve.max_sessions={max_sessions}",
+             "--set", "advanced.pipeline.status_interval_s=5"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
     deadline = time.monotonic() + 180
     while "WHIP endpoint on" not in log.read_text():

@@ -73,7 +73,7 @@ def one_try(env: DaemonEnv, k: int, args: argparse.Namespace) -> dict[str, Any]:
     out = env.root / f"sigterm-{k}.mp4"
     out.unlink(missing_ok=True)
     output = ["--output", f"file:{out}"] if args.output == "file" else ["--output", "null"]
-    d = env.start([*output, "--set", "pipeline.status_interval_s=0"], port=free_port(),
+    d = env.start([*output, "--set", "advanced.pipeline.status_interval_s=0"], port=free_port(),
                   stderr_path=env.root / f"sigterm-{k}.log")
     status = d.wait_ready(min_frames=30)
     idle = open_idle(d.port, args.idle)

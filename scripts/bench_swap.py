@@ -161,8 +161,8 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
     clip = workdir / f"{name.replace(' ', '_')}.mp4"
     encode_ms, decode_ms = codec_times(frames, clip)
     state = RuntimeState(active_identity="src", identities=("src",))
-    offline = load_config(None, ["pipeline.realtime=false", "capture.loop=false",
-                                 "pipeline.status_interval_s=0", *overrides])
+    offline = load_config(None, ["advanced.pipeline.realtime=false", "advanced.capture.loop=false",
+                                 "advanced.pipeline.status_interval_s=0", *overrides])
     offline = replace(offline, analysis=replace(offline.analysis, max_faces=max(
         n_faces, offline.analysis.max_faces)))
     # the swap alone, on frames the real analysis stages have analysed
@@ -191,8 +191,9 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
             # the stages `livecam run` builds for this config (live: detection on a worker)
             e2e = run_app(e2e_cfg, clip, workdir / "out_offline.mp4",
                           run_stages(e2e_cfg, state, identities), state, sink_kind=sink_kind)
-            live_cfg = load_config(None, ["pipeline.realtime=true", "capture.loop=false",
-                                          "pipeline.status_interval_s=0", "capture.fps=30",
+            live_cfg = load_config(None, ["advanced.pipeline.realtime=true",
+                                          "advanced.capture.loop=false",
+                                          "advanced.pipeline.status_interval_s=0", "capture.fps=30",
                                           *overrides])
             live_cfg = replace(live_cfg, analysis=offline.analysis, pipeline=replace(
                 live_cfg.pipeline, threads=e2e_cfg.pipeline.threads))

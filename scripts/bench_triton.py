@@ -12,7 +12,7 @@ What it runs (the products, not a reimplementation):
 5. For each in-flight depth F in ``--in-flight`` and each N in ``--streams``: N processes of
    ``scripts/bench_triton_stream.py``, each a ``livecam run --input image:scene --output
    null`` at ``--fps`` in live mode with ``engine.backend=triton`` and
-   ``engine.triton_in_flight=F``; once all N run, they warm up and measure over the same
+   ``advanced.engine.triton_in_flight=F``; once all N run, they warm up and measure over the same
    ``--seconds``. Meanwhile CPU and GPU utilisation are sampled and Triton's /metrics read
    before and after.
 6. Unless ``--skip-inprocess`` (first, so it is there even when the budget runs out): one
@@ -283,9 +283,9 @@ def main() -> None:
     width, height = (int(v) for v in args.size.split("x"))
     scene, photo = build_scene(work, args.faces, (width, height))
     print(f"models and scene ready in {time.perf_counter() - t0:.0f} s", flush=True)
-    sets = [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-            "control.api=false", "control.hotkeys=false", "pipeline.status_interval_s=0",
-            "pipeline.realtime=true", f"capture.fps={args.fps}", f"output.fps={args.fps}",
+    sets = [f"advanced.models.dir={models_dir}", f"advanced.models.manifests_dir={manifests_dir}",
+            "control.api=false", "control.hotkeys=false", "advanced.pipeline.status_interval_s=0",
+            "advanced.pipeline.realtime=true", f"capture.fps={args.fps}", f"output.fps={args.fps}",
             "swap.mode=neural"]
     base = ["--input", f"image:{scene}", "--output", "null", "--source", str(photo)]
     results: dict[str, Any] = {"args": vars(args), "runs": [], "skipped": []}
@@ -331,9 +331,9 @@ def main() -> None:
             raise SystemExit(f"the served model does not answer: {results['probe']['error']}")
         for depth in (int(v) for v in args.in_flight.split(",")):
             remote_sets = [*sets, "engine.backend=triton",
-                           f"engine.triton_urls=[127.0.0.1:{grpc}]",
-                           f"engine.triton_timeout_ms={args.timeout_ms}",
-                           f"engine.triton_in_flight={depth}"]
+                           f"advanced.engine.triton_urls=[127.0.0.1:{grpc}]",
+                           f"advanced.engine.triton_timeout_ms={args.timeout_ms}",
+                           f"advanced.engine.triton_in_flight={depth}"]
             run_args = [*base, *[x for s in remote_sets for x in ("--set", s)]]
             args.in_flight_now = depth
             for n in (int(v) for v in args.streams.split(",")):

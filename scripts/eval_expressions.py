@@ -8,7 +8,7 @@ table, writes JSON.
 
     python scripts/eval_expressions.py --frames 90 --json expressions.json
 
-Modes: ``classic`` (the defaults), ``classic, source eyes`` (``swap.keep_eyes=auto``: the
+Modes: ``classic`` (the defaults), ``classic, source eyes`` (``advanced.swap.keep_eyes=auto``: the
 behaviour before the streamer's eyes were kept), ``neural`` (the neural stage as
 ``build_neural_stage`` configures it, on a stand-in generator that blurs the target crop, so
 it keeps the pose but loses the eyes' and mouth's detail, as a 128 px generator does on a
@@ -74,7 +74,7 @@ def main() -> int:
         modes = {
             "classic": lambda: build_swap_stages(load_config(None), identities),
             "classic, source eyes": lambda: build_swap_stages(
-                load_config(None, ["swap.keep_eyes=auto"]), identities),
+                load_config(None, ["advanced.swap.keep_eyes=auto"]), identities),
             "neural": lambda: [_neural_stage(model_path, True)],
             "neural, nothing kept": lambda: [_neural_stage(model_path, False)],
         }

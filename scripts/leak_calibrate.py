@@ -2,7 +2,7 @@
 lightly blurred, covered and swapped; print a table and write JSON.
 
     python scripts/leak_calibrate.py [--json leak_calibrate.json] [--samples 4]
-        [--set swap.keep_eyes=never ...] [--conditions real,swapped]
+        [--set advanced.swap.keep_eyes=never ...] [--conditions real,swapped]
 
 Faces: every face of the ``still_2``, ``still_6`` and ``turn`` leak clips (tests.helpers.
 leak_clips) on a few frames each. Each is altered as named, H.264-encoded at the leak
@@ -89,7 +89,7 @@ def main() -> None:
     from tests.helpers.leak_clips import leak_clips
     from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 
-    config = load_config(None, ["pipeline.realtime=false", *args.set])
+    config = load_config(None, ["advanced.pipeline.realtime=false", *args.set])
     photo = Path(tempfile.mkdtemp()) / "astronaut.png"
     cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
     identity = identity_from_photo(photo, config.identity, name="astro")

@@ -10,12 +10,12 @@ known, frame index drawn in a corner) is written as H.264 and run through ``live
 once per setting:
 
 - ``default``: the shipped config (``swap.unswappable: hold``);
-- ``real``: ``--set swap.unswappable=real`` (livecam's behaviour before fail-closed);
-- ``cover``: ``--set swap.unswappable=cover``;
+- ``real``: ``--set advanced.swap.unswappable=real`` (livecam's behaviour before fail-closed);
+- ``cover``: ``--set advanced.swap.unswappable=cover``;
 - ``before``: the shipped config of the checkout given with ``--before DIR`` (e.g. the main
   branch before fail-closed: ``git worktree add /tmp/before <commit>``).
 
-``--gpu``: the GPU path (``swap.mode=neural``, ``gpu.pipeline=always``) with stand-in
+``--gpu``: the GPU path (``swap.mode=neural``, ``advanced.gpu.pipeline=always``) with stand-in
 inswapper_128 and w600k_r50 models (``tests.helpers.standins``, installed into the run's
 scratch home as ``livecam models import`` would): on a CUDA machine the GPU pipeline, here the
 same program on the CPU (slow).
@@ -37,8 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SETTINGS = {"default": (), "real": ("swap.unswappable=real",),
-            "cover": ("swap.unswappable=cover",), "before": ()}
+SETTINGS = {"default": (), "real": ("advanced.swap.unswappable=real",),
+            "cover": ("advanced.swap.unswappable=cover",), "before": ()}
 
 
 def main() -> None:
@@ -66,8 +66,9 @@ def main() -> None:
         from tests.helpers.standins import install_standin_models
 
         models_dir, manifests_dir = install_standin_models(root / "standins")
-        args.extra = [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-                      "swap.mode=neural", "gpu.pipeline=always", *args.extra]
+        args.extra = [f"advanced.models.dir={models_dir}",
+                      f"advanced.models.manifests_dir={manifests_dir}",
+                      "swap.mode=neural", "advanced.gpu.pipeline=always", *args.extra]
     bench = LeakBench(root)
     bench.add_identity()
     benches = {s: bench for s in args.settings}

@@ -37,9 +37,9 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         token_file = Path(tmp) / "api-token"
-        config = load_config(None, ["pipeline.status_interval_s=0", f"capture.fps={FPS:g}",
+        config = load_config(None, ["advanced.pipeline.status_interval_s=0", f"capture.fps={FPS:g}",
                                     "control.hotkeys=false", "control.api_address=127.0.0.1:0",
-                                    f"control.token_file={token_file}",
+                                    f"advanced.control.token_file={token_file}",
                                     f"identity.library_dir={Path(tmp) / 'library'}"])
         app = build_app(config, input_spec="synthetic:640x360", output_spec="null",
                         controls=True, hotkeys=False, api_required=True,

@@ -189,7 +189,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="livecam-soak-") as tmp:
         env = DaemonEnv.create(Path(args.root) if args.root else Path(tmp))
         output = f"file:{env.root / 'soak.mp4'}" if args.output == "file" else "null"
-        d = env.start(["--output", output, "--set", "pipeline.status_interval_s=60"],
+        d = env.start(["--output", output, "--set", "advanced.pipeline.status_interval_s=60"],
                       port=free_port(), stderr_path=env.root / "soak-daemon.log")
         try:
             status = d.wait_ready(min_frames=30)

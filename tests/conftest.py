@@ -47,7 +47,7 @@ def restore_root_logging() -> Iterator[None]:
 @pytest.fixture
 def fast_config() -> Config:
     """Defaults with status lines off (tests read metrics directly)."""
-    return load_config(None, ["pipeline.status_interval_s=0"])
+    return load_config(None, ["advanced.pipeline.status_interval_s=0"])
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from tests.helpers.virtualcam import register_recording_backend
 
 
 def live_config(*overrides: str) -> Config:
-    return load_config(None, ["pipeline.status_interval_s=0", *overrides])
+    return load_config(None, ["advanced.pipeline.status_interval_s=0", *overrides])
 
 
 class SentLog:
@@ -55,7 +55,7 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0
 
 def test_virtualcam_path_frames_in_order_and_unchanged() -> None:
     recording = register_recording_backend("recording-order")
-    cfg = live_config("output.backend=recording-order", "capture.fps=60")
+    cfg = live_config("advanced.output.backend=recording-order", "capture.fps=60")
     log = SentLog()
     app = App(cfg, source=SyntheticSource(width=160, height=120, fps=60.0),
               sink=VirtualCamSink(backend="recording-order"), stages=[PassThrough()],
@@ -230,7 +230,7 @@ class Exploding(StageBase):
 
 def test_failing_stage_sends_the_frame_unswapped() -> None:
     log = SentLog()
-    app = App(live_config("pipeline.realtime=false"), source=SyntheticSource(
+    app = App(live_config("advanced.pipeline.realtime=false"), source=SyntheticSource(
         width=64, height=48, fps=30.0), sink=NullSink(), stages=[Exploding()], max_frames=10,
         on_sent=log)
     app.start()
@@ -243,7 +243,7 @@ def test_failing_stage_sends_the_frame_unswapped() -> None:
 @pytest.mark.parametrize("realtime", ["true", "false"])
 def test_file_output_decodes_to_the_right_frames(tmp_path: Path, realtime: str) -> None:
     out = tmp_path / "out.mp4"
-    cfg = live_config(f"pipeline.realtime={realtime}", "capture.fps=60")
+    cfg = live_config(f"advanced.pipeline.realtime={realtime}", "capture.fps=60")
     app = build_app(cfg, input_spec="synthetic:320x240", output_spec=f"file:{out}",
                     max_frames=40)
     app.start()

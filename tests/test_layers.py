@@ -113,6 +113,18 @@ def test_imports_only_point_down() -> None:
     assert not upward, "imports that point up or sideways:\n" + "\n".join(upward)
 
 
+#: What the runtime (``pipeline``) may import: it runs what the composition root (``app``)
+#: hands it, the fail-closed cover and the preview sink included, and picks nothing itself.
+RUNTIME_IMPORTS = {"core", "config", "capture", "output"}
+
+
+def test_the_runtime_imports_only_what_it_runs() -> None:
+    picked = [f"pipeline -> {dst} ({', '.join(sorted(set(where)))})"
+              for (src, dst), where in sorted(_edges().items())
+              if src == "pipeline" and dst not in RUNTIME_IMPORTS]
+    assert not picked, "the runtime picks what app.py should hand it:\n" + "\n".join(picked)
+
+
 def test_no_import_cycles_between_packages() -> None:
     graph: dict[str, set[str]] = {}
     for src, dst in _edges():

@@ -51,9 +51,10 @@ def livecam(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=240, env=env)
 
 
-OFFLINE = ["--set", "pipeline.realtime=false", "--set", "capture.loop=false", "--set",
+OFFLINE = ["--set", "advanced.pipeline.realtime=false", "--set", "advanced.capture.loop=false",
+           "--set",
            "control.api=false", "--set", "control.hotkeys=false", "--set",
-           "pipeline.status_interval_s=0", "--set", "output.file_crf=10"]
+           "advanced.pipeline.status_interval_s=0", "--set", "advanced.output.file_crf=10"]
 
 
 def decode(path: Path) -> list[np.ndarray]:

@@ -15,7 +15,7 @@ def test_a_start_up_error_is_one_json_error_record(tmp_path: Path) -> None:
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "c"),
                XDG_DATA_HOME=str(tmp_path / "d"), XDG_CACHE_HOME=str(tmp_path / "k"))
     result = subprocess.run(
-        [sys.executable, "-m", "livecam.cli", "run", "--set", "logging.json=true",
+        [sys.executable, "-m", "livecam.cli", "run", "--set", "advanced.logging.json=true",
          "--input", f"file:{tmp_path / 'missing.mp4'}", "--output", "null"],
         capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 2, result.stderr

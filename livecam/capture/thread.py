@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from livecam.capture.base import FrameSource
+from livecam.core.backoff import Backoff
 from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
@@ -45,7 +46,7 @@ class CaptureThread:
         self._metrics = metrics
         self._realtime = realtime
         self._loop = loop
-        self._backoff = (reconnect_initial_s, reconnect_max_s)
+        self._backoff = (reconnect_initial_s, reconnect_max_s)  # a Backoff per outage
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-capture", daemon=True)
         self._is_open = False
@@ -73,7 +74,7 @@ class CaptureThread:
         return self._thread.is_alive()
 
     def _open_with_backoff(self) -> bool:
-        delay_s, max_s = self._backoff
+        waits = Backoff(*self._backoff)
         while not self._stop.is_set():
             try:
                 self._source.open()
@@ -84,9 +85,9 @@ class CaptureThread:
                     # a file or pipe that cannot be reopened will not come back by waiting
                     log.warning("%s; the input ends here", exc)
                     return False
+                delay_s = waits.next_s()
                 log.warning("%s; retrying in %.1f s", exc, delay_s)
                 self._stop.wait(delay_s)
-                delay_s = min(delay_s * 2, max_s)
         return False
 
     def _copied(self, image: ImageBGR) -> ImageBGR:

@@ -7,18 +7,28 @@ The help text of each :func:`~livecam.config.fields.knob` becomes the comment of
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
+from livecam.config.names import is_streamer, schema_keys, user_name
 from livecam.config.schema import Config
 
 HEADER = """\
 # livecam configuration: every key with its default and meaning.
 # Use with `livecam run --config FILE`; override single keys with `--set section.key=value`.
 # Unknown keys, wrong types and out-of-range values stop livecam with a one-line error.
+# The keys a streamer sets come first; tuning knobs follow under `advanced:`
+# (`--set advanced.gpu.slots=4`). `livecam config` shows the keys in effect.
 """
+
+ADVANCED_HEADER = """
+# Tuning knobs: the defaults suit most streams. Written under `advanced:` (`--set advanced.KEY`);
+# their old names without `advanced.` still work for one release, with a warning.
+advanced:"""
 
 
 def _scalar(value: Any) -> str:
@@ -26,20 +36,27 @@ def _scalar(value: Any) -> str:
     return text.removesuffix("\n...").removesuffix("...").strip()
 
 
-def _section(obj: Any, indent: int) -> list[str]:
+def _section(obj: Any, indent: int, wanted: Callable[[str], bool], prefix: str = "") -> list[str]:
+    """The keys of ``obj`` whose attribute path ``wanted`` accepts, documented, as YAML lines."""
     lines: list[str] = []
     pad = " " * indent
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
+        dotted = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
+            inner = _section(value, indent + 2, wanted, dotted + ".")
+            if not inner:
+                continue
             doc = (type(value).__doc__ or "").strip().splitlines()
             lines.append("")
             if doc and not doc[0].startswith(type(value).__name__ + "("):
                 lines.append(f"{pad}# {doc[0]}")
             lines.append(f"{pad}{f.name}:")
-            lines.extend(_section(value, indent + 2))
+            lines.extend(inner)
             continue
-        help_text = f.metadata.get("help", "")
+        if not wanted(dotted):
+            continue
+        help_text = _new_names(f.metadata.get("help", ""))
         choices = f.metadata.get("choices")
         if choices:
             help_text += " One of: " + ", ".join(str(c) for c in choices) + "."
@@ -61,6 +78,16 @@ def _section(obj: Any, indent: int) -> list[str]:
     return lines
 
 
+_OLD_NAME = re.compile(r"(?<![\w.])(" + "|".join(
+    re.escape(key) for key in schema_keys() if "." in key and not is_streamer(key)) + r")(?![\w])")
+
+
+def _new_names(text: str) -> str:
+    """``text`` with the old names of advanced keys (``swap.unswappable``) written as a user
+    writes them now (``advanced.swap.unswappable``)."""
+    return _OLD_NAME.sub(lambda m: user_name(m.group(1)), text)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
@@ -69,8 +96,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def render() -> str:
-    return HEADER + "\n".join(_section(Config(), 0)).lstrip("\n") + "\n"
+def render(config: Config | None = None, *, advanced: bool = True) -> str:
+    """``config`` (default: the built-in defaults) as a documented YAML file: the streamer
+    keys, then (``advanced``) every other key under ``advanced:``."""
+    config = Config() if config is None else config
+    text = HEADER + "\n".join(_section(config, 0, is_streamer)).lstrip("\n") + "\n"
+    if advanced:
+        rest = _section(config, 2, lambda key: not is_streamer(key))
+        text += ADVANCED_HEADER + "\n" + "\n".join(rest).lstrip("\n") + "\n"
+    return text
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ import math
 import reprlib
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from livecam.config.names import schema_path, to_schema_tree, user_name
 from livecam.config.safe_yaml import YamlRefused, YamlSyntaxError, load_yaml, read_yaml_file
 from livecam.config.schema import Config
 from livecam.core.errors import ConfigError
@@ -70,17 +71,19 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (),
     overrides both win over (``livecam daemon`` logs JSON unless either says otherwise)."""
     data: dict[str, Any] = {}
     if path is not None:
-        data = _read_yaml(Path(path))
+        data = to_schema_tree(_read_yaml(Path(path)))
     for text in defaults:
         _set(data, text, keep=True)
     for text in overrides:
         _set(data, text, keep=False)
-    return build(Config, data)
+    return build(Config, data, show=user_name)
 
 
 def _set(data: dict[str, Any], text: str, *, keep: bool) -> None:
-    """Set ``key.path=value`` in ``data`` (``keep``: not where ``data`` has the key)."""
-    keys, value = parse_override(text)
+    """Set ``key.path=value`` (a user's name, :mod:`livecam.config.names`) in the schema
+    tree ``data`` (``keep``: not where ``data`` has the key)."""
+    user_keys, value = parse_override(text)
+    keys = schema_path(user_keys)
     node = data
     for part in keys[:-1]:
         child = node.setdefault(part, {})
@@ -113,8 +116,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 T = typing.TypeVar("T")
 
 
-def build(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
-    """Construct dataclass ``cls`` from ``data``, validating every key against the schema."""
+def build(cls: type[T], data: Mapping[str, Any], prefix: str = "",
+          show: Callable[[str], str] = str) -> T:
+    """Construct dataclass ``cls`` from ``data``, validating every key against the schema.
+    ``show`` turns a key's attribute path into the name a bad value's error gives it."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -131,9 +136,9 @@ def build(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             section = {} if data[name] is None else data[name]  # `capture:` with nothing under
-            kwargs[name] = build(hint, section, dotted + ".")  # type: ignore[arg-type]
+            kwargs[name] = build(hint, section, dotted + ".", show)  # type: ignore[arg-type]
         else:
-            kwargs[name] = _check_value(dotted, hint, data[name], fld.metadata)
+            kwargs[name] = _check_value(show(dotted), hint, data[name], fld.metadata)
     return cls(**kwargs)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from livecam.core.backoff import Backoff
 from livecam.core.errors import ConfigError, DependencyError, EngineUnavailableError, ModelError
 from livecam.engines.protocol import EngineBase, TensorSpec, check_feeds
 
@@ -325,11 +326,10 @@ class TritonEngine(EngineBase):
         while not self._stop.is_set():
             self._wake.wait()
             self._wake.clear()
-            wait_s = self.reconnect_initial_s
+            waits = Backoff(self.reconnect_initial_s, self.reconnect_max_s)
             while not self._stop.is_set() and self._state == "down":
-                if self._stop.wait(wait_s):
+                if self._stop.wait(waits.next_s()):
                     return
-                wait_s = min(2 * wait_s, self.reconnect_max_s)
                 for k in range(len(self.urls)):
                     index = (self._index + k) % len(self.urls)
                     try:

@@ -198,9 +198,9 @@ def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
     pose = geometry.head_pose(xy, z)
     if abs(pose.yaw_deg) > config.max_turn_deg:
         raise IdentityError(f"{label}: the head is turned {abs(pose.yaw_deg):.0f}° sideways "
-                            f"(more than identity.max_turn_deg={config.max_turn_deg:g}): its far "
-                            "side would be pasted stretched; use a photo where the face looks "
-                            "at the camera")
+                            "(more than advanced.identity.max_turn_deg="
+                            f"{config.max_turn_deg:g}): its far side would be pasted "
+                            "stretched; use a photo where the face looks at the camera")
     # the mesh gives pitch only up to a person-dependent offset (~10°), so pitch gets slack
     if abs(pose.yaw_deg) > config.warn_turn_deg or abs(pose.pitch_deg) > config.warn_turn_deg + 15:
         warnings.append(f"head is turned (yaw {pose.yaw_deg:.0f}°, pitch {pose.pitch_deg:.0f}°):"
@@ -208,7 +208,7 @@ def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
     eyes = geometry.eye_openness(xy)
     if min(eyes) < 0.12:
         warnings.append("eyes look closed: the live face's own eyes will be kept "
-                        "(swap.keep_eyes=auto) or will look closed")
+                        "(advanced.swap.keep_eyes=auto) or will look closed")
     if _is_greyscale(image_bgr):
         warnings.append("photo is greyscale: the swapped face will be grey")
     lo, hi = xy.min(axis=0), xy.max(axis=0)

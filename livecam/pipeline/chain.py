@@ -25,11 +25,11 @@ from typing import Protocol
 
 import numpy as np
 
+from livecam.core.handed import FrameCover
 from livecam.core.mailbox import Mailbox, MailboxClosed
 from livecam.core.metrics import Metrics
 from livecam.core.stage import AsyncStage, Stage
 from livecam.core.types import Frame, Packet, Unswappable, WithheldFaces
-from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +107,12 @@ class GroupRunner:
     """
 
     def __init__(self, metrics: Metrics, error_log_interval_s: float, *,
-                 error_cover: FaceCover | None = None) -> None:
+                 error_cover: FrameCover) -> None:
         self._metrics = metrics
         self._interval_ns = int(error_log_interval_s * 1e9)
         self._last_log_ns: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._cover = error_cover or FaceCover()
+        self._cover = error_cover
         self._cover_lock = threading.Lock()  # several workers may fail at once
 
     def run(self, job: Job, group: int) -> Job:

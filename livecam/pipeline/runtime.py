@@ -16,9 +16,9 @@ from typing import Any
 from livecam.capture import FrameSource
 from livecam.capture.thread import CaptureThread
 from livecam.config import Config
-from livecam.control.live import LiveView
 from livecam.core.commands import CommandQueue, stream_snapshot_path
 from livecam.core.errors import CaptureError
+from livecam.core.handed import FrameCover, PreviewSink
 from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
@@ -35,7 +35,6 @@ from livecam.pipeline.stopwatch import Stopwatch, slowest
 from livecam.pipeline.streamlog import StreamLog
 from livecam.pipeline.summary import RunSummary
 from livecam.pipeline.watch import StatusWatcher
-from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,8 @@ class App:
     """
 
     def __init__(self, config: Config, *, source: FrameSource, sink: FrameSink,
-                 stages: Sequence[AnyStage], state: RuntimeState | None = None,
+                 stages: Sequence[AnyStage], error_cover: FrameCover, live: PreviewSink,
+                 state: RuntimeState | None = None,
                  max_frames: int | None = None,
                  on_sent: Callable[[Packet | None, ImageBGR], None] | None = None,
                  commands: CommandQueue | None = None,
@@ -106,7 +106,8 @@ class App:
             latency_budget_ms=config.pipeline.overload_latency_ms,
             drop_share_limit=config.pipeline.overload_drop_share)
         self.commands = commands or CommandQueue()
-        self.live = LiveView()
+        self.live = live
+        self._error_cover = error_cover
         self.controls: list[ControlSource] = []
         self._wait_for_source = wait_for_source
         self._labels = (input_label, output_label)
@@ -207,7 +208,7 @@ class App:
                                     error_log_interval_s=cfg.pipeline.stage_error_log_interval_s,
                                     on_quit=self._mark_done, hooks=self,
                                     threads=cfg.pipeline.threads, hop_policy=policy,
-                                    error_cover=FaceCover.from_config(cfg.swap))
+                                    error_cover=self._error_cover)
         self._capture = CaptureThread(source=self.source, outbox=frames, metrics=self.metrics,
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,

@@ -15,6 +15,7 @@ from livecam.core.commands import (
     Quit,
     Ticket,
 )
+from livecam.core.handed import FrameCover
 from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.stage import AnyStage
@@ -28,7 +29,6 @@ from livecam.pipeline.chain import (
     split_tail,
 )
 from livecam.pipeline.inflight import Finisher
-from livecam.swap.cover import FaceCover
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Scheduler:
                  state: RuntimeState, error_log_interval_s: float = 5.0,
                  on_quit: Callable[[], None] | None = None,
                  hooks: ControlHooks | None = None, threads: int = 1,
-                 hop_policy: Policy = "latest", error_cover: FaceCover | None = None) -> None:
+                 hop_policy: Policy = "latest", error_cover: FrameCover) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self._stages = list(stages)
@@ -75,7 +75,7 @@ class Scheduler:
         self._metrics = metrics
         self._state = state
         self._runner = GroupRunner(metrics, error_log_interval_s,
-                                   error_cover=error_cover or FaceCover())
+                                   error_cover=error_cover)
         self._on_quit = on_quit
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-pipeline", daemon=True)

@@ -24,6 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 from livecam.capture.base import FrameSource
 from livecam.core.commands import Command, CommandFanOut, CommandQueue, Ticket
@@ -40,7 +41,9 @@ log = logging.getLogger(__name__)
 #: given ``(source, sink)`` (the specs are then only labels: a remote session's); raises
 #: :class:`~livecam.core.errors.UsageError`/``ConfigError`` for specs it cannot run.
 Endpoints = tuple[FrameSource, FrameSink]
-AppFactory = Callable[[int, str, str, "Endpoints | None"], App]
+#: The kind of app the set holds: the composition root's (:class:`livecam.app.App`).
+AppT = TypeVar("AppT", bound=App)
+AppFactory = Callable[[int, str, str, "Endpoints | None"], AppT]
 
 
 class StreamLimitError(LivecamError, RuntimeError):
@@ -51,7 +54,7 @@ class StreamLimitError(LivecamError, RuntimeError):
 class _SetCommands:
     """The commands of the set as one queue: every stream running at ``put`` time."""
 
-    def __init__(self, streams: StreamSet) -> None:
+    def __init__(self, streams: StreamSet[Any]) -> None:
         self._streams = streams
 
     @property
@@ -66,7 +69,7 @@ class _SetCommands:
         return CommandFanOut([a.commands for a in apps]).put(command, timeout_s=timeout_s)
 
 
-class StreamSet:
+class StreamSet(Generic[AppT]):
     """The streams of one run (see the module docstring).
 
     ``start`` starts every stream (a failure stops those already started and raises), then
@@ -84,7 +87,7 @@ class StreamSet:
     stream opens or stops (never while another stream works).
     """
 
-    def __init__(self, apps: Sequence[App], *, factory: AppFactory | None = None,
+    def __init__(self, apps: Sequence[AppT], *, factory: AppFactory[AppT] | None = None,
                  max_streams: int | None = None, hold_open: bool = False) -> None:
         if not apps and not hold_open:
             raise ValueError("a stream set needs at least one stream")
@@ -92,7 +95,7 @@ class StreamSet:
         if len(guis) > 1:
             raise ValueError("at most one stream may show a preview window")
         self._lock = threading.Lock()  # guards _streams, _next_id, _adding
-        self._streams: dict[int, App] = dict(enumerate(apps))
+        self._streams: dict[int, AppT] = dict(enumerate(apps))
         self._next_id = len(apps)
         self._adding = 0
         self._factory = factory
@@ -107,12 +110,12 @@ class StreamSet:
         self.stop_timings_ms: dict[str, float] = {}
 
     @property
-    def apps(self) -> list[App]:
+    def apps(self) -> list[AppT]:
         """The streams now in the set, in id order (a snapshot)."""
         with self._lock:
             return list(self._streams.values())
 
-    def targets(self) -> dict[int, App]:
+    def targets(self) -> dict[int, AppT]:
         """The streams now in the set by id (a snapshot)."""
         with self._lock:
             return dict(self._streams)
@@ -199,7 +202,7 @@ class StreamSet:
         return next((a.output_error for a in self.apps if a.output_error is not None), None)
 
     def start(self) -> None:
-        started: list[App] = []
+        started: list[AppT] = []
         apps = self.apps
         try:
             # every stream opened (models, GPU graphs) before any runs: a stream opening

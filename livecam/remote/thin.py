@@ -23,13 +23,14 @@ from typing import Any
 import cv2
 import numpy as np
 
+from livecam.core.backoff import Backoff
 from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
+_BACKOFF_S = (0.5, 10.0)  # first and longest wait between sessions
 
 
 def cover_frame(size_px: tuple[int, int], text: str) -> ImageBGR:
@@ -118,7 +119,7 @@ class RemoteSwapStage(StageBase):
 
     async def _sessions(self) -> None:
         """Make the session, take its frames; on a drop or stall make it again, with backoff."""
-        attempt = 0
+        waits = Backoff(*_BACKOFF_S)
         while not self._stopping.is_set():
             client = WhipClient(self.url, self._token, self._feed, timeout_s=10.0)
             try:
@@ -136,13 +137,13 @@ class RemoteSwapStage(StageBase):
                     if image is None:
                         raise WhipError("the server ended the session")
                     got_one = True
-                    attempt = 0
+                    waits.reset()
                     with self._lock:
                         self._newest, self._t_newest = image, time.monotonic()
             except WhipError as exc:
                 if exc.status in (401, 404, 415, 422):
                     self._set("refused", str(exc))  # retrying will not help; still retried slowly
-                    attempt = len(_BACKOFF_S) - 1
+                    waits.slowest()
                 else:
                     self._set("reconnecting", str(exc))
             except Exception as exc:  # aiortc's own failures: the link is down either way
@@ -152,8 +153,7 @@ class RemoteSwapStage(StageBase):
                     await client.close()
             if self._stopping.is_set():
                 return
-            delay = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
-            attempt += 1
+            delay = waits.next_s()
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline and not self._stopping.is_set():
                 await asyncio.sleep(0.05)

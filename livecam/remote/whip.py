@@ -107,7 +107,7 @@ class WhipServer:
         except OSError as exc:
             raise ConfigError(f"livecam serve cannot listen on {host}:{port} "
                               f"({exc.strerror}): pick another with --set "
-                              "serve.address=HOST:PORT") from None
+                              "advanced.serve.address=HOST:PORT") from None
         self._http = HttpServer(self._make_app, sock, self._limits, ssl_context=self._ssl,
                                 name="livecam-whip")
         self._http.start()

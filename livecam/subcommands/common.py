@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import logging
+import logging.handlers
 from typing import Any
 
 from livecam.config import Config, load_config
@@ -50,6 +52,16 @@ def config_from_args(args: argparse.Namespace) -> Config:
     overrides = overrides_of(args)
     if getattr(args, "log_level", None):
         overrides.append(f"logging.level={args.log_level}")
-    config = load_config(args.config, overrides, getattr(args, "config_defaults", ()))
+    # warnings of the load (an old key name) wait for the logging the config sets up, so a
+    # daemon's first lines are JSON too
+    held = logging.handlers.BufferingHandler(capacity=1_000)
+    root = logging.getLogger()
+    root.addHandler(held)
+    try:
+        config = load_config(args.config, overrides, getattr(args, "config_defaults", ()))
+    finally:
+        root.removeHandler(held)
     setup_logging(config.logging.level, json_lines=config.logging.json)
+    for record in held.buffer:
+        logging.getLogger(record.name).handle(record)
     return config

@@ -14,8 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run headless: control API, JSON logs, signals (systemd)",
         description="Run the live pipeline headless, controlled through the control API "
         "(`livecam ctl`, the panel). Logs are JSON lines on stderr (`logging: {json: false}` in "
-        "the config file or --set logging.json=false for plain text; what libraries print is "
-        "logged too). SIGTERM/SIGINT stop it within a second (exit 0); SIGHUP reloads the "
+        "the config file or --set advanced.logging.json=false for plain text; what libraries "
+        "print is logged too). SIGTERM/SIGINT stop it within a second (exit 0); SIGHUP reloads the "
         "config file and the identity library. A lock file per camera, virtual camera, output "
         "file and input pipe keeps a second livecam off the same device. A camera that is "
         "missing or unplugged is retried while the output keeps sending. See docs/control.md "
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.subcommands.run import build_from_args, stream_pairs
 
     # structured logs by default; the config file's logging.json or a --set still wins
-    args.config_defaults = ["logging.json=true"]
+    args.config_defaults = ["advanced.logging.json=true"]
     config = config_from_args(args)
     pairs = stream_pairs(args, config)
     with lock_for_run(config, pairs):

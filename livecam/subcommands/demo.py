@@ -202,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--frames must be 2 to 3000")
     size = _parse_size(args.size)
     # offline file-to-file: every frame, in order, as fast as possible
-    overrides = ["pipeline.realtime=false", "capture.loop=false", "pipeline.status_interval_s=0",
-                 *args.overrides]
+    overrides = ["advanced.pipeline.realtime=false", "advanced.capture.loop=false",
+                 "advanced.pipeline.status_interval_s=0", *args.overrides]
     config_from_args(args)  # logging set-up and validation of --config/--set
     config = load_config(args.config, overrides)
     out: Path = args.out
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         "latency_max_ms": latencies[-1] if latencies else 0.0,
         "stage_p50_ms": stage_ms,
         "source_photo_warnings": [w for p in astronaut.photos for w in p.warnings],
-        "note": "offline run (pipeline.realtime=false): every frame processed in order; "
+        "note": "offline run (advanced.pipeline.realtime=false): every frame processed in order; "
                 "fps is throughput of decode + analysis + swap + encode on this machine",
     }
     (out / "demo.json").write_text(json.dumps(report, indent=2))

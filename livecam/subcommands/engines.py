@@ -46,7 +46,7 @@ def _add_serve_parser(verbs: Any) -> None:
         "serve", help="serve the swap models on NVIDIA Triton Inference Server",
         description="Write a Triton model repository from the verified models (sha256 checked), "
         "start Triton, print its addresses once it is ready, stop on SIGTERM or Ctrl-C. "
-        "Clients use --set engine.backend=triton --set engine.triton_urls=[HOST:PORT]. "
+        "Clients use --set engine.backend=triton --set advanced.engine.triton_urls=[HOST:PORT]. "
         "See docs/triton.md.")
     serve.add_argument("--models", nargs="+", metavar="NAME",
                        help="models to serve (default: swap.model and its recognizer)")
@@ -114,7 +114,7 @@ def _serve(config: Any, args: argparse.Namespace) -> int:
               f"http://{address.grpc_url.rsplit(':', 1)[0]}:{address.metrics_port}/metrics",
               flush=True)
         print(f"clients: --set engine.backend=triton --set "
-              f"engine.triton_urls=[{address.grpc_url}]", flush=True)
+              f"advanced.engine.triton_urls=[{address.grpc_url}]", flush=True)
 
     serve(config, options, stop, ready)
     print("stopped", flush=True)
@@ -198,7 +198,7 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
     if config.engine.torch_mode in ("eager", "cuda_graphs"):
         if not gpu:
             raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
-                             "compile (use --set engine.torch_mode=compiled)")
+                             "compile (use --set advanced.engine.torch_mode=compiled)")
         print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is not "
               "compiled", file=sys.stderr, flush=True)
     else:

@@ -113,7 +113,7 @@ run() {
             (cd "$tree" && PYTHONPATH=$tree:$PYTHONPATH timeout "$left" "$PYTHON" \
                 scripts/bench_gpu.py --photos "$assets/photos" \
                 --models-dir "$assets/mediapipe_modules" --warm-s 2 --work-dir /tmp/lcw \
-                --log-level INFO --set engine.torch_mode=cuda_graphs "${what[@]}" \
+                --log-level INFO --set advanced.engine.torch_mode=cuda_graphs "${what[@]}" \
                 --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
             grep -v "compiled code loaded whole\|compiled code reused whole\|compiled the \|compiling it, or" \

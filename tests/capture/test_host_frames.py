@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from livecam.analysis.gpu import host
+from livecam.app import App
 from livecam.capture.sources import SyntheticSource
 from livecam.config import load_config
 from livecam.core.stage import StageBase, host_frames_of
 from livecam.core.types import ImageBGR, Packet
 from livecam.output.sinks import NullSink
-from livecam.pipeline.runtime import App
 
 
 class Uploading(StageBase):
@@ -54,7 +54,8 @@ class Uploading(StageBase):
 
 def test_every_frame_reaches_the_stages_as_the_host_frames_copy_made_on_capture() -> None:
     stage = Uploading()
-    app = App(load_config(None, ["pipeline.status_interval_s=0", "pipeline.realtime=false"]),
+    app = App(load_config(None, ["advanced.pipeline.status_interval_s=0",
+                                 "advanced.pipeline.realtime=false"]),
               source=SyntheticSource(width=64, height=48, fps=60.0), sink=NullSink(),
               stages=[stage], max_frames=12)
     app.run()
@@ -78,7 +79,8 @@ def test_a_still_image_is_copied_once_and_the_stages_see_one_array(tmp_path: Pat
     path = tmp_path / "still.png"
     cv2.imwrite(str(path), np.full((48, 64, 3), 120, np.uint8))
     stage = Uploading()
-    app = App(load_config(None, ["pipeline.status_interval_s=0", "pipeline.realtime=false"]),
+    app = App(load_config(None, ["advanced.pipeline.status_interval_s=0",
+                                 "advanced.pipeline.realtime=false"]),
               source=ImageSource(path=path, fps=60.0, max_pixels=10**6), sink=NullSink(),
               stages=[stage], max_frames=6)
     app.run()
@@ -99,14 +101,14 @@ def test_without_a_stage_that_asks_frames_go_as_the_source_gives_them() -> None:
 
 
 def test_the_cpu_pipeline_asks_for_no_pinned_frames(tmp_path: Path) -> None:
-    """``gpu.pinned_capture`` is on by default, and ``gpu.pipeline=always`` on a machine
+    """``gpu.pinned_capture`` is on by default, and ``advanced.gpu.pipeline=always`` on a machine
     without CUDA (the CPU's face networks): no stage asks, so no capture tries to pin."""
     from livecam.app import SharedStages
     from livecam.gpupipe.factory import build_gpu_stages
     from tests.gpupipe.test_stage import _NoIdentities
 
-    config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
-                                "engine.device=cpu", "gpu.pipeline=always"])
+    config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
+                                "advanced.engine.device=cpu", "advanced.gpu.pipeline=always"])
     assert config.gpu.pinned_capture
     stages = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
     assert stages[0].name == "analysis"
@@ -118,21 +120,22 @@ def test_on_cuda_the_analysis_stage_asks_for_pinned_frames_unless_turned_off(
         tmp_path: Path, streams: int) -> None:
     """The stages ``livecam run`` builds for a CUDA device (built, not opened: nothing here
     touches CUDA) offer :func:`pinned_copy` for the capture thread, for a stream of its own
-    and for a stream of several (the shared networks); ``gpu.pinned_capture=false`` offers
+    and for a stream of several (the shared networks); ``advanced.gpu.pinned_capture=false`` offers
     none."""
     from livecam.app import SharedStages
     from livecam.gpupipe.factory import build_gpu_stages
     from tests.gpupipe.test_stage import _NoIdentities
 
     def offered(*extra: str) -> object:
-        config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
-                                    "engine.device=cuda", "gpu.pipeline=always", *extra])
+        config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
+                                    "advanced.engine.device=cuda", "advanced.gpu.pipeline=always",
+                                    *extra])
         stages = build_gpu_stages(config, identities=_NoIdentities(),
                                   shared=SharedStages(streams), stream=streams - 1)
         return host_frames_of(stages)
 
     assert offered() is host.pinned_copy
-    assert offered("gpu.pinned_capture=false") is None
+    assert offered("advanced.gpu.pinned_capture=false") is None
 
 
 def test_pinned_tensor_is_only_the_whole_block_of_a_pinned_copy() -> None:
@@ -163,4 +166,4 @@ def test_where_frames_cannot_be_pinned_they_go_as_they_are_with_one_warning(
         assert host.pinned_copy(frame) is frame
         assert host.pinned_copy(frame) is frame
     warnings = [r for r in caplog.records if "page-locked" in r.getMessage()]
-    assert len(warnings) == 1 and "gpu.pinned_capture=false" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "advanced.gpu.pinned_capture=false" in warnings[0].getMessage()

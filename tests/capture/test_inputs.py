@@ -80,7 +80,8 @@ def media(tmp_path_factory: pytest.TempPathFactory, astronaut_bgr: np.ndarray) -
 def test_file_without_loop_ends_in_live_mode(media: Path) -> None:
     # before: the output repeated the last frame until Ctrl-C (`run --help` says it stops)
     result = livecam("run", "--input", f"file:{media / 'clip.mp4'}", "--output", "null",
-                     "--set", "capture.loop=false", "--set", "pipeline.realtime=true")
+                     "--set", "advanced.capture.loop=false", "--set",
+                     "advanced.pipeline.realtime=true")
     assert result.returncode == 0, result.stderr[-3000:]
     sent = frames_sent(result.stderr)
     assert 1 <= sent <= N_FRAMES + 3, result.stderr[-3000:]  # + a few paced repeats at most

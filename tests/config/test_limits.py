@@ -75,8 +75,8 @@ def test_small_anchors_still_work(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", [".nan", ".NaN", ".inf", "-.inf", "1.0e+999"])
-@pytest.mark.parametrize("key", ["capture.fps", "output.fps", "identity.warn_turn_deg",
-                                 "capture.reconnect_max_s"])
+@pytest.mark.parametrize("key", ["capture.fps", "output.fps", "advanced.identity.warn_turn_deg",
+                                 "advanced.capture.reconnect_max_s"])
 def test_nan_and_inf_are_refused(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=rf"^{key}: .* is not a finite number$"):
         load_config(None, [f"{key}={value}"])
@@ -100,9 +100,9 @@ def test_huge_float_int_is_refused_not_overflowed() -> None:
         (["--set", "capture.fps=.nan"], "not a finite number"),
         (["--set", "output.fps=.nan"], "not a finite number"),
         (["--set", "capture.width=" + "9" * 5001], "cannot be read"),
-        (["--set", "capture.fourcc=" + "[" * 20000 + "]" * 20000], "deeper than"),
+        (["--set", "advanced.capture.fourcc=" + "[" * 20000 + "]" * 20000], "deeper than"),
         (["--set", "analysis.reference_photos=" + "[" * 20000 + "]" * 20000], "deeper than"),
-        (["--set", "capture.fourcc=" + "{a: " * 3000 + "}" * 3000], "deeper than"),
+        (["--set", "advanced.capture.fourcc=" + "{a: " * 3000 + "}" * 3000], "deeper than"),
         (["--set", "x" * 50_000 + "=1"], "unknown key"),
     ],
 )

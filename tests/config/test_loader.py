@@ -13,6 +13,7 @@ from livecam.cli import main
 from livecam.config import Config, load_config
 from livecam.config.document import render
 from livecam.config.loader import build
+from livecam.config.names import to_schema_tree, user_name
 from livecam.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_defaults_and_overrides() -> None:
     cfg = load_config(
-        None, ["capture.fps=60", "output.device=/dev/video10", "pipeline.realtime=false"]
+        None, ["capture.fps=60", "output.device=/dev/video10", "advanced.pipeline.realtime=false"]
     )
     assert cfg.capture.fps == 60.0 and isinstance(cfg.capture.fps, float)
     assert cfg.output.device == "/dev/video10"
@@ -44,7 +45,7 @@ def test_file_then_set(tmp_path: Path) -> None:
         ("nosuchsection.x=1", r"nosuchsection: unknown key"),
         ("capture.fps=fast", r"capture\.fps: expected a number, got 'fast'"),
         ("capture.width=12.5", r"capture\.width: expected an integer"),
-        ("pipeline.realtime=3", r"pipeline\.realtime: expected true/false"),
+        ("advanced.pipeline.realtime=3", r"pipeline\.realtime: expected true/false"),
         ("capture.fps=1000", r"capture\.fps: 1000\.0 is out of range \(allowed: 1 to 240\)"),
         ("logging.level=LOUD", r"logging\.level: 'LOUD' is not allowed \(choose one of: DEBUG"),
         ("capture", r"--set 'capture': expected key\.path=value"),
@@ -120,9 +121,9 @@ def _schema_keys(cls: type, prefix: str = "") -> set[str]:
 def test_config_yaml_documents_every_key_with_its_default() -> None:
     text = (REPO / "config.yaml").read_text()
     data = yaml.safe_load(text)
-    assert _yaml_keys(data) == _schema_keys(Config)
+    assert _yaml_keys(data) == {user_name(key) for key in _schema_keys(Config)}
     # loading the documented file gives exactly the built-in defaults
-    assert build(Config, data) == Config()
+    assert build(Config, to_schema_tree(data)) == Config()
     # and the file is what the schema's help texts render to (no hand edits drifting apart)
     assert text == render(), "regenerate: python -m livecam.config.document > config.yaml"
     # every key carries a comment that explains it, on its line or just above it

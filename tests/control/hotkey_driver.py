@@ -112,7 +112,7 @@ def wait_for_change(app: App, generation: int, timeout_s: float = 30.0) -> bool:
 
 def main() -> None:
     mode = sys.argv[1]
-    overrides = ["pipeline.status_interval_s=0", "control.api=false"]
+    overrides = ["advanced.pipeline.status_interval_s=0", "control.api=false"]
     if mode == "plain":
         overrides.append("control.key_bypass=b")
     if mode == "bad":  # one binding pynput cannot parse: the others must still work

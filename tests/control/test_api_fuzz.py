@@ -79,7 +79,7 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
     from livecam.config import load_config
 
-    config: Config = load_config(None, ["pipeline.status_interval_s=0"])
+    config: Config = load_config(None, ["advanced.pipeline.status_interval_s=0"])
     photo = np.ascontiguousarray(data.astronaut()[:, :, ::-1])
     r = start_running(config, Path(tmp_path_factory.mktemp("fuzz")),
                       PhotoCatalog(photo, NAMES), stages=[PassThrough()])

@@ -44,7 +44,7 @@ def tracking(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray
 def _ctl(r: Running, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", r.url,
                            "--token-file", str(r.token_file),
-                           "--set", "control.apply_wait_s=60", *args],
+                           "--set", "advanced.control.apply_wait_s=60", *args],
                           capture_output=True, text=True, timeout=60)
 
 

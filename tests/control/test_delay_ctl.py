@@ -16,7 +16,7 @@ from tests.control.conftest import Running
 def ctl(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", running.url,
                            "--token-file", str(running.token_file),
-                           "--set", "control.apply_wait_s=60", *args],
+                           "--set", "advanced.control.apply_wait_s=60", *args],
                           capture_output=True, text=True, timeout=60)
 
 

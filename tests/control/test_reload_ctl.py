@@ -32,14 +32,14 @@ class Served:
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.url,
                                "--token-file", str(self.token_file),
-                               "--set", "control.apply_wait_s=60", *args],
+                               "--set", "advanced.control.apply_wait_s=60", *args],
                               capture_output=True, text=True, timeout=60)
 
 
 def overrides(tmp_path: Path) -> list[str]:
     """The --set of these runs (their reloads read them again, as `livecam run` does)."""
-    return ["pipeline.status_interval_s=0", "control.api_address=127.0.0.1:0",
-            f"control.token_file={tmp_path / 'api-token'}"]
+    return ["advanced.pipeline.status_interval_s=0", "control.api_address=127.0.0.1:0",
+            f"advanced.control.token_file={tmp_path / 'api-token'}"]
 
 
 @pytest.fixture

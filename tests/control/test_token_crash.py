@@ -52,7 +52,7 @@ def _run(token_file: Path) -> list[str]:
     ``token_file``."""
     return ["run", "--input", "synthetic:160x120", "--output", "null", "--frames", "1",
             "--set", "control.api_address=127.0.0.1:0", "--set", "control.hotkeys=false",
-            "--set", f"control.token_file={token_file}"]
+            "--set", f"advanced.control.token_file={token_file}"]
 
 
 def _start_and_call(config: Config, tmp_path: Path, astronaut_bgr: np.ndarray) -> str:

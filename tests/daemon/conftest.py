@@ -53,14 +53,14 @@ class Daemon:
         """The daemon's and ctl's API address, and a command's wait for the pipeline long
         enough for a loaded test host (the default 2 s answers `applied: false` there)."""
         return ["--set", f"control.api_address=127.0.0.1:{self.port}",
-                "--set", "control.apply_wait_s=60"]
+                "--set", "advanced.control.apply_wait_s=60"]
 
     def start(self, *args: str, record: bool = True, cwd: Path | None = None) -> Daemon:
         (self.root / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
         if record:
             self.record_dir = self.root / f"rec-{self.name}"
         cmd = [sys.executable, "-m", "livecam.cli", "daemon", *args, *self.control_sets,
-               "--set", "pipeline.status_interval_s=0"]
+               "--set", "advanced.pipeline.status_interval_s=0"]
         # stderr to a file, not a pipe: an undrained pipe fills up and blocks the daemon
         with open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen(cmd, env=self.env, stdin=subprocess.DEVNULL, cwd=cwd,

@@ -18,7 +18,7 @@ import pytest
 from tests.daemon.conftest import Daemon
 
 SYNTHETIC = ["--input", "synthetic:160x120", "--output", "virtualcam",
-             "--set", "output.backend=recording"]
+             "--set", "advanced.output.backend=recording"]
 
 pytestmark = pytest.mark.slow
 

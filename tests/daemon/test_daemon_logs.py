@@ -76,7 +76,7 @@ def test_the_daemons_log_format_follows_its_config_file(tmp_path: Path, config_t
     config.write_text(config_text)
     result = subprocess.run(
         [sys.executable, "-m", "livecam.cli", "daemon", "--config", str(config),
-         "--set", "pipeline.max_streams=1", "--input", "synthetic", "--output", "null",
+         "--set", "advanced.pipeline.max_streams=1", "--input", "synthetic", "--output", "null",
          "--input", "synthetic", "--output", "null"],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr

@@ -15,7 +15,7 @@ import pytest
 from tests.daemon.conftest import Daemon
 
 SYNTHETIC = ["--input", "synthetic:160x120", "--output", "virtualcam",
-             "--set", "output.backend=recording"]
+             "--set", "advanced.output.backend=recording"]
 GOOD = "swap:\n  mode: classic\n"
 
 pytestmark = pytest.mark.slow

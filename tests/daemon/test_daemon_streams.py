@@ -39,7 +39,7 @@ def sent(d: Daemon, k: int) -> int:
 def test_streams_added_and_removed_through_ctl_and_the_api(
         new_daemon: Callable[[], Daemon], tmp_path: Path) -> None:
     d = new_daemon().start("--input", "synthetic:160x120", "--output", "null",
-                           "--set", "pipeline.max_streams=3", record=False)
+                           "--set", "advanced.pipeline.max_streams=3", record=False)
     d.wait_ready(min_frames=10)
     out = tmp_path / "added.mp4"
     added = d.ctl("stream", "add", "synthetic:96x64", f"file:{out}")

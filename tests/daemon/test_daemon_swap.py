@@ -96,7 +96,7 @@ def test_select_and_bypass_apply_from_the_first_frame_under_the_new_state(
     recorded = Recorded(d, sent)
 
     d.start("--input", f"file:{clip}", "--output", "virtualcam", "--set",
-            "output.backend=recording", "--set", f"pipeline.threads={THREADS}")
+            "advanced.output.backend=recording", "--set", f"advanced.pipeline.threads={THREADS}")
     d.wait_ready(min_frames=10)
     recorded.wait_for_index(0)
     # live analysis detects off the frame's path: judge switches once the face is tracked

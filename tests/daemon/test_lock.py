@@ -167,7 +167,8 @@ def test_a_lock_dir_that_cannot_be_made_is_one_line(tmp_path: Path, where: str) 
     result = subprocess.run(
         [sys.executable, "-m", "livecam.cli", "run", *SYNTHETIC, "--output",
          f"file:{tmp_path / 'out.mp4'}", "--frames", "2", "--set", "control.api=false",
-         "--set", f"control.lock_dir={lock_dir}"], capture_output=True, text=True, timeout=120)
+         "--set", f"advanced.control.lock_dir={lock_dir}"], capture_output=True, text=True,
+         timeout=120)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("livecam: error: control.lock_dir"), lines

@@ -57,7 +57,7 @@ def test_engines_clear_says_it_waits_for_another_process_then_goes_on(
                                                       os.environ.get("PYTHONPATH", "")]))
     clear = subprocess.Popen(
         [sys.executable, "-m", "livecam.cli", "engines", "clear", "--set",
-         f"engine.cache_dir={root}"], env=env, stdout=subprocess.PIPE,
+         f"advanced.engine.cache_dir={root}"], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
         assert clear.stderr is not None

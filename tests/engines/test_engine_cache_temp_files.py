@@ -31,7 +31,7 @@ def _engines_list(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     from livecam.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["engines", "--set", f"engine.cache_dir={root}", "list"])
+        main(["engines", "--set", f"advanced.engine.cache_dir={root}", "list"])
     return int(exc.value.code or 0), capsys.readouterr().err
 
 

@@ -141,8 +141,8 @@ def _cli(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tupl
     from livecam.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["models", "--set", f"models.dir={tmp_path / 'models'}", "--set",
-              f"models.manifests_dir={tmp_path / 'manifests'}", *args])
+        main(["models", "--set", f"advanced.models.dir={tmp_path / 'models'}", "--set",
+              f"advanced.models.manifests_dir={tmp_path / 'manifests'}", *args])
     out = capsys.readouterr()
     return int(exc.value.code or 0), out.out, out.err
 
@@ -319,7 +319,7 @@ def test_a_models_dir_or_engine_cache_that_is_a_file_is_one_line(tmp_path: Path)
     not_a_folder = tmp_path / "cache"
     not_a_folder.write_text("not a folder")
     run = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
-                          f"engine.cache_dir={not_a_folder}", "clear"],
+                          f"advanced.engine.cache_dir={not_a_folder}", "clear"],
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert (f"livecam: error: engine.cache_dir {not_a_folder} is a file, not a folder: set "

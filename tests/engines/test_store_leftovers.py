@@ -47,8 +47,8 @@ def _cli(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tupl
     from livecam.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["models", "--set", f"models.dir={tmp_path / 'models'}", "--set",
-              f"models.manifests_dir={tmp_path / 'manifests'}", *args])
+        main(["models", "--set", f"advanced.models.dir={tmp_path / 'models'}", "--set",
+              f"advanced.models.manifests_dir={tmp_path / 'manifests'}", *args])
     return int(exc.value.code or 0), capsys.readouterr().err
 
 

@@ -21,8 +21,8 @@ _PINS = ".pins.json.*.tmp"
 
 
 def _settings(tmp_path: Path) -> list[str]:
-    return ["--set", f"models.dir={tmp_path / 'models'}", "--set",
-            f"models.manifests_dir={tmp_path / 'manifests'}"]
+    return ["--set", f"advanced.models.dir={tmp_path / 'models'}", "--set",
+            f"advanced.models.manifests_dir={tmp_path / 'manifests'}"]
 
 
 def _cli(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -49,9 +49,9 @@ def test_a_held_lock_is_waited_for_in_one_line_then_given_up_in_one_line(
             run = subprocess.run(
                 [sys.executable, "-m", "livecam.cli", "models", verb, "standin",
                  *([str(src)] if verb == "import" else []),
-                 "--set", f"models.dir={store.models_dir}",
-                 "--set", f"models.manifests_dir={tmp_path / 'manifests'}",
-                 "--set", f"models.lock_wait_s={WAIT_S}"],
+                 "--set", f"advanced.models.dir={store.models_dir}",
+                 "--set", f"advanced.models.manifests_dir={tmp_path / 'manifests'}",
+                 "--set", f"advanced.models.lock_wait_s={WAIT_S}"],
                 capture_output=True, text=True, timeout=BOUND_S, env=worker_env())
     lines = run.stderr.splitlines()
     assert run.returncode == 1, run.stderr
@@ -78,9 +78,9 @@ def test_models_verify_says_which_model_it_could_not_check_and_moves_nothing(
     with paused(tmp_path, "hold", str(store.models_dir / ".standin.onnx.lock")):
         run = subprocess.run(
             [sys.executable, "-m", "livecam.cli", "models", "verify",
-             "--set", f"models.dir={store.models_dir}",
-             "--set", f"models.manifests_dir={tmp_path / 'manifests'}",
-             "--set", f"models.lock_wait_s={WAIT_S}"],
+             "--set", f"advanced.models.dir={store.models_dir}",
+             "--set", f"advanced.models.manifests_dir={tmp_path / 'manifests'}",
+             "--set", f"advanced.models.lock_wait_s={WAIT_S}"],
             capture_output=True, text=True, timeout=BOUND_S, env=worker_env())
     assert run.returncode == 1, run.stderr
     assert "FAILED" in run.stdout and "another livecam process is still" in run.stdout

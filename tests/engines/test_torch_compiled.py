@@ -39,19 +39,22 @@ class Built:
 
 
 def _config(root: Path, models_dir: Path, manifests_dir: Path, *extra: str) -> Config:
-    return load_config(None, [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-                              f"engine.cache_dir={root / 'cache'}", "engine.backend=torch",
-                              "engine.device=cpu", "engine.compiled_batch_sizes=[2]",
-                              "gpu.pipeline=never", *extra])
+    return load_config(None, [f"advanced.models.dir={models_dir}",
+                              f"advanced.models.manifests_dir={manifests_dir}",
+                              f"advanced.engine.cache_dir={root / 'cache'}", "engine.backend=torch",
+                              "advanced.engine.device=cpu",
+                              "advanced.engine.compiled_batch_sizes=[2]",
+                              "advanced.gpu.pipeline=never", *extra])
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     root = tmp_path_factory.mktemp("compiled")
     models_dir, manifests_dir = install_standin_models(root)
-    sets = [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-            f"engine.cache_dir={root / 'cache'}", "engine.backend=torch", "engine.device=cpu",
-            "engine.compiled_batch_sizes=[2]", "gpu.pipeline=never"]
+    sets = [f"advanced.models.dir={models_dir}", f"advanced.models.manifests_dir={manifests_dir}",
+            f"advanced.engine.cache_dir={root / 'cache'}", "engine.backend=torch",
+            "advanced.engine.device=cpu",
+            "advanced.engine.compiled_batch_sizes=[2]", "advanced.gpu.pipeline=never"]
     args = [a for s in sets for a in ("--set", s)]
     result = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", *args, "build",
                              "inswapper_128"], capture_output=True, text=True, timeout=1800)
@@ -84,7 +87,7 @@ def test_build_made_one_entry_per_batch_and_list_shows_it(built: Built) -> None:
     assert [e.key.kind for e in entries] == ["torch-compiled"]
     assert entries[0].key.batch == 2 and entries[0].key.precision == "fp32"  # type: ignore
     listed = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
-                             f"engine.cache_dir={built.cache.root}", "list"],
+                             f"advanced.engine.cache_dir={built.cache.root}", "list"],
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "compiled torch" in listed.stdout
     assert "batch 2" in listed.stdout

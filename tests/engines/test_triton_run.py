@@ -34,8 +34,8 @@ from tests.helpers.virtualcam import register_recording_backend
 
 pytestmark = [pytest.mark.slow, needs_triton]
 
-OFFLINE = ["pipeline.realtime=false", "control.api=false", "control.hotkeys=false",
-           "pipeline.status_interval_s=0", "swap.mode=neural"]
+OFFLINE = ["advanced.pipeline.realtime=false", "control.api=false", "control.hotkeys=false",
+           "advanced.pipeline.status_interval_s=0", "swap.mode=neural"]
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +84,8 @@ def run_streams(tmp: Path, clip: Path, photo: Path, backend: str,
     recording = register_recording_backend(name)
     argv = ["run", "--input", source or f"file:{clip}", "--output", "virtualcam", "--source",
             str(photo), "--frames", str(n_frames)]
-    for item in [*OFFLINE, "capture.loop=false", *sets, f"output.backend={name}",
-                 f"engine.cache_dir={tmp / 'c'}"]:
+    for item in [*OFFLINE, "advanced.capture.loop=false", *sets, f"advanced.output.backend={name}",
+                 f"advanced.engine.cache_dir={tmp / 'c'}"]:
         argv += ["--set", item]
     args = build_parser().parse_args(argv)
     streams = build_from_args(args, config_from_args(args), daemon=False)
@@ -103,9 +103,9 @@ def local_swap(tmp_path_factory: pytest.TempPathFactory, deployment: StandinDepl
     real face) by more than ten, so a crop near it is a swap and never a cover."""
     tmp = tmp_path_factory.mktemp("local-swap")
     _, frames = run_streams(tmp, coded_clip, photo, "onnxruntime-still",
-                            [f"models.dir={deployment.models_dir}",
-                             f"models.manifests_dir={deployment.manifests_dir}",
-                             "engine.backend=onnxruntime", "engine.device=cpu"],
+                            [f"advanced.models.dir={deployment.models_dir}",
+                             f"advanced.models.manifests_dir={deployment.manifests_dir}",
+                             "engine.backend=onnxruntime", "advanced.engine.device=cpu"],
                             source=f"image:{photo}", n_frames=10)
     x1, y1, x2, y2 = face_box
     crop = frames[-1][y1:y2, x1:x2].astype(int)
@@ -124,13 +124,13 @@ def test_run_through_triton_sends_the_frames_of_the_local_backend_in_order(
     """Several frames' requests in flight (before: one at a time, in_flight_max 1), the
     frames still those of the local backend and in capture order."""
     _, local = run_streams(tmp_path / "local", coded_clip, photo, "onnxruntime",
-                           [f"models.dir={deployment.models_dir}",
-                            f"models.manifests_dir={deployment.manifests_dir}",
-                            "engine.backend=onnxruntime", "engine.device=cpu"])
+                           [f"advanced.models.dir={deployment.models_dir}",
+                            f"advanced.models.manifests_dir={deployment.manifests_dir}",
+                            "engine.backend=onnxruntime", "advanced.engine.device=cpu"])
     with deployment.server():
         streams, remote = run_streams(tmp_path / "remote", coded_clip, photo, "triton",
                                       [*deployment.config_overrides(),
-                                       "engine.triton_in_flight=3"])
+                                       "advanced.engine.triton_in_flight=3"])
     health = streams.apps[0].describe()["remote_engines"]["swap"]
     assert health["failures"] == 0 and health["in_flight"] == 0
     assert health["in_flight_max"] >= 2  # frame k+1's request sent before k's answer
@@ -153,8 +153,8 @@ def test_run_with_no_server_stops_with_one_line(
     url = f"127.0.0.1:{free_port()}"
     args = ["run", "--input", f"image:{photo}", "--output", "null", "--source", str(photo),
             "--frames", "1"]
-    sets = [*OFFLINE, *deployment.config_overrides(), f"engine.triton_urls=[{url}]",
-            "engine.triton_connect_timeout_s=0.5"]
+    sets = [*OFFLINE, *deployment.config_overrides(), f"advanced.engine.triton_urls=[{url}]",
+            "advanced.engine.triton_connect_timeout_s=0.5"]
     for item in sets:
         args += ["--set", item]
     with pytest.raises(SystemExit) as info:
@@ -227,12 +227,13 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
     real = astronaut_bgr[y1:y2, x1:x2].astype(int)
     argv = ["run", "--input", f"image:{photo}", "--output", "virtualcam", "--source",
             str(photo)]
-    sets = ["pipeline.realtime=true", "capture.fps=10", "control.api=false",
-            "control.hotkeys=false", "pipeline.status_interval_s=0", "swap.mode=neural",
-            *deployment.config_overrides(), "engine.triton_timeout_ms=10000",
-            "engine.triton_in_flight=3",
-            "engine.triton_reconnect_initial_s=0.1", "engine.triton_reconnect_max_s=0.5",
-            "output.backend=face-crops", f"engine.cache_dir={tmp_path / 'c'}"]
+    sets = ["advanced.pipeline.realtime=true", "capture.fps=10", "control.api=false",
+            "control.hotkeys=false", "advanced.pipeline.status_interval_s=0", "swap.mode=neural",
+            *deployment.config_overrides(), "advanced.engine.triton_timeout_ms=10000",
+            "advanced.engine.triton_in_flight=3",
+            "advanced.engine.triton_reconnect_initial_s=0.1",
+            "advanced.engine.triton_reconnect_max_s=0.5",
+            "advanced.output.backend=face-crops", f"advanced.engine.cache_dir={tmp_path / 'c'}"]
     for item in sets:
         argv += ["--set", item]
     args = build_parser().parse_args(argv)
@@ -288,7 +289,8 @@ def test_doctor_reports_each_server(deployment: StandinDeployment,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     down = f"127.0.0.1:{free_port()}"
     args = ["doctor"]
-    for item in [*deployment.config_overrides(), f"engine.triton_urls=[{deployment.url},{down}]"]:
+    for item in [*deployment.config_overrides(),
+                 f"advanced.engine.triton_urls=[{deployment.url},{down}]"]:
         args += ["--set", item]
     with deployment.server(), pytest.raises(SystemExit) as info:
         main(args)

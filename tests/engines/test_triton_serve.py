@@ -73,8 +73,8 @@ def test_serve_command_reports_ready_and_stops_on_sigterm(
     grpc, http, metrics = free_port(), free_port(), free_port()
     cmd = [sys.executable, "-m", "livecam.cli", "engines", "serve", "--grpc-port", str(grpc),
            "--http-port", str(http), "--metrics-port", str(metrics), "--no-warm-up",
-           "--max-batch", "4", "--set", f"models.dir={models_dir}",
-           "--set", f"models.manifests_dir={manifests_dir}"]
+           "--max-batch", "4", "--set", f"advanced.models.dir={models_dir}",
+           "--set", f"advanced.models.manifests_dir={manifests_dir}"]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env)

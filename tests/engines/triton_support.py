@@ -59,6 +59,8 @@ class StandinDeployment:
 
     def config_overrides(self) -> list[str]:
         """``--set`` values for a livecam run against this deployment."""
-        return [f"models.dir={self.models_dir}", f"models.manifests_dir={self.manifests_dir}",
-                "engine.backend=triton", f"engine.triton_urls=[{self.url}]",
-                "engine.triton_timeout_ms=20000", "engine.triton_connect_timeout_s=60"]
+        return [f"advanced.models.dir={self.models_dir}",
+                f"advanced.models.manifests_dir={self.manifests_dir}",
+                "engine.backend=triton", f"advanced.engine.triton_urls=[{self.url}]",
+                "advanced.engine.triton_timeout_ms=20000",
+                "advanced.engine.triton_connect_timeout_s=60"]

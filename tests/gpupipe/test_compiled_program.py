@@ -80,12 +80,13 @@ def test_the_compiled_program_pastes_what_the_plain_one_pastes(
 
 
 def test_livecam_run_compiles_the_paste_only_on_cuda(tmp_path: Path) -> None:
-    config = load_config(None, [f"engine.cache_dir={tmp_path}"])
+    config = load_config(None, [f"advanced.engine.cache_dir={tmp_path}"])
     assert swap_compile_dir(config, "cuda") == swap_compile_dir(config, "cuda:0")
     assert swap_compile_dir(config, "cuda") is not None
     assert str(swap_compile_dir(config, "cuda")).startswith(str(tmp_path))
     assert swap_compile_dir(config, "cpu") is None  # the CPU runs of the GPU swap: checks
-    off = load_config(None, [f"engine.cache_dir={tmp_path}", "gpu.compile_paste=false"])
+    off = load_config(None, [f"advanced.engine.cache_dir={tmp_path}",
+                             "advanced.gpu.compile_paste=false"])
     assert swap_compile_dir(off, "cuda") is None
 
 

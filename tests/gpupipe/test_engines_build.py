@@ -16,10 +16,12 @@ from tests.helpers.standins import install_standin_models
 
 def _sets(root: Path) -> list[str]:
     models_dir, manifests_dir = install_standin_models(root)
-    return [f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-            f"engine.cache_dir={root / 'cache'}", "engine.device=cpu", "gpu.pipeline=always",
-            "engine.torch_mode=cuda_graphs", "gpu.cuda_graphs=false",
-            "analysis.detector_model=short", "analysis.max_faces=1", "analysis.tile_size_px=0"]
+    return [f"advanced.models.dir={models_dir}", f"advanced.models.manifests_dir={manifests_dir}",
+            f"advanced.engine.cache_dir={root / 'cache'}", "advanced.engine.device=cpu",
+            "advanced.gpu.pipeline=always",
+            "advanced.engine.torch_mode=cuda_graphs", "advanced.gpu.cuda_graphs=false",
+            "advanced.analysis.detector_model=short", "analysis.max_faces=1",
+            "advanced.analysis.tile_size_px=0"]
 
 
 def _torch_networks_on_cpu(config: Config, device: str, *, shared: Any = None,
@@ -88,8 +90,9 @@ def test_a_bad_size_is_refused_before_anything_compiles(
 def test_without_the_gpu_pipeline_cuda_graphs_mode_has_nothing_to_build(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sets = [s for s in _sets(tmp_path) if not s.startswith("gpu.pipeline")]
-    assert _build([*sets, "gpu.pipeline=never", "engine.backend=torch"]) == 2
-    assert "nothing to compile (use --set engine.torch_mode=compiled)" in capsys.readouterr().err
+    assert _build([*sets, "advanced.gpu.pipeline=never", "engine.backend=torch"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to compile (use --set advanced.engine.torch_mode=compiled)" in err
 
 
 @pytest.mark.slow

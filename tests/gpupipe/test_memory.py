@@ -73,8 +73,8 @@ def test_a_start_the_limit_cannot_hold_is_refused_in_one_line_before_anything_co
     monkeypatch.setattr(factory, "swap_compile_dir",
                         lambda config, device: tmp_path / "cache" / "inductor")
     config = load_config(None, [*_sets(tmp_path), "swap.mode=neural",
-                                "gpu.memory_limit_gb=0.05", "control.api=false",
-                                "control.hotkeys=false", "pipeline.status_interval_s=0"])
+                                "advanced.gpu.memory_limit_gb=0.05", "control.api=false",
+                                "control.hotkeys=false", "advanced.pipeline.status_interval_s=0"])
     identities = IdentityCollection({"astro": identity_from_photo("astro", astronaut_bgr)})
     # `livecam run` with four input/output pairs (build_streams is what it calls)
     streams = build_streams(config, pairs=[("synthetic:320x240", "null")] * 4,

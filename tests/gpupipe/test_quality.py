@@ -56,11 +56,12 @@ def config_for(root: Path, *sets: str) -> Config:
     the CPU, the streamer's own eyes and mouth off unless ``sets`` turn them on (so each test
     sees its own option's effect alone)."""
     return load_config(None, [
-        "swap.mode=neural", f"models.dir={root / 'standins' / 'models'}",
-        f"models.manifests_dir={root / 'standins' / 'manifests'}", "engine.device=cpu",
-        f"engine.cache_dir={root / 'cache' / 'engines'}", "gpu.pipeline=always",
-        "gpu.paste_window_px=256", "analysis.max_faces=2", "swap.keep_mouth=false",
-        "swap.keep_eyes=never", *sets])
+        "swap.mode=neural", f"advanced.models.dir={root / 'standins' / 'models'}",
+        f"advanced.models.manifests_dir={root / 'standins' / 'manifests'}",
+        "advanced.engine.device=cpu",
+        f"advanced.engine.cache_dir={root / 'cache' / 'engines'}", "advanced.gpu.pipeline=always",
+        "advanced.gpu.paste_window_px=256", "analysis.max_faces=2", "swap.keep_mouth=false",
+        "advanced.swap.keep_eyes=never", *sets])
 
 
 def packet(k: int, image: np.ndarray, faces: Any) -> Packet:
@@ -118,8 +119,10 @@ def plain_gpu(installed: Path, identities: Any, face_frame: FaceFrame) -> np.nda
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sets", [
-    ("swap.enhancer=gfpgan_1.4", "swap.enhancer_blend=0.8", "swap.pixel_boost=256"),
-    ("swap.pixel_boost=512", "swap.enhancer=gpen_bfr_256", "swap.enhancer_blend=1.0"),
+    ("swap.enhancer=gfpgan_1.4", "advanced.swap.enhancer_blend=0.8",
+     "advanced.swap.pixel_boost=256"),
+    ("advanced.swap.pixel_boost=512", "swap.enhancer=gpen_bfr_256",
+     "advanced.swap.enhancer_blend=1.0"),
 ], ids=["boost256+gfpgan", "boost512+gpen256"])
 def test_options_run_in_the_gpu_pipeline_as_on_the_cpu_path(
         sets: tuple[str, ...], installed: Path, identities: Any, face_frame: FaceFrame,
@@ -142,8 +145,8 @@ def test_the_streamers_eyes_and_mouth_are_kept_as_on_the_cpu_path(
     """``swap.keep_eyes: always`` and ``swap.keep_mouth`` (the defaults) in the GPU pipeline.
     Before: it ignored them, so its output equalled the output without them (the first
     assert) and showed the source's eyes where the CPU path shows the streamer's."""
-    config = config_for(installed, "swap.keep_eyes=always", "swap.keep_mouth=true",
-                        "swap.mouth_size=1.3")
+    config = config_for(installed, "advanced.swap.keep_eyes=always", "swap.keep_mouth=true",
+                        "advanced.swap.mouth_size=1.3")
     frames = [packet(0, face_frame.frame_bgr, faces_of(face_frame))]
     (gpu,) = run_gpu(config, identities, frames)
     (cpu,) = run_cpu(config, identities, frames)
@@ -233,7 +236,7 @@ def test_a_real_hand_stays_in_front_in_the_gpu_pipeline_as_on_the_cpu_path(
     clip = _clip(astronaut_bgr, hand_sprite, faces.boxes_xyxy[0], n=8)[2:6:3]
     packets = [packet(k, frame, faces) for k, (frame, _) in enumerate(clip)]
     config = config_for(installed, "swap.hands_in_front=true", "swap.enhancer=gpen_bfr_256",
-                        "swap.hand_search_every_n_frames=1")
+                        "advanced.swap.hand_search_every_n_frames=1")
     gpu = run_gpu(config, identities, packets)
     cpu = run_cpu(config, identities, packets)
     # the same frames without hands_in_front: the swap's footprint, and the defect

@@ -24,7 +24,8 @@ def _parts(shapes: tuple[CompiledShape, ...], *names: str) -> set[CompiledShape]
 
 def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes() -> None:
     config = load_config(None, ["swap.mode=neural", "analysis.max_faces=4",
-                                "engine.torch_mode=compiled", "engine.compile_if_missing=true"])
+                                "advanced.engine.torch_mode=compiled",
+                                "advanced.engine.compile_if_missing=true"])
     plans = {n: _plan(config, n) for n in (1, 4, 16)}
     shapes = {n: p.compiled_shapes() for n, p in plans.items()}
     # the swap's compiled parts and the generator: one set for any number of streams
@@ -45,8 +46,8 @@ def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes() -> Non
 
 
 def test_the_call_sizes_follow_the_config_not_the_streams() -> None:
-    small = load_config(None, ["swap.mode=neural", "pipeline.max_streams=3",
-                               "gpu.max_faces_per_call=2", "analysis.max_faces=4"])
+    small = load_config(None, ["swap.mode=neural", "advanced.pipeline.max_streams=3",
+                               "advanced.gpu.max_faces_per_call=2", "analysis.max_faces=4"])
     plan = _plan(small, 3)
     assert plan.frames_per_call == 4  # the bucket that holds max_streams, under the cap
     assert plan.faces_per_call == 4  # never fewer than one stream's max_faces
@@ -63,9 +64,11 @@ def test_the_hub_livecam_run_builds_is_sized_by_the_plan_for_any_number_of_strea
 
     models_dir, manifests_dir = install_standin_models(tmp_path)
     config = load_config(None, [
-        "swap.mode=neural", f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-        "engine.device=cpu", f"engine.cache_dir={tmp_path / 'cache'}", "gpu.pipeline=always",
-        "analysis.max_faces=2", "engine.torch_mode=cuda_graphs"])
+        "swap.mode=neural", f"advanced.models.dir={models_dir}",
+        f"advanced.models.manifests_dir={manifests_dir}",
+        "advanced.engine.device=cpu", f"advanced.engine.cache_dir={tmp_path / 'cache'}",
+        "advanced.gpu.pipeline=always",
+        "analysis.max_faces=2", "advanced.engine.torch_mode=cuda_graphs"])
     width, height = 320, 240
     seen = set()
     for n in (1, 4, 16):

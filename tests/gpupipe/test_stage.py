@@ -299,8 +299,8 @@ def test_a_switch_to_an_identity_being_embedded_covers_the_face_and_does_not_wai
 def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:
     from livecam.app import SharedStages
 
-    config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
-                                "engine.device=cpu", "gpu.pipeline=always"])
+    config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
+                                "advanced.engine.device=cpu", "advanced.gpu.pipeline=always"])
     assert gpu_pipeline_wanted(config)
     *_, stage = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
     with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
@@ -318,10 +318,10 @@ def test_gpu_pipeline_wanted_follows_the_config() -> None:
     def wanted(*overrides: str) -> bool:
         return gpu_pipeline_wanted(load_config(None, list(overrides)))
 
-    assert not wanted("gpu.pipeline=always")  # classic swap: no GPU pipeline
-    assert wanted("swap.mode=neural", "gpu.pipeline=always")
-    assert not wanted("swap.mode=neural", "gpu.pipeline=never")
-    assert not wanted("swap.mode=neural", "engine.device=cpu")
+    assert not wanted("advanced.gpu.pipeline=always")  # classic swap: no GPU pipeline
+    assert wanted("swap.mode=neural", "advanced.gpu.pipeline=always")
+    assert not wanted("swap.mode=neural", "advanced.gpu.pipeline=never")
+    assert not wanted("swap.mode=neural", "advanced.engine.device=cpu")
     assert not wanted("swap.mode=neural", "engine.backend=onnxruntime")
     assert wanted("swap.mode=neural") == torch.cuda.is_available()
 
@@ -341,10 +341,12 @@ def test_livecam_run_swaps_two_streams_on_one_gpu_swap(tmp_path: Path,
 
     models_dir, manifests_dir = install_standin_models(tmp_path)
     config = load_config(None, [
-        "swap.mode=neural", f"models.dir={models_dir}", f"models.manifests_dir={manifests_dir}",
-        "engine.device=cpu", f"engine.cache_dir={tmp_path / 'cache' / 'engines'}",
-        "gpu.pipeline=always", "analysis.max_faces=2", "gpu.paste_window_px=320",
-        "pipeline.realtime=false", "pipeline.status_interval_s=0", "control.api=false",
+        "swap.mode=neural", f"advanced.models.dir={models_dir}",
+        f"advanced.models.manifests_dir={manifests_dir}",
+        "advanced.engine.device=cpu", f"advanced.engine.cache_dir={tmp_path / 'cache' / 'engines'}",
+        "advanced.gpu.pipeline=always", "analysis.max_faces=2", "advanced.gpu.paste_window_px=320",
+        "advanced.pipeline.realtime=false", "advanced.pipeline.status_interval_s=0",
+        "control.api=false",
         "control.hotkeys=false", f"identity.library_dir={tmp_path / 'lib'}"])
     live = [face_frame(astronaut_bgr), face_frame(get_image("t1")[60:460, 0:400])]
     paths = []

@@ -133,15 +133,17 @@ def test_livecam_runs_factory_gives_the_hub_both_windows(tmp_path: Path) -> None
     from tests.gpupipe.test_stage import _NoIdentities
 
     def hub_windows(*overrides: str) -> tuple[int, ...]:
-        config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
-                                    "engine.device=cpu", "gpu.pipeline=always", *overrides])
+        config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
+                                    "advanced.engine.device=cpu", "advanced.gpu.pipeline=always",
+                                    *overrides])
         *_, stage = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
         return stage.hub.windows_px  # type: ignore[attr-defined, no-any-return]
 
     assert hub_windows() == (640, 1088)
-    assert hub_windows("gpu.paste_window_large_px=0") == (640,)
-    assert hub_windows("gpu.paste_window_px=320", "gpu.paste_window_large_px=720") == (320, 720)
-    assert hub_windows("gpu.paste_window_large_px=512") == (640,)  # not larger: none
+    assert hub_windows("advanced.gpu.paste_window_large_px=0") == (640,)
+    assert hub_windows("advanced.gpu.paste_window_px=320",
+                       "advanced.gpu.paste_window_large_px=720") == (320, 720)
+    assert hub_windows("advanced.gpu.paste_window_large_px=512") == (640,)  # not larger: none
 
 
 @pytest.mark.slow

@@ -169,7 +169,7 @@ def _edge_clips(people: Sequence[FaceSprite], fw: float) -> list[LeakClip]:
     clips = []
     # the edge search is opt-in (it disturbed following groups and faces beyond max_faces):
     # these clips measure it on
-    edge = ("analysis.edge_search=true",)
+    edge = ("advanced.analysis.edge_search=true",)
     for k, side in enumerate(("top", "bottom", "left", "right")):
         person = people[k % len(people)]
         clips.append(LeakClip(f"cut_{side}", f"a still face cut by the {side} edge", 45,

@@ -5,7 +5,7 @@ touches the real home), an identity made from skimage's astronaut with ``livecam
 add``, and the clips written as H.264 files. :meth:`LeakBench.measure` runs
 
     livecam run --input file:CLIP --output file:OUT --identity astro --frames N
-                --set capture.loop=true ... (the clip's and the caller's --set)
+                --set advanced.capture.loop=true ... (the clip's and the caller's --set)
 
 in a subprocess (the ``livecam`` command's own entry point), live mode (the default
 ``pipeline.realtime: true``: the file is paced at its 30 fps like a camera, frames are dropped
@@ -38,8 +38,8 @@ IDENTITY = "astro"
 PASSES = 2
 #: Output frames sent beyond the passes: the black frames before the first result.
 EXTRA_FRAMES = 30
-_RUN_SETTINGS = ("capture.loop=true", "control.api=false", "control.hotkeys=false",
-                 "pipeline.status_interval_s=0", "output.file_crf=14")
+_RUN_SETTINGS = ("advanced.capture.loop=true", "control.api=false", "control.hotkeys=false",
+                 "advanced.pipeline.status_interval_s=0", "advanced.output.file_crf=14")
 
 
 @dataclass
@@ -132,7 +132,7 @@ def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
     from livecam.identity import IdentityCollection, identity_from_photo
     from livecam.swap.stage import ClassicSwapStage
 
-    config = load_config(None, ["pipeline.realtime=false", *clip.settings, *settings])
+    config = load_config(None, ["advanced.pipeline.realtime=false", *clip.settings, *settings])
     identities = IdentityCollection({IDENTITY: identity_from_photo(identity_photo,
                                                                    config.identity)})
     state = RuntimeState(active_identity=IDENTITY, identities=(IDENTITY,))

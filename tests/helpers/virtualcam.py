@@ -37,7 +37,7 @@ class Recording:
 def register_recording_backend(name: str = "recording", *, keep_frames: bool = True) -> Recording:
     """Register a backend called ``name`` with pyvirtualcam and return what it will record.
 
-    Use ``--set output.backend=<name>`` (or ``OutputConfig(backend=name)``) to select it.
+    Use ``--set advanced.output.backend=<name>`` (or ``OutputConfig(backend=name)``) to select it.
     ``keep_frames=False`` records only send times (long runs).
     """
     import time

@@ -247,7 +247,7 @@ def test_a_photo_that_is_no_photo_file_is_refused_before_reading(tmp_path: Path,
         with photo.open("wb") as fh:
             fh.truncate(2 << 30)
         expected = "2147 MB: more than a photo of identity.max_photo_megapixels (1 MP)"
-    result = cli(tmp_path / "lib", "--set", "identity.max_photo_megapixels=1", "add", "me",
+    result = cli(tmp_path / "lib", "--set", "advanced.identity.max_photo_megapixels=1", "add", "me",
                  str(photo), timeout=60)
     assert result.returncode == 2, result.stderr
     lines = error_lines(result)

@@ -46,7 +46,7 @@ def _leaks(clip: LeakClip, photo: Path, *settings: str, frames: int) -> list[tup
 def test_a_face_cut_by_the_left_edge_is_covered(clips: dict[str, LeakClip],
                                                 photo: Path) -> None:
     """About half the face in view, still: BlazeFace alone never finds it (45 of 45 frames
-    leaked with ``analysis.edge_search=false``)."""
+    leaked with ``advanced.analysis.edge_search=false``)."""
     assert _leaks(clips["cut_left"], photo, frames=8) == []
 
 

@@ -36,7 +36,7 @@ def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
     eyes inside the lids and its mouth interior: swap.keep_eyes, swap.keep_mouth)."""
     photo = tmp_path / "astronaut.png"
     cv2.imwrite(str(photo), astronaut_bgr)
-    config = load_config(None, ["pipeline.realtime=false"])  # the shipped swap settings
+    config = load_config(None, ["advanced.pipeline.realtime=false"])  # the shipped swap settings
     identities = IdentityCollection({"astro": identity_from_photo(photo, config.identity)})
     state = RuntimeState(active_identity="astro", identities=("astro",))
     frames = list(clips["still_6"].frames())[:16]

@@ -74,7 +74,7 @@ def test_real_shows_the_faces_it_cannot_swap(bench: LeakBench,
                                              clips: dict[str, LeakClip]) -> None:
     """``swap.unswappable: real`` (the explicit choice of the old behaviour): the two faces
     beyond ``max_faces`` are shown as they are, and the judge sees it."""
-    m = bench.measure(clips["still_6_max4"], "swap.unswappable=real")
+    m = bench.measure(clips["still_6_max4"], "advanced.swap.unswappable=real")
     assert m.report.leaks_counted > 0
     assert {v.face_id for v in m.report.leaked} <= set(range(1, 7))
 

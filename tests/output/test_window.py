@@ -192,7 +192,7 @@ def test_keys_in_the_window_switch_identities_bypass_and_quit(
     port, token_file = free_port(), tmp_path / "token"
     with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--identity",
                      "alice", "--set", f"control.api_address=127.0.0.1:{port}",
-                     "--set", f"control.token_file={token_file}") as proc:
+                     "--set", f"advanced.control.token_file={token_file}") as proc:
         window = xscreen.find_window("livecam")
         xscreen.manage(window)
         wait_for_status(port, token_file, proc, {"active_identity": "alice", "bypass": False})
@@ -233,7 +233,7 @@ def test_a_global_combo_pressed_in_the_window_acts_once(
     port, token_file = free_port(), tmp_path / "token"
     with livecam_run(xscreen, tmp_path, "--input", f"file:{coded_clip}", "--identity",
                      "alice", "--set", f"control.api_address=127.0.0.1:{port}",
-                     "--set", f"control.token_file={token_file}", hotkeys=True) as proc:
+                     "--set", f"advanced.control.token_file={token_file}", hotkeys=True) as proc:
         window = xscreen.find_window("livecam")
         xscreen.manage(window)
         start = wait_for_status(port, token_file, proc, {"active_identity": "alice"})

@@ -226,10 +226,10 @@ def test_slow_set_up_runs_before_the_output_sends_anything(
     logged, before the output thread exists: no black frames go out meanwhile."""
     import logging
 
+    from livecam.app import App
     from livecam.capture.sources import SyntheticSource
     from livecam.config import load_config
     from livecam.output.sinks import NullSink
-    from livecam.pipeline.runtime import App
 
     class Preparing(StageBase):
         name = "preparing"
@@ -248,7 +248,7 @@ def test_slow_set_up_runs_before_the_output_sends_anything(
             return packet
 
     stage = Preparing()
-    app = App(load_config(None, ["pipeline.status_interval_s=0"]),
+    app = App(load_config(None, ["advanced.pipeline.status_interval_s=0"]),
               source=SyntheticSource(width=64, height=48, fps=60.0), sink=NullSink(),
               stages=[stage], max_frames=5)
     stage.app = app

@@ -19,7 +19,7 @@ def test_a_reload_that_changes_the_streams_says_it_needs_a_restart(
         caplog: pytest.LogCaptureFixture) -> None:
     """Editing the ``streams:`` list and sending SIGHUP kept the running streams and said
     only "reloaded": the user believed the new list was running."""
-    config = load_config(None, ["pipeline.status_interval_s=0"])
+    config = load_config(None, ["advanced.pipeline.status_interval_s=0"])
     edited = dataclasses.replace(config, streams=({"input": "synthetic:64x48",
                                                    "output": "null"},))
     app = App(config, source=SyntheticSource(width=64, height=48, fps=30.0), sink=NullSink(),

@@ -68,7 +68,7 @@ class Rig:
         self.scheduler = Scheduler(stages=stages, inbox=self.frames, outbox=self.packets,
                                    commands=self.commands, metrics=self.metrics,
                                    state=RuntimeState(), threads=threads, hop_policy=policy,
-                                   error_cover=error_cover)
+                                   error_cover=error_cover or FaceCover())
         self.out: list[Packet] = []
         self._n_frames, self._fps = n_frames, fps
         self._image = np.zeros((4, 4, 3), np.uint8) if image is None else image
@@ -345,7 +345,8 @@ def test_stop_ends_every_thread_with_a_busy_worker_and_a_full_outbox() -> None:
     busy = Gate("busy")
     scheduler = Scheduler(stages=[Recorder("a"), busy], inbox=frames,
                           outbox=packets, commands=CommandQueue(), metrics=Metrics(),
-                          state=RuntimeState(), threads=2, hop_policy="block")
+                          state=RuntimeState(), threads=2, hop_policy="block",
+                          error_cover=FaceCover())
     scheduler.start()
     image = np.zeros((4, 4, 3), np.uint8)
     for i in range(3):

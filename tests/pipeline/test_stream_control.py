@@ -114,7 +114,7 @@ def test_ctl_stream_reaches_one_stream(two_streams: tuple[StreamSet, ControlServ
     streams, server, _ = two_streams
     token_file = tmp_path / "cfg" / "api-token"
     result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "--set",
-                     "control.apply_wait_s=60", "--stream", "0", "select", "carol")
+                     "advanced.control.apply_wait_s=60", "--stream", "0", "select", "carol")
     assert result.returncode == 0, result.stderr
     assert [a.state.active_identity for a in streams.apps] == ["carol", None]
     result = livecam("ctl", "--url", server.url, "--token-file", str(token_file), "status")

@@ -42,7 +42,7 @@ def frames_in(path: Path) -> int:
 
 
 QUIET = ["--set", "control.api=false", "--set", "control.hotkeys=false",
-         "--set", "pipeline.status_interval_s=0"]
+         "--set", "advanced.pipeline.status_interval_s=0"]
 
 
 def test_run_pairs_each_input_with_its_output(tmp_path: Path) -> None:
@@ -82,7 +82,8 @@ def test_streams_from_the_config(tmp_path: Path) -> None:
       "window"], "output window is named by two streams (0 and 1): one preview window"),
     # a careless config (a list pasted many times, a generated one) must not start streams
     # until memory runs out: 64 streams took 170 s to start and 7.6 GB on this CPU
-    (["--set", "pipeline.max_streams=2", *["--input", "synthetic", "--output", "null"] * 3],
+    (["--set", "advanced.pipeline.max_streams=2", *["--input", "synthetic", "--output",
+                                                    "null"] * 3],
      "3 streams (3 --input/--output pairs) in one process, more than pipeline.max_streams (2)"),
     (["--set", "streams=[" + ", ".join(['{input: "synthetic:64x64", output: "null"}'] * 65)
       + "]"], "65 streams (config streams) in one process, more than pipeline.max_streams (64)"),
@@ -252,8 +253,8 @@ def test_a_run_sets_the_switch_interval_and_puts_it_back() -> None:
             return packet
 
     before = sys.getswitchinterval()
-    config = load_config(None, ["pipeline.status_interval_s=0",
-                                "pipeline.gil_switch_interval_ms=0.5"])
+    config = load_config(None, ["advanced.pipeline.status_interval_s=0",
+                                "advanced.pipeline.gil_switch_interval_ms=0.5"])
     apps = [App(config, source=SyntheticSource(width=64, height=48, fps=60.0), sink=NullSink(),
                 stages=[Probe()], max_frames=3) for _ in range(2)]
     StreamSet(apps).run()
@@ -270,7 +271,7 @@ def test_a_start_says_where_its_time_went(caplog: pytest.LogCaptureFixture) -> N
         def open(self) -> None:
             time.sleep(0.3)  # at least this long: a lower bound, not a race
 
-    app = stream_app(load_config(None, ["pipeline.status_interval_s=0"]),
+    app = stream_app(load_config(None, ["advanced.pipeline.status_interval_s=0"]),
                      [Marker(), SlowOpen()], stream=0)
     t0 = time.perf_counter()
     app.open()

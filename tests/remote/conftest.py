@@ -66,10 +66,10 @@ def start_server(root: Path, *, max_sessions: int, port: int | None = None,
     with open(log, "w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "livecam.cli", "serve", "--identity", "astro",
-             "--set", f"serve.address=127.0.0.1:{port}",
+             "--set", f"advanced.serve.address=127.0.0.1:{port}",
              "--set", f"control.api_address=127.0.0.1:{api_port}",
-             "--set", f"serve.max_sessions={max_sessions}",
-             "--set", "pipeline.status_interval_s=0"],
+             "--set", f"advanced.serve.max_sessions={max_sessions}",
+             "--set", "advanced.pipeline.status_interval_s=0"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
     s = Server(proc, f"http://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
                tokens, log, port)

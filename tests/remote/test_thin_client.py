@@ -54,9 +54,11 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
         client = subprocess.Popen(
             [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
              "--output", f"file:{out}", "--remote", server.url, "--remote-token-file",
-             str(token_file), "--set", "capture.loop=true", "--set", "control.hotkeys=false",
+             str(token_file), "--set", "advanced.capture.loop=true", "--set",
+             "control.hotkeys=false",
              "--set", f"control.api_address={api.removeprefix('http://')}",
-             "--set", "pipeline.status_interval_s=0", "--set", "output.file_crf=14"],
+             "--set", "advanced.pipeline.status_interval_s=0", "--set",
+             "advanced.output.file_crf=14"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
     restarted = None
     try:

@@ -80,7 +80,8 @@ def test_imported_enhancer_runs_in_the_neural_swap(tmp_path: Path,
     for enhancer in ("none", "gpen_bfr_256"):
         config = load_config(None, overrides=[
             "swap.mode=neural", f"swap.enhancer={enhancer}", "engine.backend=onnxruntime",
-            "engine.device=cpu", f"models.dir={models}", f"models.manifests_dir={manifests}"])
+            "advanced.engine.device=cpu", f"advanced.models.dir={models}",
+            f"advanced.models.manifests_dir={manifests}"])
         (stage,) = build_swap_stages(config, _NoIdentities())
         stage.source_embedding = lambda name: np.ones(512, np.float32)  # type: ignore[attr-defined]
         with stage:
@@ -112,9 +113,9 @@ def test_models_import_and_list_through_the_cli(tmp_path: Path) -> None:
 
     def livecam(*verb: str, manifests_dir: Path | None = None
                 ) -> subprocess.CompletedProcess[str]:
-        sets = ["--set", f"models.dir={models}"]
+        sets = ["--set", f"advanced.models.dir={models}"]
         if manifests_dir is not None:
-            sets += ["--set", f"models.manifests_dir={manifests_dir}"]
+            sets += ["--set", f"advanced.models.manifests_dir={manifests_dir}"]
         return subprocess.run([sys.executable, "-m", "livecam.cli", "models", *sets, *verb],
                               capture_output=True, text=True, timeout=120)
 

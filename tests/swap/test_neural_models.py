@@ -29,7 +29,8 @@ def test_a_manifest_dropped_in_the_manifests_dir_is_selectable(tmp_path: Path) -
     data.update(name="my_swapper", file="my_swapper.onnx")
     (root / "my_swapper.yaml").write_text(yaml.safe_dump(data))
     config = load_config(None, ["swap.mode=neural", "swap.model=my_swapper",
-                                f"models.manifests_dir={root}", f"models.dir={tmp_path}"])
+                                f"advanced.models.manifests_dir={root}",
+                                f"advanced.models.dir={tmp_path}"])
     models = NeuralModels.from_config(config)
     assert models.swapper.name == "my_swapper" and models.recognizer.name == "w600k_r50"
     assert models.swapper_path == tmp_path / "my_swapper.onnx"
@@ -59,14 +60,14 @@ def test_livecam_run_refuses_an_unknown_model_in_one_line(tmp_path: Path,
     result = subprocess.run(
         [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic", "--output", "null",
          "--source", str(photo), "--set", "swap.mode=neural", "--set", "swap.model=simswap",
-         "--set", "gpu.pipeline=never"], capture_output=True, text=True, timeout=300)
+         "--set", "advanced.gpu.pipeline=never"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr
     assert "swap.model: 'simswap'" in result.stderr and "inswapper_128" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_compiled_batch_sizes_follow_the_path() -> None:
-    config = load_config(None, ["analysis.max_faces=6", "engine.max_batch=8"])
+    config = load_config(None, ["analysis.max_faces=6", "advanced.engine.max_batch=8"])
     models = NeuralModels.from_config(config)
     assert models.generator_batch_sizes(gpu_pipeline=True) == (1, 2, 4, 6)
     assert models.generator_batch_sizes(gpu_pipeline=False) == (1, 2, 4, 8)
@@ -75,7 +76,7 @@ def test_compiled_batch_sizes_follow_the_path() -> None:
 
 
 def test_a_zero_batch_size_is_a_config_error() -> None:
-    config = load_config(None, ["engine.compiled_batch_sizes=[0, 2]"])
+    config = load_config(None, ["advanced.engine.compiled_batch_sizes=[0, 2]"])
     with pytest.raises(ConfigError, match="compiled_batch_sizes"):
         NeuralModels.from_config(config)
 
@@ -87,9 +88,9 @@ def test_both_paths_build_from_the_same_object(tmp_path: Path) -> None:
     from livecam.identity.model import IdentityCollection
     from livecam.swap.neural import build_neural_stage
 
-    config = load_config(None, ["swap.mode=neural", f"models.dir={tmp_path}",
-                                "engine.device=cpu", "engine.backend=onnxruntime",
-                                "gpu.pipeline=always"])
+    config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
+                                "advanced.engine.device=cpu", "engine.backend=onnxruntime",
+                                "advanced.gpu.pipeline=always"])
     models = NeuralModels.from_config(config)
     cpu_stage = build_neural_stage(models, lambda name: None)
     *_, gpu_stage = build_gpu_stages(config, IdentityCollection({}))

@@ -21,8 +21,8 @@ from tests.swap.held_identity import HeldIdentity
 
 
 def test_neural_mode_without_models_fails_at_start_naming_fetch(tmp_path: Path) -> None:
-    config = load_config(None, ["engine.backend=onnxruntime", "engine.device=cpu",
-                                f"models.dir={tmp_path}"])
+    config = load_config(None, ["engine.backend=onnxruntime", "advanced.engine.device=cpu",
+                                f"advanced.models.dir={tmp_path}"])
     stage = build_neural_stage(NeuralModels.from_config(config), lambda name: None)
     with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
         stage.open()

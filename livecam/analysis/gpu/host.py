@@ -43,8 +43,8 @@ def pinned_copy(image_bgr: ImageBGR) -> ImageBGR:
     except RuntimeError as exc:
         _failed.set()
         log.warning("frames cannot be put in page-locked memory (%s): the GPU's face networks "
-                    "copy each frame into their own instead (set gpu.pinned_capture=false to "
-                    "not try)", exc)
+                    "copy each frame into their own instead (set "
+                    "advanced.gpu.pinned_capture=false to not try)", exc)
         return image_bgr
     out = block.numpy()
     np.copyto(out, image_bgr)

@@ -201,11 +201,12 @@ def test_livecam_run_compiles_the_networks_into_the_engine_cache_unless_told_not
     from livecam.config import load_config
     from livecam.gpupipe.factory import follower_networks, networks_compile_dir
 
-    config = load_config(None, [f"engine.cache_dir={tmp_path}"])
+    config = load_config(None, [f"advanced.engine.cache_dir={tmp_path}"])
     assert networks_compile_dir(config) == tmp_path / "inductor"
     nets, _search = follower_networks(config, "cuda:0")  # not opened: nothing runs here
     assert nets.compile_dir == tmp_path / "inductor"
-    off = load_config(None, [f"engine.cache_dir={tmp_path}", "gpu.compile_networks=false"])
+    off = load_config(None, [f"advanced.engine.cache_dir={tmp_path}",
+                             "advanced.gpu.compile_networks=false"])
     assert networks_compile_dir(off) is None
     assert follower_networks(off, "cuda:0")[0].compile_dir is None
 

@@ -168,7 +168,7 @@ def test_searching_every_frame_is_never_deferred(small_faces_bgr: np.ndarray) ->
     from livecam.analysis import build_follower
     from livecam.config import load_config
 
-    analysis = load_config(None, ["analysis.detect_every_n_frames=1"]).analysis
+    analysis = load_config(None, ["advanced.analysis.detect_every_n_frames=1"]).analysis
     nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
                            max_rois=analysis.max_faces)
     follower = build_follower(analysis, realtime=False, networks=nets,

@@ -245,7 +245,7 @@ def test_livecam_streams_share_the_follower_networks_and_one_stream_has_its_own(
     assert built[0].detect_ahead == config.analysis.detect_each_frame
     alone, _ = follower_networks(config, "cuda:0", shared=SharedStages(n_streams=1))
     assert isinstance(alone, GpuFaceNetworks)
-    refined = load_config(None, ["analysis.refine_landmarks=true"])
+    refined = load_config(None, ["advanced.analysis.refine_landmarks=true"])
     own, _ = follower_networks(refined, "cuda:0", shared=shared, stream=0)
     assert isinstance(own, GpuFaceNetworks)  # its 478-point mesh runs on the host
 

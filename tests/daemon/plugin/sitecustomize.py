@@ -4,7 +4,7 @@ This machine (like CI) has no v4l2loopback device, so the real virtual-camera ba
 open. Tests put this folder on PYTHONPATH; Python imports ``sitecustomize`` at start-up, which
 registers backend ``recording`` through pyvirtualcam's public ``register_backend`` seam. The
 daemon then runs its production ``VirtualCamSink`` path unchanged (``--output virtualcam
---set output.backend=recording``) and every frame it sends is appended, raw BGR, to
+--set advanced.output.backend=recording``) and every frame it sends is appended, raw BGR, to
 ``$LIVECAM_TEST_RECORD_DIR/frames.raw`` with the size in ``meta.json``.
 """
 
