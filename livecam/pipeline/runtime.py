@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 #: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
+#: Longest ``open`` waits for an input pipe's first bytes (its frame size sets the output's)
+#: before the capture thread takes the wait over.
+_PIPE_WAIT_S = 2.0
 
 
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int,
@@ -169,6 +172,8 @@ class App:
             src_w, src_h = self.source.size_px
             prepare_stages(self.stages, src_w, src_h, self._log)
             laps.lap("prepare")
+            if src_w <= 0 or src_h <= 0:  # an input pipe not open yet
+                src_w, src_h = cfg.capture.width, cfg.capture.height
             width = cfg.output.width or src_w
             height = cfg.output.height or src_h
             fps = cfg.output.fps or self.source.fps
@@ -240,7 +245,20 @@ class App:
         self._done.set()
 
     def _open_source(self) -> bool:
-        """Open the source; True if open. A live source may be missing with wait_for_source."""
+        """Open the source; True if open. A live source may be missing with wait_for_source.
+        An input pipe that has sent nothing within ``_PIPE_WAIT_S`` is left to the capture
+        thread to open (it may never write: the controls must still come up and a stop must
+        still work); the output then runs at the ``capture`` size meanwhile."""
+        wait_ready = getattr(self.source, "wait_ready", None)
+        if callable(wait_ready):
+            deadline = time.monotonic() + _PIPE_WAIT_S
+            # short slices: a stop signal's handler runs between them on the main thread
+            while not wait_ready(0.05):
+                if time.monotonic() >= deadline:
+                    self._log.info("input %s has sent nothing yet: the output starts at the "
+                                   "capture size and the frames follow when it does",
+                                   self._labels[0] or "pipe")
+                    return False
         try:
             self.source.open()
             return True
