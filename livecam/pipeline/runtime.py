@@ -135,6 +135,7 @@ class App:
         self.output_size_px = (0, 0)
         self.output_fps = 0.0
         self.stop_timings_ms: dict[str, float] = {}
+        self._close_ms: dict[str, float] = {}  # each close of a stop, by what it closed
         #: where open() went: each stage's open, the source, the stages' prepare, the sink
         self.open_timings_ms: dict[str, float] = {}
 
@@ -166,7 +167,7 @@ class App:
             for stage in self.stages:
                 stage.open()
                 laps.lap(f"open {stage.name}")
-                self._resources.callback(stage.close)
+                self._resources.callback(self._timed_close, f"close {stage.name}", stage.close)
             source_open = self._open_source()
             laps.lap("source")
             src_w, src_h = self.source.size_px
@@ -178,7 +179,7 @@ class App:
             height = cfg.output.height or src_h
             fps = cfg.output.fps or self.source.fps
             self.sink.open(width=width, height=height, fps=fps)
-            self._resources.callback(self.sink.close)
+            self._resources.callback(self._timed_close, "close sink", self.sink.close)
             laps.lap("sink")
             if isinstance(self.sink, GuiSink):
                 self._gui_thread = threading.get_ident()
@@ -186,7 +187,7 @@ class App:
             self.source.close()
             self._resources.close()
             raise
-        self._resources.callback(self._close_current_stages)
+        self._resources.callback(self._timed_close, "close stages", self._close_current_stages)
         self._opened = (width, height, fps, source_open)
         self.open_timings_ms = laps.laps_ms
 
@@ -272,6 +273,14 @@ class App:
         self.live.update(packet, image)
         if self._on_sent is not None:
             self._on_sent(packet, image)
+
+    def _timed_close(self, name: str, close: Callable[[], None]) -> None:
+        """Run ``close``, its time kept for ``stop_timings_ms`` (where a stop's time goes)."""
+        t0 = time.perf_counter_ns()
+        try:
+            close()
+        finally:
+            self._close_ms[name] = (time.perf_counter_ns() - t0) / 1e6
 
     def _close_current_stages(self) -> None:
         if self._scheduler is not None:
@@ -398,7 +407,7 @@ class App:
             self.source.close()  # opened, never started: no capture thread owns it
         self._resources.close()
         timings.lap("close")
-        self.stop_timings_ms = timings.laps_ms
+        self.stop_timings_ms = {**timings.laps_ms, **self._close_ms}
 
     def run(self) -> None:
         """start, wait until done (or Ctrl-C), stop (:func:`run_to_end`)."""
