@@ -99,7 +99,8 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     """
     if not controls:
         source = make_source(parse_input(input_spec), config.capture)
-        sink = make_sink(parse_output(output_spec), config.output)
+        sink = make_sink(parse_output(output_spec), config.output,
+                         live=config.pipeline.realtime)
         state = state or RuntimeState()
         if stages is None:
             stages = build_stages(config, state, identities)
@@ -181,7 +182,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
 
             sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
         else:
-            sink = make_sink(out_parsed, config.output)
+            sink = make_sink(out_parsed, config.output, live=config.pipeline.realtime)
         factory: StageFactory | None = None
         app_stages = stages
         if app_stages is None:

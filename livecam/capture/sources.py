@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from livecam.capture.pipe_wait import PipeWaiter
 from livecam.capture.still import decode_image, input_kind
 from livecam.core.errors import CaptureError, InputError
 from livecam.core.types import ImageBGR
@@ -115,6 +116,10 @@ class FileSource(_SourceBase):
     ``max_pixels`` (read from the stream header, then checked on every frame). PyAV gives
     FFmpeg's errors as exceptions, so a bad file is one line, not FFmpeg's log on stderr. A pipe
     can be read once: opening it again after its end raises :class:`InputError`.
+
+    A pipe whose writer has not written yet would block ``open`` (and FFmpeg's probe) with
+    no way out: :meth:`wait_ready` waits for its first bytes in slices the caller chooses
+    (the app and the capture thread, so a stop or the control API are never held up).
     """
 
     live = False
@@ -128,6 +133,18 @@ class FileSource(_SourceBase):
         self._frames: Iterator[av.VideoFrame] | None = None
         self._pending: ImageBGR | None = None  # the first frame, decoded by open
         self._pipe_used = False
+        self._waiter: PipeWaiter | None = None  # a pipe not opened yet, opened without waiting
+
+    def wait_ready(self, timeout_s: float | None) -> bool:
+        """True when :meth:`open` will not wait for a writer: a file, or a pipe that holds
+        data (or whose writer came and went); False after ``timeout_s`` seconds of an input
+        pipe with nothing in it. Raises :class:`InputError` for a missing path. The thread
+        that then calls ``open``."""
+        if input_kind(self._path, "input file") != "pipe" or self._pipe_used:
+            return True
+        if self._waiter is None:
+            self._waiter = PipeWaiter(self._path)
+        return self._waiter.wait_readable(timeout_s)
 
     def open(self) -> None:
         import av
@@ -137,18 +154,26 @@ class FileSource(_SourceBase):
         if kind == "pipe" and self._pipe_used:
             raise InputError(f"input {path} is a pipe that has ended; a pipe cannot be "
                              "restarted (capture.loop needs a file)")
+        target = str(path)
+        if kind == "pipe":
+            self.wait_ready(None)
+            assert self._waiter is not None
+            fd = self._waiter.blocking_fd()
+            target = str(path) if fd is None else f"pipe:{fd}"
         self._pipe_used = kind == "pipe"
         try:
-            container = av.open(str(path), mode="r")
+            container = av.open(target, mode="r")
         except (av.FFmpegError, UnicodeDecodeError) as exc:
             hint = (" (a pipe must carry a streamable format: MPEG-TS, Matroska/WebM, Y4M or "
                     "fragmented MP4)" if kind == "pipe" else "")
+            self._close_pipe()
             raise InputError(f"input file {path} is not a video livecam can decode"
                              f"{hint}: {_ffmpeg_reason(exc)}") from None
         try:
             image = self._probe(container)
         except BaseException:
             container.close()
+            self._close_pipe()
             raise
         self._container, self._pending = container, image
         self._size_px = (image.shape[1], image.shape[0])
@@ -208,6 +233,12 @@ class FileSource(_SourceBase):
         if self._container is not None:
             self._container.close()
             self._container = None
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        if self._waiter is not None:
+            self._waiter.close()
+            self._waiter = None
 
 
 def _ffmpeg_reason(exc: BaseException) -> str:

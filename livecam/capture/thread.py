@@ -75,8 +75,12 @@ class CaptureThread:
 
     def _open_with_backoff(self) -> bool:
         waits = Backoff(*self._backoff)
+        wait_ready = getattr(self._source, "wait_ready", None)
         while not self._stop.is_set():
             try:
+                # an input pipe is opened once it holds data: the wait can be stopped
+                if callable(wait_ready) and not wait_ready(0.1):
+                    continue
                 self._source.open()
                 self._is_open = True
                 return True

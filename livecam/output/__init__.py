@@ -30,15 +30,16 @@ def parse_output(text: str) -> OutputSpec:
     raise UsageError(f"--output {text!r} is not understood; use {OUTPUT_HELP}")
 
 
-def make_sink(spec: OutputSpec, config: OutputConfig) -> FrameSink:
-    """Build (not open) the sink for ``spec``."""
+def make_sink(spec: OutputSpec, config: OutputConfig, *, live: bool = False) -> FrameSink:
+    """Build (not open) the sink for ``spec``; ``live``: for a real-time run (a file is
+    then encoded without holding frames back, see :class:`~livecam.output.sinks.FileSink`)."""
     from livecam.output import sinks, window
 
     if spec.kind == "virtualcam":
         return sinks.VirtualCamSink(device=config.device, backend=config.backend)
     if spec.kind == "file":
         return sinks.FileSink(path=Path(spec.target), codec=config.file_codec,
-                              crf=config.file_crf)
+                              crf=config.file_crf, low_delay=live)
     if spec.kind == "window":
         return window.WindowSink()
     return sinks.NullSink()

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 #: Longest a GUI sink's pump waits for a frame: key presses and a closed window are noticed
 #: at least this often even when no frame comes.
 _GUI_PUMP_S = 0.02
+#: Longest ``open`` waits for an input pipe's first bytes (its frame size sets the output's)
+#: before the capture thread takes the wait over.
+_PIPE_WAIT_S = 2.0
 
 
 def prepare_stages(stages: Sequence[AnyStage], width_px: int, height_px: int,
@@ -133,6 +136,7 @@ class App:
         self.output_size_px = (0, 0)
         self.output_fps = 0.0
         self.stop_timings_ms: dict[str, float] = {}
+        self._close_ms: dict[str, float] = {}  # each close of a stop, by what it closed
         #: where open() went: each stage's open, the source, the stages' prepare, the sink
         self.open_timings_ms: dict[str, float] = {}
 
@@ -164,17 +168,19 @@ class App:
             for stage in self.stages:
                 stage.open()
                 laps.lap(f"open {stage.name}")
-                self._resources.callback(stage.close)
+                self._resources.callback(self._timed_close, f"close {stage.name}", stage.close)
             source_open = self._open_source()
             laps.lap("source")
             src_w, src_h = self.source.size_px
             prepare_stages(self.stages, src_w, src_h, self._log)
             laps.lap("prepare")
+            if src_w <= 0 or src_h <= 0:  # an input pipe not open yet
+                src_w, src_h = cfg.capture.width, cfg.capture.height
             width = cfg.output.width or src_w
             height = cfg.output.height or src_h
             fps = cfg.output.fps or self.source.fps
             self.sink.open(width=width, height=height, fps=fps)
-            self._resources.callback(self.sink.close)
+            self._resources.callback(self._timed_close, "close sink", self.sink.close)
             laps.lap("sink")
             if isinstance(self.sink, GuiSink):
                 self._gui_thread = threading.get_ident()
@@ -182,7 +188,7 @@ class App:
             self.source.close()
             self._resources.close()
             raise
-        self._resources.callback(self._close_current_stages)
+        self._resources.callback(self._timed_close, "close stages", self._close_current_stages)
         self._opened = (width, height, fps, source_open)
         self.open_timings_ms = laps.laps_ms
 
@@ -241,7 +247,20 @@ class App:
         self._done.set()
 
     def _open_source(self) -> bool:
-        """Open the source; True if open. A live source may be missing with wait_for_source."""
+        """Open the source; True if open. A live source may be missing with wait_for_source.
+        An input pipe that has sent nothing within ``_PIPE_WAIT_S`` is left to the capture
+        thread to open (it may never write: the controls must still come up and a stop must
+        still work); the output then runs at the ``capture`` size meanwhile."""
+        wait_ready = getattr(self.source, "wait_ready", None)
+        if callable(wait_ready):
+            deadline = time.monotonic() + _PIPE_WAIT_S
+            # short slices: a stop signal's handler runs between them on the main thread
+            while not wait_ready(0.05):
+                if time.monotonic() >= deadline:
+                    self._log.info("input %s has sent nothing yet: the output starts at the "
+                                   "capture size and the frames follow when it does",
+                                   self._labels[0] or "pipe")
+                    return False
         try:
             self.source.open()
             return True
@@ -255,6 +274,14 @@ class App:
         self.live.update(packet, image)
         if self._on_sent is not None:
             self._on_sent(packet, image)
+
+    def _timed_close(self, name: str, close: Callable[[], None]) -> None:
+        """Run ``close``, its time kept for ``stop_timings_ms`` (where a stop's time goes)."""
+        t0 = time.perf_counter_ns()
+        try:
+            close()
+        finally:
+            self._close_ms[name] = (time.perf_counter_ns() - t0) / 1e6
 
     def _close_current_stages(self) -> None:
         if self._scheduler is not None:
@@ -381,7 +408,7 @@ class App:
             self.source.close()  # opened, never started: no capture thread owns it
         self._resources.close()
         timings.lap("close")
-        self.stop_timings_ms = timings.laps_ms
+        self.stop_timings_ms = {**timings.laps_ms, **self._close_ms}
 
     def run(self) -> None:
         """start, wait until done (or Ctrl-C), stop (:func:`run_to_end`)."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from livecam.core.errors import OutputError
@@ -41,13 +42,13 @@ def test_the_files_it_names_are_written(tmp_path: Path, name: str) -> None:
         assert sum(1 for _ in container.decode(video=0)) == 5
 
 
-def _record(output: Path, frames: int) -> subprocess.CompletedProcess[str]:
+def _record(output: Path, frames: int, *extra: str) -> subprocess.CompletedProcess[str]:
     """``livecam run`` of a small synthetic input into ``output`` (a process of its own: a
     crash in the encoder must fail the test, not end pytest)."""
     return subprocess.run(
         [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic:64x48",
          "--output", f"file:{output}", "--frames", str(frames), "--set", "control.api=false",
-         "--set", "control.hotkeys=false"],
+         "--set", "control.hotkeys=false", *extra],
         capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -65,17 +66,43 @@ def test_a_folder_named_as_the_output_file_is_refused_in_one_line(tmp_path: Path
     assert not any(folder.iterdir())
 
 
-@pytest.mark.parametrize(("frames", "said"), [(3, "cannot finish"), (200, "cannot write")])
+@pytest.mark.parametrize(("frames", "said", "realtime"),
+                         [(3, "cannot finish", "false"), (3, "cannot write", "true"),
+                          (200, "cannot write", "true")])
 def test_a_full_disk_ends_the_recording_in_one_line(tmp_path: Path, frames: int,
-                                                     said: str) -> None:
+                                                     said: str, realtime: str) -> None:
     """A disk that fills during a recording (here the file is a link to Linux's /dev/full,
     where every write fails with ENOSPC). Before: a traceback when the encoder's last frames
     were written at the stop (3 frames) and a segmentation fault (exit 139) when a write failed
-    during the run (200 frames): PyAV crashed flushing a file whose header had failed."""
+    during the run (200 frames): PyAV crashed flushing a file whose header had failed. An
+    offline run's encoder holds the first frames back (the stop writes them); a live one's
+    writes each frame as it goes."""
     full = tmp_path / "rec.mp4"
     full.symlink_to("/dev/full")
-    run = _record(full, frames)
+    run = _record(full, frames, "--set", f"pipeline.realtime={realtime}")
     assert run.returncode == 1, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr, run.stderr
     assert f"livecam: error: {said} {full}: [Errno 28] No space left on device" in run.stderr, \
         run.stderr
+
+
+def test_a_live_recording_holds_no_frames_for_the_stop_to_encode(tmp_path: Path) -> None:
+    """Issue 39 item 15: frames the encoder held back (lookahead, B-frames; 16 with the
+    defaults) were encoded by the stop, up to 0.6 s of a SIGTERM on a saturated machine. A
+    live run's file sink (as `livecam run`/`daemon` build it) emits every frame as it goes."""
+    from livecam.app import build_app
+    from livecam.config import load_config
+
+    config = load_config(None, ["pipeline.realtime=true"])
+    app = build_app(config, input_spec="synthetic:64x48",
+                    output_spec=f"file:{tmp_path / 'a.mp4'}")
+    sink = app.sink
+    assert isinstance(sink, FileSink)
+    sink.open(width=64, height=48, fps=30)
+    try:
+        for k in range(8):
+            sink.send(np.full((48, 64, 3), 10 * k, np.uint8))
+        held = sum(1 for _ in sink._stream.encode(None))  # what close() would encode
+    finally:
+        sink._container.close()  # flushed above: close() would flush a second time
+    assert held == 0
