@@ -76,6 +76,24 @@ class CompiledShape:
     def __str__(self) -> str:
         return f"{self.part} {self.inputs}"
 
+    def describe(self) -> str:
+        """For people: ``swap paste-back (16,1080,1920,3) 2 faces 640 px``,
+        ``generator 4 faces``."""
+        words = [self.part]
+        inputs = list(self.inputs)
+        if inputs and isinstance(inputs[0], tuple):
+            frames: tuple[object, ...] = inputs.pop(0)  # type: ignore[assignment]
+            words.append("(" + ",".join(str(d) for d in frames) + ")")
+        if inputs:
+            words.append(f"{inputs.pop(0)} {_UNITS.get(self.part, 'rows')}")
+        words += [f"{v} px" for v in inputs]
+        return " ".join(words)
+
+
+#: what the count of each compiled part's call is (:meth:`CompiledShape.describe`)
+_UNITS = {"face detector": "frames", "face mesh": "regions", "swap alignment": "faces",
+          "swap paste-back": "faces", "generator": "faces"}
+
 
 @dataclass(frozen=True)
 class ShapePlan:

@@ -195,15 +195,43 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
         raise UsageError(f"engine.backend resolves to onnxruntime here, which needs no build; "
                          f"to compile {name} for the torch engine, add --set "
                          "engine.backend=torch")
-    if config.engine.torch_mode in ("eager", "cuda_graphs"):
-        if not gpu:
-            raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
-                             "compile (use --set engine.torch_mode=compiled)")
-        print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is not "
-              "compiled", file=sys.stderr, flush=True)
-    else:
-        _compile_generator(config, name, gpu)
-    return _prepare_pipeline(neural, blank) if gpu else 0
+    if config.engine.torch_mode in ("eager", "cuda_graphs") and not gpu:
+        raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
+                         "compile (use --set engine.torch_mode=compiled)")
+    from livecam.engines import compile_progress
+    from livecam.gpupipe.prepared import BuildProgress
+
+    progress = BuildProgress(_planned(neural, blank) if gpu else (), sys.stderr)
+    with compile_progress.listening(progress):
+        if config.engine.torch_mode in ("eager", "cuda_graphs"):
+            print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is "
+                  "not compiled", file=sys.stderr, flush=True)
+        else:
+            _compile_generator(config, name, gpu)
+        code = _prepare_pipeline(neural, blank) if gpu else 0
+    print(progress.summary(), file=sys.stderr, flush=True)
+    return code
+
+
+def _planned(config: Any, blank: str) -> list[Any]:
+    """The compiled shapes ``livecam engines build`` prepares for ``config`` at the
+    ``blank`` input's frame size: the plan of a start (:mod:`livecam.gpupipe.shapes`) of one
+    stream and of several, with the generator's batches the build compiles."""
+    from dataclasses import replace
+
+    from livecam.capture import make_source, parse_input
+    from livecam.gpupipe.shapes import plan_start
+    from livecam.swap.neural_models import NeuralModels
+
+    width, height = make_source(parse_input(blank), config.capture).size_px
+    forced = config
+    if config.engine.torch_mode not in ("eager", "cuda_graphs"):
+        forced = replace(config, engine=replace(config.engine, torch_mode="compiled",
+                                                compile_if_missing=True))
+    device = NeuralModels.from_config(config).gpu_device()
+    counts = (1, 2) if config.pipeline.max_streams > 1 else (1,)
+    return list(dict.fromkeys(s for n in counts for s in plan_start(
+        forced, n_streams=n, width_px=width, height_px=height, device=device).compiled_shapes()))
 
 
 def _blank_input(config: Any, size: str | None) -> str:
