@@ -27,14 +27,9 @@ def _torch_networks_on_cpu(config: Config, device: str, *, shared: Any = None,
     """This machine has no CUDA GPU, where the follower runs the face networks' torch ports
     (compiled): here they run on the CPU, through the seam ``build_gpu_stages`` calls (the
     real follower takes MediaPipe's own networks on a CPU, which are not compiled)."""
-    from livecam.analysis.gpu.networks import GpuFaceNetworks
-    from livecam.analysis.gpu.tiles import GpuTileSearch
-    from livecam.gpupipe.factory import networks_compile_dir
+    from livecam.gpupipe.factory import torch_follower_networks
 
-    nets = GpuFaceNetworks(device="cpu", detector_model=config.analysis.detector_model,
-                           max_rois=max(1, config.analysis.max_faces),
-                           compile_dir=networks_compile_dir(config))
-    return nets, GpuTileSearch(nets, tile_size_px=config.analysis.tile_size_px)
+    return torch_follower_networks(config, "cpu", shared=shared, stream=stream)
 
 
 def _build(sets: list[str], *extra: str) -> int:
@@ -138,7 +133,7 @@ def test_a_start_says_what_it_would_compile_and_after_the_build_nothing(
     assert "livecam engines build inswapper_128 --size 320x240" in before[0]
     assert _build(sets, "--size", "320x240") == 0
     out = capsys.readouterr()
-    assert "2 to 64 streams" in out.err
+    assert "1 to 64 streams" in out.err
     assert "compiled shapes recorded as prepared for starts of 1 to 64 streams" in out.out
     after = start_check()
     assert len(after) == 1 and "nothing compiles" in after[0], after
@@ -175,7 +170,7 @@ def test_the_build_reports_each_compiled_shape_as_it_goes_and_the_total(
     assert _build([*sets, "pipeline.max_streams=1"], "--size", "320x240") == 0
     err = capsys.readouterr().err.splitlines()
     config = load_config(None, [*sets, "swap.mode=neural", "pipeline.max_streams=1"])
-    plan = shapes.plan_start(config, n_streams=1, width_px=320, height_px=240).compiled_shapes()
+    plan = shapes.plan_start(config, width_px=320, height_px=240).compiled_shapes()
     lines = [line for line in err if line.startswith("compiling ")]
     assert calls and lines, err
     total = len(plan)

@@ -1,6 +1,5 @@
-"""The face networks' calls, shared by one stream's :class:`~livecam.analysis.gpu.networks.
-GpuFaceNetworks` and the streams' :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`:
-the detector and mesh runs a CUDA graph captures (:class:`CapturedCall`, into fixed outputs),
+"""The face networks' calls (:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`): the
+detector and mesh runs a CUDA graph captures (:class:`CapturedCall`, into fixed outputs),
 the region buckets, and the host-side reading of their outputs.
 """
 
