@@ -30,7 +30,7 @@ def build_stages(config: Any, *, fps: float | None = None, realtime: bool = Fals
     in ``process`` (files, tests: results do not depend on timing). Either way every frame
     gets its own whole-frame detection (``analysis.detect_each_frame``).
     ``networks`` / ``search`` replace the CPU networks and tile search (the GPU pipeline's
-    :class:`~livecam.analysis.gpu.networks.GpuFaceNetworks`); the follower is the same.
+    :class:`~livecam.analysis.gpu.client.StreamFaceNetworks`); the follower is the same.
     Reference photos for ``select: reference`` are read here; a missing dlib raises
     :class:`livecam.core.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """

@@ -9,6 +9,7 @@ same code runs eagerly or compiled (tests, parity checks).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,7 @@ class TorchEngine(EngineBase):
     def _open_compiled(self, model: Any) -> tuple[Any, bool]:
         """(the compiled graphs for every batch size, True), or (the executor, False) when
         they are missing or refused and not required."""
+        from livecam.engines import compile_progress
         from livecam.engines.engine_cache import EngineCache
         from livecam.engines.torch_compiled import (
             build_compiled,
@@ -187,9 +189,12 @@ class TorchEngine(EngineBase):
         for i, b in enumerate(missing):
             log.info("compiling %s for batch %d (%d of %d; minutes on a GPU)",
                      options.model_name, b, i + 1, len(missing))
+            compile_progress.started("generator", (b,))
+            t0 = time.perf_counter()
             paths[b] = build_compiled(executor, self._inputs, cache=cache,
                                       model_name=options.model_name, key=keys[b],
                                       device=self._device, progress=say)
+            compile_progress.finished("generator", (b,), "compiled", time.perf_counter() - t0)
         ready = {b: p for b, p in paths.items() if p is not None}
         try:
             return load_compiled(ready, executor, self._inputs, cache=cache, keys=keys,

@@ -129,42 +129,44 @@ def follower_networks(config: Config, device: str, *, shared: Any = None,
     for the swap, and every tile searched in one batch on the same uploaded frame
     (:class:`GpuTileSearch`); or (None, None): the CPU's MediaPipe networks, faster there.
 
-    One stream has :class:`GpuFaceNetworks` of its own. With several streams (``shared``:
-    :class:`livecam.app.SharedStages` of more than one stream) stream ``stream`` gets its place
-    in :class:`SharedFaceNetworks`, which batches the detector and mesh calls of every stream
-    (the streams' networks at batch 1 were about half of a 1080p frame's GPU time);
-    ``analysis.refine_landmarks`` keeps one per stream (its mesh runs on the host)."""
+    Stream ``stream`` gets its place in :class:`SharedFaceNetworks` (one for every stream of
+    ``shared``, :class:`livecam.app.SharedStages`; None: one of its own), which batches the
+    detector and mesh calls of every stream (the streams' networks at batch 1 were about half
+    of a 1080p frame's GPU time). One stream runs the same networks, at the same compiled
+    shapes, in batches of one (:mod:`livecam.gpupipe.shapes`)."""
     if not device.startswith("cuda"):
         return None, None
-    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    return torch_follower_networks(config, device, shared=shared, stream=stream)
+
+
+def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
+                            stream: int = 0) -> tuple[Any, Any]:
+    """What :func:`follower_networks` gives on CUDA, on any ``device`` (the tests' seam: a
+    CPU runs the same torch ports, slowly)."""
+    from livecam.analysis.gpu.shared import SharedFaceNetworks
     from livecam.analysis.gpu.tiles import GpuTileSearch
+    from livecam.gpupipe.shapes import call_sizes
     from livecam.track.settings import load_bytetrack_settings
 
     analysis = config.analysis
     floor = load_bytetrack_settings(analysis.tracker_file).low_score_threshold
-    options: dict[str, Any] = {"device": device, "detector_model": analysis.detector_model,
-                               "min_score": floor, "precision": config.gpu.precision,
-                               "max_rois": max(1, analysis.max_faces),
-                               "use_graphs": config.gpu.cuda_graphs,
-                               "compile_dir": networks_compile_dir(config)}
-    keep = config.gpu.slots + 2
-    networks: Any
-    if shared is not None and shared.n_streams > 1 and not analysis.refine_landmarks:
-        from livecam.analysis.gpu.shared import SharedFaceNetworks
-        from livecam.gpupipe.shapes import call_sizes
+    sizes = call_sizes(config)
 
-        n, sizes = shared.n_streams, call_sizes(config)
-        hub = shared.get(("gpu-follower", device, analysis, config.gpu,
-                          config.pipeline.max_streams),
-                         lambda: SharedFaceNetworks(
-                             n_streams=n, stack_frames=sizes.stack_frames,
-                             frames_per_call=sizes.frames_per_call, **options))
-        networks = hub.slot_for(stream, detect_ahead=analysis.detect_each_frame,
-                                keep_frames=keep, pinned_capture=config.gpu.pinned_capture)
-    else:
-        networks = GpuFaceNetworks(refine_landmarks=analysis.refine_landmarks,
-                                   keep_frames=keep, pinned_capture=config.gpu.pinned_capture,
-                                   **options)
+    def make(n: int) -> SharedFaceNetworks:
+        return SharedFaceNetworks(
+            device=device, n_streams=n, detector_model=analysis.detector_model,
+            min_score=floor, precision=config.gpu.precision,
+            max_rois=max(1, analysis.max_faces), use_graphs=config.gpu.cuda_graphs,
+            compile_dir=networks_compile_dir(config), stack_frames=sizes.stack_frames,
+            frames_per_call=sizes.frames_per_call,
+            refine_landmarks=analysis.refine_landmarks)
+
+    hub = make(1) if shared is None else shared.get(
+        ("gpu-follower", device, analysis, config.gpu, config.pipeline.max_streams),
+        lambda: make(shared.n_streams))
+    networks = hub.slot_for(stream, detect_ahead=analysis.detect_each_frame,
+                            keep_frames=config.gpu.slots + 2,
+                            pinned_capture=config.gpu.pinned_capture)
     search = GpuTileSearch(networks, tile_size_px=analysis.tile_size_px,
                            whole_frame=not analysis.detect_each_frame)
     return networks, search
@@ -238,8 +240,7 @@ def start_check(config: Config, *, n_streams: int, device: str,
     gpu = config.gpu
 
     def check(width_px: int, height_px: int) -> None:
-        plan = plan_start(config, n_streams=n_streams, width_px=width_px,
-                          height_px=height_px, device=device)
+        plan = plan_start(config, width_px=width_px, height_px=height_px, device=device)
         need = memory.estimate(plan, n_streams=n_streams,
                                keep_frames=gpu.slots + 2 if device.startswith("cuda") else 0,
                                hands=config.swap.hands_in_front,

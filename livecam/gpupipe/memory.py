@@ -74,7 +74,7 @@ def estimate(plan: ShapePlan, *, n_streams: int, keep_frames: int, hands: bool =
     per_face = max(per_px * min(w, side) ** 2 for w in plan.windows_px) \
         + GENERATOR_BYTES_PER_FACE
     graphs = plan.slots * largest * per_face  # one pool per slot: its largest graph
-    stack = plan.stack_frames * frame if plan.shared else frame
+    stack = plan.stack_frames * frame
     kept = n_streams * keep_frames * frame
     networks = plan.network_graphs * NETWORK_GRAPH_BYTES
     return MemoryNeed((("swap slots' frames", slot_frames), ("swap graphs", graphs),

@@ -11,18 +11,18 @@ buckets, never by the number of streams:
 - **faces per call** (``gpu.max_faces_per_call``, at least ``analysis.max_faces``): a tick's
   faces run the generator and paste-back at 0, 1, 2, 4, ... faces, padded up; more faces
   wait for the next tick.
-- **the streams' stacked frames** (many streams): every stream's frame has its place in one
+- **the streams' stacked frames**: every stream's frame has its place in one
   (``pipeline.max_streams``, H, W, 3) device tensor the detector and mesh read by index, so
-  its depth is the configured ceiling, not the streams started.
+  its depth is the configured ceiling, not the streams started (one stream too: a user who
+  runs one stream and wants the memory back sets ``pipeline.max_streams: 1``).
 
 :func:`plan_start` is what :func:`livecam.gpupipe.factory.build_hub`,
 :func:`~livecam.gpupipe.factory.follower_networks`, the memory check
 (:mod:`livecam.gpupipe.memory`) and ``livecam engines build`` read, so the shapes listed by
-:meth:`ShapePlan.compiled_shapes` are the ones a start asks for. One stream has face networks
-of its own (:class:`~livecam.analysis.gpu.networks.GpuFaceNetworks`); two or more share
-:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`: the plan of any N >= 2 is one set,
-the plan of 1 another (``engines build`` prepares both).
-"""
+:meth:`ShapePlan.compiled_shapes` are the ones a start asks for. One stream and many run the
+same face networks (:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`, one stream's
+calls batches of one) and the same swap, so the plan is one set whatever the number of
+streams, and ``engines build`` prepares that set."""
 
 from __future__ import annotations
 
@@ -76,15 +76,34 @@ class CompiledShape:
     def __str__(self) -> str:
         return f"{self.part} {self.inputs}"
 
+    def describe(self) -> str:
+        """For people: ``swap paste-back (16,1080,1920,3) 2 faces 640 px``,
+        ``generator 4 faces``."""
+        words = [self.part]
+        inputs = list(self.inputs)
+        if inputs and isinstance(inputs[0], tuple):
+            frames: tuple[object, ...] = inputs.pop(0)  # type: ignore[assignment]
+            words.append("(" + ",".join(str(d) for d in frames) + ")")
+        if inputs:
+            words.append(f"{inputs.pop(0)} {_UNITS.get(self.part, 'rows')}")
+        words += [f"{v} px" for v in inputs]
+        return " ".join(words)
+
+
+#: what the count of each compiled part's call is (:meth:`CompiledShape.describe`)
+_UNITS = {"face detector": "frames", "face mesh": "regions", "swap alignment": "faces",
+          "swap paste-back": "faces", "generator": "faces"}
+
 
 @dataclass(frozen=True)
 class ShapePlan:
     """The sizes a GPU start allocates, compiles and captures for one frame size (see the
-    module docstring). ``shared``: the streams share their face networks (two or more)."""
+    module docstring). ``mesh_on_gpu``: the face mesh runs on the device (not with
+    ``analysis.refine_landmarks``, whose 478-point mesh runs on the host)."""
 
     height_px: int
     width_px: int
-    shared: bool
+    mesh_on_gpu: bool
     slots: int
     frames_per_call: int
     stack_frames: int
@@ -102,19 +121,18 @@ class ShapePlan:
 
     @property
     def frame_buckets(self) -> tuple[int, ...]:
-        """Frames per detector call of the shared networks: 1, 2, 4, ..."""
+        """Frames per detector call of the face networks: 1, 2, 4, ..."""
         return doubling(self.frames_per_call)
 
     @property
     def mesh_max(self) -> int:
         """The most regions one face-mesh call takes."""
-        if not self.shared:
-            return self.max_rois
         return min(MAX_MESH_BATCH, self.frames_per_call * self.max_rois)
 
     @property
     def mesh_buckets(self) -> tuple[int, ...]:
-        return doubling(self.mesh_max)
+        """Regions per face-mesh call: 1, 2, 4, ... (none with the mesh on the host)."""
+        return doubling(self.mesh_max) if self.mesh_on_gpu else ()
 
     def compiled_shapes(self) -> tuple[CompiledShape, ...]:
         """Every call this start compiles (with its knob on), in the order a start meets
@@ -122,9 +140,8 @@ class ShapePlan:
         h, w = self.height_px, self.width_px
         out: list[CompiledShape] = []
         if self.networks_compiled:
-            frames = (self.stack_frames if self.shared else 1, h, w, 3)
-            detect = self.frame_buckets if self.shared else (1,)
-            out += [CompiledShape("face detector", (frames, b)) for b in detect]
+            frames = (self.stack_frames, h, w, 3)
+            out += [CompiledShape("face detector", (frames, b)) for b in self.frame_buckets]
             out += [CompiledShape("face mesh", (frames, b)) for b in self.mesh_buckets]
         if self.swap_compiled:
             frames = (self.frames_per_call, h, w, 3)
@@ -142,8 +159,7 @@ class ShapePlan:
     @property
     def network_graphs(self) -> int:
         """CUDA graphs the face networks capture for this frame size."""
-        detect = len(self.frame_buckets) if self.shared else 1
-        return detect + len(self.mesh_buckets)
+        return len(self.frame_buckets) + len(self.mesh_buckets)
 
 
 @dataclass(frozen=True)
@@ -157,7 +173,7 @@ class CallSizes:
 
 
 def call_sizes(config: Config) -> CallSizes:
-    """The call sizes of ``config`` (the hub and the shared networks are built with them)."""
+    """The call sizes of ``config`` (the hub and the face networks are built with them)."""
     gpu = config.gpu
     ceiling = max(1, config.pipeline.max_streams)
     return CallSizes(
@@ -172,11 +188,11 @@ def compiles_on(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def plan_start(config: Config, *, n_streams: int, width_px: int, height_px: int,
+def plan_start(config: Config, *, width_px: int, height_px: int,
                device: str = "cuda") -> ShapePlan:
-    """The shape plan of a GPU start of ``n_streams`` streams of ``config`` at this frame
-    size on ``device`` (compiling happens on CUDA only). Only whether ``n_streams`` is one or
-    more changes it (see the module docstring)."""
+    """The shape plan of a GPU start of ``config`` at this frame size on ``device``
+    (compiling happens on CUDA only): the same for any number of streams (see the module
+    docstring)."""
     from livecam.engines.torch_compiled import power_of_two_batches
 
     gpu, analysis = config.gpu, config.analysis
@@ -188,13 +204,13 @@ def plan_start(config: Config, *, n_streams: int, width_px: int, height_px: int,
                if config.engine.compiled_batch_sizes
                else power_of_two_batches(max(1, analysis.max_faces)))
     cuda = compiles_on(device)
-    shared = n_streams > 1 and not analysis.refine_landmarks
     # a start compiles the generator only when told to (``auto`` without a build falls back
     # to CUDA graphs, ``compiled`` without one is refused): ``livecam engines build`` does it
     compiled_generator = (config.engine.torch_mode == "compiled"
                           and config.engine.compile_if_missing)
     return ShapePlan(
-        height_px=height_px, width_px=width_px, shared=shared, slots=gpu.slots,
+        height_px=height_px, width_px=width_px,
+        mesh_on_gpu=not analysis.refine_landmarks, slots=gpu.slots,
         frames_per_call=sizes.frames_per_call, stack_frames=sizes.stack_frames,
         faces_per_call=sizes.faces_per_call,
         max_rois=max(1, analysis.max_faces),

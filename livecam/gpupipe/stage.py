@@ -89,7 +89,7 @@ class GpuSwapStage:
 
     ``five_point`` maps (N, K, 2) mesh landmarks to (N, 5, 2) ArcFace keypoints (default:
     :func:`livecam.analysis.landmarks.five_point`, as the CPU stage). ``device_frame(image)``
-    (the follower's GPU networks' :meth:`~livecam.analysis.gpu.networks.GpuFaceNetworks.
+    (the follower's GPU networks' :meth:`~livecam.analysis.gpu.client.StreamFaceNetworks.
     device_frame`) gives the frame already on the device, so it is not uploaded twice; without
     it (or when it says None) the frame is copied into a pinned buffer. ``last_timings_ms``
     holds the latest collected frame's GPU split (``gpu``: upload to download on the device;

@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
     build = verbs.add_parser("build", help="build a TensorRT engine, or compile the torch "
                              "generator (engine.backend torch), now (takes minutes); with the "
                              "GPU pipeline, also compile its face networks and swap parts for "
-                             "one stream of --size frames")
+                             "any number of streams (up to pipeline.max_streams) of --size frames")
     build.add_argument("name")
     build.add_argument("--size", metavar="WxH", help="with the GPU pipeline: the frame size to "
                        "prepare it for (default: capture.width x capture.height, what a "
@@ -195,15 +195,42 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
         raise UsageError(f"engine.backend resolves to onnxruntime here, which needs no build; "
                          f"to compile {name} for the torch engine, add --set "
                          "engine.backend=torch")
-    if config.engine.torch_mode in ("eager", "cuda_graphs"):
-        if not gpu:
-            raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
-                             "compile (use --set advanced.engine.torch_mode=compiled)")
-        print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is not "
-              "compiled", file=sys.stderr, flush=True)
-    else:
-        _compile_generator(config, name, gpu)
-    return _prepare_pipeline(neural, blank) if gpu else 0
+    if config.engine.torch_mode in ("eager", "cuda_graphs") and not gpu:
+        raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
+                         "compile (use --set advanced.engine.torch_mode=compiled)")
+    from livecam.engines import compile_progress
+    from livecam.gpupipe.prepared import BuildProgress
+
+    progress = BuildProgress(_planned(neural, blank) if gpu else (), sys.stderr)
+    with compile_progress.listening(progress):
+        if config.engine.torch_mode in ("eager", "cuda_graphs"):
+            print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is "
+                  "not compiled", file=sys.stderr, flush=True)
+        else:
+            _compile_generator(config, name, gpu)
+        code = _prepare_pipeline(neural, blank) if gpu else 0
+    print(progress.summary(), file=sys.stderr, flush=True)
+    return code
+
+
+def _planned(config: Any, blank: str) -> list[Any]:
+    """The compiled shapes ``livecam engines build`` prepares for ``config`` at the
+    ``blank`` input's frame size: the plan of a start (:mod:`livecam.gpupipe.shapes`: the
+    same for any number of streams), with the generator's batches the build compiles."""
+    from dataclasses import replace
+
+    from livecam.capture import make_source, parse_input
+    from livecam.gpupipe.shapes import plan_start
+    from livecam.swap.neural_models import NeuralModels
+
+    width, height = make_source(parse_input(blank), config.capture).size_px
+    forced = config
+    if config.engine.torch_mode not in ("eager", "cuda_graphs"):
+        forced = replace(config, engine=replace(config.engine, torch_mode="compiled",
+                                                compile_if_missing=True))
+    device = NeuralModels.from_config(config).gpu_device()
+    return list(plan_start(forced, width_px=width, height_px=height,
+                           device=device).compiled_shapes())
 
 
 def _blank_input(config: Any, size: str | None) -> str:
@@ -246,8 +273,7 @@ def _compile_generator(config: Any, name: str, gpu: bool) -> None:
 def _prepare_pipeline(config: Any, blank: str) -> int:
     """Open the GPU pipeline as ``livecam run`` opens it, on the ``blank`` input into a null
     output, and close it: its face networks and swap parts compile into the engine cache (or
-    load from it). Once as one stream and, with ``pipeline.max_streams`` above 1, once as one
-    of two streams: what is compiled is the same for any number of streams from two up
+    load from it). What is compiled is the same for any number of streams
     (:mod:`livecam.gpupipe.shapes`), so every start up to ``pipeline.max_streams`` finds it
     prepared. Records the shapes (:mod:`livecam.gpupipe.prepared`) and says what was saved
     whole and what a start traces."""
@@ -262,26 +288,22 @@ def _prepare_pipeline(config: Any, blank: str) -> int:
 
     folder = networks_compile_dir(config)
     t0 = time.perf_counter()
-    counts = (1, 2) if config.pipeline.max_streams > 1 else (1,)
-    width = height = 0
-    for n in counts:
-        # the stages `livecam run` builds, also with no identity in the library yet (where it
-        # would pass frames through until one is added); one stream of n opens what they share
-        stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
-                                  shared=SharedStages(n))
-        app = build_app(config, input_spec=blank, output_spec="null", stages=stages)
-        width, height = app.source.size_px
-        print(f"preparing the GPU pipeline for {width}x{height} frames, "
-              f"{'one stream' if n == 1 else f'{n} to {config.pipeline.max_streams} streams'} "
-              "(the face networks and the swap's parts; the first time takes minutes on a "
-              "GPU) ...", file=sys.stderr, flush=True)
-        try:
-            app.open()
-        finally:
-            app.stop()
+    # the stages `livecam run` builds, also with no identity in the library yet (where it
+    # would pass frames through until one is added)
+    stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
+                              shared=SharedStages(1))
+    app = build_app(config, input_spec=blank, output_spec="null", stages=stages)
+    width, height = app.source.size_px
+    print(f"preparing the GPU pipeline for {width}x{height} frames, 1 to "
+          f"{config.pipeline.max_streams} streams (the face networks and the swap's parts; "
+          "the first time takes minutes on a GPU) ...", file=sys.stderr, flush=True)
+    try:
+        app.open()
+    finally:
+        app.stop()
     device = NeuralModels.from_config(config).gpu_device()
-    shapes = [s for n in counts for s in plan_start(
-        config, n_streams=n, width_px=width, height_px=height, device=device).compiled_shapes()]
+    shapes = plan_start(config, width_px=width, height_px=height,
+                        device=device).compiled_shapes()
     if shapes:
         from livecam.gpupipe.factory import compile_cache_dir
 

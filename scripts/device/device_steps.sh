@@ -97,8 +97,8 @@ run() {
                 --streams "${STREAMS:-1,4,8,16,32}" --budget-s "$((left - 60))" \
                 --log-level INFO --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
-            grep -i "^| \|ERROR\|this start compiles\|nothing compiles\|GPU memory" \
-                "$res/$step.log" | tail -n 40
+            grep -i "^| \|ERROR\|engines build\] \|this start compiles\|nothing compiles\|GPU memory" \
+                "$res/$step.log" | tail -n 60
         elif [[ $kind == gpu ]]; then
             (timeout "$((left < ${GT:-150} ? left : ${GT:-150}))" "$PYTHON" -m pytest -q \
                 -m gpu -p no:cacheprovider tests/analysis/gpu tests/gpupipe/test_cuda.py \

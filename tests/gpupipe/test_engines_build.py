@@ -29,14 +29,9 @@ def _torch_networks_on_cpu(config: Config, device: str, *, shared: Any = None,
     """This machine has no CUDA GPU, where the follower runs the face networks' torch ports
     (compiled): here they run on the CPU, through the seam ``build_gpu_stages`` calls (the
     real follower takes MediaPipe's own networks on a CPU, which are not compiled)."""
-    from livecam.analysis.gpu.networks import GpuFaceNetworks
-    from livecam.analysis.gpu.tiles import GpuTileSearch
-    from livecam.gpupipe.factory import networks_compile_dir
+    from livecam.gpupipe.factory import torch_follower_networks
 
-    nets = GpuFaceNetworks(device="cpu", detector_model=config.analysis.detector_model,
-                           max_rois=max(1, config.analysis.max_faces),
-                           compile_dir=networks_compile_dir(config))
-    return nets, GpuTileSearch(nets, tile_size_px=config.analysis.tile_size_px)
+    return torch_follower_networks(config, "cpu", shared=shared, stream=stream)
 
 
 def _build(sets: list[str], *extra: str) -> int:
@@ -141,7 +136,55 @@ def test_a_start_says_what_it_would_compile_and_after_the_build_nothing(
     assert "livecam engines build inswapper_128 --size 320x240" in before[0]
     assert _build(sets, "--size", "320x240") == 0
     out = capsys.readouterr()
-    assert "2 to 64 streams" in out.err
+    assert "1 to 64 streams" in out.err
     assert "compiled shapes recorded as prepared for starts of 1 to 64 streams" in out.out
     after = start_check()
     assert len(after) == 1 and "nothing compiles" in after[0], after
+
+
+def test_the_build_reports_each_compiled_shape_as_it_goes_and_the_total(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """On an H100 a build spent over 510 s without a line: now each shape says what it is
+    when it starts and how long it took when it ends, counted against the start's plan.
+    No CUDA here: the face networks' torch ports run on the CPU through the follower seam,
+    and ``torch.compile`` is replaced by a wrapper that compiles nothing (a CPU compile of
+    every shape takes minutes; what is checked is the reporting around each first call,
+    which :class:`CompiledNetwork` makes whatever the compiler does)."""
+    import torch
+
+    from livecam.analysis.gpu import compiled
+    from livecam.gpupipe import factory, shapes
+
+    calls: list[object] = []
+
+    def fake_compile(module: Any, **_options: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(module)
+            return module(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(compiled, "precompiled_available", lambda: False)
+    monkeypatch.setattr(compiled, "_KEPT", {})
+    monkeypatch.setattr(shapes, "compiles_on", lambda device: True)
+    monkeypatch.setattr(factory, "follower_networks", _torch_networks_on_cpu)
+    sets = _sets(tmp_path)
+    assert _build([*sets, "pipeline.max_streams=1"], "--size", "320x240") == 0
+    err = capsys.readouterr().err.splitlines()
+    config = load_config(None, [*sets, "swap.mode=neural", "pipeline.max_streams=1"])
+    plan = shapes.plan_start(config, width_px=320, height_px=240).compiled_shapes()
+    lines = [line for line in err if line.startswith("compiling ")]
+    assert calls and lines, err
+    total = len(plan)
+    for k, line in enumerate(lines, start=1):
+        assert line.startswith(f"compiling {k}/{total}: "), line
+        assert "not in the start's plan" not in line, line
+        assert line.rsplit("... ", 1)[1].endswith(" s"), line  # how and how long, same line
+    described = {s.describe() for s in plan}
+    assert {line.split(": ", 1)[1].rsplit(" ... ", 1)[0] for line in lines} <= described
+    assert any("face detector (1,240,320,3)" in line for line in lines), lines
+    # (the mesh and the swap's parts first run in a CUDA graph's capture, or on a CPU at the
+    # first frame: a build on a CPU does not meet them, and the total says so)
+    summary = [line for line in err if "planned shapes compiled or loaded" in line]
+    assert summary == [err[-1]] and summary[0].startswith(f"{len(lines)} of {total} "), err

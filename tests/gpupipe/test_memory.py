@@ -21,7 +21,7 @@ from tests.gpupipe.test_engines_build import _sets, _torch_networks_on_cpu
 
 def _need(n: int, **sets: str) -> memory.MemoryNeed:
     config = load_config(None, ["swap.mode=neural", *(f"{k}={v}" for k, v in sets.items())])
-    plan = plan_start(config, n_streams=n, width_px=1920, height_px=1080)
+    plan = plan_start(config, width_px=1920, height_px=1080)
     return memory.estimate(plan, n_streams=n, keep_frames=config.gpu.slots + 2,
                            model_bytes=554 << 20)
 
@@ -44,7 +44,7 @@ def test_the_limit_is_the_setting_or_the_card_less_headroom() -> None:
     assert memory.limit_bytes(2.0, 4.0, "cpu") == 2 * memory.GB
     assert memory.limit_bytes(0.0, 4.0, "cpu") is None  # no card known: no limit
     need = _need(16)
-    plan = plan_start(load_config(None, []), n_streams=16, width_px=1920, height_px=1080)
+    plan = plan_start(load_config(None, []), width_px=1920, height_px=1080)
     memory.check_fits(need, need.total_bytes, n_streams=16, plan=plan, limit_source="x")
     with pytest.raises(ConfigError, match=r"more than the 1 GB of gpu.memory_limit_gb"):
         memory.check_fits(need, memory.GB, n_streams=16, plan=plan,

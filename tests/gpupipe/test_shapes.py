@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from livecam.config import Config, load_config
 from livecam.gpupipe.shapes import CompiledShape, ShapePlan, plan_start
 from tests.helpers.standins import install_standin_models
@@ -14,46 +16,54 @@ from tests.helpers.standins import install_standin_models
 SIZE = (1920, 1080)
 
 
-def _plan(config: Config, n: int) -> ShapePlan:
-    return plan_start(config, n_streams=n, width_px=SIZE[0], height_px=SIZE[1])
+def _plan(config: Config) -> ShapePlan:
+    return plan_start(config, width_px=SIZE[0], height_px=SIZE[1])
 
 
 def _parts(shapes: tuple[CompiledShape, ...], *names: str) -> set[CompiledShape]:
     return {s for s in shapes if s.part in names}
 
 
-def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes() -> None:
+def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan takes no number of streams: one stream and many run the same face networks
+    and swap. What ``livecam run`` builds for 1, 4 and 16 streams is sized by it: the
+    networks' stacked frames and detector calls (the swap's: the next test)."""
+    from livecam.app import SharedStages
+    from livecam.gpupipe import factory
+
     config = load_config(None, ["swap.mode=neural", "analysis.max_faces=4",
-                                "advanced.engine.torch_mode=compiled",
-                                "advanced.engine.compile_if_missing=true"])
-    plans = {n: _plan(config, n) for n in (1, 4, 16)}
-    shapes = {n: p.compiled_shapes() for n, p in plans.items()}
-    # the swap's compiled parts and the generator: one set for any number of streams
-    swap = [_parts(shapes[n], "swap alignment", "swap paste-back", "generator")
-            for n in (1, 4, 16)]
-    assert swap[0] == swap[1] == swap[2]
-    # the face networks: shared by 4 or 16 streams alike (one stream has its own networks)
-    assert shapes[4] == shapes[16]
-    assert plans[4].network_graphs == plans[16].network_graphs
-    assert plans[1].swap_graphs == plans[4].swap_graphs == plans[16].swap_graphs
+                                "advanced.engine.torch_mode=compiled", "advanced.engine.compile_if_missing=true"])
+    plan = _plan(config)
+    shapes = plan.compiled_shapes()
     # O(buckets): faces 1..16 (5 buckets) x 2 windows x 2 parts, 3 generator batches, the
-    # networks' frame and region buckets; before, 16 streams of 4 faces asked for faces up
-    # to 64 and frames (16, H, W, 3), 4 streams for (4, H, W, 3): sets that grew with N
-    assert len(shapes[16]) == 5 * 2 * 2 + 3 + 5 + 7
-    frames = {s.inputs[0] for s in shapes[16] if s.part.startswith("swap")}
+    # networks' frame (1..16) and region (1..64) buckets; before, 16 streams of 4 faces
+    # asked for faces up to 64 and frames (16, H, W, 3), 4 streams for (4, H, W, 3), and one
+    # stream for a detector and mesh of its own: sets that grew with N
+    assert len(shapes) == 5 * 2 * 2 + 3 + 5 + 7
+    frames = {s.inputs[0] for s in shapes if s.part.startswith("swap")}
     assert frames == {(16, 1080, 1920, 3)}
-    assert max(s.inputs[1] for s in shapes[16] if s.part.startswith("swap")) == 16
+    assert max(s.inputs[1] for s in shapes if s.part.startswith("swap")) == 16
+    assert {s.inputs[0] for s in _parts(shapes, "face detector", "face mesh")} == {
+        (64, 1080, 1920, 3)}
+    # the networks livecam run builds (for CUDA; nothing opened) have the plan's sizes
+    monkeypatch.setattr(factory, "networks_compile_dir", lambda config: None)
+    for n in (1, 4, 16):
+        nets, _ = factory.follower_networks(config, "cuda:0", shared=SharedStages(n))
+        assert nets.shared.stack_frames == plan.stack_frames == 64
+        assert nets.shared.frames_per_call == plan.frames_per_call
+        assert nets.shared.max_mesh == plan.mesh_max
 
 
 def test_the_call_sizes_follow_the_config_not_the_streams() -> None:
     small = load_config(None, ["swap.mode=neural", "advanced.pipeline.max_streams=3",
                                "advanced.gpu.max_faces_per_call=2", "analysis.max_faces=4"])
-    plan = _plan(small, 3)
+    plan = _plan(small)
     assert plan.frames_per_call == 4  # the bucket that holds max_streams, under the cap
     assert plan.faces_per_call == 4  # never fewer than one stream's max_faces
     assert plan.face_buckets == (0, 1, 2, 4)
     assert plan.stack_frames == 3
-    cpu = plan_start(small, n_streams=3, width_px=640, height_px=480, device="cpu")
+    cpu = plan_start(small, width_px=640, height_px=480, device="cpu")
     assert not cpu.swap_compiled and not cpu.networks_compiled
     assert cpu.windows_px == (640,)  # 1088 cut to a 480-line frame adds nothing
 
@@ -72,7 +82,7 @@ def test_the_hub_livecam_run_builds_is_sized_by_the_plan_for_any_number_of_strea
     width, height = 320, 240
     seen = set()
     for n in (1, 4, 16):
-        plan = plan_start(config, n_streams=n, width_px=width, height_px=height)
+        plan = plan_start(config, width_px=width, height_px=height)
         hub = build_hub(config, _NoIdentities(), n_streams=n)
         hub.acquire()
         try:

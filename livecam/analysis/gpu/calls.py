@@ -1,6 +1,5 @@
-"""The face networks' calls, shared by one stream's :class:`~livecam.analysis.gpu.networks.
-GpuFaceNetworks` and the streams' :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`:
-the detector and mesh runs a CUDA graph captures (:class:`CapturedCall`, into fixed outputs),
+"""The face networks' calls (:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`): the
+detector and mesh runs a CUDA graph captures (:class:`CapturedCall`, into fixed outputs),
 the region buckets, and the host-side reading of their outputs.
 """
 
@@ -43,7 +42,8 @@ def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
     ranges = ("short", "full") if detector_model == "auto" else (detector_model,)
     return [compiled_once(
         ("detector", r, str(models_dir), MAX_DETECTIONS, min_score, str(device), str(dtype)),
-        functools.partial(make, r), compile_dir, f"face detector ({r} range)") for r in ranges]
+        functools.partial(make, r), compile_dir, f"face detector ({r} range)",
+        part="face detector") for r in ranges]
 
 
 def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
@@ -53,7 +53,7 @@ def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
 
     return compiled_once(("mesh", str(models_dir), str(device), str(dtype)),
                          lambda: load_face_mesh(models_dir=models_dir).to(device, dtype),
-                         compile_dir, "face mesh")
+                         compile_dir, "face mesh", part="face mesh")
 
 
 def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
@@ -66,7 +66,7 @@ def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dt
         ("tile detector", str(models_dir), max_faces, str(device), str(dtype)),
         lambda: load_blazeface("full", models_dir=models_dir,
                                max_faces=max_faces).to(device, dtype),
-        compile_dir, "tile search's face detector")
+        compile_dir, "tile search's face detector", part="tile detector")
 
 
 def mesh_buckets(max_rois: int) -> tuple[int, ...]:

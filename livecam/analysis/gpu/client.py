@@ -1,18 +1,20 @@
 """One stream's share of :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`.
 
-:class:`StreamFaceNetworks` offers the calls of
-:class:`~livecam.analysis.gpu.networks.GpuFaceNetworks` (``detect``, ``landmarks``,
-``frame_on_device``, ``device_frame``, ``hold_frame_until``), so the follower, the tile search
-and the swap use either the same way. The frame goes up once into the stream's own place of
-the stacked frames (on the stream's own CUDA stream, from its own pinned staging); the networks
-run in the shared batches.
+:class:`StreamFaceNetworks` is a :class:`livecam.analysis.networks.FaceNetworks` (``detect``,
+``landmarks``, as the CPU's MediaPipe networks) with what the GPU's tile search and swap use
+besides (``frame_on_device``, ``device_frame``, ``hold_frame_until``). The frame goes up once
+into the stream's own place of the stacked frames (on the stream's own CUDA stream, from the
+pinned memory the capture thread put it in, :mod:`livecam.analysis.gpu.host`, or else its own
+pinned staging: one host copy); the networks run in the shared batches. With
+``refine_landmarks`` the stream's 478-point mesh runs on the host (MediaPipe's graph, the CPU
+path's landmarker): it has no torch port.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -37,6 +39,7 @@ class SharedFaceNetworks(Protocol):
     use_graphs: bool
     models_dir: str | Path | None
     max_rois: int
+    refine_landmarks: bool
     batcher: Batcher
 
     def tile_detector(self, max_faces: int) -> Any: ...
@@ -69,11 +72,8 @@ class _Own:
 
 
 class StreamFaceNetworks:
-    """One stream's :class:`SharedFaceNetworks` (made by its ``slot_for``), with
-    :class:`GpuFaceNetworks`' calls. One thread (the stream's pipeline thread) calls it."""
-
-    refine_landmarks = False
-    num_landmarks = NUM_LANDMARKS
+    """One stream's :class:`SharedFaceNetworks` (made by its ``slot_for``; see the module
+    docstring). One thread (the stream's pipeline thread) calls it."""
 
     def __init__(self, shared: SharedFaceNetworks, slot: int, *, detect_ahead: bool = True,
                  keep_frames: int = 0, pinned_capture: bool = False) -> None:
@@ -87,7 +87,10 @@ class StreamFaceNetworks:
         self.use_graphs = shared.use_graphs
         self.models_dir = shared.models_dir
         self.max_rois = shared.max_rois
-        #: as :class:`GpuFaceNetworks`' (the capture thread's copy into pinned memory)
+        self.refine_landmarks = shared.refine_landmarks
+        self._host_mesh: Any = None  # refine_landmarks: MediaPipe's graph on the host
+        #: the capture thread's copy of each frame into pinned memory (the analysis stage's
+        #: ``host_frames``), or None: frames are copied into the staging here
         self.host_frames = pinned_copy if pinned_capture and self.cuda else None
         self._opened = False
         self._stream: Any = None
@@ -104,9 +107,24 @@ class StreamFaceNetworks:
         """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
         return self.shared.tile_detector(max_faces)
 
+    @property
+    def num_landmarks(self) -> int:
+        """Points per face :meth:`landmarks` returns (478 with ``refine_landmarks``)."""
+        return 478 if self.refine_landmarks else NUM_LANDMARKS
+
     def open(self) -> None:
         if self._opened:
             return
+        if self.refine_landmarks and self._host_mesh is None:
+            import logging
+
+            from livecam.analysis.mesh import FaceMeshLandmarker
+
+            logging.getLogger(__name__).info(
+                "analysis.refine_landmarks: the 478-point mesh has no GPU port; it runs on "
+                "the host (MediaPipe), the detector on %s", self.device)
+            self._host_mesh = FaceMeshLandmarker(refine_landmarks=True)
+            self._host_mesh.open()
         self.shared.acquire()
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
@@ -124,6 +142,9 @@ class StreamFaceNetworks:
         self._stream = self._uploaded = self._uploaded_alone = None
         self._own.clear()
         self._image = self._frame_dev = self._kept_for = None
+        if self._host_mesh is not None:
+            self._host_mesh.close()
+        self._host_mesh = None
         self.shared.release()
 
     def prepare(self, width_px: int, height_px: int) -> None:
@@ -177,7 +198,10 @@ class StreamFaceNetworks:
         self._holds.append(event)
 
     def device_frame(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any] | None:
-        """As :meth:`GpuFaceNetworks.device_frame`: the kept copy of the latest frame."""
+        """``image_bgr`` as uploaded for the latest frame: the kept device (H, W, 3) uint8
+        copy and the CUDA event after which it holds the frame (None on a CPU), or None when
+        that image is not the latest upload (or frames are not kept). Valid for
+        ``keep_frames`` frames."""
         kept = self._kept_for
         if kept is None or kept[0] is not image_bgr:
             return None
@@ -209,8 +233,17 @@ class StreamFaceNetworks:
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
         """The mesh in each region (None where its presence is under MediaPipe's floor)."""
+        if self._host_mesh is not None:
+            return list(self._host_mesh.landmarks(image_bgr, rois))
         if not rois:
             return []
         self._frame(image_bgr)
         ahead = self.detect_ahead and self._found is None
         return self._call(image_bgr, detect=ahead, rois=rois).meshes
+
+
+if TYPE_CHECKING:  # the seam, checked by mypy: the GPU's networks are the CPU's protocol
+    from livecam.analysis.networks import FaceNetworks
+
+    def _is_face_networks(networks: StreamFaceNetworks) -> FaceNetworks:
+        return networks

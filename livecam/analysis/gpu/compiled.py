@@ -28,6 +28,7 @@ from typing import Any
 
 from livecam.analysis.gpu.precompiled import FOLDER, PrecompiledCalls
 from livecam.analysis.gpu.precompiled import available as precompiled_available
+from livecam.engines import compile_progress
 from livecam.engines.torch_compiled import inductor_dir
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,12 @@ class CompiledNetwork:
     ``cache_dir``. Calls as ``module``; other attributes are ``module``'s. The first call
     with a new input shape compiles (or loads) and logs which it was and how long it took.
     Any thread may call it (the streams share one); first calls take turns. ``knob``: the
-    setting that turns this compiling off (said when it fails)."""
+    setting that turns this compiling off (said when it fails); ``part``: what the shape plan
+    calls it (:mod:`livecam.engines.compile_progress` hears each first call under it;
+    default ``name``)."""
 
     def __init__(self, module: Any, *, cache_dir: Path, name: str,
-                 knob: str = "gpu.compile_networks") -> None:
+                 knob: str = "gpu.compile_networks", part: str = "") -> None:
         import torch
         import torch._dynamo
 
@@ -84,6 +87,7 @@ class CompiledNetwork:
         self.cache_dir = Path(cache_dir)
         self.name = name
         self.knob = knob
+        self.part = part or name
         self._fn = torch.compile(module, dynamic=False)
         # the call for each input signature seen: a module's call saved whole (see
         # precompiled.py), or ``_fn`` (dynamo's, which keeps its own per-shape code)
@@ -119,6 +123,8 @@ class CompiledNetwork:
                      "start compiles: up to half a minute a shape on a GPU)", self.name,
                      self.cache_dir)
         before = now()
+        inputs = compile_progress.call_inputs(args, kwargs)
+        compile_progress.started(self.part, inputs)
         t0 = time.perf_counter()
         saved = self._precompiled(signature, args, kwargs, shapes)
         call = saved[0] if saved is not None else self._fn
@@ -127,11 +133,14 @@ class CompiledNetwork:
         except Exception as exc:  # any compiler failure: run it as it is
             log.warning("could not compile the %s (%s); it runs uncompiled, slower. "
                         "Set %s: false to skip trying", self.name, _reason(exc), self.knob)
+            compile_progress.finished(self.part, inputs, "failed", time.perf_counter() - t0)
             self._fn = self.module
             return self.module(*args, **kwargs)
         took = time.perf_counter() - t0
         hits, misses = (a - b for a, b in zip(now(), before, strict=True))
         self._calls[signature] = call
+        how = saved[1] if saved is not None else "compiled" if misses else "cached"
+        compile_progress.finished(self.part, inputs, how, took)
         if saved is not None and saved[1] != "compiled":
             log.info("the %s for inputs %s: compiled code %s whole (%.1f s)", self.name,
                      shapes, saved[1], took)
@@ -177,7 +186,8 @@ def triton_install_hint() -> str:
 
 
 def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
-                   device_type: str | None = None, knob: str = "gpu.compile_networks") -> Any:
+                   device_type: str | None = None, knob: str = "gpu.compile_networks",
+                   part: str = "") -> Any:
     """``module`` (a torch module, or a function of tensors on ``device_type``) compiled with
     its code cached in ``cache_dir``, or as it is when None, or when it is on CUDA and Triton
     (Inductor's GPU compiler) is not installed: said in the log. Linux wheels of torch bring
@@ -191,7 +201,7 @@ def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
                     "which is not installed (%s), or set %s: false",
                     name, triton_install_hint(), knob)
         return module
-    return CompiledNetwork(module, cache_dir=cache_dir, name=name, knob=knob)
+    return CompiledNetwork(module, cache_dir=cache_dir, name=name, knob=knob, part=part)
 
 
 _KEPT: dict[tuple[Any, ...], Any] = {}
@@ -199,7 +209,7 @@ _KEPT_LOCK = threading.Lock()
 
 
 def compiled_once(key: tuple[Any, ...], make: Callable[[], Any], cache_dir: Path | None,
-                  name: str) -> Any:
+                  name: str, *, part: str = "") -> Any:
     """``make()`` through :func:`maybe_compiled`, made once per process for ``key`` (what
     the module is: model, settings, device, dtype): a stream's chain rebuilt by a config
     reload, or another set of streams, calls the same compiled network, whose shapes are
@@ -212,5 +222,5 @@ def compiled_once(key: tuple[Any, ...], make: Callable[[], Any], cache_dir: Path
     with _KEPT_LOCK:
         net = _KEPT.get(full)
         if net is None:
-            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name)
+            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name, part=part)
         return net

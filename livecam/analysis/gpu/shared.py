@@ -1,9 +1,16 @@
-"""The face follower's GPU networks shared by the streams of one process, batched as calls come.
+"""The face follower's GPU networks: BlazeFace and MediaPipe's face mesh as torch ports,
+shared by the streams of one process (one stream too), batched as calls come.
 
-With several streams in one process (``livecam run`` with repeated ``--input``/``--output``, a
-``streams:`` list) each stream's :class:`~livecam.analysis.gpu.networks.GpuFaceNetworks` ran
-BlazeFace and the face mesh at batch 1: a few hundred tiny kernels a frame, bound by launches,
-about 1.4 ms of the H200's time for each 1080p frame (device runs 40-47). Here every stream
+Each stream's :class:`~livecam.analysis.gpu.client.StreamFaceNetworks` offers what the
+follower asks of its networks (``detect`` the whole frame, ``landmarks`` on rotated regions:
+:class:`livecam.analysis.networks.FaceNetworks`, the CPU's MediaPipe models' protocol), so the
+CPU and GPU paths share one follower; only the networks run here. One class serves one stream
+and many, so a start of any number of streams compiles and captures the same shapes
+(:mod:`livecam.gpupipe.shapes`): one stream's calls are batches of one frame.
+
+Before, with several streams each stream ran BlazeFace and the face mesh at batch 1: a few
+hundred tiny kernels a frame, bound by launches, about 1.4 ms of the H200's time for each 1080p
+frame (device runs 40-47). Here every stream
 uploads its frame into its own place of one stacked device tensor, and the streams' calls are
 served in batches: a caller that finds nothing running runs its call at once (nothing added
 to its wait), and the calls that arrive while a batch runs are served together by the next
@@ -12,12 +19,16 @@ batch is one detector call over the frames that asked (1, 2, 4, ... frames, gath
 index; a CUDA graph each) beside one mesh call over all their regions (buckets as well).
 
 Each stream gets a :class:`~livecam.analysis.gpu.client.StreamFaceNetworks` from
-:meth:`SharedFaceNetworks.slot_for`. It offers
-what ``GpuFaceNetworks`` offers (``detect``, ``landmarks``, ``frame_on_device``,
-``device_frame``, ``hold_frame_until``), so the follower, the tile search and the swap work the
-same on either. A stream's first mesh call of a frame also asks for the frame's detections
+:meth:`SharedFaceNetworks.slot_for`. It offers ``detect``, ``landmarks``,
+``frame_on_device``, ``device_frame`` and ``hold_frame_until``, so the follower, the tile
+search and the swap work the same for one stream or many. A stream's first mesh call of a
+frame also asks for the frame's detections
 (``detect_ahead``: the follower asks for both each frame with ``analysis.detect_each_frame``),
 so the detector still runs beside the mesh. On a CPU the same code runs eagerly (CI).
+
+``refine_landmarks`` (478 points with irises) has no torch port: each stream's mesh then runs
+on the host with MediaPipe's graph (the CPU path's landmarker) and only the detector is shared
+here.
 """
 
 from __future__ import annotations
@@ -57,10 +68,16 @@ MAX_MESH_BATCH = 64  # livecam.gpupipe.shapes.MAX_MESH_BATCH (a layer above) say
 
 
 class SharedFaceNetworks:
-    """BlazeFace and the face mesh for ``n_streams`` streams (see the module docstring); the
-    arguments are :class:`GpuFaceNetworks`' (``max_rois``: one stream's regions per call;
-    ``refine_landmarks`` has no GPU mesh, so it is not offered here). ``stack_frames``: the
-    depth of the stacked frames (default ``n_streams``; the pipeline passes
+    """BlazeFace and the face mesh for ``n_streams`` streams (see the module docstring).
+
+    ``detector_model``: ``short``, ``full`` or ``auto`` (both, merged as on the CPU);
+    ``min_score``: the detector's score floor (the tracker's low threshold, as on the CPU);
+    ``precision``: ``fp16`` or ``fp32`` for both networks (fp32 on a CPU); ``max_rois``: one
+    stream's regions per call; ``models_dir``: MediaPipe's ``modules`` folder (None: the
+    installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``); ``compile_dir``: compile the
+    networks (:mod:`livecam.analysis.gpu.compiled`), their code cached there (None: as they
+    are); ``refine_landmarks``: no mesh here (each stream's runs on the host).
+    ``stack_frames``: the depth of the stacked frames (default ``n_streams``; the pipeline passes
     ``pipeline.max_streams``, so the compiled shapes do not change with the streams started);
     ``frames_per_call``: the most frames one detector call takes (default the depth; more
     run as several calls). Streams call
@@ -72,7 +89,7 @@ class SharedFaceNetworks:
                  precision: str = "fp16", max_rois: int = 8, use_graphs: bool = True,
                  models_dir: str | Path | None = None,
                  compile_dir: Path | None = None, stack_frames: int | None = None,
-                 frames_per_call: int | None = None) -> None:
+                 frames_per_call: int | None = None, refine_landmarks: bool = False) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -86,6 +103,7 @@ class SharedFaceNetworks:
         self.min_score = min_score
         self.precision = precision if self.cuda else "fp32"
         self.max_rois = max(1, max_rois)
+        self.refine_landmarks = refine_landmarks
         self.max_mesh = min(MAX_MESH_BATCH, self.frames_per_call * self.max_rois)
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
@@ -109,7 +127,11 @@ class SharedFaceNetworks:
         """Stream ``stream``'s networks, in place ``stream`` of the stacked frames (a rebuilt
         stage chain of the same stream takes the same place: only one chain of a stream runs
         frames at a time). ``detect_ahead``: a frame's first mesh call asks for its detections
-        too; ``keep_frames`` and ``pinned_capture``: as :class:`GpuFaceNetworks`'."""
+        too; ``keep_frames``: how many uploaded frames stay on the device for the swap
+        (:meth:`StreamFaceNetworks.device_frame`; more than the frames the stream can have in
+        flight after this one; 0 = none); ``pinned_capture`` (CUDA): the capture thread puts
+        each frame in pinned memory (:func:`~livecam.analysis.gpu.host.pinned_copy`) and it is
+        uploaded from there."""
         if not 0 <= stream < self.n_streams:
             raise ValueError(f"stream {stream} is not one of {self.n_streams}")
         return StreamFaceNetworks(self, stream, detect_ahead=detect_ahead,
@@ -147,8 +169,9 @@ class SharedFaceNetworks:
         self._detectors = load_detectors(self.detector_model, models_dir=self.models_dir,
                                          min_score=self.min_score, device=self.device,
                                          dtype=dtype, compile_dir=self.compile_dir)
-        self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
-                               compile_dir=self.compile_dir)
+        if not self.refine_landmarks:
+            self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
+                                   compile_dir=self.compile_dir)
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
             self._side = new_stream(self.device, urgent=True)
@@ -227,7 +250,7 @@ class SharedFaceNetworks:
                                                use_graph=self.use_graphs)
             benign = torch.tensor([width_px / 2, height_px / 2,
                                    min(width_px, height_px) / 2, 0.0, 0.0])
-            for b in mesh_buckets(self.max_mesh):
+            for b in mesh_buckets(self.max_mesh) if self._mesh is not None else ():
                 out_lm = torch.zeros((b, NUM_LANDMARKS, 3), device=self.device)
                 out_presence = torch.zeros((b,), device=self.device)
 
@@ -310,3 +333,11 @@ class SharedFaceNetworks:
         if self.cuda:
             self._stream.synchronize()
         return lm_host.numpy(), presence_host.numpy()
+
+
+def one_stream(*, detect_ahead: bool = True, keep_frames: int = 0,
+               pinned_capture: bool = False, **options: Any) -> StreamFaceNetworks:
+    """One stream's networks on a :class:`SharedFaceNetworks` of its own (``options``: its
+    arguments, ``n_streams`` 1; the others as :meth:`SharedFaceNetworks.slot_for`'s)."""
+    return SharedFaceNetworks(n_streams=1, **options).slot_for(
+        0, detect_ahead=detect_ahead, keep_frames=keep_frames, pinned_capture=pinned_capture)

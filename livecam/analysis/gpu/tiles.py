@@ -5,7 +5,7 @@ BlazeFace on two tiles every ``detect_every_n_frames`` frames, so a 1080p frame'
 all searched only every 70 frames, and each run costs the CPU several ms (on the H200 host,
 offline, 36 % of the follower's thread; live, a worker thread per stream). Here the same tiles
 (:func:`livecam.analysis.detect.tiles`), letterboxed as the CPU letterboxes a tile, run as one
-batch of the torch BlazeFace on the frame :class:`GpuFaceNetworks` already uploaded, captured in
+batch of the torch BlazeFace on the frame :class:`StreamFaceNetworks` already uploaded, captured in
 a CUDA graph per frame size: every tile at every search, at about the cost of one tile, from
 the follower's own thread (``on_caller_thread``). The follower launches a search one frame
 before it is due and takes the result on the due frame (``deferred``: a small face is found by
@@ -38,7 +38,6 @@ from livecam.analysis.detect import (
     tiles,
 )
 from livecam.analysis.gpu.calls import MAX_DETECTIONS, CapturedCall, wait_done
-from livecam.analysis.gpu.networks import GpuFaceNetworks
 from livecam.core.types import ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 
@@ -72,7 +71,7 @@ def _squares(crops_xyxy: list[tuple[int, int, int, int]]) -> np.ndarray:
 
 
 class GpuTileSearch:
-    """A :class:`~livecam.analysis.networks.TileSearch` on :class:`GpuFaceNetworks`' frames
+    """A :class:`~livecam.analysis.networks.TileSearch` on :class:`StreamFaceNetworks`' frames
     (see the module docstring). ``search`` searches every tile, whatever ``all_tiles`` says;
     ``launch`` and ``take`` split it so the follower need not wait (``deferred``).
     One caller (the follower's thread, which also drives ``networks``). Construct cheaply;
@@ -80,7 +79,7 @@ class GpuTileSearch:
 
     on_caller_thread = True
 
-    def __init__(self, networks: GpuFaceNetworks | StreamFaceNetworks, *, tile_size_px: int,
+    def __init__(self, networks: StreamFaceNetworks, *, tile_size_px: int,
                  whole_frame: bool = False) -> None:
         self.networks = networks
         self.tile_size_px = tile_size_px

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
+from livecam.analysis.gpu.client import StreamFaceNetworks
 from livecam.analysis.gpu.compiled import CompiledNetwork, maybe_compiled
-from livecam.analysis.gpu.networks import GpuFaceNetworks
-from livecam.analysis.gpu.shared import SharedFaceNetworks
+from livecam.analysis.gpu.shared import SharedFaceNetworks, one_stream
 from livecam.analysis.gpu.tiles import GpuTileSearch
 from livecam.analysis.roi import roi_from_detection
 
@@ -152,7 +152,7 @@ def test_compiled_face_networks_find_what_the_plain_ones_find(astronaut_bgr: np.
     frame[20:340, 160:480] = astronaut_bgr[40:360, 100:420]
     found = []
     for compile_dir in (None, tmp_path):
-        nets = GpuFaceNetworks(device="cpu", detector_model="short", min_score=0.5,
+        nets = one_stream(device="cpu", detector_model="short", min_score=0.5,
                                max_rois=1, compile_dir=compile_dir)
         nets.open()
         try:
@@ -186,7 +186,7 @@ def test_every_streams_tile_search_shares_one_detector() -> None:
         for search, client in zip(searches, clients, strict=True):
             search.close()
             client.close()
-    own = GpuFaceNetworks(device="cpu", detector_model="full", max_rois=1)
+    own = one_stream(device="cpu", detector_model="full", max_rois=1)
     search = GpuTileSearch(own, tile_size_px=640)
     search.open()
     try:
@@ -204,11 +204,10 @@ def test_livecam_run_compiles_the_networks_into_the_engine_cache_unless_told_not
     config = load_config(None, [f"advanced.engine.cache_dir={tmp_path}"])
     assert networks_compile_dir(config) == tmp_path / "inductor"
     nets, _search = follower_networks(config, "cuda:0")  # not opened: nothing runs here
-    assert nets.compile_dir == tmp_path / "inductor"
-    off = load_config(None, [f"advanced.engine.cache_dir={tmp_path}",
-                             "advanced.gpu.compile_networks=false"])
+    assert nets.shared.compile_dir == tmp_path / "inductor"
+    off = load_config(None, [f"advanced.engine.cache_dir={tmp_path}", "advanced.gpu.compile_networks=false"])
     assert networks_compile_dir(off) is None
-    assert follower_networks(off, "cuda:0")[0].compile_dir is None
+    assert follower_networks(off, "cuda:0")[0].shared.compile_dir is None
 
 
 def test_a_network_that_cannot_compile_runs_as_it_is_and_the_log_says_so(
@@ -258,20 +257,24 @@ def test_on_a_gpu_without_triton_the_networks_run_as_they_are(
 def test_a_rebuilt_chain_calls_the_networks_compiled_for_the_last_one(tmp_path: Path) -> None:
     """A config reload rebuilds a stream's networks: compiled, they are the same objects (no
     second trace); uncompiled, new modules as before. Nothing is called, so nothing compiles."""
-    def nets(compile_dir: Path | None) -> GpuFaceNetworks:
-        made = GpuFaceNetworks(device="cpu", detector_model="auto", max_rois=1,
+    def nets(compile_dir: Path | None) -> StreamFaceNetworks:
+        made = one_stream(device="cpu", detector_model="auto", max_rois=1,
                                compile_dir=compile_dir)
         made.open()
         return made
 
+    def inner(made: StreamFaceNetworks) -> SharedFaceNetworks:
+        assert isinstance(made.shared, SharedFaceNetworks)
+        return made.shared
+
     first, second = nets(tmp_path), nets(tmp_path)
-    assert isinstance(first._detectors[0], CompiledNetwork)
-    assert [id(d) for d in first._detectors] == [id(d) for d in second._detectors]
-    assert first._mesh is second._mesh
+    assert isinstance(inner(first)._detectors[0], CompiledNetwork)
+    assert [id(d) for d in inner(first)._detectors] == [id(d) for d in inner(second)._detectors]
+    assert inner(first)._mesh is inner(second)._mesh
     assert first.tile_detector(16) is second.tile_detector(16)
-    assert nets(tmp_path / "elsewhere")._mesh is not first._mesh
+    assert inner(nets(tmp_path / "elsewhere"))._mesh is not inner(first)._mesh
     plain, plain_again = nets(None), nets(None)
-    assert plain._mesh is not plain_again._mesh
+    assert inner(plain)._mesh is not inner(plain_again)._mesh
     for made in (first, second, plain, plain_again):
         made.close()
 

@@ -1,4 +1,4 @@
-"""The face follower's GPU backend (:class:`GpuFaceNetworks`) against its CPU networks, on real
+"""The face follower's GPU backend (:class:`StreamFaceNetworks`) against its CPU networks, on real
 photos: the same faces found, the same mesh on the same regions, one upload per frame, a
 region with no face refused as MediaPipe refuses it. Run on the CPU here (the same torch code
 as on CUDA, eager); the CUDA graph replay of the same calls is checked in test_gpu_cuda.py.
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from livecam.analysis.gpu.calls import mesh_buckets
-from livecam.analysis.gpu.networks import GpuFaceNetworks
+from livecam.analysis.gpu.client import StreamFaceNetworks
+from livecam.analysis.gpu.shared import one_stream
 from livecam.analysis.roi import Roi, roi_from_detection
 
 
@@ -23,13 +24,13 @@ def group_bgr(t1_bgr: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def networks() -> GpuFaceNetworks:
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, max_rois=2)
+def networks() -> StreamFaceNetworks:
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5, max_rois=2)
     nets.open()
     return nets
 
 
-def test_detections_match_the_cpu_detector(networks: GpuFaceNetworks,
+def test_detections_match_the_cpu_detector(networks: StreamFaceNetworks,
                                            group_bgr: np.ndarray) -> None:
     from livecam.analysis.detect import BlazeFaceDetector
 
@@ -51,7 +52,7 @@ def test_detections_match_the_cpu_detector(networks: GpuFaceNetworks,
     assert (got.track_ids == -1).all()
 
 
-def test_mesh_matches_the_cpu_mesh_on_the_same_regions(networks: GpuFaceNetworks,
+def test_mesh_matches_the_cpu_mesh_on_the_same_regions(networks: StreamFaceNetworks,
                                                        group_bgr: np.ndarray) -> None:
     from livecam.analysis.mesh import FaceMeshLandmarker
 
@@ -69,7 +70,7 @@ def test_mesh_matches_the_cpu_mesh_on_the_same_regions(networks: GpuFaceNetworks
             assert np.linalg.norm(g.landmarks_xy - r.landmarks_xy, axis=1).mean() < 1.5
 
 
-def test_a_region_without_a_face_has_no_mesh(networks: GpuFaceNetworks) -> None:
+def test_a_region_without_a_face_has_no_mesh(networks: StreamFaceNetworks) -> None:
     blank = np.full((360, 480, 3), 90, np.uint8)
     cv2.circle(blank, (240, 180), 60, (30, 200, 30), -1)
     (result,) = networks.landmarks(blank, [Roi(240.0, 180.0, 200.0, 0.0)])
@@ -77,7 +78,7 @@ def test_a_region_without_a_face_has_no_mesh(networks: GpuFaceNetworks) -> None:
 
 
 def test_one_upload_per_frame_and_a_new_one_for_a_new_frame(
-        networks: GpuFaceNetworks, group_bgr: np.ndarray,
+        networks: StreamFaceNetworks, group_bgr: np.ndarray,
         monkeypatch: pytest.MonkeyPatch) -> None:
     uploads: list[int] = []
     real = networks.new_frame
@@ -93,9 +94,9 @@ def test_one_upload_per_frame_and_a_new_one_for_a_new_frame(
 
 
 def test_auto_runs_both_models_and_merges_them(group_bgr: np.ndarray) -> None:
-    nets = GpuFaceNetworks(device="cpu", detector_model="auto", min_score=0.5)
+    nets = one_stream(device="cpu", detector_model="auto", min_score=0.5)
     nets.open()
-    full = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5)
+    full = one_stream(device="cpu", detector_model="full", min_score=0.5)
     full.open()
     both, one = nets.detect(group_bgr), full.detect(group_bgr)
     assert len(both) >= len(one)
@@ -117,11 +118,11 @@ def test_buckets() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()",
                     reason="CUDA is not available (the same code runs on the CPU above)")
-def test_cuda_graphs_fp16_match_the_cpu_backend(networks: GpuFaceNetworks,
+def test_cuda_graphs_fp16_match_the_cpu_backend(networks: StreamFaceNetworks,
                                                 group_bgr: np.ndarray) -> None:
     from livecam.track.bytetrack import iou_matrix
 
-    cuda = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5, max_rois=2)
+    cuda = one_stream(device="cuda", detector_model="full", min_score=0.5, max_rois=2)
     cuda.open()
     cuda.prepare(group_bgr.shape[1], group_bgr.shape[0])  # graphs captured before use
     ref, got = networks.detect(group_bgr), cuda.detect(group_bgr)
@@ -138,7 +139,7 @@ def test_cuda_graphs_fp16_match_the_cpu_backend(networks: GpuFaceNetworks,
 
 
 def test_kept_frames_are_offered_to_the_swap(group_bgr: np.ndarray) -> None:
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, keep_frames=3)
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5, keep_frames=3)
     nets.open()
     assert nets.device_frame(group_bgr) is None  # nothing uploaded yet
     nets.detect(group_bgr)
@@ -157,7 +158,7 @@ def test_each_kept_frame_holds_its_own_frame_as_the_ring_turns(group_bgr: np.nda
     """The frame's copy kept for the swap is made by the detector's call (inside its CUDA
     graph on CUDA, one graph per kept place): over more frames than are kept, the latest
     frame's kept copy is that frame, and the detections are that frame's."""
-    nets = GpuFaceNetworks(device=device, detector_model="full", min_score=0.5, keep_frames=2)
+    nets = one_stream(device=device, detector_model="full", min_score=0.5, keep_frames=2)
     nets.open()
     nets.prepare(group_bgr.shape[1], group_bgr.shape[0])
     mirror = np.ascontiguousarray(group_bgr[:, ::-1])
@@ -225,7 +226,7 @@ def test_the_follower_on_the_gpu_networks_follows_what_the_cpu_follower_does(
                 counts.append((len(p.faces), len(p.withheld)))
         return counts
 
-    nets = GpuFaceNetworks(device="cpu", detector_model=analysis.detector_model,
+    nets = one_stream(device="cpu", detector_model=analysis.detector_model,
                            min_score=0.5, max_rois=max(1, analysis.max_faces))
     gpu = follow(networks=nets, search=GpuTileSearch(nets, tile_size_px=analysis.tile_size_px))
     cpu = follow()

@@ -58,7 +58,7 @@ def test_compiled_networks_in_cuda_graphs_find_what_the_plain_ones_find(  # type
     same networks uncompiled; the start says it compiled them."""
     import logging
 
-    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    from livecam.analysis.gpu.shared import one_stream
     from livecam.analysis.gpu.tiles import GpuTileSearch
     from livecam.analysis.roi import roi_from_detection
     from livecam.track.bytetrack import iou_matrix
@@ -66,7 +66,7 @@ def test_compiled_networks_in_cuda_graphs_find_what_the_plain_ones_find(  # type
     frame = np.ascontiguousarray(t1_bgr[83:803])  # 1280x720
     found = []
     for compile_dir in (None, tmp_path):
-        nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5, max_rois=8,
+        nets = one_stream(device="cuda", detector_model="full", min_score=0.5, max_rois=8,
                                compile_dir=compile_dir)
         search = GpuTileSearch(nets, tile_size_px=640)
         with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
@@ -104,12 +104,15 @@ def test_compiled_networks_in_cuda_graphs_find_what_the_plain_ones_find(  # type
 
 def test_the_face_followers_networks_wait_on_urgent_streams() -> None:
     """Their thread waits for each result; the swap's ticks beside them wait for nobody."""
-    from livecam.analysis.gpu.networks import GpuFaceNetworks
+    from livecam.analysis.gpu.shared import one_stream
 
-    nets = GpuFaceNetworks(device="cuda", detector_model="short")
+    nets = one_stream(device="cuda", detector_model="short")
     nets.open()
     try:
         greatest = torch.cuda.Stream.priority_range()[1]
-        assert nets._stream.priority == greatest and nets._side.priority == greatest
+        shared = nets.shared
+        assert nets._stream.priority == greatest
+        assert shared._stream.priority == greatest  # type: ignore[attr-defined]
+        assert shared._side.priority == greatest  # type: ignore[attr-defined]
     finally:
         nets.close()

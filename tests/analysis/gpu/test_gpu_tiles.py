@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.analysis.gpu.networks import GpuFaceNetworks
+from livecam.analysis.gpu.shared import one_stream
 from livecam.analysis.gpu.tiles import GpuTileSearch
 from livecam.track.bytetrack import iou_matrix
 
@@ -31,7 +31,7 @@ FLOOR = 0.3
 
 @pytest.fixture(scope="module")
 def search() -> GpuTileSearch:
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR, max_rois=2)
+    nets = one_stream(device="cpu", detector_model="full", min_score=FLOOR, max_rois=2)
     tiles = GpuTileSearch(nets, tile_size_px=384)
     tiles.open()
     return tiles
@@ -85,7 +85,7 @@ def test_live_mode_searches_on_the_followers_thread_and_finds_small_faces_at_onc
     from livecam.config import load_config
 
     analysis = load_config(None).analysis
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+    nets = one_stream(device="cpu", detector_model="full", min_score=FLOOR,
                            max_rois=analysis.max_faces)
     follower = build_follower(analysis, realtime=True, networks=nets,
                               search=GpuTileSearch(nets, tile_size_px=384))
@@ -106,7 +106,7 @@ def test_live_mode_searches_on_the_followers_thread_and_finds_small_faces_at_onc
                     reason="CUDA is not available (the same code runs on the CPU above)")
 def test_cuda_graph_of_the_tiles_matches_the_cpu_run(search: GpuTileSearch,
                                                      small_faces_bgr: np.ndarray) -> None:
-    nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=FLOOR, max_rois=2)
+    nets = one_stream(device="cuda", detector_model="full", min_score=FLOOR, max_rois=2)
     cuda = GpuTileSearch(nets, tile_size_px=384)
     cuda.open()
     cuda.prepare(small_faces_bgr.shape[1], small_faces_bgr.shape[0])  # captured before use
@@ -141,7 +141,7 @@ def test_a_deferred_search_finds_small_faces_by_the_same_frame(
     from livecam.config import load_config
 
     analysis = load_config(None).analysis
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+    nets = one_stream(device="cpu", detector_model="full", min_score=FLOOR,
                            max_rois=analysis.max_faces)
     search = GpuTileSearch(nets, tile_size_px=384)
     assert search.deferred
@@ -169,7 +169,7 @@ def test_searching_every_frame_is_never_deferred(small_faces_bgr: np.ndarray) ->
     from livecam.config import load_config
 
     analysis = load_config(None, ["advanced.analysis.detect_every_n_frames=1"]).analysis
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+    nets = one_stream(device="cpu", detector_model="full", min_score=FLOOR,
                            max_rois=analysis.max_faces)
     follower = build_follower(analysis, realtime=False, networks=nets,
                               search=GpuTileSearch(nets, tile_size_px=384))
@@ -189,7 +189,7 @@ def test_cuda_next_upload_waits_for_a_launched_search(search: GpuTileSearch,
                                                       small_faces_bgr: np.ndarray) -> None:
     """The networks' next upload overwrites the device frame a launched search reads: it
     must wait for the search on the GPU, or the search reads the next frame's pixels."""
-    nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=FLOOR, max_rois=2)
+    nets = one_stream(device="cuda", detector_model="full", min_score=FLOOR, max_rois=2)
     cuda = GpuTileSearch(nets, tile_size_px=384)
     cuda.open()
     cuda.prepare(small_faces_bgr.shape[1], small_faces_bgr.shape[0])
@@ -213,7 +213,7 @@ def test_a_deferred_search_face_without_a_mesh_is_still_covered(
     from livecam.core.types import Unswappable
 
     analysis = load_config(None).analysis
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=FLOOR,
+    nets = one_stream(device="cpu", detector_model="full", min_score=FLOOR,
                            max_rois=analysis.max_faces)
     follower = build_follower(analysis, realtime=False, networks=nets,
                               search=GpuTileSearch(nets, tile_size_px=384))

@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
-from livecam.analysis.gpu.networks import GpuFaceNetworks
-from livecam.analysis.gpu.shared import SharedFaceNetworks
+from livecam.analysis.gpu.shared import SharedFaceNetworks, one_stream
 from livecam.analysis.roi import roi_from_detection
 
 pytestmark = [
@@ -65,14 +64,14 @@ def test_a_stream_of_its_own_uploads_pinned_frames_without_its_staging(t1_bgr) -
     frames = _frames(t1_bgr, 16)
     results = {}
     for pinned in (False, True):
-        nets = GpuFaceNetworks(device="cuda", detector_model="full", min_score=0.5,
+        nets = one_stream(device="cuda", detector_model="full", min_score=0.5,
                                max_rois=8, keep_frames=4, pinned_capture=pinned)
         assert (nets.host_frames is pinned_copy) == pinned
         nets.open()
         try:
             nets.prepare(1280, 720)
             results[pinned] = _follow(nets, frames, pinned)
-            staging = nets._sizes[(720, 1280)].frame_host
+            staging = nets._own[(720, 1280)].staging
             # the pinned frames went up from where the capture put them, not via the staging
             assert bool(staging.any()) != pinned
         finally:

@@ -15,8 +15,7 @@ import pytest
 
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.client import StreamFaceNetworks
-from livecam.analysis.gpu.networks import GpuFaceNetworks
-from livecam.analysis.gpu.shared import SharedFaceNetworks
+from livecam.analysis.gpu.shared import SharedFaceNetworks, one_stream
 from livecam.analysis.roi import roi_from_detection
 
 #: one frame followed once: (box, score) of each detection, and the mesh of each (or None)
@@ -36,7 +35,7 @@ def frames(t1_bgr: np.ndarray, astronaut_bgr: np.ndarray) -> list[np.ndarray]:
 
 def _own(frame: np.ndarray) -> Followed:
     """Detections and meshes from networks of the stream's own (the reference)."""
-    nets = GpuFaceNetworks(device="cpu", detector_model="full", min_score=0.5, max_rois=2)
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5, max_rois=2)
     nets.open()
     try:
         return _follow_once(nets, frame)
@@ -58,7 +57,7 @@ def own(frames: list[np.ndarray]) -> Callable[[int], Followed]:
     return reference
 
 
-def _follow_once(nets: GpuFaceNetworks | StreamFaceNetworks, frame: np.ndarray) -> Followed:
+def _follow_once(nets: StreamFaceNetworks, frame: np.ndarray) -> Followed:
     image = frame.copy()  # a new image: a new frame for the networks
     faces = nets.detect(image)
     rois = [roi_from_detection(faces.boxes_xyxy[i], faces.keypoints_xy[i])
@@ -230,7 +229,7 @@ def test_the_detector_reads_the_frames_its_index_names(frames: list[np.ndarray])
         assert torch.equal(got[2], want[2])
 
 
-def test_livecam_streams_share_the_follower_networks_and_one_stream_has_its_own() -> None:
+def test_livecam_streams_share_the_follower_networks_and_one_stream_runs_the_same() -> None:
     """What ``livecam run`` builds for CUDA (nothing opened: cheap here)."""
     from livecam.app import SharedStages
     from livecam.config import load_config
@@ -243,11 +242,18 @@ def test_livecam_streams_share_the_follower_networks_and_one_stream_has_its_own(
     assert [n.slot for n in built] == [0, 1, 2]
     assert built[0].shared is built[1].shared is built[2].shared
     assert built[0].detect_ahead == config.analysis.detect_each_frame
+    # one stream: the same class, at the same sizes (one set of compiled shapes)
     alone, _ = follower_networks(config, "cuda:0", shared=SharedStages(n_streams=1))
-    assert isinstance(alone, GpuFaceNetworks)
+    own_hub, _ = follower_networks(config, "cuda:0")
+    for one in (alone, own_hub):
+        assert isinstance(one, StreamFaceNetworks) and one.slot == 0
+        assert isinstance(one.shared, SharedFaceNetworks)
+        assert one.shared.stack_frames == built[0].shared.stack_frames  # type: ignore[attr-defined]
+        assert one.shared.frames_per_call == built[0].shared.frames_per_call  # type: ignore[attr-defined]
     refined = load_config(None, ["advanced.analysis.refine_landmarks=true"])
     own, _ = follower_networks(refined, "cuda:0", shared=shared, stream=0)
-    assert isinstance(own, GpuFaceNetworks)  # its 478-point mesh runs on the host
+    assert isinstance(own, StreamFaceNetworks)  # its 478-point mesh runs on the host
+    assert own.refine_landmarks and own.num_landmarks == 478
 
 
 @pytest.mark.gpu
