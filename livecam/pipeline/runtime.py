@@ -81,7 +81,8 @@ class App:
     :class:`~livecam.core.commands.ControlHooks` of its scheduler (``request_reload``,
     ``save_snapshot``, ``set_output_delay``). ``overload`` judges every 0.25 s whether the
     stages keep up (live mode); ``summary()`` gives the whole-run figures. With
-    ``wait_for_source`` a live source that cannot be opened at start does not fail the run:
+    ``wait_for_source`` a live source that cannot be opened at start does not fail the run (nor
+    does a network input in listener mode, waiting for its sender):
     the output sends black frames at ``capture`` size until it appears. Stages with slow
     set-up per frame size (:class:`~livecam.core.stage.Prepares`: CUDA-graph capture) are
     prepared for the source's size in ``start``, before the output sends anything.
@@ -241,6 +242,12 @@ class App:
 
     def _open_source(self) -> bool:
         """Open the source; True if open. A live source may be missing with wait_for_source."""
+        if getattr(self.source, "listener", False):
+            # a network input in listener mode waits for its sender (OBS started after us):
+            # the capture thread listens, the output sends black frames until a sender comes
+            self._log.info("input %s: waiting for a sender; black frames until one comes",
+                           getattr(self.source, "shown", ""))
+            return False
         try:
             self.source.open()
             return True
