@@ -6,12 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.capture.base import FrameSource
+from livecam.capture.network import INPUT_SCHEMES
 from livecam.config.schema import CaptureConfig
 from livecam.core.errors import UsageError
+from livecam.core.netstreams import url_problem
 
 INPUT_HELP = (
     "camera:0 | camera:/dev/video2 | file:PATH (a video, or a pipe such as /dev/stdin) | "
-    "image:PATH | synthetic[:WxH]"
+    "image:PATH | synthetic[:WxH] | rtmp://… | rtsp://… | srt://… | udp://… (network "
+    "streams; ?listen=1 on rtmp/rtsp, mode=listener on srt, waits for a sender)"
 )
 
 
@@ -19,13 +22,18 @@ INPUT_HELP = (
 class InputSpec:
     """A parsed ``--input`` value."""
 
-    kind: str  # camera | file | image | synthetic
+    kind: str  # camera | file | image | synthetic | network (target: the whole URL)
     target: str = ""
 
 
 def parse_input(text: str) -> InputSpec:
     """Parse ``--input``; raises :class:`UsageError` with the accepted forms."""
     kind, _, target = text.partition(":")
+    if kind.lower() in INPUT_SCHEMES and target.startswith("//") and len(target) > 2:
+        problem = url_problem(text)
+        if problem:
+            raise UsageError(f"--input {text!r}: {problem}")
+        return InputSpec("network", text)
     if kind == "synthetic":
         return InputSpec("synthetic", target)
     if kind in ("camera", "file", "image") and target:
@@ -48,6 +56,12 @@ def make_source(spec: InputSpec, config: CaptureConfig) -> FrameSource:
         return sources.CameraSource(device=device, width=config.width, height=config.height,
                                     fps=config.fps, fourcc=config.fourcc)
     max_pixels = round(config.max_image_megapixels * 1e6)
+    if spec.kind == "network":
+        from livecam.capture.network import NetworkSource
+
+        return NetworkSource(url=spec.target, timeout_s=config.network_timeout_s,
+                             fps_fallback=config.fps, size_px=(config.width, config.height),
+                             max_pixels=max_pixels)
     if spec.kind == "file":
         return sources.FileSource(path=Path(spec.target), fps_fallback=config.fps,
                                   max_pixels=max_pixels)

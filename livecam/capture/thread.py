@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from livecam.capture.base import FrameSource
 from livecam.core.backoff import Backoff
-from livecam.core.errors import CaptureError
+from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
 from livecam.core.types import Frame, ImageBGR
@@ -84,6 +84,8 @@ class CaptureThread:
                 self._source.open()
                 self._is_open = True
                 return True
+            except NoSenderYet as exc:
+                log.debug("%s; listening again", exc)
             except CaptureError as exc:
                 if not self._source.live:
                     # a file or pipe that cannot be reopened will not come back by waiting

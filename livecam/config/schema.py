@@ -41,6 +41,11 @@ class CaptureConfig:
                                       "doubles after each failure.", range=(0.01, 60.0))
     reconnect_max_s: float = knob(5.0, "Longest wait between reopen attempts, s.",
                                   range=(0.01, 600.0))
+    network_timeout_s: float = knob(
+        5.0, "Network inputs (rtmp://, rtsp://, srt://, udp://): the longest wait for a "
+        "stream to open or for its next frame, s; then it is reopened (reconnect_initial_s "
+        "backoff). Lower notices a dead server sooner; higher rides out longer stalls.",
+        range=(0.5, 600.0))
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,10 @@ class OutputConfig:
     file_codec: str = knob("libx264", "Video codec for `file:` outputs (PyAV encoder name).")
     file_crf: int = knob(20, "Quality of `file:` outputs (x264 CRF: lower = better, larger).",
                          range=(0, 51))
+    network_bitrate_kbps: int = knob(
+        4000, "Video bitrate of network outputs (rtmp://, rtsp://, srt://, udp://), kbit/s, "
+        "held by the encoder: higher = sharper, needs that much upload (720p30: 2500-4000).",
+        range=(100, 100000))
     delay_ms: float = knob(
         0.0, "A/V delay, ms: every frame is sent this long after it was captured (or as soon "
         "as it is ready when the stages take longer), so a microphone captured separately can "

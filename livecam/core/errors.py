@@ -23,6 +23,11 @@ class CaptureError(LivecamError, RuntimeError):
     """A frame source could not be opened or read."""
 
 
+class NoSenderYet(CaptureError):
+    """A source that listens (a network input in listener mode) was opened and nobody sent to
+    it in time: not a fault, so the capture thread listens again at once, without backoff."""
+
+
 class OutputError(LivecamError, RuntimeError):
     """A frame sink (virtual camera, file, window) could not be opened or written."""
 

@@ -7,22 +7,34 @@ from pathlib import Path
 
 from livecam.config.schema import OutputConfig
 from livecam.core.errors import UsageError
+from livecam.core.netstreams import url_problem
 from livecam.output.base import FrameSink, GuiSink
 
-OUTPUT_HELP = "virtualcam | file:PATH.mp4 | window | null"
+OUTPUT_HELP = ("virtualcam | file:PATH.mp4 | window | null | rtmp://… | rtsp://… | srt://… | "
+               "udp://… (H.264 to a network server or address)")
+
+#: how long a network output waits for its server (the check at open, each write)
+NETWORK_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
 class OutputSpec:
     """A parsed ``--output`` value."""
 
-    kind: str  # virtualcam | file | window | null
+    kind: str  # virtualcam | file | window | null | network (target: the whole URL)
     target: str = ""
 
 
 def parse_output(text: str) -> OutputSpec:
     """Parse ``--output``; raises :class:`UsageError` with the accepted forms."""
+    from livecam.output.network import OUTPUT_MUXERS
+
     kind, _, target = text.partition(":")
+    if kind.lower() in OUTPUT_MUXERS and target.startswith("//") and len(target) > 2:
+        problem = url_problem(text)
+        if problem:
+            raise UsageError(f"--output {text!r}: {problem}")
+        return OutputSpec("network", text)
     if kind in ("virtualcam", "window", "null") and not target:
         return OutputSpec(kind)
     if kind == "file" and target:
@@ -40,6 +52,11 @@ def make_sink(spec: OutputSpec, config: OutputConfig, *, live: bool = False) -> 
     if spec.kind == "file":
         return sinks.FileSink(path=Path(spec.target), codec=config.file_codec,
                               crf=config.file_crf, low_delay=live)
+    if spec.kind == "network":
+        from livecam.output.network import NetworkSink
+
+        return NetworkSink(url=spec.target, bitrate_kbps=config.network_bitrate_kbps,
+                           timeout_s=NETWORK_TIMEOUT_S)
     if spec.kind == "window":
         return window.WindowSink()
     return sinks.NullSink()

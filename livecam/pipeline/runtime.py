@@ -83,7 +83,8 @@ class App:
     :class:`~livecam.core.commands.ControlHooks` of its scheduler (``request_reload``,
     ``save_snapshot``, ``set_output_delay``). ``overload`` judges every 0.25 s whether the
     stages keep up (live mode); ``summary()`` gives the whole-run figures. With
-    ``wait_for_source`` a live source that cannot be opened at start does not fail the run:
+    ``wait_for_source`` a live source that cannot be opened at start does not fail the run (nor
+    does a network input in listener mode, waiting for its sender):
     the output sends black frames at ``capture`` size until it appears. Stages with slow
     set-up per frame size (:class:`~livecam.core.stage.Prepares`: CUDA-graph capture) are
     prepared for the source's size in ``start``, before the output sends anything.
@@ -250,7 +251,14 @@ class App:
         """Open the source; True if open. A live source may be missing with wait_for_source.
         An input pipe that has sent nothing within ``_PIPE_WAIT_S`` is left to the capture
         thread to open (it may never write: the controls must still come up and a stop must
-        still work); the output then runs at the ``capture`` size meanwhile."""
+        still work); the output then runs at the ``capture`` size meanwhile. A network input
+        in listener mode is left to the capture thread too (it waits for its sender)."""
+        if getattr(self.source, "listener", False):
+            # a network input in listener mode waits for its sender (OBS started after us):
+            # the capture thread listens, the output sends black frames until a sender comes
+            self._log.info("input %s: waiting for a sender; black frames until one comes",
+                           getattr(self.source, "shown", ""))
+            return False
         wait_ready = getattr(self.source, "wait_ready", None)
         if callable(wait_ready):
             deadline = time.monotonic() + _PIPE_WAIT_S
