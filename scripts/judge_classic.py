@@ -65,9 +65,11 @@ def judge(config: SwapConfig, cache: Path | None = None,
     swapper = ClassicFaceSwapper(config, topology)
     people, targets = hard_set(cache)
     remove = config.remove_source_accessories
-    sources = {p.person: source_from(p.face, topology, remove_accessories=remove)
-               for p in people}
-    bares = {p.person: source_from(bare(p).face, topology, remove_accessories=remove)
+    close = config.keep_mouth
+    sources = {p.person: source_from(p.face, topology, remove_accessories=remove,
+                                     close_mouth=close) for p in people}
+    bares = {p.person: source_from(bare(p).face, topology, remove_accessories=remove,
+                                   close_mouth=close)
              for p in people if p.accessories.any()}
     dlib = FaceJudge()
     # the source person without the accessories the hard set drew (the person, not the glasses)
@@ -88,6 +90,7 @@ def judge(config: SwapConfig, cache: Path | None = None,
             emb = dlib.embed(out, box)
             row = {"source": s.person, "target": t.person, "light": t.light,
                    "de2000": cj.mean_colour_de2000(out, t, region),
+                   "local_de2000": cj.local_de2000(out, t, region),
                    "foreign": cj.foreign_share(
                        out, region, cj.skin_colours(own_bins, relit_bins[(s.person, t.light)])),
                    "d_source": distance(emb, ref[s.person]), "d_target": distance(emb, ref_t),
@@ -107,11 +110,12 @@ def summary(rows: list[dict]) -> dict[str, float]:
     def vals(key: str) -> np.ndarray:
         return np.array([r[key] for r in rows if r[key] is not None], np.float64)
 
-    de, fo = vals("de2000"), vals("foreign")
+    de, fo, lo = vals("de2000"), vals("foreign"), vals("local_de2000")
     gl, be, kept = vals("glasses_leak"), vals("beard_leak"), vals("glasses_kept")
     closer = np.mean([r["d_source"] < r["d_target"] for r in rows])
     return {"pairs": len(rows), "de2000_mean": float(de.mean()), "de2000_max": float(de.max()),
             "de2000_ok": float(np.mean(de <= GOALS["de2000"])),
+            "local_de2000_mean": float(lo.mean()), "local_de2000_max": float(lo.max()),
             "foreign_mean": float(fo.mean()), "foreign_max": float(fo.max()),
             "foreign_ok": float(np.mean(fo <= GOALS["foreign"])),
             "glasses_leak_max": float(gl.max()) if len(gl) else 0.0,
@@ -124,18 +128,22 @@ def print_table(rows: list[dict]) -> dict[str, dict[str, float]]:
     groups = {light: [r for r in rows if r["light"] == light] for light in LIGHTS}
     groups["all"] = rows
     out = {}
-    print(f"{'light':6} {'pairs':>5} {'dE00 mean/max':>14} {'dE<=4':>6} {'foreign% mean/max':>18} "
+    print(f"{'light':6} {'pairs':>5} {'dE00 mean/max':>14} {'dE<=4':>6} {'local dE00':>11} "
+          f"{'foreign% mean/max':>18} "
           f"{'<=1%':>5} {'glasses leak%':>13} {'beard leak%':>11} {'glasses kept':>12} "
           f"{'closer src':>10}")
     for name, group in groups.items():
         s = out[name] = summary(group)
         print(f"{name:6} {s['pairs']:>5} {s['de2000_mean']:>6.2f}/{s['de2000_max']:<7.2f} "
-              f"{s['de2000_ok']:>6.2f} {100 * s['foreign_mean']:>8.2f}/"
+              f"{s['de2000_ok']:>6.2f} "
+              f"{s['local_de2000_mean']:>5.2f}/{s['local_de2000_max']:<5.2f} "
+              f"{100 * s['foreign_mean']:>8.2f}/"
               f"{100 * s['foreign_max']:<9.2f}"
               f"{s['foreign_ok']:>5.2f} {100 * s['glasses_leak_max']:>13.2f} "
               f"{100 * s['beard_leak_max']:>11.2f} {s['glasses_kept_min']:>12.2f} "
               f"{s['closer_to_source']:>10.2f}")
-    print(f"{'goal':6} {'':>5} {'<=4 each':>14} {'1.00':>6} {'<=1 each':>18} {'1.00':>5} "
+    print(f"{'goal':6} {'':>5} {'<=4 each':>14} {'1.00':>6} {'lower':>11} {'<=1 each':>18} "
+          f"{'1.00':>5} "
           f"{'0':>13} {'0':>11} {'>=0.9':>12} {'>=0.9':>10}")
     return out
 

@@ -40,14 +40,16 @@ class SourceFace:
     def build(cls, *, photo_sha256: str, texture_bgr: ImageBGR, landmarks_xy: FloatArray,
               landmarks_z: FloatArray, topology: MeshTopology,
               mirror_fill: bool = False, skin_only: bool = False,
-              remove_accessories: bool = False) -> SourceFace:
+              remove_accessories: bool = False, close_mouth: bool = False) -> SourceFace:
         """Precompute everything per photo (called at identity load, not per frame).
 
         With ``mirror_fill`` a turned photo's hidden side is filled from its mirror image
         (:func:`livecam.swap.frontalize.frontalize`), which also makes its pose near frontal.
         With ``skin_only`` the pixels that may be pasted are marked (``usable_u8``): not hair,
         background or skin the head's turn foreshortens. With ``remove_accessories`` its dark
-        glasses and facial hair are painted out with its skin (``accessories.py``).
+        glasses and facial hair are painted out with its skin (``accessories.py``). With
+        ``close_mouth`` its teeth and open mouth are painted over with its lips (``mouth.py``;
+        for ``swap.keep_mouth``, where the streamer's own mouth interior is shown).
         """
         xy = np.ascontiguousarray(landmarks_xy[:468], np.float32)
         z = np.ascontiguousarray(landmarks_z[:468], np.float32)
@@ -59,6 +61,10 @@ class SourceFace:
             from livecam.swap.accessories import remove_accessories as remove
 
             texture_bgr = remove(texture_bgr, xy, topology)
+        if close_mouth:
+            from livecam.swap.mouth import close_mouth as close
+
+            texture_bgr = close(texture_bgr, xy, topology)
         usable = None
         if skin_only:
             from livecam.swap.skin import usable_map

@@ -43,13 +43,14 @@ log = logging.getLogger(__name__)
 
 def source_faces(identity: Identity, topology: MeshTopology,
                  mirror_fill: bool = False, skin_only: bool = False,
-                 remove_accessories: bool = False) -> tuple[SourceFace, ...]:
+                 remove_accessories: bool = False,
+                 close_mouth: bool = False) -> tuple[SourceFace, ...]:
     """Precompute the swap's per-photo data for every photo of ``identity``."""
     return tuple(
         SourceFace.build(photo_sha256=p.sha256, texture_bgr=p.texture_bgr,
                          landmarks_xy=p.landmarks_xy, landmarks_z=p.landmarks_z,
                          topology=topology, mirror_fill=mirror_fill, skin_only=skin_only,
-                         remove_accessories=remove_accessories)
+                         remove_accessories=remove_accessories, close_mouth=close_mouth)
         for p in identity.photos
     )
 
@@ -99,7 +100,7 @@ class ClassicSwapStage(StageBase):
             raise RuntimeError("the swap stage closed while an identity was prepared")
         faces = source_faces(self.identities.load(name), swapper.topology,
                              self.config.mirror_fill, self.config.source_skin_only,
-                             self.config.remove_source_accessories)
+                             self.config.remove_source_accessories, self.config.keep_mouth)
         log.info("identity %s loaded (%d photo(s))", name, len(faces))
         return faces
 

@@ -121,6 +121,7 @@ class DenseWarper:
             raise ValueError(f"step_px must be >= 1, got {step_px}")
         self.topology = topology
         self.step_px = step_px
+        self._bounds: tuple[SourceMesh, FloatArray] | None = None
 
     def affines(self, source: SourceMesh, target_tri_xy: FloatArray) -> FloatArray:
         """(T, 2, 3) float32 affine maps, target pixel -> source pixel, one per triangle.
@@ -144,6 +145,20 @@ class DenseWarper:
         lin[~ok] = np.eye(2, dtype=np.float32)
         off = source.tri_xy[:, 0] - np.einsum("tij,tj->ti", lin, t0)
         return np.concatenate([lin, off[:, :, None]], axis=2).astype(np.float32)
+
+    def _source_bounds(self, source: SourceMesh) -> FloatArray:
+        """(T + 1, 2, 2) float32: row 0 unbounded (outside the mesh), then each triangle's
+        source bounding box (lo xy, hi xy) grown by a pixel. Cached for the last source."""
+        cached = self._bounds
+        if cached is not None and cached[0] is source:
+            return cached[1]
+        tri = source.tri_xy
+        bounds = np.empty((len(tri) + 1, 2, 2), np.float32)
+        bounds[0, 0], bounds[0, 1] = -np.inf, np.inf
+        bounds[1:, 0] = tri.min(axis=1) - 1.0
+        bounds[1:, 1] = tri.max(axis=1) + 1.0
+        self._bounds = (source, bounds)
+        return bounds
 
     def warp(self, source: SourceMesh, landmarks_xy: FloatArray, landmarks_z: FloatArray,
              frame_hw: tuple[int, int], *, step_px: int | None = None) -> WarpResult | None:
@@ -188,6 +203,12 @@ class DenseWarper:
         # (hc, wc, 2): source x and y interleaved, the CV_32FC2 layout remap takes directly
         coarse_map = np.ascontiguousarray(coeff[..., 0] * xs + coeff[..., 1] * ys + coeff[..., 2],
                                           dtype=np.float32)
+        # a grid point the fill gives a sliver (a closed mouth's or eye's hole strip, a few
+        # hundredths of a pixel thick) reads far outside that triangle's source: its affine
+        # magnifies across the sliver. Kept within the source triangle's bounds, it reads the
+        # lips there, not a dark ring of whatever lay far away (issue 42: rings at the mouth)
+        bounds = self._source_bounds(source)[tri_id]  # (hc, wc, 2, 2): lo, hi
+        np.clip(coarse_map, bounds[:, :, 0], bounds[:, :, 1], out=coarse_map)
         grid_map: Any = coarse_map
         if step > 1:
             grid_map = cv2.resize(coarse_map, (x2 - x1, y2 - y1), interpolation=cv2.INTER_LINEAR)

@@ -8,6 +8,8 @@ scikit-image's CIE Lab (D65), never in livecam's OpenCV Lab. Pure functions; any
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +67,31 @@ def mean_colour_de2000(out_bgr: ImageBGR, target: HardFace, region: Mask) -> flo
     a = lab(out_bgr, region).mean(axis=0)
     b = lab(target.face.image_bgr, region).mean(axis=0)
     return float(deltaE_ciede2000(a, b))
+
+
+def local_de2000(out_bgr: ImageBGR, target: HardFace, region: Mask, cells: int = 6) -> float:
+    """Mean CIEDE2000 between output and target over patches of ``region`` (a grid of
+    ``cells`` x ``cells`` over the face's width and height; patches at least half covered):
+    the light's shape across the face (a lamp to one side, shadows), which the mean colour
+    (:func:`mean_colour_de2000`) averages away."""
+    from skimage.color import deltaE_ciede2000
+
+    xy = target.face.landmarks_xy
+    x1, y1 = xy.min(axis=0)
+    x2, y2 = xy.max(axis=0)
+    out_lab, tgt_lab = lab(out_bgr), lab(target.face.image_bgr)
+    ys = np.round(np.linspace(float(y1), float(y2), cells + 1)).astype(int)
+    xs = np.round(np.linspace(float(x1), float(x2), cells + 1)).astype(int)
+    des = []
+    for ya, yb in pairwise(ys.tolist()):
+        for xa, xb in pairwise(xs.tolist()):
+            patch = region[ya:yb, xa:xb]
+            if patch.size == 0 or patch.mean() < 0.5:
+                continue
+            a = out_lab[ya:yb, xa:xb][patch].mean(axis=0)
+            b = tgt_lab[ya:yb, xa:xb][patch].mean(axis=0)
+            des.append(float(deltaE_ciede2000(a, b)))
+    return float(np.mean(des)) if des else 0.0
 
 
 def _bins(lab_px: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

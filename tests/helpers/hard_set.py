@@ -227,7 +227,8 @@ def draw_beard(image_bgr: ImageBGR, xy: npt.NDArray[np.float32], *,
     return np.clip(np.round(out), 0, 255).astype(np.uint8), cover > 0.3
 
 
-def _hopper() -> RealFace:
+def hopper_face() -> RealFace:
+    """Grace Hopper (matplotlib's sample photo): about 80, her own glasses, mouth closed."""
     import matplotlib.cbook
 
     from livecam.analysis.photo import analyze_photo
@@ -255,7 +256,7 @@ def build_people(face_px: float = 260.0) -> list[HardFace]:
     """The 9 people in even light, faces about ``face_px`` wide, accessories and tone applied
     (mesh found again on the final image)."""
     bases = {f.label: f for f in real_faces()}
-    bases["hopper"] = _hopper()
+    bases["hopper"] = hopper_face()
     people = []
     for seed, (label, base, desc, melanin, glasses, beard) in enumerate(PEOPLE):
         face = enlarged(bases[base], face_px)

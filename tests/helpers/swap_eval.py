@@ -61,7 +61,7 @@ def real_faces() -> list[RealFace]:
 def source_from(face: RealFace, topology: MeshTopology,
                 config: IdentityConfig | None = None, *,
                 mirror_fill: bool = False, skin_only: bool = False,
-                remove_accessories: bool = True) -> SourceFace:
+                remove_accessories: bool = True, close_mouth: bool = True) -> SourceFace:
     """The face as a swap source, prepared exactly as the identity library prepares photos
     (except that no photo is refused for its head turn: the judge measures all 8 faces, also
     t1-4, turned 34°, which ``identity add`` refuses)."""
@@ -73,7 +73,7 @@ def source_from(face: RealFace, topology: MeshTopology,
     return SourceFace.build(photo_sha256=prep.sha256, texture_bgr=prep.texture_bgr,
                             landmarks_xy=prep.landmarks_xy, landmarks_z=prep.landmarks_z,
                             topology=topology, mirror_fill=mirror_fill, skin_only=skin_only,
-                            remove_accessories=remove_accessories)
+                            remove_accessories=remove_accessories, close_mouth=close_mouth)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,8 @@ def judge_pairs(config: SwapConfig, faces: list[RealFace], topology: MeshTopolog
     swapper = ClassicFaceSwapper(config, topology)
     sources = [source_from(f, topology, mirror_fill=config.mirror_fill,
                            skin_only=config.source_skin_only,
-                           remove_accessories=config.remove_source_accessories) for f in faces]
+                           remove_accessories=config.remove_source_accessories,
+                           close_mouth=config.keep_mouth) for f in faces]
     ref = [judge.embed(f.image_bgr, dlib_box_from_mesh(f.landmarks_xy)) for f in faces]
     results = []
     for j, target in enumerate(faces):
