@@ -33,7 +33,8 @@ def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes(
     from livecam.gpupipe import factory
 
     config = load_config(None, ["swap.mode=neural", "analysis.max_faces=4",
-                                "advanced.engine.torch_mode=compiled", "advanced.engine.compile_if_missing=true"])
+                                "advanced.engine.torch_mode=compiled",
+                                "advanced.engine.compile_if_missing=true"])
     plan = _plan(config)
     shapes = plan.compiled_shapes()
     # O(buckets): faces 1..16 (5 buckets) x 2 windows x 2 parts, 3 generator batches, the

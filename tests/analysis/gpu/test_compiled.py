@@ -205,7 +205,8 @@ def test_livecam_run_compiles_the_networks_into_the_engine_cache_unless_told_not
     assert networks_compile_dir(config) == tmp_path / "inductor"
     nets, _search = follower_networks(config, "cuda:0")  # not opened: nothing runs here
     assert nets.shared.compile_dir == tmp_path / "inductor"
-    off = load_config(None, [f"advanced.engine.cache_dir={tmp_path}", "advanced.gpu.compile_networks=false"])
+    off = load_config(None, [f"advanced.engine.cache_dir={tmp_path}",
+                             "advanced.gpu.compile_networks=false"])
     assert networks_compile_dir(off) is None
     assert follower_networks(off, "cuda:0")[0].shared.compile_dir is None
 
