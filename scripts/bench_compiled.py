@@ -9,10 +9,10 @@ checks the compiled output against the executor and onnxruntime.
 
 On the GPU machine (one call; ~2 min per batch size to compile with max-autotune, so the
 default batches 1 and 16 take ~5-7 min):
-    python3 scripts/bench_compiled.py --device cuda --work-dir /tmp/lcc \
+    python3 -m scripts.bench_compiled --device cuda --work-dir /tmp/lcc \
         --json $OUT/bench_compiled.json
 Here (CPU, small stand-in; a few minutes on 2 cores, timings drift +-40 % with load):
-    python scripts/bench_compiled.py --device cpu --small --batches 2 \
+    python -m scripts.bench_compiled --device cpu --small --batches 2 \
         --json /tmp/bench_compiled.json
 """
 
@@ -220,11 +220,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # warm start: a fresh process opens what `livecam run` opens
     t0 = time.perf_counter()
-    warm = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--open-only",
+    warm = subprocess.run([sys.executable, "-m", "scripts.bench_compiled", "--open-only",
                            "--device", args.device, "--batches", args.batches, "--work-dir",
                            str(args.work_dir), *(["--small"] if args.small else []),
                            *(["--no-autotune"] if args.no_autotune else [])],
-                          env=child_env(), capture_output=True, text=True)
+                          env=child_env(), capture_output=True, text=True, cwd=REPO)
     results["warm_process_s"] = time.perf_counter() - t0
     if warm.returncode != 0:
         print(warm.stderr[-4000:], file=sys.stderr)

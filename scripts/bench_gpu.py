@@ -1,7 +1,7 @@
 """GPU benchmark of the product: ``livecam run`` itself, on the device machine (issue 12).
 
-    python scripts/bench_gpu.py --photos DIR --models-dir DIR --out FILE [--work-dir DIR]
-    python scripts/bench_gpu.py --small --out /tmp/b.json      # a quick check on a CPU
+    python -m scripts.bench_gpu --photos DIR --models-dir DIR --out FILE [--work-dir DIR]
+    python -m scripts.bench_gpu --small --out /tmp/b.json      # a quick check on a CPU
 
 Real face photos (``--photos``: a folder of .png/.jpg) composited into 1080p scenes, each
 swaying a few pixels in a short raw video that ``livecam run`` reads as a looped ``file:``
@@ -42,8 +42,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.bench_gpu_product import make_identity, measure_run, naive_baseline
 from scripts.bench_gpu_scenes import build_scene, find_faces, load_photos, write_clip

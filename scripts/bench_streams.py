@@ -1,8 +1,8 @@
 """Many streams in one process (issue 41): ``livecam run`` with N input/output pairs and
 ``livecam daemon`` with a ``streams:`` list, each N measured from the streams' own metrics.
 
-    python scripts/bench_streams.py --small --streams 1,2 --out /tmp/s.json   # CPU check
-    python scripts/bench_streams.py --photos DIR --models-dir DIR --streams 1,4,8,16,32 \\
+    python -m scripts.bench_streams --small --streams 1,2 --out /tmp/s.json   # CPU check
+    python -m scripts.bench_streams --photos DIR --models-dir DIR --streams 1,4,8,16,32 \\
         --engines-build --out $OUT/bench_streams.json                           # the H200
 
 The scenes, stand-in models (the inswapper-sized generator), identity and config are
@@ -23,13 +23,10 @@ import argparse
 import json
 import logging
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.bench_gpu import STREAM_P99_MS, engines_build, prepare
 from scripts.bench_gpu_product import measure_run

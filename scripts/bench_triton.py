@@ -26,7 +26,7 @@ on the wire, CPU and GPU utilisation. Prints a table and writes JSON (``--out``,
 after every run). ``--budget-s`` skips the runs that would not end in time (a device call
 has 600 s), and says so in the JSON.
 
-    python scripts/bench_triton.py --streams 1,8,16,32 --in-flight 3 --seconds 15 \
+    python -m scripts.bench_triton --streams 1,8,16,32 --in-flight 3 --seconds 15 \
         --out bench_triton.json
 """
 
@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 def install_models(root: Path, size: str) -> tuple[Path, Path]:
@@ -154,14 +153,14 @@ def run_streams(n: int, run_args: list[str], args: argparse.Namespace,
                 env: dict[str, str], logs: Path) -> list[dict[str, Any]]:
     """N stream processes started together; each measures once all N are running (their
     logs in ``logs``); one result per stream (``error`` where one failed)."""
-    cmd = [sys.executable, str(REPO / "scripts" / "bench_triton_stream.py"), "--seconds",
+    cmd = [sys.executable, "-m", "scripts.bench_triton_stream", "--seconds",
            str(args.seconds), "--warmup-s", str(args.warmup_s), "--wait-go", "--", *run_args]
     logs.mkdir(parents=True, exist_ok=True)
     procs = []
     for k in range(n):
         with (logs / f"stream{k}.log").open("w") as err:
             procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=err, text=True, env=env))
+                                          stderr=err, text=True, env=env, cwd=REPO))
     deadline = time.monotonic() + args.start_timeout_s
     for p in procs:  # stdout carries only "ready" and the result line: it never fills up
         assert p.stdout is not None
