@@ -325,13 +325,13 @@ def product_section(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``livecam run`` fps and latency with each option on (bench_gpu_product.quality_runs), on
     bench_gpu.py's one-face 1080p scene from real photos (``--small``: 640x360 and the small
     generator, to check the script on a CPU), rewriting ``--out`` after every run."""
-    from scripts.bench_gpu import prepare
     from scripts.bench_gpu_product import (
         QUALITY_ENHANCERS,
         print_quality_table,
         quality_runs,
         why_no_hands,
     )
+    from scripts.gpu_harness import prepare
 
     report: dict[str, Any] = {"errors": {}, "sections": {}}
     t_start = time.perf_counter()

@@ -50,30 +50,6 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 
 
-def install_models(root: Path, size: str) -> tuple[Path, Path]:
-    """Stand-in models and manifests that accept them; (models_dir, manifests_dir)."""
-    import yaml
-
-    from livecam.engines.manifest import default_manifests_dir, load_manifests
-    from livecam.engines.store import ModelStore, sha256_file
-    from tests.helpers.standins import build_arcface, build_inswapper
-
-    models, manifests, build = root / "models", root / "manifests", root / "build"
-    for d in (models, manifests, build):
-        d.mkdir(parents=True, exist_ok=True)
-    built = {"inswapper_128": build_inswapper(build / "inswapper_128.onnx", batch="N",
-                                              size=size),
-             "w600k_r50": build_arcface(build / "w600k_r50.onnx")}
-    for name, path in built.items():
-        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
-        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
-        (manifests / f"{name}.yaml").write_text(yaml.safe_dump(data))
-    store = ModelStore(models, load_manifests(manifests))
-    for name, path in built.items():
-        store.adopt(name, path, move=True)
-    return models, manifests
-
-
 def build_scene(root: Path, faces: int, size: tuple[int, int]) -> tuple[Path, Path]:
     """A W x H scene with ``faces`` astronaut faces side by side; (scene, source photo). The
     astronaut from scikit-image, or ``$LIVECAM_TEST_PHOTOS/astronaut.png`` where it is not
@@ -278,7 +254,9 @@ def main() -> None:
     env = dict(os.environ, XDG_CACHE_HOME=str(work / "cache"), XDG_DATA_HOME=str(work / "data"),
                XDG_CONFIG_HOME=str(work / "config"), PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
-    models_dir, manifests_dir = install_models(work / "standins", args.model_size)
+    from tests.helpers.standins import install_standin_models
+
+    models_dir, manifests_dir = install_standin_models(work / "standins", size=args.model_size)
     width, height = (int(v) for v in args.size.split("x"))
     scene, photo = build_scene(work, args.faces, (width, height))
     print(f"models and scene ready in {time.perf_counter() - t0:.0f} s", flush=True)
