@@ -1,7 +1,7 @@
 """Attack a real `livecam run` (or `daemon`) through its control API, as issue 11 did, and
 measure what it costs the stream. Prints a table and writes JSON.
 
-    python scripts/attack_api.py [--daemon] [--json out/attack_api.json]
+    python -m scripts.attack_api [--daemon] [--json out/attack_api.json]
 
 Starts livecam with a synthetic input and the null output (and an empty identity library in a
 temporary home, so the stages are a pass-through), its API on a free 127.0.0.1 port, then:

@@ -1,6 +1,6 @@
 """Benchmark and measure face analysis on clips built from real photos; print tables, write JSON.
 
-    python scripts/bench_analysis.py [--frames 90] [--json bench_analysis.json] [--quick]
+    python -m scripts.bench_analysis [--frames 90] [--json bench_analysis.json] [--quick]
                                      [--realtime] [--faces 1 6]
 
 Sections: (1) per-frame cost at 1280x720 with 1 and 6 faces (``--faces``), the shipped
@@ -13,7 +13,7 @@ smoothing lag on pans.
 ``--realtime`` adds live-mode rows to (1): the stage as ``livecam run`` builds it in live mode
 (tile search on a worker thread), frames handed over at the capture rate (30 fps, as a camera
 would) instead of back to back. The script uses only the public analysis API, so it also
-measures another checkout: ``PYTHONPATH=/path/to/before python scripts/bench_analysis.py``.
+measures another checkout: ``PYTHONPATH=/path/to/before python -m scripts.bench_analysis``.
 """
 
 from __future__ import annotations

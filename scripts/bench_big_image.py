@@ -1,7 +1,7 @@
 """Peak memory (RSS) of `livecam run` and `livecam identity add` on one very large, small
 image file (issue 39, item 14): print a table, write JSON.
 
-    python scripts/bench_big_image.py [--side 10000] [--json bench_big_image.json]
+    python -m scripts.bench_big_image [--side 10000] [--json bench_big_image.json]
 
 Each command runs as a user runs it (the CLI in a subprocess; its peak RSS is its own
 VmHWM, see :mod:`tests.helpers.peak_rss`): ``run --input image:BIG --output null --frames
@@ -9,7 +9,7 @@ VmHWM, see :mod:`tests.helpers.peak_rss`): ``run --input image:BIG --output null
 ``--side`` x ``--side`` px, a flat colour canvas with a real face (skimage's astronaut, 2048
 px) in the middle, so the files stay small (a few MB) while their pixels are 100 MP; and a
 720x720 PNG of the face, for the baseline of each command. The script uses only the CLI, so
-it also measures another checkout: ``PYTHONPATH=/path/to/before python scripts/bench_big_image.py``.
+it also measures another checkout: ``PYTHONPATH=/path/to/before python -m scripts.bench_big_image``.
 """
 
 from __future__ import annotations

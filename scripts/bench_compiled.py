@@ -9,10 +9,10 @@ checks the compiled output against the executor and onnxruntime.
 
 On the GPU machine (one call; ~2 min per batch size to compile with max-autotune, so the
 default batches 1 and 16 take ~5-7 min):
-    python3 scripts/bench_compiled.py --device cuda --work-dir /tmp/lcc \
+    python3 -m scripts.bench_compiled --device cuda --work-dir /tmp/lcc \
         --json $OUT/bench_compiled.json
 Here (CPU, small stand-in; a few minutes on 2 cores, timings drift +-40 % with load):
-    python scripts/bench_compiled.py --device cpu --small --batches 2 \
+    python -m scripts.bench_compiled --device cpu --small --batches 2 \
         --json /tmp/bench_compiled.json
 """
 
@@ -36,30 +36,15 @@ MODES = ("executor + CUDA graphs", "compiled", "compiled + CUDA graphs", "execut
 
 def install(work: Path, size: str) -> tuple[Path, Path]:
     """The stand-in generator and recognizer with manifests accepting them (models_dir,
-    manifests_dir), as ``livecam models import`` would leave them."""
-    import yaml
+    manifests_dir), installed once per work folder: the warm-start child finds the same
+    models, so what the first process compiled is still theirs."""
+    from tests.helpers.standins import install_standin_models
 
-    from livecam.engines.manifest import default_manifests_dir, load_manifests
-    from livecam.engines.store import ModelStore, sha256_file
-    from tests.helpers.standins import build_arcface, build_inswapper
-
-    models, manifests, build = work / "models", work / "manifests", work / "build"
-    for d in (models, manifests, build):
-        d.mkdir(parents=True, exist_ok=True)
-    built = {"inswapper_128": build / f"inswapper_{size}.onnx", "w600k_r50": build / "af.onnx"}
-    if not built["inswapper_128"].is_file():
-        build_inswapper(built["inswapper_128"], size=size, batch="N")
-    if not built["w600k_r50"].is_file():
-        build_arcface(built["w600k_r50"])
-    for name, path in built.items():
-        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
-        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
-        (manifests / f"{name}.yaml").write_text(yaml.safe_dump(data))
-    store = ModelStore(models, load_manifests(manifests))
-    for name, path in built.items():
-        if not store.path(name).is_file():
-            store.adopt(name, path)
-    return models, manifests
+    root, marker = work / f"standins_{size}", work / f"standins_{size}" / "done"
+    if not marker.exists():
+        install_standin_models(root, size=size)
+        marker.write_text("ok")
+    return root / "models", root / "manifests"
 
 
 def settings(args: argparse.Namespace, models: Path, manifests: Path) -> list[str]:
@@ -220,11 +205,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # warm start: a fresh process opens what `livecam run` opens
     t0 = time.perf_counter()
-    warm = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--open-only",
+    warm = subprocess.run([sys.executable, "-m", "scripts.bench_compiled", "--open-only",
                            "--device", args.device, "--batches", args.batches, "--work-dir",
                            str(args.work_dir), *(["--small"] if args.small else []),
                            *(["--no-autotune"] if args.no_autotune else [])],
-                          env=child_env(), capture_output=True, text=True)
+                          env=child_env(), capture_output=True, text=True, cwd=REPO)
     results["warm_process_s"] = time.perf_counter() - t0
     if warm.returncode != 0:
         print(warm.stderr[-4000:], file=sys.stderr)

@@ -5,7 +5,7 @@ Runs ``livecam run --config BOMB`` as a user runs it (a subprocess; its own peak
 starting Python and livecam), and ``load_config(BOMB)`` in this process under tracemalloc (the
 memory the loader itself allocates). Prints a table, writes JSON.
 
-    python scripts/bench_config_bomb.py [--repeat 5] [--json out/bench_config_bomb.json]
+    python -m scripts.bench_config_bomb [--repeat 5] [--json out/bench_config_bomb.json]
 
 Each subprocess is capped at 2 GiB of address space, so a loader that expands the bomb fails
 (MemoryError) instead of taking the machine's memory.

@@ -1,10 +1,10 @@
 """Benchmark the torch engine on an inswapper-sized stand-in; check backend parity.
 
 On the GPU machine, in one call:
-    python scripts/bench_engines.py --device cuda --json $OUT/bench_engines.json \
+    python -m scripts.bench_engines --device cuda --json $OUT/bench_engines.json \
         --markdown lab/perf-notes.md
 Here (CPU, a few seconds, checks the script works):
-    python scripts/bench_engines.py --device cpu --small --json /tmp/bench_engines.json
+    python -m scripts.bench_engines --device cpu --small --json /tmp/bench_engines.json
 
 It builds the stand-in (random weights, inswapper_128's layout: 138 M parameters; ``--small``:
 a few-MB model), runs the torch backend at each batch size in three modes -- eager fp32, fp16
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as f:
             f.write(f"\n## Engines: torch backend ({time.strftime('%Y-%m-%d')})\n\n"
-                    f"Command: `python scripts/bench_engines.py --device {args.device}"
+                    f"Command: `python -m scripts.bench_engines --device {args.device}"
                     f"{' --small' if args.small else ''}`\n\n{table}\n")
     return 0 if all(p["ok"] for p in results["parity"]) else 1
 

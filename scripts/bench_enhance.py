@@ -23,10 +23,10 @@ stand-in (the 138 M-parameter generator stand-in), pixel boost 256 and 512, and 
 (with no hand in view, and with t1's hand over the chin; hands need the ``mediapipe`` package,
 else those rows say why they were skipped). A table and JSON (rewritten after every run).
 
-    python scripts/bench_enhance.py --out bench_enhance.json              # CPU, both sections
-    python scripts/bench_enhance.py --device cuda --section cost --full --out $OUT/e.json
-    python scripts/bench_enhance.py --section product --photos DIR --models-dir DIR --out F
-    python scripts/bench_enhance.py --section product --small --out /tmp/p.json   # CPU check
+    python -m scripts.bench_enhance --out bench_enhance.json              # CPU, both sections
+    python -m scripts.bench_enhance --device cuda --section cost --full --out $OUT/e.json
+    python -m scripts.bench_enhance --section product --photos DIR --models-dir DIR --out F
+    python -m scripts.bench_enhance --section product --small --out /tmp/p.json   # CPU check
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a file from anywhere (as bench_gpu.py)
 ENHANCERS = {"gpen_bfr_256": (256, "arcface_128", False), "gfpgan_1.4": (512, "ffhq_512", False),
              "gpen_bfr_512": (512, "ffhq_512", False), "codeformer": (512, "ffhq_512", True)}
 
@@ -326,13 +325,13 @@ def product_section(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``livecam run`` fps and latency with each option on (bench_gpu_product.quality_runs), on
     bench_gpu.py's one-face 1080p scene from real photos (``--small``: 640x360 and the small
     generator, to check the script on a CPU), rewriting ``--out`` after every run."""
-    from scripts.bench_gpu import prepare
     from scripts.bench_gpu_product import (
         QUALITY_ENHANCERS,
         print_quality_table,
         quality_runs,
         why_no_hands,
     )
+    from scripts.gpu_harness import prepare
 
     report: dict[str, Any] = {"errors": {}, "sections": {}}
     t_start = time.perf_counter()

@@ -1,7 +1,7 @@
 """Time the face follower's host-side Python per call (µs, median) for 1 and 4 faces; print a
 table, write JSON.
 
-    python scripts/bench_follower_python.py [--json bench_follower_python.json]
+    python -m scripts.bench_follower_python [--json bench_follower_python.json]
                                             [--calls 2000] [--baseline before.json]
 
 Many camera streams share one Python process and their per-frame Python holds the GIL, so the

@@ -1,6 +1,6 @@
 """How the face follower's Python scales with streams sharing one process (the GIL), on a CPU.
 
-    python scripts/bench_gil_streams.py [--threads 1,4,8,16] [--torch-calls 0,20]
+    python -m scripts.bench_gil_streams [--threads 1,4,8,16] [--torch-calls 0,20]
                                         [--seconds 4] [--switch-interval-ms 0.25]
                                         [--json bench_gil_streams.json]
 
@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.bench_follower_python import FRAME_WH, FakeNetworks, FakeScene, FakeSearch
 

@@ -1,7 +1,7 @@
 """GPU benchmark of the product: ``livecam run`` itself, on the device machine (issue 12).
 
-    python scripts/bench_gpu.py --photos DIR --models-dir DIR --out FILE [--work-dir DIR]
-    python scripts/bench_gpu.py --small --out /tmp/b.json      # a quick check on a CPU
+    python -m scripts.bench_gpu --photos DIR --models-dir DIR --out FILE [--work-dir DIR]
+    python -m scripts.bench_gpu --small --out /tmp/b.json      # a quick check on a CPU
 
 Real face photos (``--photos``: a folder of .png/.jpg) composited into 1080p scenes, each
 swaying a few pixels in a short raw video that ``livecam run`` reads as a looped ``file:``
@@ -32,40 +32,22 @@ measured). ``--models-dir``: a copy of mediapipe/modules
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import platform
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts.bench_gpu_product import make_identity, measure_run, naive_baseline
-from scripts.bench_gpu_scenes import build_scene, find_faces, load_photos, write_clip
+from scripts.bench_gpu_product import measure_run, naive_baseline
+from scripts.gpu_harness import STREAM_P99_MS, add_options, engines_build, prepare, start
 
 log = logging.getLogger("bench_gpu")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--small", action="store_true",
-                        help="small stand-in, 640x360, short windows (a CPU check)")
-    parser.add_argument("--photos", type=Path, default=None)
-    parser.add_argument("--models-dir", default=None,
-                        help="copy of mediapipe/modules (default: the installed mediapipe)")
-    parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--streams", default="8,16,32",
-                        help="stream counts to try, comma-separated (stops at the first miss "
-                             "unless --keep-going)")
+    add_options(parser, streams="8,16,32", budget_s=420.0, out="bench_gpu.json")
     parser.add_argument("--keep-going", action="store_true",
-                        help="try every stream count, even after one was not held")
-    parser.add_argument("--window-s", type=float, default=6.0)
-    parser.add_argument("--warm-s", type=float, default=2.0)
+                        help="try every stream count, even after one was not held (else it "
+                             "stops at the first miss)")
     parser.add_argument("--compile", choices=("none", "fast", "autotune"), default="none",
                         help="build the compiled generator (batch 1) and measure it too")
     parser.add_argument("--compile-batches", default="1",
@@ -74,39 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-first", action="store_true",
                         help="with --compile: build first, so every run uses the compiled "
                              "generator (engine.torch_mode auto finds it)")
-    parser.add_argument("--input", choices=("clip", "image"), default="clip",
-                        help="what livecam run reads: the scene swaying in a raw video (a new "
-                             "frame each time, as a camera gives) or the still scene as an "
-                             "image: input (the same array each time)")
-    parser.add_argument("--engines-build", action="store_true",
-                        help="first run `livecam engines build inswapper_128 --size WxH` with "
-                        "the benchmark's config, as a user prepares a machine (its time in "
-                        "the `engines build` section): the runs after it start from what it "
-                        "compiled")
-    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
-                        help="a config override for every run, as `livecam run --set`")
     parser.add_argument("--only", default="",
                         help="run only the sections whose names contain one of these "
                              "comma-separated words (e.g. 'compile')")
-    parser.add_argument("--budget-s", type=float, default=420.0,
-                        help="skip the remaining sections after this many seconds")
-    parser.add_argument("--out", type=Path, default=Path("bench_gpu.json"))
-    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING"), default="WARNING",
-                        help="livecam's own log lines (INFO: each network's compile or load "
-                             "and each stream's start, part by part)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("livecam").setLevel(args.log_level)
-    if args.models_dir:
-        os.environ["LIVECAM_MEDIAPIPE_MODULES"] = str(Path(args.models_dir).resolve())
-    work = (args.work_dir or Path(tempfile.mkdtemp(prefix="livecam_bench_"))).resolve()
-    work.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    report: dict[str, Any] = {"host": {"python": platform.python_version()}, "errors": {},
-                              "sections": {}}
-
-    def save() -> None:
-        args.out.write_text(json.dumps(report, indent=2, default=float))
+    work, report, save = start(args, results="sections")
 
     wanted = [w for w in args.only.split(",") if w]
 
@@ -167,74 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-#: A stream is held when every stream's capture->sink p99 is within one 30 fps frame interval
-#: + 5 ms (goal 1's bound: capture->sink includes up to one interval of waiting for the
-#: output's next tick, so a paced output sits near 33 ms however fast the swap is) and no
-#: frame was late.
-STREAM_P99_MS = 1000 / 30 + 5
-
-
 def _held(section: dict[str, Any]) -> bool:
     return all(st["capture_to_sink_ms"]["p99"] <= STREAM_P99_MS and st["late"] == 0
                for st in section["streams"])
-
-
-def prepare(args: Any, work: Path, report: dict[str, Any],
-            enhancers: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Scenes (PNG), the stand-in models installed (``enhancers``: enhancer stand-ins too,
-    see ``install_standin_models``), the identity, the config maker."""
-    import cv2
-    import torch
-
-    from livecam.analysis.gpu.models import load_blazeface
-    from livecam.config import load_config
-    from livecam.identity.model import IdentityCollection
-    from tests.helpers.standins import count_parameters, install_standin_models
-
-    height, width = (360, 640) if args.small else (1080, 1920)
-    photos = load_photos(args.photos)
-    faces = find_faces(load_blazeface("full", models_dir=args.models_dir), photos,
-                       torch.device("cpu"))
-    scenes, frames = {}, {}
-    for n in (1, 4):
-        scene = build_scene(faces, n, height, width)
-        scenes[n] = work / f"scene_{n}.png"
-        frames[n] = scene.frame_bgr
-        cv2.imwrite(str(scenes[n]), scene.frame_bgr)
-    if getattr(args, "input", "clip") == "clip":
-        inputs = {n: f"file:{write_clip(frames[n], work / f'scene_{n}.nut')}" for n in frames}
-    else:
-        inputs = {n: f"image:{scenes[n]}" for n in scenes}
-    size = "small" if args.small else "full"
-    marker = work / f"models_{size}" / f"done{'_'.join(('', *enhancers))}"
-    if not marker.exists():
-        install_standin_models(work / f"models_{size}", size=size, enhancers=enhancers)
-        marker.write_text("ok")
-    models_dir, manifests_dir = work / f"models_{size}" / "models", \
-        work / f"models_{size}" / "manifests"
-    onnx = work / f"models_{size}" / "build" / "inswapper_128.onnx"
-    astronaut = next((p for p in photos if p.shape[:2] == (512, 512)), photos[0])
-    identities = IdentityCollection({"astro": make_identity(astronaut, args.models_dir)})
-    base = ["swap.mode=neural", "advanced.gpu.pipeline=always", f"advanced.models.dir={models_dir}",
-            f"advanced.models.manifests_dir={manifests_dir}",
-            f"advanced.engine.cache_dir={work / 'cache' / 'engines'}", "control.api=false",
-            "control.hotkeys=false", "advanced.pipeline.status_interval_s=0",
-            f"identity.library_dir={work / 'lib'}", "capture.fps=30",
-            *getattr(args, "sets", [])]
-    if not torch.cuda.is_available():
-        base.append("advanced.engine.device=cpu")
-
-    def config(*overrides: str) -> Any:
-        return load_config(None, [*base, *overrides])
-
-    report.update({
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__, "frame": f"{width}x{height}",
-        "model": {"parameters": count_parameters(onnx), "size": size},
-        "config": base, "faces_in_photos": len(faces)})
-    report["input"] = inputs[1].split(":")[0]
-    return {"scenes": scenes, "inputs": inputs, "frames": frames, "identities": identities,
-            "config": config, "onnx": onnx, "base": base}
 
 
 def build_compiled(setup: dict[str, Any], mode: str, batches: str = "1") -> dict[str, Any]:
@@ -246,33 +136,6 @@ def build_compiled(setup: dict[str, Any], mode: str, batches: str = "1") -> dict
     built = engines_build([*setup["base"], "advanced.engine.torch_mode=compiled", sizes, autotune])
     setup["base"].extend([sizes, autotune])
     return {**built, "mode": mode, "batches": sizes}
-
-
-def engines_build(sets: list[str], *args: str) -> dict[str, Any]:
-    """``livecam engines build inswapper_128 ARGS`` with the config ``sets``, as a
-    subprocess, as a user runs it: its time and the end of what it printed. Its progress
-    lines (stderr: one per compiled shape) go to this script's stderr as they come, so a
-    build cut short by a time limit still shows how far it got."""
-    # config options go before the verb, as `livecam engines --help` says
-    cmd = [sys.executable, "-m", "livecam.cli", "engines",
-           *[a for s in sets for a in ("--set", s)], "build", "inswapper_128", *args]
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.PIPE, text=True, bufsize=1) as child:
-        assert child.stderr is not None
-        tail: list[str] = []
-        for line in child.stderr:
-            sys.stderr.write(f"  [engines build] {line}")
-            sys.stderr.flush()
-            tail = [*tail[-20:], line]
-        code = child.wait(timeout=900)
-        out.seek(0)
-        stdout = out.read()
-    if code != 0:
-        raise RuntimeError(f"engines build failed: {''.join(tail)[-500:]}")
-    return {"build_s": time.perf_counter() - t0, "stdout": stdout[-600:],
-            "progress": [line.rstrip() for line in tail if line.startswith("compiling ")
-                         or "planned shapes" in line]}
 
 
 def goals(report: dict[str, Any]) -> dict[str, Any]:

@@ -7,8 +7,8 @@ times: the detector alone ("detect-short", "detect-full"), the mesh alone on fix
 same call captured once in a CUDA graph and replayed). Frames are a real face photo on a
 synthetic canvas (content does not change the work: every shape is static).
 
-    python scripts/bench_gpu_models.py --device cpu --iters 3 --batches 1 4
-    python scripts/bench_gpu_models.py --device cuda --dtypes fp32 fp16 \\
+    python -m scripts.bench_gpu_models --device cpu --iters 3 --batches 1 4
+    python -m scripts.bench_gpu_models --device cuda --dtypes fp32 fp16 \\
         --models-dir /path/to/mediapipe/modules --json out/bench_gpu_models.json
 
 ``--models-dir``: a copy of mediapipe's ``modules`` folder (only face_detection/*.tflite and

@@ -8,7 +8,7 @@ process sees), and times each press until
 `/api/status` (what `livecam ctl status` reads) shows the new identity. Needs an X display with
 RECORD; here:
 
-    xvfb-run -a -s "-screen 0 640x480x24 +extension RECORD" python scripts/bench_hotkeys.py
+    xvfb-run -a -s "-screen 0 640x480x24 +extension RECORD" python -m scripts.bench_hotkeys
 
 Prints a table and writes JSON (--json). The time includes the pipeline applying the command
 between two frames (up to one frame interval at 30 fps) and the HTTP poll (every ~2 ms).

@@ -5,7 +5,7 @@ Prints a table and writes JSON. "Overhead" is the process's CPU time per output 
 threads: capture hand-off, pipeline thread, output pacing, metrics) with the pattern frames
 pre-rendered, so nothing but the framework is measured. Latency is capture → sink hand-off.
 
-    python scripts/bench_passthrough.py [--seconds 20] [--json out/bench_passthrough.json]
+    python -m scripts.bench_passthrough [--seconds 20] [--json out/bench_passthrough.json]
 """
 
 from __future__ import annotations

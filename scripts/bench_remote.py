@@ -7,8 +7,8 @@ frames carry their index in a bar code (the leak clip ``still_2``, 1280x720, two
 looped at --fps, and reads back which input each received frame shows: latency = received −
 last sent of that index, on one clock. Prints a table and writes JSON.
 
-    python scripts/bench_remote.py --sessions 1 2 --seconds 20
-    python scripts/bench_remote.py --sessions 1 --no-swap     # transport only (passthrough)
+    python -m scripts.bench_remote --sessions 1 2 --seconds 20
+    python -m scripts.bench_remote --sessions 1 --no-swap     # transport only (passthrough)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """SIGTERM under load: how long `livecam daemon` takes from the signal to its exit.
 
-    python scripts/bench_sigterm.py [--tries 10] [--idle 3000] [--json bench_sigterm.json]
-                                    [--root DIR] [--output file|null] [--hog 2]
+    python -m scripts.bench_sigterm [--tries 10] [--idle 3000] [--json bench_sigterm.json]
+                                     [--root DIR] [--output file|null] [--hog 2]
 
 Each try starts a daemon swapping a real face (a looping clip of a person from insightface's
 t1, identities from real photos, see ``daemon_harness.py``) into a `file:` recording, opens

@@ -12,7 +12,7 @@ refused), and swapped onto every other person shown at a live face width T. Repo
 - ``detail``: Laplacian variance inside the swapped face, relative to the same swap made from
   the native-size photo (1.0 = no detail lost; the texture's resolution is what limits it).
 
-    python scripts/bench_source_face_size.py --json source_face_size.json
+    python -m scripts.bench_source_face_size --json source_face_size.json
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Many streams in one process (issue 41): ``livecam run`` with N input/output pairs and
 ``livecam daemon`` with a ``streams:`` list, each N measured from the streams' own metrics.
 
-    python scripts/bench_streams.py --small --streams 1,2 --out /tmp/s.json   # CPU check
-    python scripts/bench_streams.py --photos DIR --models-dir DIR --streams 1,4,8,16,32 \\
+    python -m scripts.bench_streams --small --streams 1,2 --out /tmp/s.json   # CPU check
+    python -m scripts.bench_streams --photos DIR --models-dir DIR --streams 1,4,8,16,32 \\
         --engines-build --out $OUT/bench_streams.json                           # the H200
 
 The scenes, stand-in models (the inswapper-sized generator), identity and config are
-``scripts/bench_gpu.py``'s (``prepare``); each run is built by what the command builds
+``scripts/gpu_harness.py``'s (``prepare``); each run is built by what the command builds
 (``build_streams`` with the ``--input``/``--output`` pairs of ``livecam run``, or with the
 pairs ``livecam daemon`` reads from ``streams:``: ``stream_pairs``) and measured by
 ``measure_run`` (live at 30 fps, one face per stream, null output). Per N: each stream's fps,
@@ -20,19 +20,12 @@ Prints a table and writes JSON after every run.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import platform
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts.bench_gpu import STREAM_P99_MS, engines_build, prepare
 from scripts.bench_gpu_product import measure_run
+from scripts.gpu_harness import STREAM_P99_MS, add_options, engines_build, prepare, start
 
 log = logging.getLogger("bench_streams")
 
@@ -57,47 +50,18 @@ def daemon_pairs(config: Any) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--small", action="store_true",
-                        help="small stand-in, 640x360, short windows (a CPU check)")
-    parser.add_argument("--photos", type=Path, default=None)
-    parser.add_argument("--models-dir", default=None,
-                        help="copy of mediapipe/modules (default: the installed mediapipe)")
-    parser.add_argument("--work-dir", type=Path, default=None)
-    parser.add_argument("--streams", default="1,4,8,16",
-                        help="stream counts, comma-separated")
+    add_options(parser, streams="1,4,8,16", budget_s=480.0, out="bench_streams.json")
     parser.add_argument("--commands", default="run,daemon",
                         help="run (N --input/--output pairs), daemon (streams:), or both")
-    parser.add_argument("--input", choices=("clip", "image"), default="clip")
-    parser.add_argument("--window-s", type=float, default=6.0)
-    parser.add_argument("--warm-s", type=float, default=2.0)
-    parser.add_argument("--engines-build", action="store_true",
-                        help="run `livecam engines build inswapper_128 --size WxH` first")
-    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE")
-    parser.add_argument("--budget-s", type=float, default=480.0,
-                        help="skip the remaining runs after this many seconds")
-    parser.add_argument("--out", type=Path, default=Path("bench_streams.json"))
-    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING"), default="WARNING")
     args = parser.parse_args(argv)
     if args.small:
         args.window_s, args.warm_s = min(args.window_s, 3.0), min(args.warm_s, 1.0)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("livecam").setLevel(args.log_level)
+    t_start = time.perf_counter()
+    work, report, save = start(args, results="runs")
     compiles = _Compiles()
     prepared_log = logging.getLogger("livecam.gpupipe.prepared")
     prepared_log.setLevel(logging.INFO)
     prepared_log.addHandler(compiles)
-    if args.models_dir:
-        import os
-
-        os.environ["LIVECAM_MEDIAPIPE_MODULES"] = str(Path(args.models_dir).resolve())
-    work = (args.work_dir or Path(tempfile.mkdtemp(prefix="livecam_streams_"))).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    report: dict[str, Any] = {"host": {"python": platform.python_version()}, "errors": {},
-                              "runs": {}}
-
-    def save() -> None:
-        args.out.write_text(json.dumps(report, indent=2, default=float))
 
     setup = prepare(args, work, report)
     save()

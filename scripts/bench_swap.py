@@ -19,8 +19,8 @@ encodes H.264 as before; ``--sink both`` runs each.
 Goals (issue 4, 2-core CPU): e2e ≥ 90 fps at 720p and ≥ 60 fps at 1080p with one face, ≥ 30 fps
 with 4 faces at 720p, capture→sink p99 ≤ 25 ms.
 
-    python scripts/bench_swap.py --frames 120 --json bench_swap.json
-    python scripts/bench_swap.py --threads 1 2 --sink both --json bench_swap_threads.json
+    python -m scripts.bench_swap --frames 120 --json bench_swap.json
+    python -m scripts.bench_swap --threads 1 2 --sink both --json bench_swap_threads.json
 """
 
 from __future__ import annotations

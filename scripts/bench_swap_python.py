@@ -1,7 +1,7 @@
 """Time the GPU swap stage's host-side Python per frame (µs, median) for 1 and 4 faces; print
 a table, write JSON.
 
-    python scripts/bench_swap_python.py [--json bench_swap_python.json] [--calls 2000]
+    python -m scripts.bench_swap_python [--json bench_swap_python.json] [--calls 2000]
                                         [--baseline before.json]
 
 Each stream's swap stage (:class:`~livecam.gpupipe.stage.GpuSwapStage`) runs Python on its
@@ -20,13 +20,9 @@ straight back. The GPU's own work (uploads, graph replays) is not here.
 from __future__ import annotations
 
 import itertools
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from livecam.analysis.landmarks import five_point
 from livecam.analysis.roi import boxes_from_landmarks

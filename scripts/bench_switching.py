@@ -6,7 +6,7 @@ while ``--busy`` other threads run Python (as other streams' pipeline threads do
 calls with no other thread are the floor. For each switch interval: mean, p50 and p99 ms per
 call. Prints a table and writes JSON.
 
-    python scripts/bench_switching.py --out switching.json
+    python -m scripts.bench_switching --out switching.json
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ graph (as the hub replays it); with ``--compile``, also through ``torch.compile`
 graph (as ``gpu.compile_paste`` runs them); ``--profile N`` lists the top kernels of
 ``paste_keep`` on N faces (torch.profiler).
 
-    python scripts/bench_tick_parts.py --device cuda --faces 1 4 8 16 --json out.json
-    python scripts/bench_tick_parts.py --device cuda --faces 1 8 --compile
-    python scripts/bench_tick_parts.py --device cpu --faces 1 2 --iters 2
+    python -m scripts.bench_tick_parts --device cuda --faces 1 4 8 16 --json out.json
+    python -m scripts.bench_tick_parts --device cuda --faces 1 8 --compile
+    python -m scripts.bench_tick_parts --device cpu --faces 1 2 --iters 2
 """
 
 from __future__ import annotations

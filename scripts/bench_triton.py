@@ -26,7 +26,7 @@ on the wire, CPU and GPU utilisation. Prints a table and writes JSON (``--out``,
 after every run). ``--budget-s`` skips the runs that would not end in time (a device call
 has 600 s), and says so in the JSON.
 
-    python scripts/bench_triton.py --streams 1,8,16,32 --in-flight 3 --seconds 15 \
+    python -m scripts.bench_triton --streams 1,8,16,32 --in-flight 3 --seconds 15 \
         --out bench_triton.json
 """
 
@@ -48,31 +48,6 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-
-def install_models(root: Path, size: str) -> tuple[Path, Path]:
-    """Stand-in models and manifests that accept them; (models_dir, manifests_dir)."""
-    import yaml
-
-    from livecam.engines.manifest import default_manifests_dir, load_manifests
-    from livecam.engines.store import ModelStore, sha256_file
-    from tests.helpers.standins import build_arcface, build_inswapper
-
-    models, manifests, build = root / "models", root / "manifests", root / "build"
-    for d in (models, manifests, build):
-        d.mkdir(parents=True, exist_ok=True)
-    built = {"inswapper_128": build_inswapper(build / "inswapper_128.onnx", batch="N",
-                                              size=size),
-             "w600k_r50": build_arcface(build / "w600k_r50.onnx")}
-    for name, path in built.items():
-        data = yaml.safe_load((default_manifests_dir() / f"{name}.yaml").read_text())
-        data["sources"] = [{"url": "file:///standin", "sha256": sha256_file(path)}]
-        (manifests / f"{name}.yaml").write_text(yaml.safe_dump(data))
-    store = ModelStore(models, load_manifests(manifests))
-    for name, path in built.items():
-        store.adopt(name, path, move=True)
-    return models, manifests
 
 
 def build_scene(root: Path, faces: int, size: tuple[int, int]) -> tuple[Path, Path]:
@@ -154,14 +129,14 @@ def run_streams(n: int, run_args: list[str], args: argparse.Namespace,
                 env: dict[str, str], logs: Path) -> list[dict[str, Any]]:
     """N stream processes started together; each measures once all N are running (their
     logs in ``logs``); one result per stream (``error`` where one failed)."""
-    cmd = [sys.executable, str(REPO / "scripts" / "bench_triton_stream.py"), "--seconds",
+    cmd = [sys.executable, "-m", "scripts.bench_triton_stream", "--seconds",
            str(args.seconds), "--warmup-s", str(args.warmup_s), "--wait-go", "--", *run_args]
     logs.mkdir(parents=True, exist_ok=True)
     procs = []
     for k in range(n):
         with (logs / f"stream{k}.log").open("w") as err:
             procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=err, text=True, env=env))
+                                          stderr=err, text=True, env=env, cwd=REPO))
     deadline = time.monotonic() + args.start_timeout_s
     for p in procs:  # stdout carries only "ready" and the result line: it never fills up
         assert p.stdout is not None
@@ -279,7 +254,9 @@ def main() -> None:
     env = dict(os.environ, XDG_CACHE_HOME=str(work / "cache"), XDG_DATA_HOME=str(work / "data"),
                XDG_CONFIG_HOME=str(work / "config"), PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
-    models_dir, manifests_dir = install_models(work / "standins", args.model_size)
+    from tests.helpers.standins import install_standin_models
+
+    models_dir, manifests_dir = install_standin_models(work / "standins", size=args.model_size)
     width, height = (int(v) for v in args.size.split("x"))
     scene, photo = build_scene(work, args.faces, (width, height))
     print(f"models and scene ready in {time.perf_counter() - t0:.0f} s", flush=True)

@@ -10,7 +10,7 @@ With ``--wait-go`` it prints ``ready`` once the app runs and waits for a line on
 its warm-up, so that ``bench_triton.py`` measures N streams over the same window (32
 processes take seconds to start one after the other).
 
-    python scripts/bench_triton_stream.py --seconds 20 -- --input image:scene.png ...
+    python -m scripts.bench_triton_stream --seconds 20 -- --input image:scene.png ...
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Count where livecam's per-frame Python lets go of the GIL, per frame, by numpy entry point.
 
-    python scripts/count_gil_releases.py [--stage follower|swap] [--frames 20] [--faces 1]
+    python -m scripts.count_gil_releases [--stage follower|swap] [--frames 20] [--faces 1]
                                          [--json count_gil_releases.json]
 
 With many streams in one process every release of the GIL is a hand-over among the threads
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import re
 import subprocess
 import sys
@@ -44,7 +45,6 @@ ENTRIES = {
 
 CHILD = """
 import os, sys
-sys.path[:0] = [{root!r}, {scripts!r}]
 import numpy as np
 {setup}
 import math
@@ -59,7 +59,7 @@ os.write(1, b"DONE\\n")
 
 STAGES = {
     "follower": """
-import bench_follower_python as b
+import scripts.bench_follower_python as b
 from livecam.analysis.follower import FaceFollower
 from livecam.config.analysis import AnalysisConfig
 scene = b.FakeScene({faces}, 200)
@@ -71,7 +71,7 @@ def step(i):
     follower.follow(image, i)
 """,
     "swap": """
-import bench_swap_python as b
+import scripts.bench_swap_python as b
 from livecam.gpupipe.stage import GpuSwapStage
 packets = b.scene_packets({faces}, 200)
 stage = GpuSwapStage(b.RowsHub(), keep_eyes=True, keep_mouth=True,
@@ -130,10 +130,11 @@ def count(stage: str, faces: int, frames: int) -> collections.Counter[str]:
         child, cmds = Path(tmp) / "child.py", Path(tmp) / "gdb.txt"
         setup = STAGES[stage].format(faces=faces)
         child.write_text(textwrap.dedent(CHILD.format(
-            root=str(ROOT), scripts=str(ROOT / "scripts"), setup=setup, frames=frames)))
+            setup=setup, frames=frames)))
         cmds.write_text(GDB)
         run = subprocess.run(["gdb", "-q", "-batch", "-x", str(cmds), "--args", sys.executable,
-                              str(child)], capture_output=True, text=True, timeout=900)
+                              str(child)], capture_output=True, text=True, timeout=900,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     if not all(f"{word}\n" in run.stdout for word in ("COUNTING", "STOPPED", "DONE")):
         raise RuntimeError("the counted run did not finish, or gdb never counted (no "
                            f"breakpoint on its markers):\n{run.stdout[-2000:]}"

@@ -6,7 +6,7 @@ A real photo (skimage's astronaut) is made to blink, talk and glance
 corners, 478-point mesh) are measured on input and output with MediaPipe's face mesh. Prints a
 table, writes JSON.
 
-    python scripts/eval_expressions.py --frames 90 --json expressions.json
+    python -m scripts.eval_expressions --frames 90 --json expressions.json
 
 Modes: ``classic`` (the defaults), ``classic, source eyes`` (``advanced.swap.keep_eyes=auto``: the
 behaviour before the streamer's eyes were kept), ``neural`` (the neural stage as

@@ -6,7 +6,7 @@ defaults (or ``--set key=value`` overrides). Sources with glasses or a beard are
 without them (same mesh) to see which output pixels the accessories change. Prints the goal
 table, writes JSON (every pair) and, with --grid, the worst pairs as a picture.
 
-    python scripts/judge_classic.py --json judge_classic.json --grid docs/classic-swap-grid-hard.png
+    python -m scripts.judge_classic --json judge_classic.json --grid docs/classic-swap-grid-hard.png
 """
 
 from __future__ import annotations

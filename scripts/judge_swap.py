@@ -7,7 +7,7 @@ photo of the source, so it also rewards copying that photo's gaze: the last line
 far a photo moves from itself when only its irises move. Prints a table, writes JSON and (with
 --grid) the look grid PNG (defaults).
 
-    python scripts/judge_swap.py --json judge.json --grid docs/classic-swap-grid.png
+    python -m scripts.judge_swap --json judge.json --grid docs/classic-swap-grid.png
 """
 
 from __future__ import annotations

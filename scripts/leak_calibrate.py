@@ -1,7 +1,7 @@
 """Calibrate the leak judge: its residual (and dlib's identity distance) on faces that are real,
 lightly blurred, covered and swapped; print a table and write JSON.
 
-    python scripts/leak_calibrate.py [--json leak_calibrate.json] [--samples 4]
+    python -m scripts.leak_calibrate [--json leak_calibrate.json] [--samples 4]
         [--set advanced.swap.keep_eyes=never ...] [--conditions real,swapped]
 
 Faces: every face of the ``still_2``, ``still_6`` and ``turn`` leak clips (tests.helpers.

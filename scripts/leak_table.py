@@ -1,6 +1,6 @@
 """The leak table: leaked face-frames per clip, ``livecam run`` in live mode, default vs ``real``.
 
-    python scripts/leak_table.py [--json leak_table.json] [--clips still_2 enter ...]
+    python -m scripts.leak_table [--json leak_table.json] [--clips still_2 enter ...]
                                  [--settings default real] [--set KEY=VALUE ...] [--gpu]
 
 Each clip of ``tests.helpers.leak_clips`` (real faces from insightface's t1 photo, true boxes

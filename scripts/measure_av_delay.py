@@ -1,6 +1,6 @@
 """A/V delay: delivered capture→output delay against the set `output.delay_ms`, 10 s each.
 
-    python scripts/measure_av_delay.py [--seconds 10] [--json out/av_delay.json]
+    python -m scripts.measure_av_delay [--seconds 10] [--json out/av_delay.json]
 
 Builds the app exactly as `livecam run` does (``build_app`` with the controls: synthetic input
 640x360 at 30 fps, the null output, the control API on a free port), and for each delay sets

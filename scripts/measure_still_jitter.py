@@ -16,7 +16,7 @@ with fresh sensor noise (sigma 3) on every frame:
 
 Deterministic for a given ``--seed`` on one machine (no timings are reported).
 
-    python scripts/measure_still_jitter.py --json still_jitter.json
+    python -m scripts.measure_still_jitter --json still_jitter.json
 """
 
 from __future__ import annotations

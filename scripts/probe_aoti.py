@@ -18,7 +18,7 @@ not the end of the script:
 
 Prints a table and writes JSON.
 
-    python scripts/probe_aoti.py --device cuda --out aoti.json
+    python -m scripts.probe_aoti --device cuda --out aoti.json
 """
 
 from __future__ import annotations

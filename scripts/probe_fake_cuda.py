@@ -1,7 +1,7 @@
 """Run the swap's compiled parts (alignment and paste-back) on fake CUDA tensors that may not
 fall back to a real kernel, as torch's precompiling traces them, on a machine without a GPU.
 
-    python scripts/probe_fake_cuda.py
+    python -m scripts.probe_fake_cuda
 
 needs a CUDA build of torch (a CPU build cannot make CUDA tensors, fake or not; with no GPU
 it still imports). An op with no fake-tensor kernel on CUDA fails here as it failed on the

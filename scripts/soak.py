@@ -1,8 +1,8 @@
 """Soak test: run `livecam daemon` for a while with a real face; watch it for leaks and errors.
 
-    python scripts/soak.py --duration-s 1800 [--json soak.json] [--output null|file]
+    python -m scripts.soak --duration-s 1800 [--json soak.json] [--output null|file]
                            [--switch-every-s 5] [--sample-every-s 10] [--root DIR]
-    nice -n 10 python scripts/soak.py ...      # on a shared machine (the daemon inherits it)
+    nice -n 10 python -m scripts.soak ...      # on a shared machine (the daemon inherits it)
 
 The daemon reads a looping `file:` clip of a real person (insightface's t1 photo) and swaps
 identities from real photos (see ``daemon_harness.py``). Every ``--switch-every-s`` the script

@@ -1,5 +1,6 @@
 """The docs name only what exists: every repository path (``livecam/…``, ``scripts/…``,
-``tests/…``, ``docs/…``), every dotted module (``livecam.x.y``) and every relative link in
+``tests/…``, ``docs/…``), every dotted module (``livecam.x.y``), every script run as a module
+(``python -m scripts.x``) and every relative link in
 README.md and docs/*.md points at a file or folder of this checkout. The diary in lab/ is
 history and may name files since removed; it is not checked."""
 
@@ -18,6 +19,8 @@ PATH = re.compile(r"(?<![\w/.-])((?:livecam|scripts|tests|docs|engines|trackers|
                   r"/[\w./@*-]*[\w/@])")
 #: A dotted module path, maybe followed by one attribute (``livecam.app.build_app``).
 MODULE = re.compile(r"(?<![\w./-])(livecam(?:\.\w+)+)")
+#: A script run as a module (``python -m scripts.bench_gpu``).
+SCRIPT = re.compile(r"-m (scripts(?:\.\w+)+)")
 #: A markdown link's target, without its #fragment.
 LINK = re.compile(r"\]\(([^)#\s]+)")
 
@@ -33,6 +36,9 @@ def missing_in(doc: Path) -> list[str]:
         if not target.startswith(("http://", "https://", "mailto:")) \
                 and not (doc.parent / target).exists():
             missing.append(f"link {target}")
+    for dotted in SCRIPT.findall(text):
+        if not ROOT.joinpath(*dotted.split(".")).with_suffix(".py").exists():
+            missing.append(f"script {dotted}")
     for dotted in MODULE.findall(text):
         parts = dotted.split(".")
         found = next((i for i in range(len(parts), 1, -1)
@@ -51,9 +57,11 @@ def test_every_path_a_doc_names_exists(doc: Path) -> None:
 
 def test_a_missing_path_is_found(tmp_path: Path) -> None:
     doc = tmp_path / "page.md"
-    doc.write_text("See livecam/nowhere.py, [x](../nope.md), livecam.nothing.here.at_all and "
+    doc.write_text("See livecam/nowhere.py, [x](../nope.md), livecam.nothing.here.at_all, "
+                   "`python -m scripts.bench_nothing`, `python -m scripts.bench_gpu` and "
                    "livecam/app.py, livecam.app.build_app.", encoding="utf-8")
     assert missing_in(doc) == ["path livecam/nowhere.py", "link ../nope.md",
+                               "script scripts.bench_nothing",
                                "module livecam.nothing.here.at_all"]
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -167,6 +167,33 @@ class GroupRunner:
                       type(exc).__name__, exc, shown, exc_info=log.isEnabledFor(logging.DEBUG))
 
 
+T = TypeVar("T")
+
+#: How long a pipeline thread waits for room or for an item before it looks at ``stop`` again.
+_POLL_S = 0.05
+
+
+def newest_items(inbox: Mailbox[T], stop: threading.Event, *,
+                 room: Callable[[float], bool] | None = None,
+                 each_turn: Callable[[], None] | None = None) -> Iterator[T]:
+    """The items of ``inbox`` as a pipeline thread takes them, until ``stop`` is set or the
+    inbox closes: each turn first calls ``each_turn`` (commands, a pending reload), then, with
+    ``room``, takes an item only once ``room(timeout_s)`` says the next hop has room for it
+    (else the inbox keeps the newest meanwhile). Each wait is at most 50 ms, so ``stop`` is
+    seen within that. The one loop of the scheduler's thread and of each stage worker."""
+    while not stop.is_set():
+        if each_turn is not None:
+            each_turn()
+        if room is not None and not room(_POLL_S):
+            continue  # frames in flight at capacity: the inbox keeps the newest
+        try:
+            item = inbox.get(timeout_s=_POLL_S)
+        except MailboxClosed:
+            return
+        if item is not None:
+            yield item
+
+
 class JobThread:
     """What the threads that pass jobs on share: a daemon thread running ``target`` and the
     ``seq`` of the last job passed on, to wait for (a reload waits until no thread still runs
@@ -252,16 +279,10 @@ class StageWorker(JobThread):
 
     def _run(self) -> None:
         try:
-            while not self._stop.is_set():
-                if self._finisher is not None and not self._finisher.wait_room(
-                        self._tail_hint, 0.05):
-                    continue  # frames in flight at capacity: the hop keeps the newest
-                try:
-                    job = self._inbox.get(timeout_s=0.05)
-                except MailboxClosed:
-                    break
-                if job is None:
-                    continue
+            finisher = self._finisher
+            room = None if finisher is None else (
+                lambda timeout_s: finisher.wait_room(self._tail_hint, timeout_s))
+            for job in newest_items(self._inbox, self._stop, room=room):
                 self._tail_hint = job.tail
                 job = self._runner.run(job, self.group)
                 if not self._pass_on(job):

@@ -16,7 +16,7 @@ from livecam.core.commands import (
     Ticket,
 )
 from livecam.core.handed import FrameCover
-from livecam.core.mailbox import Mailbox, MailboxClosed, Policy
+from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.stage import AnyStage
 from livecam.core.types import Frame, Packet, RuntimeState
@@ -25,6 +25,7 @@ from livecam.pipeline.chain import (
     Job,
     StageGroups,
     StageWorker,
+    newest_items,
     split_stages,
     split_tail,
 )
@@ -232,20 +233,17 @@ class Scheduler:
             self._metrics.count("processed")
         self._metrics.set_counter("dropped_pipeline", self.dropped)
 
+    def _each_turn(self) -> None:
+        self._install_pending_stages()
+        self.apply_commands()
+
     def _run(self) -> None:
         first: Mailbox[Job] | None = self._hops[0] if self._hops else None
         try:
-            while not self._stop.is_set():
-                self._install_pending_stages()
-                self.apply_commands()
-                if first is None and not self._finisher.wait_room(self._tail, 0.05):
-                    continue  # frames in flight at capacity: the inbox keeps the newest
-                try:
-                    frame = self._inbox.get(timeout_s=0.05)
-                except MailboxClosed:
-                    break
-                if frame is None:
-                    continue
+            room = None if first is not None else (
+                lambda timeout_s: self._finisher.wait_room(self._tail, timeout_s))
+            for frame in newest_items(self._inbox, self._stop, room=room,
+                                      each_turn=self._each_turn):
                 job = self._runner.run(self._start_job(frame), 0)
                 if first is None:
                     while not self._finisher.deliver(job, timeout_s=0.1):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from livecam.capture import INPUT_HELP
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import command_parser, config_from_args
 
 if TYPE_CHECKING:
     from livecam.daemon.lock import DeviceLock
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command_parser(sub, run,
         "analyze", help="show what livecam sees: faces, track ids, landmarks (JSON)",
         description="Run detection, tracking, landmarks, smoothing and selection (the "
         "`analysis` config section) on an input and write every selected face per frame.")
@@ -44,8 +44,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "synthetic inputs)")
     p.add_argument("--output", default=None, metavar="SPEC",
                    help="also write annotated frames, e.g. file:debug.mp4")
-    add_config_options(p)
-    p.set_defaults(func=run)
 
 
 def _face_json(faces: Any, i: int) -> dict[str, Any]:

@@ -7,10 +7,22 @@ import argparse
 import copy
 import logging
 import logging.handlers
+from collections.abc import Callable
 from typing import Any
 
 from livecam.config import Config, load_config
 from livecam.subcommands.logs import setup_logging
+
+
+def command_parser(sub: argparse._SubParsersAction, run: Callable[[argparse.Namespace], int],
+                   name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (``kwargs``: ``help``, ``description``, as
+    ``add_parser`` takes them) with the config options (:func:`add_config_options`), which
+    runs ``run(args)``."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    add_config_options(parser)
+    parser.set_defaults(func=run)
+    return parser
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:

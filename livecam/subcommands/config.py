@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import argparse
 
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import command_parser, config_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="show the config in effect (streamer keys; --advanced: all)",
+    p = command_parser(sub, run, "config",
+                       help="show the config in effect (streamer keys; --advanced: all)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--advanced", action="store_true",
                    help="also show the tuning knobs under `advanced:`")
-    add_config_options(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from livecam.core.errors import LivecamError
-from livecam.subcommands.common import accept_after_verb, add_config_options, overrides_of
+from livecam.subcommands.common import accept_after_verb, command_parser, overrides_of
 from livecam.subcommands.ctl_client import (
     STATUS_KEYS,
     base_url,
@@ -32,7 +32,7 @@ _NOT_APPLIED = ("(not taken within control.apply_wait_s: the pipeline takes it a
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command_parser(sub, run,
         "ctl", help="control a running livecam (select, next, bypass, status, ...)",
         description="Send a command to a running `livecam run` or `livecam daemon` through its "
         "control API. The address and token file come from the same config (control.api_address"
@@ -49,7 +49,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="act on stream K only (0 = the first --input/--output pair) when "
                    "livecam runs several; without it a command goes to every stream and "
                    "status shows stream 0 and a line per stream")
-    add_config_options(p)
     acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     acts.required = True
     acts.add_parser("status", help="fps, latency, identity, tracks, backend")
@@ -79,7 +78,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="add INPUT OUTPUT (the specs of `livecam run --input/--output`; "
                      "prints the new stream's id) | remove K | list")
     accept_after_verb(p, acts)
-    p.set_defaults(func=run)
 
 
 def _print_state(reply: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import command_parser, config_from_args
 
 log = logging.getLogger("livecam")
 
@@ -27,7 +27,7 @@ SOURCE_NAME = "astronaut"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command_parser(sub, run,
         "demo",
         help="swap faces in a demo clip built from bundled photos (offline, < 1 minute)",
         description="Build a short clip of two real people (from photos in installed packages), "
@@ -40,8 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="clip length in frames at 30 fps (default: 90)")
     p.add_argument("--size", default="1280x720", metavar="WxH",
                    help="clip size (default: 1280x720)")
-    add_config_options(p)
-    p.set_defaults(func=run)
 
 
 def _parse_size(text: str) -> tuple[int, int]:

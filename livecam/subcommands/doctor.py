@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from livecam.subcommands.common import add_config_options, config_from_args
+from livecam.subcommands.common import command_parser, config_from_args
 
 if TYPE_CHECKING:
     from livecam.config import Config
@@ -37,15 +37,13 @@ class Check:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="check cameras, virtual cameras, GPU and engines",
-                       description="Report the cameras, virtual-camera backends, GPU, CUDA, "
-                       "TensorRT and onnxruntime found on this machine, each with what to do "
-                       "when it is missing. Optional parts (GPU, neural models, TensorRT) are "
-                       "listed apart and never change the verdict. Exit status: 0 ready for "
-                       "camera -> virtual camera; 1 file only (no camera or no virtual camera); "
-                       "2 nothing works (face models missing).")
-    add_config_options(p)
-    p.set_defaults(func=run)
+    command_parser(sub, run, "doctor", help="check cameras, virtual cameras, GPU and engines",
+                   description="Report the cameras, virtual-camera backends, GPU, CUDA, "
+                   "TensorRT and onnxruntime found on this machine, each with what to do "
+                   "when it is missing. Optional parts (GPU, neural models, TensorRT) are "
+                   "listed apart and never change the verdict. Exit status: 0 ready for "
+                   "camera -> virtual camera; 1 file only (no camera or no virtual camera); "
+                   "2 nothing works (face models missing).")
 
 
 def _v4l2_devices() -> list[tuple[str, str, bool]]:

@@ -7,14 +7,14 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from livecam.subcommands.common import accept_after_verb, add_config_options, config_from_args
+from livecam.subcommands.common import accept_after_verb, command_parser, config_from_args
 
 if TYPE_CHECKING:
     from livecam.identity import IdentityLibrary
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command_parser(sub, run,
         "identity",
         help="add, list, show or remove the faces you can swap in",
         description="Manage the identity library (the faces `livecam run --identity NAME` swaps "
@@ -22,7 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "see the README's 'Identity photos') and stored with a thumbnail in the user data dir "
         "(or identity.library_dir).",
     )
-    add_config_options(p)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     add = actions.add_parser("add", help="add photos to an identity (created if new)",
                              description="Add one or more photos of the same person. Several "
@@ -40,7 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rm = actions.add_parser("remove", help="remove an identity")
     rm.add_argument("name")
     accept_after_verb(p, actions)
-    p.set_defaults(func=run)
 
 
 def _print_list(library: IdentityLibrary, *, as_json: bool) -> None:

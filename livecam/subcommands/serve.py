@@ -7,7 +7,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
-from livecam.subcommands.common import accept_after_verb, add_config_options, config_from_args
+from livecam.subcommands.common import accept_after_verb, command_parser, config_from_args
 
 if TYPE_CHECKING:
     from livecam.config import Config
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command_parser(sub, run,
         "serve", help="swap faces for remote cameras over WebRTC (WHIP endpoint)",
         description="Own the pipeline and take remote cameras over WebRTC: any WHIP client "
         "(OBS 30+, a browser, `livecam run --remote`) POSTs its SDP offer with "
@@ -30,13 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "/metrics) runs beside it as for `livecam run`.")
     p.add_argument("--identity", help="identity every session starts with (a session may "
                    "pick another with ?identity=NAME on the WHIP URL)")
-    add_config_options(p)
     verbs = p.add_subparsers(dest="serve_verb", metavar="token")
     tok = verbs.add_parser("token", help="add, remove or list the users' WHIP tokens")
     tok.add_argument("token_action", choices=("add", "remove", "list"))
     tok.add_argument("name", nargs="?", help="the user (add, remove)")
     accept_after_verb(p, verbs)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -91,7 +91,7 @@ run() {
             kind=build variant=${BASH_REMATCH[1]}
         fi
         if [[ $step == bench_streams ]]; then
-            (timeout "$left" "$PYTHON" scripts/bench_streams.py --photos "$assets/photos" \
+            (timeout "$left" "$PYTHON" -m scripts.bench_streams --photos "$assets/photos" \
                 --models-dir "$assets/mediapipe_modules" --work-dir /tmp/lcw \
                 ${BUILD:+--engines-build} ${BENCH_ARGS:-} \
                 --streams "${STREAMS:-1,4,8,16,32}" --budget-s "$((left - 60))" \
@@ -111,7 +111,7 @@ run() {
             [[ $kind == build ]] && what=(--engines-build --only "engines build,1 face offline"
                                           --window-s 4)
             (cd "$tree" && PYTHONPATH=$tree:$PYTHONPATH timeout "$left" "$PYTHON" \
-                scripts/bench_gpu.py --photos "$assets/photos" \
+                -m scripts.bench_gpu --photos "$assets/photos" \
                 --models-dir "$assets/mediapipe_modules" --warm-s 2 --work-dir /tmp/lcw \
                 --log-level INFO --set advanced.engine.torch_mode=cuda_graphs "${what[@]}" \
                 --out "$res/$step.json" > "$res/$step.log" 2>&1)

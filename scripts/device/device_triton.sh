@@ -50,7 +50,7 @@ run() {
     LIVECAM_MEDIAPIPE_MODULES=$(cd "$assets" && pwd)/mediapipe_modules
     export LIVECAM_MEDIAPIPE_MODULES PYTHONUNBUFFERED=1
     local status=0
-    "$PYTHON" scripts/bench_triton.py --streams 1,8,16,32 --in-flight 3 --seconds 15 \
+    "$PYTHON" -m scripts.bench_triton --streams 1,8,16,32 --in-flight 3 --seconds 15 \
         --warmup-s 8 --budget-s 520 --work "$WORK" \
         --out "$out/bench_triton.json" "$@" 2>&1 | tee "$out/bench_triton.log" || status=$?
     local log

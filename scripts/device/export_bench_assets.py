@@ -6,7 +6,7 @@ writes ``photos/`` (real face photos from the installed scikit-image and insight
 as PNG) and ``mediapipe_modules/`` (the face detection and face landmark ``.tflite`` files of
 the installed mediapipe 0.10.21, in their ``mediapipe/modules`` layout). Then, on the device:
 
-    python scripts/bench_gpu.py --photos .device/bench_assets/photos \\
+    python -m scripts.bench_gpu --photos .device/bench_assets/photos \\
         --models-dir .device/bench_assets/mediapipe_modules
 
 Keep the folder out of git (``/.device/`` is ignored): the photos belong to their packages.
