@@ -139,12 +139,26 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
 
 def engines_build(sets: list[str], *args: str) -> dict[str, Any]:
     """``livecam engines build inswapper_128 ARGS`` with the config ``sets``, as a
-    subprocess, as a user runs it: its time and the end of what it printed."""
+    subprocess, as a user runs it: its time and the end of what it printed. Its progress
+    lines (stderr: one per compiled shape) go to this script's stderr as they come, so a
+    build cut short by a time limit still shows how far it got."""
     # config options go before the verb, as `livecam engines --help` says
     cmd = [sys.executable, "-m", "livecam.cli", "engines",
            *[a for s in sets for a in ("--set", s)], "build", "inswapper_128", *args]
     t0 = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if result.returncode != 0:
-        raise RuntimeError(f"engines build failed: {result.stderr[-500:]}")
-    return {"build_s": time.perf_counter() - t0, "stdout": result.stdout[-600:]}
+    with tempfile.TemporaryFile("w+") as out, subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.PIPE, text=True, bufsize=1) as child:
+        assert child.stderr is not None
+        tail: list[str] = []
+        for line in child.stderr:
+            sys.stderr.write(f"  [engines build] {line}")
+            sys.stderr.flush()
+            tail = [*tail[-20:], line]
+        code = child.wait(timeout=900)
+        out.seek(0)
+        stdout = out.read()
+    if code != 0:
+        raise RuntimeError(f"engines build failed: {''.join(tail)[-500:]}")
+    return {"build_s": time.perf_counter() - t0, "stdout": stdout[-600:],
+            "progress": [line.rstrip() for line in tail if line.startswith("compiling ")
+                         or "planned shapes" in line]}
