@@ -107,7 +107,8 @@ class App:
         self.metrics = Metrics()
         self.overload = OverloadMonitor(
             latency_budget_ms=config.pipeline.overload_latency_ms,
-            drop_share_limit=config.pipeline.overload_drop_share)
+            drop_share_limit=config.pipeline.overload_drop_share, stream=stream,
+            file_input=input_label.startswith("file:"))
         self.commands = commands or CommandQueue()
         self.live = LiveView()
         self.controls: list[ControlSource] = []

@@ -38,8 +38,10 @@ IDENTITY = "astro"
 PASSES = 2
 #: Output frames sent beyond the passes: the black frames before the first result.
 EXTRA_FRAMES = 30
-_RUN_SETTINGS = ("capture.loop=true", "control.api=false", "control.hotkeys=false",
-                 "pipeline.status_interval_s=0", "output.file_crf=14")
+# live mode said explicitly: a file-to-file run is offline by default
+_RUN_SETTINGS = ("pipeline.realtime=true", "capture.loop=true", "control.api=false",
+                 "control.hotkeys=false", "pipeline.status_interval_s=0",
+                 "output.file_crf=14")
 
 
 @dataclass
