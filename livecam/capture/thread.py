@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from livecam.capture.base import FrameSource
+from livecam.capture.base import FrameSource, PipeEndedError
 from livecam.core.errors import CaptureError
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
@@ -93,8 +93,10 @@ class CaptureThread:
                 return True
             except CaptureError as exc:
                 if not self._source.live:
-                    # a file or pipe that cannot be reopened will not come back by waiting
-                    log.warning("%s; the input ends here", exc)
+                    # a file or pipe that cannot be reopened will not come back by waiting;
+                    # a pipe at its end is the input's ordinary end
+                    level = logging.INFO if isinstance(exc, PipeEndedError) else logging.WARNING
+                    log.log(level, "%s; the input ends here", exc)
                     return False
                 log.warning("%s; retrying in %.1f s", exc, delay_s)
                 self._stop.wait(delay_s)
