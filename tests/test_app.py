@@ -22,7 +22,7 @@ from livecam.capture.sources import SyntheticSource
 from livecam.config import Config, load_config
 from livecam.core.metrics import Metrics
 from livecam.core.stage import StageBase
-from livecam.core.types import ImageBGR, Packet
+from livecam.core.types import ImageBGR, Packet, RuntimeState
 from livecam.output.sinks import NullSink, VirtualCamSink
 from livecam.pipeline.passthrough import PassThrough
 from tests.helpers.virtualcam import register_recording_backend
@@ -253,3 +253,25 @@ def test_file_output_decodes_to_the_right_frames(tmp_path: Path, realtime: str) 
         frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
     assert len(frames) == 40
     assert frames[0].shape == (240, 320, 3)
+
+
+def test_an_identity_command_is_logged_by_the_identity_it_chose(
+        fast_config: Config, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 39 item 20: `next` was logged as `command StepIdentity(step=1)`; which face is
+    on now is what the log reader wants."""
+    import logging
+
+    from livecam.core.commands import StepIdentity
+
+    app = App(fast_config, source=SyntheticSource(width=64, height=48, fps=30.0),
+              sink=NullSink(), stages=[PassThrough()],
+              state=RuntimeState(active_identity="alice", identities=("alice", "bob")))
+    with caplog.at_level(logging.INFO, logger="livecam.pipeline.scheduler"):
+        app.start()
+        try:
+            ticket = app.commands.put(StepIdentity(+1))
+            assert ticket.wait(60)
+        finally:
+            app.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "livecam.pipeline.scheduler"]
+    assert "identity now 'bob' (StepIdentity)" in lines, lines

@@ -72,3 +72,15 @@ def test_the_architecture_page_answers_ten_where_do_i_change_questions() -> None
     assert len(answers) >= 10
     for block in re.split(r"^\d+\. ", section, flags=re.MULTILINE)[1:]:
         assert "](../livecam/" in block or "](../engines/" in block, block
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: str(d.relative_to(ROOT)))
+def test_a_frame_size_example_sets_width_and_height_together(doc: Path) -> None:
+    """Issue 39 item 20: the README's `--set capture.width=1920` alone gave 1920x720 frames
+    (the camera keeps the default height): an example that sets one side sets the other."""
+    for span in re.findall(r"`([^`]*)`", doc.read_text()):  # code spans, across lines
+        example = " ".join(span.split())
+        for section in ("capture", "output"):
+            has_width = f"--set {section}.width=" in example
+            has_height = f"--set {section}.height=" in example
+            assert has_width == has_height, f"{doc.name}: {example}"

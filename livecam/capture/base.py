@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from livecam.core.errors import InputError
 from livecam.core.types import ImageBGR
+
+
+class PipeEndedError(InputError):
+    """An input pipe that has ended was asked to open again (``capture.loop``): a pipe
+    cannot be restarted. The ordinary end of a piped input, not a fault."""
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from livecam.capture.base import PipeEndedError
 from livecam.capture.pipe_wait import PipeWaiter
 from livecam.capture.still import decode_image, input_kind
 from livecam.core.errors import CaptureError, InputError
@@ -152,8 +153,8 @@ class FileSource(_SourceBase):
         path = self._path
         kind = input_kind(path, "input file")
         if kind == "pipe" and self._pipe_used:
-            raise InputError(f"input {path} is a pipe that has ended; a pipe cannot be "
-                             "restarted (capture.loop needs a file)")
+            raise PipeEndedError(f"input {path} is a pipe that has ended; a pipe cannot be "
+                                 "restarted (capture.loop needs a file)")
         target = str(path)
         if kind == "pipe":
             self.wait_ready(None)

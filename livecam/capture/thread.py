@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from livecam.capture.base import FrameSource
+from livecam.capture.base import FrameSource, PipeEndedError
 from livecam.core.backoff import Backoff
 from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.mailbox import Mailbox
@@ -38,8 +38,10 @@ class CaptureThread:
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
                  realtime: bool, loop: bool, reconnect_initial_s: float,
                  reconnect_max_s: float,
-                 host_frames: Callable[[ImageBGR], ImageBGR] | None = None) -> None:
+                 host_frames: Callable[[ImageBGR], ImageBGR] | None = None,
+                 first_out: threading.Event | None = None) -> None:
         self._source = source
+        self._first_out = first_out
         self._host_frames = host_frames
         self._last_copy: tuple[ImageBGR, ImageBGR] | None = None  # (source's, copy)
         self._outbox = outbox
@@ -73,6 +75,12 @@ class CaptureThread:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def is_open(self) -> bool:
+        """The source is open (frames can come); False while it is opened or reopened, or
+        an input pipe has not written yet. Any thread."""
+        return self._is_open
+
     def _open_with_backoff(self) -> bool:
         waits = Backoff(*self._backoff)
         wait_ready = getattr(self._source, "wait_ready", None)
@@ -88,13 +96,27 @@ class CaptureThread:
                 log.debug("%s; listening again", exc)
             except CaptureError as exc:
                 if not self._source.live:
-                    # a file or pipe that cannot be reopened will not come back by waiting
-                    log.warning("%s; the input ends here", exc)
+                    # a file or pipe that cannot be reopened will not come back by waiting;
+                    # a pipe at its end is the input's ordinary end
+                    level = logging.INFO if isinstance(exc, PipeEndedError) else logging.WARNING
+                    log.log(level, "%s; the input ends here", exc)
                     return False
                 delay_s = waits.next_s()
                 log.warning("%s; retrying in %.1f s", exc, delay_s)
                 self._stop.wait(delay_s)
         return False
+
+    def _paces_after_first(self) -> bool:
+        """For a file paced like a camera: wait until the first frame is out (``first_out``;
+        the stages' first frame may take a second: models warm up) so the frames behind it
+        are not dropped meanwhile; the input's first second was skipped (issue 39 item 9).
+        True once it is out, False when there is nothing to wait for or a stop came."""
+        if self._first_out is None or not self._realtime or self._source.live:
+            return False
+        while not self._first_out.wait(0.05):
+            if self._stop.is_set() or self._outbox.closed:
+                return False
+        return True
 
     def _copied(self, image: ImageBGR) -> ImageBGR:
         """``image`` through ``host_frames``; the last copy again for the same read-only array
@@ -144,6 +166,8 @@ class CaptureThread:
                 while not self._outbox.put(frame, timeout_s=0.1):
                     if self._stop.is_set() or self._outbox.closed:
                         return
+                if index == 1 and self._paces_after_first():
+                    next_ns = time.perf_counter_ns()  # the grid starts with the output
         finally:
             self._source.close()
             self._is_open = False

@@ -61,6 +61,9 @@ class Gate:
                                "this server (its listen address or localhost)")
         if request.path == handshake.CHALLENGE_PATH:
             return await handler(request)
+        if request.path == "/favicon.ico" and request.method in ("GET", "HEAD"):
+            # a browser asks for it unprompted (the OBS dock's console showed a 401 per load)
+            return web.Response(status=HTTPStatus.NO_CONTENT)
         auth = request.headers.get("Authorization", "")
         signed = handshake.parse_signed(auth)
         if signed is not None:

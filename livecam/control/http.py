@@ -9,7 +9,11 @@ connection that never sends a request open forever):
 - one event-loop thread for every connection, and aiohttp's C HTTP parser;
 - at most ``max_connections`` open connections: beyond that the server stops accepting and
   new connections wait in the kernel's listen queue (``backlog``) instead of costing anything
-  here, so a burst of legitimate requests is served as soon as slots free up; and at most
+  here, so a burst of legitimate requests is served as soon as slots free up. While one
+  waits there, the oldest connection that holds no request (an idle keep-alive, a socket
+  that never sent a byte or only part of its headers) is closed to make room: 3,000 idle
+  sockets otherwise held every slot for ``idle_timeout_s`` each, and `livecam ctl` behind
+  them in the queue timed out (issue 39 item 13); and at most
   ``accepts_per_s`` new connections a second, so a flood (thousands of sockets opened and
   closed) is worked off in small steps with the frame threads running in between, never in
   one long burst of the event loop;
@@ -33,6 +37,7 @@ import contextlib
 import ipaddress
 import logging
 import re
+import select
 import socket
 import ssl
 import threading
@@ -153,6 +158,8 @@ class HttpServer:
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        #: idle connections closed to make room for a waiting one (the server's thread)
+        self.evicted = 0
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -222,7 +229,10 @@ class HttpServer:
         spacing_s = 1.0 / self._limits.accepts_per_s
         t_next = loop.time()
         while True:
-            while len(server.connections) >= limit:
+            while _open(server) >= limit:
+                if self._someone_waits() and _evict_oldest_idle(server):
+                    self.evicted += 1
+                    break
                 await asyncio.sleep(0.02)
             if loop.time() < t_next:
                 await asyncio.sleep(t_next - loop.time())
@@ -243,6 +253,13 @@ class HttpServer:
             except OSError:
                 conn.close()
 
+    def _someone_waits(self) -> bool:
+        """A connection waits in the listen queue (the listening socket is readable)."""
+        try:
+            return bool(select.select([self._sock], [], [], 0)[0])
+        except (OSError, ValueError):  # closed meanwhile
+            return False
+
     async def _handshake(self, server: web.Server, conn: socket.socket) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
@@ -250,6 +267,25 @@ class HttpServer:
                 ssl_handshake_timeout=self._limits.idle_timeout_s)
         except (OSError, ssl.SSLError, TimeoutError):
             conn.close()
+
+
+def _open(server: web.Server) -> int:
+    """Connections still open (one closed to make room leaves the list a moment later)."""
+    return sum(1 for handler in server.connections if handler.transport is not None)
+
+
+def _evict_oldest_idle(server: web.Server) -> bool:
+    """Close the oldest open connection that holds no request (none in progress, none
+    parsed and waiting); False when every one is busy. ``server.connections`` is in
+    connection order. aiohttp keeps these facts private: read defensively."""
+    for handler in server.connections:
+        if handler.transport is None:
+            continue
+        if getattr(handler, "_request_in_progress", True) or getattr(handler, "_messages", ()):
+            continue
+        handler.force_close()
+        return True
+    return False
 
 
 def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:

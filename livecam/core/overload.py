@@ -48,7 +48,13 @@ class OverloadMonitor:
     ``active``, ``wait_active``)."""
 
     def __init__(self, *, latency_budget_ms: float, drop_share_limit: float,
-                 clear_after_s: float = 2.0) -> None:
+                 clear_after_s: float = 2.0, stream: int | None = None,
+                 file_input: bool = False) -> None:
+        """``stream``: the stream's index where a process runs several (the warning names
+        it); ``file_input``: the input is a file, which can also be processed offline (the
+        warning says how)."""
+        self._stream = stream
+        self._file_input = file_input
         self._budget_ms = latency_budget_ms
         self._drop_limit = drop_share_limit
         self._clear_after_ns = int(clear_after_s * 1e9)
@@ -125,9 +131,13 @@ class OverloadMonitor:
             self._changed.notify_all()
             new = self._state
         if new.active and not old.active:
-            log.warning("pipeline overloaded: %s. Frames are being dropped (the newest always "
+            where = "" if self._stream is None else f"stream {self._stream}: "
+            offline = ("; or, for a file input, --set pipeline.realtime=false to process every "
+                       "frame offline" if self._file_input else "")
+            log.warning("%spipeline overloaded: %s. Frames are being dropped (the newest always "
                         "wins) so the stream stays live at a lower frame rate; lower "
-                        "capture.width/height, analysis.max_faces, or use a GPU", new.reason)
+                        "capture.width/height, analysis.max_faces, or use a GPU%s", where,
+                        new.reason, offline)
         elif old.active and not new.active:
             log.info("pipeline keeps up again (overloaded for %.1f s)",
                      (now_ns - (old.since_ns or now_ns)) / 1e9)

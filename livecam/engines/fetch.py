@@ -21,7 +21,10 @@ from __future__ import annotations
 import http.client
 import logging
 import re
+import socket
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -89,10 +92,13 @@ def download(url: str, part_path: Path, *, progress: ProgressFn | None = None,
 
 
 def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = None,
-                retries: int = 3, timeout_s: float = 30.0, trust: bool = False) -> Path:
+                retries: int = 3, timeout_s: float = 30.0, trust: bool = False,
+                backoff_s: float = 0.5) -> Path:
     """Fetch model ``name`` into ``store`` and verify it; returns the installed path.
 
-    Each source is tried in order, each up to ``retries`` times (resuming). Raises
+    Each source is tried in order, each up to ``retries`` times (resuming), waiting
+    ``backoff_s``, then twice that, between tries; a host name that does not resolve is not
+    tried again. Raises
     :class:`ModelError` listing what every source did when none gives a verified file, and
     :class:`UsageError` before downloading a model nothing can check unless ``trust``.
     """
@@ -123,7 +129,8 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
                 part.unlink()  # a partial file of another source's bytes cannot be resumed
             previous_sha = source.sha256
             problem = _fetch_source(store, name, source.url, source.sha256, source.size_bytes,
-                                    progress=progress, retries=retries, timeout_s=timeout_s)
+                                    progress=progress, retries=retries, timeout_s=timeout_s,
+                                    backoff_s=backoff_s)
             if problem is None:
                 return target
             failures.append(f"{source.url}: {problem}")
@@ -133,7 +140,7 @@ def fetch_model(store: ModelStore, name: str, *, progress: ProgressFn | None = N
 
 def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
                   size_bytes: int | None, *, progress: ProgressFn | None, retries: int,
-                  timeout_s: float) -> str | None:
+                  timeout_s: float, backoff_s: float) -> str | None:
     """Download ``url`` into the ``.part`` and install it (caller holds the download lock);
     None when installed, else why not."""
     part = store.partial_path(name)
@@ -143,10 +150,16 @@ def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
                             expected_size=size_bytes)
             break
         except (OSError, http.client.HTTPException) as exc:
+            host = _unresolved_host(url, exc)
+            if host is not None:  # asking again at once resolves nothing (issue 39 item 20)
+                log.warning("download of %s failed: %s does not resolve (no network, or "
+                            "a wrong address): not retried", url, host)
+                return f"{host} does not resolve: check the network and the address"
             log.warning("download of %s failed (attempt %d of %d): %s", url, attempt, retries,
                         exc)
             if attempt == retries:
                 return str(exc)
+            time.sleep(backoff_s * 2 ** (attempt - 1))  # a network that hiccuped, a busy server
     hashed, problem = _check_download(store, name, published, part, size)
     if problem is not None:
         return problem
@@ -168,6 +181,14 @@ def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
             store.quarantine(part, hashed.sha256)
         return str(exc)
     return None
+
+
+def _unresolved_host(url: str, exc: BaseException) -> str | None:
+    """The host of ``url`` when ``exc`` says its name did not resolve, else None."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if not isinstance(reason, socket.gaierror):
+        return None
+    return urllib.parse.urlsplit(url).hostname or url
 
 
 def _check_download(store: ModelStore, name: str, published: str | None, part: Path,

@@ -68,8 +68,11 @@ class OutputThread:
     A frame is due ``delay_ms`` after its capture (the A/V delay, 0 = at once): frames wait in
     a delay line, oldest first; when several are due at once only the newest is sent and the
     others count as dropped. When nothing new has been sent for 1.5 frame intervals, the last
-    frame is sent again (then every interval), so OBS/Zoom never see the camera freeze; before
-    the first frame a black frame is sent. Offline mode (``realtime=False``): every packet is
+    frame is sent again (then every interval), so OBS/Zoom never see the camera freeze. Before
+    the first frame, the idle (black) frame is sent only while ``input_waiting()`` says the
+    input is not open (a missing camera, a silent pipe; None: always): once it is, the first
+    frame sent is the input's first (12-17 black frames led a run while the stages warmed
+    up, issue 39 item 9). Offline mode (``realtime=False``): every packet is
     sent once, in order, as fast as the sink takes it (no delay).
 
     Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes (the
@@ -81,8 +84,10 @@ class OutputThread:
                  width: int, height: int, fps: float, realtime: bool,
                  max_frames: int | None = None, on_done: Callable[[], None] | None = None,
                  on_sent: Callable[[Packet | None, ImageBGR], None] | None = None,
-                 delay_ms: float = 0.0) -> None:
+                 delay_ms: float = 0.0,
+                 input_waiting: Callable[[], bool] | None = None) -> None:
         self._sink = sink
+        self._input_waiting = input_waiting
         self._inbox = inbox
         self._metrics = metrics
         self._size_px = (width, height)
@@ -221,6 +226,10 @@ class OutputThread:
             packet = self._newest_due(int(now * 1e9))
             if packet is None and now < repeat_at:
                 continue  # nothing due yet, and not yet time to repeat
+            if packet is None and self.sent == 0 and self._input_waiting is not None \
+                    and not self._input_waiting():
+                t_last_send = now  # the input is open: its first frame comes first
+                continue
             wait = pacer.wait_s(now) if packet is not None else 0.0
             if wait > 0.0:
                 self._stop.wait(wait)

@@ -108,7 +108,8 @@ class App:
         self.metrics = Metrics()
         self.overload = OverloadMonitor(
             latency_budget_ms=config.pipeline.overload_latency_ms,
-            drop_share_limit=config.pipeline.overload_drop_share)
+            drop_share_limit=config.pipeline.overload_drop_share, stream=stream,
+            file_input=input_label.startswith("file:"))
         self.commands = commands or CommandQueue()
         self.live = live
         self._error_cover = error_cover
@@ -124,6 +125,7 @@ class App:
         self._max_frames = max_frames
         self._on_sent = on_sent
         self._done = threading.Event()
+        self._first_out = threading.Event()  # the first processed frame has been sent
         self._resources = ExitStack()
         # (width, height, fps, source open) once open() has run
         self._opened: tuple[int, int, float, bool] | None = None
@@ -208,7 +210,8 @@ class App:
         self._output = OutputThread(sink=self.sink, inbox=packets, metrics=self.metrics,
                                     width=width, height=height, fps=fps, realtime=realtime,
                                     max_frames=self._max_frames, on_done=self._mark_done,
-                                    on_sent=self._sent, delay_ms=cfg.output.delay_ms)
+                                    on_sent=self._sent, delay_ms=cfg.output.delay_ms,
+                                    input_waiting=self._input_waiting)
         self._scheduler = Scheduler(stages=self.stages, inbox=frames, outbox=packets,
                                     commands=self.commands, metrics=self.metrics,
                                     state=self._initial_state,
@@ -220,11 +223,15 @@ class App:
                                       realtime=realtime, loop=cfg.capture.loop,
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
                                       reconnect_max_s=cfg.capture.reconnect_max_s,
-                                      host_frames=host_frames_of(self.stages))
+                                      host_frames=host_frames_of(self.stages),
+                                      # a file's start is content not to skip; a
+                                      # synthetic pattern stands in for a camera
+                                      first_out=(self._first_out if self._labels[0]
+                                                 .startswith("file:") else None))
         self._t_start_ns = time.perf_counter_ns()
-        self._output.start()
         self._scheduler.start()
         self._capture.start(already_open=source_open)
+        self._output.start()  # after the capture says whether its input is open
         self._watcher = StatusWatcher(
             metrics=self.metrics, overload=self.overload, frames=frames, packets=packets,
             scheduler=self._scheduler, output=self._output, done=self._done, realtime=realtime,
@@ -278,7 +285,14 @@ class App:
             self._log.warning("%s; sending black frames until it can be opened", exc)
             return False
 
+    def _input_waiting(self) -> bool:
+        """The input is not open (yet, or again): the output may send its idle frame. The
+        output thread."""
+        return self._capture is None or not self._capture.is_open
+
     def _sent(self, packet: Packet | None, image: ImageBGR) -> None:
+        if packet is not None:
+            self._first_out.set()
         self.live.update(packet, image)
         if self._on_sent is not None:
             self._on_sent(packet, image)

@@ -216,8 +216,14 @@ class Scheduler:
                     log.error("command %s failed: %s", command, exc)
                     error = str(exc)
             with self._state_lock:
+                before = self._state.active_identity
                 self._state = command.apply(self._state)
-            log.info("command %s", command)
+                after = self._state.active_identity
+            if after != before:  # the name, not StepIdentity(step=1) (issue 39 item 20)
+                log.info("identity now %s (%s)", "none" if after is None else repr(after),
+                         type(command).__name__)
+            else:
+                log.info("command %s", command)
         if ticket is not None:
             ticket.resolve(self._state, frames_sent=self._metrics.counter("sent"),
                            first_frame_index=self._next_index, error=error)

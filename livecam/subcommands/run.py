@@ -204,6 +204,32 @@ def _config_reloader(args: argparse.Namespace, overrides: list[str]) -> Callable
     return load
 
 
+def _offline_for_files(args: argparse.Namespace, config: Config,
+                       pairs: list[tuple[str, str]]) -> Config:
+    """``config``, offline by default when every stream goes from a video file to a video
+    file (no camera, virtual camera, window or pipe in it: nobody watches it live, and in live
+    mode a slow machine drops frames, 64 % on 2 cores): ``pipeline.realtime=false`` (every
+    frame) and ``capture.loop=false`` (the input once), said in one INFO line. The config
+    file or a ``--set`` naming ``pipeline.realtime`` wins (issue 39 item 18)."""
+    import os
+
+    def is_file(spec: str, kind: str) -> bool:
+        head, _, target = spec.partition(":")
+        return head == "file" and (kind == "output" or os.path.isfile(target))
+
+    if getattr(args, "remote", None) or not pairs or not all(
+            is_file(i, "input") and is_file(o, "output") for i, o in pairs):
+        return config
+    args.config_defaults = [*getattr(args, "config_defaults", ()),
+                            "pipeline.realtime=false", "capture.loop=false"]
+    offline = config_from_args(args)
+    if offline.pipeline.realtime:  # the user asked for a live run
+        return config
+    log.info("file to file: offline mode, every frame of the input once, as fast as this "
+             "machine swaps (--set pipeline.realtime=true for a live run)")
+    return offline
+
+
 def run(args: argparse.Namespace) -> int:
     from livecam.core.errors import UsageError
 
@@ -213,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     pairs = stream_pairs(args, config)
+    config = _offline_for_files(args, config, pairs)
     # the same device locks as the daemon: a run and a daemon on one camera, virtual camera
     # or output file clobber each other just as two daemons would
     with lock_for_run(config, pairs):

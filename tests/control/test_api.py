@@ -209,3 +209,11 @@ def test_a_snapshot_that_cannot_be_saved_is_an_error_not_a_path(running: Running
 def test_quit_ends_the_run(running: Running) -> None:
     running.json("/api/quit", method="POST")
     assert running.app.wait(60)
+
+
+def test_the_browsers_favicon_request_is_answered_without_a_token(running: Running) -> None:
+    """Issue 39 item 20: a browser (the OBS dock) asks for /favicon.ico by itself, without
+    the token: that was a 401 in its console on every load. 204, and nothing else opens."""
+    status, body, _ = running.call("/favicon.ico", token=None)
+    assert (status, body) == (204, b"")
+    assert running.call("/api/status", token=None)[0] == 401

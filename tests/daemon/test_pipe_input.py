@@ -94,3 +94,26 @@ def test_run_starts_before_its_pipe_writes_and_takes_its_frames_later(
         app.stop()
     assert app.metrics.counters()["captured"] == 30
     assert max(sent) > 0.0
+
+
+def test_the_ordinary_end_of_a_pipe_is_info_not_a_warning(
+        tmp_path: Path, fast_config: Config, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 39 item 20: a pipe that ended (with capture.loop on, the default) was a WARNING
+    as if something had failed."""
+    import logging
+
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=_write_clip_into, args=(fifo, 30), daemon=True)
+    writer.start()
+    app = build_app(fast_config, input_spec=f"file:{fifo}", output_spec="null")
+    with caplog.at_level(logging.INFO, logger="livecam.capture"):
+        app.start()
+        try:
+            assert app.wait(120), "the run did not end with its pipe"
+        finally:
+            app.stop()
+    records = [r for r in caplog.records if r.name.startswith("livecam.capture")]
+    assert any("pipe that has ended" in r.getMessage() and r.levelno == logging.INFO
+               for r in records), [r.getMessage() for r in records]
+    assert not [r for r in records if r.levelno >= logging.WARNING]

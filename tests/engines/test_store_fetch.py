@@ -332,3 +332,37 @@ def test_a_models_dir_or_engine_cache_that_is_a_file_is_one_line(tmp_path: Path)
     with pytest.raises(ConfigError, match=r"models\.dir .* is a file, not a folder"):
         store.adopt("standin", src)
     assert not_a_folder.read_text() == "not a folder"
+
+
+def test_a_host_that_does_not_resolve_is_not_asked_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 39 item 20: a failed DNS lookup was retried 6 times in 0.4 s (3 tries of each
+    of 2 sources), 6 WARNING lines for one fact. `.invalid` never resolves (RFC 6761)."""
+    import logging
+
+    store = _store(tmp_path, "http://livecam-test.invalid/standin.onnx", "ab" * 32)
+    with caplog.at_level(logging.WARNING, logger="livecam.engines.fetch"), \
+            pytest.raises(ModelError) as err:
+        fetch_model(store, "standin", retries=3)
+    assert "livecam-test.invalid does not resolve" in str(err.value)
+    lines = [r.getMessage() for r in caplog.records if r.name == "livecam.engines.fetch"]
+    assert len(lines) == 1, lines
+
+
+def test_other_network_errors_are_retried_with_a_growing_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused connection (nothing listens on the port) is tried ``retries`` times, with
+    waits of backoff_s, then twice that, between the tries."""
+    import socket as socket_module
+
+    import livecam.engines.fetch as fetch
+
+    with socket_module.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: connections to it are refused
+    waits: list[float] = []
+    monkeypatch.setattr(fetch.time, "sleep", waits.append)
+    store = _store(tmp_path, f"http://127.0.0.1:{port}/standin.onnx", "ab" * 32)
+    with pytest.raises(ModelError):
+        fetch_model(store, "standin", retries=3, backoff_s=0.5)
+    assert waits == [0.5, 1.0]

@@ -38,7 +38,9 @@ IDENTITY = "astro"
 PASSES = 2
 #: Output frames sent beyond the passes: the black frames before the first result.
 EXTRA_FRAMES = 30
-_RUN_SETTINGS = ("advanced.capture.loop=true", "control.api=false", "control.hotkeys=false",
+# live mode said explicitly: a file-to-file run is offline by default
+_RUN_SETTINGS = ("advanced.pipeline.realtime=true", "advanced.capture.loop=true",
+                 "control.api=false", "control.hotkeys=false",
                  "advanced.pipeline.status_interval_s=0", "advanced.output.file_crf=14")
 
 
