@@ -381,8 +381,12 @@ class FaceFollower:
             self._scores[tid] = o.score
         self._last_marks.update(self._marks)
         lost_tracks = self.tracker.lost_tracks()
+        # a lost face is found again only by a face that is new here (a new or pending
+        # track, a box-only face): one followed all along on top of it is the face in front
+        # of it (people crossing), and the one behind stays covered
+        again = [o.box_xyxy for _, o, new in rows if new] + [o.box_xyxy for _, o, _ in held]
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
-                                   [o.box_xyxy for o in obs])
+                                   again)
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:
