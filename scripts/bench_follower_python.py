@@ -134,6 +134,15 @@ class FakeSearch:
         return SearchResult(Faces.empty(), np.zeros((0, 4), np.float32))
 
 
+class FakeEdgeSearch:
+    """A :class:`~livecam.analysis.edges.EdgeSearch` that finds nothing: the edge strips are
+    the detector's input pictures (copied and mirrored in C, as the detector resizes its own),
+    networks' work that these fakes stand in for, not the follower's Python."""
+
+    def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
+        return []
+
+
 def median_us(fn: Callable[[], object], calls: int) -> float:
     """Median µs of ``calls`` calls of ``fn`` (each timed alone: stateful calls advance)."""
     times = np.empty(calls)
@@ -215,7 +224,7 @@ def bench_faces(n_faces: int, calls: int) -> dict[str, float]:
 
     nets = FakeNetworks(scene)
     follower = FaceFollower(AnalysisConfig(max_faces=max(6, n_faces)), nets, FakeSearch(),
-                            fps=30.0)
+                            fps=30.0, edge_search=FakeEdgeSearch())
     follower.open()
     index = _cycle(list(range(frames)))
     spent: list[int] = []

@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from scripts.bench_follower_python import FRAME_WH, FakeNetworks, FakeScene, FakeSearch
+from scripts.bench_follower_python import (
+    FRAME_WH,
+    FakeEdgeSearch,
+    FakeNetworks,
+    FakeScene,
+    FakeSearch,
+)
 
 
 class _TorchCalls:
@@ -85,7 +91,8 @@ def measure(threads: int, torch_calls: int, seconds: float, scene: FakeScene
     def run(k: int) -> None:
         view = _SceneView(scene)
         nets = _StreamNetworks(view, _TorchCalls(torch_calls))
-        follower = FaceFollower(AnalysisConfig(max_faces=6), nets, FakeSearch(), fps=30.0)
+        follower = FaceFollower(AnalysisConfig(max_faces=6), nets, FakeSearch(), fps=30.0,
+                                edge_search=FakeEdgeSearch())
         follower.open()
         for i in range(30):  # warm: the face is followed
             view.frame = i % len(scene.faces)

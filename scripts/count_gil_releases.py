@@ -64,7 +64,8 @@ from livecam.analysis.follower import FaceFollower
 from livecam.config.analysis import AnalysisConfig
 scene = b.FakeScene({faces}, 200)
 image = np.zeros((b.FRAME_WH[1], b.FRAME_WH[0], 3), np.uint8)
-follower = FaceFollower(AnalysisConfig(max_faces=6), b.FakeNetworks(scene), b.FakeSearch())
+follower = FaceFollower(AnalysisConfig(max_faces=6), b.FakeNetworks(scene), b.FakeSearch(),
+                        edge_search=b.FakeEdgeSearch())
 follower.open()
 def step(i):
     scene.frame = i % 200

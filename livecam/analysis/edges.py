@@ -15,7 +15,14 @@ for a 1280x720 frame) and takes every hit whose box crosses the frame's edge, wi
 whole-frame hits that do, as a face to cover (``Unswappable.NO_MESH``: box only) unless a
 followed face is there: a cut face is covered until enough of it is in view for its mesh to
 be followed and swapped. Boxes are kept as found, partly outside the frame, so the cover's
-ellipse sits on the face.
+ellipse sits on the face. These faces are covered, never tracked: a track of its own for a cut
+face would take a track id and a place, and would be a second track on a face that a followed
+face's lost track waits for at the edge (both broke following a group and a face re-entering).
+
+:class:`StripSearch` is the search itself (strips built and run through the detector: the
+detector's input pictures, made in C, which lets go of the GIL as the detector's own resizing
+does); the follower takes it as a seam, so benchmarks of the follower's own Python can leave the
+networks' image work out.
 
 :class:`EdgeMemory` keeps a hit covered for a few frames after the detector last saw it: the
 scores of cut faces are weak and flicker from frame to frame.
@@ -24,7 +31,9 @@ scores of cut faces are weak and flicker from frame to frame.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import cv2
 import numpy as np
@@ -38,8 +47,60 @@ EDGE_MARGIN_PX = 2.0
 #: Boxes with less than this share of their area inside the frame are left out (the mirror
 #: image of a face, or a face with nothing in view).
 MIN_INSIDE = 0.04
+#: ... and those with less than this share inside need :data:`SURE_SCORE`. A face cut by the
+#: edge mostly reads, mirrored, as a face centred on the edge (0.3-0.6 of its box inside,
+#: measured on the ``slide_*`` leak clips); a weak box mostly in the mirrored half is often the
+#: mirror's own pattern (t1's table edge mirrored at the bottom: 0.47 with 12-18 % inside, on
+#: every frame), while a face only entering scored 0.65 with 10 % inside.
+HALF_INSIDE = 0.25
+SURE_SCORE = 0.6
+#: ... and a weak one some colour in view (median HSV saturation, 0-255; :func:`looks_grey`).
+#: A black-and-white camera's weak edge hits are left out with it; its strong ones stay.
+GREY_SATURATION = 16.0
+#: An edge hit's cover is this many times its box's size along the edge (:func:`cover_box`).
+ALONG_EDGE = 3.0
+#: ... up to this share of the frame's shorter side in all (a box found on half a face is
+#: already about the face's size, and is not stretched).
+MAX_ALONG_SHARE = 0.4
+#: An edge hit with this share of its in-frame part on a face already there is that face.
+ON_FACE_SHARE = 0.5
 #: Frames an edge hit stays covered after it was last detected.
 MEMORY_FRAMES = 8
+
+
+def cover_box(box: Sequence[float], width_px: int, height_px: int,
+              along: float = ALONG_EDGE) -> np.ndarray:
+    """The box (4,) float32 to cover for an edge hit ``box``: stretched ``along`` times its
+    size along the edge it crosses (about its centre; up to :data:`MAX_ALONG_SHARE` of the
+    frame), as found across it.
+
+    A face only entering is seen as a sliver along the edge, and the detector's box on it is
+    a fraction of the face (on ``slide_right`` at 7-26 % in view: 71-93 px tall on a 206 px
+    face, centred up to 80 px off the face's centre): the cover's ellipse in that box left
+    the rest of the sliver as it is."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    m = EDGE_MARGIN_PX
+    grow_x = (x1 <= m or x2 >= width_px - m) is False and (y1 <= m or y2 >= height_px - m)
+    grow_y = x1 <= m or x2 >= width_px - m
+    most = MAX_ALONG_SHARE * min(width_px, height_px)
+    if grow_y:  # a left or right edge: stretch it up and down
+        pad = 0.5 * max(0.0, min(along * (y2 - y1), most) - (y2 - y1))
+        y1, y2 = y1 - pad, y2 + pad
+    if grow_x:  # the top or bottom edge only: stretch it sideways
+        pad = 0.5 * max(0.0, min(along * (x2 - x1), most) - (x2 - x1))
+        x1, x2 = x1 - pad, x2 + pad
+    return np.array([x1, y1, x2, y2], np.float32)
+
+
+class Detector(Protocol):
+    def detect(self, image_bgr: ImageBGR) -> Faces: ...
+
+
+class EdgeSearch(Protocol):
+    """Finds faces at the frame's edges. ``find`` returns (detections, offset (2,)) pairs:
+    frame px = detection px + offset. Only the follower's thread."""
+
+    def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]: ...
 
 
 @dataclass(frozen=True)
@@ -84,55 +145,122 @@ def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[E
     return out
 
 
-def crosses_edge(box: np.ndarray, width_px: int, height_px: int) -> bool:
-    """True when ``box`` (4,) reaches the frame's edge and lies at least :data:`MIN_INSIDE`
-    of its area inside the frame."""
+def crosses_edge(box: Sequence[float], width_px: int, height_px: int,
+                 min_inside: float = MIN_INSIDE) -> bool:
+    """True when ``box`` (x1, y1, x2, y2) reaches the frame's edge and lies at least
+    ``min_inside`` of its area inside the frame."""
+    x1, y1, x2, y2 = (float(v) for v in box)
     m = EDGE_MARGIN_PX
-    if not (box[0] <= m or box[1] <= m or box[2] >= width_px - m or box[3] >= height_px - m):
+    if not (x1 <= m or y1 <= m or x2 >= width_px - m or y2 >= height_px - m):
         return False
-    area = max(float(box[2] - box[0]) * float(box[3] - box[1]), 1e-6)
-    iw = max(0.0, min(float(box[2]), width_px) - max(float(box[0]), 0.0))
-    ih = max(0.0, min(float(box[3]), height_px) - max(float(box[1]), 0.0))
-    return iw * ih / area >= MIN_INSIDE
+    area = max((x2 - x1) * (y2 - y1), 1e-6)
+    iw = max(0.0, min(x2, width_px) - max(x1, 0.0))
+    ih = max(0.0, min(y2, height_px) - max(y1, 0.0))
+    return iw * ih / area >= min_inside
 
 
 Hit = tuple[np.ndarray, float, np.ndarray]
 
 
-def edge_hits(found: list[tuple[Faces, np.ndarray]], width_px: int, height_px: int,
+def looks_grey(image_bgr: ImageBGR, box: Sequence[float]) -> bool:
+    """True when the part of ``box`` inside ``image_bgr`` has almost no colour (median HSV
+    saturation under :data:`GREY_SATURATION`, or nothing inside)."""
+    h, w = image_bgr.shape[:2]
+    x1, y1 = max(0, int(box[0])), max(0, int(box[1]))
+    x2, y2 = min(w, math.ceil(box[2])), min(h, math.ceil(box[3]))
+    if x2 <= x1 or y2 <= y1:
+        return True
+    hsv = cv2.cvtColor(image_bgr[y1:y2, x1:x2], cv2.COLOR_BGR2HSV)
+    return float(np.median(hsv[:, :, 1])) < GREY_SATURATION
+
+
+def edge_hits(found: list[tuple[Faces, np.ndarray]], image_bgr: ImageBGR,
               min_score: float) -> list[Hit]:
     """(box (4,), score, keypoints (6, 2)) in frame px of the detections that cross the
-    frame's edge with at least ``min_score``. ``found``: (detections, offset (2,)) pairs:
-    each strip's with its :attr:`EdgeStrip.offset_xy`, and this frame's own (weak ones too)
-    with offset 0."""
+    edge of ``image_bgr`` (H, W, 3) with at least ``min_score``. A weak one (under
+    :data:`SURE_SCORE`) needs :data:`HALF_INSIDE` of its box inside and some colour there
+    (:func:`looks_grey`: the leak clips' frame code, black and white bars at the bottom
+    edge, mirrored, scored 0.38; faces' skin 78-101 of 255 there). ``found``: (detections,
+    offset (2,)) pairs: each strip's with its :attr:`EdgeStrip.offset_xy`, and this frame's
+    own (weak ones too) with offset 0.
+
+    In Python floats (``tolist``, ``np.array`` of floats): numpy's small array copies would
+    let go of the GIL on every frame (:mod:`livecam.analysis.keepgil`)."""
+    height_px, width_px = image_bgr.shape[:2]
     hits: list[Hit] = []
     for faces, by in found:
-        for i in range(len(faces)):
-            score = float(faces.scores[i])
+        if not len(faces):
+            continue
+        dx, dy = (float(v) for v in by.tolist())
+        for row, score, marks in zip(faces.boxes_xyxy.tolist(), faces.scores.tolist(),
+                                     faces.keypoints_xy.tolist(), strict=True):
             if score < min_score:
                 continue
-            box = (faces.boxes_xyxy[i] + np.tile(by, 2)).astype(np.float32)
-            if crosses_edge(box, width_px, height_px):
-                hits.append((box, score, (faces.keypoints_xy[i] + by).astype(np.float32)))
+            box = [row[0] + dx, row[1] + dy, row[2] + dx, row[3] + dy]
+            sure = score >= SURE_SCORE
+            if (crosses_edge(box, width_px, height_px, MIN_INSIDE if sure else HALF_INSIDE)
+                    and (sure or not looks_grey(image_bgr, box))):
+                hits.append((np.array(box, np.float32), float(score),
+                             np.array([[x + dx, y + dy] for x, y in marks], np.float32)))
     return hits
+
+
+class StripSearch:
+    """The detector of ``networks`` (anything with ``detect(image_bgr) -> Faces``, frame px)
+    on each :func:`edge_strips` picture: (detections, offset) pairs for :func:`edge_hits`.
+    Only the follower's thread."""
+
+    def __init__(self, networks: Detector) -> None:
+        self.networks = networks
+
+    def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
+        return [(self.networks.detect(strip.image_bgr), strip.offset_xy)
+                for strip in edge_strips(image_bgr)]
+
+
+def on_face(box: Sequence[float], others: Sequence[Sequence[float]], width_px: int,
+            height_px: int, share: float = ON_FACE_SHARE) -> bool:
+    """True when at least ``share`` of ``box``'s part inside the frame lies in one of
+    ``others`` (boxes (4,)): an edge hit on a face already there (the hit's box, half of it
+    the mirror's, is up to twice the face's, so IoU says little)."""
+    x1, y1 = max(float(box[0]), 0.0), max(float(box[1]), 0.0)
+    x2, y2 = min(float(box[2]), width_px), min(float(box[3]), height_px)
+    area = (x2 - x1) * (y2 - y1)
+    if area <= 0.0:
+        return True
+    for o in others:
+        a, b, c, d = (float(v) for v in o)
+        iw, ih = min(x2, c) - max(x1, a), min(y2, d) - max(y1, b)
+        if iw > 0.0 and ih > 0.0 and iw * ih >= share * area:
+            return True
+    return False
 
 
 class EdgeMemory:
     """Edge hits of the last :data:`MEMORY_FRAMES` frames: each frame's hits replace the
-    remembered ones they overlap; the others stay until they are that old or a followed face
-    covers them. Only the follower's thread."""
+    remembered ones they overlap; the others stay until they are that old or lie on a face
+    that is there (:func:`on_face`). Only the follower's thread."""
 
     def __init__(self, frames: int = MEMORY_FRAMES) -> None:
         self.frames = frames
         self._kept: list[tuple[np.ndarray, float, np.ndarray, int]] = []
 
-    def update(self, hits: list[Hit], index: int, followed: list[np.ndarray]) -> list[Hit]:
-        """This frame's hits plus the remembered ones no hit or ``followed`` box repeats."""
+    @property
+    def remembered(self) -> bool:
+        """Whether any hit is kept from an earlier frame."""
+        return bool(self._kept)
+
+    def update(self, hits: list[Hit], index: int, faces: list[np.ndarray],
+               size: tuple[int, int]) -> list[Hit]:
+        """This frame's hits plus the remembered ones no hit repeats, less those on one of
+        ``faces`` (boxes (4,) of the faces there, followed or covered) in a (W, H) frame."""
         from livecam.analysis.observations import overlaps
 
+        w, h = size
+        rows = [b.tolist() for b in faces]
         now = [(b, s, k, index) for b, s, k in hits]
-        boxes = [b for b, _, _ in hits] + list(followed)
+        fresh = [b for b, _, _ in hits]
         older = [e for e in self._kept
-                 if 0 <= index - e[3] < self.frames and not overlaps(e[0], boxes)]
-        self._kept = now + older
+                 if 0 <= index - e[3] < self.frames and not overlaps(e[0], fresh)]
+        self._kept = [e for e in now + older if not on_face(e[0].tolist(), rows, w, h)]
         return [(b, s, k) for b, s, k, _ in self._kept]

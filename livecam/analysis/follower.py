@@ -86,14 +86,17 @@ class FaceFollower:
     results are merged a frame or two later (unless the search is cheap on the caller's
     thread: ``search.on_caller_thread``, the GPU's); False keeps everything in
     :meth:`follow`, so results do not depend on timing (files, tests). Only the pipeline
-    thread calls ``follow``. ``last_timings_ms`` holds the latest frame's split (detect,
-    search, mesh, track, smooth, select, total).
+    thread calls ``follow``. ``edge_search`` finds faces cut by the frame's edge when
+    ``config.edge_search`` is on (default: the detector of ``networks`` on mirrored edge
+    strips, :class:`~livecam.analysis.edges.StripSearch`). ``last_timings_ms`` holds the
+    latest frame's split (detect, search, edges, mesh, track, smooth, select, total).
     """
 
     def __init__(self, config: AnalysisConfig, networks: FaceNetworks, search: TileSearch, *,
                  fps: float = 30.0, tracker_settings: ByteTrackSettings | None = None,
                  selector: FaceSelector | None = None,
-                 search_in_background: bool = False) -> None:
+                 search_in_background: bool = False,
+                 edge_search: edges.EdgeSearch | None = None) -> None:
         self.config = config
         self.fps = fps
         self.networks = networks
@@ -115,6 +118,7 @@ class FaceFollower:
         self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
         self._edges = edges.EdgeMemory()
+        self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
         self._since_search = 0
@@ -153,7 +157,7 @@ class FaceFollower:
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
         cut = self._edge_hits(image, whole, timings)
-        obs = self._observe(image, carried, strong, searched, index, timings, cut)
+        obs, at_edge = self._observe(image, carried, strong, searched, index, timings, cut)
 
         t1 = time.perf_counter_ns()
         # from Python floats: an array of the (4,) arrays would copy each (see keepgil)
@@ -164,6 +168,8 @@ class FaceFollower:
         t2 = time.perf_counter_ns()
         timings["track"] = (t2 - t1) / 1e6
         faces, withheld = self._assemble(obs, result, gap / self.fps, size, index, weak)
+        if at_edge:  # covered, never tracked (livecam.analysis.edges)
+            withheld = WithheldFaces.concat([withheld, as_withheld(at_edge)])
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
         selected = self.selector.select(faces, image)
@@ -236,12 +242,10 @@ class FaceFollower:
         if not self.config.edge_search:
             return []
         t = time.perf_counter_ns()
-        h, w = image.shape[:2]
-        found = [(self.networks.detect(strip.image_bgr), strip.offset_xy)
-                 for strip in edges.edge_strips(image)]
+        found = self.edge_search.find(image)
         if whole is not None:
             found.append((whole, np.zeros(2, np.float32)))
-        hits = edges.edge_hits(found, w, h, self.tracker_settings.low_score_threshold)
+        hits = edges.edge_hits(found, image, self.tracker_settings.low_score_threshold)
         timings["edges"] = (time.perf_counter_ns() - t) / 1e6
         return hits
 
@@ -260,9 +264,11 @@ class FaceFollower:
     def _observe(self, image: ImageBGR, carried: list[Observation], whole: Faces | None,
                  searched: SearchResult | None, index: int,
                  timings: dict[str, float],
-                 cut: list[tuple[np.ndarray, float, np.ndarray]]) -> list[Observation]:
-        """Every face of this frame: followed (mesh) first, then box-only ones (``cut``:
-        faces cut by the frame's edge, covered where no followed face is)."""
+                 cut: list[tuple[np.ndarray, float, np.ndarray]],
+                 ) -> tuple[list[Observation], list[tuple[int, Observation, Unswappable]]]:
+        """Every face of this frame: followed (mesh) first, then box-only ones; and apart,
+        the faces ``cut`` by the frame's edge that no observation is on (withheld NO_MESH
+        with no track: :mod:`livecam.analysis.edges`)."""
         followed = mesh_runs.verified(self.networks, image, carried, whole, timings)
         if any_overlap(followed) and whole is not None:
             # crossing: a carried mesh may have slid onto the face in front; a mesh from
@@ -314,14 +320,19 @@ class FaceFollower:
                 box_only.append((Observation(box, c.score, reason=Unswappable.NO_MESH),
                                  c.from_search))
         timings["mesh"] = timings.get("mesh", 0.0) + (time.perf_counter_ns() - t) / 1e6
-        taken = [o.box_xyxy for o in followed + admitted]
-        for box, score, _ in self._edges.update(cut, index, taken):
-            if not overlaps(box, taken + [o.box_xyxy for o, _ in box_only]):
-                box_only.append((Observation(box, score, reason=Unswappable.NO_MESH), False))
         obs = followed + admitted
         seen = [o.box_xyxy for o in obs] + ([] if whole is None else list(whole.boxes_xyxy))
         kept = self._box_only.update(box_only, seen, searched)
-        return obs + [o for o, _ in box_only] + kept
+        out = obs + [o for o, _ in box_only] + kept
+        at_edge: list[tuple[int, Observation, Unswappable]] = []
+        if cut or self._edges.remembered:
+            h, w = image.shape[:2]
+            there = [o.box_xyxy for o in out]
+            for box, score, _ in self._edges.update(cut, index, there, (w, h)):
+                cover = edges.cover_box(box.tolist(), w, h)
+                at_edge.append((-1, Observation(cover, score, reason=Unswappable.NO_MESH),
+                                Unswappable.NO_MESH))
+        return out, at_edge
 
     def _place_holders(self, carried_ids: set[int]) -> list[np.ndarray]:
         """Boxes of the followed faces that hold a place without being seen this frame: those
@@ -370,8 +381,12 @@ class FaceFollower:
             self._scores[tid] = o.score
         self._last_marks.update(self._marks)
         lost_tracks = self.tracker.lost_tracks()
+        # a lost face is found again only by a face that is new here (a new or pending
+        # track, a box-only face): one followed all along on top of it is the face in front
+        # of it (people crossing), and the one behind stays covered
+        again = [o.box_xyxy for _, o, new in rows if new] + [o.box_xyxy for _, o, _ in held]
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
-                                   [o.box_xyxy for o in obs])
+                                   again)
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:

@@ -36,13 +36,12 @@ class AnalysisConfig:
         "(cheaper, but a face appearing between two runs is shown as it is until found: not "
         "fail-closed).")
     edge_search: bool = knob(
-        False, "Also run the whole-frame detector on the frame mirrored out at its edges, and "
-        "cover every face whose box crosses the frame's edge (weak detections too) until it "
-        "is followed and swapped: a face cut by the edge, or entering, is covered from its "
-        "first frame. Costs one more detector run per frame. Off by default for now: on, it "
-        "disturbed following a group from its first frame and the choice beyond max_faces. "
-        "Off = faces cut by the edge show until the detector finds them whole (not "
-        "fail-closed).")
+        True, "Also run the whole-frame detector on strips along the frame's edges, mirrored "
+        "outward, and cover every face whose box crosses the frame's edge (weak detections "
+        "too) until it is followed and swapped: a face cut by the edge, or entering, is "
+        "covered from its first frame. Costs six more detector runs per 720p frame (small "
+        "pictures); false = faces cut by the edge show until the detector finds them whole "
+        "(not fail-closed).")
     detect_every_n_frames: int = knob(
         5, "Search the frame's tiles (faces too small for the whole-frame detector) every N "
         "frames, tiles_per_detection tiles at a time (live: on a worker thread); with "

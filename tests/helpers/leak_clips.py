@@ -167,17 +167,13 @@ def _edge_clips(people: Sequence[FaceSprite], fw: float) -> list[LeakClip]:
     inside = {"top": (cx, 1.0 * fw), "bottom": (cx, h - 1.0 * fw), "left": (1.2 * fw, _Y),
               "right": (w - 1.2 * fw, _Y)}
     clips = []
-    # the edge search is opt-in (it disturbed following groups and faces beyond max_faces):
-    # these clips measure it on
-    edge = ("advanced.analysis.edge_search=true",)
     for k, side in enumerate(("top", "bottom", "left", "right")):
         person = people[k % len(people)]
         clips.append(LeakClip(f"cut_{side}", f"a still face cut by the {side} edge", 45,
-                              _sprites_clip([person], [Trajectory.still(cut[side], 45, fw)]),
-                              settings=edge))
+                              _sprites_clip([person], [Trajectory.still(cut[side], 45, fw)])))
         slide = _then_still(Trajectory.linear(out[side], inside[side], 36, fw), 50)
         clips.append(LeakClip(f"slide_{side}", f"a face slides in from the {side} edge", 50,
-                              _sprites_clip([person], [slide]), settings=edge))
+                              _sprites_clip([person], [slide])))
     return clips
 
 
