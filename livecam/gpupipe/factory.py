@@ -159,7 +159,8 @@ def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
             max_rois=max(1, analysis.max_faces), use_graphs=config.gpu.cuda_graphs,
             compile_dir=networks_compile_dir(config), stack_frames=sizes.stack_frames,
             frames_per_call=sizes.frames_per_call,
-            refine_landmarks=analysis.refine_landmarks)
+            refine_landmarks=analysis.refine_landmarks,
+            dynamic_regions=config.gpu.compile_dynamic_faces)
 
     hub = make(1) if shared is None else shared.get(
         ("gpu-follower", device, analysis, config.gpu, config.pipeline.max_streams),

@@ -40,9 +40,10 @@ if TYPE_CHECKING:
 #: The most face regions one mesh call of the shared networks takes (more run as several).
 MAX_MESH_BATCH = 64
 
-#: the swap's parts compiled with the face count dynamic (``gpu.compile_dynamic_faces``;
-#: livecam.gpupipe.program.ALIGN_ROWS): not the paste-back, whose blend loops over the faces
-DYNAMIC_PARTS = ("swap alignment",)
+#: the parts compiled with the face count dynamic (``gpu.compile_dynamic_faces``;
+#: livecam.gpupipe.program.ALIGN_ROWS, livecam.analysis.gpu.calls.load_mesh): not the
+#: paste-back, whose blend loops over the faces
+DYNAMIC_PARTS = ("swap alignment", "face mesh")
 
 
 def doubling(largest: int, *, start: int = 1) -> tuple[int, ...]:
@@ -130,10 +131,11 @@ class ShapePlan:
         return doubling(self.faces_per_call, start=0)
 
     def compiled_face_counts(self, part: str) -> tuple[int | str, ...]:
-        """The face counts a swap ``part`` compiles for, per paste window: each bucket, or
-        for the alignment with :attr:`faces_dynamic` one face and ``2+`` (any count from two
-        up, one compiled call: :mod:`livecam.analysis.gpu.dynamic_rows`)."""
-        counts = self.face_buckets[1:]
+        """The face (region) counts ``part`` compiles for (the swap's parts per paste
+        window): each bucket, or for the alignment and the mesh with :attr:`faces_dynamic`
+        one and ``2+`` (any count from two up, one compiled call:
+        :mod:`livecam.analysis.gpu.dynamic_rows`)."""
+        counts = self.mesh_buckets if part == "face mesh" else self.face_buckets[1:]
         if part not in DYNAMIC_PARTS or not self.faces_dynamic or len(counts) < 2:
             return counts
         return (1, DYNAMIC)
@@ -161,7 +163,8 @@ class ShapePlan:
         if self.networks_compiled:
             frames = (self.stack_frames, h, w, 3)
             out += [CompiledShape("face detector", (frames, b)) for b in self.frame_buckets]
-            out += [CompiledShape("face mesh", (frames, b)) for b in self.mesh_buckets]
+            out += [CompiledShape("face mesh", (frames, b))
+                    for b in self.compiled_face_counts("face mesh")]
         if self.swap_compiled:
             frames = (self.frames_per_call, h, w, 3)
             for part in ("swap alignment", "swap paste-back"):

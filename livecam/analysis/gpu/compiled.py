@@ -234,18 +234,20 @@ _KEPT_LOCK = threading.Lock()
 
 
 def compiled_once(key: tuple[Any, ...], make: Callable[[], Any], cache_dir: Path | None,
-                  name: str, *, part: str = "") -> Any:
+                  name: str, *, part: str = "", rows_args: tuple[int, ...] = ()) -> Any:
     """``make()`` through :func:`maybe_compiled`, made once per process for ``key`` (what
     the module is: model, settings, device, dtype): a stream's chain rebuilt by a config
     reload, or another set of streams, calls the same compiled network, whose shapes are
     compiled already, instead of tracing them again. The networks' weights never change, so
     sharing them is safe; they stay on the device until the process ends (a few MB).
-    Uncompiled (``cache_dir`` None): a new module each call, as before."""
+    Uncompiled (``cache_dir`` None): a new module each call, as before. ``part``,
+    ``rows_args``: see :class:`CompiledNetwork` (``rows_args`` is part of the key)."""
     if cache_dir is None:
         return make()
-    full = (*key, str(cache_dir))
+    full = (*key, str(cache_dir), rows_args)
     with _KEPT_LOCK:
         net = _KEPT.get(full)
         if net is None:
-            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name, part=part)
+            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name, part=part,
+                                               rows_args=rows_args)
         return net

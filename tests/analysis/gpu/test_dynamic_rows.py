@@ -126,3 +126,43 @@ def test_counts_from_two_up_share_a_signature_and_the_callers_tensors_stay_unmar
         assert marked[i] is not args[i] and marked[i].data_ptr() == args[i].data_ptr()
         assert hasattr(marked[i], "_dynamo_weak_dynamic_indices")
         assert not hasattr(args[i], "_dynamo_weak_dynamic_indices")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fresh")
+def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
+        tmp_path: Path, astronaut_bgr: object, caplog: pytest.LogCaptureFixture) -> None:
+    """``gpu.compile_dynamic_faces`` on the face mesh (the real port, compiled on the CPU):
+    2 and 4 regions run one compiled call and find what the mesh as it is finds."""
+    import logging
+
+    import numpy as np
+
+    from livecam.analysis.gpu.shared import one_stream
+    from livecam.analysis.roi import Roi, roi_from_detection
+
+    frame = np.full((360, 640, 3), 90, np.uint8)
+    frame[20:340, 160:480] = np.asarray(astronaut_bgr)[40:360, 100:420]
+    plain = one_stream(device="cpu", detector_model="short", max_rois=4, detect_ahead=False)
+    plain.open()
+    faces = plain.detect(frame)
+    roi = roi_from_detection(faces.boxes_xyxy[0], faces.keypoints_xy[0])
+    rois = [Roi(roi.center_x_px + dx, roi.center_y_px, roi.size_px, roi.rotation_rad)
+            for dx in (0.0, 1.5, -1.5, 3.0)]
+    want = {n: plain.landmarks(frame, rois[:n]) for n in (2, 4)}
+    plain.close()
+    nets = one_stream(device="cpu", detector_model="short", max_rois=4, detect_ahead=False,
+                      compile_dir=tmp_path, dynamic_regions=True)
+    nets.open()
+    try:
+        with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+            got = {n: nets.landmarks(frame, rois[:n]) for n in (2, 4)}
+    finally:
+        nets.close()
+    for n in (2, 4):
+        for g, w in zip(got[n], want[n], strict=True):
+            assert g is not None and w is not None
+            assert np.linalg.norm(g.landmarks_xy - w.landmarks_xy, axis=1).max() < 0.5
+    compiled_lines = [r.getMessage() for r in caplog.records
+                      if r.getMessage().startswith("compiled the face mesh")]
+    assert len(compiled_lines) == 1, compiled_lines
