@@ -39,7 +39,7 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
                   enhancer_engine: Any = None,
                   enhancer: EnhancerOptions | None = None,
                   hands: bool = False, keep: bool = False,
-                  compile_dir: Path | None = None) -> SwapProgram:
+                  compile_dir: Path | None = None, dynamic_faces: bool = False) -> SwapProgram:
     """The swap program on ``device``.
 
     ``engine`` is open, lives on ``device`` and offers ``run_torch`` (``TorchEngine``). With
@@ -53,7 +53,8 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     same largest face), or from the tick's own paste window when that is another one.
     ``hands``: paste behind the slots' hand masks; ``keep``: keep each face's eyes and mouth
     loops (the slots' ``keep_xy`` rows) in the paste-backs; ``compile_dir``: compile the
-    parts around the generator, their code cached there (see :class:`SwapProgram`).
+    parts around the generator, their code cached there, with ``dynamic_faces`` the
+    alignment's face count dynamic from two up (see :class:`SwapProgram`).
     """
     boost = pixel_boost_px if pixel_boost_px and pixel_boost_px != crop_px else None
     swapper = GpuInswapper(engine, crop_px=crop_px, template=template, mean=mean, std=std,
@@ -71,4 +72,5 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
             blend=options.blend, fidelity=options.fidelity, window_px=window_for(window_px),
             window_for=window_for)
         restorer.open(torch.device(device))
-    return SwapProgram(swapper, restorer, hands=hands, keep=keep, compile_dir=compile_dir)
+    return SwapProgram(swapper, restorer, hands=hands, keep=keep, compile_dir=compile_dir,
+                       dynamic_faces=dynamic_faces)

@@ -59,7 +59,8 @@ class GpuSwapHub:
     (0: none). ``require_models()`` runs
     first in :meth:`acquire` (a missing model raises :class:`ModelError` naming the fetch).
     ``model_options``: the swap geometry of the model's manifest (``crop_px``, ``template``,
-    ``mean``, ``std``) and ``pixel_boost_px`` (see :func:`~livecam.gpupipe.build.build_program`).
+    ``mean``, ``std``), ``pixel_boost_px`` and ``dynamic_faces`` (see
+    :func:`~livecam.gpupipe.build.build_program`).
     ``enhancer``: an unopened torch-side engine of the face enhancer (``open``/``close``,
     like ``generator``; no CUDA graphs of its own) run with ``enhancer_options``, or None.
     ``hands``: frames carry hand masks (``SwapRequest.hands``) the paste-back keeps in front.

@@ -20,17 +20,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from livecam.gpupipe.shapes import CompiledShape
+from livecam.gpupipe.shapes import DYNAMIC, CompiledShape
 
 log = logging.getLogger(__name__)
 
 FILE = "prepared.json"
 
-#: seconds one compile of each part took on the H200 (issue 41, docs/perf-notes.md), a first
+#: seconds one compile of each part took on the H200 (issue 41, lab/perf-notes.md), a first
 #: start's estimate; a part not listed counts as the default
 COMPILE_S = {"face detector": 18.0, "face mesh": 8.0, "swap alignment": 5.0,
              "swap paste-back": 25.0, "generator": 90.0}
 DEFAULT_COMPILE_S = 20.0
+#: a call compiled for any face count from two up (``2+``) against one static count: an
+#: ESTIMATE, not measured (no GPU run of it yet): Inductor's dynamic-shape code costs more to
+#: trace and generate than one static shape, assumed half as much again
+DYNAMIC_COMPILE_FACTOR = 1.5
 
 
 def environment_key(device: str) -> str:
@@ -85,7 +89,8 @@ def missing(folder: Path | None, key: str,
 
 def compile_estimate_s(shapes: Iterable[CompiledShape]) -> float:
     """About how long compiling ``shapes`` takes on a GPU like the H200, s."""
-    return sum(COMPILE_S.get(s.part, DEFAULT_COMPILE_S) for s in shapes)
+    return sum(COMPILE_S.get(s.part, DEFAULT_COMPILE_S)
+               * (DYNAMIC_COMPILE_FACTOR if DYNAMIC in s.inputs else 1.0) for s in shapes)
 
 
 def say_what_compiles(shapes: list[CompiledShape], *, n_streams: int, size: str,

@@ -23,7 +23,10 @@ colour match and the paste-back, each go through ``torch.compile`` (Inductor fus
 paste-back's few hundred small kernels, one face's tick spent most of its non-generator GPU
 time launching them: ``scripts/bench_tick_parts.py --compile``), cached like the face
 networks' code (:mod:`livecam.analysis.gpu.compiled`); the pipeline captures the compiled
-calls in its CUDA graphs. Each face-count bucket and paste window compiles once, at start.
+calls in its CUDA graphs. Each paste window compiles the paste-back once per face-count
+bucket and the alignment once for one face and, with ``dynamic_faces``, once for any count
+from two up (:mod:`livecam.analysis.gpu.dynamic_rows`; without it, once per bucket), at
+start.
 
 Only the per-face ``fits`` flags go back besides the frames. The caller makes the slot's
 stream current; nothing here synchronises with the host.
@@ -42,6 +45,13 @@ from livecam.swap.gpu.enhance import GpuFaceEnhancer
 from livecam.swap.gpu.keep import KeepLoops
 from livecam.swap.gpu.neural import GpuInswapper
 from livecam.swap.gpu.paste import mask_fits_window
+
+#: the arguments of :func:`align_crops` (after the swapper) whose first dimension counts the
+#: faces; the frames and the window are not per face. The paste-back has none: it blends one
+#: face after the other (a later face over an earlier one, as on the CPU), a loop over the
+#: count that its compiled code unrolls, so each face-count bucket compiles on its own
+#: (checked on the CPU: tests/gpupipe/test_compiled_program.py)
+ALIGN_ROWS = (1, 2)
 
 
 class Staged(NamedTuple):
@@ -104,11 +114,12 @@ class SwapProgram:
     :class:`GpuInswapper`; ``enhancer``: an open :class:`GpuFaceEnhancer` or None; ``hands``:
     paste behind the slots' hand masks (the slots must be allocated with ``hands``);
     ``compile_dir``: compile the parts around the generator, their code cached there (None:
-    as written)."""
+    as written); ``dynamic_faces``: the alignment compiled with the face count dynamic from
+    two faces up (one compile a window for every bucket above one)."""
 
     def __init__(self, swapper: GpuInswapper, enhancer: GpuFaceEnhancer | None = None, *,
                  hands: bool = False, keep: bool = False,
-                 compile_dir: Path | None = None) -> None:
+                 compile_dir: Path | None = None, dynamic_faces: bool = False) -> None:
         self.swapper = swapper
         self.enhancer = enhancer
         self.hands = hands
@@ -116,7 +127,8 @@ class SwapProgram:
         device = swapper.template.device.type if swapper.template is not None else "cpu"
         self._align = maybe_compiled(BoundPart(align_crops, swapper), compile_dir,
                                      "swap's alignment and crops", device_type=device,
-                                     knob="gpu.compile_paste", part="swap alignment")
+                                     knob="gpu.compile_paste", part="swap alignment",
+                                     rows_args=ALIGN_ROWS if dynamic_faces else ())
         self._paste = maybe_compiled(BoundPart(paste_faces, swapper), compile_dir,
                                      "swap's paste-back", device_type=device,
                                      knob="gpu.compile_paste", part="swap paste-back")

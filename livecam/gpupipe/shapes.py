@@ -10,7 +10,10 @@ buckets, never by the number of streams:
   The slots' device frames are this deep, whatever the number of streams.
 - **faces per call** (``gpu.max_faces_per_call``, at least ``analysis.max_faces``): a tick's
   faces run the generator and paste-back at 0, 1, 2, 4, ... faces, padded up; more faces
-  wait for the next tick.
+  wait for the next tick. The swap's alignment compiles, per paste window, for one face and
+  for any count from two up (``gpu.compile_dynamic_faces``; off: per bucket), the paste-back
+  per bucket (its blend loops over the faces in order); the CUDA graphs are captured per
+  bucket (cheap).
 - **the streams' stacked frames**: every stream's frame has its place in one
   (``pipeline.max_streams``, H, W, 3) device tensor the detector and mesh read by index, so
   its depth is the configured ceiling, not the streams started (one stream too: a user who
@@ -29,11 +32,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from livecam.analysis.gpu.dynamic_rows import DYNAMIC
+
 if TYPE_CHECKING:
     from livecam.config import Config
 
 #: The most face regions one mesh call of the shared networks takes (more run as several).
 MAX_MESH_BATCH = 64
+
+#: the parts compiled with the face count dynamic (``gpu.compile_dynamic_faces``;
+#: livecam.gpupipe.program.ALIGN_ROWS, livecam.analysis.gpu.calls.load_mesh): not the
+#: paste-back, whose blend loops over the faces
+DYNAMIC_PARTS = ("swap alignment", "face mesh")
 
 
 def doubling(largest: int, *, start: int = 1) -> tuple[int, ...]:
@@ -113,11 +123,22 @@ class ShapePlan:
     generator_batches: tuple[int, ...]
     swap_compiled: bool
     networks_compiled: bool
+    faces_dynamic: bool = False
 
     @property
     def face_buckets(self) -> tuple[int, ...]:
         """Faces per tick: 0, 1, 2, 4, ... up to :attr:`faces_per_call`."""
         return doubling(self.faces_per_call, start=0)
+
+    def compiled_face_counts(self, part: str) -> tuple[int | str, ...]:
+        """The face (region) counts ``part`` compiles for (the swap's parts per paste
+        window): each bucket, or for the alignment and the mesh with :attr:`faces_dynamic`
+        one and ``2+`` (any count from two up, one compiled call:
+        :mod:`livecam.analysis.gpu.dynamic_rows`)."""
+        counts = self.mesh_buckets if part == "face mesh" else self.face_buckets[1:]
+        if part not in DYNAMIC_PARTS or not self.faces_dynamic or len(counts) < 2:
+            return counts
+        return (1, DYNAMIC)
 
     @property
     def frame_buckets(self) -> tuple[int, ...]:
@@ -142,12 +163,13 @@ class ShapePlan:
         if self.networks_compiled:
             frames = (self.stack_frames, h, w, 3)
             out += [CompiledShape("face detector", (frames, b)) for b in self.frame_buckets]
-            out += [CompiledShape("face mesh", (frames, b)) for b in self.mesh_buckets]
+            out += [CompiledShape("face mesh", (frames, b))
+                    for b in self.compiled_face_counts("face mesh")]
         if self.swap_compiled:
             frames = (self.frames_per_call, h, w, 3)
             for part in ("swap alignment", "swap paste-back"):
-                out += [CompiledShape(part, (frames, b, window)) for b in self.face_buckets[1:]
-                        for window in self.windows_px]
+                out += [CompiledShape(part, (frames, b, window))
+                        for b in self.compiled_face_counts(part) for window in self.windows_px]
         out += [CompiledShape("generator", (b,)) for b in self.generator_batches]
         return tuple(out)
 
@@ -217,4 +239,5 @@ def plan_start(config: Config, *, width_px: int, height_px: int,
         windows_px=distinct_windows(windows, height_px, width_px),
         generator_batches=batches if compiled_generator else (),
         swap_compiled=cuda and gpu.compile_paste,
+        faces_dynamic=gpu.compile_dynamic_faces,
         networks_compiled=cuda and gpu.compile_networks)

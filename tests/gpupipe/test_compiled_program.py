@@ -150,3 +150,50 @@ def test_a_later_start_loads_the_parts_whole_and_pastes_the_same_frame(
     loaded = [r.getMessage() for r in caplog.records if "loaded whole" in r.getMessage()]
     assert len(loaded) == 2, caplog.text
     assert counters["stats"]["unique_graphs"] == traced
+
+
+def _rows_times(rows: TickRows, n: int) -> TickRows:
+    """``rows``' one face ``n`` times (each a real face: what a tick pads a bucket with)."""
+    def times(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else np.repeat(a, n, axis=0)
+
+    return TickRows(frame_index=times(rows.frame_index), kps=times(rows.kps),  # type: ignore[arg-type]
+                    latents=times(rows.latents), valid=times(rows.valid),  # type: ignore[arg-type]
+                    keep_xy=times(rows.keep_xy), keep_soft=times(rows.keep_soft))
+
+
+@pytest.mark.slow
+def test_with_the_face_count_dynamic_two_and_four_faces_run_one_compiled_alignment(
+        cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``gpu.compile_dynamic_faces``: the real alignment, compiled once for two faces, serves
+    4 too (issue 41: one compile a bucket made the build too long); the paste-back, whose
+    blend loops over the faces, compiles per bucket; both paste what the program as written
+    pastes."""
+    def run(compile_dir: Path | None) -> list[np.ndarray]:
+        program = build_program(cpu_engine, device="cpu", window_px=320, keep=True,
+                                compile_dir=compile_dir, dynamic_faces=True)
+        shape = SlotShape(1, HEIGHT, WIDTH, 4, program.latent_dim)
+        buffers = FrameBuffers(HEIGHT, WIDTH, 1, pinned=False)
+        out = []
+        with GpuScheduler(program, shape, "cpu") as sched:
+            for n in (2, 4, 3):
+                buffers.inputs[0].numpy()[:] = face_frame.frame_bgr
+                sched.submit(buffers.inputs, buffers.outputs,
+                             _rows_times(_tick_rows(face_frame), n))
+                assert sched.collect().fits.all()
+                out.append(buffers.outputs[0].numpy().copy())
+        return out
+
+    plain = run(None)
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+        compiled = run(tmp_path)
+    for got, want in zip(compiled, plain, strict=True):
+        assert (want != face_frame.frame_bgr).any(axis=-1).mean() > 0.05  # swapped
+        diff = np.abs(got.astype(np.int16) - want.astype(np.int16))
+        assert diff.mean() < 0.05 and (diff > 3).mean() < 1e-3, (diff.mean(), (diff > 3).mean())
+    firsts = [r.getMessage() for r in caplog.records
+              if r.getMessage().startswith("compiled the swap's")]
+    # the alignment once for 2, 4 (and 3, padded to 4) faces; the paste-back for 2 and 4
+    assert sum("alignment" in line for line in firsts) == 1, firsts
+    assert sum("paste-back" in line for line in firsts) == 2, firsts

@@ -47,13 +47,17 @@ def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
 
 
 def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
-              compile_dir: Path | None = None) -> Any:
-    """The face mesh on ``device`` in ``dtype``; compiled as :func:`load_detectors`'."""
+              compile_dir: Path | None = None, dynamic_regions: bool = False) -> Any:
+    """The face mesh on ``device`` in ``dtype``; compiled as :func:`load_detectors`', with
+    ``dynamic_regions`` once for one region and once for any count from two up
+    (:mod:`livecam.analysis.gpu.dynamic_rows`: its region index and regions, arguments 1
+    and 2 of :func:`run_mesh`'s call)."""
     from livecam.analysis.gpu.models import load_face_mesh
 
     return compiled_once(("mesh", str(models_dir), str(device), str(dtype)),
                          lambda: load_face_mesh(models_dir=models_dir).to(device, dtype),
-                         compile_dir, "face mesh", part="face mesh")
+                         compile_dir, "face mesh", part="face mesh",
+                         rows_args=(1, 2) if dynamic_regions else ())
 
 
 def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dtype,

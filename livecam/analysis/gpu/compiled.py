@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from livecam.analysis.gpu import dynamic_rows
 from livecam.analysis.gpu.precompiled import FOLDER, PrecompiledCalls
 from livecam.analysis.gpu.precompiled import available as precompiled_available
 from livecam.engines import compile_progress
@@ -74,10 +75,13 @@ class CompiledNetwork:
     Any thread may call it (the streams share one); first calls take turns. ``knob``: the
     setting that turns this compiling off (said when it fails); ``part``: what the shape plan
     calls it (:mod:`livecam.engines.compile_progress` hears each first call under it;
-    default ``name``)."""
+    default ``name``). ``rows_args``: the positions of the arguments whose first dimension
+    counts the call's rows (the faces, or a multiple of them): every count from two up runs
+    one compiled call (:mod:`livecam.analysis.gpu.dynamic_rows`); () : each shape its own."""
 
     def __init__(self, module: Any, *, cache_dir: Path, name: str,
-                 knob: str = "gpu.compile_networks", part: str = "") -> None:
+                 knob: str = "gpu.compile_networks", part: str = "",
+                 rows_args: tuple[int, ...] = ()) -> None:
         import torch
         import torch._dynamo
 
@@ -88,6 +92,8 @@ class CompiledNetwork:
         self.name = name
         self.knob = knob
         self.part = part or name
+        self.rows_args = rows_args
+        self._static_rows: set[int] = set()  # counts the dynamic call's guards refused
         self._fn = torch.compile(module, dynamic=False)
         # the call for each input signature seen: a module's call saved whole (see
         # precompiled.py), or ``_fn`` (dynamo's, which keeps its own per-shape code)
@@ -96,21 +102,34 @@ class CompiledNetwork:
             if isinstance(module, torch.nn.Module) and precompiled_available() else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        signature = _signature(args, kwargs)
+        rows = dynamic_rows.row_count(args, self.rows_args)
+        dynamic = rows >= 2 and rows not in self._static_rows
+        signature = (dynamic_rows.rows_signature(args, kwargs, self.rows_args, _signature)
+                     if dynamic else _signature(args, kwargs))
         call = self._calls.get(signature)
-        if call is not None:
+        if call is None:
+            if self._fn is self.module:
+                return self.module(*args, **kwargs)
+            with _COMPILING, inductor_dir(self.cache_dir):
+                call = self._calls.get(signature)  # another thread's, while this waited
+                if call is None:
+                    return self._first_call(signature, args, kwargs, dynamic)
+        if not dynamic:
             return call(*args, **kwargs)
-        if self._fn is self.module:
-            return self.module(*args, **kwargs)
-        with _COMPILING, inductor_dir(self.cache_dir):
-            call = self._calls.get(signature)  # another thread's first call, while this waited
-            if call is not None:
-                return call(*args, **kwargs)
-            return self._first_call(signature, args, kwargs)
+        try:
+            return call(*args, **kwargs)
+        except RuntimeError as exc:  # refused before it ran: this count compiles on its own
+            if not dynamic_rows.guard_failed(exc):
+                raise
+            log.info("the %s compiled for any count of rows does not take %d: that count "
+                     "compiles on its own", self.name, rows)
+            self._static_rows.add(rows)
+            return self(*args, **kwargs)
 
     def _first_call(self, signature: tuple[Any, ...], args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> Any:
-        """Compile (or load) this signature's call, run it, and log which it was."""
+                    kwargs: dict[str, Any], dynamic: bool = False) -> Any:
+        """Compile (or load) this signature's call, run it, and log which it was
+        (``dynamic``: compiled for any row count from two up, see ``rows_args``)."""
         from torch._dynamo.utils import counters
 
         def now() -> tuple[int, int]:  # read anew: a compile may replace the counters
@@ -124,12 +143,16 @@ class CompiledNetwork:
                      self.cache_dir)
         before = now()
         inputs = compile_progress.call_inputs(args, kwargs)
+        example = args
+        if dynamic:  # compiled from marked views; a loaded call refuses marked tensors
+            inputs = (inputs[0], dynamic_rows.DYNAMIC, *inputs[2:])
+            example = dynamic_rows.marked(args, self.rows_args)
         compile_progress.started(self.part, inputs)
         t0 = time.perf_counter()
-        saved = self._precompiled(signature, args, kwargs, shapes)
+        saved = self._precompiled(signature, example, kwargs, shapes)
         call = saved[0] if saved is not None else self._fn
         try:
-            out = call(*args, **kwargs)
+            out = call(*(args if saved is not None else example), **kwargs)
         except Exception as exc:  # any compiler failure: run it as it is
             log.warning("could not compile the %s (%s); it runs uncompiled, slower. "
                         "Set %s: false to skip trying", self.name, _reason(exc), self.knob)
@@ -187,12 +210,13 @@ def triton_install_hint() -> str:
 
 def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
                    device_type: str | None = None, knob: str = "gpu.compile_networks",
-                   part: str = "") -> Any:
+                   part: str = "", rows_args: tuple[int, ...] = ()) -> Any:
     """``module`` (a torch module, or a function of tensors on ``device_type``) compiled with
     its code cached in ``cache_dir``, or as it is when None, or when it is on CUDA and Triton
     (Inductor's GPU compiler) is not installed: said in the log. Linux wheels of torch bring
     Triton; Windows and macOS ones do not (on Windows the ``triton-windows`` package provides
-    it). ``knob``: the setting that turns this compiling off (said in those lines)."""
+    it). ``knob``: the setting that turns this compiling off (said in those lines);
+    ``part``, ``rows_args``: see :class:`CompiledNetwork`."""
     if cache_dir is None:
         return module
     device = device_type or _device_type(module)
@@ -201,7 +225,8 @@ def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
                     "which is not installed (%s), or set %s: false",
                     name, triton_install_hint(), knob)
         return module
-    return CompiledNetwork(module, cache_dir=cache_dir, name=name, knob=knob, part=part)
+    return CompiledNetwork(module, cache_dir=cache_dir, name=name, knob=knob, part=part,
+                           rows_args=rows_args)
 
 
 _KEPT: dict[tuple[Any, ...], Any] = {}
@@ -209,18 +234,20 @@ _KEPT_LOCK = threading.Lock()
 
 
 def compiled_once(key: tuple[Any, ...], make: Callable[[], Any], cache_dir: Path | None,
-                  name: str, *, part: str = "") -> Any:
+                  name: str, *, part: str = "", rows_args: tuple[int, ...] = ()) -> Any:
     """``make()`` through :func:`maybe_compiled`, made once per process for ``key`` (what
     the module is: model, settings, device, dtype): a stream's chain rebuilt by a config
     reload, or another set of streams, calls the same compiled network, whose shapes are
     compiled already, instead of tracing them again. The networks' weights never change, so
     sharing them is safe; they stay on the device until the process ends (a few MB).
-    Uncompiled (``cache_dir`` None): a new module each call, as before."""
+    Uncompiled (``cache_dir`` None): a new module each call, as before. ``part``,
+    ``rows_args``: see :class:`CompiledNetwork` (``rows_args`` is part of the key)."""
     if cache_dir is None:
         return make()
-    full = (*key, str(cache_dir))
+    full = (*key, str(cache_dir), rows_args)
     with _KEPT_LOCK:
         net = _KEPT.get(full)
         if net is None:
-            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name, part=part)
+            net = _KEPT[full] = maybe_compiled(make(), cache_dir, name, part=part,
+                                               rows_args=rows_args)
         return net

@@ -76,7 +76,9 @@ class SharedFaceNetworks:
     stream's regions per call; ``models_dir``: MediaPipe's ``modules`` folder (None: the
     installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``); ``compile_dir``: compile the
     networks (:mod:`livecam.analysis.gpu.compiled`), their code cached there (None: as they
-    are); ``refine_landmarks``: no mesh here (each stream's runs on the host).
+    are); ``refine_landmarks``: no mesh here (each stream's runs on the host);
+    ``dynamic_regions``: the compiled mesh takes any region count from two up in one
+    compiled call (:func:`~livecam.analysis.gpu.calls.load_mesh`).
     ``stack_frames``: the depth of the stacked frames (default ``n_streams``; the pipeline passes
     ``pipeline.max_streams``, so the compiled shapes do not change with the streams started);
     ``frames_per_call``: the most frames one detector call takes (default the depth; more
@@ -89,7 +91,8 @@ class SharedFaceNetworks:
                  precision: str = "fp16", max_rois: int = 8, use_graphs: bool = True,
                  models_dir: str | Path | None = None,
                  compile_dir: Path | None = None, stack_frames: int | None = None,
-                 frames_per_call: int | None = None, refine_landmarks: bool = False) -> None:
+                 frames_per_call: int | None = None, refine_landmarks: bool = False,
+                 dynamic_regions: bool = False) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -104,6 +107,7 @@ class SharedFaceNetworks:
         self.precision = precision if self.cuda else "fp32"
         self.max_rois = max(1, max_rois)
         self.refine_landmarks = refine_landmarks
+        self.dynamic_regions = dynamic_regions
         self.max_mesh = min(MAX_MESH_BATCH, self.frames_per_call * self.max_rois)
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
@@ -171,7 +175,8 @@ class SharedFaceNetworks:
                                          dtype=dtype, compile_dir=self.compile_dir)
         if not self.refine_landmarks:
             self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
-                                   compile_dir=self.compile_dir)
+                                   compile_dir=self.compile_dir,
+                                   dynamic_regions=self.dynamic_regions)
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
             self._side = new_stream(self.device, urgent=True)
