@@ -72,8 +72,13 @@ class NetworkSource:
 
         url = self._url
         wait = ("no sender connected" if url.listen else "no stream arrived")
+        options = {**_LOW_LATENCY, **url.options}
+        if "rtsp_flags" in options:
+            # FFmpeg's RTSP listener fails at once (ERANGE) with its default of no limit; ours
+            # ends first (the timeout below), so a wait reads as nobody sending, not a fault
+            options["listen_timeout"] = str(round(self._timeout_s) + 5)
         try:
-            container = av.open(url.url, mode="r", options={**_LOW_LATENCY, **url.options},
+            container = av.open(url.url, mode="r", options=options,
                                 timeout=(self._timeout_s, self._timeout_s))
         except av.ExitError:
             error = NoSenderYet if url.listen else CaptureError

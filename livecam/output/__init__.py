@@ -10,8 +10,8 @@ from livecam.core.errors import UsageError
 from livecam.core.netstreams import url_problem
 from livecam.output.base import FrameSink, GuiSink
 
-OUTPUT_HELP = ("virtualcam | file:PATH.mp4 | window | null | rtmp://… | rtsp://… | srt://… | "
-               "udp://… (H.264 to a network server or address)")
+OUTPUT_HELP = ("virtualcam | file:PATH.mp4 | window | null | rtmp://… | srt://… | udp://… "
+               "(H.264 to a network server or address)")
 
 #: how long a network output waits for its server (the check at open, each write)
 NETWORK_TIMEOUT_S = 5.0

@@ -1,5 +1,6 @@
-"""Network video outputs through PyAV (FFmpeg): ``rtmp://`` (FLV), ``rtsp://`` (publish to an
-RTSP server), ``srt://`` and ``udp://`` (MPEG-TS).
+"""Network video outputs through PyAV (FFmpeg): ``rtmp://`` (FLV), ``srt://`` and ``udp://``
+(MPEG-TS). Not ``rtsp://``: FFmpeg's RTSP muxer takes no write timeout behind the fifo (below),
+so a hung RTSP server could hold the run's end for ever.
 
 Frames are H.264 (x264, ``zerolatency``: no frame held back) with a keyframe every second, so a
 viewer that joins or a link that comes back waits at most a second for a picture. The muxer
@@ -26,11 +27,10 @@ from livecam.core.types import ImageBGR
 log = logging.getLogger(__name__)
 
 #: URL schemes ``--output`` writes through FFmpeg, with the muxer each carries
-OUTPUT_MUXERS = {"rtmp": "flv", "rtmps": "flv", "rtsp": "rtsp", "srt": "mpegts",
-                 "udp": "mpegts"}
+OUTPUT_MUXERS = {"rtmp": "flv", "rtmps": "flv", "srt": "mpegts", "udp": "mpegts"}
 
 #: the port a server listens on when the URL names none
-_DEFAULT_PORTS = {"rtmp": 1935, "rtmps": 443, "rtsp": 554}
+_DEFAULT_PORTS = {"rtmp": 1935, "rtmps": 443}
 
 #: seconds between keyframes: the longest a joining viewer waits for a picture
 KEYFRAME_INTERVAL_S = 1.0
@@ -43,7 +43,7 @@ class NetworkSink:
     """Encodes frames as H.264 and sends them to ``url`` (see the module docstring).
 
     ``open`` checks what it can in at most ``timeout_s``: that this FFmpeg has the protocol
-    and, for a server reached over TCP (RTMP, RTSP), that the server accepts a connection; it
+    and, for an RTMP server (reached over TCP), that it accepts a connection; it
     raises :class:`OutputError` with one line otherwise. After that, the network never makes
     ``send`` wait: the connection is made, lost and made again on FFmpeg's thread, and frames
     sent while it is down are dropped. ``timeout_s`` also bounds each network write and the
@@ -66,11 +66,11 @@ class NetworkSink:
         if width % 2 or height % 2:
             raise OutputError(f"output {url.shown} needs an even size for H.264, got "
                               f"{width}x{height}: set output.width/output.height")
-        if url.listen and url.scheme not in ("srt", "udp"):  # rtmp/rtsp ?listen=1
+        if url.listen and url.scheme not in ("srt", "udp"):  # rtmp ?listen=1
             raise OutputError(f"output {url.shown}: livecam sends to a server; listener mode "
                               "is for inputs (use srt://…?mode=listener, or an RTMP server "
                               "such as MediaMTX or nginx-rtmp)")
-        if url.scheme != "rtsp" and not protocol_available(url.scheme):
+        if not protocol_available(url.scheme):
             raise OutputError(f"output {url.shown}: {missing_protocol(url.scheme)}")
         self._check_server()
         target = url.url

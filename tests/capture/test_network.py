@@ -8,9 +8,13 @@ RTMP against a real server (FFmpeg's own ``listen=1`` stands in for one).
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +194,63 @@ def test_udp_mpegts_round_trip_keeps_the_frames_in_order() -> None:
     indices = [i for i in got if i is not None]
     assert len(indices) >= 25, got  # a frame's code may blur, most must read back
     assert indices == sorted(indices) and len(set(indices)) == len(indices)
+
+
+@pytest.mark.parametrize("side", ["input", "output"])
+def test_livecam_run_with_a_dead_server_exits_with_one_line(side: str, tmp_path: Path) -> None:
+    """Through the command a user runs: the line names the URL (not its key) and what to do."""
+    url = f"rtmp://127.0.0.1:{free_port()}/live/streamkey"
+    pair = (["--input", url, "--output", "null"] if side == "input"
+            else ["--input", "synthetic", "--output", url])
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "c"), XDG_DATA_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "livecam.cli", "run", *pair, "--set",
+                           "control.hotkeys=false", "--set", "control.api=false"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"livecam: error: {side} rtmp://127.0.0.1:"), lines
+    assert "Connection refused" in lines[0] and "check the URL" in lines[0]
+    assert "streamkey" not in lines[0]
+
+
+_PUBLISH_RTSP = """
+import sys, time, av
+from tests.capture.test_network import SIZE, coded
+for _ in range(100):  # retried while nobody listens yet
+    try:
+        with av.open(sys.argv[1], "w", format="rtsp") as out:
+            stream = out.add_stream("libx264", rate=30)
+            stream.width, stream.height, stream.pix_fmt = *SIZE, "yuv420p"
+            stream.options = {"preset": "ultrafast", "tune": "zerolatency", "g": "15"}
+            for k in range(3000):
+                out.mux(stream.encode(av.VideoFrame.from_ndarray(coded(k), format="bgr24")))
+                time.sleep(1 / 30)  # a camera's pace
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.1)
+"""
+
+
+def test_rtsp_listener_takes_a_publisher() -> None:
+    """A publisher (ffmpeg, OBS; here PyAV in another process) ANNOUNCEs to livecam's
+    `rtsp://…?listen=1`. The listener failed at once (ERANGE) before livecam gave it a listen
+    timeout. (In one process the two sides deadlock: PyAV's RTSP muxer waits for the answer
+    holding the GIL, which the listener's timeout check needs.)"""
+    port = free_port()
+    source = NetworkSource(url=f"rtsp://127.0.0.1:{port}/cam?listen=1", timeout_s=20,
+                           fps_fallback=30, size_px=SIZE, max_pixels=10**8)
+    publisher = subprocess.Popen([sys.executable, "-c", _PUBLISH_RTSP,
+                                  f"rtsp://127.0.0.1:{port}/cam"],
+                                 cwd=Path(__file__).parents[2], stderr=subprocess.DEVNULL)
+    got: list[int | None] = []
+    try:
+        source.open()
+        while len(got) < 20:
+            got.append(read_code(source.read(), bits=12, box_xyxy=CODE_BOX))
+    finally:
+        source.close()
+        publisher.kill()
+        publisher.wait(30)
+    assert source.size_px == SIZE
+    indices = [i for i in got if i is not None]
+    assert len(indices) >= 15 and indices == sorted(indices), got
