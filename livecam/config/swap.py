@@ -31,6 +31,22 @@ class SwapConfig:
                               "follows local light more closely but lets more of the target's "
                               "own look through (the identity judge: 1.0 scores best, "
                               "docs/classic-swap.md).", range=(0.02, 1.0))
+    relight: float = knob(0.0, "Relighting (colour lab): the live face's shading (a lamp to "
+                          "one side, a shadowed cheek) replaces the source photo's own, "
+                          "following it at this blur size, as a fraction of the face width "
+                          "(0.3-0.5); 0: off, the lightness follows colour_blur. Off by "
+                          "default: it matches the light better but the identity judge then "
+                          "finds the swap nearer the live person (docs/classic-swap.md).",
+                          range=(0.0, 1.0))
+    colour_smoothing: float = knob(0.75, "Colour lab: how much of a tracked face's colour "
+                                   "match carries over from the frames before (a short "
+                                   "moving average per face, restarted for another "
+                                   "identity): sensor noise and the mesh's jitter then do "
+                                   "not make the swapped face's colour flicker. 0 matches "
+                                   "every frame afresh; higher is steadier but follows a "
+                                   "change of light later (0.75: 90 % of a change after 8 "
+                                   "frames).",
+                                   range=(0.0, 0.9))
     feather: float = knob(0.03, "Width of the soft mask edge, as a fraction of the face width. "
                           "Wider hides the seam better but shows more of the target around the "
                           "edge.", range=(0.0, 0.5))

@@ -93,7 +93,8 @@ class ClassicFaceSwapper:
 
     def swap_into(self, out_bgr: ImageBGR, target_bgr: ImageBGR, source: SourceFace,
                   landmarks_xy: FloatArray, landmarks_z: FloatArray,
-                  neutral_xyz: npt.NDArray[np.float64] | None = None) -> FaceSwapInfo:
+                  neutral_xyz: npt.NDArray[np.float64] | None = None,
+                  colour_memory: colour.ColourMemory | None = None) -> FaceSwapInfo:
         """Swap ``source`` onto the face with ``landmarks_xy`` (468+, 2) / ``landmarks_z``.
 
         Reads the live picture from ``target_bgr`` and writes only ``out_bgr`` (same shape; it
@@ -102,6 +103,8 @@ class ClassicFaceSwapper:
         stage draws the cover there first (``swap.unswappable``), or leaves the real face.
         ``neutral_xyz`` (468, 3) is the tracked face's neutral shape in this frame's pose
         (:class:`~livecam.swap.shape.NeutralShape`); without it (a photo) the face itself is.
+        ``colour_memory`` is the tracked face's colour match over time (``swap.colour_smoothing``);
+        without it (a photo, an untracked face) each call matches on its own.
         """
         cfg = self.config
         live_xy = landmarks_xy[:468]
@@ -143,7 +146,8 @@ class ClassicFaceSwapper:
             glasses = accessories.glasses_alpha(dark, live_xy, (x1, y1))
             # out_bgr may be target_bgr itself: keep the live glasses' pixels before pasting
             live_box = target_box.copy() if glasses is not None else target_box
-        face = self._colour(warp, target_box, skin, outer, cut, face_w, size)
+        face = self._colour(warp, target_box, skin, outer, cut, face_w, size,
+                            colour_memory, source.photo_sha256, live_xy)
         if cfg.match_sharpness:
             shown = np.asarray(cv2.resize(skin, size, interpolation=cv2.INTER_NEAREST)) > 0
             face, _gain = sharpness.match_sharpness(face, target_box, shown)
@@ -263,11 +267,14 @@ class ClassicFaceSwapper:
 
     def _colour(self, warp: WarpResult, target_box: ImageBGR, skin: npt.NDArray[np.uint8],
                 outer: npt.NDArray[np.uint8], cut: npt.NDArray[np.uint8] | None, face_w: float,
-                size: tuple[int, int]) -> ImageBGR:
+                size: tuple[int, int], memory: colour.ColourMemory | None = None,
+                source_key: str = "", live_xy: FloatArray | None = None) -> ImageBGR:
         """The warped face, colour matched, (h, w, 3) uint8 over the box. ``skin`` is the
         coarse mask the statistics use (kept eyes and mouth cut out), ``outer`` the mask the
         face is blended with (its edge is where the colours must meet), ``cut`` the forehead
-        cut off (its straight edge across the brightest skin needs a wider local match)."""
+        cut off (its straight edge across the brightest skin needs a wider local match).
+        ``memory`` smooths the lab match over frames (``source_key``: the source photo;
+        ``live_xy``: the live face's mesh, which the past match is moved with)."""
         cfg = self.config
         warped = warp.warped_bgr
         if cfg.colour == "none":
@@ -299,7 +306,15 @@ class ClassicFaceSwapper:
         tgt_lab = np.asarray(cv2.cvtColor(small_tgt, cv2.COLOR_BGR2LAB), np.float32)
         scale, bias = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,
                                           edge_blur_px=_EDGE_BLUR * face_w / warp.step_px,
-                                          edge_weight=edge_weight)
+                                          edge_weight=edge_weight,
+                                          relight_blur_px=cfg.relight * face_w / warp.step_px)
+        if memory is not None and live_xy is not None:
+            x1, y1 = warp.box_xyxy[:2]
+            centre = live_xy.mean(axis=0)
+            scale, bias = memory.smooth(
+                source_key, scale, bias, 1.0 - cfg.colour_smoothing,
+                grid=(float(x1), float(y1), float(warp.step_px)),
+                anchor=(float(centre[0]), float(centre[1]), float(geometry.face_width_px(live_xy))))
         bias_full = np.asarray(cv2.resize(bias, size, interpolation=cv2.INTER_LINEAR),
                                np.float32)
         return colour.apply_lab_transfer(warped, scale, bias_full)

@@ -38,6 +38,9 @@ _MIN_GAIN, _MAX_GAIN = 0.25, 4.0
 # (its features) is kept within +-25 %, its colour detail may shrink a lot on a pale live face.
 _SCALE_MIN = np.array([0.8, 0.1, 0.1], np.float32)
 _SCALE_MAX = np.array([1.25, 1.25, 1.25], np.float32)
+# relighting: the most (8-bit Lab L units, 255 = white) the live face's shading may move the
+# source's lightness from the broad match, either way
+_RELIGHT_MAX_L = 40.0
 # skin_weight: how far (in robust spreads) from the face's typical colour a pixel stops being
 # skin, the spreads' floor (8-bit Lab units) and the axes' weights (L, a, b)
 _SKIN_FAR = 3.5
@@ -105,7 +108,9 @@ def _local_mean(image: FloatArray, weight: FloatArray, ksize: int,
     num = image * weight[:, :, None]
     den = weight
     for _ in range(2):  # two box passes: about a Gaussian
-        num = np.asarray(cv2.blur(num, size, borderType=cv2.BORDER_REPLICATE), np.float32)
+        # reshaped: OpenCV returns a one-channel image as (h, w)
+        num = np.asarray(cv2.blur(num, size, borderType=cv2.BORDER_REPLICATE),
+                         np.float32).reshape(image.shape)
         den = np.asarray(cv2.blur(den, size, borderType=cv2.BORDER_REPLICATE), np.float32)
     eps = 1e-3
     return np.asarray((num + eps * fallback) / (den[:, :, None] + eps), np.float32)
@@ -128,7 +133,7 @@ def skin_weight(lab: FloatArray, weight: FloatArray) -> FloatArray:
 
 def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatArray, *,
                  blur_px: float, edge_blur_px: float, edge_weight: FloatArray,
-                 ) -> tuple[FloatArray, FloatArray]:
+                 relight_blur_px: float = 0.0) -> tuple[FloatArray, FloatArray]:
     """Per-channel ``scale`` (3,) and per-pixel ``bias`` (h, w, 3) float32 such that
     ``source * scale + bias`` has the target's low frequencies and its amount of colour detail.
 
@@ -142,6 +147,11 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     the means are the global ones. Each side's hair, beard or background under the mask
     (:func:`skin_weight`) is left out of its own means: the live face's hair at the mask's edge
     would otherwise darken the swapped skin there, and move with every landmark's jitter.
+
+    ``relight_blur_px`` > 0 relights: the lightness's local means use that (smaller) blur, so
+    the live face's shading (a lamp to one side, a shadowed cheek) replaces the source photo's
+    own, while the colour (a, b) keeps the broad match. The shading moved is bounded
+    (``_RELIGHT_MAX_L``), so a dark, noisy corner cannot pull the face black.
     """
     w_src, w_tgt = skin_weight(source_lab, weight), skin_weight(target_lab, weight)
     sel_src, sel_tgt = w_src > 0.5, w_tgt > 0.5
@@ -158,11 +168,81 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     spread_src = (source_lab - src_broad)[sel_src].std(axis=0)
     spread_tgt = (target_lab - tgt_broad)[sel_tgt].std(axis=0)
     scale = np.clip((spread_tgt + 1.0) / (spread_src + 1.0), _SCALE_MIN, _SCALE_MAX)
+    if relight_blur_px > 0.0:
+        tgt_broad = _relit_means(source_lab, target_lab, w_src, w_tgt, src_broad, tgt_broad,
+                                 float(scale[0]), max(3, round(relight_blur_px)))
     w = edge_weight[:, :, None]
     src_mean = src_broad * (1.0 - w) + src_edge * w
     tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
     bias = tgt_mean - src_mean * scale
     return scale.astype(np.float32), np.asarray(bias, np.float32)
+
+
+def _relit_means(source_lab: FloatArray, target_lab: FloatArray, w_src: FloatArray,
+                 w_tgt: FloatArray, src_broad: FloatArray, tgt_broad: FloatArray,
+                 scale_l: float, ksize: int) -> FloatArray:
+    """The target's broad local means with the shading difference at ``ksize`` added to their
+    lightness (bounded to +-``_RELIGHT_MAX_L``): with them, the source's lightness takes the
+    live face's local means at ``ksize`` in place of its own."""
+    src_l = _local_mean(source_lab[:, :, :1], w_src, ksize, src_broad[0, 0, :1])[:, :, 0]
+    tgt_l = _local_mean(target_lab[:, :, :1], w_tgt, ksize, tgt_broad[0, 0, :1])[:, :, 0]
+    # the live face's shading minus the source photo's, each around its broad mean
+    shading = (tgt_l - tgt_broad[:, :, 0]) - (src_l - src_broad[:, :, 0]) * scale_l
+    np.clip(shading, -_RELIGHT_MAX_L, _RELIGHT_MAX_L, out=shading)
+    tgt = tgt_broad.copy()
+    tgt[:, :, 0] += shading
+    return tgt
+
+
+class ColourMemory:
+    """One tracked face's colour match over time: a short exponential moving average of the
+    lab transfer's ``scale`` and ``bias`` (:func:`lab_transfer`), so that sensor noise and the
+    mesh's jitter, which move the statistics a little every frame, do not make the swapped
+    face flicker. ``bias`` lives on the face box's coarse grid, which moves with the face in
+    whole grid steps: the past bias is moved with the face (its centre and width) onto this
+    frame's grid before they are averaged. Starts again for another source photo (an identity
+    switch). One per track; only the pipeline thread uses it."""
+
+    def __init__(self) -> None:
+        self._key: str | None = None
+        self._scale: FloatArray | None = None
+        self._bias: FloatArray | None = None
+        self._grid = (0.0, 0.0, 1.0)  # x1, y1, step of the past bias's grid (frame px)
+        self._anchor = (0.0, 0.0, 1.0)  # the face's centre x, y and width then (frame px)
+
+    def smooth(self, key: str, scale: FloatArray, bias: FloatArray, new_weight: float, *,
+               grid: tuple[float, float, float], anchor: tuple[float, float, float],
+               ) -> tuple[FloatArray, FloatArray]:
+        """``(scale, bias)`` averaged with the past ones: ``new_weight`` (0, 1] is this
+        frame's share (1: no smoothing). ``key`` names the source photo; another key starts
+        over. ``grid`` is (x1, y1, step) of ``bias``'s coarse grid: coarse point (i, j) sits at
+        frame pixel ``(x1 + (j + 0.5) * step - 0.5, y1 + (i + 0.5) * step - 0.5)``; ``anchor``
+        is the face's centre (x, y) and width in frame pixels."""
+        past_scale, past_bias = self._scale, self._bias
+        past_grid, past_anchor = self._grid, self._anchor
+        self._grid, self._anchor = grid, anchor
+        if self._key != key or past_scale is None or past_bias is None or new_weight >= 1.0:
+            self._key, self._scale, self._bias = key, scale, bias
+            return scale, bias
+        # this grid's points -> the past grid's (coarse units), following the face
+        x1, y1, step = grid
+        px1, py1, pstep = past_grid
+        cx, cy, width = anchor
+        pcx, pcy, pwidth = past_anchor
+        r = pwidth / max(width, 1e-3)
+        a = step * r / pstep
+        bx = (pcx + (x1 + 0.5 * step - 0.5 - cx) * r - px1 + 0.5) / pstep - 0.5
+        by = (pcy + (y1 + 0.5 * step - 0.5 - cy) * r - py1 + 0.5) / pstep - 0.5
+        to_past = np.array([[a, 0.0, bx], [0.0, a, by]], np.float32)
+        moved = np.asarray(cv2.warpAffine(past_bias, to_past, (bias.shape[1], bias.shape[0]),
+                                          flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                          borderMode=cv2.BORDER_REPLICATE),
+                           np.float32).reshape(bias.shape)
+        keep = 1.0 - new_weight
+        out_scale = np.asarray(scale * new_weight + past_scale * keep, np.float32)
+        out_bias = np.asarray(cv2.addWeighted(bias, new_weight, moved, keep, 0.0), np.float32)
+        self._scale, self._bias = out_scale, out_bias
+        return out_scale, out_bias
 
 
 def apply_lab_transfer(image_bgr: ImageBGR, scale: FloatArray, bias: FloatArray) -> ImageBGR:

@@ -32,6 +32,7 @@ from livecam.core.types import Packet, Unswappable, WithheldFaces
 from livecam.identity.model import Identity, IdentitySource
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
+from livecam.swap.colour import ColourMemory
 from livecam.swap.cover import FaceCover
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.prepared import PreparedIdentities
@@ -78,6 +79,7 @@ class ClassicSwapStage(StageBase):
         self._assigner = IdentityAssigner(config.assign)
         # track id -> its neutral shape, for the shape transfer (faces seen in the last frame)
         self._neutral: dict[int, NeutralShape] = {}
+        self._colour_memory: dict[int, ColourMemory] = {}
         self.cover = FaceCover.from_config(config)
         self.last_infos: tuple[FaceSwapInfo, ...] = ()
         #: the faces covered in the latest frame (withheld by analysis or by this stage)
@@ -127,10 +129,18 @@ class ClassicSwapStage(StageBase):
             return None
         return self._neutral.setdefault(int(track_id), NeutralShape()).update(as_xyz(xy, z))
 
+    def _colour_memory_of(self, track_id: int) -> ColourMemory | None:
+        """The tracked face's colour match over time (None: untracked face)."""
+        if track_id < 0 or self.config.colour_smoothing <= 0.0:
+            return None
+        return self._colour_memory.setdefault(int(track_id), ColourMemory())
+
     def _forget_neutral(self, *track_ids: np.ndarray) -> None:
         present = {int(t) for ids in track_ids for t in ids}
         for gone in [t for t in self._neutral if t not in present]:
             del self._neutral[gone]
+        for gone in [t for t in self._colour_memory if t not in present]:
+            del self._colour_memory[gone]
 
     def process(self, packet: Packet) -> Packet:
         if self._swapper is None:
@@ -186,8 +196,10 @@ class ClassicSwapStage(StageBase):
         for i, source, fade in plan:
             xy = faces.landmarks_xy[i]
             z = faces.landmarks_z[i] if has_z else np.zeros(len(xy), np.float32)
+            track = int(faces.track_ids[i])
             info = self._swapper.swap_into(out, target, source, xy, z,
-                                           self._neutral_of(faces.track_ids[i], xy, z))
+                                           self._neutral_of(track, xy, z),
+                                           self._colour_memory_of(track))
             infos.append(info)
             if not info.swapped and fade > 0.0:
                 failed.append(i)
