@@ -57,6 +57,7 @@ from livecam.analysis.observations import (
     mesh_observation,
     overlaps,
 )
+from livecam.analysis.occlusion import PartlyHidden
 from livecam.analysis.roi import (
     Roi,
     box_from_landmarks,
@@ -118,6 +119,7 @@ class FaceFollower:
         self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
         self._edges = edges.EdgeMemory()
+        self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
@@ -168,6 +170,13 @@ class FaceFollower:
         t2 = time.perf_counter_ns()
         timings["track"] = (t2 - t1) / 1e6
         faces, withheld = self._assemble(obs, result, gap / self.fps, size, index, weak)
+        hid = self._partly_hidden.update(faces, whole, set(self._scores))
+        if hid:  # covered, so no swap is painted on what hides them (occlusion.py)
+            keep = np.ones(len(faces), bool)
+            keep[hid] = False
+            withheld = WithheldFaces.concat([
+                withheld, WithheldFaces.from_faces(faces[~keep], Unswappable.NO_MESH)])
+            faces = faces[keep]
         if at_edge:  # covered, never tracked (livecam.analysis.edges)
             withheld = WithheldFaces.concat([withheld, as_withheld(at_edge)])
         t3 = time.perf_counter_ns()
