@@ -36,3 +36,37 @@ def test_a_detector_that_fails_to_load_fails_open() -> None:
     with pytest.raises(RuntimeError, match="model file damaged"):
         background.open()
     assert background._thread is None
+
+
+def test_close_does_not_wait_for_a_search_in_progress() -> None:
+    """Issue 39 item 15: close joined the worker, whose search (at nice +10) waited up to
+    0.64 s for a core on a saturated machine, all of it inside a SIGTERM's stop. Now close
+    returns while the search runs and the worker closes the detector when it ends. The
+    real detector, held inside its search by a gate (a search that is still running,
+    deterministically, whatever the host's speed)."""
+    import threading
+
+    import numpy as np
+
+    entered, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    class Gated(BlazeFaceDetector):
+        def search(self, image_bgr, *, all_tiles=False):  # type: ignore[no-untyped-def]
+            entered.set()
+            release.wait(60)
+            return super().search(image_bgr, all_tiles=all_tiles)
+
+        def close(self) -> None:
+            super().close()
+            closed.set()
+
+    background = BackgroundDetector(Gated())
+    background.open()
+    try:
+        assert background.submit(0, np.zeros((240, 320, 3), np.uint8))
+        assert entered.wait(60)
+        background.close()  # before: blocked here until the search ended
+        assert not closed.is_set()  # the search still runs: its detector stays open
+    finally:
+        release.set()
+    assert closed.wait(60), "the worker did not close the detector after its search"
