@@ -12,6 +12,8 @@ distinct frame from pixels. Speed is printed, not asserted (a loaded 2-core host
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,6 +272,19 @@ async def _control_session(server: Server, frames: list[np.ndarray]
                 image = await client.received(timeout_s=60)
                 assert image is not None
                 after.append(image)
+
+        def ctl(user: str, *args: str) -> subprocess.CompletedProcess[str]:
+            env = dict(server.env, LIVECAM_REMOTE_TOKEN=server.tokens[user])
+            return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--session",
+                                   base, *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+
+        done = await asyncio.to_thread(ctl, "bob", "bypass", "off")
+        codes["ctl bob"] = done.returncode
+        assert "404" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        codes["ctl alice"] = (await asyncio.to_thread(ctl, "alice", "bypass", "off")).returncode
+        while "bypass off" not in (await asyncio.to_thread(ctl, "alice", "status")).stdout:
+            await asyncio.sleep(0.1)  # taken at the stream's next frame
     finally:
         stop.set()
         pumping.cancel()
@@ -280,11 +295,13 @@ async def _control_session(server: Server, frames: list[np.ndarray]
 def test_a_session_is_controlled_on_its_location_by_its_own_user_only(
         server: Server, clip: tuple[list[np.ndarray], list[Any]]) -> None:
     """Bypass asked on the session's Location with alice's token reaches her stream (her real
-    face comes back: what bypass means); bob's token sees and controls nothing there."""
+    face comes back: what bypass means); bob's token sees and controls nothing there, through
+    the routes and through `livecam ctl --session`, which turns bypass off again."""
     frames, truth = clip
     codes, state, after = asyncio.run(_control_session(server, frames))
     assert codes == {"bob sees": 404, "bob bypasses": 404, "alice sees": 200,
-                     "unknown identity": 404, "bad command": 400, "alice bypasses": 200}, codes
+                     "unknown identity": 404, "bad command": 400, "alice bypasses": 200,
+                     "ctl bob": 1, "ctl alice": 0}, codes
     assert state["bypass"] is True and state["user"] == "alice"
     report = judge(frames, truth, after)
     print(f"after bypass: faces judged {report.faces_judged}, shown real {report.leaks_counted}")
