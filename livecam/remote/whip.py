@@ -3,6 +3,8 @@
     POST   /whip     Content-Type: application/sdp, Authorization: Bearer TOKEN, body: the offer
                      -> 201 Created, Location: /whip/ID, Content-Type: application/sdp, the answer
     DELETE /whip/ID  the same user's token -> 200: the session ends, its stream is removed
+    GET /whip/ID, POST /whip/ID/command: the session's own state and controls
+                     (:mod:`livecam.remote.session_api`)
 
 The token is checked before anything else (401 with ``WWW-Authenticate: Bearer``, nothing read
 and no media), then the offer rate (429), the number of sessions (503), the content type
@@ -45,6 +47,7 @@ from livecam.core.errors import ConfigError
 from livecam.pipeline.streams import StreamSet
 from livecam.remote.media import SessionSink, SessionSource, make_swapped_track
 from livecam.remote.metrics import SessionStats
+from livecam.remote.session_api import add_routes
 from livecam.remote.tokens import TokenStore
 
 log = logging.getLogger(__name__)
@@ -135,7 +138,21 @@ class WhipServer:
         app.router.add_delete("/whip/{session}", self._delete)
         app.router.add_route("OPTIONS", "/whip", _preflight)
         app.router.add_route("OPTIONS", "/whip/{session}", _preflight)
+        add_routes(app, self)  # the session's own status and commands
         return app
+
+    @property
+    def identity_names(self) -> tuple[str, ...]:
+        """The server library's identities a session may select."""
+        return self._identities
+
+    def stream_app(self, session: Session) -> Any:
+        """The session's stream (an App), None before its first frame or after its end."""
+        return None if session.stream is None else self._streams.targets().get(session.stream)
+
+    def user_of(self, request: web.Request) -> str:
+        """The user whose token ``request`` carries; 401 without a known one."""
+        return self._user(request)
 
     def _user(self, request: web.Request) -> str:
         auth = request.headers.get("Authorization", "")
@@ -335,7 +352,7 @@ class WhipServer:
 #: Browsers' WHIP clients post from their page's origin: any origin may ask (the token, not
 #: the origin, is what lets an offer in), and may read the Location of the answer.
 _CORS = {"Access-Control-Allow-Origin": "*",
-         "Access-Control-Allow-Methods": "POST, DELETE, OPTIONS",
+         "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
          "Access-Control-Allow-Headers": "Authorization, Content-Type",
          "Access-Control-Expose-Headers": "Location"}
 

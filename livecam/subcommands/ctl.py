@@ -49,6 +49,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="act on stream K only (0 = the first --input/--output pair) when "
                    "livecam runs several; without it a command goes to every stream and "
                    "status shows stream 0 and a line per stream")
+    p.add_argument("--session", metavar="LOCATION",
+                   help="act on one `livecam serve` WHIP session instead (its Location, "
+                   "http(s)://HOST:PORT/whip/ID) with that session's WHIP token: status, "
+                   "select NAME and bypass only")
+    p.add_argument("--session-token-file", metavar="FILE",
+                   help="the session's WHIP token (default: LIVECAM_REMOTE_TOKEN)")
     acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     acts.required = True
     acts.add_parser("status", help="fps, latency, identity, tracks, backend")
@@ -153,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
     from livecam.control.auth import read_token, token_path
     from livecam.core.errors import UsageError
 
+    if getattr(args, "session", None):
+        from livecam.subcommands.ctl_session import run_session
+
+        return run_session(args)
     config = load_config(args.config, overrides_of(args))
     base = checked_base(args.url or base_url(config.control.api_address))
     token = read_token(Path(args.token_file) if args.token_file

@@ -12,6 +12,8 @@ distinct frame from pixels. Speed is printed, not asserted (a loaded 2-core host
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,3 +220,89 @@ def test_an_offer_flood_is_capped_and_the_server_still_answers(server: Server) -
         time.sleep(0.2)
     assert status == 201 and location is not None
     assert _delete(server, location, server.tokens["alice"]) == 200
+
+
+async def _control_session(server: Server, frames: list[np.ndarray]
+                           ) -> tuple[dict[str, int], dict[str, Any], list[np.ndarray]]:
+    """Alice's session, controlled on its Location: (status codes of the probes, alice's
+    state after bypass, the frames received once the server said bypass is on)."""
+    feed = FrameFeed(fps=30.0)
+    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60)
+    stop = asyncio.Event()
+
+    async def pump() -> None:
+        k = 0
+        while not stop.is_set():
+            feed.put(frames[k % len(frames)])
+            k += 1
+            await asyncio.sleep(1 / 30)
+
+    def auth(user: str) -> dict[str, str]:
+        return {"Authorization": "Bearer " + server.tokens[user]}
+
+    pumping = asyncio.ensure_future(pump())
+    codes: dict[str, int] = {}
+    after: list[np.ndarray] = []
+    try:
+        await client.connect()
+        assert client.location is not None
+        base = client.location  # absolute, as the client resolved it
+        while read_index(await client.received(timeout_s=60)) is None:
+            pass  # until the session's stream runs (the first swapped frame)
+        async with aiohttp.ClientSession() as http:
+            async def call(user: str, body: dict[str, Any] | None = None) -> Any:
+                if body is None:
+                    resp = await http.get(base, headers=auth(user))
+                else:
+                    resp = await http.post(base + "/command", json=body, headers=auth(user))
+                async with resp:
+                    return resp.status, (await resp.json() if resp.status == 200 else None)
+
+            codes["bob sees"] = (await call("bob"))[0]
+            codes["bob bypasses"] = (await call("bob", {"command": "bypass", "on": True}))[0]
+            codes["alice sees"], mine = await call("alice")
+            assert mine["identity"] == "astro" and mine["bypass"] is False, mine
+            codes["unknown identity"] = (await call("alice", {"command": "select",
+                                                              "identity": "nobody"}))[0]
+            codes["bad command"] = (await call("alice", {"command": "explode"}))[0]
+            codes["alice bypasses"] = (await call("alice", {"command": "bypass", "on": True}))[0]
+            while not (state := (await call("alice"))[1])["bypass"]:
+                await asyncio.sleep(0.1)
+            while len(after) < 45:
+                image = await client.received(timeout_s=60)
+                assert image is not None
+                after.append(image)
+
+        def ctl(user: str, *args: str) -> subprocess.CompletedProcess[str]:
+            env = dict(server.env, LIVECAM_REMOTE_TOKEN=server.tokens[user])
+            return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--session",
+                                   base, *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+
+        done = await asyncio.to_thread(ctl, "bob", "bypass", "off")
+        codes["ctl bob"] = done.returncode
+        assert "404" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        codes["ctl alice"] = (await asyncio.to_thread(ctl, "alice", "bypass", "off")).returncode
+        while "bypass off" not in (await asyncio.to_thread(ctl, "alice", "status")).stdout:
+            await asyncio.sleep(0.1)  # taken at the stream's next frame
+    finally:
+        stop.set()
+        pumping.cancel()
+        await client.close()
+    return codes, state, after
+
+
+def test_a_session_is_controlled_on_its_location_by_its_own_user_only(
+        server: Server, clip: tuple[list[np.ndarray], list[Any]]) -> None:
+    """Bypass asked on the session's Location with alice's token reaches her stream (her real
+    face comes back: what bypass means); bob's token sees and controls nothing there, through
+    the routes and through `livecam ctl --session`, which turns bypass off again."""
+    frames, truth = clip
+    codes, state, after = asyncio.run(_control_session(server, frames))
+    assert codes == {"bob sees": 404, "bob bypasses": 404, "alice sees": 200,
+                     "unknown identity": 404, "bad command": 400, "alice bypasses": 200,
+                     "ctl bob": 1, "ctl alice": 0}, codes
+    assert state["bypass"] is True and state["user"] == "alice"
+    report = judge(frames, truth, after)
+    print(f"after bypass: faces judged {report.faces_judged}, shown real {report.leaks_counted}")
+    assert report.faces_judged > 0 and report.leaks_counted > 0  # bypass shows the real face
