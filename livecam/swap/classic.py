@@ -41,6 +41,9 @@ _GRID_CELLS = 80  # warp grid cells across the face width (at least swap.grid_st
 _EDGE_BLUR = 0.15
 _EDGE_BAND = 0.08
 _CUT_BAND = 0.15  # the forehead cut crosses the brightest skin: a wider local match there
+# inner-lip gap / mouth width below which the live mouth is closed: the source's texture with
+# its mouth painted over with its lips is used (``SourceFace.closed_mesh``)
+_CLOSED_MOUTH = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +124,10 @@ class ClassicFaceSwapper:
         face_w = max(geometry.face_width_px(xy), 8.0)
         # about _GRID_CELLS grid cells across the face whatever its size: the cost stays flat
         step = max(cfg.grid_step_px, int(np.ceil(face_w / _GRID_CELLS)))
-        warp = self.warper.warp(source.mesh, xy, z, frame_hw, step_px=step)
+        mesh = source.mesh
+        if source.closed_mesh is not None and geometry.mouth_openness(live_xy) < _CLOSED_MOUTH:
+            mesh = source.closed_mesh  # no teeth of the source's on a closed mouth
+        warp = self.warper.warp(mesh, xy, z, frame_hw, step_px=step)
         if warp is None:
             return info
         step = warp.step_px

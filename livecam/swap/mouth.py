@@ -1,12 +1,13 @@
 """The source photo's mouth, closed: its teeth and the dark of its open mouth painted over with
-its own lip colour at identity load.
+its own lip colour (a second texture, built at identity load).
 
 Between a smiling source's inner lip contour lie its teeth. The mesh's mouth hole is filled
 with a zig-zag strip, and the lip triangles along the inner contour reach a pixel or two past
 the real lip edge, so on a streamer whose mouth is closed the source's teeth showed as a jagged
-white strip along the lip line (issue 42). With the streamer's own mouth interior kept
-(``swap.keep_mouth``), the source's mouth interior is never needed: whatever the streamer's mouth
-shows comes from the streamer, and a closed mouth shows only lips. Pure functions; any thread.
+white strip along the lip line (issue 42). The classic swap uses the closed texture while the
+live mouth is closed (``SourceFace.closed_mesh``); an open live mouth shows the streamer's own
+mouth interior (``swap.keep_mouth``) and the photo's own texture around it. Pure functions;
+any thread.
 """
 
 from __future__ import annotations

@@ -35,6 +35,9 @@ class SourceFace:
     # (h, w) uint8 over the texture, 255 where its face may be pasted (skin, features), 0 on
     # hair, background and foreshortened skin (``livecam.swap.skin.usable_map``); None = all
     usable_u8: npt.NDArray[np.uint8] | None = None
+    # the same photo with its teeth and open mouth painted over with its lips
+    # (``livecam.swap.mouth``), shown on a closed live mouth; None = ``mesh`` everywhere
+    closed_mesh: SourceMesh | None = None
 
     @classmethod
     def build(cls, *, photo_sha256: str, texture_bgr: ImageBGR, landmarks_xy: FloatArray,
@@ -48,8 +51,10 @@ class SourceFace:
         With ``skin_only`` the pixels that may be pasted are marked (``usable_u8``): not hair,
         background or skin the head's turn foreshortens. With ``remove_accessories`` its dark
         glasses and facial hair are painted out with its skin (``accessories.py``). With
-        ``close_mouth`` its teeth and open mouth are painted over with its lips (``mouth.py``;
-        for ``swap.keep_mouth``, where the streamer's own mouth interior is shown).
+        ``close_mouth`` a second texture has its teeth and open mouth painted over with its
+        lips (``mouth.py``), for a closed live mouth (with ``swap.keep_mouth`` an open one shows
+        the streamer's own mouth interior; the source's teeth around it are left, as the
+        identity judge scores them: docs/classic-swap.md).
         """
         xy = np.ascontiguousarray(landmarks_xy[:468], np.float32)
         z = np.ascontiguousarray(landmarks_z[:468], np.float32)
@@ -61,10 +66,12 @@ class SourceFace:
             from livecam.swap.accessories import remove_accessories as remove
 
             texture_bgr = remove(texture_bgr, xy, topology)
+        closed = None
         if close_mouth:
             from livecam.swap.mouth import close_mouth as close
 
-            texture_bgr = close(texture_bgr, xy, topology)
+            closed = SourceMesh.build(np.ascontiguousarray(close(texture_bgr, xy, topology)),
+                                      xy, topology)
         usable = None
         if skin_only:
             from livecam.swap.skin import usable_map
@@ -79,6 +86,7 @@ class SourceFace:
             eyes_open=geometry.eye_openness(xy),
             forehead_skin=forehead_skin_fraction(texture_bgr, xy),
             usable_u8=usable,
+            closed_mesh=closed,
         )
 
 
