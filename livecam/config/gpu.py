@@ -48,14 +48,15 @@ class GpuConfig:
                                "(lab/perf-notes.md). Compiled at the first start for each "
                                "face count and paste window, logged, cached with the face "
                                "networks' code. false = as written, no compiling.")
-    compile_dynamic_faces: bool = knob(True, "Compile the swap's alignment (with "
-                                       "compile_paste, per paste window) and the face mesh "
-                                       "(with compile_networks) once for one face and once "
-                                       "for any count from two up (a dynamic face count), "
-                                       "instead of once per face-count bucket: fewer "
-                                       "compiles for `livecam engines build` and a first "
-                                       "start (the paste-back still compiles per bucket). "
-                                       "false = one compile per bucket.")
+    compile_dynamic_batches: bool = knob(True, "Compile the swap's alignment (with "
+                                         "compile_paste, per paste window), the face mesh "
+                                         "and the face detector (with compile_networks) "
+                                         "once for a batch of one (face, region, frame) and "
+                                         "once for any batch from two up (a dynamic size), "
+                                         "instead of once per batch bucket: fewer compiles "
+                                         "for `livecam engines build` and a first start "
+                                         "(the paste-back still compiles per bucket). "
+                                         "false = one compile per bucket.")
     paste_window_px: int = knob(640, "Side of the frame square around each face that the "
                                 "paste-back works in, px. It must exceed the face's crop "
                                 "footprint (about 1.8x the face width, more when the head is "

@@ -160,7 +160,7 @@ def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
             compile_dir=networks_compile_dir(config), stack_frames=sizes.stack_frames,
             frames_per_call=sizes.frames_per_call,
             refine_landmarks=analysis.refine_landmarks,
-            dynamic_regions=config.gpu.compile_dynamic_faces)
+            dynamic_batches=config.gpu.compile_dynamic_batches)
 
     hub = make(1) if shared is None else shared.get(
         ("gpu-follower", device, analysis, config.gpu, config.pipeline.max_streams),
@@ -216,7 +216,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
                        "template": manifest.template or "arcface_128",
                        "mean": manifest.mean, "std": manifest.std,
                        "pixel_boost_px": config.swap.pixel_boost,
-                       "dynamic_faces": config.gpu.compile_dynamic_faces},
+                       "dynamic_faces": config.gpu.compile_dynamic_batches},
         require_models=require,
         missing_log_interval_s=config.swap.missing_log_interval_s,
         enhancer=enhancer, enhancer_options=enhancer_options,

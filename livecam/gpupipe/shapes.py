@@ -11,7 +11,7 @@ buckets, never by the number of streams:
 - **faces per call** (``gpu.max_faces_per_call``, at least ``analysis.max_faces``): a tick's
   faces run the generator and paste-back at 0, 1, 2, 4, ... faces, padded up; more faces
   wait for the next tick. The swap's alignment compiles, per paste window, for one face and
-  for any count from two up (``gpu.compile_dynamic_faces``; off: per bucket), the paste-back
+  for any count from two up (``gpu.compile_dynamic_batches``; off: per bucket), the paste-back
   per bucket (its blend loops over the faces in order); the CUDA graphs are captured per
   bucket (cheap).
 - **the streams' stacked frames**: every stream's frame has its place in one
@@ -40,10 +40,10 @@ if TYPE_CHECKING:
 #: The most face regions one mesh call of the shared networks takes (more run as several).
 MAX_MESH_BATCH = 64
 
-#: the parts compiled with the face count dynamic (``gpu.compile_dynamic_faces``;
+#: the parts compiled with the face count dynamic (``gpu.compile_dynamic_batches``;
 #: livecam.gpupipe.program.ALIGN_ROWS, livecam.analysis.gpu.calls.load_mesh): not the
 #: paste-back, whose blend loops over the faces
-DYNAMIC_PARTS = ("swap alignment", "face mesh")
+DYNAMIC_PARTS = ("swap alignment", "face mesh", "face detector")
 
 
 def doubling(largest: int, *, start: int = 1) -> tuple[int, ...]:
@@ -135,7 +135,8 @@ class ShapePlan:
         window): each bucket, or for the alignment and the mesh with :attr:`faces_dynamic`
         one and ``2+`` (any count from two up, one compiled call:
         :mod:`livecam.analysis.gpu.dynamic_rows`)."""
-        counts = self.mesh_buckets if part == "face mesh" else self.face_buckets[1:]
+        counts = {"face mesh": self.mesh_buckets, "face detector": self.frame_buckets}.get(
+            part, self.face_buckets[1:])
         if part not in DYNAMIC_PARTS or not self.faces_dynamic or len(counts) < 2:
             return counts
         return (1, DYNAMIC)
@@ -162,7 +163,8 @@ class ShapePlan:
         out: list[CompiledShape] = []
         if self.networks_compiled:
             frames = (self.stack_frames, h, w, 3)
-            out += [CompiledShape("face detector", (frames, b)) for b in self.frame_buckets]
+            out += [CompiledShape("face detector", (frames, b))
+                    for b in self.compiled_face_counts("face detector")]
             out += [CompiledShape("face mesh", (frames, b))
                     for b in self.compiled_face_counts("face mesh")]
         if self.swap_compiled:
@@ -239,5 +241,5 @@ def plan_start(config: Config, *, width_px: int, height_px: int,
         windows_px=distinct_windows(windows, height_px, width_px),
         generator_batches=batches if compiled_generator else (),
         swap_compiled=cuda and gpu.compile_paste,
-        faces_dynamic=gpu.compile_dynamic_faces,
+        faces_dynamic=gpu.compile_dynamic_batches,
         networks_compiled=cuda and gpu.compile_networks)

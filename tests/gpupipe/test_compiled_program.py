@@ -166,7 +166,7 @@ def _rows_times(rows: TickRows, n: int) -> TickRows:
 def test_with_the_face_count_dynamic_two_and_four_faces_run_one_compiled_alignment(
         cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
-    """``gpu.compile_dynamic_faces``: the real alignment, compiled once for two faces, serves
+    """``gpu.compile_dynamic_batches``: the real alignment, compiled once for two faces, serves
     4 too (issue 41: one compile a bucket made the build too long); the paste-back, whose
     blend loops over the faces, compiles per bucket; both paste what the program as written
     pastes."""

@@ -28,11 +28,14 @@ Detection = tuple[np.ndarray, float, np.ndarray]
 
 def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
                    device: torch.device, dtype: torch.dtype,
-                   compile_dir: Path | None = None) -> list[Any]:
+                   compile_dir: Path | None = None, dynamic_batches: bool = False) -> list[Any]:
     """BlazeFace for ``detector_model`` (``short``, ``full``, or ``auto``: both, merged by
     :func:`merged_detections`) on ``device`` in ``dtype``, ``MAX_DETECTIONS`` slots a frame;
     compiled, its code cached in ``compile_dir``, unless that is None (then a new module
-    each call; compiled, one per process: :func:`compiled_once`)."""
+    each call; compiled, one per process: :func:`compiled_once`). ``dynamic_batches``:
+    compiled once for one frame and once for any count from two up
+    (:mod:`livecam.analysis.gpu.dynamic_rows`: the frame index, argument 2 of
+    :func:`run_detectors`' call)."""
     from livecam.analysis.gpu.models import load_blazeface
 
     def make(range_name: str) -> Any:
@@ -43,13 +46,13 @@ def load_detectors(detector_model: str, *, models_dir: Any, min_score: float,
     return [compiled_once(
         ("detector", r, str(models_dir), MAX_DETECTIONS, min_score, str(device), str(dtype)),
         functools.partial(make, r), compile_dir, f"face detector ({r} range)",
-        part="face detector") for r in ranges]
+        part="face detector", rows_args=(2,) if dynamic_batches else ()) for r in ranges]
 
 
 def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
-              compile_dir: Path | None = None, dynamic_regions: bool = False) -> Any:
+              compile_dir: Path | None = None, dynamic_batches: bool = False) -> Any:
     """The face mesh on ``device`` in ``dtype``; compiled as :func:`load_detectors`', with
-    ``dynamic_regions`` once for one region and once for any count from two up
+    ``dynamic_batches`` once for one region and once for any count from two up
     (:mod:`livecam.analysis.gpu.dynamic_rows`: its region index and regions, arguments 1
     and 2 of :func:`run_mesh`'s call)."""
     from livecam.analysis.gpu.models import load_face_mesh
@@ -57,7 +60,7 @@ def load_mesh(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
     return compiled_once(("mesh", str(models_dir), str(device), str(dtype)),
                          lambda: load_face_mesh(models_dir=models_dir).to(device, dtype),
                          compile_dir, "face mesh", part="face mesh",
-                         rows_args=(1, 2) if dynamic_regions else ())
+                         rows_args=(1, 2) if dynamic_batches else ())
 
 
 def load_tile_detector(*, models_dir: Any, device: torch.device, dtype: torch.dtype,
@@ -99,7 +102,7 @@ def run_detectors(detectors: Sequence[Any], frames: torch.Tensor,
     """Every detector on ``frames`` (those ``frame_index`` names; None: all), its four
     outputs copied into ``outs`` (4 per detector, in order): a graph's fixed outputs."""
     for k, detector in enumerate(detectors):
-        found = detector(frames, frame_index=frame_index)
+        found = detector(frames, None, frame_index)  # positional: rows_args counts them
         for dst, src in zip(outs[4 * k:4 * k + 4], found, strict=True):
             dst.copy_(src)
 

@@ -77,8 +77,8 @@ class SharedFaceNetworks:
     installed mediapipe, or ``$LIVECAM_MEDIAPIPE_MODULES``); ``compile_dir``: compile the
     networks (:mod:`livecam.analysis.gpu.compiled`), their code cached there (None: as they
     are); ``refine_landmarks``: no mesh here (each stream's runs on the host);
-    ``dynamic_regions``: the compiled mesh takes any region count from two up in one
-    compiled call (:func:`~livecam.analysis.gpu.calls.load_mesh`).
+    ``dynamic_batches``: the compiled mesh and detector take any region or frame count from
+    two up in one compiled call (:func:`~livecam.analysis.gpu.calls.load_mesh`).
     ``stack_frames``: the depth of the stacked frames (default ``n_streams``; the pipeline passes
     ``pipeline.max_streams``, so the compiled shapes do not change with the streams started);
     ``frames_per_call``: the most frames one detector call takes (default the depth; more
@@ -92,7 +92,7 @@ class SharedFaceNetworks:
                  models_dir: str | Path | None = None,
                  compile_dir: Path | None = None, stack_frames: int | None = None,
                  frames_per_call: int | None = None, refine_landmarks: bool = False,
-                 dynamic_regions: bool = False) -> None:
+                 dynamic_batches: bool = False) -> None:
         if detector_model not in ("short", "full", "auto"):
             raise ValueError(f"detector_model must be short, full or auto, got "
                              f"{detector_model!r}")
@@ -107,7 +107,7 @@ class SharedFaceNetworks:
         self.precision = precision if self.cuda else "fp32"
         self.max_rois = max(1, max_rois)
         self.refine_landmarks = refine_landmarks
-        self.dynamic_regions = dynamic_regions
+        self.dynamic_batches = dynamic_batches
         self.max_mesh = min(MAX_MESH_BATCH, self.frames_per_call * self.max_rois)
         self.use_graphs = use_graphs and self.cuda
         self.models_dir = models_dir
@@ -172,11 +172,12 @@ class SharedFaceNetworks:
         dtype = self.dtype
         self._detectors = load_detectors(self.detector_model, models_dir=self.models_dir,
                                          min_score=self.min_score, device=self.device,
-                                         dtype=dtype, compile_dir=self.compile_dir)
+                                         dtype=dtype, compile_dir=self.compile_dir,
+                                         dynamic_batches=self.dynamic_batches)
         if not self.refine_landmarks:
             self._mesh = load_mesh(models_dir=self.models_dir, device=self.device, dtype=dtype,
                                    compile_dir=self.compile_dir,
-                                   dynamic_regions=self.dynamic_regions)
+                                   dynamic_batches=self.dynamic_batches)
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
             self._side = new_stream(self.device, urgent=True)
@@ -236,7 +237,7 @@ class SharedFaceNetworks:
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
             for b in mesh_buckets(self.frames_per_call):
                 with self.on_stream(self._side):
-                    first = [d(stack.frames, frame_index=self._index_dev[:b])
+                    first = [d(stack.frames, None, self._index_dev[:b])
                              for d in self._detectors]
                 outs_of[b] = tuple(t.clone() for found in first for t in found)
             if not self._det_host:

@@ -132,7 +132,7 @@ def test_counts_from_two_up_share_a_signature_and_the_callers_tensors_stay_unmar
 @pytest.mark.usefixtures("fresh")
 def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
         tmp_path: Path, astronaut_bgr: object, caplog: pytest.LogCaptureFixture) -> None:
-    """``gpu.compile_dynamic_faces`` on the face mesh (the real port, compiled on the CPU):
+    """``gpu.compile_dynamic_batches`` on the face mesh (the real port, compiled on the CPU):
     2 and 4 regions run one compiled call and find what the mesh as it is finds."""
     import logging
 
@@ -152,7 +152,7 @@ def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
     want = {n: plain.landmarks(frame, rois[:n]) for n in (2, 4)}
     plain.close()
     nets = one_stream(device="cpu", detector_model="short", max_rois=4, detect_ahead=False,
-                      compile_dir=tmp_path, dynamic_regions=True)
+                      compile_dir=tmp_path, dynamic_batches=True)
     nets.open()
     try:
         with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
@@ -165,4 +165,47 @@ def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
             assert np.linalg.norm(g.landmarks_xy - w.landmarks_xy, axis=1).max() < 0.5
     compiled_lines = [r.getMessage() for r in caplog.records
                       if r.getMessage().startswith("compiled the face mesh")]
+    assert len(compiled_lines) == 1, compiled_lines
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fresh")
+def test_the_face_detector_compiled_once_for_two_frames_serves_four(
+        tmp_path: Path, astronaut_bgr: object, caplog: pytest.LogCaptureFixture) -> None:
+    """The streams' detector call (the real port, compiled on the CPU) for 2 and 4 frames of
+    the stack: one compiled call, the same detections as the detector as it is."""
+    import logging
+
+    import numpy as np
+
+    from livecam.analysis.gpu.calls import load_detectors, run_detectors
+
+    frame = np.full((360, 640, 3), 90, np.uint8)
+    frame[20:340, 160:480] = np.asarray(astronaut_bgr)[40:360, 100:420]
+    stack = torch.from_numpy(np.stack([frame, frame[:, ::-1], frame, frame[:, ::-1]]).copy())
+
+    def detect(compile_dir: Path | None) -> dict[int, list[torch.Tensor]]:
+        (detector,) = load_detectors("short", models_dir=None, min_score=0.5,
+                                     device=torch.device("cpu"), dtype=torch.float32,
+                                     compile_dir=compile_dir, dynamic_batches=True)
+        out: dict[int, list[torch.Tensor]] = {}
+        with torch.inference_mode():
+            for n in (2, 4):
+                index = torch.tensor([3, 0, 1, 2][:n])
+                first = detector(stack, None, index)
+                outs = [t.clone() for t in first]
+                run_detectors([detector], stack, outs, index)
+                out[n] = outs
+        return out
+
+    want = detect(None)
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+        got = detect(tmp_path)
+    for n in (2, 4):
+        boxes, _, scores, valid = got[n]
+        assert torch.equal(valid, want[n][3]) and bool(valid.any())
+        torch.testing.assert_close(boxes[valid], want[n][0][valid], atol=0.5, rtol=0)
+        torch.testing.assert_close(scores[valid], want[n][2][valid], atol=1e-3, rtol=0)
+    compiled_lines = [r.getMessage() for r in caplog.records
+                      if r.getMessage().startswith("compiled the face detector")]
     assert len(compiled_lines) == 1, compiled_lines
