@@ -1,7 +1,7 @@
 """The host side of the many-streams GPU pipeline, without GPU compute (issue 41 item 4).
 
-    python scripts/bench_host.py --streams 1,4,8,16 --out /tmp/host.json
-    python scripts/bench_host.py --streams 16 --profile /tmp/prof   # per-thread cProfile
+    python -m scripts.bench_host --streams 1,4,8,16 --out /tmp/host.json
+    python -m scripts.bench_host --streams 16 --profile /tmp/prof   # per-thread cProfile
 
 The GPU pipeline (``gpu.pipeline=always``, compiling off) runs on torch's CPU device with
 tiny frames (160x96 by default: the small scene of ``scripts/bench_gpu.py`` scaled down) and
@@ -34,9 +34,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts.bench_gpu import prepare
+from scripts.gpu_harness import prepare
 from scripts.bench_gpu_product import measure_run
 from scripts.bench_gpu_scenes import write_clip
 
