@@ -28,15 +28,14 @@ import logging
 import os
 import pstats
 import re
-import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from scripts.gpu_harness import prepare
 from scripts.bench_gpu_product import measure_run
 from scripts.bench_gpu_scenes import write_clip
+from scripts.gpu_harness import prepare
 
 log = logging.getLogger("bench_host")
 
