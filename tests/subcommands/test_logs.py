@@ -178,3 +178,32 @@ def test_a_camera_that_cannot_open_is_livecams_one_line_alone(tmp_path: Path) ->
     assert run.returncode == 1, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("livecam: error: camera 99"), run.stderr
+
+
+def test_native_stderr_stops_at_once_when_a_library_holds_a_copy_of_fd_2() -> None:
+    """Issue 39 item 15: stop waited for the pipe's EOF, which never came while a library
+    kept a copy of fd 2: a daemon's exit after SIGTERM waited the whole 1 s join (1.0-1.7 s
+    exits on a saturated machine). Now stop ends the reader at a mark written after
+    everything else, and what was written before it is still logged. In a process of its
+    own: it moves the process's fd 2."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, os, sys\n"
+        "from livecam.subcommands.logs import NativeStderr\n"
+        "seen = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record): seen.append(record.getMessage())\n"
+        "logging.getLogger('livecam.native').addHandler(Keep())\n"
+        "logging.getLogger('livecam.native').setLevel(logging.DEBUG)\n"
+        "native = NativeStderr('livecam.native')\n"
+        "native.start()\n"
+        "held = os.dup(2)  # a library's copy of stderr\n"
+        "os.write(2, b'written before the stop\\n')\n"
+        "native.stop()\n"
+        "print(native._thread.is_alive(), 'written before the stop' in seen)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"], done.stdout
