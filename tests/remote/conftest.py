@@ -36,9 +36,10 @@ class Server:
 
 
 def start_server(root: Path, *, max_sessions: int, port: int | None = None,
-                 prepared: bool = False) -> Server:
+                 prepared: bool = False, tls: tuple[Path, Path] | None = None) -> Server:
     """``livecam serve --identity astro`` on ``port`` (a free one by default); ``prepared``:
-    the library and tokens under ``root`` are there already (a restart)."""
+    the library and tokens under ``root`` are there already (a restart); ``tls``: (certificate,
+    key) PEM files, served over HTTPS."""
     import cv2
     from skimage import data
 
@@ -69,9 +70,12 @@ def start_server(root: Path, *, max_sessions: int, port: int | None = None,
              "--set", f"advanced.serve.address=127.0.0.1:{port}",
              "--set", f"control.api_address=127.0.0.1:{api_port}",
              "--set", f"advanced.serve.max_sessions={max_sessions}",
-             "--set", "advanced.pipeline.status_interval_s=0"],
+             "--set", "advanced.pipeline.status_interval_s=0",
+             *(["--set", f"advanced.serve.tls_cert={tls[0]}",
+                "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else [])],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    s = Server(proc, f"http://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
+    scheme = "https" if tls else "http"
+    s = Server(proc, f"{scheme}://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
                tokens, log, port)
     deadline = time.monotonic() + 120
     while "WHIP endpoint on" not in log.read_text():
