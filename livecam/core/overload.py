@@ -132,8 +132,8 @@ class OverloadMonitor:
             new = self._state
         if new.active and not old.active:
             where = "" if self._stream is None else f"stream {self._stream}: "
-            offline = ("; or, for a file input, --set pipeline.realtime=false to process every "
-                       "frame offline" if self._file_input else "")
+            offline = ("; or, for a file input, --set advanced.pipeline.realtime=false to "
+                       "process every frame offline" if self._file_input else "")
             log.warning("%spipeline overloaded: %s. Frames are being dropped (the newest always "
                         "wins) so the stream stays live at a lower frame rate; lower "
                         "capture.width/height, analysis.max_faces, or use a GPU%s", where,

@@ -221,12 +221,13 @@ def _offline_for_files(args: argparse.Namespace, config: Config,
             is_file(i, "input") and is_file(o, "output") for i, o in pairs):
         return config
     args.config_defaults = [*getattr(args, "config_defaults", ()),
-                            "pipeline.realtime=false", "capture.loop=false"]
+                            "advanced.pipeline.realtime=false",
+                            "advanced.capture.loop=false"]
     offline = config_from_args(args)
     if offline.pipeline.realtime:  # the user asked for a live run
         return config
     log.info("file to file: offline mode, every frame of the input once, as fast as this "
-             "machine swaps (--set pipeline.realtime=true for a live run)")
+             "machine swaps (--set advanced.pipeline.realtime=true for a live run)")
     return offline
 
 
