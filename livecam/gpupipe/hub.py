@@ -37,7 +37,7 @@ import numpy as np
 
 from livecam.core.errors import IdentityError
 from livecam.core.types import Unswappable
-from livecam.gpupipe.request import SwapRequest, take_tick, tick_rows
+from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
 from livecam.swap.arcface import EmbeddingFn, embedding_of
 from livecam.swap.prepared import PreparedIdentities
@@ -366,11 +366,25 @@ class GpuSwapHub:
         over the waiting requests."""
         if not self._pending:
             return None
-        sched = self._rings[self._pending[0].size_hw]
+        size = self._pending[0].size_hw
+        sched = self._rings[size]
         if sched.ring_full:
             return None
-        taken, self._pending = take_tick(self._pending, sched.shape.n_frames,
-                                         sched.shape.max_faces)
+        taken: list[SwapRequest] = []
+        left: collections.deque[SwapRequest] = collections.deque()
+        streams: set[int] = set()
+        faces, limit, full = 0, sched.shape.max_faces, False
+        for request in self._pending:
+            if not full and request.size_hw == size and request.stream not in streams:
+                if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
+                    full = True
+                else:
+                    taken.append(request)
+                    streams.add(request.stream)
+                    faces += len(request.kps)
+                    continue
+            left.append(request)
+        self._pending = left
         return sched, taken
 
     def _start_tick(self, sched: Any, requests: list[SwapRequest]) -> None:

@@ -1,10 +1,8 @@
 """What a stream hands the GPU swap hub for one frame (:class:`SwapRequest`), and the face
-rows of a tick made from several streams' requests (:func:`tick_rows`), and which waiting
-requests a tick takes (:func:`take_tick`)."""
+rows of a tick made from several streams' requests (:func:`tick_rows`)."""
 
 from __future__ import annotations
 
-import collections
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,30 +73,3 @@ def tick_rows(requests: list[SwapRequest]) -> TickRows:
     return TickRows(frame_index=index, kps=joined([r.kps for r in requests], np.float32),
                     latents=joined([r.latents for r in requests], np.float32),
                     valid=np.ones(len(index), bool), **keep)
-
-
-def take_tick(pending: collections.deque[SwapRequest], max_frames: int,
-              max_faces: int) -> tuple[list[SwapRequest], collections.deque[SwapRequest]]:
-    """The requests of the next tick and those left waiting, both in arrival order: the
-    oldest request of each stream whose frame has the oldest request's size, until the tick
-    holds ``max_frames`` frames or the next one would pass ``max_faces`` faces (a stream's
-    frames stay in order: its later requests wait, as do those after the first that does
-    not fit). One pass over ``pending``; nothing taken when it is empty."""
-    taken: list[SwapRequest] = []
-    left: collections.deque[SwapRequest] = collections.deque()
-    if not pending:
-        return taken, left
-    size = pending[0].size_hw
-    streams: set[int] = set()
-    faces, full = 0, False
-    for request in pending:
-        if not full and request.size_hw == size and request.stream not in streams:
-            if len(taken) >= max_frames or faces + len(request.kps) > max_faces:
-                full = True
-            else:
-                taken.append(request)
-                streams.add(request.stream)
-                faces += len(request.kps)
-                continue
-        left.append(request)
-    return taken, left

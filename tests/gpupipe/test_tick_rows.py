@@ -1,22 +1,18 @@
 """A tick's face rows from several streams' requests: each request's rows in order, as one
 concatenation of them would give, bit for bit (the rows are joined without numpy's
-concatenate, which lets go of the GIL on the hub's launching thread); which waiting requests
-a tick takes (one frame per stream, in order, one frame size, up to its frames and faces)."""
+concatenate, which lets go of the GIL on the hub's launching thread)."""
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
-from livecam.gpupipe.request import SwapRequest, take_tick, tick_rows
+from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers
 from livecam.swap.gpu.keep import LOOPS, POINTS
 
 
-def _request(stream: int, faces: int, rng: np.random.Generator, *, keep: bool = False,
-             size_px: int = 8) -> SwapRequest:
-    buffers = FrameBuffers(size_px, size_px, 1, pinned=False)
+def _request(stream: int, faces: int, rng: np.random.Generator, *, keep: bool) -> SwapRequest:
+    buffers = FrameBuffers(8, 8, 1, pinned=False)
     request = SwapRequest(stream, buffers, 0,
                           rng.normal(0, 500, (faces, 5, 2)).astype(np.float32),
                           rng.normal(0, 1, (faces, 512)).astype(np.float32))
@@ -47,25 +43,3 @@ def test_one_request_without_kept_loops_has_none() -> None:
     rows = tick_rows([_request(0, 2, np.random.default_rng(6), keep=False)])
     assert rows.keep_xy is None and rows.keep_soft is None
     assert rows.frame_index.tolist() == [0, 0] and rows.kps.dtype == np.float32
-
-
-def test_a_tick_takes_each_streams_oldest_frame_of_the_first_size() -> None:
-    rng = np.random.default_rng(6)
-    a0, a1, b0, big, c0, d0 = (_request(0, 1, rng), _request(0, 1, rng), _request(1, 2, rng),
-                               _request(2, 1, rng, size_px=16), _request(3, 1, rng),
-                               _request(4, 1, rng))
-    pending = collections.deque([a0, a1, b0, big, c0, d0])
-    taken, left = take_tick(pending, max_frames=8, max_faces=16)
-    assert taken == [a0, b0, c0, d0]  # a1 waits for a0's tick; big is another size
-    assert list(left) == [a1, big]
-    assert list(pending) == [a0, a1, b0, big, c0, d0]  # the caller's queue is not changed
-
-
-def test_a_tick_stops_at_its_frames_and_faces_and_keeps_the_order() -> None:
-    rng = np.random.default_rng(7)
-    r = [_request(k, faces, rng) for k, faces in enumerate((2, 2, 3, 1))]
-    taken, left = take_tick(collections.deque(r), max_frames=8, max_faces=5)
-    assert taken == r[:2] and list(left) == r[2:]  # r[3] would fit but stays behind r[2]
-    taken, left = take_tick(collections.deque(r), max_frames=1, max_faces=16)
-    assert taken == r[:1] and list(left) == r[1:]
-    assert take_tick(collections.deque(), 8, 16) == ([], collections.deque())
