@@ -8,11 +8,9 @@ waiting request of each stream (one frame per stream per tick, so a stream's fra
 order), as many as the slot holds: with one stream every frame is a tick of its own and up
 to ``slots`` ticks overlap on the GPU; with many streams under load, requests gather while
 the slots are busy and go out together, so the generator sees the faces of many streams in
-one call. A launcher thread starts the ticks (their rows, uploads and the program's launch)
-outside the hub's lock, so a stream's :meth:`GpuSwapHub.submit` only queues its request and
-never runs (or waits behind) a tick's host work; a collector thread waits for the ticks in the
-order they were launched, marks their requests done and wakes the launcher. A request never
-waits for another stream's consumer: its frame comes back into its own stream's buffer.
+one call. A collector thread waits for the ticks in the order they were launched, marks their
+requests done, and launches what waits. A request never waits for another stream's consumer:
+its frame comes back into its own stream's buffer.
 
 Frame sizes: each size has its own ring (captured in :meth:`GpuSwapHub.prepare` before the
 output starts, or on the first frame of a new size, logged). Identities: the hub turns names
@@ -67,8 +65,7 @@ class GpuSwapHub:
     like ``generator``; no CUDA graphs of its own) run with ``enhancer_options``, or None.
     ``hands``: frames carry hand masks (``SwapRequest.hands``) the paste-back keeps in front.
     ``keep``: faces carry the streamer's eyes and mouth to keep (``SwapRequest.keep_xy``).
-    ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next` and
-    launches them on the thread that submits or collects (no launcher thread).
+    ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
     ``compile_dir``: compile the swap's parts around the generator, their code cached there
     (see :class:`~livecam.gpupipe.program.SwapProgram`; None: as written). ``fit_check(width,
     height)``: raises when the memory plan of a frame size does not fit (see
@@ -124,9 +121,6 @@ class GpuSwapHub:
         self._pending: collections.deque[SwapRequest] = collections.deque()
         self._launched: collections.deque[tuple[Any, list[SwapRequest]]] = collections.deque()
         self._collector: threading.Thread | None = None
-        self._launcher: threading.Thread | None = None
-        #: set when the launcher may have work: a request came, or a slot came free
-        self._work = threading.Event()
         self._stopping = False
         self._latents: PreparedIdentities[np.ndarray] = PreparedIdentities(
             self._latent_of, retry_s=missing_log_interval_s, clock=clock)
@@ -179,14 +173,10 @@ class GpuSwapHub:
             self._close_engines()
             raise
         self._stopping = False
-        self._work.clear()
         if self._collector_thread:
             self._collector = threading.Thread(target=self._collect_loop,
                                                name="livecam-gpu-collect", daemon=True)
-            self._launcher = threading.Thread(target=self._launch_loop,
-                                              name="livecam-gpu-launch", daemon=True)
             self._collector.start()
-            self._launcher.start()
         log.info("GPU swap on %s: %d stream(s); ticks of up to %d frames and %d faces, %d "
                  "slots, CUDA graphs %s", self.device, self.n_streams, self.frames_per_call,
                  self.faces_per_call, self.slots,
@@ -200,10 +190,7 @@ class GpuSwapHub:
                 return
             self._stopping = True
             self._wake.notify_all()
-            collector, launcher = self._collector, self._launcher
-        self._work.set()
-        if launcher is not None:  # first: the tick it may be starting is then collected
-            launcher.join(5.0)
+            collector = self._collector
         if collector is not None:
             collector.join(5.0)
         while self._launched and self.collect_next(0.0):
@@ -217,7 +204,7 @@ class GpuSwapHub:
                 request.done.set()
             self._pending.clear()
             self._program = None
-            self._collector = self._launcher = None
+            self._collector = None
             self._latents.close()
         self._close_engines()
 
@@ -323,8 +310,7 @@ class GpuSwapHub:
 
     def submit(self, request: SwapRequest) -> None:
         """Queue ``request``; it runs in the next tick a slot is free for (now, if one is).
-        Its ``done`` is set when its frame is back (or its tick failed: ``error``). Returns
-        at once: the launcher thread starts the tick (without it, this thread does)."""
+        Its ``done`` is set when its frame is back (or its tick failed: ``error``)."""
         h, w = request.size_hw
         self._ring_for(h, w)  # a new size is prepared here (logged), on the caller's thread
         request.t_submit_ns = time.perf_counter_ns()
@@ -332,79 +318,45 @@ class GpuSwapHub:
             if self._program is None:
                 raise RuntimeError("GpuSwapHub.submit after close")
             self._pending.append(request)
-            if self._launcher is None:
-                self._launch()
-                return
-        self._work.set()
+            self._launch()
 
     def _launch(self) -> None:
-        """Start ticks while slots are free and requests wait, on this thread (hub lock held;
-        only without a launcher thread)."""
-        while (picked := self._take()) is not None:
-            self._start_tick(*picked)
-
-    def _launch_loop(self) -> None:
-        """The launcher thread: start ticks while slots are free and requests wait, each
-        tick's host work (rows, uploads, the program's launch) outside the hub's lock, so the
-        streams' :meth:`submit` and the collector never wait behind it."""
-        while True:
-            self._work.wait()
-            self._work.clear()
-            while True:
-                with self._lock:
-                    picked = None if self._stopping else self._take()
-                if picked is None:
-                    break
-                self._start_tick(*picked)
-            if self._stopping:
+        """Start ticks while slots are free and requests wait (hub lock held)."""
+        while self._pending:
+            size = self._pending[0].size_hw
+            sched = self._rings[size]
+            if sched.ring_full:
                 return
-
-    def _take(self) -> tuple[Any, list[SwapRequest]] | None:
-        """The next tick's requests, removed from the waiting ones (hub lock held): the oldest
-        request of each stream with the oldest request's frame size, up to the ring's frames
-        and faces; None when none waits or that size's slots are all in flight. One pass
-        over the waiting requests."""
-        if not self._pending:
-            return None
-        size = self._pending[0].size_hw
-        sched = self._rings[size]
-        if sched.ring_full:
-            return None
-        taken: list[SwapRequest] = []
-        left: collections.deque[SwapRequest] = collections.deque()
-        streams: set[int] = set()
-        faces, limit, full = 0, sched.shape.max_faces, False
-        for request in self._pending:
-            if not full and request.size_hw == size and request.stream not in streams:
-                if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
-                    full = True
-                else:
-                    taken.append(request)
-                    streams.add(request.stream)
-                    faces += len(request.kps)
+            taken: list[SwapRequest] = []
+            streams: set[int] = set()
+            faces = 0
+            limit = sched.shape.max_faces
+            for request in list(self._pending):
+                if request.size_hw != size or request.stream in streams:
                     continue
-            left.append(request)
-        self._pending = left
-        return sched, taken
+                if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
+                    break
+                taken.append(request)
+                streams.add(request.stream)
+                faces += len(request.kps)
+            for request in taken:
+                self._pending.remove(request)
+            try:
+                self._start_tick(sched, taken)
+            except Exception as exc:  # the tick could not start: those frames fail, not all
+                log.error("GPU swap tick failed to start (%s: %s)", type(exc).__name__, exc)
+                for request in taken:
+                    request.error = exc
+                    request.done.set()
 
     def _start_tick(self, sched: Any, requests: list[SwapRequest]) -> None:
-        """Launch one tick (the launcher thread without the hub lock, or the submitting
-        thread with it); a tick that cannot start fails its frames, not the others."""
-        try:
-            rows = tick_rows(requests)
-            sched.submit([r.frame_in for r in requests],
-                         [r.buffers.outputs[r.index] for r in requests], rows,
-                         [r.frame_ready for r in requests], hands=[r.hands for r in requests])
-        except Exception as exc:
-            log.error("GPU swap tick failed to start (%s: %s)", type(exc).__name__, exc)
-            for request in requests:
-                request.error = exc
-                request.done.set()
-            return
-        with self._lock:
-            self._launched.append((sched, requests))
-            self.ticks += 1
-            self._wake.notify_all()
+        rows = tick_rows(requests)
+        sched.submit([r.frame_in for r in requests],
+                     [r.buffers.outputs[r.index] for r in requests], rows,
+                     [r.frame_ready for r in requests], hands=[r.hands for r in requests])
+        self._launched.append((sched, requests))
+        self.ticks += 1
+        self._wake.notify_all()
 
     def _collect_loop(self) -> None:
         while not (self._stopping and not self._launched):
@@ -448,11 +400,7 @@ class GpuSwapHub:
                 request.done.set()
             self.frames_per_tick.append(len(requests))
             self.window_per_tick.append(result.window_px)
-            if self._stopping:
-                return True
-            if self._launcher is None:
+            if not self._stopping:
                 self._launch()
-                return True
-        self._work.set()  # a slot is free: the launcher starts what waits
         return True
 
