@@ -236,10 +236,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.frames is not None and args.frames < 1:
         raise UsageError("--frames must be at least 1")
-    from livecam.daemon.lock import lock_for_run
+    from livecam.daemon.lock import lock_for_run, output_files
 
     config = config_from_args(args)
     pairs = stream_pairs(args, config)
+    output_files(pairs)  # an input given as the output is refused before anything is said
     config = _offline_for_files(args, config, pairs)
     # the same device locks as the daemon: a run and a daemon on one camera, virtual camera
     # or output file clobber each other just as two daemons would
