@@ -178,12 +178,21 @@ def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     grow = max(3, int(width * _FILL_GROW)) | 1
     hole = np.asarray(cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
                                                                  (grow, grow))), np.uint8)
-    keep = (hole == 0).astype(np.float32)
+    # narrow first: the nearest skin's colour and shading
+    return fill_hole(texture_bgr, hole, (hole == 0).astype(np.float32), width, (0.08, 0.2, 0.5))
+
+
+def fill_hole(texture_bgr: ImageBGR, hole: npt.NDArray[np.uint8], keep: npt.NDArray[np.float32],
+              width_px: float, scales: tuple[float, ...]) -> ImageBGR:
+    """``texture_bgr`` with the ``hole`` (uint8 mask, > 0 inside) painted with the local mean
+    colour of the ``keep`` pixels (float weights): a normalised blur at each of ``scales`` (of
+    ``width_px``) in turn, the first with enough kept pixels around a hole pixel winning,
+    feathered by a pixel. A new image."""
     image = texture_bgr.astype(np.float32)
     fill = image.copy()
     todo = hole > 0
-    for scale in (0.08, 0.2, 0.5):  # narrow first: the nearest skin's colour and shading
-        k = max(3, int(width * scale)) | 1
+    for scale in scales:
+        k = max(3, int(width_px * scale)) | 1
         num = np.asarray(cv2.blur(image * keep[:, :, None], (k, k),
                                   borderType=cv2.BORDER_REPLICATE), np.float32)
         den = np.asarray(cv2.blur(keep, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from livecam.analysis import geometry
+from livecam.swap.accessories import fill_hole
 from livecam.swap.mesh import MeshTopology
 
 FloatArray = npt.NDArray[np.float32]
@@ -53,18 +54,5 @@ def close_mouth(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     cv2.fillConvexPoly(lips, cv2.convexHull(np.round(xy[topology.lips]).astype(np.int32)),
                        (1,))
     keep = ((lips > 0) & (hole == 0)).astype(np.float32)
-    image = texture_bgr.astype(np.float32)
-    fill = image.copy()
-    todo = hole > 0
-    width = geometry.face_width_px(xy)
-    for scale in (0.05, 0.12, 0.3):  # narrow first: the nearest lip's colour and shading
-        k = max(3, int(width * scale)) | 1
-        num = np.asarray(cv2.blur(image * keep[:, :, None], (k, k),
-                                  borderType=cv2.BORDER_REPLICATE), np.float32)
-        den = np.asarray(cv2.blur(keep, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
-        ready = todo & (den > 0.15)
-        fill[ready] = num[ready] / den[ready, None]
-        todo &= ~ready
-    alpha = cv2.GaussianBlur(hole.astype(np.float32) / 255.0, (3, 3), 0)[:, :, None]
-    out = image * (1.0 - alpha) + fill * alpha
-    return np.clip(np.round(out), 0, 255).astype(np.uint8)
+    # narrow first: the nearest lip's colour and shading
+    return fill_hole(texture_bgr, hole, keep, geometry.face_width_px(xy), (0.05, 0.12, 0.3))
