@@ -237,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
     if args.frames is not None and args.frames < 1:
         raise UsageError("--frames must be at least 1")
     from livecam.daemon.lock import lock_for_run, output_files
+    from livecam.subcommands.stop_signals import StopSignal, stop_on_signals
 
     config = config_from_args(args)
     pairs = stream_pairs(args, config)
@@ -244,10 +245,12 @@ def run(args: argparse.Namespace) -> int:
     config = _offline_for_files(args, config, pairs)
     # the same device locks as the daemon: a run and a daemon on one camera, virtual camera
     # or output file clobber each other just as two daemons would
-    with lock_for_run(config, pairs):
+    with stop_on_signals(), lock_for_run(config, pairs):
         streams = build_from_args(args, config, daemon=False, pairs=pairs)
         try:
             streams.run()
+        except StopSignal as exc:
+            log.info("interrupted (%s)", exc)
         except KeyboardInterrupt:
             log.info("interrupted")
     if len(streams.apps) > 1:

@@ -94,9 +94,6 @@ class Player:
         self._thread.join(60)
 
 
-@pytest.mark.xfail(strict=False, reason="known defect (issue 40): in a clean-clone CI run on the "
-                   "loaded 2-core host, Ctrl-C after the publisher's second leave did not end "
-                   "`livecam run` within 60 s (no line after the reopen); it passes alone in 48 s")
 def test_rtmp_listener_in_udp_out_swaps_and_takes_the_publisher_back(tmp_path: Path) -> None:
     from skimage import data
 
