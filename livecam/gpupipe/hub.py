@@ -328,19 +328,25 @@ class GpuSwapHub:
             if sched.ring_full:
                 return
             taken: list[SwapRequest] = []
+            left: list[SwapRequest] = []  # the requests that wait on, in their order
             streams: set[int] = set()
             faces = 0
-            limit = sched.shape.max_faces
-            for request in list(self._pending):
+            limit, n_frames = sched.shape.max_faces, sched.shape.n_frames
+            pending = self._pending
+            while pending:
+                request = pending.popleft()
                 if request.size_hw != size or request.stream in streams:
+                    left.append(request)
                     continue
-                if len(taken) >= sched.shape.n_frames or faces + len(request.kps) > limit:
+                if len(taken) >= n_frames or faces + len(request.kps) > limit:
+                    pending.appendleft(request)
                     break
                 taken.append(request)
                 streams.add(request.stream)
                 faces += len(request.kps)
-            for request in taken:
-                self._pending.remove(request)
+            # one pass: the passed-over requests go back in front, in order (a remove() per
+            # taken request compared the dataclasses field by field from the front)
+            pending.extendleft(reversed(left))
             try:
                 self._start_tick(sched, taken)
             except Exception as exc:  # the tick could not start: those frames fail, not all

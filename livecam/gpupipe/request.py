@@ -44,8 +44,7 @@ class SwapRequest:
 
     @property
     def size_hw(self) -> tuple[int, int]:
-        h, w = self.buffers.outputs[self.index].shape[:2]
-        return int(h), int(w)
+        return self.buffers.size_hw
 
     @property
     def frame_in(self) -> Any:

@@ -169,6 +169,9 @@ class FrameBuffers:
 
     def __init__(self, height_px: int, width_px: int, count: int, *, pinned: bool) -> None:
         shape = (height_px, width_px, 3)
+        #: (height, width) of every buffer: a request's frame size, read by the hub for each
+        #: waiting request at each launch (a tensor's shape read per request added up)
+        self.size_hw = (height_px, width_px)
         self.inputs = [_host(shape, torch.uint8, pinned) for _ in range(count)]
         self.outputs = [_host(shape, torch.uint8, pinned) for _ in range(count)]
         self.inputs_numpy = [t.numpy() for t in self.inputs]

@@ -158,9 +158,13 @@ class FrameStack:
 
 def mesh_results(lm: np.ndarray, presence: np.ndarray, n: int) -> list[MeshResult | None]:
     """The first ``n`` rows of the mesh's host outputs (landmarks (N, 468, 3) in pixels and
-    presence (N,)) as results: None where the presence is under MediaPipe's floor."""
-    return [MeshResult(np.ascontiguousarray(lm[i, :, :2]), lm[i, :, 2].copy())
-            if presence[i] >= MIN_PRESENCE else None for i in range(n)]
+    presence (N,)) as results: None where the presence is under MediaPipe's floor. Each
+    result's arrays are rows of two copies made for all ``n`` (C-contiguous, as a copy per
+    face would be): on the thread running every stream's batch, each copy lets the GIL go
+    (:mod:`livecam.analysis.keepgil`), so two a batch, not two a face."""
+    xy, z = lm[:n, :, :2].copy(), lm[:n, :, 2].copy()
+    return [MeshResult(xy[i], z[i]) if presence[i] >= MIN_PRESENCE else None
+            for i in range(n)]
 
 
 def merged_detections(found: list[Detection]) -> Faces:
@@ -170,13 +174,23 @@ def merged_detections(found: list[Detection]) -> Faces:
     return merge_detections(found, MAX_DETECTIONS)
 
 
-def frame_detections(outputs_host: Sequence[torch.Tensor], frame: int) -> list[Detection]:
-    """Frame ``frame``'s valid detections from the detectors' host outputs (four a detector:
-    boxes, keypoints, scores, valid), read in place: no copy of the other frames' rows."""
-    found: list[Detection] = []
+def batch_detections(outputs_host: Sequence[torch.Tensor], frames: int
+                     ) -> list[list[Detection]]:
+    """The valid detections of each of the first ``frames`` frames of the detectors' host
+    outputs (four a detector: boxes, keypoints, scores, valid), each frame's in the order of
+    the detectors and then of their slots. The valid rows of all frames are taken in one
+    indexed copy per output (float32, each detection's arrays rows of it), not a copy per
+    detection: each copy lets the GIL go on the thread running every stream's batch
+    (:mod:`livecam.analysis.keepgil`)."""
+    found: list[list[Detection]] = [[] for _ in range(frames)]
     for k in range(0, len(outputs_host), 4):
-        boxes, points, scores, valid = (t.numpy()[frame] for t in outputs_host[k:k + 4])
-        found += [(boxes[i].astype(np.float32), float(scores[i]), points[i].astype(np.float32))
-                  for i in np.flatnonzero(valid)]
+        boxes, points, scores, valid = (t.numpy()[:frames] for t in outputs_host[k:k + 4])
+        frame_of, slot = np.nonzero(valid)
+        if not len(slot):
+            continue
+        boxes_f = boxes[frame_of, slot].astype(np.float32, copy=False)
+        points_f = points[frame_of, slot].astype(np.float32, copy=False)
+        for row, (j, score) in enumerate(zip(frame_of.tolist(), scores[frame_of, slot].tolist(),
+                                             strict=True)):
+            found[j].append((boxes_f[row], score, points_f[row]))
     return found
-

@@ -101,7 +101,11 @@ class StreamFaceNetworks:
         self._image: ImageBGR | None = None
         self._frame_dev: torch.Tensor | None = None
         self._found: list[Detection] | None = None
-        self._kept_for: tuple[ImageBGR, torch.Tensor, Any] | None = None
+        #: each frame size's latest kept upload: (its image, the kept copy, its event). Per
+        #: size, so that the edge search's strips (pictures of their own size, uploaded after
+        #: the frame) do not take the frame's place: the swap then copied every frame into a
+        #: pinned buffer on the host and uploaded it again
+        self._kept_for: dict[tuple[int, int], tuple[ImageBGR, torch.Tensor, Any]] = {}
 
     def tile_detector(self, max_faces: int) -> Any:
         """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
@@ -141,7 +145,8 @@ class StreamFaceNetworks:
         release_stream(self._stream)
         self._stream = self._uploaded = self._uploaded_alone = None
         self._own.clear()
-        self._image = self._frame_dev = self._kept_for = None
+        self._image = self._frame_dev = None
+        self._kept_for.clear()
         if self._host_mesh is not None:
             self._host_mesh.close()
         self._host_mesh = None
@@ -182,7 +187,7 @@ class StreamFaceNetworks:
                 own.next_kept = (k + 1) % len(own.kept)
                 own.kept[k].copy_(place)
                 uploaded = own.kept_ready[k]
-                self._kept_for = (image_bgr, own.kept[k], uploaded)
+                self._kept_for[(h, w)] = (image_bgr, own.kept[k], uploaded)
             if self.cuda:  # one event for the upload and the kept copy: one torch call less
                 uploaded.record(self._stream)
                 self._uploaded = uploaded
@@ -200,9 +205,10 @@ class StreamFaceNetworks:
     def device_frame(self, image_bgr: ImageBGR) -> tuple[torch.Tensor, Any] | None:
         """``image_bgr`` as uploaded for the latest frame: the kept device (H, W, 3) uint8
         copy and the CUDA event after which it holds the frame (None on a CPU), or None when
-        that image is not the latest upload (or frames are not kept). Valid for
-        ``keep_frames`` frames."""
-        kept = self._kept_for
+        that image is not the latest upload of its size (or frames are not kept). Valid for
+        ``keep_frames`` frames of its size (pictures of other sizes, such as the edge
+        search's strips, leave it)."""
+        kept = self._kept_for.get((image_bgr.shape[0], image_bgr.shape[1]))
         if kept is None or kept[0] is not image_bgr:
             return None
         return kept[1], kept[2]

@@ -45,7 +45,7 @@ from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import (
     CapturedCall,
     FrameStack,
-    frame_detections,
+    batch_detections,
     load_detectors,
     load_mesh,
     load_tile_detector,
@@ -300,8 +300,9 @@ class SharedFaceNetworks:
             self._launch_detect(stack, [r.slot for r in first])
             if self.cuda:
                 wait_done(self._side)
-            for j, r in enumerate(first):
-                r.found = frame_detections(self._det_host, j)
+            for r, found in zip(first, batch_detections(self._det_host, len(first)),
+                                strict=True):
+                r.found = found
         if detect:  # the last frames' call runs beside the mesh
             self._launch_detect(stack, [r.slot for r in detect])
         regions = [(r, roi) for r in requests for roi in r.rois]
@@ -314,8 +315,9 @@ class SharedFaceNetworks:
         if detect:
             if self.cuda:
                 wait_done(self._side)  # mostly done: it ran beside the mesh
-            for j, r in enumerate(detect):
-                r.found = frame_detections(self._det_host, j)
+            for r, found in zip(detect, batch_detections(self._det_host, len(detect)),
+                                strict=True):
+                r.found = found
 
     def _launch_detect(self, stack: FrameStack, slots: list[int]) -> None:
         bucket = next(b for b in stack.detect if b >= len(slots))

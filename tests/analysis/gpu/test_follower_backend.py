@@ -148,6 +148,24 @@ def test_kept_frames_are_offered_to_the_swap(group_bgr: np.ndarray) -> None:
     assert nets.device_frame(group_bgr.copy()) is None  # only the latest frame's image
 
 
+def test_the_edge_strips_leave_the_frame_kept_for_the_swap(group_bgr: np.ndarray) -> None:
+    """The follower's edge search runs the detector on the frame's mirrored edge strips
+    (pictures of another size) after the frame's own calls: the swap still gets the frame's
+    kept device copy, not None (which made it copy every frame into a pinned buffer on the
+    host and upload it a second time)."""
+    from livecam.analysis.edges import StripSearch
+
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5, keep_frames=3)
+    nets.open()
+    frame = group_bgr.copy()
+    nets.detect(frame)
+    strips = StripSearch(nets).find(frame)
+    assert len(strips) >= 4  # each strip a picture of its own, uploaded as a frame
+    kept = nets.device_frame(frame)
+    assert kept is not None and np.array_equal(kept[0].numpy(), frame)
+    assert nets.device_frame(group_bgr.copy()) is None  # still only that frame's image
+
+
 @pytest.mark.parametrize("device", [
     "cpu",
     pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
