@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from livecam.capture import INPUT_HELP
 from livecam.output import OUTPUT_HELP
@@ -14,6 +14,7 @@ from livecam.subcommands.common import add_config_options, config_from_args
 if TYPE_CHECKING:
     from livecam.app import StreamSet
     from livecam.config import Config
+    from livecam.remote.thin import RemoteSwapStage
 
 log = logging.getLogger("livecam")
 
@@ -124,6 +125,8 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
     from livecam.core.errors import UsageError
     from livecam.core.types import RuntimeState
 
+    if getattr(args, "remote", None):
+        return _remote_streams(args, config, pairs or stream_pairs(args, config))
     names = tuple(LibraryCatalog(config.identity).names())
     if args.identity is not None and args.identity not in names:
         known = ", ".join(names) or "none yet"
@@ -150,24 +153,45 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
     state = RuntimeState(active_identity=active, identities=names)
     overrides = list(args.overrides)
     pairs = pairs or stream_pairs(args, config)
-    stages = _remote_stages(args, config, len(pairs))
-    return build_streams(config, pairs=pairs, stages=stages,
+    return build_streams(config, pairs=pairs,
                          identities=identities, max_frames=getattr(args, "frames", None),
                          state=state, hotkeys=not daemon, api_required=daemon,
                          wait_for_source=daemon,
                          config_loader=_config_reloader(args, overrides))
 
 
-def _remote_stages(args: argparse.Namespace, config: Config, n_streams: int) -> list[Any] | None:
-    """The thin client's stage for ``--remote URL`` (None without it)."""
+def _remote_streams(args: argparse.Namespace, config: Config,
+                    pairs: list[tuple[str, str]]) -> StreamSet:
+    """The thin client's one stream (``--remote URL``): its stage swaps on the server, the
+    local hotkeys, preview keys and control API act on the server's session through it
+    (``--identity`` names one of the server's identities; this machine's library is not
+    read)."""
+    from livecam.app import build_streams
+    from livecam.core.errors import UsageError
+    from livecam.core.types import RuntimeState
+
+    if getattr(args, "source", None):
+        raise UsageError("--source PHOTO with --remote is not supported yet: add the photo "
+                         "to the server's library (`livecam identity add` there) and pass "
+                         "--identity NAME")
+    stage = _remote_stage(args, config, len(pairs))
+    state = RuntimeState(active_identity=args.identity,
+                         identities=(args.identity,) if args.identity else ())
+    streams = build_streams(config, pairs=pairs, stages=[stage],
+                            max_frames=getattr(args, "frames", None), state=state,
+                            config_loader=_config_reloader(args, list(args.overrides)))
+    stage.bind(streams.commands)
+    return streams
+
+
+def _remote_stage(args: argparse.Namespace, config: Config, n_streams: int) -> RemoteSwapStage:
+    """The thin client's stage for ``--remote URL``."""
     import os
     from pathlib import Path
 
     from livecam.core.errors import UsageError
 
-    url = getattr(args, "remote", None)
-    if not url:
-        return None
+    url = str(args.remote)
     if n_streams != 1:
         raise UsageError("--remote takes one --input/--output pair")
     if not url.startswith(("http://", "https://")):
@@ -181,7 +205,7 @@ def _remote_stages(args: argparse.Namespace, config: Config, n_streams: int) -> 
                          "LIVECAM_REMOTE_TOKEN (`livecam serve token add NAME` on the server)")
     from livecam.remote.thin import RemoteSwapStage
 
-    return [RemoteSwapStage(url, token, fps=config.capture.fps)]
+    return RemoteSwapStage(url, token, fps=config.capture.fps, identity=args.identity)
 
 
 def _config_reloader(args: argparse.Namespace, overrides: list[str]) -> Callable[[], Config]:

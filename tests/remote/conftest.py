@@ -35,11 +35,20 @@ class Server:
             assert self.proc.wait(60) == 0, self.log.read_text()
 
 
+def hopper_photo() -> Path:
+    """Grace Hopper, matplotlib's sample JPEG (a real face photo on disk, 512x600)."""
+    import matplotlib.cbook
+
+    return Path(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
+
+
 def start_server(root: Path, *, max_sessions: int, port: int | None = None,
-                 prepared: bool = False, tls: tuple[Path, Path] | None = None) -> Server:
+                 prepared: bool = False, tls: tuple[Path, Path] | None = None,
+                 hopper: bool = False, settings: tuple[str, ...] = ()) -> Server:
     """``livecam serve --identity astro`` on ``port`` (a free one by default); ``prepared``:
     the library and tokens under ``root`` are there already (a restart); ``tls``: (certificate,
-    key) PEM files, served over HTTPS."""
+    key) PEM files, served over HTTPS; ``hopper``: the library holds "hopper" too (after
+    "astro"); ``settings``: more ``--set`` overrides."""
     import cv2
     from skimage import data
 
@@ -58,6 +67,8 @@ def start_server(root: Path, *, max_sessions: int, port: int | None = None,
         photo = root / "astronaut.png"
         cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
         livecam("identity", "add", "astro", str(photo), "--force")
+        if hopper:
+            livecam("identity", "add", "hopper", str(hopper_photo()), "--force")
         tokens_file.write_text("\n".join(f"{name} {livecam('serve', 'token', 'add', name)}"
                                          for name in ("alice", "bob")))
     tokens = dict(line.split() for line in tokens_file.read_text().splitlines())
@@ -72,7 +83,8 @@ def start_server(root: Path, *, max_sessions: int, port: int | None = None,
              "--set", f"advanced.serve.max_sessions={max_sessions}",
              "--set", "advanced.pipeline.status_interval_s=0",
              *(["--set", f"advanced.serve.tls_cert={tls[0]}",
-                "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else [])],
+                "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else []),
+             *(arg for setting in settings for arg in ("--set", setting))],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
     scheme = "https" if tls else "http"
     s = Server(proc, f"{scheme}://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
