@@ -38,3 +38,10 @@ class ServeConfig:
     first_frame_timeout_s: float = knob(
         15.0, "A session whose first video frame does not arrive in this time is closed.",
         range=(1.0, 600.0))
+    max_photo_bytes: int = knob(
+        10_000_000, "Largest photo a session may upload as its identity (POST /whip/ID/photo, "
+        "`livecam run --remote URL --source PHOTO`), bytes; a larger one gets 413.",
+        range=(1000, 100_000_000))
+    photo_dir: str = knob(
+        "", "Folder where the server keeps the photos sessions upload, one folder per session "
+        "that it removes when the session ends; empty = `serve-photos` in the user cache dir.")

@@ -18,6 +18,13 @@ its first swapped frame, the server's identity names replace the local list (``S
 on the commands given to :meth:`RemoteSwapStage.bind`), so ``select 2`` and next/previous
 step through the server's identities; a re-made session is told the identity and bypass the
 local state holds.
+
+**A photo as the session's identity** (``photo``: ``livecam run --remote URL --source
+PHOTO``): each new session uploads it (``POST /whip/ID/photo``) before anything else; the
+server builds the identity and the session uses it. Locally it is called ``photo_alias``
+("source", as for a local ``--source``), whatever name the server gave it. A refused photo
+(too large, not a JPEG/PNG, no usable face) is the ``refused`` state with the server's reason:
+the output keeps the cover, never another face or the camera.
 """
 
 from __future__ import annotations
@@ -61,8 +68,12 @@ class RemoteSwapStage(StageBase):
     backend = "whip"
 
     def __init__(self, url: str, token: str, *, fps: float, stall_s: float = 1.0,
-                 identity: str | None = None) -> None:
+                 identity: str | None = None, photo: tuple[bytes, str] | None = None,
+                 photo_alias: str = "source") -> None:
         self.url = url
+        self._photo = photo
+        self._alias = photo_alias
+        self._photo_name: str | None = None  # the current session's name for the photo
         self._token = token
         self._fps = fps
         self._stall_s = stall_s
@@ -165,6 +176,8 @@ class RemoteSwapStage(StageBase):
                 self._connects += 1
                 with self._lock:
                     self._location = client.location
+                if self._photo is not None:
+                    await self._upload(client, *self._photo)
                 self._set("connected")
                 control = asyncio.ensure_future(self._control(client, first))
                 got_one = False
@@ -183,7 +196,7 @@ class RemoteSwapStage(StageBase):
                     with self._lock:
                         self._newest, self._t_newest = image, time.monotonic()
             except WhipError as exc:
-                if exc.status in (401, 404, 415, 422):
+                if exc.status in (401, 404, 413, 415, 422):
                     self._set("refused", str(exc))  # retrying will not help; still retried slowly
                     waits.slowest()
                 else:
@@ -211,11 +224,32 @@ class RemoteSwapStage(StageBase):
 
         with self._lock:
             name, known = self._wanted[0], self._server_names
-        if not name or (known and name not in known):
+        if not name or (known and name not in known) or (
+                self._photo is not None and name == self._alias):
             return self.url
         parts = urlsplit(self.url)
         query = "&".join(q for q in (parts.query, urlencode({"identity": name})) if q)
         return urlunsplit(parts._replace(query=query))
+
+    async def _upload(self, client: WhipClient, data: bytes, content_type: str) -> None:
+        """The photo to the new session as its identity; :class:`WhipError` (with the
+        server's status) when refused."""
+        status, reply = await client.session_call("/photo", data=data,
+                                                  content_type=content_type)
+        if status != 200:
+            raise WhipError(f"the server refused the photo ({status}): {reply}", status)
+        with self._lock:
+            self._photo_name = str(reply["identity"])
+        for warning in reply.get("warnings", ()):
+            log.warning("remote photo: %s", warning)
+
+    def _local(self, name: str | None) -> str | None:
+        """The local name of the server's identity ``name`` (the photo's is the alias)."""
+        return self._alias if name is not None and name == self._photo_name else name
+
+    def _server(self, name: str | None) -> str | None:
+        """The server's name of the local identity ``name``."""
+        return self._photo_name if self._photo is not None and name == self._alias else name
 
     def _put(self, command: Command) -> None:
         if self._commands is not None:
@@ -239,7 +273,9 @@ class RemoteSwapStage(StageBase):
             log.warning("remote session state not readable (%d): %s", status, state)
             return
         names = tuple(str(n) for n in state.get("identities", ()))
-        told = (state.get("identity"), bool(state.get("bypass")))
+        told = (self._local(state.get("identity")), bool(state.get("bypass")))
+        if self._photo_name in names:  # the photo first, as for a local --source
+            names = (self._alias, *(n for n in names if n != self._photo_name))
         with self._lock:
             self._server_names, self._told = names, told
             local, wanted = self._local_names, self._wanted
@@ -253,7 +289,8 @@ class RemoteSwapStage(StageBase):
             with self._lock:
                 wanted, told = self._wanted, self._told
             if wanted[0] not in (None, told[0], refused):
-                ok = await self._tell(client, {"command": "select", "identity": wanted[0]})
+                ok = await self._tell(client, {"command": "select",
+                                               "identity": self._server(wanted[0])})
                 if ok:
                     told = (wanted[0], told[1])
                 elif ok is None:

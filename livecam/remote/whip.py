@@ -5,6 +5,7 @@
     DELETE /whip/ID  the same user's token -> 200: the session ends, its stream is removed
     GET /whip/ID, POST /whip/ID/command: the session's own state and controls
                      (:mod:`livecam.remote.session_api`)
+    POST /whip/ID/photo: a photo as the session's own identity (:mod:`livecam.remote.photos`)
 
 The token is checked before anything else (401 with ``WWW-Authenticate: Bearer``, nothing read
 and no media), then the offer rate (429), the number of sessions (503), the content type
@@ -47,7 +48,8 @@ from livecam.core.errors import ConfigError
 from livecam.pipeline.streams import StreamSet
 from livecam.remote.media import SessionSink, SessionSource, make_swapped_track
 from livecam.remote.metrics import SessionStats
-from livecam.remote.session_api import add_routes
+from livecam.remote.photos import SessionPhotos, add_photo_route
+from livecam.remote.session_api import add_routes, own_session, state_of
 from livecam.remote.tokens import TokenStore
 
 log = logging.getLogger(__name__)
@@ -77,12 +79,14 @@ class WhipServer:
     :class:`ConfigError`) and serves in a background thread; ``stop`` ends every session."""
 
     def __init__(self, config: Config, streams: StreamSet, tokens: TokenStore,
-                 *, identities: tuple[str, ...] = (), limits: Limits | None = None) -> None:
+                 *, identities: tuple[str, ...] = (), limits: Limits | None = None,
+                 photos: SessionPhotos | None = None) -> None:
         self._config = config
         self._serve = config.serve
         self._streams = streams
         self._tokens = tokens
         self._identities = identities
+        self._photos = photos
         self._limits = limits or Limits()
         self._address = parse_address(config.serve.address)
         self._ssl = _tls_context(config)
@@ -125,6 +129,8 @@ class WhipServer:
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(self._end_all(), loop).result(5.0)
         http.stop()
+        if self._photos is not None:
+            self._photos.forget_all()
 
     async def _end_all(self) -> None:
         await asyncio.gather(*(self._end(s, "the server stops")
@@ -139,12 +145,19 @@ class WhipServer:
         app.router.add_route("OPTIONS", "/whip", _preflight)
         app.router.add_route("OPTIONS", "/whip/{session}", _preflight)
         add_routes(app, self)  # the session's own status and commands
+        if self._photos is not None:
+            add_photo_route(app, self._photos, lambda r: own_session(self, r), self._uploaded)
         return app
 
-    @property
-    def identity_names(self) -> tuple[str, ...]:
-        """The server library's identities a session may select."""
-        return self._identities
+    def names_for(self, session: Session) -> tuple[str, ...]:
+        """The identities ``session`` may select: the server library's and its own uploads."""
+        own = self._photos.names_of(session.id) if self._photos is not None else ()
+        return (*self._identities, *own)
+
+    async def _uploaded(self, session: Session, name: str) -> dict[str, Any]:
+        """Make the uploaded identity ``name`` the session's (at its stream's next frame)."""
+        session.tasks.add(asyncio.ensure_future(self._select(session, name)))
+        return state_of(self, session)
 
     def stream_app(self, session: Session) -> Any:
         """The session's stream (an App), None before its first frame or after its end."""
@@ -339,6 +352,8 @@ class WhipServer:
         session.sink.close()
         await session.pc.close()
         self._sessions.pop(session.id, None)
+        if self._photos is not None:
+            self._photos.forget(session.id)
 
     async def _delete(self, request: web.Request) -> web.Response:
         user = self._user(request)
