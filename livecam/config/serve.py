@@ -22,6 +22,11 @@ class ServeConfig:
         "", "File holding the users' WHIP tokens as sha256 hashes (mode 0600, `livecam serve "
         "token add NAME` prints a new token once); empty = `serve-tokens.json` in the user "
         "config dir.")
+    ice_interfaces: tuple[str, ...] = knob(
+        (), "Where WebRTC media may flow: ICE host candidates only on these interface names "
+        "(eth0), addresses (192.168.1.20) or networks (10.0.0.0/8); naming loopback (lo) "
+        "makes it a candidate. Empty = every interface but loopback (aiortc's own choice). "
+        "One that matches no address here stops the start.")
     max_sessions: int = knob(
         4, "Sessions at once; an offer past it is refused with 503 and the reason. On a CUDA "
         "GPU the one GPU pipeline is built for this many streams.", range=(1, 64))

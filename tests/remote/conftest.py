@@ -3,12 +3,14 @@ astronaut, users alice and bob."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -94,3 +96,37 @@ def start_server(root: Path, *, max_sessions: int, port: int | None = None,
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.1)
     return s
+
+
+async def first_swapped(server: Server, *, trust: Any = None, user: str = "alice") -> str:
+    """A real aiortc WHIP session with ``server`` sending the leak clip ``still_2`` at 30 fps
+    until the first swapped frame (one carrying its index) comes back; the answer's SDP.
+    ``trust``: the client's SSL context (None: the system's CAs). Raises what the client
+    raises (:class:`WhipError` for a refusal)."""
+    from livecam.remote.client import FrameFeed, WhipClient
+    from tests.helpers.leak_clips import leak_clips, read_index
+
+    frames = [frame for frame, _ in leak_clips()["still_2"].frames()][:30]
+    feed = FrameFeed(fps=30.0)
+    client = WhipClient(server.url, server.tokens[user], feed, timeout_s=60, ssl=trust)
+    stop = asyncio.Event()
+
+    async def pump() -> None:
+        k = 0
+        while not stop.is_set():
+            feed.put(frames[k % len(frames)])
+            k += 1
+            await asyncio.sleep(1 / 30)
+
+    pumping = asyncio.ensure_future(pump())
+    try:
+        await client.connect()
+        while True:
+            image = await client.received(timeout_s=60)
+            assert image is not None, "the server ended the video"
+            if read_index(image) is not None:
+                return client.answer_sdp
+    finally:
+        stop.set()
+        pumping.cancel()
+        await client.close()
