@@ -14,7 +14,8 @@ import pytest
 
 from livecam.core.errors import ConfigError
 from livecam.remote.ice import allowed_addresses, check_interfaces, limit_gathering
-from tests.remote.conftest import first_swapped, start_server
+from tests.helpers.whip_session import start_serve
+from tests.remote.conftest import first_swapped
 
 _CANDIDATE = re.compile(r"^a=candidate:\S+ \d+ udp \d+ (\S+) \d+ typ host", re.MULTILINE)
 
@@ -68,7 +69,7 @@ def test_an_answer_offers_host_candidates_on_the_allowed_addresses_only() -> Non
 @pytest.mark.slow
 def test_serve_limited_to_loopback_swaps_over_it_and_a_typo_stops_the_start(
         tmp_path: Path) -> None:
-    server = start_server(tmp_path / "serve", max_sessions=1,
+    server = start_serve(tmp_path / "serve", max_sessions=1,
                           settings=("advanced.serve.ice_interfaces=[lo]",))
     try:
         answer = asyncio.run(first_swapped(server))

@@ -11,9 +11,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +19,16 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.remote.client import FrameFeed, WhipClient
-from tests.daemon.conftest import free_port
 from tests.helpers.leak_clips import decode, leak_clips, read_index, write_clip
-from tests.remote.conftest import Server, hopper_photo, start_server
+from tests.helpers.whip_session import (
+    Server,
+    free_port,
+    hopper_photo,
+    looped_session,
+    session_state,
+    start_serve,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +38,7 @@ _MAX_PHOTO_BYTES = 200_000  # the server's limit here: Hopper's JPEG is 61 kB
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("serve")
-    s = start_server(root, max_sessions=2, settings=(
+    s = start_serve(root, max_sessions=2, settings=(
         f"advanced.serve.photo_dir={root / 'photos'}",
         f"advanced.serve.max_photo_bytes={_MAX_PHOTO_BYTES}"))
     yield s
@@ -45,19 +49,8 @@ def _photo_dir(server: Server) -> Path:
     return Path(server.env["XDG_CONFIG_HOME"]).parent / "photos"
 
 
-def _wait(what: str, condition: Callable[[], bool], log: Path, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: {log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
 def _session_state(server: Server, location: str) -> dict[str, Any]:
-    req = urllib.request.Request(location, headers={
-        "Authorization": "Bearer " + server.tokens["alice"]})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        state: dict[str, Any] = json.loads(resp.read())
-    return state
+    return session_state(location, server.tokens["alice"])
 
 
 def _embedding(judge: Any, image: np.ndarray, box: np.ndarray | None = None) -> np.ndarray:
@@ -104,7 +97,7 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
              "--set", "advanced.output.file_crf=14"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
     try:
-        _wait("the session took the photo", lambda: (
+        wait_for("the session took the photo", lambda: (
             (r := status().get("remote_engines", {}).get("remote", {})).get("identity")
             == "source" and r.get("last_frame_age_s") is not None), log)
         doc = status()
@@ -117,7 +110,7 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
         folders = [p for p in photos.iterdir() if p.is_dir()]
         assert len(folders) == 1 and len(list(folders[0].iterdir())) == 1
         frames_then = doc["frames"]["sent"]
-        _wait("90 frames swapped with the photo", lambda: status()["frames"]["sent"]
+        wait_for("90 frames swapped with the photo", lambda: status()["frames"]["sent"]
               > frames_then + 90, log)
         subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
                        env=env, capture_output=True, timeout=60)
@@ -126,7 +119,7 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
         if client.poll() is None:
             client.kill()
     # the session ended (the client's DELETE): its folder is gone, nothing else
-    _wait("the session's photo folder removed", lambda: not any(
+    wait_for("the session's photo folder removed", lambda: not any(
         p.is_dir() for p in photos.iterdir()), server.log, timeout_s=60)
     assert not_ours.read_text() == "the operator's"
 
@@ -154,17 +147,14 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
 async def _refusals(server: Server, bodies: dict[str, tuple[bytes, str, str]]
                     ) -> dict[str, tuple[int, str]]:
     """Each body posted to a fresh session's /photo as (data, content type, user)."""
-    client = WhipClient(server.url, server.tokens["alice"], FrameFeed(fps=30.0), timeout_s=60)
-    await client.connect()
     out: dict[str, tuple[int, str]] = {}
-    try:
+    frames = [np.zeros((240, 320, 3), np.uint8)]
+    async with looped_session(server.url, server.tokens["alice"], frames) as client:
         for what, (data, kind, user) in bodies.items():
             client.token = server.tokens[user]
             status, reply = await client.session_call("/photo", data=data, content_type=kind)
             out[what] = (status, str(reply))
-    finally:
-        client.token = server.tokens["alice"]
-        await client.close()
+        client.token = server.tokens["alice"]  # alice ends her session
     return out
 
 

@@ -9,34 +9,19 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon.conftest import free_port
+from tests.helpers.whip_session import Server, free_port, session_state, start_serve, wait_for
 from tests.output.conftest import XScreen, xscreen  # noqa: F401 (the fixture)
-from tests.remote.conftest import Server, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.display]
 
 
-def _wait(what: str, condition: Callable[[], bool], log: Path, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: {log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
 def _session_state(server: Server, location: str) -> dict[str, Any]:
-    req = urllib.request.Request(location, headers={
-        "Authorization": "Bearer " + server.tokens["alice"]})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        state: dict[str, Any] = json.loads(resp.read())
-    return state
+    return session_state(location, server.tokens["alice"])
 
 
 class ThinClient:
@@ -83,26 +68,26 @@ class ThinClient:
 
 def test_hotkeys_and_ctl_of_the_thin_client_switch_the_server_session(
         tmp_path: Path, xscreen: XScreen) -> None:  # noqa: F811 (the imported fixture)
-    server = start_server(tmp_path / "server", max_sessions=1, hopper=True)
+    server = start_serve(tmp_path / "server", max_sessions=1, hopper=True)
     client = ThinClient(tmp_path, server, xscreen.name)
     try:
-        _wait("hotkeys on", lambda: "hotkeys on:" in client.log.read_text(), client.log)
+        wait_for("hotkeys on", lambda: "hotkeys on:" in client.log.read_text(), client.log)
         # the session's stream runs and the local state took the server's identities
-        _wait("the server's identities", lambda: client.status().get("identities")
+        wait_for("the server's identities", lambda: client.status().get("identities")
               == ["astro", "hopper"] and client.remote().get("identity") == "astro",
               client.log)
         location = client.remote()["session"]
         assert _session_state(server, location)["identity"] == "astro"
 
         xscreen.press("2", ("Control_L", "Alt_L"))  # keys_select[1]: the second identity
-        _wait("Ctrl+Alt+2 switched the session",
+        wait_for("Ctrl+Alt+2 switched the session",
               lambda: _session_state(server, location)["identity"] == "hopper", client.log)
         xscreen.press("b", ("Control_L", "Alt_L"))  # key_bypass
-        _wait("Ctrl+Alt+B turned the session's bypass on",
+        wait_for("Ctrl+Alt+B turned the session's bypass on",
               lambda: _session_state(server, location)["bypass"] is True, client.log)
         assert client.ctl("select", "astro").returncode == 0
         assert client.ctl("bypass", "off").returncode == 0
-        _wait("`livecam ctl` on the client switched the session back", lambda: (
+        wait_for("`livecam ctl` on the client switched the session back", lambda: (
             (s := _session_state(server, location))["identity"] == "astro"
             and s["bypass"] is False), client.log)
         # a name the server does not have is refused by the client's own API (not forwarded)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from livecam.remote.client import WhipError
-from tests.remote.conftest import first_swapped, start_server
+from tests.helpers.whip_session import start_serve
+from tests.remote.conftest import first_swapped
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 def test_whip_over_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
-    server = start_server(tmp_path / "serve", max_sessions=1, tls=(cert, key))
+    server = start_serve(tmp_path / "serve", max_sessions=1, tls=(cert, key))
     try:
         assert server.url.startswith("https://")
         with pytest.raises(WhipError):  # the system's CAs do not know this certificate
