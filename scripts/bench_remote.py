@@ -1,7 +1,8 @@
 """Glass-to-glass latency and fps of `livecam serve` sessions, measured from outside.
 
 Starts `livecam serve` (a subprocess, as a user runs it; its own config/data dirs under
---work), adds a user, then runs N real aiortc WHIP clients at once. Each sends a clip whose
+--work; the same set-up as the tests, :mod:`tests.helpers.whip_session`), adds a user,
+then runs N real aiortc WHIP clients at once. Each sends a clip whose
 frames carry their index in a bar code (the leak clip ``still_2``, 1280x720, two real faces;
 ``--size`` scales it, which drops the code's width below what survives VP8 under 640 px),
 looped at --fps, and reads back which input each received frame shows: latency = received −
@@ -18,8 +19,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,52 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from livecam.remote.client import FrameFeed, WhipClient
 from tests.helpers.leak_clips import leak_clips, read_index
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(work: Path, *, swap: bool, max_sessions: int) -> tuple[subprocess.Popen[str],
-                                                                        str, str, Path]:
-    import cv2
-    from skimage import data
-
-    env = dict(os.environ, XDG_CONFIG_HOME=str(work / "config"),
-               XDG_DATA_HOME=str(work / "data"), XDG_CACHE_HOME=str(work / "cache"))
-
-    def livecam(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
-                              capture_output=True, text=True, timeout=600, check=True)
-        return done.stdout.strip()
-
-    extra: list[str] = []
-    if swap:
-        photo = work / "astronaut.png"
-        cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
-        livecam("identity", "add", "astro", str(photo), "--force")
-        extra = ["--identity", "astro"]
-    token = livecam("serve", "token", "add", "bench")
-    port = _free_port()
-    log = work / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "serve", *extra,
-             "--set", f"advanced.serve.address=127.0.0.1:{port}",
-             "--set", f"control.api_address=127.0.0.1:{_free_port()}",
-             "--set", f"advanced.serve.max_sessions={max_sessions}",
-             "--set", "advanced.pipeline.status_interval_s=5"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    deadline = time.monotonic() + 180
-    while "WHIP endpoint on" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"livecam serve did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    return proc, f"http://127.0.0.1:{port}/whip", token, log
+from tests.helpers.whip_session import looped_session, start_serve
 
 
 async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, seconds: float
@@ -84,25 +39,13 @@ async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, secon
     def on_sent(image: np.ndarray) -> None:
         sent_at[index_of[id(image)]] = time.monotonic()
 
-    feed = FrameFeed(fps=fps, on_sent=on_sent)
-    client = WhipClient(url, token, feed, timeout_s=120)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / fps)
-
-    pumping = asyncio.ensure_future(pump())
     latencies: list[float] = []
     received = new = 0
     last: int | None = None
     t_first: float | None = None
     t_connect = time.monotonic()
-    try:
-        await client.connect()
+    async with looped_session(url, token, frames, fps=fps, timeout_s=120,
+                              on_sent=on_sent) as client:
         while t_first is None or time.monotonic() < t_first + seconds:
             image = await client.received(timeout_s=120)
             if image is None:
@@ -118,10 +61,6 @@ async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, secon
                 new += 1
                 latencies.append((now - sent_at[index]) * 1000)
             last = index
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
     wall = max(1e-9, time.monotonic() - (t_first or time.monotonic()))
     lat = np.asarray(latencies) if latencies else np.asarray([np.nan])
     return {"first_frame_s": round((t_first or np.nan) - t_connect, 2),
@@ -142,8 +81,11 @@ def main() -> None:
     args = parser.parse_args()
     frames = [f for f, _ in leak_clips()["still_2"].frames()]
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-remote-"))
-    proc, url, token, log = _start_server(work, swap=not args.no_swap,
-                                          max_sessions=max(args.sessions))
+    server = start_serve(work, max_sessions=max(args.sessions),
+                         identity=None if args.no_swap else "astro", users=("bench",),
+                         settings=("advanced.pipeline.status_interval_s=5",),
+                         start_timeout_s=180)
+    url, token, log = server.url, server.tokens["bench"], server.log
     rows: list[dict[str, Any]] = []
     try:
         for n in args.sessions:
@@ -155,8 +97,7 @@ def main() -> None:
                 rows.append({"sessions": n, "session": k, **result})
             time.sleep(2.0)  # the sessions' streams removed before the next count
     finally:
-        proc.terminate()
-        proc.wait(60)
+        server.stop()
     print(f"{'sessions':>8} {'#':>2} {'first s':>8} {'recv fps':>8} {'new fps':>8} "
           f"{'p50 ms':>8} {'p99 ms':>8}")
     for r in rows:

@@ -22,6 +22,11 @@ class ServeConfig:
         "", "File holding the users' WHIP tokens as sha256 hashes (mode 0600, `livecam serve "
         "token add NAME` prints a new token once); empty = `serve-tokens.json` in the user "
         "config dir.")
+    ice_interfaces: tuple[str, ...] = knob(
+        (), "Where WebRTC media may flow: ICE host candidates only on these interface names "
+        "(eth0), addresses (192.168.1.20) or networks (10.0.0.0/8); naming loopback (lo) "
+        "makes it a candidate. Empty = every interface but loopback (aiortc's own choice). "
+        "One that matches no address here stops the start.")
     max_sessions: int = knob(
         4, "Sessions at once; an offer past it is refused with 503 and the reason. On a CUDA "
         "GPU the one GPU pipeline is built for this many streams.", range=(1, 64))
@@ -38,3 +43,10 @@ class ServeConfig:
     first_frame_timeout_s: float = knob(
         15.0, "A session whose first video frame does not arrive in this time is closed.",
         range=(1.0, 600.0))
+    max_photo_bytes: int = knob(
+        10_000_000, "Largest photo a session may upload as its identity (POST /whip/ID/photo, "
+        "`livecam run --remote URL --source PHOTO`), bytes; a larger one gets 413.",
+        range=(1000, 100_000_000))
+    photo_dir: str = knob(
+        "", "Folder where the server keeps the photos sessions upload, one folder per session "
+        "that it removes when the session ends; empty = `serve-photos` in the user cache dir.")

@@ -156,6 +156,32 @@ class WhipClient:
         """The next swapped frame (None: the server ended the video); ``TimeoutError``."""
         return await asyncio.wait_for(self._frames.get(), timeout_s)
 
+    async def session_call(self, path: str = "", body: dict[str, Any] | None = None, *,
+                           data: bytes | None = None, content_type: str = ""
+                           ) -> tuple[int, Any]:
+        """A call on the session's Location (``path``: "" for its state, "/command", "/photo")
+        with its token: GET without ``body``/``data``, else POST of JSON ``body`` or of raw
+        ``data`` as ``content_type``. (status, the JSON answer or the error's text);
+        :class:`WhipError` when the server does not answer."""
+        import aiohttp
+
+        if self.location is None:
+            raise WhipError("no session yet")
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        method = "GET" if body is None and data is None else "POST"
+        try:
+            async with aiohttp.ClientSession() as http, http.request(
+                    method, self.location + path, json=body, data=data, headers=headers,
+                    ssl=self.ssl, timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+                if resp.status == 200:
+                    return resp.status, await resp.json()
+                return resp.status, (await resp.text()).strip()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise WhipError(f"session {self.location}: no answer ({type(exc).__name__}: "
+                            f"{exc})") from None
+
     async def close(self) -> None:
         """DELETE the session (best effort) and close the connection. Idempotent."""
         import aiohttp

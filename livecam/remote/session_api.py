@@ -7,8 +7,10 @@
                                stream's next frame)
 
 Another user's token is 404, as for DELETE: a session can neither see nor control another's.
-An unknown identity is 404, a malformed command 400. The command goes to the session's own
-stream only (never to the other sessions, never to the server's operator API).
+An unknown identity is 404, a malformed command 400. A session may select the server
+library's identities and the photos it uploaded itself (:mod:`livecam.remote.photos`).
+The command goes to the session's own stream only (never to the other sessions, never to
+the server's operator API).
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ class Session(Protocol):
 class WhipServer(Protocol):
     """What these routes need of the server (:class:`livecam.remote.whip.WhipServer`)."""
 
-    @property
-    def identity_names(self) -> tuple[str, ...]: ...
+    def names_for(self, session: Any) -> tuple[str, ...]: ...
 
     def sessions(self) -> Any: ...
 
@@ -49,10 +50,10 @@ def add_routes(app: web.Application, server: WhipServer) -> None:
     """Route a session's GET and command POST on ``app`` to ``server``'s sessions."""
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response(_state(server, _own_session(server, request)))
+        return web.json_response(state_of(server, own_session(server, request)))
 
     async def command(request: web.Request) -> web.Response:
-        session = _own_session(server, request)
+        session = own_session(server, request)
         if (request.content_length or 0) > _MAX_COMMAND_BYTES:
             raise web.HTTPRequestEntityTooLarge(max_size=_MAX_COMMAND_BYTES,
                                                 actual_size=request.content_length or 0)
@@ -62,9 +63,10 @@ def add_routes(app: web.Application, server: WhipServer) -> None:
             raise web.HTTPBadRequest(text="the command must be JSON") from None
         verb = body.get("command") if isinstance(body, dict) else None
         if verb == "select" and isinstance(body.get("identity"), str):
-            if body["identity"] not in server.identity_names:
+            names = server.names_for(session)
+            if body["identity"] not in names:
                 raise web.HTTPNotFound(text=f"no identity {body['identity']!r} on this server "
-                                       f"(known: {', '.join(server.identity_names)})")
+                                       f"(known: {', '.join(names)})")
             cmd: Any = SelectIdentity(body["identity"])
         elif verb == "bypass" and isinstance(body.get("on"), bool):
             cmd = SetBypass(body["on"])
@@ -77,13 +79,15 @@ def add_routes(app: web.Application, server: WhipServer) -> None:
                                    "with the first frame); try again")
         if not app_.commands.put(cmd, timeout_s=1.0):
             raise web.HTTPServiceUnavailable(text="the session's stream is not taking commands")
-        return web.json_response(_state(server, session), status=HTTPStatus.OK)
+        return web.json_response(state_of(server, session), status=HTTPStatus.OK)
 
     app.router.add_get("/whip/{session}", status)
     app.router.add_post("/whip/{session}/command", command)
 
 
-def _own_session(server: WhipServer, request: web.Request) -> Session:
+def own_session(server: WhipServer, request: web.Request) -> Session:
+    """The session the request's path names, if it is the user's own (else 404; 401 without a
+    known token)."""
     user = server.user_of(request)
     session = server.sessions().get(request.match_info["session"])
     if session is None or session.user != user:  # another's is as unknown as none
@@ -91,10 +95,11 @@ def _own_session(server: WhipServer, request: web.Request) -> Session:
     return session
 
 
-def _state(server: WhipServer, session: Session) -> dict[str, Any]:
+def state_of(server: WhipServer, session: Session) -> dict[str, Any]:
+    """The session's state as its routes answer it."""
     app_ = server.stream_app(session)
     state = app_.state if app_ is not None else None
     return {"session": session.id, "user": session.user, "stream": session.stream,
             "identity": state.active_identity if state is not None else None,
             "bypass": state.bypass if state is not None else False,
-            "identities": list(server.identity_names)}
+            "identities": list(server.names_for(session))}

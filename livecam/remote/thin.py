@@ -9,6 +9,22 @@ the **cover frame** (a dark card saying what happened) while the session is re-m
 backoff (0.5 s doubling to 10 s). ``health()`` (in ``livecam ctl status`` as
 ``remote_engines``, and on the status line) says whether the link is up, how often it was
 re-made and the last error.
+
+**Controls act on the remote session.** The local run's hotkeys, preview keys and ``livecam
+ctl`` change the local runtime state as always; each frame's state (its active identity and
+bypass) is compared with what the session was told, and a change is posted to the session's
+Location (``POST /whip/ID/command``, :mod:`livecam.remote.session_api`). Once a session sends
+its first swapped frame, the server's identity names replace the local list (``SetIdentityList``
+on the commands given to :meth:`RemoteSwapStage.bind`), so ``select 2`` and next/previous
+step through the server's identities; a re-made session is told the identity and bypass the
+local state holds.
+
+**A photo as the session's identity** (``photo``: ``livecam run --remote URL --source
+PHOTO``): each new session uploads it (``POST /whip/ID/photo``) before anything else; the
+server builds the identity and the session uses it. Locally it is called ``photo_alias``
+("source", as for a local ``--source``), whatever name the server gave it. A refused photo
+(too large, not a JPEG/PNG, no usable face) is the ``refused`` state with the server's reason:
+the output keeps the cover, never another face or the camera.
 """
 
 from __future__ import annotations
@@ -24,6 +40,7 @@ import cv2
 import numpy as np
 
 from livecam.core.backoff import Backoff
+from livecam.core.commands import Command, Commands, SelectIdentity, SetIdentityList
 from livecam.core.stage import StageBase
 from livecam.core.types import ImageBGR, Packet
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
@@ -50,8 +67,13 @@ class RemoteSwapStage(StageBase):
     name = "remote"
     backend = "whip"
 
-    def __init__(self, url: str, token: str, *, fps: float, stall_s: float = 1.0) -> None:
+    def __init__(self, url: str, token: str, *, fps: float, stall_s: float = 1.0,
+                 identity: str | None = None, photo: tuple[bytes, str] | None = None,
+                 photo_alias: str = "source") -> None:
         self.url = url
+        self._photo = photo
+        self._alias = photo_alias
+        self._photo_name: str | None = None  # the current session's name for the photo
         self._token = token
         self._fps = fps
         self._stall_s = stall_s
@@ -67,6 +89,19 @@ class RemoteSwapStage(StageBase):
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._cover: ImageBGR | None = None
+        # what the local state wants (pipeline thread writes, loop reads; under _lock)
+        self._wanted: tuple[str | None, bool] = (identity, False)
+        self._local_names: tuple[str, ...] = ()
+        self._server_names: tuple[str, ...] = ()
+        self._told: tuple[str | None, bool] = (None, False)  # what the session was told
+        self._location: str | None = None
+        self._wake: asyncio.Event | None = None
+        self._commands: Commands | None = None
+
+    def bind(self, commands: Commands) -> None:
+        """The local run's commands (any thread may put): the server's identity names and
+        the session's identity go there. Call before :meth:`open`."""
+        self._commands = commands
 
     def open(self) -> None:
         self._thread = threading.Thread(target=self._run, name="livecam-remote", daemon=True)
@@ -81,6 +116,15 @@ class RemoteSwapStage(StageBase):
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr
         self._feed.put(image)
+        wanted = (packet.state.active_identity, packet.state.bypass)
+        with self._lock:
+            self._local_names = packet.state.identities
+            changed, self._wanted = wanted != self._wanted, wanted
+        if changed:
+            loop, wake = self._loop, self._wake
+            if loop is not None and wake is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(wake.set)
         h, w = image.shape[:2]
         with self._lock:
             newest, t_newest, state = self._newest, self._t_newest, self._state
@@ -99,7 +143,9 @@ class RemoteSwapStage(StageBase):
             age = time.monotonic() - self._t_newest if self._newest is not None else None
             return {"url": self.url, "state": self._state, "sessions_made": self._connects,
                     "covered_frames": self._covered, "last_error": self._error,
-                    "last_frame_age_s": None if age is None else round(age, 3)}
+                    "last_frame_age_s": None if age is None else round(age, 3),
+                    "session": self._location, "identity": self._told[0],
+                    "bypass": self._told[1]}
 
     def _set(self, state: str, error: str | None = None) -> None:
         with self._lock:
@@ -120,12 +166,20 @@ class RemoteSwapStage(StageBase):
     async def _sessions(self) -> None:
         """Make the session, take its frames; on a drop or stall make it again, with backoff."""
         waits = Backoff(*_BACKOFF_S)
+        self._wake = asyncio.Event()
         while not self._stopping.is_set():
-            client = WhipClient(self.url, self._token, self._feed, timeout_s=10.0)
+            client = WhipClient(self._offer_url(), self._token, self._feed, timeout_s=10.0)
+            first = asyncio.Event()
+            control: asyncio.Task[None] | None = None
             try:
                 await client.connect()
                 self._connects += 1
+                with self._lock:
+                    self._location = client.location
+                if self._photo is not None:
+                    await self._upload(client, *self._photo)
                 self._set("connected")
+                control = asyncio.ensure_future(self._control(client, first))
                 got_one = False
                 while not self._stopping.is_set():
                     try:
@@ -137,11 +191,12 @@ class RemoteSwapStage(StageBase):
                     if image is None:
                         raise WhipError("the server ended the session")
                     got_one = True
+                    first.set()
                     waits.reset()
                     with self._lock:
                         self._newest, self._t_newest = image, time.monotonic()
             except WhipError as exc:
-                if exc.status in (401, 404, 415, 422):
+                if exc.status in (401, 404, 413, 415, 422):
                     self._set("refused", str(exc))  # retrying will not help; still retried slowly
                     waits.slowest()
                 else:
@@ -149,6 +204,10 @@ class RemoteSwapStage(StageBase):
             except Exception as exc:  # aiortc's own failures: the link is down either way
                 self._set("reconnecting", f"{type(exc).__name__}: {exc}")
             finally:
+                if control is not None:
+                    control.cancel()
+                with self._lock:
+                    self._location = None
                 with contextlib.suppress(Exception):
                     await client.close()
             if self._stopping.is_set():
@@ -157,3 +216,107 @@ class RemoteSwapStage(StageBase):
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline and not self._stopping.is_set():
                 await asyncio.sleep(0.05)
+
+    def _offer_url(self) -> str:
+        """The WHIP URL with ``?identity=`` for the identity the local state wants, when the
+        server is known to have it (or nothing is known yet: ``--identity`` at the start)."""
+        from urllib.parse import urlencode, urlsplit, urlunsplit
+
+        with self._lock:
+            name, known = self._wanted[0], self._server_names
+        if not name or (known and name not in known) or (
+                self._photo is not None and name == self._alias):
+            return self.url
+        parts = urlsplit(self.url)
+        query = "&".join(q for q in (parts.query, urlencode({"identity": name})) if q)
+        return urlunsplit(parts._replace(query=query))
+
+    async def _upload(self, client: WhipClient, data: bytes, content_type: str) -> None:
+        """The photo to the new session as its identity; :class:`WhipError` (with the
+        server's status) when refused."""
+        status, reply = await client.session_call("/photo", data=data,
+                                                  content_type=content_type)
+        if status != 200:
+            raise WhipError(f"the server refused the photo ({status}): {reply}", status)
+        with self._lock:
+            self._photo_name = str(reply["identity"])
+        for warning in reply.get("warnings", ()):
+            log.warning("remote photo: %s", warning)
+
+    def _local(self, name: str | None) -> str | None:
+        """The local name of the server's identity ``name`` (the photo's is the alias)."""
+        return self._alias if name is not None and name == self._photo_name else name
+
+    def _server(self, name: str | None) -> str | None:
+        """The server's name of the local identity ``name``."""
+        return self._photo_name if self._photo is not None and name == self._alias else name
+
+    def _put(self, command: Command) -> None:
+        if self._commands is not None:
+            with contextlib.suppress(Exception):  # a full or closed queue: the run is ending
+                self._commands.put(command, timeout_s=0)
+
+    async def _control(self, client: WhipClient, first: asyncio.Event) -> None:
+        """Once the session's stream runs (its first swapped frame came back): the server's
+        identity names to the local state, then the local state's identity and bypass to the
+        session, at every change. Ends with the session."""
+        try:
+            await self._follow(client, first)
+        except WhipError as exc:  # the link went down: the session loop sees it too
+            log.debug("remote session controls ended: %s", exc)
+
+    async def _follow(self, client: WhipClient, first: asyncio.Event) -> None:
+        assert self._wake is not None
+        await first.wait()
+        status, state = await client.session_call()
+        if status != 200:
+            log.warning("remote session state not readable (%d): %s", status, state)
+            return
+        names = tuple(str(n) for n in state.get("identities", ()))
+        told = (self._local(state.get("identity")), bool(state.get("bypass")))
+        if self._photo_name in names:  # the photo first, as for a local --source
+            names = (self._alias, *(n for n in names if n != self._photo_name))
+        with self._lock:
+            self._server_names, self._told = names, told
+            local, wanted = self._local_names, self._wanted
+        if names and names != local:
+            self._put(SetIdentityList(names))
+        if wanted[0] is None and told[0] is not None:
+            self._put(SelectIdentity(told[0]))  # the local state shows the session's identity
+        refused: str | None = None  # a name the server does not have: asked once
+        while True:
+            self._wake.clear()
+            with self._lock:
+                wanted, told = self._wanted, self._told
+            if wanted[0] not in (None, told[0], refused):
+                ok = await self._tell(client, {"command": "select",
+                                               "identity": self._server(wanted[0])})
+                if ok:
+                    told = (wanted[0], told[1])
+                elif ok is None:
+                    refused = wanted[0]
+                    if told[0] is not None:  # back to what the session shows
+                        self._put(SelectIdentity(told[0]))
+            elif wanted[1] != told[1]:
+                if await self._tell(client, {"command": "bypass", "on": wanted[1]}):
+                    told = (told[0], wanted[1])
+            else:
+                await self._wake.wait()
+                continue
+            with self._lock:
+                self._told = told
+
+    async def _tell(self, client: WhipClient, body: dict[str, Any]) -> bool | None:
+        """Post ``body`` to the session: True when taken, None when refused for good (an
+        identity the server does not have: logged), False to try again shortly."""
+        status, reply = await client.session_call("/command", body)
+        if status == 200:
+            log.info("remote session: %s", " ".join(f"{k}={v}" for k, v in body.items()
+                                                     if k != "command") or body)
+            return True
+        if status == 404:
+            log.warning("remote session refused %s: %s", body, reply)
+            return None
+        log.debug("remote session busy (%d): %s; retrying", status, reply)
+        await asyncio.sleep(0.2)  # 409 before the stream started, 503 a full queue
+        return False

@@ -5,13 +5,15 @@
     DELETE /whip/ID  the same user's token -> 200: the session ends, its stream is removed
     GET /whip/ID, POST /whip/ID/command: the session's own state and controls
                      (:mod:`livecam.remote.session_api`)
+    POST /whip/ID/photo: a photo as the session's own identity (:mod:`livecam.remote.photos`)
 
 The token is checked before anything else (401 with ``WWW-Authenticate: Bearer``, nothing read
 and no media), then the offer rate (429), the number of sessions (503), the content type
 (415), the offer itself (400: not SDP, no video, video not ``sendrecv``) and what it declares
 against ``serve.max_*`` (422: ``a=framerate``, or ``?width=&height=&fps=`` in the URL).
 The video transceiver is answered ``sendrecv``: the camera comes in and the swapped video goes
-back on the same transceiver. **Audio is refused cleanly**: its transceiver is answered
+back on the same transceiver; its ICE candidates are on ``serve.ice_interfaces`` only
+(:mod:`livecam.remote.ice`). **Audio is refused cleanly**: its transceiver is answered
 ``inactive`` (no audio flows either way). ``?identity=NAME`` picks the session's identity from
 the server's library (404 for an unknown one).
 
@@ -45,9 +47,12 @@ from livecam.control.http import LOOPBACK, HttpServer, Limits, bind_socket
 from livecam.core.commands import SelectIdentity
 from livecam.core.errors import ConfigError
 from livecam.pipeline.streams import StreamSet
+from livecam.remote.cors import cors, preflight
+from livecam.remote.ice import allowed_addresses, check_interfaces, limit_gathering
 from livecam.remote.media import SessionSink, SessionSource, make_swapped_track
 from livecam.remote.metrics import SessionStats
-from livecam.remote.session_api import add_routes
+from livecam.remote.photos import SessionPhotos, add_photo_route
+from livecam.remote.session_api import add_routes, own_session, state_of
 from livecam.remote.tokens import TokenStore
 
 log = logging.getLogger(__name__)
@@ -77,12 +82,14 @@ class WhipServer:
     :class:`ConfigError`) and serves in a background thread; ``stop`` ends every session."""
 
     def __init__(self, config: Config, streams: StreamSet, tokens: TokenStore,
-                 *, identities: tuple[str, ...] = (), limits: Limits | None = None) -> None:
+                 *, identities: tuple[str, ...] = (), limits: Limits | None = None,
+                 photos: SessionPhotos | None = None) -> None:
         self._config = config
         self._serve = config.serve
         self._streams = streams
         self._tokens = tokens
         self._identities = identities
+        self._photos = photos
         self._limits = limits or Limits()
         self._address = parse_address(config.serve.address)
         self._ssl = _tls_context(config)
@@ -104,6 +111,9 @@ class WhipServer:
         return dict(self._sessions)
 
     def start(self) -> None:
+        if self._serve.ice_interfaces:
+            log.info("ICE on %s only (serve.ice_interfaces)",
+                     ", ".join(check_interfaces(self._serve.ice_interfaces)))
         host, port = self._address
         try:
             sock = bind_socket(host, port, self._limits.backlog)
@@ -125,6 +135,8 @@ class WhipServer:
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(self._end_all(), loop).result(5.0)
         http.stop()
+        if self._photos is not None:
+            self._photos.forget_all()
 
     async def _end_all(self) -> None:
         await asyncio.gather(*(self._end(s, "the server stops")
@@ -133,18 +145,25 @@ class WhipServer:
     # -- the application (the server's event-loop thread) -------------------------------
 
     def _make_app(self) -> web.Application:
-        app = web.Application(client_max_size=_MAX_OFFER_BYTES, middlewares=[_cors])
+        app = web.Application(client_max_size=_MAX_OFFER_BYTES, middlewares=[cors])
         app.router.add_post("/whip", self._offer)
         app.router.add_delete("/whip/{session}", self._delete)
-        app.router.add_route("OPTIONS", "/whip", _preflight)
-        app.router.add_route("OPTIONS", "/whip/{session}", _preflight)
+        app.router.add_route("OPTIONS", "/whip", preflight)
+        app.router.add_route("OPTIONS", "/whip/{session}", preflight)
         add_routes(app, self)  # the session's own status and commands
+        if self._photos is not None:
+            add_photo_route(app, self._photos, lambda r: own_session(self, r), self._uploaded)
         return app
 
-    @property
-    def identity_names(self) -> tuple[str, ...]:
-        """The server library's identities a session may select."""
-        return self._identities
+    def names_for(self, session: Session) -> tuple[str, ...]:
+        """The identities ``session`` may select: the server library's and its own uploads."""
+        own = self._photos.names_of(session.id) if self._photos is not None else ()
+        return (*self._identities, *own)
+
+    async def _uploaded(self, session: Session, name: str) -> dict[str, Any]:
+        """Make the uploaded identity ``name`` the session's (at its stream's next frame)."""
+        session.tasks.add(asyncio.ensure_future(self._select(session, name)))
+        return state_of(self, session)
 
     def stream_app(self, session: Session) -> Any:
         """The session's stream (an App), None before its first frame or after its end."""
@@ -272,6 +291,13 @@ class WhipServer:
         for t in pc.getTransceivers():
             if t.kind == "audio":
                 t.direction = "inactive"  # refused cleanly: no audio either way
+        if serve.ice_interfaces:
+            addresses = allowed_addresses(serve.ice_interfaces)
+            if not addresses:
+                await pc.close()
+                raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, "no address of serve."
+                                   "ice_interfaces is up on this server now: try again later")
+            limit_gathering(pc, addresses)
         pc.addTrack(make_swapped_track(session.sink))  # the video transceiver's sender
         await pc.setLocalDescription(await pc.createAnswer())
         self._sessions[session.id] = session
@@ -339,6 +365,8 @@ class WhipServer:
         session.sink.close()
         await session.pc.close()
         self._sessions.pop(session.id, None)
+        if self._photos is not None:
+            self._photos.forget(session.id)
 
     async def _delete(self, request: web.Request) -> web.Response:
         user = self._user(request)
@@ -347,30 +375,6 @@ class WhipServer:
             raise web.HTTPNotFound(text="no such session")
         await self._end(session, "the client ended it (DELETE)")
         return web.Response(status=HTTPStatus.OK)
-
-
-#: Browsers' WHIP clients post from their page's origin: any origin may ask (the token, not
-#: the origin, is what lets an offer in), and may read the Location of the answer.
-_CORS = {"Access-Control-Allow-Origin": "*",
-         "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
-         "Access-Control-Allow-Headers": "Authorization, Content-Type",
-         "Access-Control-Expose-Headers": "Location"}
-
-
-@web.middleware
-async def _cors(request: web.Request, handler: Any) -> web.StreamResponse:
-    try:
-        response: web.StreamResponse = await handler(request)
-    except web.HTTPException as exc:
-        exc.headers.update(_CORS)
-        raise
-    response.headers.update(_CORS)
-    return response
-
-
-async def _preflight(request: web.Request) -> web.Response:
-    """A browser's CORS preflight: answered without a token (it carries none)."""
-    return web.Response(status=HTTPStatus.NO_CONTENT)
 
 
 def _tls_context(config: Config) -> ssl.SSLContext | None:

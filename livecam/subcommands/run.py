@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from livecam.capture import INPUT_HELP
 from livecam.output import OUTPUT_HELP
@@ -14,6 +14,7 @@ from livecam.subcommands.common import add_config_options, config_from_args
 if TYPE_CHECKING:
     from livecam.app import StreamSet
     from livecam.config import Config
+    from livecam.remote.thin import RemoteSwapStage
 
 log = logging.getLogger("livecam")
 
@@ -35,7 +36,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "switch later with hotkeys, the panel or `livecam ctl select`")
     p.add_argument("--source", metavar="PHOTO",
                    help="a one-off source face from PHOTO (not stored in the library), active "
-                   "from the start; `livecam identity add` keeps one for later runs")
+                   "from the start; `livecam identity add` keeps one for later runs. With "
+                   "--remote, the JPEG or PNG is uploaded to the server as the session's "
+                   "identity")
     add_config_options(p)
 
 
@@ -124,6 +127,8 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
     from livecam.core.errors import UsageError
     from livecam.core.types import RuntimeState
 
+    if getattr(args, "remote", None):
+        return _remote_streams(args, config, pairs or stream_pairs(args, config))
     names = tuple(LibraryCatalog(config.identity).names())
     if args.identity is not None and args.identity not in names:
         known = ", ".join(names) or "none yet"
@@ -150,24 +155,76 @@ def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
     state = RuntimeState(active_identity=active, identities=names)
     overrides = list(args.overrides)
     pairs = pairs or stream_pairs(args, config)
-    stages = _remote_stages(args, config, len(pairs))
-    return build_streams(config, pairs=pairs, stages=stages,
+    return build_streams(config, pairs=pairs,
                          identities=identities, max_frames=getattr(args, "frames", None),
                          state=state, hotkeys=not daemon, api_required=daemon,
                          wait_for_source=daemon,
                          config_loader=_config_reloader(args, overrides))
 
 
-def _remote_stages(args: argparse.Namespace, config: Config, n_streams: int) -> list[Any] | None:
-    """The thin client's stage for ``--remote URL`` (None without it)."""
+def _remote_streams(args: argparse.Namespace, config: Config,
+                    pairs: list[tuple[str, str]]) -> StreamSet:
+    """The thin client's one stream (``--remote URL``): its stage swaps on the server, the
+    local hotkeys, preview keys and control API act on the server's session through it
+    (``--identity`` names one of the server's identities, ``--source PHOTO`` is uploaded to
+    each session as its identity; this machine's library is not read)."""
+    from livecam.app import build_streams
+    from livecam.core.errors import UsageError
+    from livecam.core.types import RuntimeState
+
+    photo = None
+    if getattr(args, "source", None):
+        if args.identity is not None:
+            raise UsageError("use either --identity NAME or --source PHOTO, not both")
+        photo = _remote_photo(args.source, config.serve.max_photo_bytes)
+    stage = _remote_stage(args, config, len(pairs), photo)
+    active = ONE_OFF_NAME if photo is not None else args.identity
+    state = RuntimeState(active_identity=active, identities=(active,) if active else ())
+    streams = build_streams(config, pairs=pairs, stages=[stage],
+                            max_frames=getattr(args, "frames", None), state=state,
+                            config_loader=_config_reloader(args, list(args.overrides)))
+    stage.bind(streams.commands)
+    return streams
+
+
+def _remote_photo(path: str, max_bytes: int) -> tuple[bytes, str]:
+    """(the bytes, the content type) of ``--source PHOTO`` for the server, checked here
+    first: a file, at most ``serve.max_photo_bytes``, a JPEG or PNG (else :class:`UsageError`;
+    the server reads the face)."""
+    import stat
+    from pathlib import Path
+
+    from livecam.core.errors import UsageError
+    from livecam.remote.photos import photo_type
+
+    try:
+        st = Path(path).stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"--source {path}: not a photo file")
+        if st.st_size > max_bytes:
+            raise UsageError(f"--source {path} is {st.st_size / 1e6:.1f} MB, over "
+                             f"serve.max_photo_bytes ({max_bytes / 1e6:.1f} MB): send a smaller "
+                             "JPEG or PNG")
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise UsageError(f"--source {path} cannot be read ({exc.strerror}): check the path"
+                         ) from None
+    kind = photo_type(data)
+    if kind is None or len(data) > max_bytes:
+        raise UsageError(f"--source {path} is not a JPEG or PNG photo: the server takes those")
+    return data, kind
+
+
+def _remote_stage(args: argparse.Namespace, config: Config, n_streams: int,
+                  photo: tuple[bytes, str] | None) -> RemoteSwapStage:
+    """The thin client's stage for ``--remote URL`` (``photo``: uploaded to each session)."""
     import os
     from pathlib import Path
 
     from livecam.core.errors import UsageError
 
-    url = getattr(args, "remote", None)
-    if not url:
-        return None
+    url = str(args.remote)
     if n_streams != 1:
         raise UsageError("--remote takes one --input/--output pair")
     if not url.startswith(("http://", "https://")):
@@ -181,7 +238,8 @@ def _remote_stages(args: argparse.Namespace, config: Config, n_streams: int) -> 
                          "LIVECAM_REMOTE_TOKEN (`livecam serve token add NAME` on the server)")
     from livecam.remote.thin import RemoteSwapStage
 
-    return [RemoteSwapStage(url, token, fps=config.capture.fps)]
+    return RemoteSwapStage(url, token, fps=config.capture.fps, identity=args.identity,
+                           photo=photo, photo_alias=ONE_OFF_NAME)
 
 
 def _config_reloader(args: argparse.Namespace, overrides: list[str]) -> Callable[[], Config]:

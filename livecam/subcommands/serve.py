@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from livecam.subcommands.common import accept_after_verb, command_parser, config_from_args
@@ -65,6 +66,8 @@ def _serve(args: argparse.Namespace, config: Config, tokens: TokenStore) -> int:
     from livecam.control.catalog import LibraryCatalog
     from livecam.core.errors import UsageError
     from livecam.core.types import RuntimeState
+    from livecam.identity import IdentityCollection, IdentityLibrary
+    from livecam.remote.photos import SessionPhotos, default_photo_dir
     from livecam.remote.whip import WhipServer
 
     names = tuple(LibraryCatalog(config.identity).names())
@@ -75,9 +78,18 @@ def _serve(args: argparse.Namespace, config: Config, tokens: TokenStore) -> int:
         log.warning("no WHIP user yet: every offer will get 401; add one with `livecam "
                     "serve token add NAME`")
     state = RuntimeState(active_identity=args.identity, identities=names)
+    serve = config.serve
+    photos = SessionPhotos(Path(serve.photo_dir).expanduser() if serve.photo_dir
+                           else default_photo_dir(), config.identity,
+                           max_bytes=serve.max_photo_bytes)
+    # the sessions' uploaded photos first, then the library
+    identities = IdentityCollection(photos.identities, IdentityLibrary.from_config(
+        config.identity))
     streams = build_streams(config, pairs=[], state=state, hotkeys=False, api_required=False,
-                            hold_open=True, gpu_streams=config.serve.max_sessions)
-    streams.controls.append(WhipServer(config, streams, tokens, identities=names))
+                            hold_open=True, gpu_streams=serve.max_sessions,
+                            identities=identities)
+    streams.controls.append(WhipServer(config, streams, tokens, identities=names,
+                                       photos=photos))
     signal.signal(signal.SIGTERM, lambda *_: streams.request_stop())
     try:
         streams.run()

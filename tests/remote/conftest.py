@@ -1,84 +1,25 @@
-"""`livecam serve` started as a user starts it: its own config/data dirs, a library with the
-astronaut, users alice and bob."""
+"""Helpers of the remote tests. The set-up itself (`livecam serve` as a user starts it, real
+aiortc sessions with it) is :mod:`tests.helpers.whip_session`, shared with
+``scripts/bench_remote.py``."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-from tests.daemon.conftest import free_port
+from tests.helpers.whip_session import Server, looped_session
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen[str]
-    url: str
-    api: str
-    env: dict[str, str]
-    tokens: dict[str, str]
-    log: Path
-    port: int
+async def first_swapped(server: Server, *, trust: Any = None, user: str = "alice") -> str:
+    """A real aiortc WHIP session with ``server`` sending the leak clip ``still_2`` at 30 fps
+    until the first swapped frame (one carrying its index) comes back; the answer's SDP.
+    ``trust``: the client's SSL context (None: the system's CAs). Raises what the client
+    raises (:class:`WhipError` for a refusal)."""
+    from tests.helpers.leak_clips import leak_clips, read_index
 
-    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
-                               *args], env=self.env, capture_output=True, text=True, timeout=60)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            assert self.proc.wait(60) == 0, self.log.read_text()
-
-
-def start_server(root: Path, *, max_sessions: int, port: int | None = None,
-                 prepared: bool = False, tls: tuple[Path, Path] | None = None) -> Server:
-    """``livecam serve --identity astro`` on ``port`` (a free one by default); ``prepared``:
-    the library and tokens under ``root`` are there already (a restart); ``tls``: (certificate,
-    key) PEM files, served over HTTPS."""
-    import cv2
-    from skimage import data
-
-    env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
-               XDG_DATA_HOME=str(root / "data"), XDG_CACHE_HOME=str(root / "cache"))
-
-    def livecam(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    root.mkdir(parents=True, exist_ok=True)
-    tokens_file = root / "tokens.txt"
-    if not prepared:
-        photo = root / "astronaut.png"
-        cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
-        livecam("identity", "add", "astro", str(photo), "--force")
-        tokens_file.write_text("\n".join(f"{name} {livecam('serve', 'token', 'add', name)}"
-                                         for name in ("alice", "bob")))
-    tokens = dict(line.split() for line in tokens_file.read_text().splitlines())
-    port = port or free_port()
-    api_port = free_port()
-    log = root / f"serve-{port}-{time.monotonic_ns()}.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "serve", "--identity", "astro",
-             "--set", f"advanced.serve.address=127.0.0.1:{port}",
-             "--set", f"control.api_address=127.0.0.1:{api_port}",
-             "--set", f"advanced.serve.max_sessions={max_sessions}",
-             "--set", "advanced.pipeline.status_interval_s=0",
-             *(["--set", f"advanced.serve.tls_cert={tls[0]}",
-                "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else [])],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    scheme = "https" if tls else "http"
-    s = Server(proc, f"{scheme}://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
-               tokens, log, port)
-    deadline = time.monotonic() + 120
-    while "WHIP endpoint on" not in log.read_text():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.1)
-    return s
+    frames = [frame for frame, _ in leak_clips()["still_2"].frames()][:30]
+    async with looped_session(server.url, server.tokens[user], frames, ssl=trust) as client:
+        while True:
+            image = await client.received(timeout_s=60)
+            assert image is not None, "the server ended the video"
+            if read_index(image) is not None:
+                return client.answer_sdp

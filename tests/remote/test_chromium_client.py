@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.leak_clips import leak_clips, read_index
 from tests.helpers.leak_judge import judge
-from tests.remote.conftest import Server, start_server
+from tests.helpers.whip_session import Server, start_serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -74,7 +74,7 @@ def write_y4m(path: Path, frames: list[np.ndarray], fps: int = 30) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(tmp_path_factory.mktemp("serve"), max_sessions=2)
+    s = start_serve(tmp_path_factory.mktemp("serve"), max_sessions=2)
     yield s
     s.stop()
 

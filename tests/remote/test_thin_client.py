@@ -9,17 +9,14 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon.conftest import free_port
 from tests.helpers.leak_clips import decode, leak_clips, write_clip
 from tests.helpers.leak_judge import judge
-from tests.remote.conftest import start_server
+from tests.helpers.whip_session import free_port, start_serve, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -30,19 +27,12 @@ def _status(api: str, env: dict[str, str]) -> dict[str, Any] | None:
     return json.loads(done.stdout) if done.returncode == 0 else None
 
 
-def _wait(what: str, condition: Callable[[], bool], log: Path, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: {log.read_text()[-3000:]}"
-        time.sleep(0.3)
-
-
 def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
         tmp_path: Path) -> None:
     clip = leak_clips()["still_2"]
     clip_path = tmp_path / "clip.mp4"
     truth = write_clip(clip, clip_path)
-    server = start_server(tmp_path / "server", max_sessions=1)
+    server = start_serve(tmp_path / "server", max_sessions=1)
     token_file = tmp_path / "token"
     token_file.write_text(server.tokens["alice"])
     out = tmp_path / "out.mp4"
@@ -66,17 +56,18 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
             status = _status(api, env)
             return (status or {}).get("remote_engines", {}).get("remote", {})
 
-        _wait("swapped frames came back", lambda: remote().get("last_frame_age_s") is not None,
-              log)
+        wait_for("swapped frames came back",
+                 lambda: remote().get("last_frame_age_s") is not None, log)
         covered_before = remote()["covered_frames"]
         server.stop()  # the link drops
-        _wait("the client saw the drop", lambda: remote().get("state") == "reconnecting", log)
-        _wait("the cover went out", lambda: remote()["covered_frames"] > covered_before + 10, log)
-        restarted = start_server(tmp_path / "server", max_sessions=1, port=server.port,
-                                 prepared=True)
-        _wait("reconnected", lambda: remote().get("sessions_made", 0) >= 2
-              and remote().get("state") == "connected" and remote()["last_frame_age_s"] < 0.5,
-              log)
+        wait_for("the client saw the drop", lambda: remote().get("state") == "reconnecting", log)
+        wait_for("the cover went out",
+                 lambda: remote()["covered_frames"] > covered_before + 10, log)
+        restarted = start_serve(tmp_path / "server", max_sessions=1, port=server.port,
+                                prepared=True)
+        wait_for("reconnected", lambda: remote().get("sessions_made", 0) >= 2
+                 and remote().get("state") == "connected" and remote()["last_frame_age_s"] < 0.5,
+                 log)
         final = remote()
         subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
                        env=env, capture_output=True, timeout=60)

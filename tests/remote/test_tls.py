@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from livecam.remote.client import FrameFeed, WhipClient, WhipError
-from tests.helpers.leak_clips import leak_clips, read_index
-from tests.remote.conftest import Server, start_server
+from livecam.remote.client import WhipError
+from tests.helpers.whip_session import start_serve
+from tests.remote.conftest import first_swapped
 
 pytestmark = pytest.mark.slow
 
@@ -44,41 +44,14 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-async def _first_swapped(server: Server, trust: ssl.SSLContext | None) -> bool:
-    frames = [frame for frame, _ in leak_clips()["still_2"].frames()][:30]
-    feed = FrameFeed(fps=30.0)
-    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60, ssl=trust)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / 30)
-
-    pumping = asyncio.ensure_future(pump())
-    try:
-        await client.connect()
-        while True:
-            image = await client.received(timeout_s=60)
-            assert image is not None, "the server ended the video"
-            if read_index(image) is not None:
-                return True
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
-
-
 def test_whip_over_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path)
-    server = start_server(tmp_path / "serve", max_sessions=1, tls=(cert, key))
+    server = start_serve(tmp_path / "serve", max_sessions=1, tls=(cert, key))
     try:
         assert server.url.startswith("https://")
         with pytest.raises(WhipError):  # the system's CAs do not know this certificate
-            asyncio.run(_first_swapped(server, None))
+            asyncio.run(first_swapped(server))
         trusted = ssl.create_default_context(cafile=str(cert))
-        assert asyncio.run(_first_swapped(server, trusted))
+        assert "m=video" in asyncio.run(first_swapped(server, trust=trusted))
     finally:
         server.stop()

@@ -26,14 +26,14 @@ import pytest
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
 from tests.helpers.leak_clips import leak_clips, read_index
 from tests.helpers.leak_judge import judge
-from tests.remote.conftest import Server, start_server
+from tests.helpers.whip_session import Server, looped_session, start_serve
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(tmp_path_factory.mktemp("serve"), max_sessions=1)
+    s = start_serve(tmp_path_factory.mktemp("serve"), max_sessions=1)
     yield s
     s.stop()
 
@@ -54,22 +54,10 @@ async def _session(server: Server, frames: list[np.ndarray], *, seconds: float
     def on_sent(image: np.ndarray) -> None:
         sent_at[index_of[id(image)]] = time.monotonic()
 
-    feed = FrameFeed(fps=30.0, on_sent=on_sent)
-    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / 30)
-
-    pumping = asyncio.ensure_future(pump())
     outputs: dict[int, np.ndarray] = {}
     latencies: list[float] = []
-    try:
-        await client.connect()
+    async with looped_session(server.url, server.tokens["alice"], frames,
+                              on_sent=on_sent) as client:
         assert "m=video" in client.answer_sdp and "a=sendrecv" in client.answer_sdp
         t_end: float | None = None
         while t_end is None or time.monotonic() < t_end:
@@ -87,10 +75,6 @@ async def _session(server: Server, frames: list[np.ndarray], *, seconds: float
                 server.api + "/metrics", headers={"Authorization": "Bearer " + _api_token(server)}
                 ) as resp:
             metrics = await resp.text()
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
     return outputs, latencies, metrics
 
 
@@ -226,25 +210,12 @@ async def _control_session(server: Server, frames: list[np.ndarray]
                            ) -> tuple[dict[str, int], dict[str, Any], list[np.ndarray]]:
     """Alice's session, controlled on its Location: (status codes of the probes, alice's
     state after bypass, the frames received once the server said bypass is on)."""
-    feed = FrameFeed(fps=30.0)
-    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / 30)
-
     def auth(user: str) -> dict[str, str]:
         return {"Authorization": "Bearer " + server.tokens[user]}
 
-    pumping = asyncio.ensure_future(pump())
     codes: dict[str, int] = {}
     after: list[np.ndarray] = []
-    try:
-        await client.connect()
+    async with looped_session(server.url, server.tokens["alice"], frames) as client:
         assert client.location is not None
         base = client.location  # absolute, as the client resolved it
         while read_index(await client.received(timeout_s=60)) is None:
@@ -285,10 +256,6 @@ async def _control_session(server: Server, frames: list[np.ndarray]
         codes["ctl alice"] = (await asyncio.to_thread(ctl, "alice", "bypass", "off")).returncode
         while "bypass off" not in (await asyncio.to_thread(ctl, "alice", "status")).stdout:
             await asyncio.sleep(0.1)  # taken at the stream's next frame
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
     return codes, state, after
 
 

@@ -1,0 +1,194 @@
+"""Photos a WHIP session uploads as its own identity (issue 40: "a photo uploaded through the
+API under the same photo rules")::
+
+    POST /whip/ID/photo   Content-Type: image/jpeg | image/png, the session user's token,
+                          the photo's bytes (at most ``serve.max_photo_bytes``)
+                       -> 200 JSON {"identity": NAME, "warnings": [...], "state": ...}
+
+The photo is written into a folder of its own that the server makes for the session under
+``serve.photo_dir`` (default ``serve-photos`` in the user cache dir), read under the rules of
+``livecam run --source PHOTO`` (``identity.max_photo_megapixels``, one face found; quality
+problems are warnings, not refusals) and made the session's identity at its next frame.
+The name (``photo-<session>-<k>``) is the session's alone: another session can neither select
+nor see it. A new upload replaces the session's previous one. When the session ends, its
+identity is forgotten and its folder removed: the server deletes only what it made.
+
+Refusals, before the body is read where the headers say enough: another user's session 404,
+no or wrong ``Content-Type`` 415, no ``Content-Length`` 411, over the limit 413, a body that
+is not the image its type says 415, a photo that cannot be used (not decodable, no face, too
+many pixels) 422 with the reason. One photo is processed at a time (face detection and the
+face mesh, about 0.3 s on a CPU), so a flood of uploads cannot take the frame threads' cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from livecam.config.identity import IdentityConfig
+from livecam.identity.model import Identity
+
+log = logging.getLogger(__name__)
+
+#: The photo types taken, with the first bytes of such a file.
+PHOTO_TYPES = {"image/jpeg": b"\xff\xd8\xff", "image/png": b"\x89PNG\r\n\x1a\n"}
+_BODY_TIMEOUT_S = 30.0
+
+
+def default_photo_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("livecam", appauthor=False)) / "serve-photos"
+
+
+def photo_type(data: bytes) -> str | None:
+    """The content type whose signature ``data`` starts with (None: neither JPEG nor PNG)."""
+    return next((t for t, magic in PHOTO_TYPES.items() if data.startswith(magic)), None)
+
+
+@dataclass
+class SessionUploads:
+    """One session's uploads: its folder (made by the server) and its identity names."""
+
+    folder: Path | None = None
+    names: list[str] = field(default_factory=list)
+    count: int = 0
+
+
+class SessionPhotos:
+    """Uploaded identities of every session. ``identities`` is the dict the server's
+    :class:`~livecam.identity.IdentityCollection` reads first (the pipeline threads load
+    from it by name); it is changed on the server's event loop only."""
+
+    def __init__(self, root: Path, identity_config: IdentityConfig, *, max_bytes: int) -> None:
+        self.root = root
+        self.identities: dict[str, Identity] = {}
+        self._config = identity_config
+        self._max_bytes = max_bytes
+        self._sessions: dict[str, SessionUploads] = {}
+        self._busy = asyncio.Lock()
+
+    def names_of(self, session_id: str) -> tuple[str, ...]:
+        """The identity names session ``session_id`` uploaded (its newest last)."""
+        uploads = self._sessions.get(session_id)
+        return tuple(uploads.names) if uploads is not None else ()
+
+    async def upload(self, request: web.Request, session_id: str) -> tuple[str, list[str]]:
+        """Read, store and build the photo of ``request`` as ``session_id``'s identity:
+        (its name, the photo's warnings). Raises the aiohttp HTTP error to answer with."""
+        kind = request.content_type
+        if kind not in PHOTO_TYPES:
+            raise web.HTTPUnsupportedMediaType(
+                text=f"send the photo as {' or '.join(PHOTO_TYPES)} (got {kind or 'no type'})")
+        length = request.content_length
+        if length is None:
+            raise web.HTTPLengthRequired(text="send the photo with a Content-Length")
+        if length > self._max_bytes:
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=self._max_bytes, actual_size=length,
+                text=f"the photo is {length / 1e6:.1f} MB, over this server's limit "
+                f"{self._max_bytes / 1e6:.1f} MB (serve.max_photo_bytes)")
+        try:
+            async with asyncio.timeout(_BODY_TIMEOUT_S):
+                data = await request.content.readexactly(length)
+        except TimeoutError:
+            raise web.HTTPRequestTimeout(text="the photo did not arrive in "
+                                         f"{_BODY_TIMEOUT_S:g} s") from None
+        except asyncio.IncompleteReadError:
+            raise web.HTTPBadRequest(text="the photo ended before its Content-Length") from None
+        if photo_type(data) != kind:
+            raise web.HTTPUnsupportedMediaType(text=f"the body is not a {kind} file")
+        async with self._busy:
+            return await self._build(session_id, data, kind)
+
+    async def _build(self, session_id: str, data: bytes, kind: str) -> tuple[str, list[str]]:
+        from livecam.core.errors import IdentityError
+        from livecam.identity import identity_from_photo
+
+        uploads = self._sessions.setdefault(session_id, SessionUploads())
+        if uploads.folder is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            uploads.folder = self.root / session_id
+            uploads.folder.mkdir(mode=0o700)  # new: the session id is random, never reused
+        uploads.count += 1
+        name = f"photo-{session_id[:8]}-{uploads.count}"
+        path = uploads.folder / f"{uploads.count}{'.png' if kind == 'image/png' else '.jpg'}"
+        path.write_bytes(data)
+        warnings: list[str] = []
+
+        def build() -> Identity:
+            handler = _Collect(warnings)
+            logger = logging.getLogger("livecam.identity")
+            logger.addHandler(handler)
+            try:
+                return identity_from_photo(path, self._config, name=name)
+            finally:
+                logger.removeHandler(handler)
+
+        try:
+            identity = await asyncio.to_thread(build)
+        except IdentityError as exc:
+            path.unlink(missing_ok=True)
+            raise web.HTTPUnprocessableEntity(
+                text=str(exc).replace(str(path), "the photo")) from None
+        for old in uploads.names:  # a new upload replaces the session's previous one
+            self.identities.pop(old, None)
+        for old_file in uploads.folder.iterdir():
+            if old_file != path:
+                old_file.unlink(missing_ok=True)
+        uploads.names = [name]
+        self.identities[name] = identity
+        log.info("session %s: identity %s from an uploaded photo (%d bytes)", session_id[:8],
+                 name, len(data))
+        return name, [w.replace(str(path), "the photo") for w in warnings]
+
+    def forget(self, session_id: str) -> None:
+        """The session ended: its identities are dropped, the folder the server made for it
+        removed (nothing else under ``root`` is touched)."""
+        uploads = self._sessions.pop(session_id, None)
+        if uploads is None:
+            return
+        for name in uploads.names:
+            self.identities.pop(name, None)
+        if uploads.folder is not None:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(uploads.folder)
+
+    def forget_all(self) -> None:
+        for session_id in list(self._sessions):
+            self.forget(session_id)
+
+
+class _Collect(logging.Handler):
+    """The warnings ``identity_from_photo`` logs, kept for the answer."""
+
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._into.append(record.getMessage())
+
+
+def add_photo_route(app: web.Application, photos: SessionPhotos,
+                    own_session: Callable[[web.Request], Any],
+                    on_uploaded: Callable[[Any, str], Any]) -> None:
+    """``POST /whip/{session}/photo`` on ``app``: ``own_session(request)`` is the session of
+    the request's user (raises 404 otherwise); ``await on_uploaded(session, name)`` makes the
+    new identity the session's and returns the JSON answer's state."""
+
+    async def upload(request: web.Request) -> web.Response:
+        session = own_session(request)
+        name, warnings = await photos.upload(request, session.id)
+        state = await on_uploaded(session, name)
+        return web.json_response({"identity": name, "warnings": warnings, "state": state})
+
+    app.router.add_post("/whip/{session}/photo", upload)

@@ -1,0 +1,168 @@
+"""`livecam serve` as a user starts it, and real aiortc WHIP sessions with it: the one set-up
+of the remote tests (tests/remote) and of ``scripts/bench_remote.py``.
+
+- :func:`start_serve`: a `livecam serve` subprocess with its own config/data/cache dirs under
+  ``root``, a library with the astronaut (and Grace Hopper), users with tokens.
+- :func:`looped_session`: a :class:`~livecam.remote.client.WhipClient` connected to it while
+  a clip is fed, looped at ``fps``, into its camera feed.
+- :func:`wait_for`, :func:`session_state`: waiting on a condition with the log's tail as the
+  failure, and a session's own state read on its Location.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from livecam.remote.client import FrameFeed, WhipClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def hopper_photo() -> Path:
+    """Grace Hopper, matplotlib's sample JPEG (a real face photo on disk, 512x600)."""
+    import matplotlib.cbook
+
+    return Path(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    url: str
+    api: str
+    env: dict[str, str]
+    tokens: dict[str, str]
+    log: Path
+    port: int
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
+                               *args], env=self.env, capture_output=True, text=True, timeout=60)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            assert self.proc.wait(60) == 0, self.log.read_text()
+
+
+def start_serve(root: Path, *, max_sessions: int, port: int | None = None,
+                prepared: bool = False, tls: tuple[Path, Path] | None = None,
+                identity: str | None = "astro", hopper: bool = False,
+                users: Sequence[str] = ("alice", "bob"), settings: Sequence[str] = (),
+                start_timeout_s: float = 120.0) -> Server:
+    """``livecam serve --identity astro`` on ``port`` (a free one by default). ``prepared``:
+    the library and tokens under ``root`` are there already (a restart); ``tls``: (certificate,
+    key) PEM files, served over HTTPS; ``identity`` None: no library and no identity (frames
+    pass through); ``hopper``: the library holds "hopper" too (after "astro"); ``settings``:
+    more ``--set`` overrides. Raises AssertionError with the log when it does not start."""
+    import cv2
+    from skimage import data
+
+    env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
+               XDG_DATA_HOME=str(root / "data"), XDG_CACHE_HOME=str(root / "cache"))
+
+    def livecam(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    root.mkdir(parents=True, exist_ok=True)
+    tokens_file = root / "tokens.txt"
+    if not prepared:
+        if identity is not None:
+            photo = root / "astronaut.png"
+            cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
+            livecam("identity", "add", "astro", str(photo), "--force")
+            if hopper:
+                livecam("identity", "add", "hopper", str(hopper_photo()), "--force")
+        tokens_file.write_text("\n".join(f"{name} {livecam('serve', 'token', 'add', name)}"
+                                         for name in users))
+    tokens = dict(line.split() for line in tokens_file.read_text().splitlines())
+    port = port or free_port()
+    api_port = free_port()
+    log = root / f"serve-{port}-{time.monotonic_ns()}.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "livecam.cli", "serve",
+             *(["--identity", identity] if identity is not None else []),
+             "--set", f"advanced.serve.address=127.0.0.1:{port}",
+             "--set", f"control.api_address=127.0.0.1:{api_port}",
+             "--set", f"advanced.serve.max_sessions={max_sessions}",
+             "--set", "advanced.pipeline.status_interval_s=0",
+             *(["--set", f"advanced.serve.tls_cert={tls[0]}",
+                "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else []),
+             *(arg for setting in settings for arg in ("--set", setting))],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    scheme = "https" if tls else "http"
+    s = Server(proc, f"{scheme}://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
+               tokens, log, port)
+    wait_for("livecam serve started", lambda: "WHIP endpoint on" in log.read_text()
+             or proc.poll() is not None, log, timeout_s=start_timeout_s, every_s=0.1)
+    assert proc.poll() is None, log.read_text()
+    return s
+
+
+@contextlib.asynccontextmanager
+async def looped_session(url: str, token: str, frames: Sequence[np.ndarray], *,
+                         fps: float = 30.0, ssl: Any = None, timeout_s: float = 60.0,
+                         on_sent: Callable[[np.ndarray], None] | None = None
+                         ) -> AsyncIterator[WhipClient]:
+    """A connected :class:`WhipClient` whose camera feed plays ``frames`` looped at ``fps``
+    (``on_sent``: called with each frame as it goes to the encoder); stopped and closed
+    (DELETE) on exit. ``connect`` raises what it raises (:class:`WhipError`)."""
+    feed = FrameFeed(fps=fps, on_sent=on_sent)
+    client = WhipClient(url, token, feed, timeout_s=timeout_s, ssl=ssl)
+    stop = asyncio.Event()
+
+    async def pump() -> None:
+        k = 0
+        while not stop.is_set():
+            feed.put(frames[k % len(frames)])
+            k += 1
+            await asyncio.sleep(1 / fps)
+
+    pumping = asyncio.ensure_future(pump())
+    try:
+        await client.connect()
+        yield client
+    finally:
+        stop.set()
+        pumping.cancel()
+        await client.close()
+
+
+def wait_for(what: str, condition: Callable[[], bool], log: Path, *, timeout_s: float = 180,
+             every_s: float = 0.2) -> None:
+    """Until ``condition()``; AssertionError with ``what`` and the log's tail after
+    ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: {log.read_text()[-3000:]}"
+        time.sleep(every_s)
+
+
+def session_state(location: str, token: str) -> dict[str, Any]:
+    """``GET`` of a session's Location with its user's token: its state."""
+    req = urllib.request.Request(location, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        state: dict[str, Any] = json.loads(resp.read())
+    return state
