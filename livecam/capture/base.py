@@ -9,7 +9,7 @@ from livecam.core.types import ImageBGR
 
 
 class PipeEndedError(InputError):
-    """An input pipe that has ended was asked to open again (``capture.loop``): a pipe
+    """An input pipe that has ended was asked to open again (``advanced.capture.loop``): a pipe
     cannot be restarted. The ordinary end of a piped input, not a fault."""
 
 

@@ -154,7 +154,7 @@ class FileSource(_SourceBase):
         kind = input_kind(path, "input file")
         if kind == "pipe" and self._pipe_used:
             raise PipeEndedError(f"input {path} is a pipe that has ended; a pipe cannot be "
-                                 "restarted (capture.loop needs a file)")
+                                 "restarted (advanced.capture.loop needs a file)")
         target = str(path)
         if kind == "pipe":
             self.wait_ready(None)
@@ -204,8 +204,8 @@ class FileSource(_SourceBase):
     def _too_large(self, width: int, height: int) -> InputError:
         return InputError(f"input file {self._path} has {width}x{height} frames "
                           f"({width * height / 1e6:.0f} megapixels), above "
-                          f"capture.max_image_megapixels={self._max_pixels / 1e6:g}: scale it "
-                          "down, or raise capture.max_image_megapixels")
+                          f"advanced.capture.max_image_megapixels={self._max_pixels / 1e6:g}: "
+                          "scale it down, or raise advanced.capture.max_image_megapixels")
 
     def _decode_next(self) -> ImageBGR | None:
         import av
@@ -272,7 +272,7 @@ class ImageSource(_SourceBase):
                              "the image first)")
         image = decode_image(self._path, max_pixels=self._max_pixels,
                              label=f"input image {self._path}",
-                             knob="capture.max_image_megapixels",
+                             knob="advanced.capture.max_image_megapixels",
                              decode_pixels=self._decode_pixels)
         self._image = _readonly(image)
         self._size_px = (image.shape[1], image.shape[0])

@@ -17,7 +17,7 @@ class AnalysisConfig:
     )
     max_faces: int = knob(
         6, "Most faces followed (face mesh each frame) and swapped. Faces beyond it are covered "
-        "(see swap.unswappable); the faces followed stay the same while they are in view, "
+        "(see advanced.swap.unswappable); the faces followed stay the same while they are in view, "
         "a new one takes a free place. Each face followed costs a face mesh and a swap per "
         "frame (lab/perf-notes.md).", range=(1, 64))
     tile_size_px: int = knob(

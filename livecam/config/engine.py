@@ -13,9 +13,9 @@ class EngineConfig:
                         "torch on a CUDA GPU, else onnxruntime; the choice and why are logged "
                         "at start and shown by `livecam doctor`. Naming a backend that is not "
                         "installed is an error, never a silent fallback. triton = the swap "
-                        "models run on NVIDIA Triton Inference Server at engine.triton_urls "
-                        "(capture, analysis and paste-back stay here; see docs/triton.md); "
-                        "auto never picks it.",
+                        "models run on NVIDIA Triton Inference Server at "
+                        "advanced.engine.triton_urls (capture, analysis and paste-back stay here; "
+                        "see docs/triton.md); auto never picks it.",
                         choices=("auto", "tensorrt", "torch", "onnxruntime", "triton"))
     device: str = knob("auto", "Where models run: auto (a CUDA GPU when present), cuda, cpu.",
                        choices=("auto", "cuda", "cpu"))

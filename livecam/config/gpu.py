@@ -38,9 +38,9 @@ class GpuConfig:
                                   "several times faster (lab/perf-notes.md). The first start "
                                   "on a machine (and after a torch update) compiles them for "
                                   "minutes, each network and shape logged; later starts take "
-                                  "the code from the engine cache (engine.cache_dir). Where "
-                                  "torch cannot compile (no Triton) they run uncompiled, with "
-                                  "a warning. false = uncompiled, no compiling.")
+                                  "the code from the engine cache (advanced.engine.cache_dir). "
+                                  "Where torch cannot compile (no Triton) they run uncompiled, "
+                                  "with a warning. false = uncompiled, no compiling.")
     compile_paste: bool = knob(True, "Compile the swap's work around the generator on the "
                                "GPU (alignment and crops; the output's conversion, colour "
                                "match and paste-back) with torch.compile: fused kernels "

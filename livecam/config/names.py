@@ -50,7 +50,7 @@ def _fields(cls: Any) -> dict[str, tuple[dataclasses.Field[Any], Any]]:
 
 
 def schema_keys(cls: Any = Config, prefix: str = "") -> Iterator[str]:
-    """Every leaf key of the schema as its attribute path (``gpu.slots``), in schema order."""
+    """Every leaf key of the schema as its attribute path (``capture.fps``), in schema order."""
     for name, (_, hint) in _fields(cls).items():
         if dataclasses.is_dataclass(hint):
             yield from schema_keys(hint, f"{prefix}{name}.")
@@ -64,8 +64,8 @@ def is_streamer(key: str) -> bool:
 
 
 def user_name(key: str) -> str:
-    """The name a user writes for attribute path ``key`` (``advanced.gpu.slots`` for
-    ``gpu.slots``)."""
+    """The name a user writes for attribute path ``key``: the path itself for a streamer key,
+    else the path under ``advanced.`` (``advanced.gpu.slots``)."""
     return key if key in _STREAMER else f"{ADVANCED}.{key}"
 
 

@@ -83,7 +83,7 @@ class PipelineConfig:
                                     "0 = off.", range=(0.0, 3600.0))
     stage_error_log_interval_s: float = knob(5.0, "A failing stage is logged at most once per "
                                              "this many seconds; its frame goes out with its "
-                                             "faces covered (swap.unswappable).",
+                                             "faces covered (advanced.swap.unswappable).",
                                              range=(0.0, 3600.0))
     threads: int = knob(2, "Threads that run the stages: 1 = all stages on one thread; 2 = "
                         "analysis on one, the swap on another, so one frame's analysis overlaps "

@@ -13,8 +13,8 @@ class SwapConfig:
                      "download, runs on any CPU) or neural (inswapper-family models, fetched "
                      "once).", choices=("classic", "neural"))
     model: str = knob("inswapper_128", "Neural swap model, used when mode is neural: the name "
-                      "of any swapper manifest in models.manifests_dir (engines/ by default; "
-                      "`livecam models list`), checked at start.")
+                      "of any swapper manifest in advanced.models.manifests_dir (engines/ by "
+                      "default; `livecam models list`), checked at start.")
     blend: str = knob("feather", "How the swapped face is laid in: feather (soft alpha edge; "
                       "fast, keeps the source's colours) or seamless (Poisson; tens of ms per "
                       "face, washes the face towards the target's colours).",

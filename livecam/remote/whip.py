@@ -18,8 +18,8 @@ the server's library (404 for an unknown one).
 Each session is a stream of the process's one pipeline (:meth:`StreamSet.add_stream` with a
 :class:`~livecam.remote.media.SessionSource` and :class:`~livecam.remote.media.SessionSink`),
 added once its first frame arrives and removed when the session ends: DELETE, the peer
-connection failing or closing, or no frame for ``serve.first_frame_timeout_s``. Another user's
-token on a session's Location is 404 (a session cannot see another's). A frame larger than
+connection failing or closing, or no frame for ``advanced.serve.first_frame_timeout_s``. Another
+user's token on a session's Location is 404 (a session cannot see another's). A frame larger than
 ``serve.max_*_px`` ends the session (its log line and the status say why).
 """
 
@@ -73,7 +73,7 @@ class Session:
 
 class WhipServer:
     """The WHIP endpoint for ``streams`` (a set held open), as a control source: ``start``
-    binds ``serve.address`` (TLS from ``serve.tls_*``; plain HTTP only on loopback, else
+    binds ``advanced.serve.address`` (TLS from ``serve.tls_*``; plain HTTP only on loopback, else
     :class:`ConfigError`) and serves in a background thread; ``stop`` ends every session."""
 
     def __init__(self, config: Config, streams: StreamSet, tokens: TokenStore,
@@ -294,8 +294,8 @@ class WhipServer:
                 return
             if frame.width > serve.max_width_px or frame.height > serve.max_height_px:
                 await self._end(session, f"the camera sent {frame.width}x{frame.height}, over "
-                                f"serve.max_width_px x max_height_px ({serve.max_width_px}x"
-                                f"{serve.max_height_px})")
+                                "advanced.serve.max_width_px x max_height_px "
+                                f"({serve.max_width_px}x{serve.max_height_px})")
                 return
             session.stats.frame_in()
             session.source.push(frame.to_ndarray(format="bgr24"))
@@ -374,23 +374,24 @@ async def _preflight(request: web.Request) -> web.Response:
 
 
 def _tls_context(config: Config) -> ssl.SSLContext | None:
-    """The TLS context from ``serve.tls_cert``/``tls_key``; None for plain HTTP, which only
+    """The TLS context from ``advanced.serve.tls_cert``/``tls_key``; None for plain HTTP, which only
     a loopback address may use (:class:`ConfigError` otherwise, or for unreadable files)."""
     serve = config.serve
     host, _ = parse_address(serve.address)
     if not serve.tls_cert and not serve.tls_key:
         if host not in LOOPBACK:
-            raise ConfigError(f"serve.address {serve.address} is reachable from other "
-                              "machines: set serve.tls_cert and serve.tls_key (plain HTTP "
-                              "only on 127.0.0.1/::1)")
+            raise ConfigError(f"advanced.serve.address {serve.address} is reachable from other "
+                              "machines: set advanced.serve.tls_cert and advanced.serve.tls_key "
+                              "(plain HTTP only on 127.0.0.1/::1)")
         return None
     if not (serve.tls_cert and serve.tls_key):
-        raise ConfigError("set both serve.tls_cert and serve.tls_key (or neither, on loopback)")
+        raise ConfigError("set both advanced.serve.tls_cert and advanced.serve.tls_key (or "
+                          "neither, on loopback)")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(Path(serve.tls_cert).expanduser(),
                                 Path(serve.tls_key).expanduser())
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"serve.tls_cert/tls_key cannot be loaded ({exc}): give a PEM "
+        raise ConfigError(f"advanced.serve.tls_cert/tls_key cannot be loaded ({exc}): give a PEM "
                           "certificate and its key") from None
     return context

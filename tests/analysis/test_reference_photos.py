@@ -48,5 +48,5 @@ def test_a_reference_photo_over_the_size_limit_is_refused_before_decoding(
     run = analyze_with_reference(tmp_path, big, "--set",
                                  "advanced.analysis.reference_max_megapixels=50")
     assert run.returncode != 0, run.stderr
-    assert "above analysis.reference_max_megapixels=50" in run.stderr, run.stderr
+    assert "above advanced.analysis.reference_max_megapixels=50" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr

@@ -45,7 +45,7 @@ def test_file_then_set(tmp_path: Path) -> None:
         ("nosuchsection.x=1", r"nosuchsection: unknown key"),
         ("capture.fps=fast", r"capture\.fps: expected a number, got 'fast'"),
         ("capture.width=12.5", r"capture\.width: expected an integer"),
-        ("advanced.pipeline.realtime=3", r"pipeline\.realtime: expected true/false"),
+        ("advanced.pipeline.realtime=3", r"advanced\.pipeline\.realtime: expected true/false"),
         ("capture.fps=1000", r"capture\.fps: 1000\.0 is out of range \(allowed: 1 to 240\)"),
         ("logging.level=LOUD", r"logging\.level: 'LOUD' is not allowed \(choose one of: DEBUG"),
         ("capture", r"--set 'capture': expected key\.path=value"),

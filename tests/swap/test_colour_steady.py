@@ -5,8 +5,8 @@ A real clip: the astronaut's face (skimage) moving across a 640x360 frame and gr
 sensor noise (sigma 3), through the real analysis stages (detector, mesh, tracker, smoothing)
 and the classic swap stage with t1-3 as the source. The colour statistics of the swap are
 computed from the live face each frame; noise and the mesh's jitter moved them. Measured
-with ``swap.colour_smoothing: 0`` (no smoothing, as before): the output's mean colour moved 0.54
-per frame against the input's 0.19 (2.9x); with the default 0.75 (the past match moved with the
+with ``advanced.swap.colour_smoothing: 0`` (no smoothing, as before): the output's mean colour moved
+0.54 per frame against the input's 0.19 (2.9x); with the default 0.75 (the past match moved with the
 face onto this frame's grid): 0.24 (1.27x; the rest is the source's own teeth around the
 streamer's kept mouth: 0.18 without ``keep_mouth``).
 """
