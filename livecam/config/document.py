@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from livecam.config.fields import user_fields
 from livecam.config.names import is_streamer
 from livecam.config.schema import Config
 
@@ -39,7 +40,7 @@ def _section(obj: Any, indent: int, wanted: Callable[[str], bool], prefix: str =
     """The keys of ``obj`` whose attribute path ``wanted`` accepts, documented, as YAML lines."""
     lines: list[str] = []
     pad = " " * indent
-    for f in dataclasses.fields(obj):
+    for f in user_fields(obj):
         value = getattr(obj, f.name)
         dotted = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):

@@ -31,8 +31,6 @@ class GpuConfig:
                              "slot and face-count bucket, before the output starts), so a "
                              "frame costs a few graph launches instead of hundreds of kernel "
                              "launches from Python.")
-    precision: str = knob("fp16", "Precision of the face detector and face mesh on the GPU.",
-                          choices=("fp16", "fp32"))
     compile_networks: bool = knob(True, "Compile the face detector, face mesh and tile "
                                   "search on the GPU with torch.compile: fused kernels, "
                                   "several times faster (lab/perf-notes.md). The first start "

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from livecam.config.fields import user_fields
 from livecam.config.names import schema_path, to_schema_tree, user_name
 from livecam.config.safe_yaml import YamlRefused, YamlSyntaxError, load_yaml, read_yaml_file
 from livecam.config.schema import Config
@@ -122,7 +123,7 @@ def build(cls: type[T], data: Mapping[str, Any], prefix: str = "",
     ``show`` turns a key's attribute path into the name a bad value's error gives it."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in user_fields(cls)}
     hints = typing.get_type_hints(cls)
     for key in data:
         if key not in fields:

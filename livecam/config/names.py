@@ -6,6 +6,9 @@ only the names in files and ``--set`` differ: a streamer key keeps its dotted pa
 The old name of an advanced key (``gpu.slots``) still works for one release, with one WARNING
 per key and process that names the new one. :func:`to_schema_tree` turns a file's mapping into the
 schema's tree; :func:`schema_path` does the same for one ``--set`` key.
+
+Twins, two keys that set one thing, were merged into one key (:data:`MERGED`): the key merged
+away is read as the one it joined, with the same WARNING.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import typing
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from livecam.config.fields import is_derived
 from livecam.config.schema import Config
 from livecam.core.errors import ConfigError
 
@@ -40,13 +44,23 @@ STREAMER_KEYS: tuple[str, ...] = (
 )
 _STREAMER = frozenset(STREAMER_KEYS)
 
+#: Keys merged into another key that set the same thing (attribute paths: merged away → kept).
+#: A file or ``--set`` that names one is read as the kept key, with one warning.
+MERGED: dict[str, str] = {
+    "gpu.precision": "engine.precision",
+    "identity.max_photo_megapixels": "capture.max_image_megapixels",
+    "analysis.reference_max_megapixels": "capture.max_image_megapixels",
+    "engine.triton_reconnect_initial_s": "capture.reconnect_initial_s",
+    "engine.triton_reconnect_max_s": "capture.reconnect_max_s",
+}
+
 #: Old names already warned about in this process: each warns once, not at every reload.
 _WARNED: set[str] = set()
 
 
 def _fields(cls: Any) -> dict[str, tuple[dataclasses.Field[Any], Any]]:
     hints = typing.get_type_hints(cls)
-    return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
+    return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls) if not is_derived(f)}
 
 
 def schema_keys(cls: Any = Config, prefix: str = "") -> Iterator[str]:
@@ -82,17 +96,23 @@ def _is_leaf(parts: list[str]) -> bool:
     return False
 
 
-def _warn_old(key: str) -> None:
+def _warn_old(key: str, new: str | None = None) -> None:
+    """One WARNING per process that the user's ``key`` is now ``new`` (an attribute path;
+    default: ``key`` under ``advanced.``)."""
     if key not in _WARNED:
         _WARNED.add(key)
         log.warning("config key %s is now %s: the old name works for this release only, "
-                    "rename it", key, user_name(key))
+                    "rename it", key, user_name(key if new is None else new))
 
 
 def schema_path(parts: list[str]) -> list[str]:
     """The attribute path for the user's key ``parts`` (from ``--set``): ``advanced.`` taken
     off; an old advanced name warns (once per process).
     Raises :class:`ConfigError` for a streamer key written under ``advanced.``."""
+    key = ".".join(parts)
+    if key.removeprefix(f"{ADVANCED}.") in MERGED:
+        _warn_old(key, MERGED[key.removeprefix(f"{ADVANCED}.")])
+        return MERGED[key.removeprefix(f"{ADVANCED}.")].split(".")
     if parts[0] == ADVANCED:
         rest = parts[1:]
         if not rest:
@@ -112,13 +132,50 @@ def to_schema_tree(data: Mapping[str, Any]) -> dict[str, Any]:
     the top-level sections, old advanced names kept with one warning each. Unknown keys and
     wrong types pass through for :func:`~livecam.config.loader.build` to report."""
     out = {key: value for key, value in data.items() if key != ADVANCED}
+    merged = _take_merged(out, "")
     _warn_tree(out, Config, "")
     if ADVANCED in data:
         advanced = {} if data[ADVANCED] is None else data[ADVANCED]
         if not isinstance(advanced, Mapping):
             raise ConfigError("advanced: expected a mapping of sections (advanced: gpu: slots: 4)")
+        advanced = dict(advanced)
+        merged += _take_merged(advanced, f"{ADVANCED}.")
         _merge(out, advanced, Config, "")
+    for shown, key, value in merged:
+        _warn_old(shown, key)
+        _put(out, key, value, shown)
     return out
+
+
+def _take_merged(tree: dict[str, Any], shown_prefix: str) -> list[tuple[str, str, Any]]:
+    """Take the keys merged away (:data:`MERGED`) out of ``tree`` (a file's top level or its
+    ``advanced:`` section; sections copied, never changed in place):
+    ``(name as written, kept key, value)`` each."""
+    taken = []
+    for old, kept in MERGED.items():
+        section, leaf = old.split(".")
+        node = tree.get(section)
+        if isinstance(node, Mapping) and leaf in node:
+            tree[section] = {k: v for k, v in node.items() if k != leaf}
+            taken.append((f"{shown_prefix}{old}", kept, node[leaf]))
+    return taken
+
+
+def _put(tree: dict[str, Any], key: str, value: Any, shown: str) -> None:
+    """Set attribute path ``key`` in the schema tree ``tree`` to the value a merged-away key
+    ``shown`` gave; :class:`ConfigError` when the file sets ``key`` already."""
+    *sections, leaf = key.split(".")
+    node = tree
+    for section in sections:
+        child = node.get(section)
+        child = {} if child is None else child
+        if not isinstance(child, Mapping):
+            raise ConfigError(f"{section}: expected a mapping of keys")
+        node[section] = node = dict(child)
+    if leaf in node:
+        raise ConfigError(f"{shown} is {user_name(key)} now, which this file sets already: "
+                          f"keep only {user_name(key)}")
+    node[leaf] = value
 
 
 def _warn_tree(node: Mapping[str, Any], cls: Any, prefix: str) -> None:

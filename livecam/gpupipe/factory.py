@@ -157,7 +157,7 @@ def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
     def make(n: int) -> SharedFaceNetworks:
         return SharedFaceNetworks(
             device=device, n_streams=n, detector_model=analysis.detector_model,
-            min_score=floor, precision=config.gpu.precision,
+            min_score=floor, precision=config.engine.precision,
             max_rois=max(1, analysis.max_faces), use_graphs=config.gpu.cuda_graphs,
             compile_dir=networks_compile_dir(config), stack_frames=sizes.stack_frames,
             frames_per_call=sizes.frames_per_call,

@@ -104,13 +104,13 @@ def read_photo(path: str | Path, *, max_megapixels: float) -> tuple[ImageBGR, by
         raise IdentityError(f"photo {p} cannot be read: {exc.strerror}") from None
     if size > limit:
         raise IdentityError(f"photo {p} is {size / 1e6:.0f} MB: more than a photo of "
-                            f"advanced.identity.max_photo_megapixels ({max_megapixels:g} MP) can "
+                            f"advanced.capture.max_image_megapixels ({max_megapixels:g} MP) can "
                             "be; give a JPEG or PNG photo")
     if not data:
         raise IdentityError(f"photo {p} is empty: give a JPEG or PNG photo of a face")
     try:  # the size is checked from the header, before decoding (a 40000x40000 PNG is small)
         image = decode_image(data, max_pixels=round(max_megapixels * 1e6), label=f"photo {p}",
-                             knob="advanced.identity.max_photo_megapixels",
+                             knob="advanced.capture.max_image_megapixels",
                              decode_pixels=DECODE_PIXELS)
     except InputError as exc:
         raise IdentityError(str(exc)) from None

@@ -12,6 +12,7 @@ import yaml
 from livecam.cli import main
 from livecam.config import Config, load_config
 from livecam.config.document import render
+from livecam.config.fields import user_fields
 from livecam.config.loader import build
 from livecam.config.names import to_schema_tree, user_name
 from livecam.core.errors import ConfigError
@@ -109,7 +110,7 @@ def _yaml_keys(node: dict, prefix: str = "") -> set[str]:
 
 def _schema_keys(cls: type, prefix: str = "") -> set[str]:
     keys = set()
-    for f in dataclasses.fields(cls):
+    for f in user_fields(cls):
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if dataclasses.is_dataclass(default):
             keys |= _schema_keys(type(default), f"{prefix}{f.name}.")
