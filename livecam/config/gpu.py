@@ -77,9 +77,6 @@ class GpuConfig:
                                 "that memory is kept for reuse until livecam exits. false = "
                                 "the networks copy each frame into their own page-locked "
                                 "buffer.")
-    colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
-                                 "live one on the 128 px crop: blur size, px; 0 = off (as "
-                                 "insightface).", range=(0.0, 128.0))
     max_frames_per_call: int = knob(16, "The most frames one GPU call takes: a swap tick (one "
                                     "frame per stream) and a batch of the streams' face "
                                     "detector. Calls run at 1, 2, 4, ... frames up to this, "

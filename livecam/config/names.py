@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from livecam.config.fields import is_derived
@@ -52,7 +52,36 @@ MERGED: dict[str, str] = {
     "analysis.reference_max_megapixels": "capture.max_image_megapixels",
     "engine.triton_reconnect_initial_s": "capture.reconnect_initial_s",
     "engine.triton_reconnect_max_s": "capture.reconnect_max_s",
+    "gpu.colour_blur_px": "swap.colour_blur",
 }
+
+#: The cheek-to-cheek width of a face on inswapper's 128 px crop, px: what
+#: ``livecam.swap.align.face_width_on_crop_px("arcface_128", 128)`` says (a test keeps them
+#: equal; the config cannot import the swap).
+NEURAL_FACE_WIDTH_PX = 75.4
+
+
+def _colour_blur_from_px(value: Any) -> dict[str, Any]:
+    """``gpu.colour_blur_px`` (px on the 128 px crop; 0 = off) as the kept keys: the GPU swap's
+    colour match is ``swap.colour: lowfreq`` at ``swap.colour_blur`` face widths."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return {"swap.colour_blur": value}  # the loader says what is wrong with it
+    if value <= 0:
+        return {}  # off, the default: the generator's colours
+    return {"swap.colour": "lowfreq",
+            "swap.colour_blur": min(max(value / NEURAL_FACE_WIDTH_PX, 0.02), 1.0)}
+
+
+#: Merged-away keys in another unit: the kept keys and values that one value sets.
+_CONVERTED: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "gpu.colour_blur_px": _colour_blur_from_px}
+
+
+def kept_values(old: str, value: Any) -> dict[str, Any]:
+    """What the merged-away key ``old`` (attribute path) set to ``value`` sets now:
+    ``{attribute path: value}``."""
+    convert = _CONVERTED.get(old)
+    return convert(value) if convert is not None else {MERGED[old]: value}
 
 #: Old names already warned about in this process: each warns once, not at every reload.
 _WARNED: set[str] = set()
@@ -105,14 +134,21 @@ def _warn_old(key: str, new: str | None = None) -> None:
                     "rename it", key, user_name(key if new is None else new))
 
 
+def schema_items(parts: list[str], value: Any) -> dict[str, Any]:
+    """``{attribute path: value}`` for the user's ``--set`` key ``parts`` and ``value``: one
+    entry, or what a merged-away key sets now (:func:`kept_values`, with its warning)."""
+    key = ".".join(parts)
+    old = key.removeprefix(f"{ADVANCED}.")
+    if old in MERGED:
+        _warn_old(key, MERGED[old])
+        return kept_values(old, value)
+    return {".".join(schema_path(parts)): value}
+
+
 def schema_path(parts: list[str]) -> list[str]:
     """The attribute path for the user's key ``parts`` (from ``--set``): ``advanced.`` taken
     off; an old advanced name warns (once per process).
     Raises :class:`ConfigError` for a streamer key written under ``advanced.``."""
-    key = ".".join(parts)
-    if key.removeprefix(f"{ADVANCED}.") in MERGED:
-        _warn_old(key, MERGED[key.removeprefix(f"{ADVANCED}.")])
-        return MERGED[key.removeprefix(f"{ADVANCED}.")].split(".")
     if parts[0] == ADVANCED:
         rest = parts[1:]
         if not rest:
@@ -141,23 +177,24 @@ def to_schema_tree(data: Mapping[str, Any]) -> dict[str, Any]:
         advanced = dict(advanced)
         merged += _take_merged(advanced, f"{ADVANCED}.")
         _merge(out, advanced, Config, "")
-    for shown, key, value in merged:
-        _warn_old(shown, key)
-        _put(out, key, value, shown)
+    for shown, old, value in merged:
+        _warn_old(shown, MERGED[old])
+        for key, kept in kept_values(old, value).items():
+            _put(out, key, kept, shown)
     return out
 
 
 def _take_merged(tree: dict[str, Any], shown_prefix: str) -> list[tuple[str, str, Any]]:
     """Take the keys merged away (:data:`MERGED`) out of ``tree`` (a file's top level or its
     ``advanced:`` section; sections copied, never changed in place):
-    ``(name as written, kept key, value)`` each."""
+    ``(name as written, merged-away key, value)`` each."""
     taken = []
-    for old, kept in MERGED.items():
+    for old in MERGED:
         section, leaf = old.split(".")
         node = tree.get(section)
         if isinstance(node, Mapping) and leaf in node:
             tree[section] = {k: v for k, v in node.items() if k != leaf}
-            taken.append((f"{shown_prefix}{old}", kept, node[leaf]))
+            taken.append((f"{shown_prefix}{old}", old, node[leaf]))
     return taken
 
 

@@ -24,9 +24,12 @@ class SwapConfig:
                        "is no seam or band), lowfreq (per-pixel gain from blurred "
                        "target/source; amplifies the source's contrast on a brighter live "
                        "face), meanstd (one Lab mean/std match; a half-shaded face stays "
-                       "half-shaded), none.", choices=("lab", "lowfreq", "meanstd", "none"))
+                       "half-shaded), none. The neural swap on the GPU pipeline has lowfreq "
+                       "only: with any other choice its faces keep the generator's colours "
+                       "(as insightface).", choices=("lab", "lowfreq", "meanstd", "none"))
     colour_blur: float = knob(1.0, "Blur size of the colour transfer inside the face, as a "
-                              "fraction of the face width (lab also matches closely within "
+                              "fraction of the face width, for both swaps (lab also matches "
+                              "closely within "
                               "0.15 face widths of the mask's edge, whatever this is). Smaller "
                               "follows local light more closely but lets more of the target's "
                               "own look through (the identity judge: 1.0 scores best, "

@@ -90,6 +90,17 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
                                     mouth_size=config.swap.mouth_size)]
 
 
+def colour_blur_px(config: Config, template: str) -> float:
+    """The GPU swap's colour blur, px on its aligned crop (``advanced.swap.pixel_boost`` px):
+    ``advanced.swap.colour_blur`` face widths with ``advanced.swap.colour: lowfreq`` (the one
+    transfer it has), else 0: the generator's colours, as insightface."""
+    if config.swap.colour != "lowfreq":
+        return 0.0
+    from livecam.swap.align import face_width_on_crop_px
+
+    return config.swap.colour_blur * face_width_on_crop_px(template, config.swap.pixel_boost)
+
+
 def keeps_features(config: Config) -> bool:
     """Whether faces carry the streamer's own eyes or mouth to keep (``advanced.swap.keep_eyes:
     always``, ``swap.keep_mouth``)."""
@@ -213,7 +224,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         max_faces=config.analysis.max_faces, slots=config.gpu.slots,
         use_graphs=config.gpu.cuda_graphs, window_px=config.gpu.paste_window_px,
         window_large_px=config.gpu.paste_window_large_px,
-        colour_blur_px=config.gpu.colour_blur_px,
+        colour_blur_px=colour_blur_px(config, manifest.template or "arcface_128"),
         model_options={"crop_px": manifest.crop_size_px or 128,
                        "template": manifest.template or "arcface_128",
                        "mean": manifest.mean, "std": manifest.std,
