@@ -41,3 +41,22 @@ class FrameSource(Protocol):
     def size_px(self) -> tuple[int, int]:
         """(width, height) of the frames, known after ``open``."""
         ...
+
+
+class SourceBase:
+    """What every source reports the same way: its fps and frame size (the subclass sets
+    ``_fps`` and ``_size_px``), and a ``close`` with nothing to free."""
+
+    _fps: float
+    _size_px: tuple[int, int] = (0, 0)
+
+    def close(self) -> None:
+        return None
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        return self._size_px

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from livecam.capture.base import SourceBase
 from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.netstreams import ffmpeg_reason, missing_protocol, split_url
 from livecam.core.types import ImageBGR
@@ -27,7 +28,7 @@ _LOW_LATENCY = {"fflags": "nobuffer", "flags": "low_delay", "probesize": "500000
                 "analyzeduration": "1000000"}
 
 
-class NetworkSource:
+class NetworkSource(SourceBase):
     """Frames decoded from a network stream; ``live``: a lost stream raises
     :class:`CaptureError` from ``read`` and the capture thread reopens it with backoff.
 
@@ -58,14 +59,6 @@ class NetworkSource:
     def shown(self) -> str:
         """The URL without its secrets (for messages)."""
         return self._url.shown
-
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        return self._size_px
 
     def open(self) -> None:
         import av
