@@ -180,8 +180,8 @@ class WhipServer:
         self._offer_times = [t for t in self._offer_times if now - t < 1.0]
         if len(self._offer_times) >= self._serve.max_offers_per_s:
             raise self._refuse(HTTPStatus.TOO_MANY_REQUESTS, "too many offers: at most "
-                               f"{self._serve.max_offers_per_s:g} a second (serve."
-                               "max_offers_per_s)")
+                               f"{self._serve.max_offers_per_s:g} a second "
+                               "(advanced.serve.max_offers_per_s)")
         self._offer_times.append(now)
 
     def _check_declared(self, request: web.Request, sdp: str) -> None:
@@ -203,8 +203,8 @@ class WhipServer:
         for key, value in declared.items():
             if value > limits[key]:
                 raise self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, f"{key} {value:g} is over "
-                                   f"this server's limit {limits[key]:g} (serve.max_"
-                                   f"{'fps' if key == 'fps' else key + '_px'})")
+                                   f"this server's limit {limits[key]:g} "
+                                   f"(advanced.serve.max_{'fps' if key == 'fps' else key + '_px'})")
 
     async def _offer(self, request: web.Request) -> web.Response:
         user = self._user(request)
@@ -212,8 +212,8 @@ class WhipServer:
         open_sessions = [s for s in self._sessions.values() if s.ended is None]
         if len(open_sessions) >= self._serve.max_sessions:
             raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, f"this server holds "
-                               f"{self._serve.max_sessions} sessions at most (serve."
-                               "max_sessions), all taken: try again later")
+                               f"{self._serve.max_sessions} sessions at most "
+                               "(advanced.serve.max_sessions), all taken: try again later")
         if request.content_type != "application/sdp":
             raise self._refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the offer must be sent as "
                                "Content-Type: application/sdp")

@@ -66,14 +66,23 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     if path.suffix != ".py":
         yield from enumerate(source.splitlines(), 1)
         return
+    joined: list[tuple[int, str]] = []  # adjacent literals, "serve." "max_fps": one text
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.NL, tokenize.COMMENT) and joined:
+            pass
+        elif tok.type != tokenize.STRING and joined:
+            if len(joined) > 1:
+                yield joined[0][0], "".join(body for _, body in joined)
+            joined = []
         if tok.type not in (tokenize.STRING, tokenize.COMMENT):
             continue
         text = tok.string
-        prefix = text[:text.find(text.lstrip("rRbBuUfF")[0])] if tok.type == tokenize.STRING \
-            else ""
-        if "f" in prefix.lower():
-            text = _without_fields(text)
+        if tok.type == tokenize.STRING:
+            prefix = text[:len(text) - len(text.lstrip("rRbBuUfF"))]
+            if "f" in prefix.lower():
+                text = _without_fields(text)
+            quotes = 3 if text[len(prefix):len(prefix) + 3] in ('"""', "'''") else 1
+            joined.append((tok.start[0], text[len(prefix) + quotes:len(text) - quotes]))
         for offset, line in enumerate(text.splitlines()):
             yield tok.start[0] + offset, line
 
@@ -102,13 +111,14 @@ def test_the_scan_finds_an_old_name_in_a_string_a_comment_and_a_doc(tmp_path: Pa
     code = tmp_path / "m.py"
     code.write_text('x = "set gpu.slots to 4"  # or swap.cover_cells\n'
                     'y = f"{gpu.slots} and {{gpu.slots}}"\nz = config.gpu.slots\n'
-                    'w = "advanced.gpu.slots, capture.fps, advanced.gpu.precision"\n')
+                    'w = "advanced.gpu.slots, capture.fps, advanced.gpu.precision"\n'
+                    'v = ("set serve."\n     "max_fps")\n')
     doc = tmp_path / "d.md"
     doc.write_text("Set `engine.torch_mode: eager`,\nor `swap.hold_frames`.\n\n"
                    "- `advanced.gpu.slots`: its old name\n  `gpu.slots` still works.\n")
     assert old_names_in([code, doc], tmp_path) == [
         "m.py:1: gpu.slots", "m.py:1: swap.cover_cells", "m.py:2: gpu.slots",
-        "m.py:4: advanced.gpu.precision", "d.md:1: engine.torch_mode",
+        "m.py:4: advanced.gpu.precision", "m.py:5: serve.max_fps", "d.md:1: engine.torch_mode",
         "d.md:1: swap.hold_frames"]
 
 
