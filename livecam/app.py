@@ -56,8 +56,8 @@ def build_stages(config: Config, state: RuntimeState,
                  identities: IdentitySource | None = None, *,
                  shared: SharedStages | None = None, stream: int = 0) -> list[AnyStage]:
     """The per-frame stages: analysis then swap (or the all-GPU stage for neural swaps on a
-    CUDA GPU, see ``gpu.pipeline``), or one no-op stage when there is no identity at all (none
-    in the library, none given with ``--source``).
+    CUDA GPU, see ``advanced.gpu.pipeline``), or one no-op stage when there is no identity at all
+    (none in the library, none given with ``--source``).
 
     ``identities`` loads identities by name (default: the library from ``config.identity``).
     Nothing is opened here; the swap stage reads the active identity from each packet's state,

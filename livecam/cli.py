@@ -77,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _report(exc: LivecamError) -> None:
     """The one line of an error that ends the command: a JSON ERROR record of the
-    ``livecam`` logger where ``logging.json`` is on (a log collector parses every line), else
-    plain text on stderr."""
+    ``livecam`` logger where ``advanced.logging.json`` is on (a log collector parses every line),
+    else plain text on stderr."""
     from livecam.subcommands.logs import JsonFormatter
 
     if any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers):

@@ -4,7 +4,7 @@ It installs an inswapper-shaped stand-in the way users install models (a manifes
 sha256), compiles it with the user's command (`livecam engines build inswapper_128`, timed:
 the cold start), opens the engine a later `livecam run` opens, in a fresh process (timed: the
 warm start), then times the generator engines `livecam run` builds for each
-`engine.torch_mode` (the GPU pipeline's: fp16 + channels_last on CUDA, fp32 on a CPU) and
+`advanced.engine.torch_mode` (the GPU pipeline's: fp16 + channels_last on CUDA, fp32 on a CPU) and
 checks the compiled output against the executor and onnxruntime.
 
 On the GPU machine (one call; ~2 min per batch size to compile with max-autotune, so the

@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("bench_gil_streams.json"))
     parser.add_argument("--switch-interval-ms", type=float, default=0.25,
                         help="sys.setswitchinterval, as livecam run sets it "
-                             "(pipeline.gil_switch_interval_ms)")
+                             "(advanced.pipeline.gil_switch_interval_ms)")
     args = parser.parse_args()
     sys.setswitchinterval(args.switch_interval_ms / 1e3)
     scene = FakeScene(1, 200)

@@ -12,7 +12,7 @@ weights, installed like a downloaded model) and a library identity. Every run is
 function ``livecam run`` calls (``build_streams``) with ``--set`` overrides only, and measured
 from its own metrics over a window after a warm-up:
 
-- one stream, offline (``pipeline.realtime: false``): frames per second;
+- one stream, offline (``advanced.pipeline.realtime: false``): frames per second;
 - one stream, live at 30 fps: capture→sink and capture→output latency, each stage's time
   (``analysis``: the face follower with its networks on the GPU; ``swap.gpu``: the swap's
   device time from upload to download);
@@ -22,7 +22,7 @@ from its own metrics over a window after a warm-up:
 - the naive baseline (eager fp32, blocking, one face at a time) on the same scene, and the
   arithmetic floor (generator FLOPs per face / fp16 matmul peak measured here);
 - with ``--compile``: ``livecam engines build`` (as a subprocess) and the one-stream runs again
-  with ``engine.torch_mode: compiled``.
+  with ``advanced.engine.torch_mode: compiled``.
 
 Prints a table and writes JSON (rewritten after every section, so a time-out keeps what was
 measured). ``--models-dir``: a copy of mediapipe/modules
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                              "tick of several streams' faces runs the next one up)")
     parser.add_argument("--compile-first", action="store_true",
                         help="with --compile: build first, so every run uses the compiled "
-                             "generator (engine.torch_mode auto finds it)")
+                             "generator (advanced.engine.torch_mode auto finds it)")
     parser.add_argument("--only", default="",
                         help="run only the sections whose names contain one of these "
                              "comma-separated words (e.g. 'compile')")

@@ -118,7 +118,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 # nvidia-smi's utilization.gpu over the window, %: min, mean, max, samples
                 "gpu_busy": busy.summary(),
                 # page-locked host memory torch's caching host allocator holds (the capture's
-                # frames with gpu.pinned_capture, the stages' staging), MiB: now and at most
+                # frames with advanced.gpu.pinned_capture, the stages' staging), MiB: now and at
+                # most
                 "host_pinned_mib": _host_pinned_mib(),
                 # the device memory the streams took at start (models, slots, graph pools)
                 "start_gpu_mib": None if math.isnan(start_mib) else start_mib,

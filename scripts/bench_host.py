@@ -3,7 +3,7 @@
     python -m scripts.bench_host --streams 1,4,8,16 --out /tmp/host.json
     python -m scripts.bench_host --streams 16 --profile /tmp/prof   # per-thread cProfile
 
-The GPU pipeline (``gpu.pipeline=always``, compiling off) runs on torch's CPU device with
+The GPU pipeline (``advanced.gpu.pipeline=always``, compiling off) runs on torch's CPU device with
 tiny frames (160x96 by default: the small scene of ``scripts/bench_gpu.py`` scaled down) and
 the small stand-in networks, so what each frame costs is mostly the host's work around the
 networks: what grows with the number of streams shows here as CPU ms per frame that grows
@@ -103,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"label": args.label, "size": args.size, "cores": os.cpu_count(),
                               "runs": {}, "errors": {}}
     setup_args = argparse.Namespace(small=True, photos=None, models_dir=None, input="clip",
-                                    sets=["engine.device=cpu", "gpu.compile_paste=false",
-                                          "gpu.compile_networks=false", *args.sets])
+                                    sets=["advanced.engine.device=cpu",
+                                          "advanced.gpu.compile_paste=false",
+                                          "advanced.gpu.compile_networks=false", *args.sets])
     setup = prepare(setup_args, work, report)
     frame = cv2.resize(setup["frames"][1], (width, height), interpolation=cv2.INTER_AREA)
     clip = f"file:{write_clip(frame, work / f'scene_{width}x{height}.nut')}"

@@ -9,8 +9,8 @@ Scenarios: 1 face at 1280x720, 1 face at 1920x1080, 4 faces at 1280x720. For eac
 - ``live_p50_ms`` / ``live_p99_ms``: capture→sink latency in live mode with the file paced at
   30 fps (newest-frame mailboxes; what a camera would see), and how many frames were dropped.
 
-``--threads 1 2`` runs the end-to-end parts once per ``pipeline.threads`` value (1 = all stages
-on one thread, 2 = analysis | swap on two). ``--sink vcam`` sends to the production
+``--threads 1 2`` runs the end-to-end parts once per ``advanced.pipeline.threads`` value (1 = all
+stages on one thread, 2 = analysis | swap on two). ``--sink vcam`` sends to the production
 ``VirtualCamSink`` through a pyvirtualcam backend registered here that converts each BGR frame
 to I420 as the v4l2loopback backend does (libyuv there, OpenCV here) and discards it: what the
 live product pays per frame, since this machine has no v4l2loopback; ``--sink file`` (default)
@@ -223,7 +223,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument("--threads", type=int, nargs="+", metavar="N",
-                        help="pipeline.threads values to compare (default: the config's)")
+                        help="advanced.pipeline.threads values to compare (default: the config's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for every run, as `livecam run --set`")
     parser.add_argument("--sink", choices=("file", "vcam", "both"), default="file",

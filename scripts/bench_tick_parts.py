@@ -8,7 +8,7 @@ kept eyes and mouth drawn on each window) and ``paste_keep`` (the paste-back wit
 tick runs by default). The generator itself is timed by ``scripts/bench_compiled.py``. Each
 part runs eagerly (CUDA events around it, median of ``--iters``) and captured in one CUDA
 graph (as the hub replays it); with ``--compile``, also through ``torch.compile`` captured in a
-graph (as ``gpu.compile_paste`` runs them); ``--profile N`` lists the top kernels of
+graph (as ``advanced.gpu.compile_paste`` runs them); ``--profile N`` lists the top kernels of
 ``paste_keep`` on N faces (torch.profiler).
 
     python -m scripts.bench_tick_parts --device cuda --faces 1 4 8 16 --json out.json

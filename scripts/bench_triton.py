@@ -228,7 +228,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", default="1,8,16,32")
     parser.add_argument("--in-flight", default="3",
-                        help="engine.triton_in_flight values to run (each with every N)")
+                        help="advanced.engine.triton_in_flight values to run (each with every N)")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup-s", type=float, default=8.0)
     parser.add_argument("--start-timeout-s", type=float, default=180.0,

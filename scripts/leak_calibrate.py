@@ -12,8 +12,8 @@ measure's output quality (CRF 14) and decoded, then compared with the unaltered 
 - ``blur_2pct`` ... ``blur_8pct``: a Gaussian blur of sigma 2, 3, 4, 6 or 8 % of the face
   width over the face (a light blur still shows the person: a viewer knows them, and so does
   dlib);
-- ``cover_*``: ``livecam.swap.cover.FaceCover`` (``swap.cover`` style, ``swap.cover_cells``) on
-  the face as livecam follows it (mesh hull);
+- ``cover_*``: ``livecam.swap.cover.FaceCover`` (``swap.cover`` style,
+  ``advanced.swap.cover_cells``) on the face as livecam follows it (mesh hull);
 - ``swapped``: livecam's classic swap of skimage's astronaut onto the face (analysis + swap
   stages as ``livecam run`` builds them, offline), with the config's ``--set`` overrides (to
   see which swap setting moves the residual).

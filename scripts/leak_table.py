@@ -9,7 +9,7 @@ known, frame index drawn in a corner) is written as H.264 and run through ``live
 (the file paced at 30 fps like a camera; frames dropped and repeated as the load dictates),
 once per setting:
 
-- ``default``: the shipped config (``swap.unswappable: hold``);
+- ``default``: the shipped config (``advanced.swap.unswappable: hold``);
 - ``real``: ``--set advanced.swap.unswappable=real`` (livecam's behaviour before fail-closed);
 - ``cover``: ``--set advanced.swap.unswappable=cover``;
 - ``before``: the shipped config of the checkout given with ``--before DIR`` (e.g. the main
@@ -53,7 +53,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, metavar="DIR",
                         help="a livecam checkout to run for the `before` setting")
     parser.add_argument("--gpu", action="store_true",
-                        help="the GPU path: neural swap with stand-in models, gpu.pipeline")
+                        help="the GPU path: neural swap with stand-in models, "
+                             "advanced.gpu.pipeline")
     args = parser.parse_args()
     if "before" in args.settings and args.before is None:
         parser.error("--settings before needs --before DIR")

@@ -1,5 +1,5 @@
-"""Start-up errors under ``logging.json: true`` (issue 39 item 16): every stderr line is one
-JSON record, and the error that ends the command is livecam's own ERROR record (it was plain
+"""Start-up errors under ``advanced.logging.json: true`` (issue 39 item 16): every stderr line is
+one JSON record, and the error that ends the command is livecam's own ERROR record (it was plain
 text, or on Linux a copy caught from the stderr file descriptor under the "native" logger)."""
 
 from __future__ import annotations

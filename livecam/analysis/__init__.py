@@ -28,7 +28,7 @@ def build_stages(config: Any, *, fps: float | None = None, realtime: bool = Fals
     on a worker thread, off the frame's path, and is merged a frame or two later (the GPU's,
     one batched call, stays on the follower's thread); False keeps it
     in ``process`` (files, tests: results do not depend on timing). Either way every frame
-    gets its own whole-frame detection (``analysis.detect_each_frame``).
+    gets its own whole-frame detection (``advanced.analysis.detect_each_frame``).
     ``networks`` / ``search`` replace the CPU networks and tile search (the GPU pipeline's
     :class:`~livecam.analysis.gpu.client.StreamFaceNetworks`); the follower is the same.
     Reference photos for ``select: reference`` are read here; a missing dlib raises

@@ -5,7 +5,7 @@ Per frame:
 
 1. **Carry** each followed face: its face mesh on a ROI from its own landmarks of the previous
    frame, moved by its track's Kalman velocity (MediaPipe's tracking mode, per track).
-2. **Detect** on the whole frame (``analysis.detect_each_frame``, the default): a face that
+2. **Detect** on the whole frame (``advanced.analysis.detect_each_frame``, the default): a face that
    appears is found on the frame it appears in, whatever the load; a live frame never goes out
    on an older frame's detections. The first frame is also searched in every tile; later, a
    few tiles every ``detect_every_n_frames`` frames (on a worker thread in live mode) find the

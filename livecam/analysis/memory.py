@@ -1,7 +1,7 @@
 """What the face follower remembers of faces it does not see in a frame, so they stay covered.
 
 - :class:`HiddenFaces`: faces lost from view (hidden, turned away, a detector miss), covered
-  where the tracker predicts them until ``analysis.lost_cover_frames`` frames have passed
+  where the tracker predicts them until ``advanced.analysis.lost_cover_frames`` frames have passed
   since they were last seen, or since the last weak detection inside (a half-hidden face
   scores too low to be followed, yet half of it is on screen).
 - :class:`BoxOnlyMemory`: faces too small for the whole-frame detector that are not followed

@@ -168,7 +168,7 @@ def _read_reference(path: Path, max_megapixels: float) -> ImageBGR:
             raise IdentityError(f"{label} is not a file (a pipe or a device): save the photo "
                                 "to a file first")
         return decode_image(path, max_pixels=round(max_megapixels * 1e6), label=label,
-                            knob="analysis.reference_max_megapixels",
+                            knob="advanced.capture.max_image_megapixels",
                             decode_pixels=DECODE_PIXELS)
     except InputError as exc:
         raise IdentityError(str(exc)) from None

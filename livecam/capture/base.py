@@ -9,7 +9,7 @@ from livecam.core.types import ImageBGR
 
 
 class PipeEndedError(InputError):
-    """An input pipe that has ended was asked to open again (``capture.loop``): a pipe
+    """An input pipe that has ended was asked to open again (``advanced.capture.loop``): a pipe
     cannot be restarted. The ordinary end of a piped input, not a fault."""
 
 
@@ -41,3 +41,22 @@ class FrameSource(Protocol):
     def size_px(self) -> tuple[int, int]:
         """(width, height) of the frames, known after ``open``."""
         ...
+
+
+class SourceBase:
+    """What every source reports the same way: its fps and frame size (the subclass sets
+    ``_fps`` and ``_size_px``), and a ``close`` with nothing to free."""
+
+    _fps: float
+    _size_px: tuple[int, int] = (0, 0)
+
+    def close(self) -> None:
+        return None
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        return self._size_px

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from livecam.capture.base import SourceBase
 from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.netstreams import ffmpeg_reason, missing_protocol, split_url
 from livecam.core.types import ImageBGR
@@ -27,7 +28,7 @@ _LOW_LATENCY = {"fflags": "nobuffer", "flags": "low_delay", "probesize": "500000
                 "analyzeduration": "1000000"}
 
 
-class NetworkSource:
+class NetworkSource(SourceBase):
     """Frames decoded from a network stream; ``live``: a lost stream raises
     :class:`CaptureError` from ``read`` and the capture thread reopens it with backoff.
 
@@ -59,14 +60,6 @@ class NetworkSource:
         """The URL without its secrets (for messages)."""
         return self._url.shown
 
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        return self._size_px
-
     def open(self) -> None:
         import av
 
@@ -83,7 +76,7 @@ class NetworkSource:
         except av.ExitError:
             error = NoSenderYet if url.listen else CaptureError
             raise error(f"input {url.shown}: {wait} within "
-                        f"capture.network_timeout_s={self._timeout_s:g} s") from None
+                        f"advanced.capture.network_timeout_s={self._timeout_s:g} s") from None
         except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
             hint = (missing_protocol(url.scheme) if isinstance(exc, av.ProtocolNotFoundError)
                     else "check the URL and that the server runs")
@@ -121,14 +114,15 @@ class NetworkSource:
         except StopIteration:
             raise CaptureError(f"input {self._url.shown}: the stream ended") from None
         except av.ExitError:
-            raise CaptureError(f"input {self._url.shown}: no frame for "
-                               f"capture.network_timeout_s={self._timeout_s:g} s") from None
+            raise CaptureError(
+                f"input {self._url.shown}: no frame for "
+                f"advanced.capture.network_timeout_s={self._timeout_s:g} s") from None
         except (av.FFmpegError, OSError) as exc:
             raise CaptureError(f"input {self._url.shown} was lost "
                                f"({ffmpeg_reason(exc)})") from None
         if frame.width * frame.height > self._max_pixels:
             raise CaptureError(f"input {self._url.shown} sends {frame.width}x{frame.height} "
-                               "frames, above capture.max_image_megapixels")
+                               "frames, above advanced.capture.max_image_megapixels")
         decoded: ImageBGR = np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)
         decoded.flags.writeable = False  # shared by reference across stages (see sources.py)
         return decoded

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from livecam.capture.base import PipeEndedError
+from livecam.capture.base import PipeEndedError, SourceBase
 from livecam.capture.pipe_wait import PipeWaiter
 from livecam.capture.still import decode_image, input_kind
 from livecam.core.errors import CaptureError, InputError
+from livecam.core.netstreams import ffmpeg_reason
 from livecam.core.types import ImageBGR
 
 if TYPE_CHECKING:
@@ -32,25 +33,7 @@ def _readonly(image: np.ndarray) -> ImageBGR:
     return image
 
 
-class _SourceBase:
-    """What every source reports: its fps and frame size (set by the subclass), and a close."""
-
-    _fps: float
-    _size_px: tuple[int, int] = (0, 0)
-
-    def close(self) -> None:
-        return None
-
-    @property
-    def fps(self) -> float:
-        return self._fps
-
-    @property
-    def size_px(self) -> tuple[int, int]:
-        return self._size_px
-
-
-class CameraSource(_SourceBase):
+class CameraSource(SourceBase):
     """A camera through OpenCV: ``device`` is an index (``0``) or a path (``/dev/video2``).
 
     Asks for ``fourcc``/``width``/``height``/``fps`` and logs what the camera actually gave.
@@ -108,7 +91,7 @@ class CameraSource(_SourceBase):
             self._cap = None
 
 
-class FileSource(_SourceBase):
+class FileSource(SourceBase):
     """A video file, or a pipe (a FIFO, ``/dev/stdin``), decoded by PyAV (FFmpeg); ``None`` at
     its end.
 
@@ -154,7 +137,7 @@ class FileSource(_SourceBase):
         kind = input_kind(path, "input file")
         if kind == "pipe" and self._pipe_used:
             raise PipeEndedError(f"input {path} is a pipe that has ended; a pipe cannot be "
-                                 "restarted (capture.loop needs a file)")
+                                 "restarted (advanced.capture.loop needs a file)")
         target = str(path)
         if kind == "pipe":
             self.wait_ready(None)
@@ -169,7 +152,7 @@ class FileSource(_SourceBase):
                     "fragmented MP4)" if kind == "pipe" else "")
             self._close_pipe()
             raise InputError(f"input file {path} is not a video livecam can decode"
-                             f"{hint}: {_ffmpeg_reason(exc)}") from None
+                             f"{hint}: {ffmpeg_reason(exc)}") from None
         try:
             image = self._probe(container)
         except BaseException:
@@ -204,8 +187,8 @@ class FileSource(_SourceBase):
     def _too_large(self, width: int, height: int) -> InputError:
         return InputError(f"input file {self._path} has {width}x{height} frames "
                           f"({width * height / 1e6:.0f} megapixels), above "
-                          f"capture.max_image_megapixels={self._max_pixels / 1e6:g}: scale it "
-                          "down, or raise capture.max_image_megapixels")
+                          f"advanced.capture.max_image_megapixels={self._max_pixels / 1e6:g}: "
+                          "scale it down, or raise advanced.capture.max_image_megapixels")
 
     def _decode_next(self) -> ImageBGR | None:
         import av
@@ -216,7 +199,7 @@ class FileSource(_SourceBase):
         except StopIteration:
             return None
         except av.FFmpegError as exc:  # damaged data further in: the file ends here
-            log.warning("input file %s: decoding stopped: %s", self._path, _ffmpeg_reason(exc))
+            log.warning("input file %s: decoding stopped: %s", self._path, ffmpeg_reason(exc))
             return None
         if frame.width * frame.height > self._max_pixels:  # the size may change mid-stream
             log.error("%s", self._too_large(frame.width, frame.height))
@@ -242,13 +225,9 @@ class FileSource(_SourceBase):
             self._waiter = None
 
 
-def _ffmpeg_reason(exc: BaseException) -> str:
-    """FFmpeg's reason without the errno and the file name PyAV appends."""
-    reason = getattr(exc, "strerror", None) or str(exc)
-    return str(reason).rstrip(".")
 
 
-class ImageSource(_SourceBase):
+class ImageSource(SourceBase):
     """One still image, delivered again and again at ``fps`` (the same read-only array).
 
     Images larger than ``max_pixels`` are refused from their header, before decoding; a
@@ -272,7 +251,7 @@ class ImageSource(_SourceBase):
                              "the image first)")
         image = decode_image(self._path, max_pixels=self._max_pixels,
                              label=f"input image {self._path}",
-                             knob="capture.max_image_megapixels",
+                             knob="advanced.capture.max_image_megapixels",
                              decode_pixels=self._decode_pixels)
         self._image = _readonly(image)
         self._size_px = (image.shape[1], image.shape[0])
@@ -287,7 +266,7 @@ class ImageSource(_SourceBase):
         self._size_px = (0, 0)
 
 
-class SyntheticSource(_SourceBase):
+class SyntheticSource(SourceBase):
     """A moving test pattern that needs no files: colour bars, a bouncing block, a frame ramp.
 
     ``cycle_frames`` distinct frames are rendered once, on first use, then replayed, so reading

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from livecam.config.fields import knob
+from livecam.config.fields import derived, knob
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class AnalysisConfig:
     )
     max_faces: int = knob(
         6, "Most faces followed (face mesh each frame) and swapped. Faces beyond it are covered "
-        "(see swap.unswappable); the faces followed stay the same while they are in view, "
+        "(see advanced.swap.unswappable); the faces followed stay the same while they are in view, "
         "a new one takes a free place. Each face followed costs a face mesh and a swap per "
         "frame (lab/perf-notes.md).", range=(1, 64))
     tile_size_px: int = knob(
@@ -77,9 +77,8 @@ class AnalysisConfig:
     reference_max_distance: float = knob(
         0.6, "Largest dlib embedding distance still counted as the reference person (same "
         "person ~0.2-0.5, different people 0.6-0.9).", range=(0.0, 2.0))
-    reference_max_megapixels: float = knob(
-        100.0, "Reference photos larger than this are refused before decoding (protects "
-        "memory).", range=(1.0, 1000.0))
+    #: The largest reference photo read: advanced.capture.max_image_megapixels.
+    reference_max_megapixels: float = derived(100.0, "advanced.capture.max_image_megapixels")
     reference_recheck_frames: int = knob(
         30, "A track that did not match the reference is checked again after this many "
         "frames (each check costs ~60 ms per face on a laptop CPU).", range=(1, 100000))

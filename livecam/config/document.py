@@ -7,14 +7,14 @@ The help text of each :func:`~livecam.config.fields.knob` becomes the comment of
 from __future__ import annotations
 
 import dataclasses
-import re
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
 import yaml
 
-from livecam.config.names import is_streamer, schema_keys, user_name
+from livecam.config.fields import user_fields
+from livecam.config.names import is_streamer
 from livecam.config.schema import Config
 
 HEADER = """\
@@ -40,7 +40,7 @@ def _section(obj: Any, indent: int, wanted: Callable[[str], bool], prefix: str =
     """The keys of ``obj`` whose attribute path ``wanted`` accepts, documented, as YAML lines."""
     lines: list[str] = []
     pad = " " * indent
-    for f in dataclasses.fields(obj):
+    for f in user_fields(obj):
         value = getattr(obj, f.name)
         dotted = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
@@ -56,7 +56,7 @@ def _section(obj: Any, indent: int, wanted: Callable[[str], bool], prefix: str =
             continue
         if not wanted(dotted):
             continue
-        help_text = _new_names(f.metadata.get("help", ""))
+        help_text = f.metadata.get("help", "")
         choices = f.metadata.get("choices")
         if choices:
             help_text += " One of: " + ", ".join(str(c) for c in choices) + "."
@@ -76,16 +76,6 @@ def _section(obj: Any, indent: int, wanted: Callable[[str], bool], prefix: str =
                 lines.append(f"{pad}# {w}")
             lines.append(entry)
     return lines
-
-
-_OLD_NAME = re.compile(r"(?<![\w.])(" + "|".join(
-    re.escape(key) for key in schema_keys() if "." in key and not is_streamer(key)) + r")(?![\w])")
-
-
-def _new_names(text: str) -> str:
-    """``text`` with the old names of advanced keys (``swap.unswappable``) written as a user
-    writes them now (``advanced.swap.unswappable``)."""
-    return _OLD_NAME.sub(lambda m: user_name(m.group(1)), text)
 
 
 def _plain(value: Any) -> Any:

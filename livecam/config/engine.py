@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from livecam.config.fields import knob
+from livecam.config.fields import derived, knob
 
 
 @dataclass(frozen=True)
@@ -13,14 +13,15 @@ class EngineConfig:
                         "torch on a CUDA GPU, else onnxruntime; the choice and why are logged "
                         "at start and shown by `livecam doctor`. Naming a backend that is not "
                         "installed is an error, never a silent fallback. triton = the swap "
-                        "models run on NVIDIA Triton Inference Server at engine.triton_urls "
-                        "(capture, analysis and paste-back stay here; see docs/triton.md); "
-                        "auto never picks it.",
+                        "models run on NVIDIA Triton Inference Server at "
+                        "advanced.engine.triton_urls (capture, analysis and paste-back stay here; "
+                        "see docs/triton.md); auto never picks it.",
                         choices=("auto", "tensorrt", "torch", "onnxruntime", "triton"))
     device: str = knob("auto", "Where models run: auto (a CUDA GPU when present), cuda, cpu.",
                        choices=("auto", "cuda", "cpu"))
-    precision: str = knob("fp16", "Compute precision on GPUs: fp16 is ~2x faster than fp32 and "
-                          "within 1e-2 of it; CPUs always compute fp32 with onnxruntime.",
+    precision: str = knob("fp16", "Compute precision on GPUs, of the neural swap's models and "
+                          "of the GPU pipeline's face detector and face mesh: fp16 is ~2x "
+                          "faster than fp32 and within 1e-2 of it; CPUs always compute fp32.",
                           choices=("fp16", "fp32"))
     torch_mode: str = knob("auto", "How the torch backend runs the swap generator: compiled "
                            "(what `livecam engines build` compiled for this model, device, "
@@ -71,12 +72,9 @@ class EngineConfig:
     triton_connect_timeout_s: float = knob(10.0, "engine.backend triton: how long the start "
                                            "waits for a server and its model to be ready.",
                                            range=(0.1, 600.0))
-    triton_reconnect_initial_s: float = knob(0.25, "engine.backend triton: first wait before "
-                                             "probing a server that failed; doubles per failed "
-                                             "probe up to triton_reconnect_max_s.",
-                                             range=(0.01, 60.0))
-    triton_reconnect_max_s: float = knob(4.0, "engine.backend triton: longest wait between "
-                                         "probes of a failed server.", range=(0.1, 600.0))
+    #: The waits between probes of a failed Triton server: advanced.capture.reconnect_*.
+    triton_reconnect_initial_s: float = derived(0.5, "advanced.capture.reconnect_initial_s")
+    triton_reconnect_max_s: float = derived(5.0, "advanced.capture.reconnect_max_s")
 
 
 @dataclass(frozen=True)

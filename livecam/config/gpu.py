@@ -31,16 +31,14 @@ class GpuConfig:
                              "slot and face-count bucket, before the output starts), so a "
                              "frame costs a few graph launches instead of hundreds of kernel "
                              "launches from Python.")
-    precision: str = knob("fp16", "Precision of the face detector and face mesh on the GPU.",
-                          choices=("fp16", "fp32"))
     compile_networks: bool = knob(True, "Compile the face detector, face mesh and tile "
                                   "search on the GPU with torch.compile: fused kernels, "
                                   "several times faster (lab/perf-notes.md). The first start "
                                   "on a machine (and after a torch update) compiles them for "
                                   "minutes, each network and shape logged; later starts take "
-                                  "the code from the engine cache (engine.cache_dir). Where "
-                                  "torch cannot compile (no Triton) they run uncompiled, with "
-                                  "a warning. false = uncompiled, no compiling.")
+                                  "the code from the engine cache (advanced.engine.cache_dir). "
+                                  "Where torch cannot compile (no Triton) they run uncompiled, "
+                                  "with a warning. false = uncompiled, no compiling.")
     compile_paste: bool = knob(True, "Compile the swap's work around the generator on the "
                                "GPU (alignment and crops; the output's conversion, colour "
                                "match and paste-back) with torch.compile: fused kernels "
@@ -79,9 +77,6 @@ class GpuConfig:
                                 "that memory is kept for reuse until livecam exits. false = "
                                 "the networks copy each frame into their own page-locked "
                                 "buffer.")
-    colour_blur_px: float = knob(0.0, "Low-frequency colour match of the swapped face to the "
-                                 "live one on the 128 px crop: blur size, px; 0 = off (as "
-                                 "insightface).", range=(0.0, 128.0))
     max_frames_per_call: int = knob(16, "The most frames one GPU call takes: a swap tick (one "
                                     "frame per stream) and a batch of the streams' face "
                                     "detector. Calls run at 1, 2, 4, ... frames up to this, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from livecam.config.fields import knob
+from livecam.config.fields import derived, knob
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class IdentityConfig:
                                "far side of the face is hidden or foreshortened, and the "
                                "swap would paste it stretched (a broken nose, blotches).",
                                range=(0.0, 90.0))
-    max_photo_megapixels: float = knob(100.0, "Photos larger than this are refused before "
-                                       "analysis (protects memory).", range=(1.0, 1000.0))
+    #: The largest photo read: advanced.capture.max_image_megapixels.
+    max_photo_megapixels: float = derived(100.0, "advanced.capture.max_image_megapixels")
     analysis_max_side_px: int = knob(2048, "Photos are scaled down to at most this side before "
                                      "face detection.", range=(256, 16384))
     texture_face_px: int = knob(384, "Face width the stored source texture is scaled to (at "

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from livecam.config.names import schema_path, to_schema_tree, user_name
+from livecam.config.fields import user_fields
+from livecam.config.names import schema_items, to_schema_tree, user_name
 from livecam.config.safe_yaml import YamlRefused, YamlSyntaxError, load_yaml, read_yaml_file
 from livecam.config.schema import Config
 from livecam.core.errors import ConfigError
@@ -83,16 +84,16 @@ def _set(data: dict[str, Any], text: str, *, keep: bool) -> None:
     """Set ``key.path=value`` (a user's name, :mod:`livecam.config.names`) in the schema
     tree ``data`` (``keep``: not where ``data`` has the key)."""
     user_keys, value = parse_override(text)
-    keys = schema_path(user_keys)
-    node = data
-    for part in keys[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{_show_key('.'.join(keys))}: {_show_key(part)} is not "
-                              "a section")
-        node = child
-    if not (keep and keys[-1] in node):
-        node[keys[-1]] = value
+    for path, kept in schema_items(user_keys, value).items():
+        keys = path.split(".")
+        node = data
+        for part in keys[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{_show_key(path)}: {_show_key(part)} is not a section")
+            node = child
+        if not (keep and keys[-1] in node):
+            node[keys[-1]] = kept
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -122,7 +123,7 @@ def build(cls: type[T], data: Mapping[str, Any], prefix: str = "",
     ``show`` turns a key's attribute path into the name a bad value's error gives it."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in user_fields(cls)}
     hints = typing.get_type_hints(cls)
     for key in data:
         if key not in fields:

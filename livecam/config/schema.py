@@ -7,12 +7,14 @@ Each section belongs to one part of the package; edit only your own section.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from livecam.config.analysis import AnalysisConfig
 from livecam.config.control import ControlConfig
 from livecam.config.engine import EngineConfig, ModelsConfig
-from livecam.config.fields import knob
+from livecam.config.fields import is_derived, knob
 from livecam.config.gpu import GpuConfig
 from livecam.config.identity import IdentityConfig
 from livecam.config.serve import ServeConfig
@@ -32,14 +34,17 @@ class CaptureConfig:
                        "at 720p/1080p on most USB cameras; YUYV is often limited to 5-10 fps).")
     loop: bool = knob(True, "Restart `file:` inputs at their end instead of stopping (a pipe "
                       "cannot restart: it always stops at its end).")
-    max_image_megapixels: float = knob(100.0, "Largest `image:` input or `file:` frame "
-                                       "accepted, megapixels (width x height / 1e6; a decoded "
-                                       "frame takes 3 bytes per pixel). Larger inputs are "
-                                       "refused from their header, before decoding.",
-                                       range=(0.01, 1000.0))
-    reconnect_initial_s: float = knob(0.5, "First wait before reopening a lost camera, s; "
-                                      "doubles after each failure.", range=(0.01, 60.0))
-    reconnect_max_s: float = knob(5.0, "Longest wait between reopen attempts, s.",
+    max_image_megapixels: float = knob(100.0, "Largest image livecam decodes, megapixels "
+                                       "(width x height / 1e6; a decoded image takes 3 bytes "
+                                       "per pixel): an `image:` input, a `file:` frame, an "
+                                       "identity photo, a reference photo. Larger ones are "
+                                       "refused from their header, before decoding (protects "
+                                       "memory).", range=(0.01, 1000.0))
+    reconnect_initial_s: float = knob(0.5, "First wait before reopening a lost camera or "
+                                      "network input, or probing a failed Triton server "
+                                      "(engine.backend triton), s; doubles after each failure.",
+                                      range=(0.01, 60.0))
+    reconnect_max_s: float = knob(5.0, "Longest wait between those attempts, s.",
                                   range=(0.01, 600.0))
     network_timeout_s: float = knob(
         5.0, "Network inputs (rtmp://, rtsp://, srt://, udp://): the longest wait for a "
@@ -83,7 +88,7 @@ class PipelineConfig:
                                     "0 = off.", range=(0.0, 3600.0))
     stage_error_log_interval_s: float = knob(5.0, "A failing stage is logged at most once per "
                                              "this many seconds; its frame goes out with its "
-                                             "faces covered (swap.unswappable).",
+                                             "faces covered (advanced.swap.unswappable).",
                                              range=(0.0, 3600.0))
     threads: int = knob(2, "Threads that run the stages: 1 = all stages on one thread; 2 = "
                         "analysis on one, the swap on another, so one frame's analysis overlaps "
@@ -123,7 +128,10 @@ class LoggingConfig:
 
 @dataclass(frozen=True)
 class Config:
-    """The whole configuration of one run. Immutable: runtime changes go through commands."""
+    """The whole configuration of one run. Immutable: runtime changes go through commands.
+
+    A :func:`~livecam.config.fields.derived` field of a section takes its knob's value here,
+    so each part can be handed its own section alone."""
 
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -143,3 +151,19 @@ class Config:
         "of --input and --output). Each stream has its own capture, output, status and "
         "controls (`livecam ctl --stream K`); on a CUDA GPU the faces of every stream are "
         "swapped in one generator call. Empty = one stream from --input/--output.")
+
+    def __post_init__(self) -> None:
+        for section in dataclasses.fields(self):
+            value = getattr(self, section.name)
+            if not dataclasses.is_dataclass(value) or isinstance(value, type):
+                continue
+            copied = {f.name: self._knob(f.metadata["derived_from"])
+                      for f in dataclasses.fields(value) if is_derived(f)}
+            if copied:  # frozen: the one place a section is swapped after construction
+                object.__setattr__(self, section.name, dataclasses.replace(value, **copied))
+
+    def _knob(self, path: str) -> Any:
+        node: Any = self
+        for part in path.removeprefix("advanced.").split("."):
+            node = getattr(node, part)
+        return node

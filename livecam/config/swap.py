@@ -13,8 +13,8 @@ class SwapConfig:
                      "download, runs on any CPU) or neural (inswapper-family models, fetched "
                      "once).", choices=("classic", "neural"))
     model: str = knob("inswapper_128", "Neural swap model, used when mode is neural: the name "
-                      "of any swapper manifest in models.manifests_dir (engines/ by default; "
-                      "`livecam models list`), checked at start.")
+                      "of any swapper manifest in advanced.models.manifests_dir (engines/ by "
+                      "default; `livecam models list`), checked at start.")
     blend: str = knob("feather", "How the swapped face is laid in: feather (soft alpha edge; "
                       "fast, keeps the source's colours) or seamless (Poisson; tens of ms per "
                       "face, washes the face towards the target's colours).",
@@ -24,9 +24,12 @@ class SwapConfig:
                        "is no seam or band), lowfreq (per-pixel gain from blurred "
                        "target/source; amplifies the source's contrast on a brighter live "
                        "face), meanstd (one Lab mean/std match; a half-shaded face stays "
-                       "half-shaded), none.", choices=("lab", "lowfreq", "meanstd", "none"))
+                       "half-shaded), none. The neural swap on the GPU pipeline has lowfreq "
+                       "only: with any other choice its faces keep the generator's colours "
+                       "(as insightface).", choices=("lab", "lowfreq", "meanstd", "none"))
     colour_blur: float = knob(1.0, "Blur size of the colour transfer inside the face, as a "
-                              "fraction of the face width (lab also matches closely within "
+                              "fraction of the face width, for both swaps (lab also matches "
+                              "closely within "
                               "0.15 face widths of the mask's edge, whatever this is). Smaller "
                               "follows local light more closely but lets more of the target's "
                               "own look through (the identity judge: 1.0 scores best, "

@@ -38,7 +38,7 @@ Bodies are empty or a JSON object with exactly the fields above (see
 method, 408 body too slow, 413 body over 64 KiB, 421 foreign Host, 500 a snapshot that could
 not be saved (the error says why), 503 busy. Malformed HTTP
 that never becomes a request is 400 from the HTTP layer itself (plain text). Command endpoints
-answer once the pipeline has applied the command (or after ``control.apply_wait_s``, 2 s
+answer once the pipeline has applied the command (or after ``advanced.control.apply_wait_s``, 2 s
 by default) with ``{"applied",
 "frames_sent_at_apply", "first_frame_index", "state", "delay_ms"}`` (see
 :mod:`livecam.control.apply` and :class:`~livecam.core.commands.Ticket`: the first captured

@@ -1,7 +1,7 @@
 """The command endpoints of the control API (``POST /api/VERB``): read the body within the
 limits, build the command (:mod:`livecam.control.requests`), queue it to one stream or to
 every stream, and wait, without a thread, until the pipeline applied it (or
-``control.apply_wait_s``, 2 s by default).
+``advanced.control.apply_wait_s``, 2 s by default).
 
 The reply is ``{"applied", "frames_sent_at_apply", "first_frame_index", "state",
 "delay_ms"}`` (and ``path`` for a snapshot; for a reload, which runs in the background after
@@ -41,7 +41,7 @@ async def run_command(request: web.Request, *, targets: Mapping[int, ControlTarg
     """The reply to ``POST /api/VERB`` after applying its command to ``targets[stream]``
     (``targets``: the running streams by id)
     (every running target when ``stream`` is None; the reply shows the first one's state),
-    waiting up to ``apply_wait_s`` for the pipeline to take it (``control.apply_wait_s``).
+    waiting up to ``apply_wait_s`` for the pipeline to take it (``advanced.control.apply_wait_s``).
     :class:`RequestError` for a bad, too large or too slow body, an unknown verb or identity,
     a full command queue, or a stream that has ended."""
     verb = request.path.removeprefix("/api/")

@@ -54,7 +54,7 @@ def default_token_path() -> Path:
 
 
 def token_path(configured: str) -> Path:
-    """The token file for ``control.token_file`` (empty = the default)."""
+    """The token file for ``advanced.control.token_file`` (empty = the default)."""
     return Path(configured).expanduser() if configured else default_token_path()
 
 
@@ -64,8 +64,8 @@ def read_token(path: Path) -> str:
     try:
         if not path.is_file() and path.exists():
             raise ConfigError(f"control API token {path} is not a file: set "
-                              "control.token_file to a file's path (livecam makes the token "
-                              "there)")
+                              "advanced.control.token_file to a file's path (livecam makes the "
+                              "token there)")
         if path.stat().st_size > _MAX_TOKEN_FILE_BYTES:
             raise _not_a_token(path)
         token = path.read_text(encoding="ascii").strip()
@@ -90,8 +90,8 @@ def read_token(path: Path) -> str:
 
 def _not_a_token(path: Path) -> ConfigError:
     return ConfigError(f"{path} does not hold a livecam token (one word of ASCII text): set "
-                       "control.token_file to another path, or delete the file if it is an "
-                       "old token")
+                       "advanced.control.token_file to another path, or delete the file if it is "
+                       "an old token")
 
 
 def _link_to_no_token(path: Path, why: str) -> ConfigError:
@@ -105,7 +105,7 @@ def _link_to_no_token(path: Path, why: str) -> ConfigError:
                        f"which {why}: livecam writes a new token only to a plain file, never "
                        f"through a link; delete the link {path} and start `livecam run` or "
                        "`livecam daemon` (it creates a new token there), or set "
-                       "control.token_file to another path")
+                       "advanced.control.token_file to another path")
 
 
 def token_lock_path(path: Path) -> Path:
@@ -204,7 +204,7 @@ def _check_owner(path: Path) -> None:
     """Refuse a token file that another user owns, or a link to it that another user made:
     that user knows the token (or the one word the link points at: ``/etc/hostname`` as
     root), or can replace it, and would control this livecam. Root could read any such file
-    and set it to 600, so mode checks alone do not stop this (a ``control.token_file`` in
+    and set it to 600, so mode checks alone do not stop this (a ``advanced.control.token_file`` in
     /tmp, made there first by someone else)."""
     if sys.platform == "win32":
         return  # no POSIX owner there: the file's ACLs (the user's profile) protect it
@@ -219,7 +219,7 @@ def _check_owner(path: Path) -> None:
             f"control API token {path} (or the link to it) belongs to another user (uid "
             f"{others[0]}, livecam runs as uid {me}), who can read or replace it and so "
             "control livecam: delete it (or the link) so livecam creates its own, or set "
-            "control.token_file to a path in a folder only you can write")
+            "advanced.control.token_file to a path in a folder only you can write")
 
 
 def _check_folder(path: Path) -> None:
@@ -252,8 +252,8 @@ def _check_folder(path: Path) -> None:
             continue
         raise ConfigError(
             f"control API token folder {folder} {why}, who could delete or replace the token "
-            f"{path}: `chmod go-w {folder}` if it is yours, or set control.token_file to a "
-            "path in a folder only you can write")
+            f"{path}: `chmod go-w {folder}` if it is yours, or set advanced.control.token_file to "
+            "a path in a folder only you can write")
 
 
 def _own_group(gid: int) -> bool:
@@ -288,12 +288,12 @@ def _tighten(path: Path) -> None:
                 f"control API token {path} can be read by other users (mode {mode:o}) and "
                 f"livecam cannot set it to 600 ({exc.strerror or exc}): `chmod 600` it as "
                 "its owner, or delete it (or the link) so livecam creates its own, or set "
-                "control.token_file to another path") from None
+                "advanced.control.token_file to another path") from None
 
 
 def _cannot_create(path: Path, exc: OSError) -> ConfigError:
     return ConfigError(f"control API token {path} cannot be created ({exc.strerror or exc}): "
-                       "set control.token_file to a path in a folder you can write")
+                       "set advanced.control.token_file to a path in a folder you can write")
 
 
 def token_matches(expected: str, given: str | None) -> bool:

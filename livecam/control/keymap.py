@@ -43,7 +43,7 @@ def bindings(config: ControlConfig, *, snapshot: CommandFactory | None = None
         ("control.key_bypass", config.key_bypass, cmd.ToggleBypass),
     ]
     if snapshot is not None:
-        pairs.append(("control.key_snapshot", config.key_snapshot, snapshot))
+        pairs.append(("advanced.control.key_snapshot", config.key_snapshot, snapshot))
     out: dict[str, CommandFactory] = {}
     owner: dict[str, str] = {}
     for where, key, factory in pairs:

@@ -85,9 +85,10 @@ class LiveView:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OSError(f"snapshot not saved: its folder {path.parent} cannot be made "
-                          f"({exc.strerror or exc}); set control.snapshot_dir to a folder you "
-                          "can write") from None
+                          f"({exc.strerror or exc}); set advanced.control.snapshot_dir to a folder "
+                          "you can write") from None
         if not cv2.imwrite(str(path), last.image_bgr):
             raise OSError(f"snapshot not saved: {path} could not be written (a full disk, no "
-                          "permission?); set control.snapshot_dir to a folder you can write")
+                          "permission?); set advanced.control.snapshot_dir to a folder you can "
+                          "write")
         log.info("snapshot saved: %s", path)

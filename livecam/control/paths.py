@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def snapshot_dir(configured: str) -> Path:
-    """``control.snapshot_dir``, or ``snapshots`` in the user data dir when empty."""
+    """``advanced.control.snapshot_dir``, or ``snapshots`` in the user data dir when empty."""
     if configured:
         return Path(configured).expanduser()
     import platformdirs

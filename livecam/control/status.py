@@ -224,8 +224,9 @@ def _remote_engine_metrics(remote: dict[str, Any]) -> Iterator[Metric]:
     request = GaugeMetricFamily("livecam_remote_engine_request_seconds", "Round trip of one "
                                 "request, recent requests.", labels=[*labels, "quantile"])
     in_flight = GaugeMetricFamily("livecam_remote_engine_in_flight", "Requests sent to the "
-                                  "remote engine and not answered yet (engine.triton_in_flight "
-                                  "frames' worth at most).", labels=labels)
+                                  "remote engine and not answered yet "
+                                  "(advanced.engine.triton_in_flight frames' worth at most).",
+                                  labels=labels)
     for stage, health in remote.items():
         values = [stage, str(health.get("url", ""))]
         up.add_metric(values, 1.0 if health.get("state") == "ready" else 0.0)

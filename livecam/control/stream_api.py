@@ -6,7 +6,7 @@
     DELETE /api/streams/K               {"stream": K, "removed": true, "summary": "..."}
 
 Errors (JSON ``{"error"}``): 400 a bad body or a spec livecam cannot run (the reason), 404 no
-stream K, 409 the process cannot take another stream now (``pipeline.max_streams``, the GPU
+stream K, 409 the process cannot take another stream now (``advanced.pipeline.max_streams``, the GPU
 pipeline's size, stopping), 422 the stream's input or output failed to open. The other
 streams keep running while a stream opens or stops: the work runs in a worker thread, off
 the API's event loop.

@@ -125,14 +125,15 @@ class Faces:
 class Unswappable(IntEnum):
     """Why a face that is in the frame is not swapped in it (see :class:`WithheldFaces`).
 
-    What the viewer sees there instead is ``swap.unswappable`` (``livecam.swap.cover``).
+    What the viewer sees there instead is ``advanced.swap.unswappable`` (``livecam.swap.cover``).
     """
 
     PENDING = 1  # found this frame, not yet confirmed by the tracker
     LOST = 2  # followed until recently, not seen this frame: drawn where the tracker predicts it
     OVER_MAX = 3  # more faces than ``analysis.max_faces``
     NO_MESH = 4  # detected, but the face mesh did not fit (hidden, turned, blurred)
-    TURNED = 5  # turned past ``swap.fade_end_deg`` (the swap fades onto the cover before that)
+    #: turned past ``advanced.swap.fade_end_deg`` (the swap fades onto the cover before that)
+    TURNED = 5
     NO_SWAP = 6  # the swap could not be drawn (too small, off the frame)
     IDENTITY_LOADING = 7  # its identity is still being prepared
     IDENTITY_MISSING = 8  # its identity cannot be loaded
@@ -242,7 +243,7 @@ class Packet:
     ``image_bgr`` is the picture as it will be sent (the captured image until a stage changes it);
     ``faces`` is what analysis found and selected for the swap; ``withheld`` the faces that are
     in the frame too but must not be swapped in it (the swap stage covers them, see
-    ``swap.unswappable``); ``state`` is the runtime state the frame is processed under.
+    ``advanced.swap.unswappable``); ``state`` is the runtime state the frame is processed under.
     """
 
     frame: Frame

@@ -190,7 +190,7 @@ class DeviceLock:
 
 def lock_for_run(config: Config, pairs: list[tuple[str, str]]) -> DeviceLock:
     """The (not yet acquired) lock of the devices of a ``run``/``daemon`` with these
-    ``(input, output)`` streams, in ``control.lock_dir`` or the default lock dir. Raises
+    ``(input, output)`` streams, in ``advanced.control.lock_dir`` or the default lock dir. Raises
     :class:`UsageError` when two streams name one camera, virtual camera, output file or
     input pipe, or when an output file is an input of the run (the same device and inode,
     however it is named: a symlink, a hard link); nothing has been opened for writing then."""
@@ -244,8 +244,8 @@ def output_files(pairs: list[tuple[str, str]]) -> list[tuple[Path, str]]:
 
 
 def _lock_dir_error(folder: Path, what: str) -> ConfigError:
-    return ConfigError(f"control.lock_dir {folder} {what}: set control.lock_dir (or "
-                       "XDG_RUNTIME_DIR) to a folder of yours that only you can write")
+    return ConfigError(f"advanced.control.lock_dir {folder} {what}: set advanced.control.lock_dir "
+                       "(or XDG_RUNTIME_DIR) to a folder of yours that only you can write")
 
 
 def _make_private_folder(folder: Path) -> None:

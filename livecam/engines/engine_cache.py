@@ -229,7 +229,7 @@ class EngineCache:
     def lock(self) -> Iterator[None]:
         """An inter-process lock (``with cache.lock(): ...``) over writes to this cache; every
         write holds it, so the temp files found under it are killed writers': removed."""
-        make_folder(self.root, "engine.cache_dir")
+        make_folder(self.root, "advanced.engine.cache_dir")
         with holding(self.root / ".lock", f"writing the engine cache {self.root}",
                      wait_s=self.lock_wait_s, knob=None, error=EngineCacheBusyError):
             remove_temp_files(self.root)
@@ -297,7 +297,7 @@ class EngineCache:
     def scratch_dir(self) -> Path:
         """A new empty directory inside the cache for a build's files (same file system, so
         :meth:`save_file` moves atomically); the caller removes it."""
-        make_folder(self.root, "engine.cache_dir")
+        make_folder(self.root, "advanced.engine.cache_dir")
         return Path(tempfile.mkdtemp(prefix=".build-", dir=self.root))
 
     def _write_sidecar(self, path: Path, model_name: str, key: CacheKey, digest: str) -> None:

@@ -49,7 +49,7 @@ def download(url: str, part_path: Path, *, progress: ProgressFn | None = None,
     network failures and on a download shorter than the known size (the partial file is kept
     so the next call resumes).
     """
-    make_folder(part_path.parent, "models.dir")
+    make_folder(part_path.parent, "advanced.models.dir")
     offset = part_path.stat().st_size if part_path.exists() else 0
     if expected_size is not None and offset == expected_size:
         return expected_size

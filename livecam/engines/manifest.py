@@ -136,7 +136,7 @@ def load_manifests(directory: str | Path | None = None) -> dict[str, ModelManife
     root = Path(directory) if directory else default_manifests_dir()
     if not root.is_dir():
         raise ConfigError(f"model manifests directory {root} does not exist "
-                          "(set models.manifests_dir)")
+                          "(set advanced.models.manifests_dir)")
     manifests = {}
     for path in sorted(root.glob("*.yaml")):
         manifest = load_manifest(path)

@@ -65,7 +65,7 @@ class OnnxRuntimeEngine(EngineBase):
             gpu = [p for p in _GPU_PROVIDERS if p in available]
             if self.device.startswith("cuda") and not gpu:
                 raise DependencyError(
-                    "engine.device is cuda but this onnxruntime has no CUDA provider: "
+                    "advanced.engine.device is cuda but this onnxruntime has no CUDA provider: "
                     "pip install onnxruntime-gpu, or use engine.backend: torch")
             providers = gpu + providers
         options = ort.SessionOptions()

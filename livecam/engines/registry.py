@@ -71,7 +71,7 @@ def probe_backends(device: str = "auto") -> dict[str, tuple[bool, str]]:
     if importlib.util.find_spec("tritonclient") is None:
         out["triton"] = (False, "the Triton client (tritonclient) is not installed")
     else:
-        out["triton"] = (True, "client installed; the models run on engine.triton_urls")
+        out["triton"] = (True, "client installed; the models run on advanced.engine.triton_urls")
     return out
 
 
@@ -117,7 +117,7 @@ def create_torch_engine(manifest: ModelManifest, model_path: Path, model_sha256:
                         config: EngineConfig, *, device: str, precision: str,
                         cuda_graphs: bool = True,
                         batch_sizes: tuple[int, ...] = ()) -> TorchEngine:
-    """An unopened torch engine run as ``engine.torch_mode`` says (the one place that reads
+    """An unopened torch engine run as ``advanced.engine.torch_mode`` says (the one place that reads
     it): ``compiled``/``auto`` look for the packages ``livecam engines build`` made for a
     swapper (``batch_sizes``: what the caller will send; empty = never compiled), ``eager``
     captures no CUDA graphs, ``cuda_graphs`` leaves them to ``cuda_graphs`` (False when the

@@ -26,7 +26,7 @@ what it leaves (a copy in its import folder, a ``.part``, the temp file of a sta
 ``models verify`` removes it once no process uses it and, for a ``.part``, no fetch will resume
 it (:mod:`livecam.engines.leftovers`, :meth:`ModelStore.tidy`). A wait for a lock another
 process holds is said after a second and given up after ``lock_wait_s``
-(``models.lock_wait_s``), with :class:`ModelBusyError` saying what to do
+(``advanced.models.lock_wait_s``), with :class:`ModelBusyError` saying what to do
 (:mod:`livecam.engines.store_locks`).
 """
 
@@ -123,7 +123,7 @@ class ModelStore:
 
         Held for short steps (a pin check, a move, one hash); never take it while holding it.
         """
-        make_folder(self.path(name).parent, "models.dir")
+        make_folder(self.path(name).parent, "advanced.models.dir")
         return holding(self._lock_path(name), f"writing or checking model {name}",
                        wait_s=self.lock_wait_s)
 
@@ -133,7 +133,7 @@ class ModelStore:
     def download_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """The lock whose holder alone writes :meth:`partial_path` (held for a whole fetch;
         take it before :meth:`lock`, never while holding that; waits as :meth:`lock` does)."""
-        make_folder(self.path(name).parent, "models.dir")
+        make_folder(self.path(name).parent, "advanced.models.dir")
         return holding(self._download_lock_path(name), f"fetching model {name}",
                        wait_s=self.lock_wait_s)
 
@@ -171,7 +171,7 @@ class ModelStore:
         return None
 
     def set_pin(self, name: str, sha256: str, source: str) -> None:
-        make_folder(self.models_dir, "models.dir")
+        make_folder(self.models_dir, "advanced.models.dir")
         with holding(self.models_dir / _PINS_LOCK, "pinning a model's sha256",
                      wait_s=self.lock_wait_s):
             remove_temp_files(self.models_dir, self._pins_path.name)  # killed writers' only
@@ -337,7 +337,7 @@ class ModelStore:
 
         if src.resolve() == target.resolve():
             return self.install(name, target, hash_file(target, progress), admit=admit)
-        make_folder(target.parent, "models.dir")
+        make_folder(target.parent, "advanced.models.dir")
         # a folder of this import's own beside the model (same file system, so the move into
         # place is a rename), which no other import writes; the copy gets the usual mode
         with staging_folder(target.parent, target.name, wait_s=self.lock_wait_s) as staging:

@@ -3,7 +3,7 @@
 A lock of the store is held while a model's files change (a pin check, a move into place, a
 stamp, one hash of the file; a whole download for the download lock), so a wait means that
 another livecam process imports, fetches or checks the same model. Most waits end within a
-moment and say nothing; one past the limit (``models.lock_wait_s``) raises
+moment and say nothing; one past the limit (``advanced.models.lock_wait_s``) raises
 :class:`ModelBusyError`, which says what to do, before this process has written anything. How
 the locks behave (and why a free one means no live writer): :mod:`livecam.core.locks`.
 """
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 __all__ = ["DEFAULT_LOCK_WAIT_S", "SAY_WAITING_AFTER_S", "ModelBusyError", "held_if_free",
            "holding"]
 
-#: ``models.lock_wait_s``'s default: longer than another process takes to hash or move a
+#: ``advanced.models.lock_wait_s``'s default: longer than another process takes to hash or move a
 #: model of a few hundred MB on a slow disk, a few minutes of someone else's download.
 DEFAULT_LOCK_WAIT_S: float = ModelsConfig.lock_wait_s
 
@@ -34,7 +34,7 @@ class ModelBusyError(ModelError):
 
 
 def holding(lock_path: Path, doing: str, *, wait_s: float,
-            knob: str | None = "models.lock_wait_s",
+            knob: str | None = "advanced.models.lock_wait_s",
             error: type[LivecamError] = ModelBusyError) -> AbstractContextManager[None]:
     """:func:`livecam.core.locks.holding` with the model store's setting and error."""
     return locks.holding(lock_path, doing, wait_s=wait_s, knob=knob, error=error,

@@ -94,7 +94,7 @@ def _triton_version(device: Any) -> str:
 class CompileOptions:
     """How :class:`~livecam.engines.torch_engine.TorchEngine` finds (or builds) its compiled
     packages: in ``cache_dir`` under ``model_name``, one per entry of ``batch_sizes``.
-    ``required`` (``engine.torch_mode: compiled``) makes a missing package an error naming
+    ``required`` (``advanced.engine.torch_mode: compiled``) makes a missing package an error naming
     ``livecam engines build``; otherwise the engine falls back to CUDA graphs / eager and logs
     why. ``build_if_missing`` compiles missing packages in ``open`` (minutes, logged)."""
 
@@ -222,7 +222,7 @@ def build_compiled(module: Any, specs: Any, *, cache: EngineCache, model_name: s
     if count.bypasses:
         raise ModelError(f"torch could not cache the compiled {model_name} (Inductor bypassed "
                          "its FX graph cache), so every start would compile it again; set "
-                         "engine.torch_mode: cuda_graphs")
+                         "advanced.engine.torch_mode: cuda_graphs")
     say(f"compiled ({time.perf_counter() - t1:.1f} s)")
     entry = json.dumps({"graph_sha256": graph_digest(flat), "inductor_dir": INDUCTOR_DIR})
     return cache.save(model_name, key, entry.encode())
@@ -310,5 +310,5 @@ def missing_build_error(options: CompileOptions, key: CompiledKey, missing: list
     return ModelError(
         f"no compiled {options.model_name} for batch {', '.join(map(str, missing))} on "
         f"{key.device} (torch {key.torch_version}, {key.precision}): run `livecam engines "
-        f"build {options.model_name}` first (minutes), or set engine.torch_mode: cuda_graphs "
-        "(or engine.compile_if_missing: true to compile at start)")
+        f"build {options.model_name}` first (minutes), or set advanced.engine.torch_mode: "
+        "cuda_graphs (or advanced.engine.compile_if_missing: true to compile at start)")

@@ -120,8 +120,9 @@ class TorchEngine(EngineBase):
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise DependencyError("engine.device is cuda but torch sees no CUDA GPU: install a "
-                                  "CUDA build of torch, or set engine.device: cpu")
+            raise DependencyError("advanced.engine.device is cuda but torch sees no CUDA GPU: "
+                                  "install a CUDA build of torch, or set advanced.engine.device: "
+                                  "cpu")
         self._device = torch.device(device)
         try:
             model = load_onnx(self.model_path)

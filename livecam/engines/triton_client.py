@@ -73,8 +73,8 @@ class TritonEngine(EngineBase):
                  connect_timeout_s: float = 10.0, reconnect_initial_s: float = 0.25,
                  reconnect_max_s: float = 4.0, first_url: int | None = None) -> None:
         if not urls:
-            raise ConfigError("engine.triton_urls is empty: name at least one Triton server "
-                              "(host:port of its gRPC endpoint)")
+            raise ConfigError("advanced.engine.triton_urls is empty: name at least one Triton "
+                              "server (host:port of its gRPC endpoint)")
         self.model_name = model_name
         self.model_sha256 = model_sha256
         self.urls = tuple(urls)
@@ -127,7 +127,7 @@ class TritonEngine(EngineBase):
         said = "; ".join(f"{url}: {why}" for url, why in reasons.items())
         raise EngineUnavailableError(
             f"no Triton server serves {self.model_name} ({said}): start one with `livecam "
-            "engines serve`, or set engine.triton_urls to where one runs")
+            "engines serve`, or set advanced.engine.triton_urls to where one runs")
 
     def _probe(self, grpc: Any, index: int, *, check: bool = False) -> tuple[Any, str]:
         """(a connected client, "") or (None, why not). ``check`` also reads the model's

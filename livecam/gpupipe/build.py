@@ -23,8 +23,8 @@ from livecam.swap.gpu.neural import GpuInswapper
 @dataclass(frozen=True)
 class EnhancerOptions:
     """The face enhancer of the GPU pipeline (``swap.enhancer``): its crop ``size_px`` and
-    ``template`` from its manifest, ``blend`` and ``fidelity`` from ``swap.enhancer_blend`` /
-    ``swap.enhancer_fidelity``."""
+    ``template`` from its manifest, ``blend`` and ``fidelity`` from ``advanced.swap.enhancer_blend``
+    / ``advanced.swap.enhancer_fidelity``."""
 
     size_px: int = 512
     template: str = "ffhq_512"
@@ -47,10 +47,10 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     (see :mod:`livecam.gpupipe.graphs`). ``window_px``: paste-back window side (must exceed the
     largest face's crop footprint); ``colour_blur_px`` > 0 adds a low-frequency colour match;
     ``crop_px``, ``template``, ``mean``, ``std`` as the model's manifest says;
-    ``pixel_boost_px`` (``swap.pixel_boost``): the swap's crop size, a multiple of ``crop_px``.
-    ``enhancer_engine`` (open, on ``device``, no CUDA graphs of its own) with ``enhancer``:
-    the face enhancer after the paste-back, its paste window sized from ``window_px`` (the
-    same largest face), or from the tick's own paste window when that is another one.
+    ``pixel_boost_px`` (``advanced.swap.pixel_boost``): the swap's crop size, a multiple of
+    ``crop_px``. ``enhancer_engine`` (open, on ``device``, no CUDA graphs of its own) with
+    ``enhancer``: the face enhancer after the paste-back, its paste window sized from ``window_px``
+    (the same largest face), or from the tick's own paste window when that is another one.
     ``hands``: paste behind the slots' hand masks; ``keep``: keep each face's eyes and mouth
     loops (the slots' ``keep_xy`` rows) in the paste-backs; ``compile_dir``: compile the
     parts around the generator, their code cached there, with ``dynamic_faces`` the

@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 
 def gpu_pipeline_wanted(config: Config) -> bool:
     """Whether ``livecam run`` should use :func:`build_gpu_stages` for this config:
-    ``swap.mode: neural`` and ``gpu.pipeline`` always, or auto with a CUDA GPU visible to torch
-    and ``engine.backend`` auto or torch (the pipeline runs the generator with torch; a backend
-    named in the config is not swapped for another). auto imports torch to ask."""
+    ``swap.mode: neural`` and ``advanced.gpu.pipeline`` always, or auto with a CUDA GPU visible to
+    torch and ``engine.backend`` auto or torch (the pipeline runs the generator with torch; a
+    backend named in the config is not swapped for another). auto imports torch to ask."""
     if config.swap.mode != "neural" or config.gpu.pipeline == "never":
         return False
     if config.gpu.pipeline == "always":
@@ -49,18 +49,20 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     swap of its own, for one stream).
 
     The generator (``swap.model``) runs with the torch engine that
-    :meth:`NeuralModels.gpu_generator` makes (``engine.device``, ``engine.torch_mode``: the
-    packages ``livecam engines build`` compiled, else CUDA graphs; fp32 on a CPU); ArcFace (the
-    model's recognizer) runs on the configured engine backend, once per identity photo, cached
-    on disk as the CPU neural stage does. Both files are verified when the first stream opens:
-    a missing or corrupt one raises :class:`ModelError` naming ``livecam models fetch``.
-    ``identities`` loads identities by name (the library, or an ``IdentityCollection``).
+    :meth:`NeuralModels.gpu_generator` makes (``advanced.engine.device``,
+    ``advanced.engine.torch_mode``: the packages ``livecam engines build`` compiled, else CUDA
+    graphs; fp32 on a CPU); ArcFace (the model's recognizer) runs on the configured engine backend,
+    once per identity photo, cached on disk as the CPU neural stage does. Both files are verified
+    when the first stream opens: a missing or corrupt one raises :class:`ModelError` naming
+    ``livecam models fetch``. ``identities`` loads identities by name (the library, or an
+    ``IdentityCollection``).
 
-    ``swap.pixel_boost`` and ``swap.enhancer`` run inside the GPU swap (see :func:`build_hub`);
-    ``swap.hands_in_front`` finds the hands on the host when a frame is submitted (MediaPipe,
-    the CPU path's :class:`~livecam.swap.occlusion.HandsInFront`) and the paste-back keeps them
-    in front; ``swap.keep_eyes``/``swap.keep_mouth`` keep the streamer's own eyes and mouth
-    (their mesh loops travel with each face; the paste-back draws them on the device).
+    ``advanced.swap.pixel_boost`` and ``swap.enhancer`` run inside the GPU swap (see
+    :func:`build_hub`); ``swap.hands_in_front`` finds the hands on the host when a frame is
+    submitted (MediaPipe, the CPU path's :class:`~livecam.swap.occlusion.HandsInFront`) and the
+    paste-back keeps them in front; ``advanced.swap.keep_eyes``/``swap.keep_mouth`` keep the
+    streamer's own eyes and mouth (their mesh loops travel with each face; the paste-back draws them
+    on the device).
     """
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.gpupipe.stage import GpuSwapStage
@@ -88,21 +90,32 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
                                     mouth_size=config.swap.mouth_size)]
 
 
+def colour_blur_px(config: Config, template: str) -> float:
+    """The GPU swap's colour blur, px on its aligned crop (``advanced.swap.pixel_boost`` px):
+    ``advanced.swap.colour_blur`` face widths with ``advanced.swap.colour: lowfreq`` (the one
+    transfer it has), else 0: the generator's colours, as insightface."""
+    if config.swap.colour != "lowfreq":
+        return 0.0
+    from livecam.swap.align import face_width_on_crop_px
+
+    return config.swap.colour_blur * face_width_on_crop_px(template, config.swap.pixel_boost)
+
+
 def keeps_features(config: Config) -> bool:
-    """Whether faces carry the streamer's own eyes or mouth to keep (``swap.keep_eyes:
+    """Whether faces carry the streamer's own eyes or mouth to keep (``advanced.swap.keep_eyes:
     always``, ``swap.keep_mouth``)."""
     return config.swap.keep_eyes == "always" or config.swap.keep_mouth
 
 
 def networks_compile_dir(config: Config) -> Path | None:
     """Where the compiled face networks' code is cached (the engine cache's Inductor folder,
-    shared with the compiled generator), or None with ``gpu.compile_networks`` off."""
+    shared with the compiled generator), or None with ``advanced.gpu.compile_networks`` off."""
     return _inductor_dir(config) if config.gpu.compile_networks else None
 
 
 def swap_compile_dir(config: Config, device: str) -> Path | None:
     """Where the swap program's compiled parts are cached (the same folder), or None with
-    ``gpu.compile_paste`` off or off CUDA (the CPU runs of the GPU swap are checks: they
+    ``advanced.gpu.compile_paste`` off or off CUDA (the CPU runs of the GPU swap are checks: they
     would spend minutes compiling for no gain)."""
     if not (config.gpu.compile_paste and device.startswith("cuda")):
         return None
@@ -155,7 +168,7 @@ def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
     def make(n: int) -> SharedFaceNetworks:
         return SharedFaceNetworks(
             device=device, n_streams=n, detector_model=analysis.detector_model,
-            min_score=floor, precision=config.gpu.precision,
+            min_score=floor, precision=config.engine.precision,
             max_rois=max(1, analysis.max_faces), use_graphs=config.gpu.cuda_graphs,
             compile_dir=networks_compile_dir(config), stack_frames=sizes.stack_frames,
             frames_per_call=sizes.frames_per_call,
@@ -175,8 +188,8 @@ def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
 
 def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> GpuSwapHub:
     """The GPU swap for ``n_streams`` streams of ``config`` (not opened): the generator
-    (``swap.model``, at ``swap.pixel_boost``), the face enhancer (``swap.enhancer``, a torch
-    engine on the same device, inside the pipeline's CUDA graphs) and hand masks
+    (``swap.model``, at ``advanced.swap.pixel_boost``), the face enhancer (``swap.enhancer``, a
+    torch engine on the same device, inside the pipeline's CUDA graphs) and hand masks
     (``swap.hands_in_front``). Raises :class:`ConfigError` for an enhancer name that is no
     enhancer manifest."""
     from livecam.gpupipe.hub import GpuSwapHub
@@ -197,7 +210,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         if enhancer is not None:
             models.store.require(config.swap.enhancer)
 
-    log.info("GPU swap: %s (torch, %s, engine.torch_mode %s) with %s, %d stream(s)%s%s%s",
+    log.info("GPU swap: %s (torch, %s, advanced.engine.torch_mode %s) with %s, %d stream(s)%s%s%s",
              manifest.name, models.gpu_device(), config.engine.torch_mode,
              models.recognizer.name, n_streams,
              f", pixel boost {config.swap.pixel_boost}" if config.swap.pixel_boost != (
@@ -211,7 +224,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
         max_faces=config.analysis.max_faces, slots=config.gpu.slots,
         use_graphs=config.gpu.cuda_graphs, window_px=config.gpu.paste_window_px,
         window_large_px=config.gpu.paste_window_large_px,
-        colour_blur_px=config.gpu.colour_blur_px,
+        colour_blur_px=colour_blur_px(config, manifest.template or "arcface_128"),
         model_options={"crop_px": manifest.crop_size_px or 128,
                        "template": manifest.template or "arcface_128",
                        "mean": manifest.mean, "std": manifest.std,
@@ -233,9 +246,9 @@ def start_check(config: Config, *, n_streams: int, device: str,
                 model_path: Path) -> Callable[[int, int], None]:
     """``check(width, height)``, run before any stage prepares that frame size: the GPU
     memory plan of ``n_streams`` streams of ``config`` (:mod:`livecam.gpupipe.memory`),
-    refused with one line when it exceeds ``gpu.memory_limit_gb`` (or the card's memory less
-    ``gpu.memory_headroom_gb``); then what this start will compile that ``livecam engines
-    build`` did not prepare, and for about how long (:mod:`livecam.gpupipe.prepared`)."""
+    refused with one line when it exceeds ``advanced.gpu.memory_limit_gb`` (or the card's memory
+    less ``advanced.gpu.memory_headroom_gb``); then what this start will compile that ``livecam
+    engines build`` did not prepare, and for about how long (:mod:`livecam.gpupipe.prepared`)."""
     from livecam.gpupipe import memory, prepared
     from livecam.gpupipe.shapes import plan_start
 
@@ -247,8 +260,9 @@ def start_check(config: Config, *, n_streams: int, device: str,
                                keep_frames=gpu.slots + 2 if device.startswith("cuda") else 0,
                                hands=config.swap.hands_in_front,
                                model_bytes=memory.model_file_bytes(model_path))
-        source = ("gpu.memory_limit_gb" if gpu.memory_limit_gb > 0
-                  else f"the card less gpu.memory_headroom_gb ({gpu.memory_headroom_gb:g})")
+        source = ("advanced.gpu.memory_limit_gb" if gpu.memory_limit_gb > 0
+                  else "the card less advanced.gpu.memory_headroom_gb "
+                       f"({gpu.memory_headroom_gb:g})")
         memory.check_fits(need, memory.limit_bytes(gpu.memory_limit_gb,
                                                    gpu.memory_headroom_gb, device),
                           n_streams=n_streams, plan=plan, limit_source=source)

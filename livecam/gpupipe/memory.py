@@ -2,12 +2,12 @@
 anything is compiled or captured.
 
 :func:`estimate` adds up, from the shape plan (:mod:`livecam.gpupipe.shapes`), what a start
-allocates on the device for one frame size: the slots' frames (``gpu.slots`` x frames per
+allocates on the device for one frame size: the slots' frames (``advanced.gpu.slots`` x frames per
 call), the captured swap graphs' memory (the slots' graphs share one pool per slot, so a
 slot holds its largest graph's working memory, not the sum: see
 :mod:`livecam.gpupipe.graphs`), the face networks' frames (the shared stack of
-``pipeline.max_streams`` frames, and each stream's kept frames: the one part that grows with
-the streams) and graphs, the generator's weights, and the CUDA context. :func:`check_fits`
+``advanced.pipeline.max_streams`` frames, and each stream's kept frames: the one part that grows
+with the streams) and graphs, the generator's weights, and the CUDA context. :func:`check_fits`
 refuses a start the limit cannot hold with one line that names the limit and what to change.
 
 The per-face working memory of a graph is a model, not a measurement of this machine:
@@ -92,8 +92,8 @@ def card_bytes(device: str) -> int | None:
 
 
 def limit_bytes(memory_limit_gb: float, headroom_gb: float, device: str) -> int | None:
-    """``gpu.memory_limit_gb`` in bytes, or with 0 the card's memory less
-    ``gpu.memory_headroom_gb`` (None: no limit known, off CUDA with 0)."""
+    """``advanced.gpu.memory_limit_gb`` in bytes, or with 0 the card's memory less
+    ``advanced.gpu.memory_headroom_gb`` (None: no limit known, off CUDA with 0)."""
     if memory_limit_gb > 0:
         return int(memory_limit_gb * GB)
     card = card_bytes(device)
@@ -113,8 +113,9 @@ def check_fits(need: MemoryNeed, limit: int | None, *, n_streams: int, plan: Sha
         raise ConfigError(
             f"{n_streams} stream(s) of {size} frames need about {need.total_bytes / GB:.1f} GB "
             f"of GPU memory ({need.describe()}), more than the {limit / GB:.3g} GB of "
-            f"{limit_source}: run fewer streams, lower gpu.max_faces_per_call, "
-            "gpu.max_frames_per_call or gpu.slots, or raise gpu.memory_limit_gb")
+            f"{limit_source}: run fewer streams, lower advanced.gpu.max_faces_per_call, "
+            "advanced.gpu.max_frames_per_call or advanced.gpu.slots, or raise "
+            "advanced.gpu.memory_limit_gb")
     log.info("GPU memory plan for %d stream(s) of %s: %.1f of %.1f GB (%s)", n_streams, size,
              need.total_bytes / GB, limit / GB, need.describe())
 

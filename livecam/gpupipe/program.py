@@ -127,11 +127,11 @@ class SwapProgram:
         device = swapper.template.device.type if swapper.template is not None else "cpu"
         self._align = maybe_compiled(BoundPart(align_crops, swapper), compile_dir,
                                      "swap's alignment and crops", device_type=device,
-                                     knob="gpu.compile_paste", part="swap alignment",
+                                     knob="advanced.gpu.compile_paste", part="swap alignment",
                                      rows_args=ALIGN_ROWS if dynamic_faces else ())
         self._paste = maybe_compiled(BoundPart(paste_faces, swapper), compile_dir,
                                      "swap's paste-back", device_type=device,
-                                     knob="gpu.compile_paste", part="swap paste-back")
+                                     knob="advanced.gpu.compile_paste", part="swap paste-back")
 
     @property
     def latent_dim(self) -> int:

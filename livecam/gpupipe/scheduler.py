@@ -14,10 +14,11 @@ fills SMs the other leaves idle). Usage, from one thread at a time::
         result = sched.collect()                # frames_out now hold the swapped frames
 
 Paste windows: the program pastes each face in a square window of the frame around it
-(``gpu.paste_window_px``); with a second, larger window (``gpu.paste_window_large_px``) a
-tick uses the smallest window that holds all its faces, found on the host from their
-keypoints, so the usual faces cost the small window and a face close to the camera is still
-swapped (one the largest window cannot hold is reported as not fitting, and covered).
+(``advanced.gpu.paste_window_px``); with a second, larger window
+(``advanced.gpu.paste_window_large_px``) a tick uses the smallest window that holds all its faces,
+found on the host from their keypoints, so the usual faces cost the small window and a face close to
+the camera is still swapped (one the largest window cannot hold is reported as not fitting, and
+covered).
 
 No allocation happens per tick after the graphs are captured (:meth:`GpuScheduler.warmup`).
 """

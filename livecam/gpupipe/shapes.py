@@ -4,20 +4,20 @@ Everything the GPU pipeline compiles (``torch.compile``: the face networks, the 
 alignment and paste-back, the generator) or captures (CUDA graphs) is keyed by a few
 buckets, never by the number of streams:
 
-- **frames per call** (``gpu.max_frames_per_call``, cut to ``pipeline.max_streams``): a swap
-  tick takes one frame of each stream that has one ready, at most this many; the streams'
-  face detector takes as many frames a call. Calls run at 1, 2, 4, ... frames, padded up.
-  The slots' device frames are this deep, whatever the number of streams.
-- **faces per call** (``gpu.max_faces_per_call``, at least ``analysis.max_faces``): a tick's
-  faces run the generator and paste-back at 0, 1, 2, 4, ... faces, padded up; more faces
+- **frames per call** (``advanced.gpu.max_frames_per_call``, cut to
+  ``advanced.pipeline.max_streams``): a swap tick takes one frame of each stream that has one ready,
+  at most this many; the streams' face detector takes as many frames a call. Calls run at 1, 2, 4,
+  ... frames, padded up. The slots' device frames are this deep, whatever the number of streams.
+- **faces per call** (``advanced.gpu.max_faces_per_call``, at least ``analysis.max_faces``): a
+  tick's faces run the generator and paste-back at 0, 1, 2, 4, ... faces, padded up; more faces
   wait for the next tick. The swap's alignment compiles, per paste window, for one face and
-  for any count from two up (``gpu.compile_dynamic_batches``; off: per bucket), the paste-back
-  per bucket (its blend loops over the faces in order); the CUDA graphs are captured per
+  for any count from two up (``advanced.gpu.compile_dynamic_batches``; off: per bucket), the
+  paste-back per bucket (its blend loops over the faces in order); the CUDA graphs are captured per
   bucket (cheap).
 - **the streams' stacked frames**: every stream's frame has its place in one
-  (``pipeline.max_streams``, H, W, 3) device tensor the detector and mesh read by index, so
+  (``advanced.pipeline.max_streams``, H, W, 3) device tensor the detector and mesh read by index, so
   its depth is the configured ceiling, not the streams started (one stream too: a user who
-  runs one stream and wants the memory back sets ``pipeline.max_streams: 1``).
+  runs one stream and wants the memory back sets ``advanced.pipeline.max_streams: 1``).
 
 :func:`plan_start` is what :func:`livecam.gpupipe.factory.build_hub`,
 :func:`~livecam.gpupipe.factory.follower_networks`, the memory check
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 #: The most face regions one mesh call of the shared networks takes (more run as several).
 MAX_MESH_BATCH = 64
 
-#: the parts compiled with the face count dynamic (``gpu.compile_dynamic_batches``;
+#: the parts compiled with the face count dynamic (``advanced.gpu.compile_dynamic_batches``;
 #: livecam.gpupipe.program.ALIGN_ROWS, livecam.analysis.gpu.calls.load_mesh): not the
 #: paste-back, whose blend loops over the faces
 DYNAMIC_PARTS = ("swap alignment", "face mesh", "face detector")
@@ -109,7 +109,7 @@ _UNITS = {"face detector": "frames", "face mesh": "regions", "swap alignment": "
 class ShapePlan:
     """The sizes a GPU start allocates, compiles and captures for one frame size (see the
     module docstring). ``mesh_on_gpu``: the face mesh runs on the device (not with
-    ``analysis.refine_landmarks``, whose 478-point mesh runs on the host)."""
+    ``advanced.analysis.refine_landmarks``, whose 478-point mesh runs on the host)."""
 
     height_px: int
     width_px: int

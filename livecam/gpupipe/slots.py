@@ -278,7 +278,7 @@ class Slot:
             self.faces_dev.copy_inputs_from(self.faces_host)
             if self.hands_dev is not None:
                 # the tick's positions only: the slot is as deep as the largest tick
-                # (gpu.max_frames_per_call), and a position's stale box is cleared when it
+                # (advanced.gpu.max_frames_per_call), and a position's stale box is cleared when it
                 # next carries a frame, before anything pastes there
                 for k in range(len(frames)):
                     self._upload_hands(k, hands[k] if hands is not None and k < len(hands)

@@ -8,8 +8,8 @@ copies the frame into one of its stream's pinned buffers and hands the faces' 5 
 latents to the shared :class:`~livecam.gpupipe.hub.GpuSwapHub`, which swaps the faces of every
 stream in one generator call. It is an :class:`~livecam.core.stage.AsyncStage`: ``submit``
 returns at once and the runtime collects the frames in order on its collector thread, so up to
-``capacity`` (``gpu.slots``) frames of the stream are in flight. A frame with nothing to swap
-(bypass, no face, no identity chosen) never goes to the GPU; it still comes back in its place.
+``capacity`` (``advanced.gpu.slots``) frames of the stream are in flight. A frame with nothing to
+swap (bypass, no face, no identity chosen) never goes to the GPU; it still comes back in its place.
 
 Hands in front (``hands``, :class:`~livecam.swap.occlusion.HandsInFront`, the CPU path's
 stage): on a frame that will be swapped or covered, the hands are found in the captured frame
@@ -20,16 +20,16 @@ hands are laid over the result on the host instead, as the CPU stage lays them o
 covers alike. A hand search that raises fails the frame like any stage error (covered).
 
 The streamer's own eyes and mouth interior (``keep_eyes``/``keep_mouth``, from
-``swap.keep_eyes: always`` and ``swap.keep_mouth``, on by default as in the CPU stage): each
-swapped face's eye and inner mouth loops (the CPU stage's loops and soft edge) travel with the
+``advanced.swap.keep_eyes: always`` and ``swap.keep_mouth``, on by default as in the CPU stage):
+each swapped face's eye and inner mouth loops (the CPU stage's loops and soft edge) travel with the
 request, and the paste-back draws them on the device (:mod:`livecam.swap.gpu.keep`), so it
 shows the streamer's gaze, blinks and mouth.
 
 Fail closed, as the CPU stages: faces the follower withheld (``packet.withheld``), faces whose
 identity cannot be had, faces beyond the hub's ``max_faces`` and faces whose footprint did not
 fit the paste-back window are covered by ``cover`` (:class:`~livecam.swap.cover.FaceCover`,
-``swap.unswappable``) when the frame is collected, on top of the swapped faces; a frame whose
-GPU work failed is covered by the runtime's fallback (the faces it was given).
+``advanced.swap.unswappable``) when the frame is collected, on top of the swapped faces; a frame
+whose GPU work failed is covered by the runtime's fallback (the faces it was given).
 
 Threads: ``submit`` on the pipeline thread, ``collect`` on the runtime's collector thread;
 ``open``/``close``/``prepare`` on the thread that starts or reloads the run.
@@ -166,7 +166,7 @@ class GpuSwapStage:
 
     def check_fits(self, width_px: int, height_px: int) -> None:
         """Raise :class:`ConfigError` (one line) when the GPU memory plan of every stream of
-        the hub at this frame size exceeds ``gpu.memory_limit_gb`` (before anything is
+        the hub at this frame size exceeds ``advanced.gpu.memory_limit_gb`` (before anything is
         compiled: :func:`livecam.pipeline.runtime.prepare_stages` asks first)."""
         self.hub.check_fits(width_px, height_px)
 
@@ -353,7 +353,7 @@ class GpuSwapStage:
         self._too_big_logged_s = now
         windows = self.hub.windows_px
         log.warning("stream %d: a face too big for the GPU paste window%s (%s px) is covered "
-                    "(%d so far); set gpu.paste_window_large_px larger (at most 4096) to swap "
-                    "faces that close to the camera", self.stream,
+                    "(%d so far); set advanced.gpu.paste_window_large_px larger (at most 4096) to "
+                    "swap faces that close to the camera", self.stream,
                     "s" if len(windows) > 1 else "", ", ".join(map(str, windows)),
                     self.faces_too_big)

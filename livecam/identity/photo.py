@@ -6,7 +6,7 @@ crops and scales the texture the classic swap needs and lists quality warnings (
 of similar size, small, turned, eyes closed, greyscale, blurry). Heavy: it runs face detection
 and the face mesh (~0.3 s). Any thread.
 
-The size limits (``identity.min_face_px``, ``identity.warn_face_px``) come from
+The size limits (``advanced.identity.min_face_px``, ``advanced.identity.warn_face_px``) come from
 ``scripts/bench_source_face_size.py``: the independent judge's identity score of the classic
 swap holds for source faces down to 48 px wide and falls below 40 px, while the swapped face's
 detail falls with every step below the live face's own width (the texture is stretched).
@@ -104,13 +104,14 @@ def read_photo(path: str | Path, *, max_megapixels: float) -> tuple[ImageBGR, by
         raise IdentityError(f"photo {p} cannot be read: {exc.strerror}") from None
     if size > limit:
         raise IdentityError(f"photo {p} is {size / 1e6:.0f} MB: more than a photo of "
-                            f"identity.max_photo_megapixels ({max_megapixels:g} MP) can be; "
-                            "give a JPEG or PNG photo")
+                            f"advanced.capture.max_image_megapixels ({max_megapixels:g} MP) can "
+                            "be; give a JPEG or PNG photo")
     if not data:
         raise IdentityError(f"photo {p} is empty: give a JPEG or PNG photo of a face")
     try:  # the size is checked from the header, before decoding (a 40000x40000 PNG is small)
         image = decode_image(data, max_pixels=round(max_megapixels * 1e6), label=f"photo {p}",
-                             knob="identity.max_photo_megapixels", decode_pixels=DECODE_PIXELS)
+                             knob="advanced.capture.max_image_megapixels",
+                             decode_pixels=DECODE_PIXELS)
     except InputError as exc:
         raise IdentityError(str(exc)) from None
     return image, data
@@ -189,12 +190,13 @@ def prepare_face(image_bgr: ImageBGR, data: bytes, landmarks_xy: FloatArray,
     width = geometry.face_width_px(xy)
     if width < config.min_face_px:
         raise IdentityError(f"{label}: the face is {width:.0f} px wide, below the minimum of "
-                            f"{config.min_face_px} px (identity.min_face_px); use a larger or "
-                            "closer photo")
+                            f"{config.min_face_px} px (advanced.identity.min_face_px); use a "
+                            "larger or closer photo")
     if width < config.warn_face_px:
         warnings.append(f"face is only {width:.0f} px wide (under {config.warn_face_px}, "
-                        "identity.warn_face_px): the swapped face carries the photo's detail, "
-                        "so it looks soft on a larger live face; use a larger or closer photo")
+                        "advanced.identity.warn_face_px): the swapped face carries the photo's "
+                        "detail, so it looks soft on a larger live face; use a larger or closer "
+                        "photo")
     pose = geometry.head_pose(xy, z)
     if abs(pose.yaw_deg) > config.max_turn_deg:
         raise IdentityError(f"{label}: the head is turned {abs(pose.yaw_deg):.0f}° sideways "

@@ -43,8 +43,8 @@ class VirtualCamSink:
 
         if self._backend is not None and self._backend not in pyvirtualcam.camera.BACKENDS:
             known = ", ".join(pyvirtualcam.camera.BACKENDS)
-            raise OutputError(f"output.backend {self._backend!r} is not a pyvirtualcam backend "
-                              f"here (available: {known})")
+            raise OutputError(f"advanced.output.backend {self._backend!r} is not a pyvirtualcam "
+                              f"backend here (available: {known})")
         try:
             self._cam = pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.BGR,
                                             device=self._device, backend=self._backend)

@@ -212,7 +212,7 @@ class OutputThread:
         inbox_open = True
         while not self._done():
             if not inbox_open and not self._held:
-                return  # the input ended (a file without capture.loop): so does the output
+                return  # the input ended (a file without advanced.capture.loop): so does the output
             repeat_at = t_last_send + (1.5 if last_was_new else 1.0) * period
             wake_at = repeat_at
             if self._held:

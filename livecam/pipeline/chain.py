@@ -1,6 +1,6 @@
 """The pieces of a pipeline split over several threads: stage groups, jobs and workers.
 
-With ``pipeline.threads: 2`` the scheduler's own thread runs the first group of stages
+With ``advanced.pipeline.threads: 2`` the scheduler's own thread runs the first group of stages
 (analysis) and hands each frame, through a one-item :class:`Mailbox`, to a :class:`StageWorker`
 that runs the rest (swap), so frame k+1's analysis overlaps frame k's swap on another core (both
 release the GIL in their native code). Every hop holds at most one job, so latency stays bounded
@@ -102,8 +102,8 @@ class GroupRunner:
 
     Fail closed: the faces known when the stage raised (found and withheld) are covered by
     ``error_cover`` on the captured frame; when none is known (the analysis itself failed) the
-    whole frame is. With ``swap.unswappable: real`` the frame goes out unswapped. Any thread
-    may call ``run``; each stage is only ever run by one thread at a time.
+    whole frame is. With ``advanced.swap.unswappable: real`` the frame goes out unswapped. Any
+    thread may call ``run``; each stage is only ever run by one thread at a time.
     """
 
     def __init__(self, metrics: Metrics, error_log_interval_s: float, *,

@@ -47,8 +47,8 @@ AppFactory = Callable[[int, str, str, "Endpoints | None"], AppT]
 
 
 class StreamLimitError(LivecamError, RuntimeError):
-    """A stream cannot be added now (the set is at ``pipeline.max_streams``, is stopping, or
-    was built without a way to add streams)."""
+    """A stream cannot be added now (the set is at ``advanced.pipeline.max_streams``, is stopping,
+    or was built without a way to add streams)."""
 
 
 class _SetCommands:
@@ -137,7 +137,7 @@ class StreamSet(Generic[AppT]):
                     and len(self._streams) + self._adding >= self._max_streams):
                 raise StreamLimitError(
                     f"already {len(self._streams) + self._adding} streams, the most "
-                    f"pipeline.max_streams ({self._max_streams}) allows: remove one first")
+                    f"advanced.pipeline.max_streams ({self._max_streams}) allows: remove one first")
             k = self._next_id
             self._next_id += 1
             self._adding += 1

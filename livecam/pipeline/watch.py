@@ -1,8 +1,8 @@
 """The status thread of a run: drop counters, the overload judgement and the status line.
 
 Every ``_WATCH_TICK_S`` it copies the mailboxes' drop counts into the metrics and (live mode)
-judges overload; every ``pipeline.status_interval_s`` it logs the status line, at once when an
-overload begins, at WARNING while it lasts.
+judges overload; every ``advanced.pipeline.status_interval_s`` it logs the status line, at once when
+an overload begins, at WARNING while it lasts.
 """
 
 from __future__ import annotations

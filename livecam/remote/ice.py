@@ -1,5 +1,5 @@
-"""ICE limited to configured interfaces (``serve.ice_interfaces``, issue 40: "ICE limited to
-configured interfaces").
+"""ICE limited to configured interfaces (``advanced.serve.ice_interfaces``, issue 40: "ICE
+limited to configured interfaces").
 
 aiortc gathers its host candidates through aioice on every address of every interface
 (loopback left out), so a server with a public and a private side offers both, and media may
@@ -9,7 +9,7 @@ makes the transports) and ``setLocalDescription`` (which gathers), :func:`limit_
 hands it the allowed addresses in place of aioice's list. Nothing process-wide is changed:
 the other connections of the process (the thin client's, tests') gather as before.
 
-An entry of ``serve.ice_interfaces`` is an interface name (``eth0``, ``lo``), an address
+An entry of ``advanced.serve.ice_interfaces`` is an interface name (``eth0``, ``lo``), an address
 (``192.168.1.20``) or a network (``10.0.0.0/8``, ``fd00::/8``). Naming loopback (``lo``,
 ``127.0.0.1``) makes its addresses candidates, which aioice otherwise never offers: a server
 for this machine's clients only. IPv6 link-local addresses are never used (they need a scope
@@ -36,7 +36,8 @@ def _parse(spec: Sequence[str]) -> tuple[set[str], list[Network]]:
     for entry in spec:
         text = entry.strip()
         if not text:
-            raise ConfigError("serve.ice_interfaces has an empty entry: give interface names "
+            raise ConfigError("advanced.serve.ice_interfaces has an empty entry: give interface "
+                              "names "
                               "(eth0), addresses (192.168.1.20) or networks (10.0.0.0/8)")
         try:
             networks.append(ipaddress.ip_network(text, strict=False))
@@ -62,8 +63,8 @@ def _interfaces() -> list[tuple[str, list[str]]]:
 
 
 def allowed_addresses(spec: Sequence[str]) -> list[str]:
-    """This machine's addresses that ``spec`` (``serve.ice_interfaces``) allows, in interface
-    order; read at each call (addresses come and go). :class:`ConfigError` for an empty
+    """This machine's addresses that ``spec`` (``advanced.serve.ice_interfaces``) allows, in
+    interface order; read at each call (addresses come and go). :class:`ConfigError` for an empty
     entry."""
     names, networks = _parse(spec)
     allowed = []
@@ -81,7 +82,7 @@ def check_interfaces(spec: Sequence[str]) -> list[str]:
     if not allowed:
         here = "; ".join(f"{name} {' '.join(addresses) or '(no address)'}"
                          for name, addresses in _interfaces())
-        raise ConfigError(f"serve.ice_interfaces {list(spec)} matches no address of this "
+        raise ConfigError(f"advanced.serve.ice_interfaces {list(spec)} matches no address of this "
                           f"machine ({here}): name one of these interfaces, addresses or "
                           "networks, or leave it empty for all")
     return allowed

@@ -2,12 +2,13 @@
 API under the same photo rules")::
 
     POST /whip/ID/photo   Content-Type: image/jpeg | image/png, the session user's token,
-                          the photo's bytes (at most ``serve.max_photo_bytes``)
+                          the photo's bytes (at most ``advanced.serve.max_photo_bytes``)
                        -> 200 JSON {"identity": NAME, "warnings": [...], "state": ...}
 
 The photo is written into a folder of its own that the server makes for the session under
-``serve.photo_dir`` (default ``serve-photos`` in the user cache dir), read under the rules of
-``livecam run --source PHOTO`` (``identity.max_photo_megapixels``, one face found; quality
+``advanced.serve.photo_dir`` (default ``serve-photos`` in the user cache dir), read under the
+rules of
+``livecam run --source PHOTO`` (``advanced.capture.max_image_megapixels``, one face found; quality
 problems are warnings, not refusals) and made the session's identity at its next frame.
 The name (``photo-<session>-<k>``) is the session's alone: another session can neither select
 nor see it. A new upload replaces the session's previous one. When the session ends, its
@@ -95,7 +96,7 @@ class SessionPhotos:
             raise web.HTTPRequestEntityTooLarge(
                 max_size=self._max_bytes, actual_size=length,
                 text=f"the photo is {length / 1e6:.1f} MB, over this server's limit "
-                f"{self._max_bytes / 1e6:.1f} MB (serve.max_photo_bytes)")
+                f"{self._max_bytes / 1e6:.1f} MB (advanced.serve.max_photo_bytes)")
         try:
             async with asyncio.timeout(_BODY_TIMEOUT_S):
                 data = await request.content.readexactly(length)

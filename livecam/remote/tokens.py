@@ -1,5 +1,5 @@
 """Users' WHIP tokens for ``livecam serve``: one per user, kept as sha256 hashes in a 0600
-JSON file (``serve.tokens_file``; default ``serve-tokens.json`` beside the control token).
+JSON file (``advanced.serve.tokens_file``; default ``serve-tokens.json`` beside the control token).
 
 ``livecam serve token add NAME`` makes a token and prints it once (it is not stored, only its
 hash: a copy of the file lets nobody in); ``token remove NAME`` revokes it, also for a running
@@ -24,7 +24,7 @@ _MAX_FILE_BYTES = 1 << 20
 
 
 def tokens_path(configured: str) -> Path:
-    """The tokens file for ``serve.tokens_file`` (empty: beside the control token)."""
+    """The tokens file for ``advanced.serve.tokens_file`` (empty: beside the control token)."""
     if configured:
         return Path(configured).expanduser()
     from livecam.control.auth import default_token_path

@@ -12,7 +12,7 @@ and no media), then the offer rate (429), the number of sessions (503), the cont
 (415), the offer itself (400: not SDP, no video, video not ``sendrecv``) and what it declares
 against ``serve.max_*`` (422: ``a=framerate``, or ``?width=&height=&fps=`` in the URL).
 The video transceiver is answered ``sendrecv``: the camera comes in and the swapped video goes
-back on the same transceiver; its ICE candidates are on ``serve.ice_interfaces`` only
+back on the same transceiver; its ICE candidates are on ``advanced.serve.ice_interfaces`` only
 (:mod:`livecam.remote.ice`). **Audio is refused cleanly**: its transceiver is answered
 ``inactive`` (no audio flows either way). ``?identity=NAME`` picks the session's identity from
 the server's library (404 for an unknown one).
@@ -20,8 +20,8 @@ the server's library (404 for an unknown one).
 Each session is a stream of the process's one pipeline (:meth:`StreamSet.add_stream` with a
 :class:`~livecam.remote.media.SessionSource` and :class:`~livecam.remote.media.SessionSink`),
 added once its first frame arrives and removed when the session ends: DELETE, the peer
-connection failing or closing, or no frame for ``serve.first_frame_timeout_s``. Another user's
-token on a session's Location is 404 (a session cannot see another's). A frame larger than
+connection failing or closing, or no frame for ``advanced.serve.first_frame_timeout_s``. Another
+user's token on a session's Location is 404 (a session cannot see another's). A frame larger than
 ``serve.max_*_px`` ends the session (its log line and the status say why).
 """
 
@@ -78,7 +78,7 @@ class Session:
 
 class WhipServer:
     """The WHIP endpoint for ``streams`` (a set held open), as a control source: ``start``
-    binds ``serve.address`` (TLS from ``serve.tls_*``; plain HTTP only on loopback, else
+    binds ``advanced.serve.address`` (TLS from ``serve.tls_*``; plain HTTP only on loopback, else
     :class:`ConfigError`) and serves in a background thread; ``stop`` ends every session."""
 
     def __init__(self, config: Config, streams: StreamSet, tokens: TokenStore,
@@ -112,7 +112,7 @@ class WhipServer:
 
     def start(self) -> None:
         if self._serve.ice_interfaces:
-            log.info("ICE on %s only (serve.ice_interfaces)",
+            log.info("ICE on %s only (advanced.serve.ice_interfaces)",
                      ", ".join(check_interfaces(self._serve.ice_interfaces)))
         host, port = self._address
         try:
@@ -199,8 +199,8 @@ class WhipServer:
         self._offer_times = [t for t in self._offer_times if now - t < 1.0]
         if len(self._offer_times) >= self._serve.max_offers_per_s:
             raise self._refuse(HTTPStatus.TOO_MANY_REQUESTS, "too many offers: at most "
-                               f"{self._serve.max_offers_per_s:g} a second (serve."
-                               "max_offers_per_s)")
+                               f"{self._serve.max_offers_per_s:g} a second "
+                               "(advanced.serve.max_offers_per_s)")
         self._offer_times.append(now)
 
     def _check_declared(self, request: web.Request, sdp: str) -> None:
@@ -222,8 +222,8 @@ class WhipServer:
         for key, value in declared.items():
             if value > limits[key]:
                 raise self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, f"{key} {value:g} is over "
-                                   f"this server's limit {limits[key]:g} (serve.max_"
-                                   f"{'fps' if key == 'fps' else key + '_px'})")
+                                   f"this server's limit {limits[key]:g} "
+                                   f"(advanced.serve.max_{'fps' if key == 'fps' else key + '_px'})")
 
     async def _offer(self, request: web.Request) -> web.Response:
         user = self._user(request)
@@ -231,8 +231,8 @@ class WhipServer:
         open_sessions = [s for s in self._sessions.values() if s.ended is None]
         if len(open_sessions) >= self._serve.max_sessions:
             raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, f"this server holds "
-                               f"{self._serve.max_sessions} sessions at most (serve."
-                               "max_sessions), all taken: try again later")
+                               f"{self._serve.max_sessions} sessions at most "
+                               "(advanced.serve.max_sessions), all taken: try again later")
         if request.content_type != "application/sdp":
             raise self._refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the offer must be sent as "
                                "Content-Type: application/sdp")
@@ -295,8 +295,8 @@ class WhipServer:
             addresses = allowed_addresses(serve.ice_interfaces)
             if not addresses:
                 await pc.close()
-                raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, "no address of serve."
-                                   "ice_interfaces is up on this server now: try again later")
+                raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, "no address of advanced."
+                                   "serve.ice_interfaces is up on this server now: try again later")
             limit_gathering(pc, addresses)
         pc.addTrack(make_swapped_track(session.sink))  # the video transceiver's sender
         await pc.setLocalDescription(await pc.createAnswer())
@@ -320,8 +320,8 @@ class WhipServer:
                 return
             if frame.width > serve.max_width_px or frame.height > serve.max_height_px:
                 await self._end(session, f"the camera sent {frame.width}x{frame.height}, over "
-                                f"serve.max_width_px x max_height_px ({serve.max_width_px}x"
-                                f"{serve.max_height_px})")
+                                "advanced.serve.max_width_px x max_height_px "
+                                f"({serve.max_width_px}x{serve.max_height_px})")
                 return
             session.stats.frame_in()
             session.source.push(frame.to_ndarray(format="bgr24"))
@@ -378,23 +378,24 @@ class WhipServer:
 
 
 def _tls_context(config: Config) -> ssl.SSLContext | None:
-    """The TLS context from ``serve.tls_cert``/``tls_key``; None for plain HTTP, which only
+    """The TLS context from ``advanced.serve.tls_cert``/``tls_key``; None for plain HTTP, which only
     a loopback address may use (:class:`ConfigError` otherwise, or for unreadable files)."""
     serve = config.serve
     host, _ = parse_address(serve.address)
     if not serve.tls_cert and not serve.tls_key:
         if host not in LOOPBACK:
-            raise ConfigError(f"serve.address {serve.address} is reachable from other "
-                              "machines: set serve.tls_cert and serve.tls_key (plain HTTP "
-                              "only on 127.0.0.1/::1)")
+            raise ConfigError(f"advanced.serve.address {serve.address} is reachable from other "
+                              "machines: set advanced.serve.tls_cert and advanced.serve.tls_key "
+                              "(plain HTTP only on 127.0.0.1/::1)")
         return None
     if not (serve.tls_cert and serve.tls_key):
-        raise ConfigError("set both serve.tls_cert and serve.tls_key (or neither, on loopback)")
+        raise ConfigError("set both advanced.serve.tls_cert and advanced.serve.tls_key (or "
+                          "neither, on loopback)")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(Path(serve.tls_cert).expanduser(),
                                 Path(serve.tls_key).expanduser())
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"serve.tls_cert/tls_key cannot be loaded ({exc}): give a PEM "
+        raise ConfigError(f"advanced.serve.tls_cert/tls_key cannot be loaded ({exc}): give a PEM "
                           "certificate and its key") from None
     return context

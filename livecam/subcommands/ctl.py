@@ -22,13 +22,13 @@ from livecam.subcommands.ctl_client import (
 )
 
 #: A command's reply comes once the pipeline took it or after the server's wait for that
-#: (control.apply_wait_s, 2 s by default); this much more is allowed for the answer itself.
+#: (advanced.control.apply_wait_s, 2 s by default); this much more is allowed for the answer itself.
 _COMMAND_MARGIN_S = 3.0
-#: A reload's reply comes once the reload ended, or after control.apply_wait_s (applied) + 5 s
-#: (reloaded): wait for that answer rather than report a timeout.
+#: A reload's reply comes once the reload ended, or after advanced.control.apply_wait_s (applied) +
+#: 5 s (reloaded): wait for that answer rather than report a timeout.
 _RELOAD_MARGIN_S = 13.0
-_NOT_APPLIED = ("(not taken within control.apply_wait_s: the pipeline takes it at its next "
-                "frame; is it stuck or very slow?)")
+_NOT_APPLIED = ("(not taken within advanced.control.apply_wait_s: the pipeline takes it at its "
+                "next frame; is it stuck or very slow?)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,14 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "ctl", help="control a running livecam (select, next, bypass, status, ...)",
         description="Send a command to a running `livecam run` or `livecam daemon` through its "
         "control API. The address and token file come from the same config (control.api_address"
-        ", control.token_file) or from --url/--token-file. The token itself is never sent: "
-        "the server first proves it holds it, then each request is signed with it. Exits 1 "
+        ", advanced.control.token_file) or from --url/--token-file. The token itself is never "
+        "sent: the server first proves it holds it, then each request is signed with it. Exits 1 "
         "when no livecam answers (or not within 5 s), what answers cannot prove it holds the "
         "token, the request is refused, the stream has stopped or a reload failed (its config "
         "file does not load: the previous config stays), 2 for an unknown identity or a bad "
         "argument.")
     p.add_argument("--url", help="API base URL (default: from control.api_address)")
-    p.add_argument("--token-file", help="token file (default: from control.token_file)")
+    p.add_argument("--token-file", help="token file (default: from advanced.control.token_file)")
     p.add_argument("--json", action="store_true", help="print the server's JSON reply")
     p.add_argument("--stream", type=int, metavar="K",
                    help="act on stream K only (0 = the first --input/--output pair) when "

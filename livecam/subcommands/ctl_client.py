@@ -156,7 +156,7 @@ def _server_nonce(url: str, token: str) -> str:
     if not handshake.proof_matches(token, client_nonce, answer["proof"]):
         raise LivecamError(f"the program on {where} does not hold livecam's control token: it "
                            "is not this user's livecam (token not sent); if it is a livecam "
-                           "run as another user or with another control.token_file, pass "
+                           "run as another user or with another advanced.control.token_file, pass "
                            "--token-file")
     return str(answer["nonce"])
 

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.daemon.service import serve
     from livecam.subcommands.run import build_from_args, stream_pairs
 
-    # structured logs by default; the config file's logging.json or a --set still wins
+    # structured logs by default; the config file's advanced.logging.json or a --set still wins
     args.config_defaults = ["advanced.logging.json=true"]
     config = config_from_args(args)
     pairs = stream_pairs(args, config)

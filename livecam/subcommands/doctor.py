@@ -133,7 +133,7 @@ def check_gpu() -> list[Check]:
 
 def check_gpu_compiler(cuda: bool) -> Check:
     """Triton, which torch.compile needs to compile the face networks on a GPU
-    (``gpu.compile_networks``): Linux wheels of torch bring it, Windows ones do not."""
+    (``advanced.gpu.compile_networks``): Linux wheels of torch bring it, Windows ones do not."""
     from livecam.analysis.gpu.compiled import triton_install_hint
 
     triton = _module_version("triton")
@@ -165,8 +165,8 @@ def check_engine() -> list[Check]:
 
 
 def check_triton(config: Config) -> list[Check]:
-    """With ``engine.backend: triton``: is each server in ``engine.triton_urls`` ready, and does
-    it serve the swap model and its recognizer?"""
+    """With ``engine.backend: triton``: is each server in ``advanced.engine.triton_urls`` ready, and
+    does it serve the swap model and its recognizer?"""
     if config.engine.backend != "triton":
         return []
     from livecam.engines.registry import model_store
@@ -175,7 +175,7 @@ def check_triton(config: Config) -> list[Check]:
     swapper = model_store(config.models).manifest(config.swap.model)
     models = [swapper.name, swapper.recognizer or "w600k_r50"]
     fix = ("start one with `livecam engines serve` where the GPU is, or fix "
-           "engine.triton_urls (docs/triton.md)")
+           "advanced.engine.triton_urls (docs/triton.md)")
     checks = []
     for url in config.engine.triton_urls:
         ok, detail = probe_server(url, models)

@@ -21,15 +21,16 @@ from livecam.subcommands.common import accept_after_verb, add_config_options, co
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("engines", help="show the engine backend; build or clear TensorRT "
                             "engines", description="Built TensorRT engines are cached in "
-                            "engine.cache_dir, keyed by model sha256, GPU, TensorRT version, "
-                            "precision and profiles.")
+                            "advanced.engine.cache_dir, keyed by model sha256, GPU, TensorRT "
+                            "version, precision and profiles.")
     add_config_options(parser)
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     verbs.add_parser("list", help="backends available here and cached engines")
     build = verbs.add_parser("build", help="build a TensorRT engine, or compile the torch "
                              "generator (engine.backend torch), now (takes minutes); with the "
                              "GPU pipeline, also compile its face networks and swap parts for "
-                             "any number of streams (up to pipeline.max_streams) of --size frames")
+                             "any number of streams (up to advanced.pipeline.max_streams) of "
+                             "--size frames")
     build.add_argument("name")
     build.add_argument("--size", metavar="WxH", help="with the GPU pipeline: the frame size to "
                        "prepare it for (default: capture.width x capture.height, what a "
@@ -196,7 +197,7 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
                          f"to compile {name} for the torch engine, add --set "
                          "engine.backend=torch")
     if config.engine.torch_mode in ("eager", "cuda_graphs") and not gpu:
-        raise UsageError(f"engine.torch_mode is {config.engine.torch_mode}: nothing to "
+        raise UsageError(f"advanced.engine.torch_mode is {config.engine.torch_mode}: nothing to "
                          "compile (use --set advanced.engine.torch_mode=compiled)")
     from livecam.engines import compile_progress
     from livecam.gpupipe.prepared import BuildProgress
@@ -204,8 +205,8 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
     progress = BuildProgress(_planned(neural, blank) if gpu else (), sys.stderr)
     with compile_progress.listening(progress):
         if config.engine.torch_mode in ("eager", "cuda_graphs"):
-            print(f"{name}: engine.torch_mode is {config.engine.torch_mode}: the generator is "
-                  "not compiled", file=sys.stderr, flush=True)
+            print(f"{name}: advanced.engine.torch_mode is {config.engine.torch_mode}: the "
+                  "generator is not compiled", file=sys.stderr, flush=True)
         else:
             _compile_generator(config, name, gpu)
         code = _prepare_pipeline(neural, blank) if gpu else 0
@@ -274,7 +275,7 @@ def _prepare_pipeline(config: Any, blank: str) -> int:
     """Open the GPU pipeline as ``livecam run`` opens it, on the ``blank`` input into a null
     output, and close it: its face networks and swap parts compile into the engine cache (or
     load from it). What is compiled is the same for any number of streams
-    (:mod:`livecam.gpupipe.shapes`), so every start up to ``pipeline.max_streams`` finds it
+    (:mod:`livecam.gpupipe.shapes`), so every start up to ``advanced.pipeline.max_streams`` finds it
     prepared. Records the shapes (:mod:`livecam.gpupipe.prepared`) and says what was saved
     whole and what a start traces."""
     import time
@@ -313,7 +314,7 @@ def _prepare_pipeline(config: Any, blank: str) -> int:
               f"{config.pipeline.max_streams} streams at {width}x{height}")
     took = time.perf_counter() - t0
     if folder is None:
-        print(f"GPU pipeline opened in {took:.0f} s; gpu.compile_networks is off: nothing "
+        print(f"GPU pipeline opened in {took:.0f} s; advanced.gpu.compile_networks is off: nothing "
               "compiled")
         return 0
     saved = folder / "precompiled"

@@ -18,9 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "identity",
         help="add, list, show or remove the faces you can swap in",
         description="Manage the identity library (the faces `livecam run --identity NAME` swaps "
-        "in). Photos are checked (one face must be found, at least identity.min_face_px wide; "
-        "see the README's 'Identity photos') and stored with a thumbnail in the user data dir "
-        "(or identity.library_dir).",
+        "in). Photos are checked (one face must be found, at least advanced.identity.min_face_px "
+        "wide; see the README's 'Identity photos') and stored with a thumbnail in the user data "
+        "dir (or identity.library_dir).",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     add = actions.add_parser("add", help="add photos to an identity (created if new)",
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add.add_argument("photos", nargs="+", metavar="PHOTO", help="JPEG/PNG photo of the face")
     add.add_argument("--force", action="store_true", help="add photos despite quality warnings "
                      "(several faces of similar size: the largest is used; face under "
-                     "identity.warn_face_px; turned, eyes closed, greyscale, blurry)")
+                     "advanced.identity.warn_face_px; turned, eyes closed, greyscale, blurry)")
     ls = actions.add_parser("list", help="list identities")
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
     show = actions.add_parser("show", help="show one identity's photos and warnings")

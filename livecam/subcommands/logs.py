@@ -1,6 +1,6 @@
 """Logging set-up for every subcommand: plain lines for people, JSON lines for daemons.
 
-In JSON mode (``logging.json``, the default of ``livecam daemon``) stderr carries one JSON
+In JSON mode (``advanced.logging.json``, the default of ``livecam daemon``) stderr carries one JSON
 object per line and nothing else, so journald/Loki/jq can read it:
 
 - Python log records are formatted by :class:`JsonFormatter` (``t``, ``level``, ``logger``,
@@ -257,7 +257,7 @@ def _quiet_opencv(*, debug: bool) -> None:
     "can't open camera by index" before "camera 99 cannot be opened"), and its warnings too
     with DEBUG. Never its INFO and DEBUG lines: OpenCV writes those to stdout, which is the
     output of commands such as ``ctl status`` and a pipe's data (``--output file:-``), and
-    they bypass the log's format (``logging.json``). An ``OPENCV_LOG_LEVEL`` the user set
+    they bypass the log's format (``advanced.logging.json``). An ``OPENCV_LOG_LEVEL`` the user set
     stays theirs."""
     if _USERS_OPENCV_LEVEL is not None:
         return

@@ -13,9 +13,9 @@ from livecam.subcommands.common import accept_after_verb, add_config_options, co
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("models", help="list, fetch, verify or import neural model files",
                             description="Model files (inswapper_128, w600k_r50, ...) live in "
-                            "models.dir; each is checked against its manifest's sha256. A model "
-                            "with no published sha256 is used only after you vouch for one copy "
-                            "(--trust pins its sha256; later copies must match it).")
+                            "advanced.models.dir; each is checked against its manifest's sha256. A "
+                            "model with no published sha256 is used only after you vouch for one "
+                            "copy (--trust pins its sha256; later copies must match it).")
     add_config_options(parser)
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     verbs.add_parser("list", help="show every known model and whether it is installed")

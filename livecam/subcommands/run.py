@@ -72,7 +72,7 @@ def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, st
     """The (input, output) specs of the run: the k-th ``--input`` with the k-th ``--output``,
     else the config's ``streams``, else camera:0 → virtualcam. Raises :class:`UsageError`
     when the counts do not pair up or two streams show a window, :class:`ConfigError` for a
-    bad ``streams`` entry; either for more streams than ``pipeline.max_streams``."""
+    bad ``streams`` entry; either for more streams than ``advanced.pipeline.max_streams``."""
     from livecam.core.errors import ConfigError, UsageError
 
     inputs, outputs = list(args.input or []), list(args.output or [])
@@ -112,10 +112,10 @@ def _one_window(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _check_count(n: int, where: str, config: Config, error: type[Exception]) -> None:
     limit = config.pipeline.max_streams
     if n > limit:
-        raise error(f"{n} streams ({where}) in one process, more than pipeline.max_streams "
-                    f"({limit}): each stream holds its own capture, face models and frame "
-                    "buffers; run fewer, or raise pipeline.max_streams if this machine holds "
-                    "them")
+        raise error(f"{n} streams ({where}) in one process, more than "
+                    f"advanced.pipeline.max_streams ({limit}): each stream holds its own capture, "
+                    "face models and frame buffers; run fewer, or raise "
+                    "advanced.pipeline.max_streams if this machine holds them")
 
 
 def build_from_args(args: argparse.Namespace, config: Config, *, daemon: bool,
@@ -189,8 +189,8 @@ def _remote_streams(args: argparse.Namespace, config: Config,
 
 def _remote_photo(path: str, max_bytes: int) -> tuple[bytes, str]:
     """(the bytes, the content type) of ``--source PHOTO`` for the server, checked here
-    first: a file, at most ``serve.max_photo_bytes``, a JPEG or PNG (else :class:`UsageError`;
-    the server reads the face)."""
+    first: a file, at most ``advanced.serve.max_photo_bytes``, a JPEG or PNG (else
+    :class:`UsageError`; the server reads the face)."""
     import stat
     from pathlib import Path
 
@@ -203,8 +203,8 @@ def _remote_photo(path: str, max_bytes: int) -> tuple[bytes, str]:
             raise UsageError(f"--source {path}: not a photo file")
         if st.st_size > max_bytes:
             raise UsageError(f"--source {path} is {st.st_size / 1e6:.1f} MB, over "
-                             f"serve.max_photo_bytes ({max_bytes / 1e6:.1f} MB): send a smaller "
-                             "JPEG or PNG")
+                             f"advanced.serve.max_photo_bytes ({max_bytes / 1e6:.1f} MB): send a "
+                             "smaller JPEG or PNG")
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
@@ -266,9 +266,9 @@ def _offline_for_files(args: argparse.Namespace, config: Config,
                        pairs: list[tuple[str, str]]) -> Config:
     """``config``, offline by default when every stream goes from a video file to a video
     file (no camera, virtual camera, window or pipe in it: nobody watches it live, and in live
-    mode a slow machine drops frames, 64 % on 2 cores): ``pipeline.realtime=false`` (every
-    frame) and ``capture.loop=false`` (the input once), said in one INFO line. The config
-    file or a ``--set`` naming ``pipeline.realtime`` wins (issue 39 item 18)."""
+    mode a slow machine drops frames, 64 % on 2 cores): ``advanced.pipeline.realtime=false`` (every
+    frame) and ``advanced.capture.loop=false`` (the input once), said in one INFO line. The config
+    file or a ``--set`` naming ``advanced.pipeline.realtime`` wins (issue 39 item 18)."""
     import os
 
     def is_file(spec: str, kind: str) -> bool:

@@ -22,13 +22,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "serve", help="swap faces for remote cameras over WebRTC (WHIP endpoint)",
         description="Own the pipeline and take remote cameras over WebRTC: any WHIP client "
         "(OBS 30+, a browser, `livecam run --remote`) POSTs its SDP offer with "
-        "`Authorization: Bearer TOKEN` to http(s)://HOST:PORT/whip (serve.address) and gets "
-        "its swapped video back on the same video transceiver. Audio is refused (answered "
-        "inactive). Each session is a stream of the one pipeline; limits (serve.max_sessions, "
-        "max_width_px, max_height_px, max_fps) are checked when the offer arrives. Plain HTTP "
-        "only on loopback: set serve.tls_cert/tls_key for any other address. Users' tokens: "
-        "`livecam serve token add NAME`. The control API (`livecam ctl stream list`, "
-        "/metrics) runs beside it as for `livecam run`.")
+        "`Authorization: Bearer TOKEN` to http(s)://HOST:PORT/whip (advanced.serve.address) and "
+        "gets its swapped video back on the same video transceiver. Audio is refused (answered "
+        "inactive). Each session is a stream of the one pipeline; limits "
+        "(advanced.serve.max_sessions, max_width_px, max_height_px, max_fps) are checked when the "
+        "offer arrives. Plain HTTP only on loopback: set advanced.serve.tls_cert/tls_key for any "
+        "other address. Users' tokens: `livecam serve token add NAME`. The control API (`livecam "
+        "ctl stream list`, /metrics) runs beside it as for `livecam run`.")
     p.add_argument("--identity", help="identity every session starts with (a session may "
                    "pick another with ?identity=NAME on the WHIP URL)")
     verbs = p.add_subparsers(dest="serve_verb", metavar="token")

@@ -29,7 +29,7 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[AnySta
     ``identities`` loads identities by name (``IdentityLibrary.from_config(config.identity)``,
     or an ``IdentityCollection`` with one-off ``--source`` identities in front). The stages
     read the active identity from each packet's ``state``. With ``engine.backend: triton``
-    the neural swap keeps ``engine.triton_in_flight`` frames in flight
+    the neural swap keeps ``advanced.engine.triton_in_flight`` frames in flight
     (:class:`~livecam.swap.neural_remote.RemoteSwapStage`, an asynchronous last stage).
     """
     if config.swap.mode == "neural":
@@ -56,8 +56,8 @@ def build_swap_stages(config: Config, identities: IdentitySource) -> list[AnySta
 
 
 def remote_swap(config: Config, stage: NeuralSwapStage) -> AnyStage:
-    """``stage`` (the neural swap) with ``engine.triton_in_flight`` frames in flight when its
-    model runs on Triton; as it is otherwise, with 1, and with ``swap.hands_in_front`` (only
+    """``stage`` (the neural swap) with ``advanced.engine.triton_in_flight`` frames in flight when
+    its model runs on Triton; as it is otherwise, with 1, and with ``swap.hands_in_front`` (only
     the last stage can finish frames later, and the hands stage comes after the swap)."""
     in_flight = config.engine.triton_in_flight
     if config.engine.backend != "triton" or in_flight <= 1:
@@ -72,8 +72,8 @@ def remote_swap(config: Config, stage: NeuralSwapStage) -> AnyStage:
 
 
 def warn_unused_neural_options(config: Config, path: str) -> None:
-    """One warning when ``swap.enhancer`` or ``swap.pixel_boost`` is set for a swap ``path``
-    that does not run them (the classic swap; the neural swap runs them on the CPU path and
+    """One warning when ``swap.enhancer`` or ``advanced.swap.pixel_boost`` is set for a swap
+    ``path`` that does not run them (the classic swap; the neural swap runs them on the CPU path and
     in the GPU pipeline)."""
     unused = [f"swap.{key}={value}" for key, value, off in (
         ("enhancer", config.swap.enhancer, "none"), ("pixel_boost", config.swap.pixel_boost, 128))

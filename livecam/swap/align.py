@@ -46,6 +46,19 @@ def template_xy(name: str, size_px: int) -> npt.NDArray[np.float32]:
     raise ValueError(f"unknown alignment template {name!r} (known: {', '.join(TEMPLATES)})")
 
 
+#: A face's cheek-to-cheek width over the distance of its eye centres (the face mesh's points
+#: 234-454 over the eyes' corner midpoints, on skimage's astronaut: 2.14).
+CHEEK_WIDTH_PER_EYE_DISTANCE = 2.14
+
+
+def face_width_on_crop_px(template: str, size_px: int) -> float:
+    """The cheek-to-cheek width, px, of a face aligned onto ``template`` in a ``size_px`` crop
+    (75.4 px on inswapper's 128 px ``arcface_128`` crop): the unit of the colour blur, which
+    the classic swap measures in face widths too."""
+    eyes = template_xy(template, size_px)[:2]
+    return CHEEK_WIDTH_PER_EYE_DISTANCE * float(np.linalg.norm(eyes[0] - eyes[1]))
+
+
 def template_for_size(size_px: int) -> str:
     """The template insightface's ``estimate_norm`` uses for a crop size."""
     if size_px % 112 == 0:

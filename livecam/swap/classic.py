@@ -35,7 +35,8 @@ ImageBGR = npt.NDArray[np.uint8]
 _BROW_LINE = (105, 334)
 _FIXED = 4  # sub-pixel bits for cv2.fillPoly on the coarse grid
 _FOREHEAD_SKIN_MIN = 0.4  # forehead: auto cuts below this share of skin-like samples
-_GRID_CELLS = 80  # warp grid cells across the face width (at least swap.grid_step_px apart)
+#: warp grid cells across the face width (at least advanced.swap.grid_step_px apart)
+_GRID_CELLS = 80
 # Colour: the blur near the mask's outer edge, and how far in (both in face widths) the local
 # match gives way to the broad one (tuned with the identity judge and the band test).
 _EDGE_BLUR = 0.15
@@ -103,11 +104,12 @@ class ClassicFaceSwapper:
         Reads the live picture from ``target_bgr`` and writes only ``out_bgr`` (same shape; it
         may be the same array when the caller does not need the original any more). A face
         turned towards ``fade_end_deg`` fades into what ``out_bgr`` already holds there: the
-        stage draws the cover there first (``swap.unswappable``), or leaves the real face.
+        stage draws the cover there first (``advanced.swap.unswappable``), or leaves the real face.
         ``neutral_xyz`` (468, 3) is the tracked face's neutral shape in this frame's pose
         (:class:`~livecam.swap.shape.NeutralShape`); without it (a photo) the face itself is.
-        ``colour_memory`` is the tracked face's colour match over time (``swap.colour_smoothing``);
-        without it (a photo, an untracked face) each call matches on its own.
+        ``colour_memory`` is the tracked face's colour match over time
+        (``advanced.swap.colour_smoothing``); without it (a photo, an untracked face) each call
+        matches on its own.
         """
         cfg = self.config
         live_xy = landmarks_xy[:468]
@@ -167,7 +169,7 @@ class ClassicFaceSwapper:
             face_u8 = face
             if fade < 1.0:
                 # Poisson blending has no opacity: mix the faded face first, with what is
-                # under it in the output (the cover the stage drew, see swap.unswappable)
+                # under it in the output (the cover the stage drew, see advanced.swap.unswappable)
                 face_u8 = np.asarray(cv2.addWeighted(face_u8, fade, out_bgr[y1:y2, x1:x2],
                                                      1.0 - fade, 0.0), np.uint8)
             blend.seamless_paste_into(out_bgr, face_u8, hard, warp.box_xyxy)

@@ -1,12 +1,12 @@
 """Colour transfer: make the warped source face look lit like the target face.
 
-Methods, chosen by ``swap.colour``:
+Methods, chosen by ``advanced.swap.colour``:
 
 - ``lab`` (default): the target's low-frequency colour in Lab, *added* to the source's (so the
   source's detail keeps its own contrast: a multiplicative gain doubles a highlight where the
   live face is twice as bright, which blew pale live faces to cyan-white). Two scales: deep
-  inside the face the blur is ``swap.colour_blur`` (the source's own look survives), near the
-  mask's outer edge it is a tenth of the face width, so the swapped face meets the live face at
+  inside the face the blur is ``advanced.swap.colour_blur`` (the source's own look survives), near
+  the mask's outer edge it is a tenth of the face width, so the swapped face meets the live face at
   the seam with the live face's own local brightness (no band where the mask stops).
 - ``lowfreq``: a per-pixel, per-channel gain ``blur(target) / blur(source)`` computed
   under the face mask. Shading is multiplicative and low-frequency, so this moves the target's

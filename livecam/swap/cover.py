@@ -3,12 +3,12 @@
 A face can be present and yet not swappable in a frame: found this frame and not yet confirmed,
 lost for a few frames, turned past the swap's limit, beyond ``analysis.max_faces``, its identity
 still loading, the swap stage failed (:class:`~livecam.core.types.Unswappable` names them all).
-``swap.unswappable`` says what is drawn there instead:
+``advanced.swap.unswappable`` says what is drawn there instead:
 
 - ``hold`` (default): the face's last good swap, moved onto where the face is now (a similarity
   transform from the landmarks it was swapped with to the current ones), for up to
-  ``swap.hold_frames`` frames since that swap; after that, for a face never swapped, or for a
-  face whose identity is not the one it was swapped with (the user switched: a frame under the
+  ``advanced.swap.hold_frames`` frames since that swap; after that, for a face never swapped, or for
+  a face whose identity is not the one it was swapped with (the user switched: a frame under the
   new identity never shows the old one, even while the new one is still loading), the cover.
   Only a face that is seen this frame holds its swap: a face not seen (``LOST``: hidden behind
   something, or gone) or seen without a mesh (``NO_MESH``: half hidden, cut by the edge) gets
@@ -19,7 +19,7 @@ still loading, the swap stage failed (:class:`~livecam.core.types.Unswappable` n
   bypass).
 
 The cover (``swap.cover``) is the face region (the mesh's hull, or an ellipse in the box where
-no mesh is known, grown by a margin) shown at ``swap.cover_cells`` cells across the face:
+no mesh is known, grown by a margin) shown at ``advanced.swap.cover_cells`` cells across the face:
 ``blur`` smooths the cells, ``pixelate`` shows them as blocks. Either way no detail finer than a
 cell survives, which is what identifies a person (see docs and ``tests.helpers.leak_judge``).
 
@@ -72,8 +72,8 @@ class _Held:
 class FaceCover:
     """Covers withheld faces (see the module docstring). Construct cheaply; no ``open``.
 
-    ``mode`` is ``swap.unswappable``, ``style`` ``swap.cover``, ``cells`` ``swap.cover_cells``,
-    ``hold_frames`` ``swap.hold_frames``.
+    ``mode`` is ``advanced.swap.unswappable``, ``style`` ``swap.cover``, ``cells``
+    ``advanced.swap.cover_cells``, ``hold_frames`` ``advanced.swap.hold_frames``.
     """
 
     def __init__(self, *, mode: str = "hold", style: str = "blur", cells: int = 6,

@@ -237,10 +237,10 @@ def build_neural_stage(models: NeuralModels, load_identity: Callable[[str], obje
     """The neural swap stage for ``models`` (cheap; see :class:`NeuralModels`).
 
     ``keep_eyes`` / ``keep_mouth`` / ``mouth_size``: see :class:`NeuralSwapStage` (from
-    ``swap.keep_eyes == "always"``, ``swap.keep_mouth``, ``swap.mouth_size``).
-    ``missing_log_interval_s`` (``swap.missing_log_interval_s``): how often an identity that
-    cannot be had is logged and tried again. ``pixel_boost_px`` (``swap.pixel_boost``) and
-    ``enhancer`` (``swap.enhancer``, see
+    ``advanced.swap.keep_eyes == "always"``, ``swap.keep_mouth``, ``advanced.swap.mouth_size``).
+    ``missing_log_interval_s`` (``advanced.swap.missing_log_interval_s``): how often an identity
+    that cannot be had is logged and tried again. ``pixel_boost_px`` (``advanced.swap.pixel_boost``)
+    and ``enhancer`` (``swap.enhancer``, see
     :func:`livecam.swap.enhance.build_face_enhancer`): see :class:`InswapperModel`.
 
     ``load_identity`` is the identity library's ``load``. The model files are checked in the

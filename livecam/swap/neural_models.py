@@ -40,8 +40,8 @@ class NeuralModels:
     """The swapper and recognizer of one config and how they run (cheap; see the module).
 
     ``max_batch`` is the most faces the CPU path sends per generator call, ``max_faces`` the
-    GPU pipeline's; they size the compiled batches unless ``engine.compiled_batch_sizes`` is
-    set. Any thread may read it; engines it makes belong to the thread that opens them.
+    GPU pipeline's; they size the compiled batches unless ``advanced.engine.compiled_batch_sizes``
+    is set. Any thread may read it; engines it makes belong to the thread that opens them.
     """
 
     store: ModelStore
@@ -72,8 +72,8 @@ class NeuralModels:
                               "no manifest beside it")
         for size in config.engine.compiled_batch_sizes:
             if size < 1:
-                raise ConfigError(f"engine.compiled_batch_sizes: {size} is not a batch size "
-                                  "(use whole numbers from 1)")
+                raise ConfigError(f"advanced.engine.compiled_batch_sizes: {size} is not a batch "
+                                  "size (use whole numbers from 1)")
         return cls(store, swapper, store.manifest(recognizer_name), config.engine,
                    max_faces=config.analysis.max_faces)
 
@@ -97,8 +97,8 @@ class NeuralModels:
         return choose_backend(self.engine.backend, self.engine.device)
 
     def generator_batch_sizes(self, *, gpu_pipeline: bool) -> tuple[int, ...]:
-        """The generator batch sizes to compile: ``engine.compiled_batch_sizes``, or 1, 2, 4,
-        ... up to what the path sends per call."""
+        """The generator batch sizes to compile: ``advanced.engine.compiled_batch_sizes``, or 1, 2,
+        4, ... up to what the path sends per call."""
         from livecam.engines.torch_compiled import power_of_two_batches
 
         if self.engine.compiled_batch_sizes:
@@ -108,7 +108,7 @@ class NeuralModels:
     def generator_engine(self, *, gpu_pipeline: bool, pipeline_graphs: bool = False) -> Engine:
         """The unopened swap generator engine (the file is verified here).
 
-        The GPU pipeline (``gpu_pipeline``) always runs it with torch on ``engine.device``
+        The GPU pipeline (``gpu_pipeline``) always runs it with torch on ``advanced.engine.device``
         (auto: CUDA when torch sees one), fp32 on a CPU; with ``pipeline_graphs`` the engine
         captures no CUDA graphs of its own (the pipeline captures it inside its own). The CPU
         path runs it on the configured backend.
@@ -135,7 +135,7 @@ class NeuralModels:
                                    batch_sizes=batches)
 
     def gpu_device(self) -> str:
-        """``engine.device`` with auto resolved the way the GPU pipeline resolves it."""
+        """``advanced.engine.device`` with auto resolved the way the GPU pipeline resolves it."""
         device = self.engine.device
         if device == "auto":
             import torch

@@ -5,7 +5,7 @@
 as an :class:`~livecam.core.stage.AsyncStage`: ``submit`` plans the frame, aligns its faces
 and sends the model requests without waiting; ``collect`` takes the answers back in submit
 order and pastes them. So the network round trip of frame k overlaps the analysis, alignment
-and requests of frames k+1, k+2, ... (up to ``capacity``, ``engine.triton_in_flight``); the
+and requests of frames k+1, k+2, ... (up to ``capacity``, ``advanced.engine.triton_in_flight``); the
 runtime's :class:`~livecam.pipeline.inflight.Finisher` keeps the order and asks for room
 before it takes a frame, so the frame taken is the newest.
 

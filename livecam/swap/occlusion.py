@@ -11,8 +11,8 @@ The region is the palm polygon and one capsule per finger bone, as wide as the k
 apart, with a soft edge: the swapped face still shows between spread fingers. It is an estimate
 of the hand's outline from its skeleton, not a segmentation: a little of the live face around
 the fingers may show (``hand_width`` trades that against swap pixels painted over the fingers).
-A false hand over a face would show that part of the real face: ``swap.hand_min_score`` sets
-how sure MediaPipe must be. Only the pipeline thread calls ``process``.
+A false hand over a face would show that part of the real face: ``advanced.swap.hand_min_score``
+sets how sure MediaPipe must be. Only the pipeline thread calls ``process``.
 """
 
 from __future__ import annotations

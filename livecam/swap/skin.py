@@ -15,11 +15,11 @@ photo (identity load), :func:`usable_map` marks:
    never are: they are the person. The result is smoothed (no specks, no jagged seam).
 2. **Seen.** Triangles a turned head foreshortens to less than a third of their mirror image.
 
-The swap leaves what is not usable out of its mask (``swap.source_skin_only``), so the live
+The swap leaves what is not usable out of its mask (``advanced.swap.source_skin_only``), so the live
 face's own skin shows there, blended in like the rest of the mask's edge and colour-matched by
 the colour transfer's edge band. (Filling those pixels from the mirror side or by smooth
 inpainting was tried: the seams showed as stripes once the small photo was enlarged.) A fringe
-over the whole forehead is left to ``swap.forehead: auto``, which cuts the forehead off.
+over the whole forehead is left to ``advanced.swap.forehead: auto``, which cuts the forehead off.
 
 Pure functions, any thread (~0.1 s per photo).
 """

@@ -100,7 +100,7 @@ def forehead_skin_fraction(texture_bgr: ImageBGR, landmarks_xy: FloatArray) -> f
     """Share of forehead sample patches whose Lab colour is within 25 of the cheeks' median.
 
     A fringe or hair over the forehead scores low (the astronaut photo: 0.23; clear foreheads
-    0.5-1.0); ``swap.forehead: auto`` then cuts the mask above the brows.
+    0.5-1.0); ``advanced.swap.forehead: auto`` then cuts the mask above the brows.
     """
     import cv2
 

@@ -7,10 +7,10 @@ identity chosen at all, sends the frame through untouched (both are the user's c
 
 Fail closed (``livecam.swap.cover``): the faces analysis withheld (``packet.withheld``) and the
 faces this stage cannot swap (turned past ``fade_end_deg``, identity still loading or missing,
-the warp failed) are covered as ``swap.unswappable`` says, never shown as they are unless that
-is ``real``. A turning face fades from its swap into that cover. An identity that cannot be
+the warp failed) are covered as ``advanced.swap.unswappable`` says, never shown as they are unless
+that is ``real``. A turning face fades from its swap into that cover. An identity that cannot be
 loaded (removed, cache damaged) is not fatal: its faces are covered and a log line says why, at
-most once per ``swap.missing_log_interval_s``; the load is retried after that interval. An
+most once per ``advanced.swap.missing_log_interval_s``; the load is retried after that interval. An
 identity being prepared on the preload thread is not waited for (its faces are covered), except
 on its first use when nothing started preparing it yet.
 

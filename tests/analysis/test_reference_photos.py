@@ -46,7 +46,7 @@ def test_a_reference_photo_over_the_size_limit_is_refused_before_decoding(
     assert ok
     big.write_bytes(png.tobytes())
     run = analyze_with_reference(tmp_path, big, "--set",
-                                 "advanced.analysis.reference_max_megapixels=50")
+                                 "advanced.capture.max_image_megapixels=50")
     assert run.returncode != 0, run.stderr
-    assert "above analysis.reference_max_megapixels=50" in run.stderr, run.stderr
+    assert "above advanced.capture.max_image_megapixels=50" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr

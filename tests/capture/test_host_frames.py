@@ -1,5 +1,6 @@
 """Frames copied by the capture thread into the host memory a stage uploads from (``host_frames``
-of :class:`~livecam.core.stage.HostFrames`; on CUDA, page-locked memory: ``gpu.pinned_capture``).
+of :class:`~livecam.core.stage.HostFrames`; on CUDA, page-locked memory:
+``advanced.gpu.pinned_capture``).
 
 The real copy needs CUDA's page-locked memory, which this machine cannot have: the run test
 gives its stage a copy of its own through the same seam (``host_frames``) and checks that every
@@ -101,8 +102,8 @@ def test_without_a_stage_that_asks_frames_go_as_the_source_gives_them() -> None:
 
 
 def test_the_cpu_pipeline_asks_for_no_pinned_frames(tmp_path: Path) -> None:
-    """``gpu.pinned_capture`` is on by default, and ``advanced.gpu.pipeline=always`` on a machine
-    without CUDA (the CPU's face networks): no stage asks, so no capture tries to pin."""
+    """``advanced.gpu.pinned_capture`` is on by default, and ``advanced.gpu.pipeline=always`` on a
+    machine without CUDA (the CPU's face networks): no stage asks, so no capture tries to pin."""
     from livecam.app import SharedStages
     from livecam.gpupipe.factory import build_gpu_stages
     from tests.gpupipe.test_stage import _NoIdentities

@@ -101,7 +101,7 @@ def test_broken_media_is_one_line_exit_2(media: Path, name: str) -> None:
 
 
 def test_stdin_pipe_is_a_file_input(media: Path) -> None:
-    # capture.loop is on by default: a pipe cannot restart, so the run ends with the stream
+    # advanced.capture.loop is on by default: a pipe cannot restart, so the run ends with the stream
     result = livecam("run", "--input", "file:/dev/stdin", "--output", "null",
                      stdin=(media / "clip.ts").read_bytes())
     assert result.returncode == 0, result.stderr[-3000:]
@@ -145,7 +145,7 @@ def test_file_source_reads_like_before(media: Path, astronaut_bgr: np.ndarray) -
     assert np.abs(frames[5].astype(int) - expected.astype(int)).mean() < 6
     assert not frames[5].flags.writeable
     source.close()
-    source.open()  # files restart (capture.loop)
+    source.open()  # files restart (advanced.capture.loop)
     assert source.read() is not None
 
 
@@ -154,7 +154,7 @@ def test_huge_image_input_is_refused_before_decoding(media: Path, name: str) -> 
     # before: 20000x20000 was decoded (2.65 GB peak); 40000x40000 was a cv2.error traceback
     line = one_error_line(livecam("run", "--input", f"image:{media / name}", "--output", "null",
                                   "--frames", "3"))
-    assert "megapixels, above capture.max_image_megapixels=100" in line
+    assert "megapixels, above advanced.capture.max_image_megapixels=100" in line
 
 
 def test_huge_image_is_refused_without_calling_the_decoder(
@@ -185,9 +185,11 @@ def test_the_limit_is_a_setting(tmp_path: Path, media: Path, astronaut_bgr: np.n
     cv2.imwrite(str(small), astronaut_bgr)
     assert header_size_px(small) == (512, 512)
     cfg = CaptureConfig(max_image_megapixels=0.2)  # 512x512 = 0.26 MP
-    with pytest.raises(InputError, match=r"512x512 \(0 megapixels\), above capture\.max_image"):
+    with pytest.raises(InputError,
+                       match=r"512x512 \(0 megapixels\), above advanced\.capture\.max_image"):
         make_source(parse_input(f"image:{small}"), cfg).open()
-    with pytest.raises(InputError, match=r"has 320x256 frames .* capture\.max_image_megapixels"):
+    with pytest.raises(InputError,
+                       match=r"has 320x256 frames .* advanced\.capture\.max_image_megapixels"):
         make_source(parse_input(f"file:{media / 'clip.mp4'}"),
                     CaptureConfig(max_image_megapixels=0.05)).open()
     image = make_source(parse_input(f"image:{small}"), CaptureConfig(max_image_megapixels=0.3))

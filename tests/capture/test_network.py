@@ -113,7 +113,7 @@ def test_a_hung_server_fails_within_the_timeout(blackhole: int) -> None:
     assert not thread.is_alive(), "open hung on a server that never answers"
     assert len(raised) == 1 and isinstance(raised[0], CaptureError)
     assert not isinstance(raised[0], NoSenderYet)  # a fault: reopened with backoff
-    assert "no stream arrived within capture.network_timeout_s=1 s" in str(raised[0])
+    assert "no stream arrived within advanced.capture.network_timeout_s=1 s" in str(raised[0])
 
 
 def test_a_listener_nobody_sends_to_listens_again() -> None:

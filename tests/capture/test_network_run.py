@@ -114,7 +114,8 @@ def test_rtmp_listener_in_udp_out_swaps_and_takes_the_publisher_back(tmp_path: P
             [sys.executable, "-m", "livecam.cli", "run", "--input", f"{rtmp}?listen=1",
              "--output", f"udp://127.0.0.1:{udp_port}", "--source", str(photo),
              "--set", "control.hotkeys=false", "--set", "control.api=false",
-             "--set", "capture.network_timeout_s=3", "--set", "pipeline.status_interval_s=0"],
+             "--set", "advanced.capture.network_timeout_s=3",
+             "--set", "advanced.pipeline.status_interval_s=0"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     try:
         _wait("livecam listens", lambda: "waiting for a sender" in log.read_text(), log)

@@ -89,7 +89,7 @@ def test_the_gpu_benchmarks_clip_is_a_new_frame_each_time(
                       CaptureConfig())
     src.open()
     frames = [src.read() for _ in range(CLIP_FRAMES)]
-    assert src.read() is None  # the capture thread starts it again (capture.loop)
+    assert src.read() is None  # the capture thread starts it again (advanced.capture.loop)
     assert src.fps == 30.0
     for k, frame in enumerate(frames):
         angle = 2 * np.pi * k / CLIP_FRAMES

@@ -122,7 +122,7 @@ def test_set_values_exit_2_with_one_line(argv_tail: list[str], needle: str,
         (b"capture:\n  fps: 30\n" + b"# padding\n" * 200_000, "larger than"),
         (b"\xef\xbb\xbfcapture:\n  fps: [1, 2\n", "not valid YAML"),
         (b"capture: 0\n", "capture: expected a mapping"),
-        (b"capture:\n  fourcc: &a [*a]\n", "capture.fourcc: expected a string"),
+        (b"capture:\n  fourcc: &a [*a]\n", "advanced.capture.fourcc: expected a string"),
     ],
 )
 def test_bad_config_files_exit_2_with_one_line(tmp_path: Path, content: bytes, needle: str,

@@ -12,6 +12,7 @@ import yaml
 from livecam.cli import main
 from livecam.config import Config, load_config
 from livecam.config.document import render
+from livecam.config.fields import user_fields
 from livecam.config.loader import build
 from livecam.config.names import to_schema_tree, user_name
 from livecam.core.errors import ConfigError
@@ -45,7 +46,7 @@ def test_file_then_set(tmp_path: Path) -> None:
         ("nosuchsection.x=1", r"nosuchsection: unknown key"),
         ("capture.fps=fast", r"capture\.fps: expected a number, got 'fast'"),
         ("capture.width=12.5", r"capture\.width: expected an integer"),
-        ("advanced.pipeline.realtime=3", r"pipeline\.realtime: expected true/false"),
+        ("advanced.pipeline.realtime=3", r"advanced\.pipeline\.realtime: expected true/false"),
         ("capture.fps=1000", r"capture\.fps: 1000\.0 is out of range \(allowed: 1 to 240\)"),
         ("logging.level=LOUD", r"logging\.level: 'LOUD' is not allowed \(choose one of: DEBUG"),
         ("capture", r"--set 'capture': expected key\.path=value"),
@@ -109,7 +110,7 @@ def _yaml_keys(node: dict, prefix: str = "") -> set[str]:
 
 def _schema_keys(cls: type, prefix: str = "") -> set[str]:
     keys = set()
-    for f in dataclasses.fields(cls):
+    for f in user_fields(cls):
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if dataclasses.is_dataclass(default):
             keys |= _schema_keys(type(default), f"{prefix}{f.name}.")

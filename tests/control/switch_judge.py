@@ -17,7 +17,7 @@ gone, measured against the real face's own) and its face region. A command's rep
   stands for the real face, the identity switched away from, or one not yet selected;
 - the frames already past the pipeline's entry when a command applied but sent after it are
   bounded by construction: one in each hop and stage thread past the first, one in the output
-  slot, one in the output thread's hands, so at most ``2 * pipeline.threads``
+  slot, one in the output thread's hands, so at most ``2 * advanced.pipeline.threads``
   (:func:`in_flight_bound`).
 
 Used by tests/control/test_switching.py (in process) and tests/daemon/test_daemon_swap.py (the
@@ -41,7 +41,8 @@ CLIP_FPS = 15.0
 REAL = "real"  # the look of an unswapped frame (no identity, or bypass)
 COVERED = "covered"  # a face covered (fail closed: not yet confirmed, identity loading)
 #: A face with less fine detail than this share of the real face's is covered (the cover keeps
-#: ``swap.cover_cells`` cells across the face: ~0.07 of the detail; classic swaps keep ~0.8).
+#: ``advanced.swap.cover_cells`` cells across the face: ~0.07 of the detail; classic swaps keep
+#: ~0.8).
 COVER_DETAIL_SHARE = 0.35
 
 BoxXYXY = tuple[int, int, int, int]

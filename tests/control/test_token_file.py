@@ -1,4 +1,4 @@
-"""The control API's token file as a careless config names it (``control.token_file``): a
+"""The control API's token file as a careless config names it (``advanced.control.token_file``): a
 folder, someone else's file, binary data. livecam makes or tightens only a file that holds a
 token: before, it set a folder's or any named file's mode to 600 (``/etc/passwd`` as root) and
 used the file's first line as the token; binary data was a UnicodeDecodeError traceback."""
@@ -27,7 +27,7 @@ def test_a_folder_named_as_the_token_file_is_refused_and_left_alone(tmp_path: Pa
     folder = tmp_path / "tokens"
     folder.mkdir(mode=0o755)
     os.chmod(folder, 0o755)
-    with pytest.raises(ConfigError, match=r"is not a file: set control\.token_file"):
+    with pytest.raises(ConfigError, match=r"is not a file: set advanced\.control\.token_file"):
         load_or_create_token(folder)
     assert _mode(folder) == 0o755
 
@@ -66,7 +66,8 @@ def test_a_token_file_that_cannot_be_made_says_so(tmp_path: Path, where: str) ->
     path = {"beside a file": tmp_path / "plain" / "api-token",
             "under a file": tmp_path / "plain" / "livecam" / "api-token",
             "in /proc": Path("/proc/livecam/api-token")}[where]
-    with pytest.raises(ConfigError, match=r"cannot be created .*: set control\.token_file"):
+    with pytest.raises(ConfigError,
+                       match=r"cannot be created .*: set advanced\.control\.token_file"):
         load_or_create_token(path)
     assert (tmp_path / "plain").read_text() == "a file\n"
 
@@ -88,7 +89,7 @@ def test_a_token_file_another_user_owns_is_refused_and_left_alone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, through_link: bool) -> None:
     """A token in a file another user owns is a token that user knows (and can replace): a
     start that used it would take that user's commands. Before, livecam running as root used
-    it, and set it to 600 if needed, whoever owned it (``control.token_file`` in a shared
+    it, and set it to 600 if needed, whoever owned it (``advanced.control.token_file`` in a shared
     folder such as /tmp, where anyone can make the file first)."""
     planted = tmp_path / "shared" / "livecam-token"
     planted.parent.mkdir()
@@ -106,7 +107,7 @@ def test_a_token_file_another_user_owns_is_refused_and_left_alone(
     message = str(raised.value)
     assert "\n" not in message
     assert str(path) in message and "another user" in message
-    assert "control.token_file" in message
+    assert "advanced.control.token_file" in message
     after = os.stat(planted)
     assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
     assert planted.read_text() == "a-token-someone-else-knows\n"
@@ -150,7 +151,7 @@ def test_a_token_folder_others_can_write_is_refused(tmp_path: Path, mode: int) -
         load_or_create_token(token)
     message = str(raised.value)
     assert "\n" not in message and "can be written by other users" in message
-    assert f"chmod go-w {folder}" in message and "control.token_file" in message
+    assert f"chmod go-w {folder}" in message and "advanced.control.token_file" in message
     assert not token.exists() and _mode(folder) == mode  # nothing made, nothing changed
     made = tmp_path / "own" / "api-token"  # the folder livecam makes itself is 700
     assert load_or_create_token(made) and _mode(made.parent) == 0o700

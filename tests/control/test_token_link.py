@@ -98,5 +98,5 @@ def test_a_token_others_can_read_that_livecam_cannot_tighten_is_refused_in_one_l
     message = str(info.value)
     assert "\n" not in message
     assert str(link) in message and "644" in message and "other users" in message
-    assert "chmod 600" in message and "control.token_file" in message
+    assert "chmod 600" in message and "advanced.control.token_file" in message
     assert target.read_text() == f"{token}\n"

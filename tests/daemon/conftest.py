@@ -192,7 +192,7 @@ def add_identities(d: Daemon, astronaut_bgr: np.ndarray) -> list[str]:
     from livecam.identity.library import IdentityLibrary
 
     t1 = get_image("t1")
-    # frontal faces: identity add refuses a head turned past identity.max_turn_deg
+    # frontal faces: identity add refuses a head turned past advanced.identity.max_turn_deg
     photos = {"astro": astronaut_bgr, "t1b": np.ascontiguousarray(t1[204:485, 1031:1280]),
               "t1c": np.ascontiguousarray(t1[180:500, 0:260])}
     library = IdentityLibrary(d.root / "data" / "livecam" / "identities")

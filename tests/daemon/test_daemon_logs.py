@@ -66,7 +66,7 @@ def test_daemon_stderr_is_only_json_lines_with_library_noise_captured(
 ])
 def test_the_daemons_log_format_follows_its_config_file(tmp_path: Path, config_text: str,
                                                         json_lines: bool) -> None:
-    """``logging.json: false`` in the daemon's config file was overridden by the daemon's
+    """``advanced.logging.json: false`` in the daemon's config file was overridden by the daemon's
     JSON default (only ``--set`` could turn it off). Seen on a start refused at once (more
     streams than allowed), so no stream is started."""
     import subprocess
@@ -80,5 +80,6 @@ def test_the_daemons_log_format_follows_its_config_file(tmp_path: Path, config_t
          "--input", "synthetic", "--output", "null"],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
-    (line,) = [x for x in result.stderr.splitlines() if "more than pipeline.max_streams" in x]
+    (line,) = [x for x in result.stderr.splitlines()
+               if "more than advanced.pipeline.max_streams" in x]
     assert line.startswith("{") is json_lines, line

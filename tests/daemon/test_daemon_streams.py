@@ -64,7 +64,7 @@ def test_streams_added_and_removed_through_ctl_and_the_api(
     assert status == 201 and reply["stream"] == 2, reply
     status, reply = api(d, "POST", "/api/streams", {"input": "synthetic:64x48",
                                                     "output": "null"})
-    assert status == 409 and "pipeline.max_streams (3)" in reply["error"], reply
+    assert status == 409 and "advanced.pipeline.max_streams (3)" in reply["error"], reply
     gone = d.ctl("stream", "remove", "9", check=False)
     assert gone.returncode == 2 and "no stream 9 (running: 0, 1, 2)" in gone.stderr
 

@@ -23,7 +23,7 @@ from tests.daemon.conftest import Daemon
 
 pytestmark = pytest.mark.slow
 
-THREADS = 2  # pipeline.threads (the default), named for the in-flight bound
+THREADS = 2  # advanced.pipeline.threads (the default), named for the in-flight bound
 
 
 class Recorded(SentWatcher):

@@ -171,7 +171,8 @@ def test_a_lock_dir_that_cannot_be_made_is_one_line(tmp_path: Path, where: str) 
          timeout=120)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("livecam: error: control.lock_dir"), lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("livecam: error: advanced.control.lock_dir"), lines
     assert (tmp_path / "plain").read_text() == "not a folder\n"
 
 

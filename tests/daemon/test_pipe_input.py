@@ -98,8 +98,8 @@ def test_run_starts_before_its_pipe_writes_and_takes_its_frames_later(
 
 def test_the_ordinary_end_of_a_pipe_is_info_not_a_warning(
         tmp_path: Path, fast_config: Config, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 39 item 20: a pipe that ended (with capture.loop on, the default) was a WARNING
-    as if something had failed."""
+    """Issue 39 item 20: a pipe that ended (with advanced.capture.loop on, the default) was a
+    WARNING as if something had failed."""
     import logging
 
     fifo = tmp_path / "in.fifo"

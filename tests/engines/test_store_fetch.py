@@ -314,22 +314,23 @@ def test_trusted_fetch_with_a_known_size_pins_the_copy(tmp_path: Path,
 
 
 def test_a_models_dir_or_engine_cache_that_is_a_file_is_one_line(tmp_path: Path) -> None:
-    """Before: `livecam engines clear` with engine.cache_dir set to a file, and an import or a
-    fetch into a models.dir that is a file, ended in a FileExistsError traceback."""
+    """Before: `livecam engines clear` with advanced.engine.cache_dir set to a file, and an
+    import or a fetch into an advanced.models.dir that is a file, ended in a FileExistsError
+    traceback."""
     not_a_folder = tmp_path / "cache"
     not_a_folder.write_text("not a folder")
     run = subprocess.run([sys.executable, "-m", "livecam.cli", "engines", "--set",
                           f"advanced.engine.cache_dir={not_a_folder}", "clear"],
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    assert (f"livecam: error: engine.cache_dir {not_a_folder} is a file, not a folder: set "
-            "engine.cache_dir to a folder you can write") in run.stderr
+    assert (f"livecam: error: advanced.engine.cache_dir {not_a_folder} is a file, not a "
+            "folder: set advanced.engine.cache_dir to a folder you can write") in run.stderr
     payload = bytes(range(256)) * 64
     store = _store(tmp_path, "http://127.0.0.1:9/none", hashlib.sha256(payload).hexdigest())
     src = tmp_path / "good.onnx"
     src.write_bytes(payload)
     (tmp_path / "models").write_text("not a folder")  # the store makes it on first write
-    with pytest.raises(ConfigError, match=r"models\.dir .* is a file, not a folder"):
+    with pytest.raises(ConfigError, match=r"advanced\.models\.dir .* is a file, not a folder"):
         store.adopt("standin", src)
     assert not_a_folder.read_text() == "not a folder"
 

@@ -27,7 +27,7 @@ from tests.engines.store_support import (
     write_manifest,
 )
 
-WAIT_S = 3  # models.lock_wait_s in these tests
+WAIT_S = 3  # advanced.models.lock_wait_s in these tests
 BOUND_S = 120  # what the command may take at most on a loaded host (before: forever)
 
 
@@ -59,7 +59,8 @@ def test_a_held_lock_is_waited_for_in_one_line_then_given_up_in_one_line(
     assert f"another livecam process is {doing}" in lines[0] and "standin" in lines[0]
     assert "waiting" in lines[0]
     assert lines[1].startswith("livecam: error: "), lines[1]
-    assert "standin" in lines[1] and str(lock) in lines[1] and "models.lock_wait_s" in lines[1]
+    assert "standin" in lines[1] and str(lock) in lines[1]
+    assert "advanced.models.lock_wait_s" in lines[1]
     assert not store.path("standin").exists()
     assert leftovers(store) == []  # nothing half-written, no copy left behind
     assert served.range_headers == []  # the second fetch downloaded nothing

@@ -231,8 +231,8 @@ def test_server_killed_mid_stream_covers_the_face_then_swaps_again(
             "control.hotkeys=false", "advanced.pipeline.status_interval_s=0", "swap.mode=neural",
             *deployment.config_overrides(), "advanced.engine.triton_timeout_ms=10000",
             "advanced.engine.triton_in_flight=3",
-            "advanced.engine.triton_reconnect_initial_s=0.1",
-            "advanced.engine.triton_reconnect_max_s=0.5",
+            "advanced.capture.reconnect_initial_s=0.1",
+            "advanced.capture.reconnect_max_s=0.5",
             "advanced.output.backend=face-crops", f"advanced.engine.cache_dir={tmp_path / 'c'}"]
     for item in sets:
         argv += ["--set", item]

@@ -1,5 +1,5 @@
-"""The swap program with its parts around the generator compiled (``gpu.compile_paste``): the
-same frames as the program as written, each shape compiled once and logged, and the setting
+"""The swap program with its parts around the generator compiled (``advanced.gpu.compile_paste``):
+the same frames as the program as written, each shape compiled once and logged, and the setting
 reaching the hub that ``livecam run`` builds only where it pays (CUDA). Compiled here on the
 CPU (Inductor's C++ code: the same tracing and cache path as on CUDA, slower to compile); the
 CUDA check, compiled parts captured in the pipeline's graphs, is
@@ -96,7 +96,8 @@ def test_a_paste_that_cannot_compile_runs_as_written_and_names_its_setting(
         caplog: pytest.LogCaptureFixture) -> None:
     """A broken compiler (Inductor's C++ compiler named as a file that does not exist) leaves
     the swap running uncompiled, the same frames, and the warning names the setting that
-    stops the trying (gpu.compile_paste, not the face networks' gpu.compile_networks)."""
+    stops the trying (advanced.gpu.compile_paste, not the face networks'
+    advanced.gpu.compile_networks)."""
     import torch._inductor.config as inductor_config
 
     # a window no other test compiles: code compiled earlier in this process would be found
@@ -108,7 +109,7 @@ def test_a_paste_that_cannot_compile_runs_as_written_and_names_its_setting(
     assert np.array_equal(fallback, plain)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2, warnings  # the two parts, each once
-    assert all("gpu.compile_paste: false" in w for w in warnings), warnings
+    assert all("advanced.gpu.compile_paste: false" in w for w in warnings), warnings
 
 
 
@@ -166,10 +167,10 @@ def _rows_times(rows: TickRows, n: int) -> TickRows:
 def test_with_the_face_count_dynamic_two_and_four_faces_run_one_compiled_alignment(
         cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
-    """``gpu.compile_dynamic_batches``: the real alignment, compiled once for two faces, serves
-    4 too (issue 41: one compile a bucket made the build too long); the paste-back, whose
-    blend loops over the faces, compiles per bucket; both paste what the program as written
-    pastes."""
+    """``advanced.gpu.compile_dynamic_batches``: the real alignment, compiled once for two
+    faces, serves 4 too (issue 41: one compile a bucket made the build too long); the
+    paste-back, whose blend loops over the faces, compiles per bucket; both paste what the
+    program as written pastes."""
     def run(compile_dir: Path | None) -> list[np.ndarray]:
         program = build_program(cpu_engine, device="cpu", window_px=320, keep=True,
                                 compile_dir=compile_dir, dynamic_faces=True)

@@ -66,7 +66,7 @@ def test_graphs_replay_the_eager_result(cuda_engine: Any, face_frame: FaceFrame)
 
 def test_the_compiled_paste_in_graphs_pastes_what_the_plain_one_pastes(
         cuda_engine: Any, face_frame: FaceFrame, tmp_path: Path) -> None:
-    """gpu.compile_paste: Inductor's kernels captured in the pipeline's graphs, and each
+    """advanced.gpu.compile_paste: Inductor's kernels captured in the pipeline's graphs, and each
     part saved whole for a later start (run 111: the paste-back could not be, cuDNN's grid
     sampler has no fake-tensor kernel)."""
     modes, compiled = _run(cuda_engine, face_frame, True, 6, compile_dir=tmp_path)

@@ -84,7 +84,7 @@ def test_a_bad_size_is_refused_before_anything_compiles(
 
 def test_without_the_gpu_pipeline_cuda_graphs_mode_has_nothing_to_build(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sets = [s for s in _sets(tmp_path) if not s.startswith("gpu.pipeline")]
+    sets = [s for s in _sets(tmp_path) if not s.startswith("advanced.gpu.pipeline")]
     assert _build([*sets, "advanced.gpu.pipeline=never", "engine.backend=torch"]) == 2
     err = capsys.readouterr().err
     assert "nothing to compile (use --set advanced.engine.torch_mode=compiled)" in err
@@ -170,9 +170,9 @@ def test_the_build_reports_each_compiled_shape_as_it_goes_and_the_total(
     monkeypatch.setattr(shapes, "compiles_on", lambda device: True)
     monkeypatch.setattr(factory, "follower_networks", _torch_networks_on_cpu)
     sets = _sets(tmp_path)
-    assert _build([*sets, "pipeline.max_streams=1"], "--size", "320x240") == 0
+    assert _build([*sets, "advanced.pipeline.max_streams=1"], "--size", "320x240") == 0
     err = capsys.readouterr().err.splitlines()
-    config = load_config(None, [*sets, "swap.mode=neural", "pipeline.max_streams=1"])
+    config = load_config(None, [*sets, "swap.mode=neural", "advanced.pipeline.max_streams=1"])
     plan = shapes.plan_start(config, width_px=320, height_px=240).compiled_shapes()
     lines = [line for line in err if line.startswith("compiling ")]
     assert calls and lines, err

@@ -1,7 +1,7 @@
 """The GPU memory plan (:mod:`livecam.gpupipe.memory`): what N streams need, and a start that
 the limit cannot hold refused with one line before anything is compiled. On the CPU: the
-limit is ``gpu.memory_limit_gb`` (there is no card to read), the face networks are the torch
-ports compiled on the CPU through the seam the engines-build test uses (this machine has no
+limit is ``advanced.gpu.memory_limit_gb`` (there is no card to read), the face networks are the
+torch ports compiled on the CPU through the seam the engines-build test uses (this machine has no
 CUDA GPU), and the swap's compiled parts are asked for on the CPU too."""
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def test_only_the_streams_kept_frames_grow_with_the_streams() -> None:
     for name in parts[0]:
         if name != "face networks' frames":
             assert parts[0][name] == parts[1][name] == parts[2][name], name
-    # each stream keeps gpu.slots + 2 frames of 1080p for the swap: 5 x 6.2 MB
+    # each stream keeps advanced.gpu.slots + 2 frames of 1080p for the swap: 5 x 6.2 MB
     grown = parts[2]["face networks' frames"] - parts[1]["face networks' frames"]
     assert grown == 16 * 5 * 1920 * 1080 * 3
     assert many.total_bytes < 40 * memory.GB  # the issue's goal at 32 streams, by this model
     # uncompiled, the paste-back's graphs hold far more: the plan says so
-    assert _need(32, **{"gpu.compile_paste": "false"}).total_bytes > many.total_bytes
+    assert _need(32, **{"advanced.gpu.compile_paste": "false"}).total_bytes > many.total_bytes
 
 
 def test_the_limit_is_the_setting_or_the_card_less_headroom() -> None:
@@ -46,9 +46,9 @@ def test_the_limit_is_the_setting_or_the_card_less_headroom() -> None:
     need = _need(16)
     plan = plan_start(load_config(None, []), width_px=1920, height_px=1080)
     memory.check_fits(need, need.total_bytes, n_streams=16, plan=plan, limit_source="x")
-    with pytest.raises(ConfigError, match=r"more than the 1 GB of gpu.memory_limit_gb"):
+    with pytest.raises(ConfigError, match=r"more than the 1 GB of advanced.gpu.memory_limit_gb"):
         memory.check_fits(need, memory.GB, n_streams=16, plan=plan,
-                          limit_source="gpu.memory_limit_gb")
+                          limit_source="advanced.gpu.memory_limit_gb")
 
 
 @pytest.mark.slow
@@ -85,5 +85,5 @@ def test_a_start_the_limit_cannot_hold_is_refused_in_one_line_before_anything_co
     line = str(refused.value)
     assert "\n" not in line
     assert "4 stream(s) of 320x240 frames need about" in line
-    assert "more than the 0.05 GB of gpu.memory_limit_gb" in line
+    assert "more than the 0.05 GB of advanced.gpu.memory_limit_gb" in line
     assert compiles == []  # nothing was compiled (nor captured) before the refusal

@@ -85,7 +85,7 @@ def run_gpu(config: Config, identities: Any, packets: list[Packet]) -> list[np.n
 
 
 def run_cpu(config: Config, identities: Any, packets: list[Packet]) -> list[np.ndarray]:
-    """The CPU path's swap stages of the same config (``gpu.pipeline: never``)."""
+    """The CPU path's swap stages of the same config (``advanced.gpu.pipeline: never``)."""
     from livecam.swap import build_swap_stages
 
     stages = build_swap_stages(config, identities)
@@ -142,8 +142,8 @@ def test_options_run_in_the_gpu_pipeline_as_on_the_cpu_path(
 
 def test_the_streamers_eyes_and_mouth_are_kept_as_on_the_cpu_path(
         installed: Path, identities: Any, face_frame: FaceFrame, plain_gpu: np.ndarray) -> None:
-    """``swap.keep_eyes: always`` and ``swap.keep_mouth`` (the defaults) in the GPU pipeline.
-    Before: it ignored them, so its output equalled the output without them (the first
+    """``advanced.swap.keep_eyes: always`` and ``swap.keep_mouth`` (the defaults) in the GPU
+    pipeline. Before: it ignored them, so its output equalled the output without them (the first
     assert) and showed the source's eyes where the CPU path shows the streamer's."""
     config = config_for(installed, "advanced.swap.keep_eyes=always", "swap.keep_mouth=true",
                         "advanced.swap.mouth_size=1.3")

@@ -64,7 +64,7 @@ def test_the_swaps_parts_compile_per_bucket_with_the_dynamic_face_count_off() ->
 
     sets = ["swap.mode=neural", "analysis.max_faces=4"]
     dynamic = _plan(load_config(None, sets)).compiled_shapes()
-    static = _plan(load_config(None, [*sets, "gpu.compile_dynamic_batches=false"])
+    static = _plan(load_config(None, [*sets, "advanced.gpu.compile_dynamic_batches=false"])
                    ).compiled_shapes()
     swap = ("swap alignment", "swap paste-back")
     assert len(_parts(dynamic, *swap)) == (2 + 5) * 2  # alignment 1 and 2+, two windows

@@ -188,7 +188,7 @@ def test_unknown_identity_is_covered_never_sent_real_and_is_logged_once(
         inswapper_dyn_path: Path, face_frame: FaceFrame,
         caplog: pytest.LogCaptureFixture) -> None:
     """Fail closed on the GPU path: before, a face whose identity cannot be loaded went out
-    as it was (the real face). Now it is covered; ``swap.unswappable: real`` keeps the old
+    as it was (the real face). Now it is covered; ``advanced.swap.unswappable: real`` keeps the old
     behaviour as an explicit choice."""
     asked: list[str] = []
     state = RuntimeState(active_identity="ghost")

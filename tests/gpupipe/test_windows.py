@@ -1,5 +1,5 @@
-"""Paste windows: a face too big for ``gpu.paste_window_px`` (a streamer close to the camera)
-is swapped in the larger window, as the CPU path swaps it, and a tick of small faces keeps
+"""Paste windows: a face too big for ``advanced.gpu.paste_window_px`` (a streamer close to the
+camera) is swapped in the larger window, as the CPU path swaps it, and a tick of small faces keeps
 the small, cheaper window.
 
 Before, the GPU path had one window (640 px by default): every face whose crop footprint did
@@ -125,8 +125,8 @@ def test_a_window_the_frame_cuts_to_a_smaller_ones_size_is_dropped(cpu_engine: A
 
 
 def test_livecam_runs_factory_gives_the_hub_both_windows(tmp_path: Path) -> None:
-    """``gpu.paste_window_large_px`` reaches the hub ``livecam run`` builds (nothing opened);
-    its default is larger than the usual window, and 0 turns it off."""
+    """``advanced.gpu.paste_window_large_px`` reaches the hub ``livecam run`` builds (nothing
+    opened); its default is larger than the usual window, and 0 turns it off."""
     from livecam.app import SharedStages
     from livecam.config import load_config
     from livecam.gpupipe.factory import build_gpu_stages
@@ -161,4 +161,4 @@ def test_a_face_no_window_holds_is_covered_and_said_once(
         collect_all(stage, 3)
     assert stage.faces_too_big == 3
     lines = [r.getMessage() for r in caplog.records if "paste window" in r.getMessage()]
-    assert len(lines) == 1 and "gpu.paste_window_large_px" in lines[0], lines
+    assert len(lines) == 1 and "advanced.gpu.paste_window_large_px" in lines[0], lines

@@ -24,7 +24,7 @@ a viewer and dlib recognise them) and with ``swap.cover`` at its default strengt
 classic swap (offline, and in the leak runs: ``scripts/leak_table.py`` prints each run's lowest
 residual). Real and lightly blurred faces must read as leaks; covered and swapped ones not.
 The classic swap keeps the streamer's own eyes inside the lids and mouth interior
-(``swap.keep_eyes``, ``swap.keep_mouth``): the judge still compares them, so they count as
+(``advanced.swap.keep_eyes``, ``swap.keep_mouth``): the judge still compares them, so they count as
 unchanged pixels of the face; a viewer knows people by their eyes too.
 """
 

@@ -8,8 +8,8 @@ add``, and the clips written as H.264 files. :meth:`LeakBench.measure` runs
                 --set advanced.capture.loop=true ... (the clip's and the caller's --set)
 
 in a subprocess (the ``livecam`` command's own entry point), live mode (the default
-``pipeline.realtime: true``: the file is paced at its 30 fps like a camera, frames are dropped
-and repeated as the machine's load dictates; it plays :data:`PASSES` times and the run stops
+``advanced.pipeline.realtime: true``: the file is paced at its 30 fps like a camera, frames are
+dropped and repeated as the machine's load dictates; it plays :data:`PASSES` times and the run stops
 after as many output frames, plus the black ones at start-up), then decodes the output and
 hands it to
 :func:`tests.helpers.leak_judge.judge`. Used by ``scripts/leak_table.py`` and ``tests/leak``.
@@ -32,9 +32,9 @@ from tests.helpers.leak_clips import LeakClip, decode, write_clip
 from tests.helpers.leak_judge import LeakReport, judge
 
 IDENTITY = "astro"
-#: The clip plays this many times (``capture.loop``, as a camera never stops): start-up under
-#: load (black frames until the first result) may eat much of the first pass, never the second,
-#: and the jump back to frame 0 is one more scene cut to get right.
+#: The clip plays this many times (``advanced.capture.loop``, as a camera never stops): start-up
+#: under load (black frames until the first result) may eat much of the first pass, never the
+#: second, and the jump back to frame 0 is one more scene cut to get right.
 PASSES = 2
 #: Output frames sent beyond the passes: the black frames before the first result.
 EXTRA_FRAMES = 30

@@ -8,7 +8,9 @@ judge whether the result is closer to the source than to the target.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +21,11 @@ from livecam.identity.face_judge import FaceJudge, distance, dlib_box_from_mesh
 from livecam.swap.classic import ClassicFaceSwapper
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.source import SourceFace
+
+if TYPE_CHECKING:
+    from livecam.config import Config
+    from livecam.core.types import Packet, RuntimeState
+    from livecam.identity import IdentityCollection
 
 ImageBGR = npt.NDArray[np.uint8]
 
@@ -74,6 +81,43 @@ def source_from(face: RealFace, topology: MeshTopology,
                             landmarks_xy=prep.landmarks_xy, landmarks_z=prep.landmarks_z,
                             topology=topology, mirror_fill=mirror_fill, skin_only=skin_only,
                             remove_accessories=remove_accessories, close_mouth=close_mouth)
+
+
+def one_identity(face: RealFace, name: str) -> IdentityCollection:
+    """A library of one identity, ``name``, made from ``face`` as ``identity add`` prepares a
+    photo (default :class:`IdentityConfig`)."""
+    from livecam.identity import Identity, IdentityCollection, IdentityPhoto
+    from livecam.identity.photo import prepare_face
+
+    prep = prepare_face(face.image_bgr, face.label.encode(), face.landmarks_xy,
+                        face.landmarks_z, IdentityConfig())
+    return IdentityCollection({name: Identity(name, (IdentityPhoto(
+        prep.sha256, prep.texture_bgr, prep.landmarks_xy, prep.landmarks_z),))})
+
+
+def analysed(frames: Sequence[ImageBGR], state: RuntimeState,
+             config: Config | None = None) -> list[Packet]:
+    """``frames`` (at 30 fps) through the real analysis stages of ``config`` (default: the
+    defaults; detector, mesh, tracker, smoothing), opened and closed here: the packets the swap
+    stage is given in ``livecam run``."""
+    from livecam.analysis import build_stages
+    from livecam.config import load_config
+    from livecam.core.types import Frame, Packet
+
+    packets = []
+    stages = build_stages(config or load_config(None))
+    for stage in stages:
+        stage.open()
+    try:
+        for i, image in enumerate(frames):
+            packet = Packet.from_frame(Frame(i, i * 33_333_333, image), state)
+            for stage in stages:
+                packet = stage.process(packet)
+            packets.append(packet)
+    finally:
+        for stage in stages:
+            stage.close()
+    return packets
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,8 @@ def test_huge_photos(library: IdentityLibrary, tmp_path: Path) -> None:
     with pytest.raises(IdentityError, match="no face"):
         library.add("h", [huge])
     strict = IdentityLibrary(library.root, IdentityConfig(max_photo_megapixels=50.0))
-    with pytest.raises(IdentityError, match=r"8000x8000 .* above identity\.max_photo_megapixels"):
+    with pytest.raises(IdentityError,
+                       match=r"8000x8000 .* above advanced\.capture\.max_image_megapixels"):
         strict.add("h", [huge])
     assert library.names() == []
 

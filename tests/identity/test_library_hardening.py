@@ -218,7 +218,8 @@ def test_huge_photo_is_refused_before_decoding(tmp_path: Path, size: int) -> Non
     result = cli(tmp_path / "lib", "add", "big", str(big))
     assert result.returncode == 2
     lines = error_lines(result)
-    assert len(lines) == 1 and "megapixels, above identity.max_photo_megapixels" in lines[0]
+    assert len(lines) == 1
+    assert "megapixels, above advanced.capture.max_image_megapixels" in lines[0]
 
 
 def test_records_are_strict_json(library: IdentityLibrary, photos: dict[str, Path]) -> None:
@@ -246,8 +247,8 @@ def test_a_photo_that_is_no_photo_file_is_refused_before_reading(tmp_path: Path,
         photo = tmp_path / "photo.png"
         with photo.open("wb") as fh:
             fh.truncate(2 << 30)
-        expected = "2147 MB: more than a photo of identity.max_photo_megapixels (1 MP)"
-    result = cli(tmp_path / "lib", "--set", "advanced.identity.max_photo_megapixels=1", "add", "me",
+        expected = "2147 MB: more than a photo of advanced.capture.max_image_megapixels (1 MP)"
+    result = cli(tmp_path / "lib", "--set", "advanced.capture.max_image_megapixels=1", "add", "me",
                  str(photo), timeout=60)
     assert result.returncode == 2, result.stderr
     lines = error_lines(result)

@@ -121,7 +121,8 @@ def test_a_face_cut_by_each_edge_is_covered(name: str, clips: dict[str, LeakClip
 def test_a_face_hidden_behind_a_board_leaves_no_swap_on_it(clips: dict[str, LeakClip],
                                                             photo: Path) -> None:
     """While the board hides the whole face, nothing of its swap is painted on the board
-    (before: the held swap for ``swap.hold_frames``, 8 frames, on every hidden frame here)."""
+    (before: the held swap for ``advanced.swap.hold_frames``, 8 frames, on every hidden frame
+    here)."""
     _, truths, report = run_in_process(clips["hidden"], photo, frames=26)
     hidden = {t for t, truth in enumerate(truths) if not len(truth.ids)}
     assert len(hidden) >= 8

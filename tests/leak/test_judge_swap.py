@@ -33,7 +33,7 @@ def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
         clips: dict[str, LeakClip], astronaut_bgr: np.ndarray, tmp_path: Path) -> None:
     """``still_6`` (the t1 photo) swapped with the shipped settings: its three-quarter face is
     the weakest swap (its profile nose and lips stay the streamer's, and by design so do its
-    eyes inside the lids and its mouth interior: swap.keep_eyes, swap.keep_mouth)."""
+    eyes inside the lids and its mouth interior: advanced.swap.keep_eyes, swap.keep_mouth)."""
     photo = tmp_path / "astronaut.png"
     cv2.imwrite(str(photo), astronaut_bgr)
     config = load_config(None, ["advanced.pipeline.realtime=false"])  # the shipped swap settings

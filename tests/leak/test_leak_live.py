@@ -76,7 +76,7 @@ def test_no_face_is_shown_as_it_is(name: str, bench: LeakBench,
 
 def test_real_shows_the_faces_it_cannot_swap(bench: LeakBench,
                                              clips: dict[str, LeakClip]) -> None:
-    """``swap.unswappable: real`` (the explicit choice of the old behaviour): the two faces
+    """``advanced.swap.unswappable: real`` (the explicit choice of the old behaviour): the two faces
     beyond ``max_faces`` are shown as they are, and the judge sees it."""
     m = bench.measure(clips["still_6_max4"], "advanced.swap.unswappable=real")
     assert m.report.leaks_counted > 0

@@ -79,7 +79,7 @@ def test_a_full_disk_ends_the_recording_in_one_line(tmp_path: Path, frames: int,
     writes each frame as it goes."""
     full = tmp_path / "rec.mp4"
     full.symlink_to("/dev/full")
-    run = _record(full, frames, "--set", f"pipeline.realtime={realtime}")
+    run = _record(full, frames, "--set", f"advanced.pipeline.realtime={realtime}")
     assert run.returncode == 1, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr, run.stderr
     assert f"livecam: error: {said} {full}: [Errno 28] No space left on device" in run.stderr, \
@@ -93,7 +93,7 @@ def test_a_live_recording_holds_no_frames_for_the_stop_to_encode(tmp_path: Path)
     from livecam.app import build_app
     from livecam.config import load_config
 
-    config = load_config(None, ["pipeline.realtime=true"])
+    config = load_config(None, ["advanced.pipeline.realtime=true"])
     app = build_app(config, input_spec="synthetic:64x48",
                     output_spec=f"file:{tmp_path / 'a.mp4'}")
     sink = app.sink

@@ -64,9 +64,9 @@ def test_a_live_run_starts_with_the_first_input_frame(tmp_path: Path,
     out = tmp_path / "out.mp4"
     run = subprocess.run(
         [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip}", "--output",
-         f"file:{out}", "--source", str(photo), "--set", "pipeline.realtime=true",
-         "--set", "capture.loop=false", "--set", "control.api=false",
-         "--set", "control.hotkeys=false", "--set", "output.file_crf=10"],
+         f"file:{out}", "--source", str(photo), "--set", "advanced.pipeline.realtime=true",
+         "--set", "advanced.capture.loop=false", "--set", "control.api=false",
+         "--set", "control.hotkeys=false", "--set", "advanced.output.file_crf=10"],
         capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     numbers = _numbers(out, clip)

@@ -301,7 +301,7 @@ def test_a_raising_stage_never_sends_a_known_face_as_it_is(failing_group: int) -
 
 
 def test_a_raising_stage_sends_the_frame_unswapped_when_real_is_asked_for() -> None:
-    """``swap.unswappable: real`` is the explicit choice of the old behaviour."""
+    """``advanced.swap.unswappable: real`` is the explicit choice of the old behaviour."""
     rig = Rig([FaceFinder(), Raiser()], threads=2, policy="block", n_frames=5,
               image=_textured(), error_cover=FaceCover(mode="real"))
     rig.run()

@@ -86,7 +86,7 @@ def test_limits_are_one_clear_error(fast_config: Config) -> None:
     streams.start()
     try:
         streams.add_stream("synthetic:64x48", "null")
-        with pytest.raises(StreamLimitError, match=r"pipeline.max_streams \(2\)"):
+        with pytest.raises(StreamLimitError, match=r"advanced.pipeline.max_streams \(2\)"):
             streams.add_stream("synthetic:64x48", "null")
         with pytest.raises(KeyError):
             streams.remove_stream(7)

@@ -84,9 +84,11 @@ def test_streams_from_the_config(tmp_path: Path) -> None:
     # until memory runs out: 64 streams took 170 s to start and 7.6 GB on this CPU
     (["--set", "advanced.pipeline.max_streams=2", *["--input", "synthetic", "--output",
                                                     "null"] * 3],
-     "3 streams (3 --input/--output pairs) in one process, more than pipeline.max_streams (2)"),
+     "3 streams (3 --input/--output pairs) in one process, more than advanced.pipeline.max_streams "
+     "(2)"),
     (["--set", "streams=[" + ", ".join(['{input: "synthetic:64x64", output: "null"}'] * 65)
-      + "]"], "65 streams (config streams) in one process, more than pipeline.max_streams (64)"),
+      + "]"], "65 streams (config streams) in one process, more than advanced.pipeline.max_streams "
+              "(64)"),
 ])
 def test_streams_that_do_not_pair_up_are_one_clear_line(tmp_path: Path, args: list[str],
                                                          message: str) -> None:
@@ -241,7 +243,7 @@ def test_build_streams_wires_one_app_per_pair(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_run_sets_the_switch_interval_and_puts_it_back() -> None:
-    """``pipeline.gil_switch_interval_ms`` holds while a run is started (the stage sees it)
+    """``advanced.pipeline.gil_switch_interval_ms`` holds while a run is started (the stage sees it)
     and Python's own value is back after stop, also with two streams whose starts overlap."""
     seen: list[float] = []
 

@@ -160,7 +160,7 @@ def test_tokens_limits_and_bad_offers_are_refused_before_any_media(server: Serve
     status, text, _ = _post(server, offer, token=server.tokens["alice"], content_type="text/plain")
     assert status == 415
     status, text, _ = _post(server, offer, token=server.tokens["alice"], query="?fps=60")
-    assert status == 422 and "serve.max_fps" in text
+    assert status == 422 and "advanced.serve.max_fps" in text
     status, text, _ = _post(server, offer, token=server.tokens["alice"], query="?identity=nobody")
     assert status == 404
 
@@ -171,7 +171,7 @@ def test_tokens_limits_and_bad_offers_are_refused_before_any_media(server: Serve
     assert "a=inactive" in audio and "a=sendrecv" in answer[answer.index("m=video"):]
     # max_sessions=1: the second offer is refused with the reason
     status, text, _ = _post(server, offer, token=server.tokens["bob"])
-    assert status == 503 and "serve.max_sessions" in text
+    assert status == 503 and "advanced.serve.max_sessions" in text
     # bob cannot end alice's session; alice can
     assert _delete(server, location, server.tokens["bob"]) == 404
     assert _delete(server, location, server.tokens["alice"]) == 200
@@ -190,7 +190,7 @@ def test_a_refused_client_gets_the_reason(server: Server) -> None:
 
 def test_an_offer_flood_is_capped_and_the_server_still_answers(server: Server) -> None:
     """1,000 offers from a valid user as fast as one client can send them: past
-    serve.max_offers_per_s (20) a second they get 429 without their body being read, and a
+    advanced.serve.max_offers_per_s (20) a second they get 429 without their body being read, and a
     proper offer afterwards is answered."""
     offer = _offer_sdp()
     statuses = [_post(server, offer, token=server.tokens["bob"], query="?fps=999")[0]

@@ -52,7 +52,8 @@ TRICKLES = {
 
 @pytest.mark.slow
 # the challenge is trickled to a status, the signed request to a command: each exchange of
-# ctl's two kinds (a read, and a command whose deadline adds control.apply_wait_s) is covered
+# ctl's two kinds (a read, and a command whose deadline adds advanced.control.apply_wait_s) is
+# covered
 @pytest.mark.parametrize(("proves", "action"), [(False, "status"), (True, "next")],
                          ids=["challenge trickled", "request trickled"])
 @pytest.mark.parametrize("where", TRICKLES)

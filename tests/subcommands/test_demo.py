@@ -51,6 +51,7 @@ def test_the_demo_says_why_its_source_photo_does_not_pass_the_checks() -> None:
     from livecam.subcommands.demo import source_identity, source_photo_notice
 
     notice = source_photo_notice(source_identity())
-    # the astronaut's face is 93 px: under identity.warn_face_px, so `identity add` needs --force
+    # the astronaut's face is 93 px: under advanced.identity.warn_face_px, so `identity add` needs
+    # --force
     assert notice is not None
     assert "--force" in notice and "only 93 px wide" in notice and "uses it anyway" in notice

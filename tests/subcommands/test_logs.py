@@ -1,4 +1,5 @@
-"""JSON logs: with ``logging.json`` every line on stderr is one JSON object, whatever wrote it.
+"""JSON logs: with ``advanced.logging.json`` every line on stderr is one JSON object, whatever wrote
+it.
 
 Each case runs in a child process (the capture redirects the process's file descriptor 2,
 which pytest's own capture also uses). The noise comes from the real libraries: libpng via

@@ -1,6 +1,6 @@
 """`livecam run` from a video file to a video file (issue 39 items 18 and 20): no camera,
 virtual camera or window in it, so it runs offline by default (every frame, the input once)
-and says so; an explicit `pipeline.realtime=true` is kept. The overload warning names the
+and says so; an explicit `advanced.pipeline.realtime=true` is kept. The overload warning names the
 stream and, for a file input, points at offline mode."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _frames_in(path: Path) -> int:
 
 def test_file_to_file_is_offline_by_default_every_frame_once(clip: Path,
                                                              tmp_path: Path) -> None:
-    """Before: live mode, looping the input (capture.loop) until Ctrl-C, dropping frames on
+    """Before: live mode, looping the input (advanced.capture.loop) until Ctrl-C, dropping frames on
     a slow machine."""
     out = tmp_path / "out.mp4"
     run = _run("--input", f"file:{clip}", "--output", f"file:{out}")
@@ -53,7 +53,7 @@ def test_file_to_file_is_offline_by_default_every_frame_once(clip: Path,
 def test_an_explicit_live_file_to_file_run_stays_live(clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.mp4"
     run = _run("--input", f"file:{clip}", "--output", f"file:{out}", "--frames", "5",
-               "--set", "pipeline.realtime=true")
+               "--set", "advanced.pipeline.realtime=true")
     assert run.returncode == 0, run.stderr
     assert "live mode;" in run.stderr, run.stderr
     assert "file to file" not in run.stderr
@@ -69,4 +69,4 @@ def test_overload_warning_names_the_stream_and_offline_mode_for_a_file(
                            latencies_ms=[50.0], latency_total=k)
     warning = next(r.getMessage() for r in caplog.records if "overloaded" in r.getMessage())
     assert warning.startswith("stream 1: pipeline overloaded")
-    assert "pipeline.realtime=false" in warning
+    assert "advanced.pipeline.realtime=false" in warning

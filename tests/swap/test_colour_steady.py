@@ -5,8 +5,8 @@ A real clip: the astronaut's face (skimage) moving across a 640x360 frame and gr
 sensor noise (sigma 3), through the real analysis stages (detector, mesh, tracker, smoothing)
 and the classic swap stage with t1-3 as the source. The colour statistics of the swap are
 computed from the live face each frame; noise and the mesh's jitter moved them. Measured
-with ``swap.colour_smoothing: 0`` (no smoothing, as before): the output's mean colour moved 0.54
-per frame against the input's 0.19 (2.9x); with the default 0.75 (the past match moved with the
+with ``advanced.swap.colour_smoothing: 0`` (no smoothing, as before): the output's mean colour moved
+0.54 per frame against the input's 0.19 (2.9x); with the default 0.75 (the past match moved with the
 face onto this frame's grid): 0.24 (1.27x; the rest is the source's own teeth around the
 streamer's kept mouth: 0.18 without ``keep_mouth``).
 """
@@ -20,17 +20,13 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.analysis import build_stages
 from livecam.config import load_config
-from livecam.config.identity import IdentityConfig
-from livecam.core.types import Frame, Packet, RuntimeState
-from livecam.identity import Identity, IdentityCollection, IdentityPhoto
-from livecam.identity.photo import prepare_face
+from livecam.core.types import RuntimeState
 from livecam.swap.colour import ColourMemory
 from livecam.swap.mesh import MeshTopology
 from livecam.swap.stage import ClassicSwapStage
 from tests.helpers.clips import Trajectory, face_sprites, make_clip
-from tests.helpers.swap_eval import RealFace
+from tests.helpers.swap_eval import RealFace, analysed, one_identity
 
 
 def _mean_lab(image: np.ndarray, xy: np.ndarray, topology: MeshTopology) -> np.ndarray:
@@ -47,45 +43,28 @@ def colour_steps(by_label: dict[str, RealFace], topology: MeshTopology,
                  *overrides: dict[str, object]) -> list[float]:
     """Mean frame-to-frame change (Lab distance) of the face region's mean colour: the input,
     then the swapped output under each of ``overrides`` (swap keys)."""
-    source = by_label["t1-3"]
-    prep = prepare_face(source.image_bgr, b"t1-3", source.landmarks_xy, source.landmarks_z,
-                        IdentityConfig())
-    identities = IdentityCollection({"c": Identity("c", (IdentityPhoto(
-        prep.sha256, prep.texture_bgr, prep.landmarks_xy, prep.landmarks_z),))})
+    identities = one_identity(by_label["t1-3"], "c")
     config = load_config(None)
     sprite = face_sprites(by_label["astronaut"].image_bgr)[0]
     n = 40
     frames, _ = make_clip([sprite], [Trajectory.linear((220, 180), (420, 190), n, 150, 190)],
                           size=(640, 360), noise_sigma=3.0)
-    state = RuntimeState(active_identity="c")
-    analysed = []
-    stages = build_stages(config)
-    for stage in stages:
-        stage.open()
-    try:
-        for i, image in enumerate(frames):
-            packet = Packet.from_frame(Frame(i, i * 33_333_333, image), state)
-            for stage in stages:
-                packet = stage.process(packet)
-            analysed.append(packet)
-    finally:
-        for stage in stages:
-            stage.close()
-    keep = [t for t in range(5, n) if len(analysed[t].faces) == 1]  # the tracker settled
+    packets = analysed(frames, RuntimeState(active_identity="c"), config)
+    keep = [t for t in range(5, n) if len(packets[t].faces) == 1]  # the tracker settled
     assert len(keep) >= n - 8
-    xy = [analysed[t].faces.landmarks_xy[0][:468] for t in keep]
+    xy = [packets[t].faces.landmarks_xy[0][:468] for t in keep]
 
     def steps(images: list[np.ndarray]) -> float:
         means = [_mean_lab(images[t], p, topology) for t, p in zip(keep, xy, strict=True)]
         return float(np.mean([np.linalg.norm(b - a) for a, b in pairwise(means)]))
 
-    found = [steps([p.image_bgr for p in analysed])]
+    found = [steps([p.image_bgr for p in packets])]
     for override in overrides:
         with ClassicSwapStage(replace(config.swap, **override), identities) as swap:
-            outputs = [swap.process(p).image_bgr for p in analysed]
+            outputs = [swap.process(p).image_bgr for p in packets]
         x1, y1 = np.round(xy[0].min(axis=0)).astype(int)
         x2, y2 = np.round(xy[0].max(axis=0)).astype(int)
-        changed = outputs[keep[0]][y1:y2, x1:x2] != analysed[keep[0]].image_bgr[y1:y2, x1:x2]
+        changed = outputs[keep[0]][y1:y2, x1:x2] != packets[keep[0]].image_bgr[y1:y2, x1:x2]
         assert changed.any(axis=2).mean() > 0.5  # it did swap
         found.append(steps(outputs))
     return found

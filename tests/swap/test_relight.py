@@ -1,12 +1,12 @@
-"""Relighting (issue 42, ``swap.relight``): the swapped face takes the live face's shading (a
-lamp to one side), not only its mean colour.
+"""Relighting (issue 42, ``advanced.swap.relight``): the swapped face takes the live face's shading
+(a lamp to one side), not only its mean colour.
 
 Real faces (t1-0 and t1-1 of insightface's ``t1.jpg``, enlarged to 260 px) under the hard set's
 dim side light (``tests.helpers.hard_set.relight``: exposure x0.3, linear gain falling from 1 to
 0.4 across the face, on linear sRGB), with the astronaut and t1-2 as sources. The error is the
 mean CIEDE2000 between output and input over patches of the cheeks, nose and chin
 (``tests.helpers.classic_judge.local_de2000``, scikit-image's colour science). Measured: 5.07
-without relighting (the behaviour before), 4.19 with ``swap.relight: 0.3``.
+without relighting (the behaviour before), 4.19 with ``advanced.swap.relight: 0.3``.
 """
 
 from __future__ import annotations

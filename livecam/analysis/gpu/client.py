@@ -125,8 +125,8 @@ class StreamFaceNetworks:
             from livecam.analysis.mesh import FaceMeshLandmarker
 
             logging.getLogger(__name__).info(
-                "analysis.refine_landmarks: the 478-point mesh has no GPU port; it runs on "
-                "the host (MediaPipe), the detector on %s", self.device)
+                "advanced.analysis.refine_landmarks: the 478-point mesh has no GPU port; it runs "
+                "on the host (MediaPipe), the detector on %s", self.device)
             self._host_mesh = FaceMeshLandmarker(refine_landmarks=True)
             self._host_mesh.open()
         self.shared.acquire()

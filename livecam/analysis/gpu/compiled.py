@@ -80,7 +80,7 @@ class CompiledNetwork:
     one compiled call (:mod:`livecam.analysis.gpu.dynamic_rows`); () : each shape its own."""
 
     def __init__(self, module: Any, *, cache_dir: Path, name: str,
-                 knob: str = "gpu.compile_networks", part: str = "",
+                 knob: str = "advanced.gpu.compile_networks", part: str = "",
                  rows_args: tuple[int, ...] = ()) -> None:
         import torch
         import torch._dynamo
@@ -209,7 +209,7 @@ def triton_install_hint() -> str:
 
 
 def maybe_compiled(module: Any, cache_dir: Path | None, name: str, *,
-                   device_type: str | None = None, knob: str = "gpu.compile_networks",
+                   device_type: str | None = None, knob: str = "advanced.gpu.compile_networks",
                    part: str = "", rows_args: tuple[int, ...] = ()) -> Any:
     """``module`` (a torch module, or a function of tensors on ``device_type``) compiled with
     its code cached in ``cache_dir``, or as it is when None, or when it is on CUDA and Triton

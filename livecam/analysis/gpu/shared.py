@@ -23,8 +23,9 @@ Each stream gets a :class:`~livecam.analysis.gpu.client.StreamFaceNetworks` from
 ``frame_on_device``, ``device_frame`` and ``hold_frame_until``, so the follower, the tile
 search and the swap work the same for one stream or many. A stream's first mesh call of a
 frame also asks for the frame's detections
-(``detect_ahead``: the follower asks for both each frame with ``analysis.detect_each_frame``),
-so the detector still runs beside the mesh. On a CPU the same code runs eagerly (CI).
+(``detect_ahead``: the follower asks for both each frame with
+``advanced.analysis.detect_each_frame``), so the detector still runs beside the mesh. On a CPU the
+same code runs eagerly (CI).
 
 ``refine_landmarks`` (478 points with irises) has no torch port: each stream's mesh then runs
 on the host with MediaPipe's graph (the CPU path's landmarker) and only the detector is shared
@@ -80,8 +81,8 @@ class SharedFaceNetworks:
     ``dynamic_batches``: the compiled mesh and detector take any region or frame count from
     two up in one compiled call (:func:`~livecam.analysis.gpu.calls.load_mesh`).
     ``stack_frames``: the depth of the stacked frames (default ``n_streams``; the pipeline passes
-    ``pipeline.max_streams``, so the compiled shapes do not change with the streams started);
-    ``frames_per_call``: the most frames one detector call takes (default the depth; more
+    ``advanced.pipeline.max_streams``, so the compiled shapes do not change with the streams
+    started); ``frames_per_call``: the most frames one detector call takes (default the depth; more
     run as several calls). Streams call
     :meth:`acquire`/:meth:`release` (their clients' ``open``/``close``): the first opens the
     models, the last closes them."""

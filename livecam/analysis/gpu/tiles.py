@@ -18,7 +18,7 @@ tracker's floor (0.3) that the whole-frame pass uses, tiles of a 1080p frame wit
 held five false faces, each then covered on every frame (H200 run 19: the collector thread
 62 % in the cover).
 
-With ``whole_frame`` (``analysis.detect_each_frame`` off) the search also reports the
+With ``whole_frame`` (``advanced.analysis.detect_each_frame`` off) the search also reports the
 networks' whole-frame detections, as the CPU search runs its whole-frame pass.
 """
 

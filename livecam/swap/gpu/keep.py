@@ -1,6 +1,6 @@
 """The streamer's kept eyes and mouth, drawn on the device inside each face's paste window.
 
-The CPU path keeps the streamer's own eyes and mouth interior (``swap.keep_eyes``,
+The CPU path keeps the streamer's own eyes and mouth interior (``advanced.swap.keep_eyes``,
 ``swap.keep_mouth``): the mesh's eye loops and the inner mouth loop are filled with OpenCV's
 anti-aliased ``fillPoly`` and Gaussian-blurred by ``KEPT_EDGE_FRACTION`` x the face's width
 (:func:`livecam.swap.features.region_alpha`), and the paste-back's alpha is scaled by one minus

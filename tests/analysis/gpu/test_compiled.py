@@ -232,7 +232,7 @@ def test_a_network_that_cannot_compile_runs_as_it_is_and_the_log_says_so(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "could not compile the tiny net" in warnings[0]
-    assert "gpu.compile_networks: false" in warnings[0]
+    assert "advanced.gpu.compile_networks: false" in warnings[0]
 
 
 def test_on_a_gpu_without_triton_the_networks_run_as_they_are(
@@ -282,8 +282,8 @@ def test_a_rebuilt_chain_calls_the_networks_compiled_for_the_last_one(tmp_path: 
 
 def test_a_cache_folder_that_cannot_be_made_runs_the_network_as_it_is_and_says_why(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """engine.cache_dir under a file (or anywhere not writable): the network still runs, and
-    the warning names the cause, not only torch's wrapper line."""
+    """advanced.engine.cache_dir under a file (or anywhere not writable): the network still runs,
+    and the warning names the cause, not only torch's wrapper line."""
     blocker = tmp_path / "a file"
     blocker.write_text("")
     module = _tiny()

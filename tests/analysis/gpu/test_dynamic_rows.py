@@ -132,8 +132,8 @@ def test_counts_from_two_up_share_a_signature_and_the_callers_tensors_stay_unmar
 @pytest.mark.usefixtures("fresh")
 def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
         tmp_path: Path, astronaut_bgr: object, caplog: pytest.LogCaptureFixture) -> None:
-    """``gpu.compile_dynamic_batches`` on the face mesh (the real port, compiled on the CPU):
-    2 and 4 regions run one compiled call and find what the mesh as it is finds."""
+    """``advanced.gpu.compile_dynamic_batches`` on the face mesh (the real port, compiled on the
+    CPU): 2 and 4 regions run one compiled call and find what the mesh as it is finds."""
     import logging
 
     import numpy as np

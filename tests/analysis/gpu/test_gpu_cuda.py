@@ -53,7 +53,7 @@ def test_cuda_fp16_graph_replay_matches_cpu_fp32(short_detector, face_mesh, t1_t
 
 def test_compiled_networks_in_cuda_graphs_find_what_the_plain_ones_find(  # type: ignore[no-untyped-def]
         t1_bgr, tmp_path, caplog) -> None:
-    """``gpu.compile_networks`` (the default) on CUDA: the detector, the mesh and the tile
+    """``advanced.gpu.compile_networks`` (the default) on CUDA: the detector, the mesh and the tile
     search compiled and captured in CUDA graphs, on insightface's group of six, against the
     same networks uncompiled; the start says it compiled them."""
     import logging

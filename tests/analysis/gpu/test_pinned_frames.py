@@ -1,6 +1,6 @@
-"""Frames the capture thread put in pinned memory (``gpu.pinned_capture``) go to the GPU from
-there: the face networks find in them what they find in frames copied through their own staging,
-frame after frame, while the pinned blocks are given back and handed out again.
+"""Frames the capture thread put in pinned memory (``advanced.gpu.pinned_capture``) go to the GPU
+from there: the face networks find in them what they find in frames copied through their own
+staging, frame after frame, while the pinned blocks are given back and handed out again.
 
 CUDA only (pinned memory needs it); this machine and CI have none, so these skip here and run
 on the H200 with the other ``gpu`` tests."""

@@ -337,7 +337,7 @@ def test_more_frames_than_one_detector_call_takes_run_as_several_calls(
         frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     """Four streams' detections in one batch, with a call of at most two frames (and the
     stacked frames deeper than the streams, as the pipeline sizes them by
-    ``pipeline.max_streams``): two calls, each stream still gets its own detections."""
+    ``advanced.pipeline.max_streams``): two calls, each stream still gets its own detections."""
     want = [own(k) for k in range(len(frames))]
     shared = SharedFaceNetworks(device="cpu", n_streams=4, detector_model="full",
                                 min_score=0.5, max_rois=2, stack_frames=8, frames_per_call=2)
