@@ -18,8 +18,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,80 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from livecam.remote.client import FrameFeed, WhipClient
 from tests.helpers.leak_clips import leak_clips, read_index
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(work: Path, *, swap: bool, max_sessions: int) -> tuple[subprocess.Popen[str],
-                                                                        str, str, Path]:
-    import cv2
-    from skimage import data
-
-    env = dict(os.environ, XDG_CONFIG_HOME=str(work / "config"),
-               XDG_DATA_HOME=str(work / "data"), XDG_CACHE_HOME=str(work / "cache"))
-
-    def livecam(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "livecam.cli", *args], env=env,
-                              capture_output=True, text=True, timeout=600, check=True)
-        return done.stdout.strip()
-
-    extra: list[str] = []
-    if swap:
-        photo = work / "astronaut.png"
-        cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
-        livecam("identity", "add", "astro", str(photo), "--force")
-        extra = ["--identity", "astro"]
-    token = livecam("serve", "token", "add", "bench")
-    port = _free_port()
-    log = work / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "serve", *extra,
-             "--set", f"advanced.serve.address=127.0.0.1:{port}",
-             "--set", f"control.api_address=127.0.0.1:{_free_port()}",
-             "--set", f"advanced.serve.max_sessions={max_sessions}",
-             "--set", "advanced.pipeline.status_interval_s=5"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    deadline = time.monotonic() + 180
-    while "WHIP endpoint on" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"livecam serve did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    return proc, f"http://127.0.0.1:{port}/whip", token, log
+from tests.helpers.whip_session import LoopedSession, start_server
 
 
 async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, seconds: float
                ) -> dict[str, Any]:
-    sent_at: dict[int, float] = {}
-    index_of = {id(f): i for i, f in enumerate(frames)}
-
-    def on_sent(image: np.ndarray) -> None:
-        sent_at[index_of[id(image)]] = time.monotonic()
-
-    feed = FrameFeed(fps=fps, on_sent=on_sent)
-    client = WhipClient(url, token, feed, timeout_s=120)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / fps)
-
-    pumping = asyncio.ensure_future(pump())
     latencies: list[float] = []
     received = new = 0
     last: int | None = None
     t_first: float | None = None
     t_connect = time.monotonic()
-    try:
+    async with LoopedSession(url, token, frames, fps=fps, timeout_s=120) as session:
+        client, sent_at = session.client, session.sent_at
         await client.connect()
         while t_first is None or time.monotonic() < t_first + seconds:
             image = await client.received(timeout_s=120)
@@ -118,10 +55,6 @@ async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, secon
                 new += 1
                 latencies.append((now - sent_at[index]) * 1000)
             last = index
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
     wall = max(1e-9, time.monotonic() - (t_first or time.monotonic()))
     lat = np.asarray(latencies) if latencies else np.asarray([np.nan])
     return {"first_frame_s": round((t_first or np.nan) - t_connect, 2),
@@ -142,8 +75,9 @@ def main() -> None:
     args = parser.parse_args()
     frames = [f for f, _ in leak_clips()["still_2"].frames()]
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-remote-"))
-    proc, url, token, log = _start_server(work, swap=not args.no_swap,
-                                          max_sessions=max(args.sessions))
+    server = start_server(work, swap=not args.no_swap, max_sessions=max(args.sessions),
+                          status_interval_s=5.0, start_timeout_s=180.0)
+    url, token = server.url, server.tokens["alice"]
     rows: list[dict[str, Any]] = []
     try:
         for n in args.sessions:
@@ -155,8 +89,8 @@ def main() -> None:
                 rows.append({"sessions": n, "session": k, **result})
             time.sleep(2.0)  # the sessions' streams removed before the next count
     finally:
-        proc.terminate()
-        proc.wait(60)
+        server.proc.terminate()
+        server.proc.wait(60)
     print(f"{'sessions':>8} {'#':>2} {'first s':>8} {'recv fps':>8} {'new fps':>8} "
           f"{'p50 ms':>8} {'p99 ms':>8}")
     for r in rows:
@@ -167,7 +101,7 @@ def main() -> None:
     doc = {"command": " ".join(sys.argv), "swap": "none" if args.no_swap else "classic",
            "size": "1280x720", "fps": args.fps, "host": platform.node(),
            "cpus": os.cpu_count(), "loadavg": load, "rows": rows,
-           "server_log_tail": log.read_text()[-3000:]}
+           "server_log_tail": server.log.read_text()[-3000:]}
     args.json.write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.json} (load average {load[0]:.1f} on {os.cpu_count()} cores)")
 

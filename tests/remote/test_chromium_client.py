@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.leak_clips import leak_clips, read_index
 from tests.helpers.leak_judge import judge
-from tests.remote.conftest import Server, start_server
+from tests.helpers.whip_session import Server, start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 

@@ -19,7 +19,7 @@ import pytest
 from tests.daemon.conftest import free_port
 from tests.helpers.leak_clips import decode, leak_clips, write_clip
 from tests.helpers.leak_judge import judge
-from tests.remote.conftest import start_server
+from tests.helpers.whip_session import start_server
 
 pytestmark = pytest.mark.slow
 

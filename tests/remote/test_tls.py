@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from livecam.remote.client import FrameFeed, WhipClient, WhipError
+from livecam.remote.client import WhipError
 from tests.helpers.leak_clips import leak_clips, read_index
-from tests.remote.conftest import Server, start_server
+from tests.helpers.whip_session import LoopedSession, Server, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -46,29 +46,14 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 async def _first_swapped(server: Server, trust: ssl.SSLContext | None) -> bool:
     frames = [frame for frame, _ in leak_clips()["still_2"].frames()][:30]
-    feed = FrameFeed(fps=30.0)
-    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60, ssl=trust)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / 30)
-
-    pumping = asyncio.ensure_future(pump())
-    try:
+    async with LoopedSession(server.url, server.tokens["alice"], frames, ssl=trust) as session:
+        client = session.client
         await client.connect()
         while True:
             image = await client.received(timeout_s=60)
             assert image is not None, "the server ended the video"
             if read_index(image) is not None:
                 return True
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
 
 
 def test_whip_over_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:

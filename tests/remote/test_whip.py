@@ -26,7 +26,7 @@ import pytest
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
 from tests.helpers.leak_clips import leak_clips, read_index
 from tests.helpers.leak_judge import judge
-from tests.remote.conftest import Server, start_server
+from tests.helpers.whip_session import LoopedSession, Server, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -48,27 +48,10 @@ async def _session(server: Server, frames: list[np.ndarray], *, seconds: float
                    ) -> tuple[dict[int, np.ndarray], list[float], str]:
     """Send ``frames`` looped for ``seconds`` after the first swapped frame; (first output
     frame per input index, glass-to-glass ms per received frame, /metrics while open)."""
-    sent_at: dict[int, float] = {}  # input index -> when it last went to the encoder
-    index_of = {id(f): i for i, f in enumerate(frames)}
-
-    def on_sent(image: np.ndarray) -> None:
-        sent_at[index_of[id(image)]] = time.monotonic()
-
-    feed = FrameFeed(fps=30.0, on_sent=on_sent)
-    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / 30)
-
-    pumping = asyncio.ensure_future(pump())
     outputs: dict[int, np.ndarray] = {}
     latencies: list[float] = []
-    try:
+    async with LoopedSession(server.url, server.tokens["alice"], frames) as session:
+        client, sent_at = session.client, session.sent_at
         await client.connect()
         assert "m=video" in client.answer_sdp and "a=sendrecv" in client.answer_sdp
         t_end: float | None = None
@@ -87,10 +70,6 @@ async def _session(server: Server, frames: list[np.ndarray], *, seconds: float
                 server.api + "/metrics", headers={"Authorization": "Bearer " + _api_token(server)}
                 ) as resp:
             metrics = await resp.text()
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
     return outputs, latencies, metrics
 
 
@@ -226,24 +205,13 @@ async def _control_session(server: Server, frames: list[np.ndarray]
                            ) -> tuple[dict[str, int], dict[str, Any], list[np.ndarray]]:
     """Alice's session, controlled on its Location: (status codes of the probes, alice's
     state after bypass, the frames received once the server said bypass is on)."""
-    feed = FrameFeed(fps=30.0)
-    client = WhipClient(server.url, server.tokens["alice"], feed, timeout_s=60)
-    stop = asyncio.Event()
-
-    async def pump() -> None:
-        k = 0
-        while not stop.is_set():
-            feed.put(frames[k % len(frames)])
-            k += 1
-            await asyncio.sleep(1 / 30)
-
     def auth(user: str) -> dict[str, str]:
         return {"Authorization": "Bearer " + server.tokens[user]}
 
-    pumping = asyncio.ensure_future(pump())
     codes: dict[str, int] = {}
     after: list[np.ndarray] = []
-    try:
+    async with LoopedSession(server.url, server.tokens["alice"], frames) as session:
+        client = session.client
         await client.connect()
         assert client.location is not None
         base = client.location  # absolute, as the client resolved it
@@ -285,10 +253,6 @@ async def _control_session(server: Server, frames: list[np.ndarray]
         codes["ctl alice"] = (await asyncio.to_thread(ctl, "alice", "bypass", "off")).returncode
         while "bypass off" not in (await asyncio.to_thread(ctl, "alice", "status")).stdout:
             await asyncio.sleep(0.1)  # taken at the stream's next frame
-    finally:
-        stop.set()
-        pumping.cancel()
-        await client.close()
     return codes, state, after
 
 
