@@ -295,8 +295,9 @@ class WhipServer:
             addresses = allowed_addresses(serve.ice_interfaces)
             if not addresses:
                 await pc.close()
-                raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, "no address of advanced."
-                                   "serve.ice_interfaces is up on this server now: try again later")
+                raise self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, "no address of "
+                                   "advanced.serve.ice_interfaces is up on this server now: "
+                                   "try again later")
             limit_gathering(pc, addresses)
         pc.addTrack(make_swapped_track(session.sink))  # the video transceiver's sender
         await pc.setLocalDescription(await pc.createAnswer())
