@@ -105,6 +105,9 @@ class StreamSet(Generic[AppT]):
         self._started = threading.Event()
         self._removed: list[RunSummary] = []
         self.commands = _SetCommands(self)
+        #: the identities live elsewhere (the thin client's server): an empty local library
+        #: is then no sign of a pass-through run, and is not warned about
+        self.identities_elsewhere = False
         self.controls: list[ControlSource] = []
         self._gui = guis[0] if guis else None
         self.stop_timings_ms: dict[str, float] = {}
@@ -222,7 +225,8 @@ class StreamSet(Generic[AppT]):
         if len(apps) > 1:
             log.info("%d streams running", len(apps))
         state = apps[0].state if apps else None
-        if state is not None and state.active_identity is None and not state.identities:
+        if (state is not None and state.active_identity is None and not state.identities
+                and not self.identities_elsewhere):
             # said once the run is up, so a start-up error stays a single line
             log.warning("no identity in the library: frames pass through unswapped (the "
                         "real face is sent); add one with `livecam identity add NAME PHOTO`")

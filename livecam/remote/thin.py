@@ -92,7 +92,8 @@ class RemoteSwapStage(StageBase):
         # what the local state wants (pipeline thread writes, loop reads; under _lock)
         self._wanted: tuple[str | None, bool] = (identity, False)
         self._local_names: tuple[str, ...] = ()
-        self._server_names: tuple[str, ...] = ()
+        self._server_names: tuple[str, ...] = ()  # in local form (the photo's alias)
+        self._t_names = 0.0  # when the local list was last set to them
         self._told: tuple[str | None, bool] = (None, False)  # what the session was told
         self._location: str | None = None
         self._wake: asyncio.Event | None = None
@@ -117,9 +118,19 @@ class RemoteSwapStage(StageBase):
         image = packet.image_bgr
         self._feed.put(image)
         wanted = (packet.state.active_identity, packet.state.bypass)
+        now = time.monotonic()
         with self._lock:
             self._local_names = packet.state.identities
             changed, self._wanted = wanted != self._wanted, wanted
+            names = self._server_names
+            # a reload (`livecam ctl reload`, SIGHUP) lists this machine's library: the
+            # server's names again (at most once a second while the command is on its way)
+            restore = bool(names) and names != packet.state.identities and (
+                now - self._t_names > 1.0)
+            if restore:
+                self._t_names = now
+        if restore:
+            self._put(SetIdentityList(names))
         if changed:
             loop, wake = self._loop, self._wake
             if loop is not None and wake is not None:
@@ -280,6 +291,8 @@ class RemoteSwapStage(StageBase):
             self._server_names, self._told = names, told
             local, wanted = self._local_names, self._wanted
         if names and names != local:
+            with self._lock:
+                self._t_names = time.monotonic()
             self._put(SetIdentityList(names))
         if wanted[0] is None and told[0] is not None:
             self._put(SelectIdentity(told[0]))  # the local state shows the session's identity

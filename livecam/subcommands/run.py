@@ -184,6 +184,7 @@ def _remote_streams(args: argparse.Namespace, config: Config,
                             max_frames=getattr(args, "frames", None), state=state,
                             config_loader=_config_reloader(args, list(args.overrides)))
     stage.bind(streams.commands)
+    streams.identities_elsewhere = True
     return streams
 
 

@@ -186,3 +186,50 @@ def test_bad_uploads_are_refused_with_the_reason(server: Server, tmp_path: Path)
     assert done.stderr.strip().splitlines() == [
         f"livecam: error: --source {notes} is not a JPEG or PNG photo: the server takes those"
     ], done.stderr
+
+
+def test_a_photo_the_server_refuses_leaves_the_thin_client_on_the_cover(
+        server: Server, tmp_path: Path) -> None:
+    """A JPEG without a face passes the client's own check; the server refuses it (422): the
+    client's status says so with the server's reason, and its output shows the cover (the
+    clip's faces never come out: no other identity, no camera)."""
+    _, no_face = cv2.imencode(".jpg", np.full((240, 320, 3), 128, np.uint8))
+    photo = tmp_path / "wall.jpg"
+    photo.write_bytes(no_face.tobytes())
+    clip_path = tmp_path / "clip.mp4"
+    write_clip(leak_clips()["still_2"], clip_path)
+    api = f"http://127.0.0.1:{free_port()}"
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
+               XDG_DATA_HOME=str(tmp_path / "client-data"),
+               LIVECAM_REMOTE_TOKEN=server.tokens["alice"])
+    out, log = tmp_path / "out.mp4", tmp_path / "client.log"
+
+    def remote() -> dict[str, Any]:
+        done = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api,
+                               "--json", "status"], env=env, capture_output=True, text=True,
+                              timeout=60)
+        doc = json.loads(done.stdout) if done.returncode == 0 else {}
+        remote: dict[str, Any] = doc.get("remote_engines", {}).get("remote", {})
+        return remote
+
+    with open(log, "w") as err:
+        client = subprocess.Popen(
+            [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
+             "--output", f"file:{out}", "--remote", server.url, "--source", str(photo),
+             "--set", "control.hotkeys=false", "--set", "advanced.capture.loop=true",
+             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "advanced.pipeline.status_interval_s=0"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    try:
+        wait_for("the client saw the refusal", lambda: remote().get("state") == "refused", log)
+        status = remote()
+        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
+                       env=env, capture_output=True, timeout=60)
+        assert client.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert "refused the photo (422)" in status["last_error"], status
+    assert "face" in status["last_error"] and status["last_frame_age_s"] is None, status
+    outputs = decode(out)
+    assert outputs and all(read_index(image) is None for image in outputs)  # the cover only

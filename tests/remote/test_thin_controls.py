@@ -92,8 +92,18 @@ def test_hotkeys_and_ctl_of_the_thin_client_switch_the_server_session(
             and s["bypass"] is False), client.log)
         # a name the server does not have is refused by the client's own API (not forwarded)
         assert client.ctl("select", "nobody").returncode != 0
+        # a reload lists this machine's (empty) library: the server's names come back
+        reload = client.ctl("--json", "reload")
+        assert reload.returncode == 0 and "0 identities" in reload.stdout, reload
+        wait_for("the server's identities restored", lambda: client.status().get(
+            "identities") == ["astro", "hopper"], client.log)
+        xscreen.press("2", ("Control_L", "Alt_L"))
+        wait_for("Ctrl+Alt+2 after the reload",
+                 lambda: _session_state(server, location)["identity"] == "hopper", client.log)
         assert client.remote()["session"] == location  # one session all along
         assert client.quit() == 0, client.log.read_text()[-3000:]
+        # the local library is empty, but nothing passes through unswapped: no such warning
+        assert "no identity in the library" not in client.log.read_text()
     finally:
         client.kill()
         server.stop()
