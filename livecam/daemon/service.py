@@ -106,7 +106,9 @@ def exit_without_teardown(code: int) -> NoReturn:
     """End the process with ``code`` now: run the atexit handlers (they flush the logs and
     drain the captured stderr) but not the interpreter's module teardown. Main thread, only
     after :func:`serve` returned (the app has closed its sink, so recordings are complete,
-    and released its locks); threads still running are logged and then ended with it."""
+    and released its locks); threads still running are logged and then ended with it. On
+    Linux the kernel unmaps the memory after the exit is seen, not before
+    (:mod:`livecam.daemon.memory_handoff`)."""
     running = [t.name for t in threading.enumerate()
                if not t.daemon and t is not threading.main_thread()]
     if running:
@@ -114,4 +116,8 @@ def exit_without_teardown(code: int) -> NoReturn:
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
+    if sys.platform == "linux":
+        from livecam.daemon.memory_handoff import exit_handing_off_memory
+
+        exit_handing_off_memory(code)
     os._exit(code)
