@@ -30,20 +30,24 @@ log = logging.getLogger(__name__)
 _POLL_S = 0.05
 
 
-class _StopWhileStarting(BaseException):
-    """Raised by the stop signal's handler into a daemon still building or starting its app
-    (loading models can take seconds on a busy machine): the start unwinds, freeing what it
-    opened, instead of finishing first."""
+class _StopSignal(BaseException):
+    """Raised by the stop signal's handler into the main thread while the daemon builds,
+    starts or runs its app: a start (loading models can take seconds on a busy machine)
+    unwinds, freeing what it opened, instead of finishing first; a run's wait ends at once
+    rather than at its next poll (up to 50 ms later, issue 39 item 15)."""
 
 
-def serve(build: Callable[[], App | StreamSet], *, stop_timeout_s: float = 0.7) -> str:
+def serve(build: Callable[[], App | StreamSet], *, stop_timeout_s: float = 0.7,
+          exiting: bool = False) -> str:
     """Build and start an app (or a set of streams) with ``build`` and run it until a stop
     signal or its end; returns why it stopped (``"SIGTERM"``, ``"SIGINT"``, ``"finished"``).
-    A stop signal while it is still starting ends the start at once. Main thread only (it
-    installs handlers)."""
+    A stop signal while it is still starting ends the start at once. ``exiting``: the
+    process ends without teardown after this returns (see ``App.stop``). Main thread only
+    (it installs handlers)."""
     stop_reason: list[str] = []
     stop = threading.Event()
     t_signal_ns: list[int] = []
+    interruptible = [True]  # building, starting or waiting: not yet stopping
     starting = [True]
     app: App | StreamSet | None = None
 
@@ -51,9 +55,9 @@ def serve(build: Callable[[], App | StreamSet], *, stop_timeout_s: float = 0.7) 
         t_signal_ns.append(time.perf_counter_ns())
         stop_reason.append(signal.Signals(signum).name)
         stop.set()
-        if starting[0]:
-            starting[0] = False  # once: a second signal must not break the unwinding
-            raise _StopWhileStarting
+        if interruptible[0]:
+            interruptible[0] = False  # once: a second signal must not break the unwinding
+            raise _StopSignal
 
     def on_hup(_signum: int, _frame: FrameType | None) -> None:
         if app is not None:
@@ -68,15 +72,18 @@ def serve(build: Callable[[], App | StreamSet], *, stop_timeout_s: float = 0.7) 
             app = build()
             app.start()
             starting[0] = False
-        except _StopWhileStarting:
-            log.info("%s while starting: not starting", stop_reason[0])
-        while app is not None and not stop.is_set() and not app.wait(_POLL_S):
-            pass
+            while not stop.is_set() and not app.wait(_POLL_S):
+                pass
+            interruptible[0] = False  # finished: a signal from here on only sets ``stop``
+        except _StopSignal:
+            if starting[0]:
+                log.info("%s while starting: not starting", stop_reason[0])
     finally:
-        starting[0] = False
+        interruptible[0] = starting[0] = False
         if app is not None:
             t_stop_ns = time.perf_counter_ns()
-            app.stop(timeout_s=stop_timeout_s)  # idempotent: also frees a start cut short
+            # idempotent: also frees a start cut short
+            app.stop(timeout_s=stop_timeout_s, exiting=exiting)
             if t_signal_ns:
                 timings = {"to_stop": (t_stop_ns - t_signal_ns[0]) / 1e6, **app.stop_timings_ms,
                            "total": (time.perf_counter_ns() - t_signal_ns[0]) / 1e6}
@@ -99,7 +106,9 @@ def exit_without_teardown(code: int) -> NoReturn:
     """End the process with ``code`` now: run the atexit handlers (they flush the logs and
     drain the captured stderr) but not the interpreter's module teardown. Main thread, only
     after :func:`serve` returned (the app has closed its sink, so recordings are complete,
-    and released its locks); threads still running are logged and then ended with it."""
+    and released its locks); threads still running are logged and then ended with it. On
+    Linux the kernel unmaps the memory after the exit is seen, not before
+    (:mod:`livecam.daemon.memory_handoff`)."""
     running = [t.name for t in threading.enumerate()
                if not t.daemon and t is not threading.main_thread()]
     if running:
@@ -107,4 +116,8 @@ def exit_without_teardown(code: int) -> NoReturn:
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
+    if sys.platform == "linux":
+        from livecam.daemon.memory_handoff import exit_handing_off_memory
+
+        exit_handing_off_memory(code)
     os._exit(code)

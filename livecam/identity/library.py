@@ -1,7 +1,7 @@
 """The identity library: named source faces stored in the user's data dir.
 
-Layout under the library root (``identity.library_dir``, default the platformdirs user data
-dir)::
+Layout under the library root (``identity.library_dir``, default ``library`` in the
+platformdirs user data dir: :func:`default_library_dir`)::
 
     identities/<name>.json       name, photos (sha256, original path, warnings), created
     identities/<name>.jpg        thumbnail (the first photo's face)
@@ -67,9 +67,18 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
 
 
 def default_library_dir() -> Path:
+    """The library's folder when ``identity.library_dir`` is empty: ``library`` in the user
+    data dir (records in ``library/identities/``). Before, it was ``identities`` there, so
+    records lay in ``identities/identities/`` (issue 39 item 20); a library an earlier livecam
+    made there is used where it is, untouched, as long as no new one exists."""
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("livecam", appauthor=False)) / "identities"
+    data = Path(platformdirs.user_data_dir("livecam", appauthor=False))
+    new, old = data / "library", data / "identities"
+    if not os.path.lexists(new) and (is_real_folder(old / "identities")
+                                     or os.path.lexists(old / RECORD_NAME)):
+        return old
+    return new
 
 
 def validate_name(name: str) -> str:

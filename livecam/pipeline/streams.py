@@ -254,14 +254,15 @@ class StreamSet(Generic[AppT]):
         ``stop``. Any thread, a signal handler included."""
         self._stopping.set()
 
-    def stop(self, timeout_s: float = 0.9) -> None:
-        """Stop the controls, then every stream in parallel. Idempotent."""
+    def stop(self, timeout_s: float = 0.9, *, exiting: bool = False) -> None:
+        """Stop the controls, then every stream in parallel (``exiting``: see
+        :meth:`App.stop`). Idempotent."""
         t0 = time.perf_counter_ns()
         self._stopping.set()  # no stream is added from here on
         stop_controls(self.controls)
         t_controls = (time.perf_counter_ns() - t0) / 1e6
         apps = self.apps
-        self._stop_all(apps, timeout_s)
+        self._stop_all(apps, timeout_s, exiting)
         timings = {"controls": t_controls}
         for app in apps:  # the slowest stream's time per step
             for key, ms in app.stop_timings_ms.items():
@@ -269,13 +270,14 @@ class StreamSet(Generic[AppT]):
         self.stop_timings_ms = timings
 
     @staticmethod
-    def _stop_all(apps: Sequence[App], timeout_s: float) -> None:
+    def _stop_all(apps: Sequence[App], timeout_s: float, exiting: bool = False) -> None:
         if not apps:
             return
         if len(apps) == 1:
-            apps[0].stop(timeout_s=timeout_s)
+            apps[0].stop(timeout_s=timeout_s, exiting=exiting)
             return
-        threads = [threading.Thread(target=a.stop, kwargs={"timeout_s": timeout_s},
+        threads = [threading.Thread(target=a.stop,
+                                    kwargs={"timeout_s": timeout_s, "exiting": exiting},
                                     name=f"livecam-stop-{i}", daemon=True)
                    for i, a in enumerate(apps)]
         for t in threads:

@@ -36,5 +36,6 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     pairs = stream_pairs(args, config)
     with lock_for_run(config, pairs):
-        serve(lambda: build_from_args(args, config, daemon=True, pairs=pairs))
+        # cli.main exits without teardown after this: the stop need not free the stages
+        serve(lambda: build_from_args(args, config, daemon=True, pairs=pairs), exiting=True)
     return 0

@@ -7,13 +7,11 @@ small); the output gaps under the full 3,000 are scripts/attack_api.py's figure.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 from collections.abc import Callable
 
 import pytest
 
-from tests.daemon.conftest import Daemon
+from tests.daemon.conftest import Daemon, idle_sockets
 
 pytestmark = pytest.mark.slow
 
@@ -22,17 +20,7 @@ def test_ctl_answers_through_hundreds_of_idle_sockets(new_daemon: Callable[[], D
     d = new_daemon()
     d.start("--input", "synthetic:160x120", "--output", "null", record=False)
     d.wait_ready(min_frames=5)
-    idle = []
-    try:
-        for _ in range(300):
-            s = socket.socket()
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(("127.0.0.1", d.port))
-            idle.append(s)
+    with idle_sockets(d.port, 300):
         for _ in range(3):  # each within ctl's own 5 s deadline
             result = d.ctl("--json", "status", check=False)
             assert result.returncode == 0, result.stderr
-    finally:
-        for s in idle:
-            s.close()

@@ -15,6 +15,7 @@ from livecam.app import App
 from livecam.capture.sources import SyntheticSource
 from livecam.config import Config
 from livecam.core.stage import StageBase
+from livecam.core.types import Packet
 from livecam.daemon.service import serve
 from livecam.output.sinks import NullSink
 
@@ -90,3 +91,61 @@ def test_serve_runs_the_app_until_it_finishes(fast_config: Config) -> None:
 
     assert serve(build) == "finished"
     assert sink.opened == 1
+
+
+class BusyUntilTheSinkCloses(StageBase):
+    """A frame's processing that ends only once the sink is closed (``sink_closed``), or
+    gives up after a minute (``gave_up``): a stop that waits for the pipeline thread before
+    closing the sink waits here."""
+
+    name = "busy"
+
+    def __init__(self, sink_closed: threading.Event) -> None:
+        self.sink_closed = sink_closed
+        self.busy = threading.Event()
+        self.gave_up = False
+        self.closed = False
+
+    def process(self, packet: Packet) -> Packet:
+        self.busy.set()
+        if not self.sink_closed.wait(60):
+            self.gave_up = True
+        return packet
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ClosingSink(NullSink):
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_stop_before_exit_closes_the_sink_without_waiting_for_the_pipeline(
+        fast_config: Config) -> None:
+    """``livecam daemon`` exits without teardown after ``serve``: SIGTERM closes the
+    recording at once and leaves the pipeline thread's last frame and the stages to the
+    process's exit (issue 39 item 15: that frame took up to 0.47 s of a SIGTERM and closing
+    the stages up to 0.32 s on a saturated machine). Before, the stop waited for the frame
+    (here it never ends before the sink closes: the stop ran into the stage's minute)."""
+    sink = ClosingSink()
+    stage = BusyUntilTheSinkCloses(sink.closed)
+
+    def build() -> App:
+        return App(fast_config, source=SyntheticSource(width=64, height=48, fps=30), sink=sink,
+                   stages=[stage])
+
+    def terminate_when_busy() -> None:
+        if stage.busy.wait(60):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_when_busy)
+    killer.start()
+    reason = serve(build, stop_timeout_s=120, exiting=True)
+    killer.join(10)
+    assert reason == "SIGTERM"
+    assert sink.closed.is_set() and not stage.gave_up
+    assert not stage.closed  # left to the exit

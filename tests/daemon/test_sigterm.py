@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.daemon.conftest import Daemon, add_identities
+from tests.daemon.conftest import Daemon, add_identities, idle_sockets
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +33,24 @@ def test_sigterm_under_load_exits_0_with_a_whole_recording(
     d.start("--input", f"file:{face_clip}", "--output", f"file:{out}", "--identity", names[0],
             record=False)
     d.wait_ready(min_frames=30)
-    idle = []
-    for _ in range(300):
-        s = socket.socket()
-        s.setblocking(False)
-        with contextlib.suppress(BlockingIOError):
-            s.connect(("127.0.0.1", d.port))
-        idle.append(s)
+    with idle_sockets(d.port, 300):
+        code, sent = _sigterm_while_switching(d, names)
+    err = d.stderr()
+    assert code == 0, err[-3000:]
+    records = [json.loads(line) for line in err.splitlines()]
+    assert any(r["msg"].startswith("stopped (SIGTERM)") for r in records)
+    timings = next(r["timings_ms"] for r in records if r["msg"].startswith("stop timings"))
+    assert {"controls", "capture", "pipeline", "output", "close", "total"} <= timings.keys()
+    # the recording is complete: it decodes to the end and holds every frame sent before
+    with av.open(str(out)) as container:
+        frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+    assert len(frames) >= sent
+    assert frames[-1].shape == (360, 480, 3) and frames[-1].std() > 10  # a picture, not black
+
+
+def _sigterm_while_switching(d: Daemon, names: list[str]) -> tuple[int, int]:
+    """Switch identities and bypass through the API every 0.1 s and send SIGTERM meanwhile;
+    (exit code, frames sent before the signal)."""
     stop = threading.Event()
     switched = threading.Event()
 
@@ -58,23 +68,12 @@ def test_sigterm_under_load_exits_0_with_a_whole_recording(
 
     thread = threading.Thread(target=switch, daemon=True)
     thread.start()
-    assert switched.wait(60)
-    sent = d.status()["frames"]["sent"]
-    assert d.proc is not None
-    d.proc.send_signal(signal.SIGTERM)
-    code = d.proc.wait(60)
-    stop.set()
-    thread.join(30)
-    for s in idle:
-        s.close()
-    err = d.stderr()
-    assert code == 0, err[-3000:]
-    records = [json.loads(line) for line in err.splitlines()]
-    assert any(r["msg"].startswith("stopped (SIGTERM)") for r in records)
-    timings = next(r["timings_ms"] for r in records if r["msg"].startswith("stop timings"))
-    assert {"controls", "capture", "pipeline", "output", "close", "total"} <= timings.keys()
-    # the recording is complete: it decodes to the end and holds every frame sent before
-    with av.open(str(out)) as container:
-        frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
-    assert len(frames) >= sent
-    assert frames[-1].shape == (360, 480, 3) and frames[-1].std() > 10  # a picture, not black
+    try:
+        assert switched.wait(60)
+        sent = int(d.status()["frames"]["sent"])
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGTERM)
+        return d.proc.wait(60), sent
+    finally:
+        stop.set()
+        thread.join(30)

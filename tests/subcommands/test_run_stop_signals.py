@@ -5,7 +5,7 @@ Two defects behind issue 40's "Ctrl-C did not end the RTMP round trip under load
 started as a background job of a non-interactive shell (``livecam run … &`` in a script, a CI
 runner) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so
 Ctrl-C and ``kill -INT`` did nothing and the run went on for ever; and SIGTERM's default
-action ended the process at once, so a recording lost its end (an MP4 without its index).
+action ended the process at once, so a recording lost its last seconds (its open fragment).
 Real processes and signals; the input is a real RTMP listener nobody publishes to, or
 ``synthetic`` (no face: nothing to swap, the run starts in about a second).
 """
@@ -96,6 +96,6 @@ def test_sigterm_ends_a_run_and_its_recording_is_complete(tmp_path: Path) -> Non
         if proc.poll() is None:
             proc.kill()
     assert "interrupted (SIGTERM)" in log.read_text()
-    with av.open(str(out)) as container:  # the index was written: it decodes to its end
+    with av.open(str(out)) as container:  # closed by the stop: it decodes to its end
         frames = sum(1 for _ in container.decode(video=0))
     assert frames > 0
