@@ -10,14 +10,15 @@ in view, 0.71 at 26 %, 0.78 at 32 %; on the whole frame mirrored out by 154 px i
 below 32 %, and on the plain frame nothing below 38 %.
 
 So the follower runs the detector on :func:`edge_strips` (each edge's strip, ``depth`` deep,
-cut into pieces no longer than twice that and mirrored outward: six square 720x720 pictures
-for a 1280x720 frame) and takes every hit whose box crosses the frame's edge, with the weak
-whole-frame hits that do, as a face to cover (``Unswappable.NO_MESH``: box only) unless a
-followed face is there: a cut face is covered until enough of it is in view for its mesh to
-be followed and swapped. Boxes are kept as found, partly outside the frame, so the cover's
-ellipse sits on the face. These faces are covered, never tracked: a track of its own for a cut
-face would take a track id and a place, and would be a second track on a face that a followed
-face's lost track waits for at the edge (both broke following a group and a face re-entering).
+cut into pieces no longer than twice that and mirrored outward, the bottom's also with its last
+row repeated: eight square 720x720 pictures for a 1280x720 frame) and takes every hit whose box
+crosses the frame's edge, with the weak whole-frame hits that do, as a face to cover
+(``Unswappable.NO_MESH``: box only) unless a followed face is there: a cut face is covered
+until enough of it is in view for its mesh to be followed and swapped. Boxes are kept as found,
+partly outside the frame, so the cover's ellipse sits on the face. These faces are covered,
+never tracked: a track of its own for a cut face would take a track id and a place, and would
+be a second track on a face that a followed face's lost track waits for at the edge (both broke
+following a group and a face re-entering).
 
 :class:`StripSearch` is the search itself (strips built and run through the detector: the
 detector's input pictures, made in C, which lets go of the GIL as the detector's own resizing
@@ -25,11 +26,13 @@ does); the follower takes it as a seam, so benchmarks of the follower's own Pyth
 networks' image work out.
 
 :class:`EdgeMemory` keeps a hit covered for a few frames after the detector last saw it: the
-scores of cut faces are weak and flicker from frame to frame.
+scores of cut faces are weak and flicker from frame to frame. A remembered hit's cover
+reaches further into the frame the older it is (:func:`cover_box`): the face goes on entering.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,9 +54,12 @@ MIN_INSIDE = 0.04
 #: edge mostly reads, mirrored, as a face centred on the edge (0.3-0.6 of its box inside,
 #: measured on the ``slide_*`` leak clips); a weak box mostly in the mirrored half is often the
 #: mirror's own pattern (t1's table edge mirrored at the bottom: 0.47 with 12-18 % inside, on
-#: every frame), while a face only entering scored 0.65 with 10 % inside.
+#: every frame), while a face only entering scored 0.65 with 10 % inside, and
+#: ``slide_bottom``'s, decoded from the clip's H.264 as livecam sees it, 0.59 and 0.51 with
+#: 5-7 % inside (its first frames in view: at 0.6 they showed when live mode had dropped the
+#: frames before). No hit scored 0.5-0.6 with under 25 % inside on the other leak clips.
 HALF_INSIDE = 0.25
-SURE_SCORE = 0.6
+SURE_SCORE = 0.5
 #: ... and a weak one some colour in view (median HSV saturation, 0-255; :func:`looks_grey`).
 #: A black-and-white camera's weak edge hits are left out with it; its strong ones stay.
 GREY_SATURATION = 16.0
@@ -64,15 +70,43 @@ ALONG_EDGE = 3.0
 MAX_ALONG_SHARE = 0.4
 #: An edge hit with this share of its in-frame part on a face already there is that face.
 ON_FACE_SHARE = 0.5
-#: Frames an edge hit stays covered after it was last detected.
+#: Frames an edge hit stays covered after it was last detected: frames followed (the
+#: detector's flicker is per run: live mode under load follows a frame in three or four, and
+#: counted in input frames the memory ran out between two runs, ``slide_bottom``'s face showing
+#: at 58 % in view), up to :data:`MEMORY_MAX_AGE` input frames.
 MEMORY_FRAMES = 8
+MEMORY_MAX_AGE = 30
+#: A remembered hit's cover reaches this share of its size along the edge further into the
+#: frame per frame since it was detected (up to :data:`INWARD_MAX`): the face it was goes on
+#: entering, and a live frame under load comes several frames after the last hit. Measured on
+#: ``slide_bottom`` (10 px a frame, 5 % of the face's width; ``enter`` walks 11 %): with the
+#: hit's box kept as it was, the face showed above its cover two or three frames after the last
+#: hit (input frames 14 and 19 at 32 and 58 % in view, the frames between them dropped).
+INWARD_PER_FRAME = 0.15
+INWARD_MAX = 1.0
+#: Detections in the bottom pieces with their last row repeated (:func:`edge_strips`) need
+#: :data:`REPEATED_SURE_SCORE`, or :data:`REPEATED_MIN_SCORE` with
+#: :data:`REPEATED_MIN_INSIDE` of their box above the repeated rows. The repeated rows carry
+#: no face, so a face found there lies mostly above them (0.74-1.0 of its box on
+#: ``slide_bottom`` and ``cut_bottom``; the weakest that mattered, 32 % in view, 0.47); the
+#: leak clips' plain backdrop, its last row repeated, made large boxes straddling the edge
+#: (0.57-0.68 inside, 0.30-0.47) on every clip, and their frame code's bars, repeated into
+#: stripes, small ones above it (0.83-0.87 inside, 0.31-0.41): covers where no face was.
+REPEATED_SURE_SCORE = 0.5
+REPEATED_MIN_SCORE = 0.45
+REPEATED_MIN_INSIDE = 0.72
+#: ... and one ending less than this share of its height above the edge reaches it
+#: (:func:`reaching_the_edge`).
+REPEATED_NEAR = 0.2
 
 
 def cover_box(box: Sequence[float], width_px: int, height_px: int,
-              along: float = ALONG_EDGE) -> np.ndarray:
+              along: float = ALONG_EDGE, age_frames: int = 0) -> np.ndarray:
     """The box (4,) float32 to cover for an edge hit ``box``: stretched ``along`` times its
     size along the edge it crosses (about its centre; up to :data:`MAX_ALONG_SHARE` of the
-    frame), as found across it.
+    frame), as found across it; for a hit detected ``age_frames`` frames ago (remembered),
+    also reaching further into the frame by :data:`INWARD_PER_FRAME` of that size per frame
+    (up to :data:`INWARD_MAX` of it).
 
     A face only entering is seen as a sliver along the edge, and the detector's box on it is
     a fraction of the face (on ``slide_right`` at 7-26 % in view: 71-93 px tall on a 206 px
@@ -89,6 +123,14 @@ def cover_box(box: Sequence[float], width_px: int, height_px: int,
     if grow_x:  # the top or bottom edge only: stretch it sideways
         pad = 0.5 * max(0.0, min(along * (x2 - x1), most) - (x2 - x1))
         x1, x2 = x1 - pad, x2 + pad
+    if age_frames > 0:  # the face has gone on entering since: cover further in
+        reach = min(age_frames * INWARD_PER_FRAME, INWARD_MAX)
+        if grow_y:
+            dx = reach * (y2 - y1)
+            x1, x2 = (x1 - dx if x2 >= width_px - m else x1), (x2 + dx if x1 <= m else x2)
+        if y1 <= m or y2 >= height_px - m:
+            dy = reach * (x2 - x1 if grow_x else y2 - y1)
+            y1, y2 = (y1 - dy if y2 >= height_px - m else y1), (y2 + dy if y1 <= m else y2)
     return np.array([x1, y1, x2, y2], np.float32)
 
 
@@ -111,11 +153,24 @@ class EdgeStrip:
 
     image_bgr: ImageBGR
     offset_xy: np.ndarray  # (2,) float32: picture px + offset = frame px
+    #: the picture's last real row, where rows repeat below it (None: mirrored)
+    repeated_below: int | None = None
 
 
 def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[EdgeStrip]:
     """Each edge's strip of ``image_bgr`` (H, W, 3), ``depth_share`` of the shorter side
-    deep, in pieces at most twice as long as deep, each mirrored outward across the edge."""
+    deep, in pieces at most twice as long as deep, each mirrored outward across the edge
+    (the bottom's pieces also with their last row repeated instead).
+
+    Why the bottom twice: a face entering from below shows its forehead and eyes first,
+    which, mirrored, make a face with four eyes (``slide_bottom``: BlazeFace found nothing at
+    32-42 % in view, 0.39-0.51 at 47-58 %); with the last row repeated the face reads as one
+    whose lower half is hidden (0.47-0.78 at 32-53 %; ``cut_bottom`` 0.66-0.72 against
+    0.39-0.50). The mirror alone found the hair and the first 7 % in view (the repeated rows
+    nothing under 32 %), so both run: two more detector runs per frame. Faces are mirror
+    images of themselves left to right, not top to bottom; at the top edge, where the chin
+    shows first, the mirror alone finds more (``slide_top``: repeated rows found nothing
+    under 67 % in view)."""
     h, w = image_bgr.shape[:2]
     d = max(8, round(depth_share * min(w, h)))
     out: list[EdgeStrip] = []
@@ -141,6 +196,10 @@ def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[E
                 crop = image_bgr[h - d:, s:s + piece]
                 pic = cv2.copyMakeBorder(crop, 0, d, 0, 0, cv2.BORDER_REFLECT_101)
                 off = (s, h - d)
+                # and with its last row repeated below it
+                out.append(EdgeStrip(np.ascontiguousarray(
+                    cv2.copyMakeBorder(crop, 0, d, 0, 0, cv2.BORDER_REPLICATE)),
+                    np.array(off, np.float32), d))
             out.append(EdgeStrip(np.ascontiguousarray(pic), np.array(off, np.float32)))
     return out
 
@@ -214,36 +273,72 @@ class StripSearch:
         self.networks = networks
 
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
-        return [(self.networks.detect(strip.image_bgr), strip.offset_xy)
-                for strip in edge_strips(image_bgr)]
+        out = []
+        for strip in edge_strips(image_bgr):
+            found = self.networks.detect(strip.image_bgr)
+            if strip.repeated_below is not None and len(found):
+                found = found[above_repeated_rows(found, strip.repeated_below)]
+                found = reaching_the_edge(found, strip.repeated_below)
+            out.append((found, strip.offset_xy))
+        return out
+
+
+def reaching_the_edge(found: Faces, real_rows: int) -> Faces:
+    """``found`` (a new object) with the boxes that end less than :data:`REPEATED_NEAR` of
+    their height above the repeated rows taken down to them: the detector boxes only what
+    it sees of a face whose rows below the edge are hidden (``slide_bottom`` at 58-62 % in
+    view: 0.63-0.65, ending 8-18 px above the edge), and a box that does not reach the edge
+    is left out as a face inside the frame."""
+    boxes = found.boxes_xyxy.copy()
+    near = boxes[:, 3] >= real_rows - REPEATED_NEAR * (boxes[:, 3] - boxes[:, 1])
+    boxes[:, 3] = np.where(near, np.maximum(boxes[:, 3], real_rows), boxes[:, 3])
+    return dataclasses.replace(found, boxes_xyxy=boxes)
+
+
+def above_repeated_rows(found: Faces, real_rows: int) -> np.ndarray:
+    """(N,) bool: the detections in a picture whose rows repeat below ``real_rows`` that may
+    be a face: scoring :data:`REPEATED_SURE_SCORE`, or :data:`REPEATED_MIN_SCORE` with
+    :data:`REPEATED_MIN_INSIDE` of the box above those rows."""
+    y1, y2 = found.boxes_xyxy[:, 1], found.boxes_xyxy[:, 3]
+    inside = (np.minimum(y2, real_rows) - y1) / np.maximum(y2 - y1, 1e-6)
+    return np.asarray((found.scores >= REPEATED_SURE_SCORE)
+                      | ((found.scores >= REPEATED_MIN_SCORE) & (inside >= REPEATED_MIN_INSIDE)))
 
 
 def on_face(box: Sequence[float], others: Sequence[Sequence[float]], width_px: int,
             height_px: int, share: float = ON_FACE_SHARE) -> bool:
     """True when at least ``share`` of ``box``'s part inside the frame lies in one of
-    ``others`` (boxes (4,)): an edge hit on a face already there (the hit's box, half of it
-    the mirror's, is up to twice the face's, so IoU says little)."""
+    ``others`` (boxes (4,)), or that part's centre does: an edge hit on a face already there
+    (the hit's box, half of it the mirror's, is up to twice the face's, so IoU says little;
+    one taken down to the bottom edge, :func:`reaching_the_edge`, adds the neck below a face
+    in full view: 0.5 of it on the face, and its cover, left, lay over the swap)."""
     x1, y1 = max(float(box[0]), 0.0), max(float(box[1]), 0.0)
     x2, y2 = min(float(box[2]), width_px), min(float(box[3]), height_px)
     area = (x2 - x1) * (y2 - y1)
     if area <= 0.0:
         return True
+    cx, cy = 0.5 * (x1 + x2), 0.5 * (y1 + y2)
     for o in others:
         a, b, c, d = (float(v) for v in o)
         iw, ih = min(x2, c) - max(x1, a), min(y2, d) - max(y1, b)
-        if iw > 0.0 and ih > 0.0 and iw * ih >= share * area:
+        inside = a <= cx <= c and b <= cy <= d
+        if iw > 0.0 and ih > 0.0 and (iw * ih >= share * area or inside):
             return True
     return False
 
 
 class EdgeMemory:
-    """Edge hits of the last :data:`MEMORY_FRAMES` frames: each frame's hits replace the
-    remembered ones they overlap; the others stay until they are that old or lie on a face
-    that is there (:func:`on_face`). Only the follower's thread."""
+    """Edge hits of the last :data:`MEMORY_FRAMES` frames followed (and at most
+    :data:`MEMORY_MAX_AGE` input frames): each frame's hits replace the remembered ones they
+    overlap; the others stay until they are that old or lie on a face that is followed
+    (:func:`on_face`). Only the follower's thread."""
 
-    def __init__(self, frames: int = MEMORY_FRAMES) -> None:
+    def __init__(self, frames: int = MEMORY_FRAMES, max_age: int = MEMORY_MAX_AGE) -> None:
         self.frames = frames
-        self._kept: list[tuple[np.ndarray, float, np.ndarray, int]] = []
+        self.max_age = max_age
+        self._calls = 0
+        # (box, score, keypoints, frame index, call number)
+        self._kept: list[tuple[np.ndarray, float, np.ndarray, int, int]] = []
 
     @property
     def remembered(self) -> bool:
@@ -251,16 +346,25 @@ class EdgeMemory:
         return bool(self._kept)
 
     def update(self, hits: list[Hit], index: int, faces: list[np.ndarray],
-               size: tuple[int, int]) -> list[Hit]:
+               size: tuple[int, int], covered: Sequence[np.ndarray] = (),
+               ) -> list[tuple[np.ndarray, float, np.ndarray, int]]:
         """This frame's hits plus the remembered ones no hit repeats, less those on one of
-        ``faces`` (boxes (4,) of the faces there, followed or covered) in a (W, H) frame."""
+        ``faces`` (boxes (4,) of the faces followed) or of ``covered`` (faces covered this
+        frame without a mesh) in a (W, H) frame: (box, score, keypoints, frames since it was
+        detected: 0 for this frame's). Those on ``faces`` are forgotten; those on ``covered``
+        are kept: such a face's box stays where it was last detected, while the hit's cover
+        reaches further in as it ages (:func:`cover_box`)."""
         from livecam.analysis.observations import overlaps
 
         w, h = size
+        self._calls += 1
         rows = [b.tolist() for b in faces]
-        now = [(b, s, k, index) for b, s, k in hits]
+        now = [(b, s, k, index, self._calls) for b, s, k in hits]
         fresh = [b for b, _, _ in hits]
         older = [e for e in self._kept
-                 if 0 <= index - e[3] < self.frames and not overlaps(e[0], fresh)]
+                 if self._calls - e[4] < self.frames and 0 <= index - e[3] <= self.max_age
+                 and not overlaps(e[0], fresh)]
         self._kept = [e for e in now + older if not on_face(e[0].tolist(), rows, w, h)]
-        return [(b, s, k) for b, s, k, _ in self._kept]
+        boxes = [b.tolist() for b in covered]
+        return [(b, s, k, index - i) for b, s, k, i, _ in self._kept
+                if not on_face(b.tolist(), boxes, w, h)]

@@ -336,9 +336,11 @@ class FaceFollower:
         at_edge: list[tuple[int, Observation, Unswappable]] = []
         if cut or self._edges.remembered:
             h, w = image.shape[:2]
-            there = [o.box_xyxy for o in out]
-            for box, score, _ in self._edges.update(cut, index, there, (w, h)):
-                cover = edges.cover_box(box.tolist(), w, h)
+            # hits on a followed face are that face; on a box-only one, kept (edges.py)
+            there = [o.box_xyxy for o in out if o.mesh is not None]
+            boxed = [o.box_xyxy for o in out if o.mesh is None]
+            for box, score, _, age in self._edges.update(cut, index, there, (w, h), boxed):
+                cover = edges.cover_box(box.tolist(), w, h, age_frames=age)
                 at_edge.append((-1, Observation(cover, score, reason=Unswappable.NO_MESH),
                                 Unswappable.NO_MESH))
         return out, at_edge

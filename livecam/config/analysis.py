@@ -39,7 +39,7 @@ class AnalysisConfig:
         True, "Also run the whole-frame detector on strips along the frame's edges, mirrored "
         "outward, and cover every face whose box crosses the frame's edge (weak detections "
         "too) until it is followed and swapped: a face cut by the edge, or entering, is "
-        "covered from its first frame. Costs six more detector runs per 720p frame (small "
+        "covered from its first frame. Costs eight more detector runs per 720p frame (small "
         "pictures); false = faces cut by the edge show until the detector finds them whole "
         "(not fail-closed).")
     detect_every_n_frames: int = knob(

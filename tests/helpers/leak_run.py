@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,12 +123,14 @@ class LeakBench:
 
 
 def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
-                   frames: int | None = None) -> tuple[list[ImageBGR], list[FrameTruth],
-                                                       LeakReport]:
+                   frames: int | None = None, only: Collection[int] | None = None,
+                   ) -> tuple[list[ImageBGR], list[FrameTruth], LeakReport]:
     """``clip`` (its first ``frames``) through livecam's analysis and classic swap stages in
     this process, offline (every frame, in order, nothing encoded), judged: a quick,
-    deterministic twin of :meth:`LeakBench.measure` for the fast tests. Returns the outputs,
-    the truth and the report."""
+    deterministic twin of :meth:`LeakBench.measure` for the fast tests. ``only``: the input
+    frames to process (the others are dropped, as live mode drops frames under load: the
+    follower sees the gaps in the frame indices). Returns the outputs (one per frame
+    processed), the truth (every frame) and the report."""
     from livecam.analysis import build_stages
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
@@ -148,10 +151,12 @@ def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
             for t, (image, truth) in enumerate(clip.frames()):
                 if frames is not None and t >= frames:
                     break
-                packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
-                outputs.append(swap.process(packet).image_bgr)
                 inputs.append(image)
                 truths.append(truth)
+                if only is not None and t not in only:
+                    continue
+                packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
+                outputs.append(swap.process(packet).image_bgr)
     finally:
         analysis.close()
     return outputs, truths, judge(inputs, truths, outputs)
