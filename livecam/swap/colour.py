@@ -175,12 +175,18 @@ class LabMatch:
     def roll_off(self, lab: FloatArray) -> None:
         """The ceiling on ``lab`` (h, w, 3) float32, in place; a and b follow the lightness
         only within the live skin's range (below ``l_min`` they keep the colour the live skin
-        has there: a source's crease darker than any live skin does not turn deep red)."""
+        has there: a source's crease darker than any live skin does not turn deep red). Only
+        the few pixels above the roll-off's knee or below ``l_min`` are touched."""
         lightness = lab[..., 0]
-        capped = soft_ceiling(lightness, self.l_max)
-        lab[..., 1:] += (np.maximum(capped, self.l_min) - lightness)[..., None] \
-            * self.chroma_per_l
-        lab[..., 0] = capped
+        touched = np.nonzero((lightness > self.l_max - _CEILING_KNEE)
+                             | (lightness < self.l_min))
+        if len(touched[0]) == 0:
+            return
+        values = lightness[touched]
+        capped = soft_ceiling(values, self.l_max)
+        shift = (np.maximum(capped, self.l_min) - values)[:, None] * self.chroma_per_l
+        lab[touched[0], touched[1], 1:] += shift
+        lightness[touched] = capped
 
 
 def soft_ceiling(lightness: npt.NDArray[np.float32], l_max: float) -> npt.NDArray[np.float32]:
