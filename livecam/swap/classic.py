@@ -13,7 +13,7 @@ Only the pipeline thread calls :meth:`ClassicFaceSwapper.swap_into`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cv2
@@ -312,17 +312,17 @@ class ClassicFaceSwapper:
                        out=edge_weight)
         src_lab = np.asarray(cv2.cvtColor(small_src, cv2.COLOR_BGR2LAB), np.float32)
         tgt_lab = np.asarray(cv2.cvtColor(small_tgt, cv2.COLOR_BGR2LAB), np.float32)
-        scale, bias = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,
-                                          edge_blur_px=_EDGE_BLUR * face_w / warp.step_px,
-                                          edge_weight=edge_weight,
-                                          relight_blur_px=cfg.relight * face_w / warp.step_px)
+        match = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,
+                                    edge_blur_px=_EDGE_BLUR * face_w / warp.step_px,
+                                    edge_weight=edge_weight,
+                                    relight_blur_px=cfg.relight * face_w / warp.step_px)
         if memory is not None and live_xy is not None:
             x1, y1 = warp.box_xyxy[:2]
             centre = live_xy.mean(axis=0)
-            scale, bias = memory.smooth(
-                source_key, scale, bias, 1.0 - cfg.colour_smoothing,
+            match = memory.smooth_match(
+                source_key, match, 1.0 - cfg.colour_smoothing,
                 grid=(float(x1), float(y1), float(warp.step_px)),
                 anchor=(float(centre[0]), float(centre[1]), float(geometry.face_width_px(live_xy))))
-        bias_full = np.asarray(cv2.resize(bias, size, interpolation=cv2.INTER_LINEAR),
+        bias_full = np.asarray(cv2.resize(match.bias, size, interpolation=cv2.INTER_LINEAR),
                                np.float32)
-        return colour.apply_lab_transfer(warped, scale, bias_full)
+        return colour.apply_lab_transfer(warped, replace(match, bias=bias_full))
