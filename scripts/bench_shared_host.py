@@ -30,7 +30,7 @@ import torch
 
 from livecam.analysis.detect import tile_crop, tiles
 from livecam.analysis.gpu.batching import Request
-from livecam.analysis.gpu.calls import FrameStack, mesh_buckets
+from livecam.analysis.gpu.calls import CapturedCall, FrameStack, mesh_buckets
 from livecam.analysis.gpu.shared import SharedFaceNetworks
 from livecam.analysis.gpu.tiles import SLOTS_PER_TILE, GpuTileSearch, _Layout
 from livecam.analysis.roi import Roi
@@ -111,11 +111,13 @@ def _shared(n: int, detections: int = 2) -> SharedFaceNetworks:
     valid[:, :detections] = True
     shared._det_host = (torch.rand((b, 64, 4)) * 100, torch.rand((b, 64, 6, 2)) * 100,
                         torch.rand((b, 64)), valid)
-    stack = FrameStack(n, *SIZE_HW, torch.device("cpu"))
+    cpu = torch.device("cpu")
+    stack = FrameStack(n, *SIZE_HW, cpu)
+    call = CapturedCall(_noop, device=cpu, stream=None, use_graph=False)
     for k in mesh_buckets(b):
-        stack.detect[k] = _noop
+        stack.detect[k] = call
     for k in mesh_buckets(m):
-        stack.mesh[k] = _noop
+        stack.mesh[k] = call
     shared._stacks[SIZE_HW] = stack
     return shared
 
@@ -174,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     take = min(tiles_us(max(1, args.frames // 3)) for _ in range(3))
     print("| streams | hub us/frame | face networks' batch us/frame |")
     print("|---|---|---|")
-    for n, row in rows.items():
-        print(f"| {n} | {row['hub_us']:.1f} | {row['batch_us']:.1f} |")
+    for streams, row in rows.items():
+        print(f"| {streams} | {row['hub_us']:.1f} | {row['batch_us']:.1f} |")
     print(f"\ntile search take(), 1080p (28 tiles): {take:.1f} us a search")
     args.json.write_text(json.dumps({"streams": rows, "tile_take_us": take}, indent=2))
     print(f"wrote {args.json}")
