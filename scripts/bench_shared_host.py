@@ -98,10 +98,10 @@ def hub_us(n: int, frames: int, depth: int = 3) -> float:
     return (time.thread_time_ns() - t0) / done / 1e3
 
 
-def _shared(n: int, detections: int = 2) -> SharedFaceNetworks:
+def _shared(n: int, detections: int = 2, device: str = "cpu") -> SharedFaceNetworks:
     """Shared networks of ``n`` streams whose graph calls do nothing and whose host outputs
     hold ``detections`` valid detections a frame and a present mesh in every row."""
-    shared = SharedFaceNetworks(device="cpu", n_streams=n, max_rois=1)
+    shared = SharedFaceNetworks(device=device, n_streams=n, max_rois=1)
     shared._detectors = [object()]
     b, m = shared.frames_per_call, shared.max_mesh
     shared._index_host = torch.zeros((n,), dtype=torch.int64)
@@ -163,23 +163,125 @@ def tiles_us(calls: int) -> float:
     return (time.thread_time_ns() - t0) / calls / 1e3
 
 
+def _edge_networks(n: int, frame_hw: tuple[int, int], device: str) -> list[Any]:
+    """``n`` streams' networks (keeping 3 frames for the swap) on shared networks whose graph
+    calls do nothing, with stacks for ``frame_hw`` and its edge strips' pictures on
+    ``device``."""
+    from livecam.analysis.edges import strip_places
+
+    shared = _shared(n, device=device)
+    dev = torch.device(device)
+    call = CapturedCall(_noop, device=dev, stream=None, use_graph=False)
+    sizes = {frame_hw} | {(len(p.rows), len(p.cols)) for p in strip_places(*frame_hw)}
+    for size in sizes:
+        stack = FrameStack(n, *size, dev)
+        for k in mesh_buckets(shared.frames_per_call):
+            stack.detect[k] = call
+        for k in mesh_buckets(shared.max_mesh):
+            stack.mesh[k] = call
+        shared._stacks[size] = stack
+    nets = [shared.slot_for(k, keep_frames=3) for k in range(n)]
+    for net in nets:
+        net.open()
+    return nets
+
+
+class _LaunchOnly:
+    """torch for :mod:`livecam.analysis.gpu.client` on the ``meta`` device, whose
+    ``index_select`` runs a shape function in Python (0.6 ms a call here): a call on a
+    one-pixel CPU tensor instead, about a CUDA launch's host cost."""
+
+    _one = torch.zeros((1, 1, 3), dtype=torch.uint8)
+    _at = torch.zeros((1,), dtype=torch.int64)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+    def index_select(self, source: Any, dim: int, index: Any, out: Any = None) -> Any:
+        return torch.index_select(self._one, dim, self._at)
+
+
+def edge_us(n: int, frames: int, device: str = "meta",
+            frame_hw: tuple[int, int] = (1080, 1920)) -> dict[str, float]:
+    """The follower's calls of one frame, per stream in turn (``n`` streams, each its own
+    1080p frame each time): detect, the edge search, a mesh on 1 face. ``none``: without the
+    edge search; ``host``: its strip pictures built on the host and each uploaded as a frame
+    (the path before); ``device``: built from the frame already uploaded
+    (:meth:`StreamFaceNetworks.detect_strips`). Thread CPU µs per frame and stream.
+    ``device`` ``meta``: the uploads and the device's copies are torch calls that do no work
+    (as on CUDA, where they run on the GPU; the pictures' index selections stand-ins of a
+    launch's cost, :class:`_LaunchOnly`); ``cpu``: they run on this thread too.
+    ``host_writes``: the pictures made and copied into a staging buffer alone (what the host
+    path writes on any device)."""
+    import livecam.analysis.gpu.client as client
+    from livecam.analysis.edges import StripSearch, edge_strips
+
+    nets = _edge_networks(n, frame_hw, device)
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (*frame_hw, 3), dtype=np.uint8) for _ in range(n + 1)]
+    roi = Roi(frame_hw[1] / 2, frame_hw[0] / 2, 300.0, 0.0)
+    searches = {"none": [None] * n,
+                "host": [StripSearch(SimpleNamespace(detect=net.detect)) for net in nets],
+                "device": [StripSearch(net) for net in nets]}
+    out: dict[str, float] = {}
+    for name, search in searches.items():
+        client.torch = _LaunchOnly() if device == "meta" else torch  # type: ignore[assignment]
+        best = float("inf")
+        for _ in range(3):
+            done = 0
+            t0 = time.thread_time_ns()
+            while done < frames:
+                for k, net in enumerate(nets):
+                    image = images[(done + k) % len(images)]
+                    net.detect(image)
+                    if search[k] is not None:
+                        search[k].find(image)
+                    net.landmarks(image, [roi])
+                done += n
+            best = min(best, (time.thread_time_ns() - t0) / done / 1e3)
+        out[name] = best
+    client.torch = torch
+    staging = np.empty((frame_hw[0], frame_hw[0], 3), np.uint8)
+    t0 = time.thread_time_ns()
+    for k in range(frames):
+        for strip in edge_strips(images[k % len(images)]):
+            np.copyto(staging, strip.image_bgr)
+    out["host_writes"] = (time.thread_time_ns() - t0) / frames / 1e3
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", default="1,16,32")
     parser.add_argument("--frames", type=int, default=3000)
     parser.add_argument("--json", type=Path, default=Path("bench_shared_host.json"))
+    parser.add_argument("--edge-streams", default="1,16")
+    parser.add_argument("--edge-devices", default="meta,cpu")
+    parser.add_argument("--edge-frames", type=int, default=64,
+                        help="1080p frames a stream count's edge-search run takes")
     args = parser.parse_args(argv)
     rows: dict[str, dict[str, float]] = {}
     for n in (int(x) for x in args.streams.split(",") if x):
         rows[str(n)] = {"hub_us": min(hub_us(n, args.frames) for _ in range(3)),
                         "batch_us": min(batch_us(n, args.frames) for _ in range(3))}
     take = min(tiles_us(max(1, args.frames // 3)) for _ in range(3))
+    edge = {f"{n} {device}": edge_us(n, args.edge_frames, device)
+            for device in args.edge_devices.split(",") if device
+            for n in (int(x) for x in args.edge_streams.split(",") if x)}
     print("| streams | hub us/frame | face networks' batch us/frame |")
     print("|---|---|---|")
     for streams, row in rows.items():
         print(f"| {streams} | {row['hub_us']:.1f} | {row['batch_us']:.1f} |")
     print(f"\ntile search take(), 1080p (28 tiles): {take:.1f} us a search")
-    args.json.write_text(json.dumps({"streams": rows, "tile_take_us": take}, indent=2))
+    print("\n| streams, torch device | follower calls, no edge search | edge search: host "
+          "pictures | edge search: device pictures | host pictures' writes alone |  "
+          "(us/frame/stream)")
+    print("|---|---|---|---|---|")
+    for streams, e in edge.items():
+        print(f"| {streams} | {e['none']:.0f} | {e['host']:.0f} | {e['device']:.0f} | "
+              f"{e['host_writes']:.0f} |")
+    args.json.write_text(json.dumps({"streams": rows, "tile_take_us": take, "edge": edge},
+                                    indent=2))
     print(f"wrote {args.json}")
     return 0
 
