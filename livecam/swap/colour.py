@@ -5,9 +5,9 @@ Methods, chosen by ``advanced.swap.colour``:
 - ``lab`` (default): the target's low-frequency colour in Lab, *added* to the source's (so the
   source's detail keeps its own contrast: a multiplicative gain doubles a highlight where the
   live face is twice as bright, which blew pale live faces to cyan-white). Two scales: deep
-  inside the face the blur is ``advanced.swap.colour_blur`` (the source's own look survives), near the
-  mask's outer edge it is a tenth of the face width, so the swapped face meets the live face at
-  the seam with the live face's own local brightness (no band where the mask stops). Only
+  inside the face the blur is ``advanced.swap.colour_blur`` (the source's own look survives),
+  near the mask's outer edge it is a tenth of the face width, so the swapped face meets the live
+  face at the seam with the live face's own local brightness (no band where the mask stops). Only
   colours the live skin has (issue 42's foreign colour): a and b follow the lightness as the
   live skin's do, and the lightness rolls off just above the live skin's brightest
   (:class:`LabMatch`).

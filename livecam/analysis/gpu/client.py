@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
+from livecam.analysis.edges import StripPlace
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import Detection, FrameStack, merged_detections, wait_done
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
@@ -106,6 +107,10 @@ class StreamFaceNetworks:
         #: the frame) do not take the frame's place: the swap then copied every frame into a
         #: pinned buffer on the host and uploaded it again
         self._kept_for: dict[tuple[int, int], tuple[ImageBGR, torch.Tensor, Any]] = {}
+        #: the edge strips' frame indices on the device, per frame size and strip
+        self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
+        self._strip_built: Any = None  # CUDA event: the latest strip picture is built
+        self._pictures: dict[tuple[int, int], torch.Tensor] = {}  # their places, per size
 
     def tile_detector(self, max_faces: int) -> Any:
         """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
@@ -134,6 +139,7 @@ class StreamFaceNetworks:
             self._stream = new_stream(self.device, urgent=True)
             self._uploaded_alone = torch.cuda.Event()
             self._uploaded = self._uploaded_alone
+            self._strip_built = torch.cuda.Event()
         self._opened = True
 
     def close(self) -> None:
@@ -143,8 +149,10 @@ class StreamFaceNetworks:
         if self._stream is not None:
             self._stream.synchronize()
         release_stream(self._stream)
-        self._stream = self._uploaded = self._uploaded_alone = None
+        self._stream = self._uploaded = self._uploaded_alone = self._strip_built = None
         self._own.clear()
+        self._strip_index.clear()
+        self._pictures.clear()
         self._image = self._frame_dev = None
         self._kept_for.clear()
         if self._host_mesh is not None:
@@ -163,6 +171,15 @@ class StreamFaceNetworks:
             own = self._own[(height_px, width_px)] = _Own(stack, self.slot, self.device,
                                                           self.cuda, self.keep_frames)
         return own
+
+    def _picture_place(self, height_px: int, width_px: int) -> torch.Tensor:
+        """This stream's place in the stacked frames of the size, for pictures built on the
+        device (no staging, no kept frames)."""
+        place = self._pictures.get((height_px, width_px))
+        if place is None:
+            stack = self.shared.stack(height_px, width_px)
+            place = self._pictures[(height_px, width_px)] = stack.frames[self.slot]
+        return place
 
     def new_frame(self, image_bgr: ImageBGR) -> None:
         """A new frame: uploaded once into this stream's place of the stacked frames."""
@@ -219,6 +236,42 @@ class StreamFaceNetworks:
         self._frame(image_bgr)
         assert self._frame_dev is not None
         return self._frame_dev, self._stream
+
+    def detect_strips(self, image_bgr: ImageBGR,
+                      places: Sequence[StripPlace]) -> list[Faces] | None:
+        """Faces in each edge-strip picture ``places`` describes
+        (:func:`livecam.analysis.edges.strip_places`), in picture px: each picture built on
+        the device from this frame's upload (two index selections on the stream's CUDA
+        stream, into this stream's place of the pictures' stacked frames) and detected as
+        :meth:`detect` would detect it uploaded: the same pixels. The frame stays the latest
+        upload (its detections, its kept copy). None where a picture has the frame's own size
+        (a square frame): the caller uploads the pictures then."""
+        size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
+        if any((len(p.rows), len(p.cols)) == size for p in places):
+            return None
+        self._frame(image_bgr)
+        source = self._own[size].place
+        out: list[Faces] = []
+        for k, place in enumerate(places):
+            shape = (len(place.rows), len(place.cols))
+            key = (size, k, shape, tuple(place.offset_xy.tolist()))
+            index = self._strip_index.get(key)
+            if index is None:
+                index = self._strip_index[key] = (
+                    torch.from_numpy(place.rows).to(self.device),
+                    torch.from_numpy(place.cols).to(self.device))
+            picture = self._picture_place(*shape)
+            with torch.inference_mode(), self.shared.on_stream(self._stream):
+                rows = torch.index_select(source, 0, index[0])
+                torch.index_select(rows, 1, index[1], out=picture)
+                if self.cuda:
+                    self._strip_built.record(self._stream)
+            request = Request(self.slot, shape, detect=True, rois=(),
+                              uploaded=self._strip_built)
+            self.shared.batcher.call(request)
+            assert request.found is not None
+            out.append(merged_detections(request.found))
+        return out
 
     def _call(self, image_bgr: ImageBGR, *, detect: bool, rois: Sequence[Roi]) -> Request:
         request = Request(self.slot, (int(image_bgr.shape[0]), int(image_bgr.shape[1])),

@@ -160,7 +160,7 @@ def test_the_edge_strips_leave_the_frame_kept_for_the_swap(group_bgr: np.ndarray
     frame = group_bgr.copy()
     nets.detect(frame)
     strips = StripSearch(nets).find(frame)
-    assert len(strips) >= 4  # each strip a picture of its own, uploaded as a frame
+    assert len(strips) >= 4  # each strip a picture of its own (built on the device)
     kept = nets.device_frame(frame)
     assert kept is not None and np.array_equal(kept[0].numpy(), frame)
     assert nets.device_frame(group_bgr.copy()) is None  # still only that frame's image

@@ -1,0 +1,85 @@
+"""The edge search's strip pictures built on the device from the frame already uploaded
+(:meth:`StreamFaceNetworks.detect_strips`, :func:`livecam.analysis.edges.strip_places`)
+against the host-built pictures each uploaded as a frame (the path before): the same pixels,
+so the same detections, bit for bit. On torch's CPU device (CUDA is not available here; the
+same torch calls run on CUDA on the stream's own CUDA stream, not run in this test).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from livecam.analysis import edges
+from livecam.analysis.gpu.client import StreamFaceNetworks
+from livecam.analysis.gpu.shared import one_stream
+
+
+@pytest.mark.parametrize("size_hw", [(720, 1280), (1080, 1920), (723, 1001), (480, 640),
+                                     (1280, 720), (33, 47)])
+def test_strip_places_are_the_host_pictures_pixel_for_pixel(size_hw: tuple[int, int]) -> None:
+    rng = np.random.default_rng(1)
+    image = rng.integers(0, 256, (*size_hw, 3), dtype=np.uint8)
+    host = edges.edge_strips(image)
+    places = edges.strip_places(*size_hw)
+    assert len(places) == len(host) >= 4
+    for strip, place in zip(host, places, strict=True):
+        assert np.array_equal(image[np.ix_(place.rows, place.cols)], strip.image_bgr)
+        assert np.array_equal(place.offset_xy, strip.offset_xy)
+
+
+@pytest.fixture(scope="module")
+def cut_left(t1_bgr: np.ndarray) -> np.ndarray:
+    """insightface's t1 cut to 960x720 so that its leftmost face is cut by the left edge
+    (about half of it in view: the old path's strips find it there, score 0.54)."""
+    return np.ascontiguousarray(t1_bgr[83:803, 126:1086])
+
+
+def _same(a: object, b: object) -> None:
+    for name in ("boxes_xyxy", "scores", "keypoints_xy"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+@pytest.mark.slow  # the detector compiled for two picture sizes on this CPU
+def test_strips_on_the_device_find_what_the_uploaded_pictures_find(
+        cut_left: np.ndarray) -> None:
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5, keep_frames=2)
+    nets.open()
+    frame = cut_left.copy()
+    whole = nets.detect(frame)
+    old = [(nets.detect(s.image_bgr), s.offset_xy) for s in edges.edge_strips(frame)]
+
+    uploads = 0
+    new_frame = nets.new_frame
+
+    def counted(image: np.ndarray) -> None:
+        nonlocal uploads
+        uploads += 1
+        new_frame(image)
+
+    nets.new_frame = counted  # type: ignore[method-assign]
+    frame2 = cut_left.copy()
+    again = nets.detect(frame2)
+    new = edges.StripSearch(nets).find(frame2)
+    assert uploads == 1  # the frame only: the pictures are built from it on the device
+    _same(whole, again)
+    assert len(new) == len(old)
+    for (a, by_a), (b, by_b) in zip(old, new, strict=True):
+        _same(a, b)
+        assert np.array_equal(by_a, by_b)
+    hits = edges.edge_hits(new, frame2, 0.5)
+    assert any(box[0] < 0 < box[2] for box, _, _ in hits)  # the face cut by the left edge
+    assert hits and len(hits) == len(edges.edge_hits(old, frame, 0.5))
+    # the frame stays the latest upload: its detections and the copy kept for the swap
+    _same(nets.detect(frame2), whole)
+    kept = nets.device_frame(frame2)
+    assert kept is not None and np.array_equal(kept[0].numpy(), frame2)
+    assert uploads == 1
+
+
+def test_a_square_frame_leaves_the_pictures_to_the_host(t1_bgr: np.ndarray) -> None:
+    """A square frame's strips are pictures of its own size: they are built on the host (the
+    device's would take the frame's own place)."""
+    nets: StreamFaceNetworks = one_stream(device="cpu", detector_model="full", min_score=0.5)
+    square = np.ascontiguousarray(t1_bgr[:64, :64])
+    assert nets.detect_strips(square, edges.strip_places(64, 64)) is None
