@@ -83,6 +83,7 @@ def kept_values(old: str, value: Any) -> dict[str, Any]:
     convert = _CONVERTED.get(old)
     return convert(value) if convert is not None else {MERGED[old]: value}
 
+
 #: Old names already warned about in this process: each warns once, not at every reload.
 _WARNED: set[str] = set()
 
