@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon_harness import IDENTITIES, Daemon, DaemonEnv, free_port
+from scripts.daemon_harness import IDENTITIES, Daemon, DaemonEnv, free_port
 
 
 def open_idle(port: int, n: int) -> list[socket.socket]:

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon_harness import IDENTITIES, Daemon, DaemonEnv, free_port
+from scripts.daemon_harness import IDENTITIES, Daemon, DaemonEnv, free_port
 
 
 def proc_sample(pid: int) -> dict[str, float]:

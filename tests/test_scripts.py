@@ -29,7 +29,8 @@ def test_the_path_check_finds_a_path_set_up() -> None:
     assert not PATH_SETUP.search('env={"PYTHONPATH": os.pathsep.join(sys.path)}')
 
 
-@pytest.mark.parametrize("script", ["bench_streams", "bench_gpu", "bench_triton"])
+@pytest.mark.parametrize(
+    "script", ["bench_streams", "bench_gpu", "bench_triton", "bench_sigterm", "soak"])
 def test_a_script_importing_other_scripts_and_helpers_runs_as_a_module(script: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run = subprocess.run([sys.executable, "-m", f"scripts.{script}", "--help"], cwd=ROOT,

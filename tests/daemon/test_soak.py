@@ -7,9 +7,8 @@ and the daemon's long-run behaviour working."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +25,11 @@ pytestmark = pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="soak.py reads /proc")
 def test_two_minute_soak_is_clean(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
-    result = subprocess.run([sys.executable, str(SOAK), "--duration-s", "120", "--warmup-s",
-                             "30", "--sample-every-s", "5", "--root", str(tmp_path / "env"),
-                             "--json", str(out)], capture_output=True, text=True, timeout=900,
-                            # its harness uses the test helpers (tests/helpers, not installed)
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                [str(SOAK.parents[1]), os.environ.get("PYTHONPATH", "")])})
+    # run from the repo root as a module: its harness uses the test helpers (not installed)
+    result = subprocess.run([sys.executable, "-m", "scripts.soak", "--duration-s", "120",
+                             "--warmup-s", "30", "--sample-every-s", "5", "--root",
+                             str(tmp_path / "env"), "--json", str(out)], cwd=SOAK.parents[1],
+                            capture_output=True, text=True, timeout=900)
     report = json.loads(out.read_text())
     summary = report["summary"]
     assert result.returncode == 0, (summary["failures"], result.stdout[-3000:])
@@ -50,14 +48,7 @@ def test_two_minute_soak_is_clean(tmp_path: Path) -> None:
 def _verdict_of(threads: list[int]) -> dict[str, Any]:
     """soak.py's verdict on samples taken after the warm-up whose thread counts are
     ``threads`` (all else steady)."""
-    sys.path.insert(0, str(SOAK.parent))  # soak.py imports daemon_harness beside it
-    try:
-        spec = importlib.util.spec_from_file_location("soak", SOAK)
-        assert spec is not None and spec.loader is not None
-        soak_py = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(soak_py)
-    finally:
-        sys.path.remove(str(SOAK.parent))
+    soak_py = importlib.import_module("scripts.soak")
     samples = [{"t_s": 30.0 + 5 * k, "rss_mb": 270.0, "threads": n, "fds": 15,
                 "fps_out": 30.0, "p99_ms": 40.0, "sent": 100 * k, "stage_errors": 0,
                 "log_errors": 0, "non_json": 0} for k, n in enumerate(threads)]
