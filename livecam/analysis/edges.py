@@ -63,11 +63,16 @@ SURE_SCORE = 0.5
 #: ... and a weak one some colour in view (median HSV saturation, 0-255; :func:`looks_grey`).
 #: A black-and-white camera's weak edge hits are left out with it; its strong ones stay.
 GREY_SATURATION = 16.0
-#: An edge hit's cover is this many times its box's size along the edge (:func:`cover_box`).
-ALONG_EDGE = 3.0
-#: ... up to this share of the frame's shorter side in all (a box found on half a face is
-#: already about the face's size, and is not stretched).
-MAX_ALONG_SHARE = 0.4
+#: An edge hit's cover spans at least this share of the frame's shorter side along the edge
+#: (:func:`cover_box`; a box found on half a face or more, already larger, is kept as found).
+#: Before, it was three times the box's size up to this share: a sliver's box at 7 % in view
+#: (``enter``: 41 px on a 212 px face; ``leave_reenter``: 57 px on 204) left the face's
+#: lower half as it is (residual 0.33-0.39).
+MIN_ALONG_SHARE = 0.4
+#: ... and on the left or right edge, this share of what it adds goes below the box: the
+#: detector finds a sliver's eyes and brows, above the face's middle (``enter``,
+#: ``leave_reenter``, ``slide_right``: boxes centred 50-90 px above it).
+BELOW_SHARE = 0.65
 #: An edge hit with this share of its in-frame part on a face already there is that face.
 ON_FACE_SHARE = 0.5
 #: Frames an edge hit stays covered after it was last detected: frames followed (the
@@ -101,10 +106,11 @@ REPEATED_NEAR = 0.2
 
 
 def cover_box(box: Sequence[float], width_px: int, height_px: int,
-              along: float = ALONG_EDGE, age_frames: int = 0) -> np.ndarray:
-    """The box (4,) float32 to cover for an edge hit ``box``: stretched ``along`` times its
-    size along the edge it crosses (about its centre; up to :data:`MAX_ALONG_SHARE` of the
-    frame), as found across it; for a hit detected ``age_frames`` frames ago (remembered),
+              age_frames: int = 0) -> np.ndarray:
+    """The box (4,) float32 to cover for an edge hit ``box``: at least
+    :data:`MIN_ALONG_SHARE` of the frame's shorter side along the edge it crosses (about its
+    centre on the top or bottom edge, :data:`BELOW_SHARE` of the growth below it on the left
+    or right), as found across it; for a hit detected ``age_frames`` frames ago (remembered),
     also reaching further into the frame by :data:`INWARD_PER_FRAME` of that size per frame
     (up to :data:`INWARD_MAX` of it).
 
@@ -116,12 +122,12 @@ def cover_box(box: Sequence[float], width_px: int, height_px: int,
     m = EDGE_MARGIN_PX
     grow_x = (x1 <= m or x2 >= width_px - m) is False and (y1 <= m or y2 >= height_px - m)
     grow_y = x1 <= m or x2 >= width_px - m
-    most = MAX_ALONG_SHARE * min(width_px, height_px)
-    if grow_y:  # a left or right edge: stretch it up and down
-        pad = 0.5 * max(0.0, min(along * (y2 - y1), most) - (y2 - y1))
-        y1, y2 = y1 - pad, y2 + pad
+    least = MIN_ALONG_SHARE * min(width_px, height_px)
+    if grow_y:  # a left or right edge: stretch it up and down, more down
+        pad = max(0.0, least - (y2 - y1))
+        y1, y2 = y1 - (1.0 - BELOW_SHARE) * pad, y2 + BELOW_SHARE * pad
     if grow_x:  # the top or bottom edge only: stretch it sideways
-        pad = 0.5 * max(0.0, min(along * (x2 - x1), most) - (x2 - x1))
+        pad = 0.5 * max(0.0, least - (x2 - x1))
         x1, x2 = x1 - pad, x2 + pad
     if age_frames > 0:  # the face has gone on entering since: cover further in
         reach = min(age_frames * INWARD_PER_FRAME, INWARD_MAX)
