@@ -1,7 +1,8 @@
 """The host work of the parts that every stream of one process shares, per frame, on a CPU.
 
     python -m scripts.bench_shared_host [--streams 1,16,32] [--frames 3000]
-                                        [--json bench_shared_host.json]
+                                        [--edge-streams 1,16] [--edge-devices meta,cpu]
+                                        [--edge-frames 64] [--json bench_shared_host.json]
 
 With many streams the shared parts run serially for all of them: the GPU swap hub picks each
 tick's requests under its lock (:meth:`GpuSwapHub._launch`, the tick's face rows, the ticks
@@ -13,7 +14,9 @@ tick (``scripts/bench_host.py`` runs the real one, on torch's CPU device), the n
 calls do nothing and their host outputs are set once (2 detections a frame, 1 face), the tile
 search's outputs are set by hand. CPU time of the thread (``time.thread_time_ns``), the best
 of three runs, µs per frame; the hub with 3 frames of each stream waiting, as under load.
-Prints a table and writes JSON.
+Then the follower's calls of a 1080p frame, stream by stream, with the edge search's strips
+built on the host (the path before) and on the device (:func:`edge_us`), 1 and 16 streams.
+Prints the tables and writes JSON.
 """
 
 from __future__ import annotations
