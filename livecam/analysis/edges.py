@@ -54,12 +54,11 @@ MIN_INSIDE = 0.04
 #: edge mostly reads, mirrored, as a face centred on the edge (0.3-0.6 of its box inside,
 #: measured on the ``slide_*`` leak clips); a weak box mostly in the mirrored half is often the
 #: mirror's own pattern (t1's table edge mirrored at the bottom: 0.47 with 12-18 % inside, on
-#: every frame), while a face only entering scored 0.65 with 10 % inside, and
-#: ``slide_bottom``'s, decoded from the clip's H.264 as livecam sees it, 0.59 and 0.51 with
-#: 5-7 % inside (its first frames in view: at 0.6 they showed when live mode had dropped the
-#: frames before). No hit scored 0.5-0.6 with under 25 % inside on the other leak clips.
+#: every frame, 0.53 with sensor noise), while a face only entering scored 0.65 with 10 %
+#: inside. (``slide_bottom``'s first frames in view, decoded from the clip's H.264 as livecam
+#: sees it, score 0.59 and 0.51 with 5-7 % inside: 0.5 here took the table edge for a face.)
 HALF_INSIDE = 0.25
-SURE_SCORE = 0.5
+SURE_SCORE = 0.6
 #: ... and a weak one some colour in view (median HSV saturation, 0-255; :func:`looks_grey`).
 #: A black-and-white camera's weak edge hits are left out with it; its strong ones stay.
 GREY_SATURATION = 16.0
