@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -162,6 +162,24 @@ class EdgeStrip:
     repeated_below: int | None = None
 
 
+def strip_depth(height_px: int, width_px: int, depth_share: float = DEPTH_SHARE) -> int:
+    """How deep (px) each edge's strip reaches into an (H, W) frame."""
+    return max(8, round(depth_share * min(width_px, height_px)))
+
+
+def strip_pieces(height_px: int, width_px: int,
+                 depth_px: int) -> Iterator[tuple[str, int, int]]:
+    """(edge, start px along it, piece length px) of each piece of each edge's strip, edges
+    in the order left, right, top, bottom: pieces at most twice as long as deep, spread evenly
+    from end to end (overlapping where the edge is not a multiple of it)."""
+    for edge in ("left", "right", "top", "bottom"):
+        length = height_px if edge in ("left", "right") else width_px
+        n = max(1, math.ceil(length / (2 * depth_px)))
+        piece = min(length, 2 * depth_px)
+        for i in range(n):
+            yield edge, round(i * (length - piece) / max(1, n - 1)), piece
+
+
 def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[EdgeStrip]:
     """Each edge's strip of ``image_bgr`` (H, W, 3), ``depth_share`` of the shorter side
     deep, in pieces at most twice as long as deep, each mirrored outward across the edge
@@ -177,35 +195,30 @@ def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[E
     shows first, the mirror alone finds more (``slide_top``: repeated rows found nothing
     under 67 % in view)."""
     h, w = image_bgr.shape[:2]
-    d = max(8, round(depth_share * min(w, h)))
+    d = strip_depth(h, w, depth_share)
     out: list[EdgeStrip] = []
-    for edge in ("left", "right", "top", "bottom"):
-        length = h if edge in ("left", "right") else w
-        n = max(1, math.ceil(length / (2 * d)))
-        piece = min(length, 2 * d)
-        starts = [round(i * (length - piece) / max(1, n - 1)) for i in range(n)]
-        for s in starts:
-            if edge == "left":
-                crop = image_bgr[s:s + piece, :d]
-                pic = cv2.copyMakeBorder(crop, 0, 0, d, 0, cv2.BORDER_REFLECT_101)
-                off = (-d, s)
-            elif edge == "right":
-                crop = image_bgr[s:s + piece, w - d:]
-                pic = cv2.copyMakeBorder(crop, 0, 0, 0, d, cv2.BORDER_REFLECT_101)
-                off = (w - d, s)
-            elif edge == "top":
-                crop = image_bgr[:d, s:s + piece]
-                pic = cv2.copyMakeBorder(crop, d, 0, 0, 0, cv2.BORDER_REFLECT_101)
-                off = (s, -d)
-            else:
-                crop = image_bgr[h - d:, s:s + piece]
-                pic = cv2.copyMakeBorder(crop, 0, d, 0, 0, cv2.BORDER_REFLECT_101)
-                off = (s, h - d)
-                # and with its last row repeated below it
-                out.append(EdgeStrip(np.ascontiguousarray(
-                    cv2.copyMakeBorder(crop, 0, d, 0, 0, cv2.BORDER_REPLICATE)),
-                    np.array(off, np.float32), d))
-            out.append(EdgeStrip(np.ascontiguousarray(pic), np.array(off, np.float32)))
+    for edge, s, piece in strip_pieces(h, w, d):
+        if edge == "left":
+            crop = image_bgr[s:s + piece, :d]
+            pic = cv2.copyMakeBorder(crop, 0, 0, d, 0, cv2.BORDER_REFLECT_101)
+            off = (-d, s)
+        elif edge == "right":
+            crop = image_bgr[s:s + piece, w - d:]
+            pic = cv2.copyMakeBorder(crop, 0, 0, 0, d, cv2.BORDER_REFLECT_101)
+            off = (w - d, s)
+        elif edge == "top":
+            crop = image_bgr[:d, s:s + piece]
+            pic = cv2.copyMakeBorder(crop, d, 0, 0, 0, cv2.BORDER_REFLECT_101)
+            off = (s, -d)
+        else:
+            crop = image_bgr[h - d:, s:s + piece]
+            pic = cv2.copyMakeBorder(crop, 0, d, 0, 0, cv2.BORDER_REFLECT_101)
+            off = (s, h - d)
+            # and with its last row repeated below it
+            out.append(EdgeStrip(np.ascontiguousarray(
+                cv2.copyMakeBorder(crop, 0, d, 0, 0, cv2.BORDER_REPLICATE)),
+                np.array(off, np.float32), d))
+        out.append(EdgeStrip(np.ascontiguousarray(pic), np.array(off, np.float32)))
     return out
 
 
@@ -237,28 +250,23 @@ def strip_places(height_px: int, width_px: int,
     """The pictures of :func:`edge_strips` for an (H, W) frame as frame indices, in the same
     order: ``image_bgr[np.ix_(rows, cols)]`` is each picture, bit for bit."""
     h, w = height_px, width_px
-    d = max(8, round(depth_share * min(w, h)))
+    d = strip_depth(h, w, depth_share)
     out: list[StripPlace] = []
-    for edge in ("left", "right", "top", "bottom"):
-        length = h if edge in ("left", "right") else w
-        n = max(1, math.ceil(length / (2 * d)))
-        piece = min(length, 2 * d)
-        starts = [round(i * (length - piece) / max(1, n - 1)) for i in range(n)]
-        for s in starts:
-            along = np.arange(s, s + piece, dtype=np.int64)
-            if edge == "left":
-                rows, cols, off = along, _reflected(0, min(d, w), d, 0), (-d, s)
-            elif edge == "right":
-                rows, cols, off = along, _reflected(w - d, d, 0, d), (w - d, s)
-            elif edge == "top":
-                rows, cols, off = _reflected(0, min(d, h), d, 0), along, (s, -d)
-            else:
-                rows, cols, off = _reflected(h - d, d, 0, d), along, (s, h - d)
-                # and with its last row repeated below it (BORDER_REPLICATE)
-                repeated = np.concatenate([np.arange(h - d, h, dtype=np.int64),
-                                           np.full(d, h - 1, np.int64)])
-                out.append(StripPlace(repeated, along, np.array(off, np.float32), d))
-            out.append(StripPlace(rows, cols, np.array(off, np.float32)))
+    for edge, s, piece in strip_pieces(h, w, d):
+        along = np.arange(s, s + piece, dtype=np.int64)
+        if edge == "left":
+            rows, cols, off = along, _reflected(0, min(d, w), d, 0), (-d, s)
+        elif edge == "right":
+            rows, cols, off = along, _reflected(w - d, d, 0, d), (w - d, s)
+        elif edge == "top":
+            rows, cols, off = _reflected(0, min(d, h), d, 0), along, (s, -d)
+        else:
+            rows, cols, off = _reflected(h - d, d, 0, d), along, (s, h - d)
+            # and with its last row repeated below it (BORDER_REPLICATE)
+            repeated = np.concatenate([np.arange(h - d, h, dtype=np.int64),
+                                       np.full(d, h - 1, np.int64)])
+            out.append(StripPlace(repeated, along, np.array(off, np.float32), d))
+        out.append(StripPlace(rows, cols, np.array(off, np.float32)))
     return out
 
 

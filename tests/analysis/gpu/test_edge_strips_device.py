@@ -26,6 +26,7 @@ def test_strip_places_are_the_host_pictures_pixel_for_pixel(size_hw: tuple[int, 
     for strip, place in zip(host, places, strict=True):
         assert np.array_equal(image[np.ix_(place.rows, place.cols)], strip.image_bgr)
         assert np.array_equal(place.offset_xy, strip.offset_xy)
+        assert place.repeated_below == strip.repeated_below
 
 
 @pytest.fixture(scope="module")
