@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from livecam.core.errors import IdentityError
+from livecam.core.shared_open import SharedOpen
 from livecam.core.types import Unswappable
 from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
@@ -114,7 +115,7 @@ class GpuSwapHub:
         self._collector_thread = collector_thread
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
-        self._users = 0
+        self._users = SharedOpen(self._lock)
         self._program: Any = None
         self._emap: np.ndarray | None = None
         self._rings: dict[tuple[int, int], Any] = {}
@@ -144,15 +145,7 @@ class GpuSwapHub:
 
     def acquire(self) -> None:
         """A stream starts using the hub; the first opens the engine and the swap program."""
-        with self._lock:
-            self._users += 1
-            if self._program is not None:
-                return
-            try:
-                self._open()
-            except BaseException:
-                self._users -= 1
-                raise
+        self._users.acquire(lambda: self._program is not None, self._open)
 
     def _open(self) -> None:
         from livecam.gpupipe.build import build_program
@@ -184,9 +177,8 @@ class GpuSwapHub:
 
     def release(self) -> None:
         """A stream stops using the hub; the last one closes it (waits for ticks in flight)."""
-        with self._lock:
-            self._users = max(0, self._users - 1)
-            if self._users > 0 or self._program is None:
+        with self._users.releasing() as last:
+            if not last or self._program is None:
                 return
             self._stopping = True
             self._wake.notify_all()
@@ -216,7 +208,7 @@ class GpuSwapHub:
     @property
     def closed(self) -> bool:
         with self._lock:
-            return self._program is None and self._users == 0
+            return self._program is None and self._users.users == 0
 
     def _graphs_on(self) -> bool:
         return self.use_graphs and getattr(self.device, "type", "cpu") == "cuda"

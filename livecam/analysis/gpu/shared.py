@@ -60,6 +60,7 @@ from livecam.analysis.gpu.calls import (
 from livecam.analysis.gpu.client import StreamFaceNetworks
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.roi import Roi
+from livecam.core.shared_open import SharedOpen
 from livecam.engines.cuda_streams import new_stream, release_stream
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class SharedFaceNetworks:
         self.compile_dir = compile_dir
         self.batcher = Batcher(self._run)
         self._lock = threading.Lock()
-        self._users = 0
+        self._users = SharedOpen(self._lock)
         self._detectors: list[Any] = []
         self._mesh: Any = None
         self._tile_detector: Any = None
@@ -155,15 +156,7 @@ class SharedFaceNetworks:
             return self._tile_detector
 
     def acquire(self) -> None:
-        with self._lock:
-            self._users += 1
-            if self._detectors:
-                return
-            try:
-                self._open()
-            except BaseException:
-                self._users -= 1
-                raise
+        self._users.acquire(lambda: bool(self._detectors), self._open)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -194,9 +187,8 @@ class SharedFaceNetworks:
                  self.device, self.n_streams, self.frames_per_call, self.max_mesh)
 
     def release(self) -> None:
-        with self._lock:
-            self._users = max(0, self._users - 1)
-            if self._users > 0:
+        with self._users.releasing() as last:
+            if not last:
                 return
             with self.batcher.exclusive():
                 self._detectors = []
