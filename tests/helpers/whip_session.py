@@ -7,6 +7,8 @@ of the remote tests (tests/remote) and of ``scripts/bench_remote.py``.
   a clip is fed, looped at ``fps``, into its camera feed.
 - :func:`wait_for`, :func:`session_state`: waiting on a condition with the log's tail as the
   failure, and a session's own state read on its Location.
+- :func:`quits_cleanly`: a `livecam run --remote` thin client quit through its control API at
+  the end of a block (and killed when the block fails).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,3 +168,20 @@ def session_state(location: str, token: str) -> dict[str, Any]:
     with urllib.request.urlopen(req, timeout=30) as resp:
         state: dict[str, Any] = json.loads(resp.read())
     return state
+
+
+@contextlib.contextmanager
+def quits_cleanly(client: subprocess.Popen[str], api: str, env: dict[str, str],
+                  log: Path) -> Iterator[subprocess.Popen[str]]:
+    """The block runs with ``client`` (a `livecam run` subprocess whose control API is on
+    ``api``, run with ``env``, its stderr in ``log``); when the block ends, ``livecam ctl quit``
+    asks it to stop and it must exit 0 within 60 s (AssertionError with the log's tail). However
+    the block or the quit ends, a client still running is killed."""
+    try:
+        yield client
+        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
+                       env=env, capture_output=True, timeout=60)
+        assert client.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        if client.poll() is None:
+            client.kill()

@@ -25,6 +25,7 @@ from tests.helpers.whip_session import (
     free_port,
     hopper_photo,
     looped_session,
+    quits_cleanly,
     session_state,
     start_serve,
     wait_for,
@@ -96,7 +97,7 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
              "--set", "advanced.pipeline.status_interval_s=0",
              "--set", "advanced.output.file_crf=14"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    try:
+    with quits_cleanly(client, api, env, log):
         wait_for("the session took the photo", lambda: (
             (r := status().get("remote_engines", {}).get("remote", {})).get("identity")
             == "source" and r.get("last_frame_age_s") is not None), log)
@@ -112,12 +113,6 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
         frames_then = doc["frames"]["sent"]
         wait_for("90 frames swapped with the photo", lambda: status()["frames"]["sent"]
               > frames_then + 90, log)
-        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
-                       env=env, capture_output=True, timeout=60)
-        assert client.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        if client.poll() is None:
-            client.kill()
     # the session ended (the client's DELETE): its folder is gone, nothing else
     wait_for("the session's photo folder removed", lambda: not any(
         p.is_dir() for p in photos.iterdir()), server.log, timeout_s=60)
@@ -220,15 +215,9 @@ def test_a_photo_the_server_refuses_leaves_the_thin_client_on_the_cover(
              "--set", f"control.api_address={api.removeprefix('http://')}",
              "--set", "advanced.pipeline.status_interval_s=0"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    try:
+    with quits_cleanly(client, api, env, log):
         wait_for("the client saw the refusal", lambda: remote().get("state") == "refused", log)
         status = remote()
-        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
-                       env=env, capture_output=True, timeout=60)
-        assert client.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        if client.poll() is None:
-            client.kill()
     assert "refused the photo (422)" in status["last_error"], status
     assert "face" in status["last_error"] and status["last_frame_age_s"] is None, status
     outputs = decode(out)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers.leak_clips import decode, leak_clips, write_clip
 from tests.helpers.leak_judge import judge
-from tests.helpers.whip_session import free_port, start_serve, wait_for
+from tests.helpers.whip_session import free_port, quits_cleanly, start_serve, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -52,29 +52,26 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
     restarted = None
     try:
-        def remote() -> dict[str, Any]:
-            status = _status(api, env)
-            return (status or {}).get("remote_engines", {}).get("remote", {})
+        with quits_cleanly(client, api, env, log):
+            def remote() -> dict[str, Any]:
+                status = _status(api, env)
+                return (status or {}).get("remote_engines", {}).get("remote", {})
 
-        wait_for("swapped frames came back",
-                 lambda: remote().get("last_frame_age_s") is not None, log)
-        covered_before = remote()["covered_frames"]
-        server.stop()  # the link drops
-        wait_for("the client saw the drop", lambda: remote().get("state") == "reconnecting", log)
-        wait_for("the cover went out",
-                 lambda: remote()["covered_frames"] > covered_before + 10, log)
-        restarted = start_serve(tmp_path / "server", max_sessions=1, port=server.port,
-                                prepared=True)
-        wait_for("reconnected", lambda: remote().get("sessions_made", 0) >= 2
-                 and remote().get("state") == "connected" and remote()["last_frame_age_s"] < 0.5,
-                 log)
-        final = remote()
-        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
-                       env=env, capture_output=True, timeout=60)
-        assert client.wait(60) == 0, log.read_text()[-3000:]
+            wait_for("swapped frames came back",
+                     lambda: remote().get("last_frame_age_s") is not None, log)
+            covered_before = remote()["covered_frames"]
+            server.stop()  # the link drops
+            wait_for("the client saw the drop",
+                     lambda: remote().get("state") == "reconnecting", log)
+            wait_for("the cover went out",
+                     lambda: remote()["covered_frames"] > covered_before + 10, log)
+            restarted = start_serve(tmp_path / "server", max_sessions=1, port=server.port,
+                                    prepared=True)
+            wait_for("reconnected", lambda: remote().get("sessions_made", 0) >= 2
+                     and remote().get("state") == "connected"
+                     and remote()["last_frame_age_s"] < 0.5, log)
+            final = remote()
     finally:
-        if client.poll() is None:
-            client.kill()
         if restarted is not None:
             restarted.stop()
         server.stop()
