@@ -48,7 +48,12 @@ def test_two_minute_soak_is_clean(tmp_path: Path) -> None:
 def _verdict_of(threads: list[int]) -> dict[str, Any]:
     """soak.py's verdict on samples taken after the warm-up whose thread counts are
     ``threads`` (all else steady)."""
-    soak_py = importlib.import_module("scripts.soak")
+    root = str(SOAK.parents[1])  # scripts/ is a package of the repo, not installed
+    sys.path.insert(0, root)
+    try:
+        soak_py = importlib.import_module("scripts.soak")
+    finally:
+        sys.path.remove(root)
     samples = [{"t_s": 30.0 + 5 * k, "rss_mb": 270.0, "threads": n, "fds": 15,
                 "fps_out": 30.0, "p99_ms": 40.0, "sent": 100 * k, "stage_errors": 0,
                 "log_errors": 0, "non_json": 0} for k, n in enumerate(threads)]

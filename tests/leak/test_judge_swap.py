@@ -46,7 +46,12 @@ def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
     with analysis, ClassicSwapStage(config.swap, identities) as swap:
         for t, image in enumerate(inputs):
             out = swap.process(analysis.process(Packet.from_frame(Frame(t, 0, image), state)))
-            swapped_all = (len(swap.last_withheld) == 0 and len(swap.last_infos) == 6
+            # a withheld region that touches no true face (the bottom edge search's cover of
+            # the glasses on the table, docs/fail-closed.md) covers no face: it is no reason
+            # to leave the frame out
+            covers_a_face = any(_overlaps(box, truths[t].boxes_xyxy)
+                                for box in swap.last_withheld.boxes_xyxy)
+            swapped_all = (not covers_a_face and len(swap.last_infos) == 6
                            and all(i.swapped and i.fade >= 1.0 and i.kept_eyes
                                    for i in swap.last_infos))
             if swapped_all:  # judge only frames where every face is swapped, none covered
@@ -57,3 +62,12 @@ def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
     assert report.leaks_counted == 0, report.summary()["leaked"]
     weakest = min(report.verdicts, key=lambda v: v.residual)
     assert weakest.residual >= LEAK_RESIDUAL + SWAP_ROOM, (weakest, LEAK_RESIDUAL)
+
+
+def _overlaps(box: np.ndarray, boxes: np.ndarray) -> bool:
+    """Whether ``box`` (x1, y1, x2, y2) shares any area with one of ``boxes`` (n, 4)."""
+    if not len(boxes):
+        return False
+    w = np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0])
+    h = np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1])
+    return bool(np.any((w > 0) & (h > 0)))
