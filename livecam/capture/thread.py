@@ -67,6 +67,8 @@ class CaptureThread:
     def stop(self, join_timeout_s: float = 0.5) -> None:
         self._stop.set()
         self._outbox.close()
+        if self._thread.ident is None:  # never started (a stop while the run was starting)
+            return
         self._thread.join(join_timeout_s)
         if self._thread.is_alive():
             log.warning("capture thread is blocked in a read; leaving it to finish on its own")

@@ -122,11 +122,15 @@ class OutputThread:
         self._stop.set()
 
     def stop(self, join_timeout_s: float = 0.5) -> None:
+        """Ask the thread to end and wait up to ``join_timeout_s`` for it; a thread never
+        started (a stop signal while the run was starting) has nothing to wait for."""
         self._stop.set()
-        self._thread.join(join_timeout_s)
+        if self._thread.ident is not None:
+            self._thread.join(join_timeout_s)
 
     def join(self, timeout_s: float | None = None) -> bool:
-        self._thread.join(timeout_s)
+        if self._thread.ident is not None:
+            self._thread.join(timeout_s)
         return not self._thread.is_alive()
 
     @property

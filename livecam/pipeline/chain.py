@@ -209,7 +209,8 @@ class JobThread:
         self._thread.start()
 
     def join(self, timeout_s: float) -> None:
-        self._thread.join(max(0.0, timeout_s))
+        if self._thread.ident is not None:  # not started: a stop while the run was starting
+            self._thread.join(max(0.0, timeout_s))
 
     @property
     def alive(self) -> bool:

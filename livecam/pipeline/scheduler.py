@@ -134,7 +134,8 @@ class Scheduler:
         """End every pipeline thread, waiting ``join_timeout_s`` for all of them together."""
         deadline = time.monotonic() + join_timeout_s
         self.request_stop()
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.ident is not None:  # not started: a stop while the run was starting
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         for worker in self._workers:
             worker.join(deadline - time.monotonic())
         self._finisher.join(deadline - time.monotonic())
