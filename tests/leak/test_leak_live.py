@@ -55,7 +55,8 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # 21-22, the board's edge on the face) in two test runs; a face sliding in from the bottom
 # 20/89, now 0-3/101 (its forehead alone at 12 % in view, when live mode dropped the frames
 # before it). No longer here (0 in two or more table runs each, 2026-12-05, load average
-# 12-17): a face entering from the side (was 0-6/316) and leaving and coming back (2-3/121):
+# 12-17): a face entering from the side (was 0-6/316); leaving and coming back (2-3/121, then
+# 0) is back below:
 # docs/fail-closed.md. Issue 39 items 6-7 stay open until these pass;
 # strict=False because a loaded host changes which frames are dropped.
 #: leave_reenter: 0 in the branch's live runs, but the final CI run judged its three-quarter
