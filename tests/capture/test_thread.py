@@ -114,3 +114,52 @@ def test_stop_returns_while_read_is_blocked() -> None:
             box.get(timeout_s=0)
     finally:
         cam.release.set()
+
+
+class NumberedFile:
+    """A fake file source (not live, so paced like a camera when realtime) that numbers its
+    frames and says when frame 1 is read. Faked: the pacing is the capture thread's own; a real
+    file would add only decoding."""
+
+    live = False
+    fps = 100.0
+    size_px = (8, 8)
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.second_read = threading.Event()
+
+    def open(self) -> None:
+        return None
+
+    def read(self) -> np.ndarray:
+        self.reads += 1
+        if self.reads == 2:
+            self.second_read.set()
+        return np.full((8, 8, 3), self.reads, np.uint8)
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_paced_file_waits_for_the_first_frame_out_before_reading_on() -> None:
+    """Issue 39 item 9: while the stages warm up on frame 0, a file paced live read on and its
+    frames behind frame 0 were dropped as late (frame 0 was followed by frame 16-22); now the
+    reading waits until the first frame is out. Event-based: with the defect, frame 1 is read
+    10 ms after frame 0; the 1 s wait below only bounds how long the test looks for it."""
+    source = NumberedFile()
+    first_out = threading.Event()
+    box: Mailbox[Frame] = Mailbox(policy="block")
+    t = CaptureThread(source=source, outbox=box, metrics=Metrics(), realtime=True, loop=False,
+                      reconnect_initial_s=0.01, reconnect_max_s=0.04, first_out=first_out)
+    t.start()
+    try:
+        frame = box.get(timeout_s=30)
+        assert frame is not None and frame.index == 0
+        assert not source.second_read.wait(1.0)  # frame 0 is "being processed": no reading on
+        first_out.set()
+        assert source.second_read.wait(30)
+        frame = box.get(timeout_s=30)
+        assert frame is not None and frame.index == 1 and int(frame.image_bgr[0, 0, 0]) == 2
+    finally:
+        t.stop()

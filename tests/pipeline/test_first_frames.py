@@ -2,7 +2,11 @@
 frames while the stages warmed up on the first face, and a file input then lost its first
 ~0.7 s (frame 0 was followed by frame 16-22: the frames behind it were dropped while it was
 processed). Now the first frame sent is the input's first, and the frames right behind it
-follow. Run as a user runs it: `livecam run` with a real face in a file, paced live."""
+follow. Run as a user runs it: `livecam run` with a real face in a file, paced live.
+
+Which frame follows frame 0 here depends on the host's speed as well (a frame slower than
+33 ms is rightly dropped as late: a clean-clone CI got frame 3 with the fix in place), so the
+waiting itself is judged by event in `tests/capture/test_thread.py`."""
 
 from __future__ import annotations
 
@@ -72,7 +76,7 @@ def test_a_live_run_starts_with_the_first_input_frame(tmp_path: Path,
     numbers = _numbers(out, clip)
     assert numbers[0] == 0, numbers[:30]  # not a black frame: the input's first
     assert -1 not in numbers, numbers[:30]
-    # frame 0 may be repeated while frame 1 is processed, but frame 1 comes next (before:
-    # the frames behind frame 0 were dropped while it was processed)
+    # the frames behind frame 0 are not dropped while it is processed (before: frame 16-22
+    # came next, when the models warmed up on it); a loaded host may still drop a few as late
     first_new = next(n for n in numbers if n != 0)
-    assert first_new == 1, numbers[:30]
+    assert first_new <= 8, numbers[:30]
