@@ -1,12 +1,13 @@
 """``Backoff``: the waits between attempts to reach something that went away (a camera, a
-Triton server, a remote swap server): doubling from a first wait up to a longest one, back to
-the first after a success. The one retry policy of the package."""
+Triton server, a remote swap server, a model download): doubling from a first wait up to a
+longest one, back to the first after a success. The one retry policy of the package."""
 
 from __future__ import annotations
 
 
 class Backoff:
-    """Waits of ``initial_s``, twice that, ... up to ``max_s`` (seconds, both > 0).
+    """Waits of ``initial_s``, twice that, ... up to ``max_s`` (seconds, both > 0;
+    ``math.inf``: no longest wait, for a loop with a bounded number of attempts).
 
     ``next_s()`` gives the wait before the next attempt and doubles the one after it;
     ``reset()`` after a success starts again from ``initial_s``; ``slowest()`` jumps to

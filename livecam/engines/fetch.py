@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import logging
+import math
 import re
 import socket
 import time
@@ -29,6 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from livecam import __version__
+from livecam.core.backoff import Backoff
 from livecam.core.errors import ModelError
 from livecam.core.files import make_folder
 from livecam.engines.model_hash import CHUNK_BYTES, Hashed, ProgressFn, hash_file
@@ -144,6 +146,7 @@ def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
     """Download ``url`` into the ``.part`` and install it (caller holds the download lock);
     None when installed, else why not."""
     part = store.partial_path(name)
+    waits = Backoff(backoff_s, math.inf)  # a network that hiccuped, a busy server
     for attempt in range(1, retries + 1):
         try:
             size = download(url, part, progress=progress, timeout_s=timeout_s,
@@ -159,7 +162,7 @@ def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
                         exc)
             if attempt == retries:
                 return str(exc)
-            time.sleep(backoff_s * 2 ** (attempt - 1))  # a network that hiccuped, a busy server
+            time.sleep(waits.next_s())
     hashed, problem = _check_download(store, name, published, part, size)
     if problem is not None:
         return problem

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from livecam.engines.protocol import TensorSpec
+from livecam.engines.lazy import LazyTorchEngine
 
 if TYPE_CHECKING:
     from livecam.config import Config
@@ -200,8 +200,8 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
     models = NeuralModels.from_config(config)
     # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that was the
     # fastest mode on the H200 (perf-notes, device run 4: 438 vs 418 fps)
-    generator = _LazyEngine(lambda: models.gpu_generator(
-        pipeline_graphs=config.gpu.cuda_graphs), "generator")
+    generator = LazyTorchEngine("torch", lambda: models.gpu_generator(
+        pipeline_graphs=config.gpu.cuda_graphs), label="GPU pipeline generator")
     enhancer, enhancer_options = _enhancer(config, models)
     manifest = models.swapper
 
@@ -276,7 +276,7 @@ def start_check(config: Config, *, n_streams: int, device: str,
     return check
 
 
-def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None, Any]:
+def _enhancer(config: Config, models: NeuralModels) -> tuple[LazyTorchEngine | None, Any]:
     """The GPU pipeline's face enhancer for ``swap.enhancer`` (None for ``none`` or a blend
     of 0): a torch engine of its manifest on the generator's device, in the generator's
     precision (fp32 on a CPU), without CUDA graphs of its own (the pipeline captures it inside
@@ -303,52 +303,4 @@ def _enhancer(config: Config, models: NeuralModels) -> tuple[_LazyEngine | None,
                               template=manifest.template or "ffhq_512",
                               blend=config.swap.enhancer_blend,
                               fidelity=config.swap.enhancer_fidelity)
-    return _LazyEngine(make, f"enhancer {name}"), options
-
-
-class _LazyEngine:
-    """A torch engine made in ``open`` by ``make`` (after the stage's ``require_models``
-    check, so a missing model is reported as such; making it verifies the file's sha256,
-    which keys the compiled packages) and then standing in for it: the hub and the GPU
-    program use ``device``, ``inputs``, ``outputs``, ``cuda_graphs`` and ``run_torch``. Only
-    the thread that launches ticks runs it."""
-
-    def __init__(self, make: Callable[[], TorchEngine], label: str) -> None:
-        self._make = make
-        self._label = label
-        self._engine: TorchEngine | None = None
-
-    @property
-    def engine(self) -> TorchEngine:
-        if self._engine is None:
-            raise RuntimeError(f"the {self._label} engine is not open: call open() first")
-        return self._engine
-
-    def open(self) -> None:
-        if self._engine is None:
-            self._engine = self._make()
-        self._engine.open()
-        log.info("GPU pipeline %s: %s", self._label, self._engine.mode)
-
-    def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
-
-    @property
-    def device(self) -> Any:
-        return self.engine.device
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self.engine.inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self.engine.outputs
-
-    @property
-    def cuda_graphs(self) -> bool:
-        return self.engine.cuda_graphs
-
-    def run_torch(self, feeds: Mapping[str, Any], stream: Any = None) -> dict[str, Any]:
-        return self.engine.run_torch(feeds, stream)
+    return LazyTorchEngine("torch", make, label=f"GPU pipeline enhancer {name}"), options

@@ -71,6 +71,43 @@ def test_lost_camera_is_reopened_with_backoff() -> None:
     assert metrics.counter("capture_lost") >= 2
 
 
+class UnpluggedCamera:
+    """A fake live source that never opens (no camera exists on CI); ``tried`` is set at the
+    first attempt."""
+
+    live = True
+    fps = 30.0
+    size_px = (8, 8)
+
+    def __init__(self) -> None:
+        self.tried = threading.Event()
+        self.open_attempts = 0
+
+    def open(self) -> None:
+        self.open_attempts += 1
+        self.tried.set()
+        raise CaptureError("fake camera unplugged")
+
+    def read(self) -> np.ndarray:
+        raise AssertionError("never opened")
+
+    def close(self) -> None:
+        return None
+
+
+def test_stop_ends_the_wait_before_a_reopen() -> None:
+    """The backoff's wait (an hour here) ends when ``stop`` is set: the thread ends without
+    trying again."""
+    cam = UnpluggedCamera()
+    t = CaptureThread(source=cam, outbox=Mailbox(), metrics=Metrics(), realtime=True,
+                      loop=False, reconnect_initial_s=3600.0, reconnect_max_s=3600.0)
+    t.start()
+    assert cam.tried.wait(60)
+    t.stop(join_timeout_s=60)  # a wait that ignored stop would outlast this join
+    assert not t.alive
+    assert cam.open_attempts == 1
+
+
 class BlockedCamera:
     """A fake source whose read blocks forever, like a wedged USB driver."""
 

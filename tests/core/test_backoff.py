@@ -1,6 +1,9 @@
-"""``Backoff``: the one retry policy (camera reopen, Triton reconnect, remote swap sessions)."""
+"""``Backoff``: the one retry policy (camera reopen, Triton reconnect, remote swap sessions,
+model downloads)."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -30,3 +33,8 @@ def test_a_longest_wait_below_the_first_is_the_first() -> None:
 def test_waits_must_be_positive(initial_s: float, max_s: float) -> None:
     with pytest.raises(ValueError, match="waits must be positive"):
         Backoff(initial_s, max_s)
+
+
+def test_without_a_longest_wait_the_waits_keep_doubling() -> None:
+    waits = Backoff(0.5, math.inf)  # the model download's bounded tries
+    assert [waits.next_s() for _ in range(5)] == [0.5, 1.0, 2.0, 4.0, 8.0]

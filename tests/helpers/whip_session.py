@@ -7,8 +7,10 @@ of the remote tests (tests/remote) and of ``scripts/bench_remote.py``.
   a clip is fed, looped at ``fps``, into its camera feed.
 - :func:`wait_for`, :func:`session_state`: waiting on a condition with the log's tail as the
   failure, and a session's own state read on its Location.
-- :func:`quits_cleanly`: a `livecam run --remote` thin client quit through its control API at
-  the end of a block (and killed when the block fails).
+- :func:`start_thin_client`: a `livecam run --remote URL` thin client (:class:`ThinClient`)
+  with its control API on a free port, and its ``livecam ctl --json status``;
+  :func:`quits_cleanly`: one quit through that API at the end of a block (and killed when the
+  block fails).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,18 +172,75 @@ def session_state(location: str, token: str) -> dict[str, Any]:
     return state
 
 
+@dataclass
+class ThinClient:
+    """A `livecam run --remote` subprocess (:func:`start_thin_client`): its control API's URL,
+    its environment and its stderr."""
+
+    proc: subprocess.Popen[str]
+    api: str
+    env: dict[str, str]
+    log: Path
+
+    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``livecam ctl --url API ARGS`` with the client's environment."""
+        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
+                               *args], env=self.env, capture_output=True, text=True, timeout=60)
+
+    def status(self) -> dict[str, Any]:
+        """``livecam ctl --json status``; {} while the API does not answer."""
+        done = self.ctl("--json", "status")
+        return json.loads(done.stdout) if done.returncode == 0 else {}
+
+    def remote(self) -> dict[str, Any]:
+        """The status of its remote link (``remote_engines.remote``); {} before there is one."""
+        remote: dict[str, Any] = self.status().get("remote_engines", {}).get("remote", {})
+        return remote
+
+    def quit(self) -> int:
+        """``livecam ctl quit``; its exit code (waits up to 60 s)."""
+        self.ctl("quit")
+        return self.proc.wait(60)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def start_thin_client(root: Path, url: str, *args: str, token: str | None = None,
+                      env: Mapping[str, str] | None = None) -> ThinClient:
+    """``livecam run --remote URL ARGS`` (ARGS: its input, output and other options) with its
+    control API on a free port, no status lines, its own config and data dirs under ``root``
+    (``client-config``, ``client-data``) and its stderr in ``root/client.log``. ``token``:
+    written to ``root/token`` and passed with ``--remote-token-file``; ``env``: more
+    environment variables (``DISPLAY``, ``LIVECAM_REMOTE_TOKEN``)."""
+    api = f"http://127.0.0.1:{free_port()}"
+    full_env = dict(os.environ, XDG_CONFIG_HOME=str(root / "client-config"),
+                    XDG_DATA_HOME=str(root / "client-data"), **(env or {}))
+    token_args: list[str] = []
+    if token is not None:
+        (root / "token").write_text(token)
+        token_args = ["--remote-token-file", str(root / "token")]
+    log = root / "client.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "livecam.cli", "run", "--remote", url, *token_args,
+             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "advanced.pipeline.status_interval_s=0", *args],
+            env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            text=True)
+    return ThinClient(proc, api, full_env, log)
+
+
 @contextlib.contextmanager
-def quits_cleanly(client: subprocess.Popen[str], api: str, env: dict[str, str],
-                  log: Path) -> Iterator[subprocess.Popen[str]]:
-    """The block runs with ``client`` (a `livecam run` subprocess whose control API is on
-    ``api``, run with ``env``, its stderr in ``log``); when the block ends, ``livecam ctl quit``
-    asks it to stop and it must exit 0 within 60 s (AssertionError with the log's tail). However
-    the block or the quit ends, a client still running is killed."""
+def quits_cleanly(client: ThinClient) -> Iterator[ThinClient]:
+    """The block runs with ``client``; when the block ends, ``livecam ctl quit`` asks it to
+    stop and it must exit 0 within 60 s (AssertionError with the log's tail). However the block
+    or the quit ends, a client still running is killed."""
     try:
         yield client
-        subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "quit"],
-                       env=env, capture_output=True, timeout=60)
-        assert client.wait(60) == 0, log.read_text()[-3000:]
+        assert client.quit() == 0, client.log.read_text()[-3000:]
     finally:
-        if client.poll() is None:
-            client.kill()
+        if client.proc.poll() is None:
+            client.proc.kill()

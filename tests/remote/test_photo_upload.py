@@ -7,8 +7,6 @@ faces' dlib identity embeddings (nearer Hopper than the astronaut)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,12 +20,12 @@ import pytest
 from tests.helpers.leak_clips import decode, leak_clips, read_index, write_clip
 from tests.helpers.whip_session import (
     Server,
-    free_port,
     hopper_photo,
     looped_session,
     quits_cleanly,
     session_state,
     start_serve,
+    start_thin_client,
     wait_for,
 )
 
@@ -73,31 +71,14 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
     photos.mkdir(parents=True, exist_ok=True)
     not_ours = photos / "kept.txt"  # something the server did not make: never deleted
     not_ours.write_text("the operator's")
-    token = tmp_path / "token"
-    token.write_text(server.tokens["alice"])
-    api = f"http://127.0.0.1:{free_port()}"
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
-               XDG_DATA_HOME=str(tmp_path / "client-data"))
     out = tmp_path / "out.mp4"
-    log = tmp_path / "client.log"
-
-    def status() -> dict[str, Any]:
-        done = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api,
-                               "--json", "status"], env=env, capture_output=True, text=True,
-                              timeout=60)
-        return json.loads(done.stdout) if done.returncode == 0 else {}
-
-    with open(log, "w") as err:
-        client = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
-             "--output", f"file:{out}", "--remote", server.url, "--remote-token-file",
-             str(token), "--source", str(hopper_photo()), "--set", "control.hotkeys=false",
-             "--set", "advanced.capture.loop=true",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
-             "--set", "advanced.pipeline.status_interval_s=0",
-             "--set", "advanced.output.file_crf=14"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    with quits_cleanly(client, api, env, log):
+    client = start_thin_client(
+        tmp_path, server.url, "--input", f"file:{clip_path}", "--output", f"file:{out}",
+        "--source", str(hopper_photo()), "--set", "control.hotkeys=false",
+        "--set", "advanced.capture.loop=true", "--set", "advanced.output.file_crf=14",
+        token=server.tokens["alice"])
+    log, status = client.log, client.status
+    with quits_cleanly(client):
         wait_for("the session took the photo", lambda: (
             (r := status().get("remote_engines", {}).get("remote", {})).get("identity")
             == "source" and r.get("last_frame_age_s") is not None), log)
@@ -193,29 +174,14 @@ def test_a_photo_the_server_refuses_leaves_the_thin_client_on_the_cover(
     photo.write_bytes(no_face.tobytes())
     clip_path = tmp_path / "clip.mp4"
     write_clip(leak_clips()["still_2"], clip_path)
-    api = f"http://127.0.0.1:{free_port()}"
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
-               XDG_DATA_HOME=str(tmp_path / "client-data"),
-               LIVECAM_REMOTE_TOKEN=server.tokens["alice"])
-    out, log = tmp_path / "out.mp4", tmp_path / "client.log"
-
-    def remote() -> dict[str, Any]:
-        done = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api,
-                               "--json", "status"], env=env, capture_output=True, text=True,
-                              timeout=60)
-        doc = json.loads(done.stdout) if done.returncode == 0 else {}
-        remote: dict[str, Any] = doc.get("remote_engines", {}).get("remote", {})
-        return remote
-
-    with open(log, "w") as err:
-        client = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
-             "--output", f"file:{out}", "--remote", server.url, "--source", str(photo),
-             "--set", "control.hotkeys=false", "--set", "advanced.capture.loop=true",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
-             "--set", "advanced.pipeline.status_interval_s=0"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    with quits_cleanly(client, api, env, log):
+    out = tmp_path / "out.mp4"
+    client = start_thin_client(
+        tmp_path, server.url, "--input", f"file:{clip_path}", "--output", f"file:{out}",
+        "--source", str(photo), "--set", "control.hotkeys=false",
+        "--set", "advanced.capture.loop=true",
+        env={"LIVECAM_REMOTE_TOKEN": server.tokens["alice"]})
+    log, remote = client.log, client.remote
+    with quits_cleanly(client):
         wait_for("the client saw the refusal", lambda: remote().get("state") == "refused", log)
         status = remote()
     assert "refused the photo (422)" in status["last_error"], status

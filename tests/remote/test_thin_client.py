@@ -5,26 +5,15 @@ swapped frames again; the status says what happened. Judged from the output's pi
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.helpers.leak_clips import decode, leak_clips, write_clip
 from tests.helpers.leak_judge import judge
-from tests.helpers.whip_session import free_port, quits_cleanly, start_serve, wait_for
+from tests.helpers.whip_session import quits_cleanly, start_serve, start_thin_client, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _status(api: str, env: dict[str, str]) -> dict[str, Any] | None:
-    done = subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", api, "--json",
-                           "status"], env=env, capture_output=True, text=True, timeout=60)
-    return json.loads(done.stdout) if done.returncode == 0 else None
 
 
 def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
@@ -33,30 +22,15 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
     clip_path = tmp_path / "clip.mp4"
     truth = write_clip(clip, clip_path)
     server = start_serve(tmp_path / "server", max_sessions=1)
-    token_file = tmp_path / "token"
-    token_file.write_text(server.tokens["alice"])
     out = tmp_path / "out.mp4"
-    api = f"http://127.0.0.1:{free_port()}"
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
-               XDG_DATA_HOME=str(tmp_path / "client-data"))
-    log = tmp_path / "client.log"
-    with open(log, "w") as err:
-        client = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
-             "--output", f"file:{out}", "--remote", server.url, "--remote-token-file",
-             str(token_file), "--set", "advanced.capture.loop=true", "--set",
-             "control.hotkeys=false",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
-             "--set", "advanced.pipeline.status_interval_s=0", "--set",
-             "advanced.output.file_crf=14"],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    client = start_thin_client(
+        tmp_path, server.url, "--input", f"file:{clip_path}", "--output", f"file:{out}",
+        "--set", "advanced.capture.loop=true", "--set", "control.hotkeys=false",
+        "--set", "advanced.output.file_crf=14", token=server.tokens["alice"])
+    log, remote = client.log, client.remote
     restarted = None
     try:
-        with quits_cleanly(client, api, env, log):
-            def remote() -> dict[str, Any]:
-                status = _status(api, env)
-                return (status or {}).get("remote_engines", {}).get("remote", {})
-
+        with quits_cleanly(client):
             wait_for("swapped frames came back",
                      lambda: remote().get("last_frame_age_s") is not None, log)
             covered_before = remote()["covered_frames"]

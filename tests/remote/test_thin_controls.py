@@ -5,16 +5,18 @@ loopback). Judged from the server: the session's own state on its Location."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.whip_session import Server, free_port, session_state, start_serve, wait_for
+from tests.helpers.whip_session import (
+    Server,
+    session_state,
+    start_serve,
+    start_thin_client,
+    wait_for,
+)
 from tests.output.conftest import XScreen, xscreen  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.display]
@@ -24,52 +26,13 @@ def _session_state(server: Server, location: str) -> dict[str, Any]:
     return session_state(location, server.tokens["alice"])
 
 
-class ThinClient:
-    """`livecam run --input synthetic --output null --remote URL` with hotkeys on ``display``."""
-
-    def __init__(self, tmp_path: Path, server: Server, display: str, *args: str) -> None:
-        token = tmp_path / "token"
-        token.write_text(server.tokens["alice"])
-        self.api = f"http://127.0.0.1:{free_port()}"
-        self.env = dict(os.environ, DISPLAY=display,
-                        XDG_CONFIG_HOME=str(tmp_path / "client-config"),
-                        XDG_DATA_HOME=str(tmp_path / "client-data"))
-        self.log = tmp_path / "client.log"
-        with open(self.log, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic:320x240",
-                 "--output", "null", "--remote", server.url, "--remote-token-file", str(token),
-                 "--set", f"control.api_address={self.api.removeprefix('http://')}",
-                 "--set", "advanced.pipeline.status_interval_s=0", *args],
-                env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                text=True)
-
-    def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
-                               *args], env=self.env, capture_output=True, text=True, timeout=60)
-
-    def status(self) -> dict[str, Any]:
-        done = self.ctl("--json", "status")
-        return json.loads(done.stdout) if done.returncode == 0 else {}
-
-    def remote(self) -> dict[str, Any]:
-        remote: dict[str, Any] = self.status().get("remote_engines", {}).get("remote", {})
-        return remote
-
-    def quit(self) -> int:
-        self.ctl("quit")
-        return self.proc.wait(60)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
-
-
 def test_hotkeys_and_ctl_of_the_thin_client_switch_the_server_session(
         tmp_path: Path, xscreen: XScreen) -> None:  # noqa: F811 (the imported fixture)
     server = start_serve(tmp_path / "server", max_sessions=1, hopper=True)
-    client = ThinClient(tmp_path, server, xscreen.name)
+    # `livecam run --input synthetic --output null --remote URL` with hotkeys on the display
+    client = start_thin_client(tmp_path, server.url, "--input", "synthetic:320x240",
+                               "--output", "null", token=server.tokens["alice"],
+                               env={"DISPLAY": xscreen.name})
     try:
         wait_for("hotkeys on", lambda: "hotkeys on:" in client.log.read_text(), client.log)
         # the session's stream runs and the local state took the server's identities

@@ -55,47 +55,47 @@ def _wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen[b
         time.sleep(0.1)
 
 
-def _exit_code(proc: subprocess.Popen[bytes], log: Path) -> int:
+def _signal_ends_the_run(tmp_path: Path, args: tuple[str, ...], sig: signal.Signals, *,
+                         until: str, ready: Callable[[str], bool],
+                         sigint_ignored: bool = False) -> None:
+    """`livecam run ARGS`, once ``ready(its log)`` (``until`` names that in a failure), is
+    sent ``sig``: it exits 0 within a minute and says it was interrupted by ``sig``."""
+    proc, log = _start(tmp_path, *args, sigint_ignored=sigint_ignored)
     try:
-        return proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError(f"livecam went on after the signal: {log.read_text()[-2000:]}"
-                             ) from None
+        _wait_for(until, lambda: ready(log.read_text()), proc, log)
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"livecam went on after the signal: {log.read_text()[-2000:]}"
+                                 ) from None
+        assert code == 0, log.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert f"interrupted ({sig.name})" in log.read_text()
 
 
 def test_ctrl_c_ends_a_listening_run_started_as_a_background_job(tmp_path: Path) -> None:
     """SIGINT inherited as ignored (the CI run of test_network_run's round trip): Ctrl-C still
     stops the run while its RTMP listener waits for a publisher."""
     url = f"rtmp://127.0.0.1:{free_port()}/live/streamkey?listen=1"
-    proc, log = _start(tmp_path, "--input", url, "--output", "null",
-                       "--set", "capture.network_timeout_s=60", sigint_ignored=True)
-    try:
-        _wait_for("the run started", lambda: "running:" in log.read_text(), proc, log)
-        proc.send_signal(signal.SIGINT)
-        assert _exit_code(proc, log) == 0, log.read_text()[-2000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert "interrupted (SIGINT)" in log.read_text()
+    _signal_ends_the_run(tmp_path, ("--input", url, "--output", "null",
+                                    "--set", "capture.network_timeout_s=60"), signal.SIGINT,
+                         until="the run started", ready=lambda text: "running:" in text,
+                         sigint_ignored=True)
 
 
 def test_sigterm_ends_a_run_and_its_recording_is_complete(tmp_path: Path) -> None:
     out = tmp_path / "out.mp4"
-    proc, log = _start(tmp_path, "--input", "synthetic:320x240", "--output", f"file:{out}",
-                       "--set", "advanced.pipeline.status_interval_s=0.2")
-    try:
-        # a status line that counts frames out: the recording holds some
-        _wait_for("frames were recorded", lambda: any(
+    # a status line that counts frames out: the recording holds some
+    _signal_ends_the_run(
+        tmp_path, ("--input", "synthetic:320x240", "--output", f"file:{out}",
+                   "--set", "advanced.pipeline.status_interval_s=0.2"), signal.SIGTERM,
+        until="frames were recorded", ready=lambda text: any(
             "out" in line and " out   0.0" not in line and "fps in" in line
-            for line in log.read_text().splitlines()), proc, log)
-        proc.send_signal(signal.SIGTERM)
-        assert _exit_code(proc, log) == 0, log.read_text()[-2000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert "interrupted (SIGTERM)" in log.read_text()
+            for line in text.splitlines()))
     with av.open(str(out)) as container:  # closed by the stop: it decodes to its end
         frames = sum(1 for _ in container.decode(video=0))
     assert frames > 0
