@@ -88,8 +88,8 @@ class BackgroundDetector:
     def close(self) -> None:
         """Stop the worker; the detector is closed here, or, when the worker is still inside
         a search after ``_CLOSE_WAIT_S``, by the worker once that search ends. At nice +10 on
-        a saturated machine a search waited up to 0.64 s for a core, all of it in a
-        SIGTERM's stop (issue 39 item 15); nothing uses the detector after close."""
+        a saturated machine a search waits up to 0.64 s for a core, which a SIGTERM's stop
+        must not wait for; nothing uses the detector after close."""
         thread, self._thread = self._thread, None
         if thread is not None:
             with self._cond:

@@ -39,7 +39,7 @@ def parse_input(text: str) -> InputSpec:
     if kind in ("camera", "file", "image") and target:
         return InputSpec(kind, target)
     if ":" not in text and text:
-        # a bare path (`--input clip.mp4`): say which form fits it (issue 39 item 20)
+        # a bare path (`--input clip.mp4`): say which form fits it, not only the forms
         is_image = text.lower().endswith((".jpg", ".jpeg", ".png", ".bmp", ".webp"))
         hint = f"image:{text}" if is_image else f"file:{text}"
         raise UsageError(f"--input {text!r} is not understood; did you mean --input {hint}? "

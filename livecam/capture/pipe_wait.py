@@ -1,8 +1,8 @@
 """Waiting for a pipe's first bytes without blocking for good.
 
 Opening a FIFO for reading blocks until a writer opens it, and FFmpeg's probe then blocks
-until the writer writes: a ``daemon`` whose input pipe never writes hung in ``av.open`` on
-the main thread, served no API and ignored SIGTERM (issue 39 item 11). :class:`PipeWaiter`
+until the writer writes: a ``daemon`` whose input pipe never writes would hang in ``av.open``
+on the main thread, serve no API and ignore SIGTERM. :class:`PipeWaiter`
 opens the pipe without waiting (``O_NONBLOCK``) and waits for it to become readable in
 slices the caller chooses, so the caller can give up or go on meanwhile. FFmpeg then reads
 the same descriptor (``pipe:N``), switched back to blocking reads.

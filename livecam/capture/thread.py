@@ -111,7 +111,7 @@ class CaptureThread:
     def _paces_after_first(self) -> bool:
         """For a file paced like a camera: wait until the first frame is out (``first_out``;
         the stages' first frame may take a second: models warm up) so the frames behind it
-        are not dropped meanwhile; the input's first second was skipped (issue 39 item 9).
+        are not dropped meanwhile (else the input's first second is skipped).
         True once it is out, False when there is nothing to wait for or a stop came."""
         if self._first_out is None or not self._realtime or self._source.live:
             return False

@@ -19,7 +19,7 @@ class AnalysisConfig:
         6, "Most faces followed (face mesh each frame) and swapped. Faces beyond it are covered "
         "(see advanced.swap.unswappable); the faces followed stay the same while they are in view, "
         "a new one takes a free place. Each face followed costs a face mesh and a swap per "
-        "frame (lab/perf-notes.md).", range=(1, 64))
+        "frame (figures: docs/performance.md).", range=(1, 64))
     tile_size_px: int = knob(
         384, "Square tile size for finding small faces: frames longer than this are also "
         "searched in overlapping tiles of this size (the full-range model sees ~1/8 of its "

@@ -31,7 +31,7 @@ class EngineConfig:
                            "a CPU), eager (the executor op by op), or auto (compiled when "
                            "built, else cuda_graphs; the choice is logged). Nothing "
                            "compiles at start unless compile_if_missing is set. Speeds: "
-                           "lab/perf-notes.md.",
+                           "docs/performance.md.",
                            choices=("auto", "compiled", "cuda_graphs", "eager"))
     compile_if_missing: bool = knob(False, "Compile the generator at start when torch_mode is "
                                     "auto or compiled and no build exists (minutes on a GPU, "

@@ -25,7 +25,7 @@ class GpuConfig:
                          "stages.", choices=("auto", "always", "never"))
     slots: int = knob(3, "Frames in flight on the GPU, per stream and in all (each slot has "
                       "its own CUDA stream and buffers), so the GPU computes one while others "
-                      "move to or from it (lab/perf-notes.md). More adds memory and, when "
+                      "move to or from it. More adds memory and, when "
                       "the GPU cannot keep up, latency.", range=(2, 8))
     cuda_graphs: bool = knob(True, "Capture the per-frame GPU work as CUDA graphs (one per "
                              "slot and face-count bucket, before the output starts), so a "
@@ -33,7 +33,7 @@ class GpuConfig:
                              "launches from Python.")
     compile_networks: bool = knob(True, "Compile the face detector, face mesh and tile "
                                   "search on the GPU with torch.compile: fused kernels, "
-                                  "several times faster (lab/perf-notes.md). The first start "
+                                  "several times faster. The first start "
                                   "on a machine (and after a torch update) compiles them for "
                                   "minutes, each network and shape logged; later starts take "
                                   "the code from the engine cache (advanced.engine.cache_dir). "
@@ -42,8 +42,8 @@ class GpuConfig:
     compile_paste: bool = knob(True, "Compile the swap's work around the generator on the "
                                "GPU (alignment and crops; the output's conversion, colour "
                                "match and paste-back) with torch.compile: fused kernels "
-                               "instead of a few hundred small ones a frame "
-                               "(lab/perf-notes.md). Compiled at the first start for each "
+                               "instead of a few hundred small ones a frame. "
+                               "Compiled at the first start for each "
                                "face count and paste window, logged, cached with the face "
                                "networks' code. false = as written, no compiling.")
     compile_dynamic_batches: bool = knob(True, "Compile the swap's alignment (with "
@@ -72,7 +72,7 @@ class GpuConfig:
                                 "page-locked memory as it reads it, so the face networks "
                                 "upload it to the GPU at once, without a copy of their own on "
                                 "the thread every frame waits for (+9 % frames/s for one "
-                                "stream offline, lab/perf-notes.md). The frames a stream holds "
+                                "stream offline). The frames a stream holds "
                                 "at once (in flight, queued, being sent) are page-locked, and "
                                 "that memory is kept for reuse until livecam exits. false = "
                                 "the networks copy each frame into their own page-locked "

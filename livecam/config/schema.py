@@ -101,7 +101,7 @@ class PipelineConfig:
         0.25, "Python's thread switch interval while livecam runs, ms (Python's own is 5): a "
         "pipeline thread that let go of the GIL for a moment (a numpy call, a wait for the "
         "GPU) gets it back within this time instead of up to 5 ms later, which matters with "
-        "several streams in one process (lab/perf-notes.md). 0 = leave Python's.",
+        "several streams in one process. 0 = leave Python's.",
         range=(0.0, 10.0))
     overload_drop_share: float = knob(
         0.2, "Live mode warns that the pipeline is overloaded (log, status line, API, panel, "

@@ -12,8 +12,8 @@ connection that never sends a request open forever):
   here, so a burst of legitimate requests is served as soon as slots free up. While one
   waits there, the oldest connection that holds no request (an idle keep-alive, a socket
   that never sent a byte or only part of its headers) is closed to make room: 3,000 idle
-  sockets otherwise held every slot for ``idle_timeout_s`` each, and `livecam ctl` behind
-  them in the queue timed out (issue 39 item 13); and at most
+  sockets would otherwise hold every slot for ``idle_timeout_s`` each, and `livecam ctl`
+  behind them in the queue would time out; and at most
   ``accepts_per_s`` new connections a second, so a flood (thousands of sockets opened and
   closed) is worked off in small steps with the frame threads running in between, never in
   one long burst of the event loop;

@@ -7,7 +7,7 @@ thread runs Python meanwhile, and CPython makes that thread give it up only afte
 interval, 5 ms by default. Measured here (``scripts/bench_switching.py``): with three other
 threads busy, ``landmarks.min(axis=0)`` took 6.0 ms on average (p99 59 ms) at 5 ms and 0.67 ms
 (p99 6 ms) at 0.2 ms; on the H200, with 16 streams in one process, a quarter of the pipeline
-threads' samples sat in such reductions (perf-notes, run 29).
+threads' samples sat in such reductions.
 
 :func:`switch_interval` sets ``advanced.pipeline.gil_switch_interval_ms`` while a run is started and
 puts the interpreter's own value back when the last run using it stops.

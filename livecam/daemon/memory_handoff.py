@@ -2,9 +2,9 @@
 
 When a process exits, its last thread unmaps the whole address space before the parent (systemd,
 a shell, a test) can see the exit. For ``livecam daemon`` (about 290 MB resident in 1,600
-mappings) that was the longest part of a SIGTERM on a saturated 2-core machine: 0.13-2.5 s with
-``exit_mmap`` in the kernel stack of the last thread, after the app had stopped in 2-480 ms
-(issue 39 item 15). :func:`exit_handing_off_memory` starts a helper task that shares the memory
+mappings) that is the longest part of a SIGTERM on a saturated 2-core machine: 0.13-2.5 s with
+``exit_mmap`` in the kernel stack of the last thread, after the app has stopped in 2-480 ms.
+:func:`exit_handing_off_memory` starts a helper task that shares the memory
 (``clone(CLONE_VM)``) and only sleeps for a moment, so the daemon's exit leaves the unmapping to
 the helper's end. The helper holds no file the daemon had open (every descriptor is closed
 first, 0-2 point at ``/dev/null``), so locks, sockets and pipes are released with the daemon's

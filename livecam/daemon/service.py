@@ -34,7 +34,7 @@ class _StopSignal(BaseException):
     """Raised by the stop signal's handler into the main thread while the daemon builds,
     starts or runs its app: a start (loading models can take seconds on a busy machine)
     unwinds, freeing what it opened, instead of finishing first; a run's wait ends at once
-    rather than at its next poll (up to 50 ms later, issue 39 item 15)."""
+    rather than at its next poll (up to 50 ms later)."""
 
 
 def serve(build: Callable[[], App | StreamSet], *, stop_timeout_s: float = 0.7,

@@ -4,15 +4,15 @@
 ``torch.cuda.graph`` captures on one stream per process unless told otherwise. With several
 pipeline streams in one process (each has its face networks, tile search, swap slots and capture
 side streams) two threads end up on one CUDA stream: a CUDA graph that one thread captures on
-it is invalidated by the other thread's work (H200 run 19, 8 streams starting together:
+it is invalidated by the other thread's work (8 streams starting together fail with
 ``cudaErrorStreamCaptureInvalidated``), and a ``synchronize`` waits for the other's work too.
 
 :func:`new_stream` makes a stream nobody else holds: ``cuStreamCreate`` (non-blocking) from the
 CUDA driver, which every CUDA machine has (``libcuda.so.1`` on Linux, ``nvcuda.dll`` on Windows;
 macOS has no CUDA), in the primary context torch uses, wrapped as ``torch.cuda.ExternalStream``.
 Streams are never destroyed: the caching allocator keeps each block's stream and records
-events on it when the tensor is freed, maybe after its owner closed (H200 run 20: destroying a
-closed pipeline's streams aborted the process with "invalid device context"). A closed owner
+events on it when the tensor is freed, maybe after its owner closed (destroying a closed
+pipeline's streams aborts the process with "invalid device context"). A closed owner
 hands its streams back (:func:`release_stream`) and the next :func:`new_stream` reuses them, so
 opening and closing pipelines does not grow their number. Where the driver cannot be reached
 that way, torch's pool serves, with a warning.
@@ -21,9 +21,8 @@ that way, torch's pool serves, with a warning.
 kernels ahead of those queued on ordinary streams (nothing running is preempted), and a CUDA
 graph replays at the priority of the stream it is launched into. The face follower's networks
 use them: their thread waits for each result before the next frame's work, while the swap's
-ticks are in flight and wait for nobody. With the GPU 80-90 % busy on one stream offline
-(lab/perf-notes.md, run 100), the follower's small kernels otherwise queue behind the
-generator's.
+ticks are in flight and wait for nobody. With the GPU 80-90 % busy on one stream offline,
+the follower's small kernels otherwise queue behind the generator's.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def _fetch_source(store: ModelStore, name: str, url: str, published: str | None,
             break
         except (OSError, http.client.HTTPException) as exc:
             host = _unresolved_host(url, exc)
-            if host is not None:  # asking again at once resolves nothing (issue 39 item 20)
+            if host is not None:  # asking again at once resolves nothing
                 log.warning("download of %s failed: %s does not resolve (no network, or "
                             "a wrong address): not retried", url, host)
                 return f"{host} does not resolve: check the network and the address"

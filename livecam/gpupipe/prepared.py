@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 FILE = "prepared.json"
 
-#: seconds one compile of each part took on the H200 (issue 41, lab/perf-notes.md), a first
+#: seconds one compile of each part takes on the H200 (the first start's log), a first
 #: start's estimate; a part not listed counts as the default
 COMPILE_S = {"face detector": 18.0, "face mesh": 8.0, "swap alignment": 5.0,
              "swap paste-back": 25.0, "generator": 90.0}

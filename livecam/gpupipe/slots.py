@@ -272,7 +272,7 @@ class Slot:
                 if event is not None:
                     self.stream.wait_event(event)
             # one call for every frame: each torch call from Python gives the GIL up and
-            # waits to get it back, which at 12 streams stretched a tick's launch (run 45)
+            # waits to get it back, which at 12 streams stretches a tick's launch
             torch._foreach_copy_(self.frame_views[:len(frames)], list(frames),
                                  non_blocking=True)
             self.faces_dev.copy_inputs_from(self.faces_host)

@@ -69,7 +69,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
 def default_library_dir() -> Path:
     """The library's folder when ``identity.library_dir`` is empty: ``library`` in the user
     data dir (records in ``library/identities/``). Before, it was ``identities`` there, so
-    records lay in ``identities/identities/`` (issue 39 item 20); a library an earlier livecam
+    records lay in ``identities/identities/``; a library an earlier livecam
     made there is used where it is, untouched, as long as no new one exists."""
     import platformdirs
 

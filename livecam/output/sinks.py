@@ -86,8 +86,8 @@ class FileSink:
 
     ``low_delay`` (a live run's recording): x264/x265 with ``tune=zerolatency``, so the
     encoder holds no frames back (no lookahead, no B-frames). Its buffered frames are what
-    ``close`` must encode: with the defaults some 16 frames, which took up to 0.6 s of a
-    SIGTERM's stop on a saturated 2-core machine (issue 39 item 15). Offline runs keep the
+    ``close`` must encode: with the defaults some 16 frames, which take up to 0.6 s of a
+    SIGTERM's stop on a saturated 2-core machine. Offline runs keep the
     defaults (smaller files for the same ``crf``).
     """
 

@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 _BURST_FRAMES = 0.5
 #: How much faster than the frame rate the pacer's bucket refills. At exactly the rate, a
 #: bucket left short once (a burst of frames after start-up or a hiccup) stays short for the
-#: whole run when frames then come at exactly that rate: every frame waited the same 10 ms
-#: (a CPU run of `livecam run`) to 21 ms (capture→sink 29 ms for 8 ms of work on the H200,
-#: run 47). 1/16 faster pays that back within 16 frames a frame's worth.
+#: whole run when frames then come at exactly that rate: every frame waits the same 10 ms
+#: (a CPU run of `livecam run`) to 21 ms (capture→sink 29 ms for 8 ms of work on the H200).
+#: 1/16 faster pays that back within 16 frames a frame's worth.
 _CATCH_UP = 1.0 / 16.0
 
 
@@ -71,8 +71,8 @@ class OutputThread:
     frame is sent again (then every interval), so OBS/Zoom never see the camera freeze. Before
     the first frame, the idle (black) frame is sent only while ``input_waiting()`` says the
     input is not open (a missing camera, a silent pipe; None: always): once it is, the first
-    frame sent is the input's first (12-17 black frames led a run while the stages warmed
-    up, issue 39 item 9). Offline mode (``realtime=False``): every packet is
+    frame sent is the input's first (not 12-17 black frames while the stages warm up).
+    Offline mode (``realtime=False``): every packet is
     sent once, in order, as fast as the sink takes it (no delay).
 
     Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes (the

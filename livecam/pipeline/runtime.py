@@ -415,8 +415,8 @@ class App:
         (``livecam daemon``): the capture and pipeline threads are asked to stop but not
         waited for, and the stages are left open, since the exit frees them; the output
         thread is still ended and the sink closed, so a recording is complete. On a saturated
-        2-core machine the pipeline thread's last frame took up to 0.47 s and closing the
-        stages up to 0.32 s of a SIGTERM (issue 39 item 15)."""
+        2-core machine the pipeline thread's last frame takes up to 0.47 s and closing the
+        stages up to 0.32 s of a SIGTERM."""
         deadline = time.monotonic() + timeout_s
         timings = Stopwatch()
         self._mark_done()

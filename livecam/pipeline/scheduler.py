@@ -220,7 +220,7 @@ class Scheduler:
                 before = self._state.active_identity
                 self._state = command.apply(self._state)
                 after = self._state.active_identity
-            if after != before:  # the name, not StepIdentity(step=1) (issue 39 item 20)
+            if after != before:  # the name, not StepIdentity(step=1): what a user chose
                 log.info("identity now %s (%s)", "none" if after is None else repr(after),
                          type(command).__name__)
             else:

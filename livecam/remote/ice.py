@@ -1,5 +1,5 @@
-"""ICE limited to configured interfaces (``advanced.serve.ice_interfaces``, issue 40: "ICE
-limited to configured interfaces").
+"""ICE limited to configured interfaces (``advanced.serve.ice_interfaces``): media flows only
+on the sides of the server the operator opened.
 
 aiortc gathers its host candidates through aioice on every address of every interface
 (loopback left out), so a server with a public and a private side offers both, and media may

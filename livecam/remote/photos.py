@@ -1,5 +1,5 @@
-"""Photos a WHIP session uploads as its own identity (issue 40: "a photo uploaded through the
-API under the same photo rules")::
+"""Photos a WHIP session uploads as its own identity, under the rules a local photo
+meets::
 
     POST /whip/ID/photo   Content-Type: image/jpeg | image/png, the session user's token,
                           the photo's bytes (at most ``advanced.serve.max_photo_bytes``)

@@ -1,4 +1,4 @@
-"""A WHIP session's own controls, on its Location, with its user's token (issue 40 item 1)::
+"""A WHIP session's own controls, on its Location, with its user's token::
 
     GET  /whip/ID           -> 200 JSON: the session's state (identity, bypass, frames, stream)
     POST /whip/ID/command   JSON {"command": "select", "identity": NAME}

@@ -146,7 +146,7 @@ class NativeStderr:
         os.dup2(self._saved_fd, 2)
         # the end mark follows everything written so far; the reader stops there. Waiting
         # for EOF instead waited the whole second whenever a library kept a copy of fd 2
-        # (1.0-1.7 s of a daemon's SIGTERM exit on a saturated machine, issue 39 item 15)
+        # (1.0-1.7 s of a daemon's SIGTERM exit on a saturated machine)
         with contextlib.suppress(OSError):
             os.write(self._write_fd, _END_MARK)
         os.close(self._saved_fd)

@@ -269,7 +269,7 @@ def _offline_for_files(args: argparse.Namespace, config: Config,
     file (no camera, virtual camera, window or pipe in it: nobody watches it live, and in live
     mode a slow machine drops frames, 64 % on 2 cores): ``advanced.pipeline.realtime=false`` (every
     frame) and ``advanced.capture.loop=false`` (the input once), said in one INFO line. The config
-    file or a ``--set`` naming ``advanced.pipeline.realtime`` wins (issue 39 item 18)."""
+    file or a ``--set`` naming ``advanced.pipeline.realtime`` wins over this default."""
     import os
 
     def is_file(spec: str, kind: str) -> bool:

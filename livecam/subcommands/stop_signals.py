@@ -1,12 +1,12 @@
 """Ctrl-C (SIGINT) and SIGTERM end ``livecam run`` through its ``stop``, whatever signal
 handling the process inherited.
 
-Two ways a run was not ended properly before (issue 40, issue 39 item 15): a process started as
-a background job of a non-interactive shell (``livecam run … &`` in a script, a CI runner)
-inherits SIGINT *ignored*, and Python then installs no KeyboardInterrupt handler: Ctrl-C and
-``kill -INT`` did nothing and the run went on for ever. And SIGTERM's default action ended
-the process at once, without closing the output: a recording lost its last seconds (the
-MP4 fragment being written). Inside :func:`stop_on_signals` both raise :class:`StopSignal` (a
+Two ways a run would otherwise not end properly: a process started as a background job of a
+non-interactive shell (``livecam run … &`` in a script, a CI runner) inherits SIGINT
+*ignored*, and Python then installs no KeyboardInterrupt handler: Ctrl-C and ``kill -INT``
+would do nothing and the run go on for ever. And SIGTERM's default action ends the process at
+once, without closing the output: a recording would lose its last seconds (the MP4 fragment
+being written). Inside :func:`stop_on_signals` both raise :class:`StopSignal` (a
 ``KeyboardInterrupt``) on the main thread, so the run unwinds through its ``stop`` exactly
 as after Ctrl-C in a terminal. (``livecam daemon`` has its own handlers: its signals only set
 a flag that its main loop polls.)

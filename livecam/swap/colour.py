@@ -8,7 +8,7 @@ Methods, chosen by ``advanced.swap.colour``:
   inside the face the blur is ``advanced.swap.colour_blur`` (the source's own look survives),
   near the mask's outer edge it is a tenth of the face width, so the swapped face meets the live
   face at the seam with the live face's own local brightness (no band where the mask stops). Only
-  colours the live skin has (issue 42's foreign colour): a and b follow the lightness as the
+  colours the live skin has (no foreign colour): a and b follow the lightness as the
   live skin's do, and the lightness rolls off just above the live skin's brightest
   (:class:`LabMatch`).
 - ``lowfreq``: a per-pixel, per-channel gain ``blur(target) / blur(source)`` computed
@@ -50,7 +50,7 @@ _RELIGHT_MAX_L = 40.0
 _SKIN_FAR = 3.5
 _SKIN_SPREAD_FLOOR = np.array([8.0, 3.0, 3.0], np.float32)
 _SKIN_AXIS_WEIGHT = np.array([0.5, 1.0, 1.0], np.float32)
-# foreign colours (issue 42): the most a or b may grow per unit of L (8-bit Lab) as they
+# no foreign colours: the most a or b may grow per unit of L (8-bit Lab) as they
 # follow the lightness; the ceiling's place above the live skin's lightness (the percentile of
 # its coarse-grid cells, plus a margin: the full-resolution skin is brighter) and the width of
 # its soft roll-off (8-bit L units). With a margin of 20 the roll-off starts 8 above the
@@ -231,7 +231,7 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     face's hair at the mask's edge would otherwise darken the swapped skin there, and move with
     every landmark's jitter.
 
-    Colours stay the live skin's (issue 42's foreign colour): a and b follow the lightness as
+    Colours stay the live skin's (no foreign colour): a and b follow the lightness as
     they do on the live skin (under a coloured light, brighter skin is more saturated: the
     source's highlights otherwise came out grey for their lightness), the source's own
     coupling taken out; and the lightness rolls off below ``l_max``, just above the live

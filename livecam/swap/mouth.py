@@ -3,8 +3,8 @@ its own lip colour (a second texture, built at identity load).
 
 Between a smiling source's inner lip contour lie its teeth. The mesh's mouth hole is filled
 with a zig-zag strip, and the lip triangles along the inner contour reach a pixel or two past
-the real lip edge, so on a streamer whose mouth is closed the source's teeth showed as a jagged
-white strip along the lip line (issue 42). The classic swap uses the closed texture while the
+the real lip edge, so on a streamer whose mouth is closed the source's teeth would show as a
+jagged white strip along the lip line. The classic swap uses the closed texture while the
 live mouth is closed (``SourceFace.closed_mesh``); an open live mouth shows the streamer's own
 mouth interior (``swap.keep_mouth``) and the photo's own texture around it. Pure functions;
 any thread.

@@ -206,7 +206,7 @@ class DenseWarper:
         # a grid point the fill gives a sliver (a closed mouth's or eye's hole strip, a few
         # hundredths of a pixel thick) reads far outside that triangle's source: its affine
         # magnifies across the sliver. Kept within the source triangle's bounds, it reads the
-        # lips there, not a dark ring of whatever lay far away (issue 42: rings at the mouth)
+        # lips there, not a dark ring (at the mouth) of whatever lies far away
         bounds = self._source_bounds(source)[tri_id]  # (hc, wc, 2, 2): lo, hi
         np.clip(coarse_map, bounds[:, :, 0], bounds[:, :, 1], out=coarse_map)
         grid_map: Any = coarse_map

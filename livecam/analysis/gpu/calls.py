@@ -92,7 +92,7 @@ def on_stream(stream: Any, cuda: bool) -> Any:
 def wait_done(event: Any) -> None:
     """Block until the CUDA ``event`` (or stream) has completed. ``query`` first: it keeps the
     GIL, where ``synchronize`` gives it up even for work long done, and on the follower's
-    thread each such hand-over waits behind the other threads' Python (device runs 66, 89)."""
+    thread each such hand-over waits behind the other threads' Python."""
     if not event.query():
         event.synchronize()
 

@@ -1,7 +1,7 @@
 """The face networks (BlazeFace, the face mesh) through ``torch.compile``: Inductor fuses the
 ports' hundreds of small kernels (a tflite graph run op by op) into fewer, larger ones.
 
-Measured on the H200 (device run 60, ``scripts/bench_gpu_models.py --compile default``, fp16,
+Measured on the H200 (``scripts/bench_gpu_models.py --compile default``, fp16,
 1080p, each call replayed in a CUDA graph): the full-range detector 1.66 → 0.61 ms a frame
 (705 → 294 kernels), the mesh 0.82 → 0.27 ms a face; compiling took 18 s and 8 s.
 

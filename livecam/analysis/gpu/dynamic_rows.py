@@ -2,7 +2,7 @@
 
 The swap's alignment and paste-back run at 1, 2, 4, ... faces (padded up to a bucket); compiled
 with static shapes, each bucket and paste window was a compile of its own (10 a part at 1080p,
-3-39 s each on the H200, issue 41). Here the arguments that count the call's rows (faces) are
+3-39 s each on the H200). Here the arguments that count the call's rows (faces) are
 marked with a dynamic first dimension for the compile
 (:func:`torch._dynamo.maybe_mark_dynamic`), so one compiled call serves every count from two
 up; a count of one compiles on its own (torch specialises sizes 0 and 1), and with static

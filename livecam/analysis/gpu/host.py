@@ -3,7 +3,7 @@
 A frame reaches the GPU asynchronously only from page-locked ("pinned") host memory. Without
 this module the follower's networks copy each frame into a pinned staging buffer of their own
 before they upload it: 0.5 ms a 1080p frame on the H200's host, on the thread that every frame
-of the stream waits for (lab/perf-notes.md, run 89). With ``advanced.gpu.pinned_capture`` the
+of the stream waits for. With ``advanced.gpu.pinned_capture`` the
 capture thread copies the frame into pinned memory as it reads it (:func:`pinned_copy`, the
 :class:`~livecam.core.stage.HostFrames` hook of the analysis stage) and the networks upload
 straight from there (:func:`pinned_tensor`).

@@ -2,11 +2,11 @@
 
 Inductor's cache (``TORCHINDUCTOR_CACHE_DIR``) keeps the generated kernels, but a later start
 still traces each network and input shape through dynamo before it finds them there: on the
-H200 host that was 1-9 s a shape, about 60 s of a 72 s start (device run 109, the ``livecam``
+H200 host that was 1-9 s a shape, about 60 s of a 72 s start (timed by ``livecam``'s
 INFO lines). torch's precompiling (``torch._dynamo.aot_compile``, experimental in torch 2.10
 and later) saves the traced call with its guards and kernels in one file; loading it skips
 dynamo (the full-range BlazeFace on a 2-core CPU: 12.4 s traced from the cache, 2.2 s
-loaded; on the H200, run 111: 7.0 → 4.4 s, the swap's alignment 1-2 → 0.1 s a shape).
+loaded; on the H200: 7.0 → 4.4 s, the swap's alignment 1-2 → 0.1 s a shape).
 
 A file is found by what makes its code right: the network's name, its weights, the input
 shapes and every other argument, the torch version, the device, and livecam's own source

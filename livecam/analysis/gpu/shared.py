@@ -8,9 +8,8 @@ CPU and GPU paths share one follower; only the networks run here. One class serv
 and many, so a start of any number of streams compiles and captures the same shapes
 (:mod:`livecam.gpupipe.shapes`): one stream's calls are batches of one frame.
 
-Before, with several streams each stream ran BlazeFace and the face mesh at batch 1: a few
-hundred tiny kernels a frame, bound by launches, about 1.4 ms of the H200's time for each 1080p
-frame (device runs 40-47). Here every stream
+Run per stream, BlazeFace and the face mesh at batch 1 are a few hundred tiny kernels a frame,
+bound by launches, about 1.4 ms of the H200's time for each 1080p frame. Here every stream
 uploads its frame into its own place of one stacked device tensor, and the streams' calls are
 served in batches: a caller that finds nothing running runs its call at once (nothing added
 to its wait), and the calls that arrive while a batch runs are served together by the next
@@ -223,8 +222,8 @@ class SharedFaceNetworks:
     def _capture(self, height_px: int, width_px: int) -> FrameStack:
         """The stack's graphs. Each takes its inputs up from and its outputs down to pinned
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
-        call of the thread running a batch gives the GIL up and queues to get it back
-        (device runs 66 and 89)."""
+        call outside the graph, on the thread running a batch, gives the GIL up and queues to
+        get it back."""
         stack = FrameStack(self.stack_frames, height_px, width_px, self.device)
         with torch.inference_mode():
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}

@@ -224,7 +224,7 @@ def _densify(values: np.ndarray, shape: tuple[int, ...], sparsity: _Table) -> np
 
 #: Parsed models by (resolved path, size, mtime): every stream of a process loads the same
 #: detector and mesh files, and parsing (densifying the sparse detector above all) took about
-#: 0.5 s per stream on the H200's host (perf-notes, run 41).
+#: 0.5 s per stream on the H200's host.
 _CACHE: dict[tuple[str, int, int], TfliteModel] = {}
 _CACHE_LOCK = threading.Lock()
 

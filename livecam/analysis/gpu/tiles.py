@@ -10,13 +10,13 @@ a CUDA graph per frame size: every tile at every search, at about the cost of on
 the follower's own thread (``on_caller_thread``). The follower launches a search one frame
 before it is due and takes the result on the due frame (``deferred``: a small face is found by
 the same frame as before, its detection one frame old, as the CPU worker's are): waiting for
-it on its own frame cost one stream 22 % of its offline frames on the H200 (run 43: 284 fps,
-364 with the search all but off), the GPU being busy with earlier frames' swaps. Detections
+it on its own frame costs one stream 22 % of its offline frames on the H200 (284 fps, 364
+with the search all but off), the GPU being busy with earlier frames' swaps. Detections
 cut by a tile's inner edge are left out and the rest merged over the tiles exactly as on the
 CPU. Tiles keep the model's own score threshold (0.6), as the CPU tile search does: at the
 tracker's floor (0.3) that the whole-frame pass uses, tiles of a 1080p frame with one face
-held five false faces, each then covered on every frame (H200 run 19: the collector thread
-62 % in the cover).
+held five false faces, each then covered on every frame (on the H200 the collector thread
+spent 62 % of its time in the cover).
 
 With ``whole_frame`` (``advanced.analysis.detect_each_frame`` off) the search also reports the
 networks' whole-frame detections, as the CPU search runs its whole-frame pass.
@@ -140,7 +140,7 @@ class GpuTileSearch:
         frame, upload = self.networks.frame_on_device(image_bgr)
         # Everything on this search's own stream, never the default one: another stream of
         # the process may be capturing a CUDA graph meanwhile, and work on the legacy default
-        # stream would invalidate that capture (H200 run 19, 8 streams starting together).
+        # stream would invalidate that capture (as 8 streams starting together do).
         with torch.inference_mode(), self._on_stream():
             if self._stream is not None:
                 self._stream.wait_stream(upload)

@@ -163,8 +163,8 @@ class GpuFaceEnhancer:
     def place(self, device: torch.device | str) -> None:
         """The alignment template and the crop border on ``device`` (all that :meth:`crops` and
         :meth:`fits` need; :meth:`open` does this). Made once here, not per call: a CUDA graph
-        cannot capture a copy from pageable host memory (H200 run 23: every enhancer graph
-        failed on the border and ran eagerly)."""
+        cannot capture a copy from pageable host memory (made per call, the border would make
+        every enhancer graph fail to capture and run eagerly)."""
         self.template = template_tensor(self.size_px, self.template_name, device=device)
         self._border = torch.tensor(CROP_BORDER_BGR, device=device)
 

@@ -7,8 +7,8 @@ anti-aliased ``fillPoly`` and Gaussian-blurred by ``KEPT_EDGE_FRACTION`` x the f
 that. Here the same regions are drawn on the GPU, on each face's paste window, with static
 shapes (so the paste-back stays inside the pipeline's CUDA graph) and from a few hundred bytes
 per face: the host sends the loops (:func:`loop_rows_batch`), not a mask. Drawing the mask on the
-host cost each 1080p frame about 1 ms of Python on the stream's thread and a plane upload on
-the hub's launching thread, which took 8 streams' 30 fps on the H200 (perf-notes, runs 32-34).
+host would cost each 1080p frame about 1 ms of Python on the stream's thread and a plane upload
+on the hub's launching thread, which takes 8 streams below 30 fps on the H200.
 
 How a loop is filled: along each of ``SUBROWS`` sample rows per pixel row, every loop edge that
 crosses the row adds its winding sign to the pixels left of the crossing, and the pixel the

@@ -147,7 +147,7 @@ def sample_crop_zero_border(crops_nhwc: torch.Tensor, uv_n2hw: torch.Tensor) -> 
 
     ``torch.grid_sampler_2d`` rather than ``F.grid_sample``: on CUDA the latter takes cuDNN's
     sampler, which has no fake-tensor kernel, so torch could not save the compiled paste-back
-    whole ("Operator does not support running with fake tensors", H200 run 111)."""
+    whole ("Operator does not support running with fake tensors" on the H200)."""
     size = crops_nhwc.shape[1]
     side = (1 << (size - 2).bit_length()) + 1  # 2^k + 1 >= size
     padded = F.pad(crops_nhwc.float().permute(0, 3, 1, 2), (0, side - size, 0, side - size))
