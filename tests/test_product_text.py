@@ -72,7 +72,8 @@ DIARY = re.compile("|".join([
 #: The pages already written as current-state reference text; a page joins when it is cleaned.
 #: docs/performance.md is not here: it names the diary as where the history went.
 REFERENCE_PAGES = ["README.md", "docs/architecture.md", "docs/config.md",
-                   "docs/gpu-pipeline.md", "docs/enhance.md", "docs/triton.md"]
+                   "docs/gpu-pipeline.md", "docs/enhance.md", "docs/triton.md",
+                   "docs/control.md"]
 
 
 def diary_in(path: Path) -> list[str]:
