@@ -53,3 +53,49 @@ def test_no_product_text_cites_a_run_an_issue_a_session_or_the_diary() -> None:
     found = lab_references_in(sorted((REPO / "livecam").rglob("*.py")))
     assert not found, (f"{len(found)} places cite the lab; state the contract and the reason "
                        "instead:\n" + "\n".join(found))
+
+
+#: What tells the diary's story in a page of the product's docs: a run cited by number, a device
+#: run, a round or a stop of a session, an issue, a date, "before the fix", the diary itself.
+#: "the whole run 30.0 s" (a duration) is not a run number.
+DIARY = re.compile("|".join([
+    r"\bdevice\s+runs?\b",  # "device run" ("the GPU runs the swap" is a verb)
+    r"\bruns?\s+\d+(?![\d.])",  # "run 47", "runs 48-67"
+    r"\b(?:this|previous|last|next)\s+round\b",
+    r"\bstop\s+\d+\b",  # "stop 12"
+    r"\bissues?[\s-]#?\d+",  # "issue 41", "the issue-41 runs"
+    r"\b20\d\d-[01]\d(?:-[0-3]\d)?\b",  # a date
+    r"\bbefore\s+the\s+fix\b",
+    r"perf-notes",  # the lab's diary: current figures are in docs/performance.md
+]), flags=re.IGNORECASE)
+
+#: The pages already written as current-state reference text; a page joins when it is cleaned.
+#: docs/performance.md is not here: it names the diary as where the history went.
+REFERENCE_PAGES = ["README.md", "docs/architecture.md", "docs/config.md",
+                   "docs/gpu-pipeline.md", "docs/enhance.md", "docs/triton.md",
+                   "docs/control.md"]
+
+
+def diary_in(path: Path) -> list[str]:
+    """``line: text`` for every piece of the diary's story in the page at ``path``."""
+    text = path.read_text(encoding="utf-8")
+    return [f"{text.count(chr(10), 0, m.start()) + 1}: {' '.join(m.group().split())}"
+            for m in DIARY.finditer(text)]
+
+
+def test_the_diary_scan_finds_runs_rounds_dates_and_the_diary(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("309 frames/s (run 67); runs 48-67 and device\nrun 11, 2026-11-30; "
+                    "this round, the previous round, stop 12, the issue-41 runs, before the fix, "
+                    "[notes](../lab/perf-notes.md).\nThe whole run 30.0 s; it runs on 4 tiles; "
+                    "`livecam run --frames 300`; the GPU runs the swaps.\n", encoding="utf-8")
+    assert diary_in(page) == [
+        "1: run 67", "1: runs 48", "1: device run", "2: 2026-11-30", "2: this round",
+        "2: previous round", "2: stop 12", "2: issue-41", "2: before the fix", "2: perf-notes"]
+
+
+def test_reference_pages_state_the_present_not_the_diary() -> None:
+    found = [f"{page}:{hit}" for page in REFERENCE_PAGES for hit in diary_in(REPO / page)]
+    assert not found, (f"{len(found)} places tell the diary's story; state what is true now, "
+                       "the current figure with its command (docs/performance.md), the reason "
+                       "in the present tense:\n" + "\n".join(found))
