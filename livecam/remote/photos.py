@@ -12,7 +12,10 @@ rules of
 problems are warnings, not refusals) and made the session's identity at its next frame.
 The name (``photo-<session>-<k>``) is the session's alone: another session can neither select
 nor see it. A new upload replaces the session's previous one. When the session ends, its
-identity is forgotten and its folder removed: the server deletes only what it made.
+identity is forgotten and its folder removed: the server deletes only what it made. Folders a
+crashed server left (``kill -9``, a power cut) are removed at the next start
+(:func:`~livecam.remote.photo_folders.sweep`: only folders with the marker livecam writes, never
+through a symlink, never another running server's).
 
 Refusals, before the body is read where the headers say enough: another user's session 404,
 no or wrong ``Content-Type`` 415, no ``Content-Length`` 411, over the limit 413, a body that
@@ -24,9 +27,7 @@ face mesh, about 0.3 s on a CPU), so a flood of uploads cannot take the frame th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from aiohttp import web
 
 from livecam.config.identity import IdentityConfig
 from livecam.identity.model import Identity
+from livecam.remote.photo_folders import SessionFolder, sweep
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +59,13 @@ def photo_type(data: bytes) -> str | None:
 
 @dataclass
 class SessionUploads:
-    """One session's uploads: its folder (made by the server) and its identity names."""
+    """One session's uploads: its folder (made by the server), its identity names and the
+    file of its newest photo."""
 
-    folder: Path | None = None
+    folder: SessionFolder | None = None
     names: list[str] = field(default_factory=list)
     count: int = 0
+    newest_file: str = ""
 
 
 class SessionPhotos:
@@ -76,6 +80,11 @@ class SessionPhotos:
         self._max_bytes = max_bytes
         self._sessions: dict[str, SessionUploads] = {}
         self._busy = asyncio.Lock()
+
+    def sweep(self) -> int:
+        """Remove the session folders an earlier, no longer running server left under the
+        root (a crash); the number removed. Call once at the start, before any upload."""
+        return sweep(self.root)
 
     def names_of(self, session_id: str) -> tuple[str, ...]:
         """The identity names session ``session_id`` uploaded (its newest last)."""
@@ -115,14 +124,19 @@ class SessionPhotos:
         from livecam.identity import identity_from_photo
 
         uploads = self._sessions.setdefault(session_id, SessionUploads())
-        if uploads.folder is None:
-            self.root.mkdir(parents=True, exist_ok=True)
-            uploads.folder = self.root / session_id
-            uploads.folder.mkdir(mode=0o700)  # new: the session id is random, never reused
         uploads.count += 1
         name = f"photo-{session_id[:8]}-{uploads.count}"
-        path = uploads.folder / f"{uploads.count}{'.png' if kind == 'image/png' else '.jpg'}"
-        path.write_bytes(data)
+        filename = f"{uploads.count}{'.png' if kind == 'image/png' else '.jpg'}"
+        try:
+            if uploads.folder is None:  # new: the session id is random, never reused
+                uploads.folder = await asyncio.to_thread(SessionFolder.make, self.root,
+                                                         session_id)
+            path = await asyncio.to_thread(uploads.folder.write, filename, data)
+        except OSError as exc:
+            log.error("photo of session %s not stored: %s", session_id[:8], exc)
+            raise web.HTTPInternalServerError(
+                text="this server cannot store photos now (its advanced.serve.photo_dir: "
+                f"{exc.strerror or exc}); ask its operator") from None
         warnings: list[str] = []
 
         def build() -> Identity:
@@ -137,15 +151,17 @@ class SessionPhotos:
         try:
             identity = await asyncio.to_thread(build)
         except IdentityError as exc:
-            path.unlink(missing_ok=True)
+            uploads.folder.unlink(filename)
             raise web.HTTPUnprocessableEntity(
                 text=str(exc).replace(str(path), "the photo")) from None
         for old in uploads.names:  # a new upload replaces the session's previous one
             self.identities.pop(old, None)
-        for old_file in uploads.folder.iterdir():
-            if old_file != path:
-                old_file.unlink(missing_ok=True)
-        uploads.names = [name]
+        if uploads.newest_file:
+            uploads.folder.unlink(uploads.newest_file)
+        uploads.names, uploads.newest_file = [name], filename
+        if self._sessions.get(session_id) is not uploads:  # the session ended meanwhile
+            uploads.folder.remove()
+            raise web.HTTPNotFound(text="the session ended")
         self.identities[name] = identity
         log.info("session %s: identity %s from an uploaded photo (%d bytes)", session_id[:8],
                  name, len(data))
@@ -160,8 +176,10 @@ class SessionPhotos:
         for name in uploads.names:
             self.identities.pop(name, None)
         if uploads.folder is not None:
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(uploads.folder)
+            try:
+                uploads.folder.remove()
+            except OSError as exc:  # e.g. the folder was removed by hand meanwhile
+                log.warning("photo folder %s: not removed (%s)", uploads.folder.path, exc)
 
     def forget_all(self) -> None:
         for session_id in list(self._sessions):

@@ -114,6 +114,8 @@ class WhipServer:
         if self._serve.ice_interfaces:
             log.info("ICE on %s only (advanced.serve.ice_interfaces)",
                      ", ".join(check_interfaces(self._serve.ice_interfaces)))
+        if self._photos is not None:
+            self._photos.sweep()  # what a crashed run left; before any session exists
         host, port = self._address
         try:
             sock = bind_socket(host, port, self._limits.backlog)
