@@ -19,8 +19,8 @@ import pytest
 from tests.helpers.leak_clips import leak_clips, write_clip
 from tests.helpers.whip_session import (
     Server,
-    free_port,
     hopper_photo,
+    logged_url,
     quits_cleanly,
     start_serve,
     wait_for,
@@ -35,7 +35,6 @@ def _photo_bytes_over_reconnects(server: Server, tmp_path: Path) -> int:
     """Photo bytes the thin client sent over ``_RECONNECTS`` sessions after its first."""
     clip_path = tmp_path / "clip.mp4"
     write_clip(leak_clips()["still_2"], clip_path)
-    api = f"http://127.0.0.1:{free_port()}"
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
                XDG_DATA_HOME=str(tmp_path / "client-data"),
                LIVECAM_REMOTE_TOKEN=server.tokens["alice"])
@@ -60,9 +59,10 @@ def _photo_bytes_over_reconnects(server: Server, tmp_path: Path) -> int:
             [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
              "--output", "null", "--remote", server.url, "--source", str(hopper_photo()),
              "--set", "control.hotkeys=false", "--set", "advanced.capture.loop=true",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "control.api_address=127.0.0.1:0",
              "--set", "advanced.pipeline.status_interval_s=0"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    api = logged_url(log, "control API on", client)
     with quits_cleanly(client, api, env, log):
         wait_for("the first session swaps with the photo", lambda: swapping_with_photo(1), log)
         first = remote()

@@ -22,8 +22,8 @@ import pytest
 from tests.helpers.leak_clips import decode, leak_clips, read_index, write_clip
 from tests.helpers.whip_session import (
     Server,
-    free_port,
     hopper_photo,
+    logged_url,
     looped_session,
     quits_cleanly,
     session_state,
@@ -75,7 +75,6 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
     not_ours.write_text("the operator's")
     token = tmp_path / "token"
     token.write_text(server.tokens["alice"])
-    api = f"http://127.0.0.1:{free_port()}"
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
                XDG_DATA_HOME=str(tmp_path / "client-data"))
     out = tmp_path / "out.mp4"
@@ -93,10 +92,11 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
              "--output", f"file:{out}", "--remote", server.url, "--remote-token-file",
              str(token), "--source", str(hopper_photo()), "--set", "control.hotkeys=false",
              "--set", "advanced.capture.loop=true",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "control.api_address=127.0.0.1:0",
              "--set", "advanced.pipeline.status_interval_s=0",
              "--set", "advanced.output.file_crf=14"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    api = logged_url(log, "control API on", client)
     with quits_cleanly(client, api, env, log):
         wait_for("the session took the photo", lambda: (
             (r := status().get("remote_engines", {}).get("remote", {})).get("identity")
@@ -194,7 +194,6 @@ def test_a_photo_the_server_refuses_leaves_the_thin_client_on_the_cover(
     photo.write_bytes(no_face.tobytes())
     clip_path = tmp_path / "clip.mp4"
     write_clip(leak_clips()["still_2"], clip_path)
-    api = f"http://127.0.0.1:{free_port()}"
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
                XDG_DATA_HOME=str(tmp_path / "client-data"),
                LIVECAM_REMOTE_TOKEN=server.tokens["alice"])
@@ -213,9 +212,10 @@ def test_a_photo_the_server_refuses_leaves_the_thin_client_on_the_cover(
             [sys.executable, "-m", "livecam.cli", "run", "--input", f"file:{clip_path}",
              "--output", f"file:{out}", "--remote", server.url, "--source", str(photo),
              "--set", "control.hotkeys=false", "--set", "advanced.capture.loop=true",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "control.api_address=127.0.0.1:0",
              "--set", "advanced.pipeline.status_interval_s=0"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    api = logged_url(log, "control API on", client)
     with quits_cleanly(client, api, env, log):
         wait_for("the client saw the refusal", lambda: remote().get("state") == "refused", log)
         status = remote()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers.leak_clips import decode, leak_clips, write_clip
 from tests.helpers.leak_judge import judge
-from tests.helpers.whip_session import free_port, quits_cleanly, start_serve, wait_for
+from tests.helpers.whip_session import logged_url, quits_cleanly, start_serve, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +32,10 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
     clip = leak_clips()["still_2"]
     clip_path = tmp_path / "clip.mp4"
     truth = write_clip(clip, clip_path)
-    server = start_serve(tmp_path / "server", max_sessions=1)
+    server = start_serve(tmp_path / "server", max_sessions=1, restartable=True)
     token_file = tmp_path / "token"
     token_file.write_text(server.tokens["alice"])
     out = tmp_path / "out.mp4"
-    api = f"http://127.0.0.1:{free_port()}"
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "client-config"),
                XDG_DATA_HOME=str(tmp_path / "client-data"))
     log = tmp_path / "client.log"
@@ -46,10 +45,11 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
              "--output", f"file:{out}", "--remote", server.url, "--remote-token-file",
              str(token_file), "--set", "advanced.capture.loop=true", "--set",
              "control.hotkeys=false",
-             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "control.api_address=127.0.0.1:0",
              "--set", "advanced.pipeline.status_interval_s=0", "--set",
              "advanced.output.file_crf=14"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    api = logged_url(log, "control API on", client)
     restarted = None
     try:
         with quits_cleanly(client, api, env, log):

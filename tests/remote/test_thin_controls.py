@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.whip_session import Server, free_port, session_state, start_serve, wait_for
+from tests.helpers.whip_session import (
+    Server,
+    logged_url,
+    session_state,
+    start_serve,
+    wait_for,
+)
 from tests.output.conftest import XScreen, xscreen  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.display]
@@ -30,7 +36,6 @@ class ThinClient:
     def __init__(self, tmp_path: Path, server: Server, display: str, *args: str) -> None:
         token = tmp_path / "token"
         token.write_text(server.tokens["alice"])
-        self.api = f"http://127.0.0.1:{free_port()}"
         self.env = dict(os.environ, DISPLAY=display,
                         XDG_CONFIG_HOME=str(tmp_path / "client-config"),
                         XDG_DATA_HOME=str(tmp_path / "client-data"))
@@ -39,10 +44,11 @@ class ThinClient:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic:320x240",
                  "--output", "null", "--remote", server.url, "--remote-token-file", str(token),
-                 "--set", f"control.api_address={self.api.removeprefix('http://')}",
+                 "--set", "control.api_address=127.0.0.1:0",
                  "--set", "advanced.pipeline.status_interval_s=0", *args],
                 env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 text=True)
+        self.api = logged_url(self.log, "control API on", self.proc)
 
     def ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "livecam.cli", "ctl", "--url", self.api,
