@@ -6,6 +6,13 @@ drops, it never queues); the stream's output thread hands each frame it sends to
 :class:`SessionSink`, which :class:`SwappedTrack` (the outgoing video on the same
 transceiver) sends back. Only what the pipeline sent goes back: before the first swapped
 frame the track sends nothing, never the camera itself.
+
+**Repeats are thinned.** The output thread keeps its pace by repeating the last frame when no
+new one came (a slow pipeline: at 3 new frames a second, 27 repeats). Each frame handed to
+the track costs a VP8 encode here (~8 ms at 720p, a repeat as much as a new frame) and a
+decode and conversion at the client, for no new picture: so a repeat goes to the track only
+when nothing went for :data:`REPEAT_EVERY_S`, which keeps the link visibly alive (the thin
+client covers after 1 s without a frame). New frames always go, at once.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import contextlib
 import fractions
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +32,8 @@ from livecam.core.types import ImageBGR
 
 #: aiortc's video clock (RTP timestamps of video are 90 kHz).
 VIDEO_TIME_BASE = fractions.Fraction(1, 90_000)
+#: A repeated frame goes back at most this often (s): 4 a second, not the output's fps.
+REPEAT_EVERY_S = 0.25
 
 
 class SessionSource:
@@ -111,21 +121,36 @@ class SessionSink:
     """The frames one stream sends, handed to :class:`SwappedTrack` on ``loop``.
 
     ``send`` is called by the stream's output thread only (paced at the output's fps, the
-    last frame repeated when no new one came); it never blocks: the track takes the newest.
+    last frame repeated, the same array, when no new one came); it never blocks: the track
+    takes the newest. A repeat is handed over only when nothing was for ``repeat_every_s``
+    (the module docstring says why); ``sent`` counts what was handed over, ``repeats_skipped``
+    the rest. ``clock``: seconds, monotonic (tests give their own).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *,
+                 repeat_every_s: float = REPEAT_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._loop = loop
         self._newest: ImageBGR | None = None
         self._event = asyncio.Event()
         self._closed = False
+        self._repeat_every_s = repeat_every_s
+        self._clock = clock
+        self._last: ImageBGR | None = None
+        self._t_last = 0.0
         self.size_px = (0, 0)
         self.sent = 0
+        self.repeats_skipped = 0
 
     def open(self, *, width: int, height: int, fps: float) -> None:
         self.size_px = (width, height)
 
     def send(self, image_bgr: ImageBGR) -> None:
+        now = self._clock()
+        if image_bgr is self._last and now - self._t_last < self._repeat_every_s:
+            self.repeats_skipped += 1
+            return
+        self._last, self._t_last = image_bgr, now
         self.sent += 1
         with contextlib.suppress(RuntimeError):  # the loop closed: the session is gone
             self._loop.call_soon_threadsafe(self._hand_over, image_bgr)
