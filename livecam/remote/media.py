@@ -40,7 +40,11 @@ class SessionSource:
     """The camera of one remote session as a live :class:`~livecam.capture.FrameSource`.
 
     ``push`` (the event loop; any thread) keeps the newest frame and counts the ones the
-    capture thread did not take in time; ``end`` says the session is over (``read`` then
+    capture thread did not take in time; it takes the decoded ``av.VideoFrame`` itself (or
+    anything with ``width``, ``height`` and ``to_ndarray(format=)``), which is converted to
+    BGR (and resized) by ``read``, in the capture thread, for the frames taken only: a slow
+    pipeline takes 3 of 30 a second, and the event loop, which also carries the RTP, does no
+    conversion at all; ``end`` says the session is over (``read`` then
     returns None and the stream ends). ``open`` waits for the first frame (its size is the
     stream's size; later frames of another size are resized to it, as browsers change
     resolution under load) for ``first_frame_timeout_s``; ``read`` raises ``CaptureError``
@@ -56,7 +60,7 @@ class SessionSource:
         self._first_timeout_s = first_frame_timeout_s
         self._stall_s = stall_s
         self._cond = threading.Condition()
-        self._newest: ImageBGR | None = None
+        self._newest: ImageBGR | Any = None
         self._size: tuple[int, int] | None = None
         self._ended = False
         self.pushed = 0
@@ -72,16 +76,13 @@ class SessionSource:
             raise CaptureError("the remote camera has sent no frame yet")
         return self._size
 
-    def push(self, image_bgr: ImageBGR) -> None:
-        """Hand over one camera frame (H, W, 3) uint8 BGR. Any thread."""
+    def push(self, frame: ImageBGR | Any) -> None:
+        """Hand over one camera frame: (H, W, 3) uint8 BGR, or a decoded video frame
+        (converted when taken). Any thread."""
         with self._cond:
-            if self._size is not None and image_bgr.shape[1::-1] != self._size:
-                import cv2
-
-                image_bgr = np.ascontiguousarray(cv2.resize(image_bgr, self._size))
             if self._newest is not None:
                 self.overwritten += 1
-            self._newest = image_bgr
+            self._newest = frame
             self.pushed += 1
             self._cond.notify_all()
 
@@ -99,8 +100,7 @@ class SessionSource:
                 raise CaptureError(f"the remote camera sent no frame in "
                                    f"{self._first_timeout_s:g} s")
             if self._size is None and self._newest is not None:
-                h, w = self._newest.shape[:2]
-                self._size = (w, h)
+                self._size = _size_of(self._newest)
 
     def read(self) -> ImageBGR | None:
         with self._cond:
@@ -110,11 +110,25 @@ class SessionSource:
                                    f"{self._stall_s:g} s)")
             if self._ended:
                 return None
-            image, self._newest = self._newest, None
-            return image
+            frame, self._newest = self._newest, None
+            size = self._size
+        image = frame if isinstance(frame, np.ndarray) else np.ascontiguousarray(
+            frame.to_ndarray(format="bgr24"))
+        if size is not None and image.shape[1::-1] != size:
+            import cv2
+
+            image = np.ascontiguousarray(cv2.resize(image, size))
+        return image
 
     def close(self) -> None:
         pass  # the session owns the connection; the stream owns nothing here
+
+
+def _size_of(frame: ImageBGR | Any) -> tuple[int, int]:
+    """(width, height) of an image or a video frame."""
+    if isinstance(frame, np.ndarray):
+        return int(frame.shape[1]), int(frame.shape[0])
+    return int(frame.width), int(frame.height)
 
 
 class SessionSink:

@@ -327,7 +327,7 @@ class WhipServer:
                                 f"({serve.max_width_px}x{serve.max_height_px})")
                 return
             session.stats.frame_in()
-            session.source.push(frame.to_ndarray(format="bgr24"))
+            session.source.push(frame)  # converted to BGR if and when the stream takes it
 
     async def _add_stream(self, session: Session) -> None:
         label = f"webrtc:{session.user}/{session.id[:8]}"

@@ -43,3 +43,37 @@ def test_new_frames_all_go_back_and_repeats_at_most_every_repeat_every_s() -> No
     most = 1 + int(1 / REPEAT_EVERY_S)  # the frame itself, then its repeats
     assert 2 <= repeats.count(0) <= most and 2 <= repeats.count(1) <= most, got
     assert sink.sent == len(got) and sink.sent + sink.repeats_skipped == 63
+
+
+class _Decoded:
+    """A decoded video frame as aiortc hands it over (``av.VideoFrame``'s surface), counting
+    its conversions."""
+
+    conversions = 0
+
+    def __init__(self, value: int, width: int = 8, height: int = 6) -> None:
+        self.width, self.height, self.value = width, height, value
+
+    def to_ndarray(self, *, format: str) -> np.ndarray:
+        assert format == "bgr24"
+        _Decoded.conversions += 1
+        return np.full((self.height, self.width, 3), self.value, np.uint8)
+
+
+def test_only_the_frames_the_stream_takes_are_converted_and_resized() -> None:
+    from livecam.remote.media import SessionSource
+
+    source = SessionSource(fps=30)
+    _Decoded.conversions = 0
+    for k in range(30):  # a second of camera while the pipeline is busy
+        source.push(_Decoded(k))
+    source.open()
+    image = source.read()
+    assert image is not None and image.shape == (6, 8, 3) and int(image[0, 0, 0]) == 29
+    assert _Decoded.conversions == 1 and source.overwritten == 29
+    source.push(_Decoded(7, width=16, height=12))  # the browser changed resolution
+    image = source.read()
+    assert image is not None and image.shape == (6, 8, 3) and int(image[0, 0, 0]) == 7
+    assert _Decoded.conversions == 2
+    source.end()
+    assert source.read() is None
