@@ -49,6 +49,7 @@ def test_a_server_binds_the_port_the_kernel_gives_it_even_when_a_picked_one_is_t
         server.stop()
 
 
+@pytest.mark.slow  # two server starts: 4-10 s on the loaded host
 def test_a_restartable_server_retries_past_a_taken_port(
         tmp_path: Path, held: int, monkeypatch: pytest.MonkeyPatch) -> None:
     picks = iter([held, restartable_port()])
