@@ -6,6 +6,13 @@ drops, it never queues); the stream's output thread hands each frame it sends to
 :class:`SessionSink`, which :class:`SwappedTrack` (the outgoing video on the same
 transceiver) sends back. Only what the pipeline sent goes back: before the first swapped
 frame the track sends nothing, never the camera itself.
+
+**Repeats are thinned.** The output thread keeps its pace by repeating the last frame when no
+new one came (a slow pipeline: at 3 new frames a second, 27 repeats). Each frame handed to
+the track costs a VP8 encode here (~8 ms at 720p, a repeat as much as a new frame) and a
+decode and conversion at the client, for no new picture: so a repeat goes to the track only
+when nothing went for :data:`REPEAT_EVERY_S`, which keeps the link visibly alive (the thin
+client covers after 1 s without a frame). New frames always go, at once.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import contextlib
 import fractions
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,13 +32,19 @@ from livecam.core.types import ImageBGR
 
 #: aiortc's video clock (RTP timestamps of video are 90 kHz).
 VIDEO_TIME_BASE = fractions.Fraction(1, 90_000)
+#: A repeated frame goes back at most this often (s): 4 a second, not the output's fps.
+REPEAT_EVERY_S = 0.25
 
 
 class SessionSource:
     """The camera of one remote session as a live :class:`~livecam.capture.FrameSource`.
 
     ``push`` (the event loop; any thread) keeps the newest frame and counts the ones the
-    capture thread did not take in time; ``end`` says the session is over (``read`` then
+    capture thread did not take in time; it takes the decoded ``av.VideoFrame`` itself (or
+    anything with ``width``, ``height`` and ``to_ndarray(format=)``), which is converted to
+    BGR (and resized) by ``read``, in the capture thread, for the frames taken only: a slow
+    pipeline takes 3 of 30 a second, and the event loop, which also carries the RTP, does no
+    conversion at all; ``end`` says the session is over (``read`` then
     returns None and the stream ends). ``open`` waits for the first frame (its size is the
     stream's size; later frames of another size are resized to it, as browsers change
     resolution under load) for ``first_frame_timeout_s``; ``read`` raises ``CaptureError``
@@ -46,7 +60,7 @@ class SessionSource:
         self._first_timeout_s = first_frame_timeout_s
         self._stall_s = stall_s
         self._cond = threading.Condition()
-        self._newest: ImageBGR | None = None
+        self._newest: ImageBGR | Any = None
         self._size: tuple[int, int] | None = None
         self._ended = False
         self.pushed = 0
@@ -62,16 +76,13 @@ class SessionSource:
             raise CaptureError("the remote camera has sent no frame yet")
         return self._size
 
-    def push(self, image_bgr: ImageBGR) -> None:
-        """Hand over one camera frame (H, W, 3) uint8 BGR. Any thread."""
+    def push(self, frame: ImageBGR | Any) -> None:
+        """Hand over one camera frame: (H, W, 3) uint8 BGR, or a decoded video frame
+        (converted when taken). Any thread."""
         with self._cond:
-            if self._size is not None and image_bgr.shape[1::-1] != self._size:
-                import cv2
-
-                image_bgr = np.ascontiguousarray(cv2.resize(image_bgr, self._size))
             if self._newest is not None:
                 self.overwritten += 1
-            self._newest = image_bgr
+            self._newest = frame
             self.pushed += 1
             self._cond.notify_all()
 
@@ -89,8 +100,7 @@ class SessionSource:
                 raise CaptureError(f"the remote camera sent no frame in "
                                    f"{self._first_timeout_s:g} s")
             if self._size is None and self._newest is not None:
-                h, w = self._newest.shape[:2]
-                self._size = (w, h)
+                self._size = _size_of(self._newest)
 
     def read(self) -> ImageBGR | None:
         with self._cond:
@@ -100,32 +110,61 @@ class SessionSource:
                                    f"{self._stall_s:g} s)")
             if self._ended:
                 return None
-            image, self._newest = self._newest, None
-            return image
+            frame, self._newest = self._newest, None
+            size = self._size
+        image = frame if isinstance(frame, np.ndarray) else np.ascontiguousarray(
+            frame.to_ndarray(format="bgr24"))
+        if size is not None and image.shape[1::-1] != size:
+            import cv2
+
+            image = np.ascontiguousarray(cv2.resize(image, size))
+        return image
 
     def close(self) -> None:
         pass  # the session owns the connection; the stream owns nothing here
+
+
+def _size_of(frame: ImageBGR | Any) -> tuple[int, int]:
+    """(width, height) of an image or a video frame."""
+    if isinstance(frame, np.ndarray):
+        return int(frame.shape[1]), int(frame.shape[0])
+    return int(frame.width), int(frame.height)
 
 
 class SessionSink:
     """The frames one stream sends, handed to :class:`SwappedTrack` on ``loop``.
 
     ``send`` is called by the stream's output thread only (paced at the output's fps, the
-    last frame repeated when no new one came); it never blocks: the track takes the newest.
+    last frame repeated, the same array, when no new one came); it never blocks: the track
+    takes the newest. A repeat is handed over only when nothing was for ``repeat_every_s``
+    (the module docstring says why); ``sent`` counts what was handed over, ``repeats_skipped``
+    the rest. ``clock``: seconds, monotonic (tests give their own).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *,
+                 repeat_every_s: float = REPEAT_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._loop = loop
         self._newest: ImageBGR | None = None
         self._event = asyncio.Event()
         self._closed = False
+        self._repeat_every_s = repeat_every_s
+        self._clock = clock
+        self._last: ImageBGR | None = None
+        self._t_last = 0.0
         self.size_px = (0, 0)
         self.sent = 0
+        self.repeats_skipped = 0
 
     def open(self, *, width: int, height: int, fps: float) -> None:
         self.size_px = (width, height)
 
     def send(self, image_bgr: ImageBGR) -> None:
+        now = self._clock()
+        if image_bgr is self._last and now - self._t_last < self._repeat_every_s:
+            self.repeats_skipped += 1
+            return
+        self._last, self._t_last = image_bgr, now
         self.sent += 1
         with contextlib.suppress(RuntimeError):  # the loop closed: the session is gone
             self._loop.call_soon_threadsafe(self._hand_over, image_bgr)

@@ -86,8 +86,11 @@ class _SessionCollector(Collector):
         yield _labelled(CounterMetricFamily, "livecam_session_frames_in",
                         "Camera frames received from the session's client.", user, s.frames_in)
         yield _labelled(CounterMetricFamily, "livecam_session_frames_out",
-                        "Frames sent back to the session's client (repeats included).", user,
-                        self._session.sink.sent)
+                        "Frames sent back to the session's client (repeats of the last one "
+                        "included, at most 4 a second).", user, self._session.sink.sent)
+        yield _labelled(CounterMetricFamily, "livecam_session_repeats_skipped",
+                        "Repeats of the last frame not sent back (nothing new to encode).",
+                        user, self._session.sink.repeats_skipped)
         yield _labelled(GaugeMetricFamily, "livecam_session_fps_in",
                         "Camera frames received in the last second.", user, s.fps_in())
         yield _labelled(GaugeMetricFamily, "livecam_session_fps_out",

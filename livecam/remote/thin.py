@@ -20,8 +20,11 @@ step through the server's identities; a re-made session is told the identity and
 local state holds.
 
 **A photo as the session's identity** (``photo``: ``livecam run --remote URL --source
-PHOTO``): each new session uploads it (``POST /whip/ID/photo``) before anything else; the
-server builds the identity and the session uses it. Locally it is called ``photo_alias``
+PHOTO``): each new session sends it (``POST /whip/ID/photo``) before anything else; the
+server builds the identity and the session uses it. A re-made session first sends only the
+photo's sha256; the bytes go again only when the server no longer holds them (it restarted,
+or ``advanced.serve.photo_keep_s`` passed). ``health()``'s ``photo_bytes_sent`` counts what
+went. Locally it is called ``photo_alias``
 ("source", as for a local ``--source``), whatever name the server gave it. A refused photo
 (too large, not a JPEG/PNG, no usable face) is the ``refused`` state with the server's reason:
 the output keeps the cover, never another face or the camera.
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -74,6 +79,8 @@ class RemoteSwapStage(StageBase):
         self._photo = photo
         self._alias = photo_alias
         self._photo_name: str | None = None  # the current session's name for the photo
+        self._photo_sha256 = hashlib.sha256(photo[0]).hexdigest() if photo is not None else ""
+        self._photo_bytes_sent = 0  # request bodies of the photo calls, all sessions
         self._token = token
         self._fps = fps
         self._stall_s = stall_s
@@ -156,7 +163,7 @@ class RemoteSwapStage(StageBase):
                     "covered_frames": self._covered, "last_error": self._error,
                     "last_frame_age_s": None if age is None else round(age, 3),
                     "session": self._location, "identity": self._told[0],
-                    "bypass": self._told[1]}
+                    "bypass": self._told[1], "photo_bytes_sent": self._photo_bytes_sent}
 
     def _set(self, state: str, error: str | None = None) -> None:
         with self._lock:
@@ -243,10 +250,17 @@ class RemoteSwapStage(StageBase):
         return urlunsplit(parts._replace(query=query))
 
     async def _upload(self, client: WhipClient, data: bytes, content_type: str) -> None:
-        """The photo to the new session as its identity; :class:`WhipError` (with the
-        server's status) when refused."""
-        status, reply = await client.session_call("/photo", data=data,
-                                                  content_type=content_type)
+        """The photo to the new session as its identity: its sha256 first, its bytes when
+        the server does not hold it (or answers the hash with anything but 200: an older
+        server's 415 included); :class:`WhipError` (with the server's status) when refused."""
+        body = {"sha256": self._photo_sha256}
+        self._photo_bytes_sent += len(json.dumps(body))
+        status, reply = await client.session_call("/photo", body)
+        if status != 200:
+            log.debug("remote photo by hash: %d %s; sending its bytes", status, reply)
+            self._photo_bytes_sent += len(data)
+            status, reply = await client.session_call("/photo", data=data,
+                                                      content_type=content_type)
         if status != 200:
             raise WhipError(f"the server refused the photo ({status}): {reply}", status)
         with self._lock:

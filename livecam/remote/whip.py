@@ -114,6 +114,8 @@ class WhipServer:
         if self._serve.ice_interfaces:
             log.info("ICE on %s only (advanced.serve.ice_interfaces)",
                      ", ".join(check_interfaces(self._serve.ice_interfaces)))
+        if self._photos is not None:
+            self._photos.sweep()  # what a crashed run left; before any session exists
         host, port = self._address
         try:
             sock = bind_socket(host, port, self._limits.backlog)
@@ -325,7 +327,7 @@ class WhipServer:
                                 f"({serve.max_width_px}x{serve.max_height_px})")
                 return
             session.stats.frame_in()
-            session.source.push(frame.to_ndarray(format="bgr24"))
+            session.source.push(frame)  # converted to BGR if and when the stream takes it
 
     async def _add_stream(self, session: Session) -> None:
         label = f"webrtc:{session.user}/{session.id[:8]}"

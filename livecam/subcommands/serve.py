@@ -81,7 +81,7 @@ def _serve(args: argparse.Namespace, config: Config, tokens: TokenStore) -> int:
     serve = config.serve
     photos = SessionPhotos(Path(serve.photo_dir).expanduser() if serve.photo_dir
                            else default_photo_dir(), config.identity,
-                           max_bytes=serve.max_photo_bytes)
+                           max_bytes=serve.max_photo_bytes, keep_s=serve.photo_keep_s)
     # the sessions' uploaded photos first, then the library
     identities = IdentityCollection(photos.identities, IdentityLibrary.from_config(
         config.identity))

@@ -3,6 +3,15 @@ of the remote tests (tests/remote) and of ``scripts/bench_remote.py``.
 
 - :func:`start_serve`: a `livecam serve` subprocess with its own config/data/cache dirs under
   ``root``, a library with the astronaut (and Grace Hopper), users with tokens.
+- :func:`logged_url`: the address a livecam process bound (its log's line), for processes
+  started on port 0.
+
+**Ports.** A port picked free here and bound later by another process can be taken in between
+(tests run in parallel; every outgoing connection takes an ephemeral port, and a client
+retrying a port nobody listens on can even connect to itself). So servers and control APIs
+bind port 0 and the port is read back from their log; a server that must come back on the same
+port (:func:`start_serve` ``restartable``) gets one below the system's ephemeral range, which
+the kernel never hands out by itself, and a start on a taken port is retried.
 - :func:`looped_session`: a :class:`~livecam.remote.client.WhipClient` connected to it while
   a clip is fed, looped at ``fps``, into its camera feed.
 - :func:`wait_for`, :func:`session_state`: waiting on a condition with the log's tail as the
@@ -19,6 +28,8 @@ import asyncio
 import contextlib
 import json
 import os
+import random
+import re
 import socket
 import subprocess
 import sys
@@ -35,9 +46,55 @@ from livecam.remote.client import FrameFeed, WhipClient
 
 
 def free_port() -> int:
+    """A port free now, in the ephemeral range: for this process's own use at once only (see
+    the module docstring; another process's address takes port 0 and :func:`logged_url`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands out for port 0 and outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535  # IANA's, Windows' and macOS's
+
+
+def restartable_port() -> int:
+    """A port free now below the ephemeral range (so no port-0 bind or outgoing connection
+    takes it while its server is down), picked at random among 10,000."""
+    low = ephemeral_range()[0]
+    while True:
+        port = random.randrange(max(1024, low - 10_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+def logged_url(log: Path, what: str, proc: subprocess.Popen[str], *,
+               timeout_s: float = 120.0) -> str:
+    """``http(s)://HOST:PORT`` from the first line of ``log`` saying ``what`` (``"control API
+    on"``, ``"WHIP endpoint on"``): the address ``proc`` bound. AssertionError with the log
+    when ``proc`` ends or the line does not come in ``timeout_s`` (``proc`` is killed then)."""
+    pattern = re.compile(re.escape(what) + r" (https?://[^\s/]+)")
+    found: list[str] = []
+
+    def logged() -> bool:
+        found[:] = pattern.findall(log.read_text())
+        return bool(found) or proc.poll() is not None
+
+    try:
+        wait_for(f"{what} ...", logged, log, timeout_s=timeout_s, every_s=0.1)
+        assert found, f"{what}: the process ended: {log.read_text()[-3000:]}"
+    finally:
+        if not found and proc.poll() is None:
+            proc.kill()
+    return found[0]
 
 
 def hopper_photo() -> Path:
@@ -68,11 +125,14 @@ class Server:
 
 
 def start_serve(root: Path, *, max_sessions: int, port: int | None = None,
+                restartable: bool = False,
                 prepared: bool = False, tls: tuple[Path, Path] | None = None,
                 identity: str | None = "astro", hopper: bool = False,
                 users: Sequence[str] = ("alice", "bob"), settings: Sequence[str] = (),
                 start_timeout_s: float = 120.0) -> Server:
-    """``livecam serve --identity astro`` on ``port`` (a free one by default). ``prepared``:
+    """``livecam serve --identity astro`` on ``port`` (default: the port the kernel gives it,
+    read back from its log; ``restartable``: one below the ephemeral range, to start a server
+    on again after this one stops; a given port is tried 5 times). ``prepared``:
     the library and tokens under ``root`` are there already (a restart); ``tls``: (certificate,
     key) PEM files, served over HTTPS; ``identity`` None: no library and no identity (frames
     pass through); ``hopper``: the library holds "hopper" too (after "astro"); ``settings``:
@@ -101,28 +161,35 @@ def start_serve(root: Path, *, max_sessions: int, port: int | None = None,
         tokens_file.write_text("\n".join(f"{name} {livecam('serve', 'token', 'add', name)}"
                                          for name in users))
     tokens = dict(line.split() for line in tokens_file.read_text().splitlines())
-    port = port or free_port()
-    api_port = free_port()
-    log = root / f"serve-{port}-{time.monotonic_ns()}.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "livecam.cli", "serve",
-             *(["--identity", identity] if identity is not None else []),
-             "--set", f"advanced.serve.address=127.0.0.1:{port}",
-             "--set", f"control.api_address=127.0.0.1:{api_port}",
-             "--set", f"advanced.serve.max_sessions={max_sessions}",
-             "--set", "advanced.pipeline.status_interval_s=0",
-             *(["--set", f"advanced.serve.tls_cert={tls[0]}",
-                "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else []),
-             *(arg for setting in settings for arg in ("--set", setting))],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, text=True)
-    scheme = "https" if tls else "http"
-    s = Server(proc, f"{scheme}://127.0.0.1:{port}/whip", f"http://127.0.0.1:{api_port}", env,
-               tokens, log, port)
-    wait_for("livecam serve started", lambda: "WHIP endpoint on" in log.read_text()
-             or proc.poll() is not None, log, timeout_s=start_timeout_s, every_s=0.1)
-    assert proc.poll() is None, log.read_text()
-    return s
+    attempts = 5 if port is not None or restartable else 1
+    for attempt in range(1, attempts + 1):
+        bind = port if port is not None else restartable_port() if restartable else 0
+        log = root / f"serve-{bind}-{time.monotonic_ns()}.log"
+        with open(log, "w") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "livecam.cli", "serve",
+                 *(["--identity", identity] if identity is not None else []),
+                 "--set", f"advanced.serve.address=127.0.0.1:{bind}",
+                 "--set", "control.api_address=127.0.0.1:0",
+                 "--set", f"advanced.serve.max_sessions={max_sessions}",
+                 "--set", "advanced.pipeline.status_interval_s=0",
+                 *(["--set", f"advanced.serve.tls_cert={tls[0]}",
+                    "--set", f"advanced.serve.tls_key={tls[1]}"] if tls else []),
+                 *(arg for setting in settings for arg in ("--set", setting))],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                text=True)
+        wait_for("livecam serve started", lambda log=log, proc=proc: "WHIP endpoint on"
+                 in log.read_text() or proc.poll() is not None, log,
+                 timeout_s=start_timeout_s, every_s=0.1)
+        if proc.poll() is None:
+            break
+        taken = "cannot listen on" in log.read_text()
+        assert taken and attempt < attempts, log.read_text()
+        time.sleep(1.0)  # a port held a moment (a connection closing): try again
+    whip = logged_url(log, "WHIP endpoint on", proc)
+    api = logged_url(log, "control API on", proc)
+    bound = int(whip.rpartition(":")[2])
+    return Server(proc, f"{whip}/whip", api, env, tokens, log, bound)
 
 
 @contextlib.asynccontextmanager
@@ -211,11 +278,11 @@ class ThinClient:
 def start_thin_client(root: Path, url: str, *args: str, token: str | None = None,
                       env: Mapping[str, str] | None = None) -> ThinClient:
     """``livecam run --remote URL ARGS`` (ARGS: its input, output and other options) with its
-    control API on a free port, no status lines, its own config and data dirs under ``root``
+    control API on the port the kernel gives it (read back from its log), no status
+    lines, its own config and data dirs under ``root``
     (``client-config``, ``client-data``) and its stderr in ``root/client.log``. ``token``:
     written to ``root/token`` and passed with ``--remote-token-file``; ``env``: more
     environment variables (``DISPLAY``, ``LIVECAM_REMOTE_TOKEN``)."""
-    api = f"http://127.0.0.1:{free_port()}"
     full_env = dict(os.environ, XDG_CONFIG_HOME=str(root / "client-config"),
                     XDG_DATA_HOME=str(root / "client-data"), **(env or {}))
     token_args: list[str] = []
@@ -226,11 +293,11 @@ def start_thin_client(root: Path, url: str, *args: str, token: str | None = None
     with open(log, "w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "livecam.cli", "run", "--remote", url, *token_args,
-             "--set", f"control.api_address={api.removeprefix('http://')}",
+             "--set", "control.api_address=127.0.0.1:0",
              "--set", "advanced.pipeline.status_interval_s=0", *args],
             env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
             text=True)
-    return ThinClient(proc, api, full_env, log)
+    return ThinClient(proc, logged_url(log, "control API on", proc), full_env, log)
 
 
 @contextlib.contextmanager

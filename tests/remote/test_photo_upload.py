@@ -90,7 +90,8 @@ def test_the_thin_client_uploads_its_photo_and_the_session_swaps_to_it(
         assert state["identity"].startswith("photo-"), state
         assert state["identities"] == ["astro", state["identity"]]
         folders = [p for p in photos.iterdir() if p.is_dir()]
-        assert len(folders) == 1 and len(list(folders[0].iterdir())) == 1
+        assert len(folders) == 1
+        assert sorted(p.name for p in folders[0].iterdir()) == [".livecam-session", "1.jpg"]
         frames_then = doc["frames"]["sent"]
         wait_for("90 frames swapped with the photo", lambda: status()["frames"]["sent"]
               > frames_then + 90, log)

@@ -21,7 +21,7 @@ def test_the_output_shows_the_cover_while_the_link_is_down_then_reconnects(
     clip = leak_clips()["still_2"]
     clip_path = tmp_path / "clip.mp4"
     truth = write_clip(clip, clip_path)
-    server = start_serve(tmp_path / "server", max_sessions=1)
+    server = start_serve(tmp_path / "server", max_sessions=1, restartable=True)
     out = tmp_path / "out.mp4"
     client = start_thin_client(
         tmp_path, server.url, "--input", f"file:{clip_path}", "--output", f"file:{out}",
