@@ -11,14 +11,15 @@ below 32 %, and on the plain frame nothing below 38 %.
 
 So the follower runs the detector on :func:`edge_strips` (each edge's strip, ``depth`` deep,
 cut into pieces no longer than twice that and mirrored outward, the bottom's also with its last
-row repeated: eight square 720x720 pictures for a 1280x720 frame) and takes every hit whose box
-crosses the frame's edge, with the weak whole-frame hits that do, as a face to cover
-(``Unswappable.NO_MESH``: box only) unless a followed face is there: a cut face is covered
-until enough of it is in view for its mesh to be followed and swapped. Boxes are kept as found,
-partly outside the frame, so the cover's ellipse sits on the face. These faces are covered,
-never tracked: a track of its own for a cut face would take a track id and a place, and would
-be a second track on a face that a followed face's lost track waits for at the edge (both broke
-following a group and a face re-entering).
+row repeated: eight square 720x720 pictures for a 1280x720 frame; a hit in those with repeated
+rows only where a second look at it finds it again, :mod:`livecam.analysis.second_look`) and
+takes every hit whose box crosses the frame's edge, with the weak whole-frame hits that do, as
+a face to cover (``Unswappable.NO_MESH``: box only) unless a followed face is there: a cut face
+is covered until enough of it is in view for its mesh to be followed and swapped. Boxes are
+kept as found, partly outside the frame, so the cover's ellipse sits on the face. These faces
+are covered, never tracked: a track of its own for a cut face would take a track id and a
+place, and would be a second track on a face that a followed face's lost track waits for at the
+edge (both broke following a group and a face re-entering).
 
 :class:`StripSearch` is the search itself (strips built and run through the detector: the
 detector's input pictures, made in C, which lets go of the GIL as the detector's own resizing
@@ -36,11 +37,12 @@ import dataclasses
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import cv2
 import numpy as np
 
+from livecam.analysis.second_look import StripPlace, seen_again
 from livecam.core.types import Faces, ImageBGR
 
 #: A strip's depth from the edge, as a share of the frame's shorter side (720p: 360 px).
@@ -222,20 +224,6 @@ def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[E
     return out
 
 
-@dataclass(frozen=True)
-class StripPlace:
-    """Where each pixel of an :func:`edge_strips` picture comes from: picture[i, j] =
-    frame[``rows``[i], ``cols``[j]] (int64 frame indices, the mirror's included), and
-    ``offset_xy`` as :attr:`EdgeStrip.offset_xy`. A device builds the picture from a frame it
-    holds with two index selections: nothing is written on the host, nothing uploaded."""
-
-    rows: np.ndarray  # (ph,) int64
-    cols: np.ndarray  # (pw,) int64
-    offset_xy: np.ndarray  # (2,) float32
-    #: as :attr:`EdgeStrip.repeated_below`
-    repeated_below: int | None = None
-
-
 def _reflected(first: int, n: int, before: int, after: int) -> np.ndarray:
     """Frame indices ``first .. first + n`` with ``before``/``after`` more mirrored on each
     side, as ``cv2.copyMakeBorder`` (BORDER_REFLECT_101) mirrors them (asked of it, so the
@@ -366,9 +354,35 @@ class StripSearch:
         for faces, offset_xy, repeated_below in found_all:
             if repeated_below is not None and len(faces):
                 faces = faces[above_repeated_rows(faces, repeated_below)]
+                if len(faces):
+                    faces = faces[self._seen_again(image_bgr, faces, offset_xy)]
                 faces = reaching_the_edge(faces, repeated_below)
             out.append((faces, offset_xy))
         return out
+
+    def _seen_again(self, image_bgr: ImageBGR, faces: Faces, offset_xy: np.ndarray,
+                    ) -> np.ndarray:
+        """(N,) bool: which of ``faces`` (hits in a repeated-rows picture placed at
+        ``offset_xy``) the detector finds again on a second look (:func:`seen_again`)."""
+        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
+        dx, dy = (float(v) for v in offset_xy.tolist())
+
+        def detect(place: StripPlace) -> Faces:
+            return self._detect_place(image_bgr, place)
+
+        return np.array([seen_again(detect, [x1 + dx, y1 + dy, x2 + dx, y2 + dy], h, w)
+                         for x1, y1, x2, y2 in faces.boxes_xyxy.tolist()], bool)
+
+    def _detect_place(self, image_bgr: ImageBGR, place: StripPlace) -> Faces:
+        """The detector on the picture ``place`` describes: built on the device where the
+        networks hold the frame there (the frame stays their latest upload), else here."""
+        on_device = getattr(self.networks, "detect_strips", None)
+        if on_device is not None:
+            found = on_device(image_bgr, [place])
+            if found is not None:
+                return cast(Faces, found[0])
+        return self.networks.detect(np.ascontiguousarray(image_bgr[np.ix_(place.rows,
+                                                                           place.cols)]))
 
 
 def reaching_the_edge(found: Faces, real_rows: int) -> Faces:

@@ -42,20 +42,22 @@ def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
     frames = list(clips["still_6"].frames())[:16]
     inputs, truths = [f for f, _ in frames], [t for _, t in frames]
     outputs = []
+    stray: list[tuple[int, list[int]]] = []  # withheld regions on no face
     analysis = build_stages(config)[0]
     with analysis, ClassicSwapStage(config.swap, identities) as swap:
         for t, image in enumerate(inputs):
             out = swap.process(analysis.process(Packet.from_frame(Frame(t, 0, image), state)))
-            # a withheld region that touches no true face (the bottom edge search's cover of
-            # the glasses on the table, docs/fail-closed.md) covers no face: it is no reason
-            # to leave the frame out
-            covers_a_face = any(_overlaps(box, truths[t].boxes_xyxy)
-                                for box in swap.last_withheld.boxes_xyxy)
-            swapped_all = (not covers_a_face and len(swap.last_infos) == 6
+            stray += [(t, [round(float(v)) for v in box])
+                      for box in swap.last_withheld.boxes_xyxy
+                      if not _overlaps(box, truths[t].boxes_xyxy)]
+            swapped_all = (len(swap.last_withheld) == 0 and len(swap.last_infos) == 6
                            and all(i.swapped and i.fade >= 1.0 and i.kept_eyes
                                    for i in swap.last_infos))
             if swapped_all:  # judge only frames where every face is swapped, none covered
                 outputs.append(out.image_bgr)
+    # nothing covered where no face is (before: the bottom edge search took t1's glasses on
+    # the table for a face entering from below and covered 288x89 px of table every frame)
+    assert stray == []
     assert len(outputs) >= 8, "the faces were not swapped (covered or faded) on most frames"
     report = judge(inputs, truths, outputs)
     assert report.faces_judged == 6 * len(outputs)

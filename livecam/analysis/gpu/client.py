@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from livecam.analysis.edges import StripPlace
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import Detection, FrameStack, merged_detections, wait_done
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
 from livecam.analysis.gpu.host import pinned_copy, pinned_tensor
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi
+from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 
@@ -240,7 +240,9 @@ class StreamFaceNetworks:
     def detect_strips(self, image_bgr: ImageBGR,
                       places: Sequence[StripPlace]) -> list[Faces] | None:
         """Faces in each edge-strip picture ``places`` describes
-        (:func:`livecam.analysis.edges.strip_places`), in picture px: each picture built on
+        (:func:`livecam.analysis.edges.strip_places`, or an edge hit's second look,
+        :func:`~livecam.analysis.edges.second_look_places`, whose indices are not kept: its
+        place changes from hit to hit), in picture px: each picture built on
         the device from this frame's upload (two index selections on the stream's CUDA
         stream, into this stream's place of the pictures' stacked frames) and detected as
         :meth:`detect` would detect it uploaded: the same pixels. The frame stays the latest
@@ -255,11 +257,12 @@ class StreamFaceNetworks:
         for k, place in enumerate(places):
             shape = (len(place.rows), len(place.cols))
             key = (size, k, shape, tuple(place.offset_xy.tolist()))
-            index = self._strip_index.get(key)
-            if index is None:
-                index = self._strip_index[key] = (
-                    torch.from_numpy(place.rows).to(self.device),
-                    torch.from_numpy(place.cols).to(self.device))
+            index = self._strip_index.get(key) if place.kept else None
+            if index is None:  # a picture made once (an edge hit's second look): not kept
+                index = (torch.from_numpy(place.rows).to(self.device),
+                         torch.from_numpy(place.cols).to(self.device))
+                if place.kept:
+                    self._strip_index[key] = index
             picture = self._picture_place(*shape)
             with torch.inference_mode(), self.shared.on_stream(self._stream):
                 rows = torch.index_select(source, 0, index[0])

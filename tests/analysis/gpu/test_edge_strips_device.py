@@ -94,3 +94,29 @@ def test_a_square_frame_leaves_the_pictures_to_the_host(t1_bgr: np.ndarray) -> N
     nets: StreamFaceNetworks = one_stream(device="cpu", detector_model="full", min_score=0.5)
     square = np.ascontiguousarray(t1_bgr[:64, :64])
     assert nets.detect_strips(square, edges.strip_places(64, 64)) is None
+
+
+@pytest.mark.slow  # the detector compiled for the frame's and the picture's sizes on this CPU
+def test_a_second_look_is_built_on_the_device_and_its_indices_are_not_kept(
+        cut_left: np.ndarray) -> None:
+    """A bottom edge hit's second look (:func:`second_look_places`, a picture about the hit
+    that changes from hit to hit) is built from the frame on the device like the strips and
+    finds what the host-built picture finds; its indices are not kept (kept, one pair would
+    pile up for each place a hit was ever found), the strips' are."""
+    from livecam.analysis.second_look import second_look_places
+
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.3)
+    nets.open()
+    frame = cut_left.copy()
+    nets.detect(frame)
+    kept_before = len(nets._strip_index)
+    for box in ([300.0, 600.0, 420.0, 720.0], [10.0, 250.0, 210.0, 450.0]):
+        for place, _ in second_look_places(box, *frame.shape[:2]):
+            on_device = nets.detect_strips(frame, [place])
+            assert on_device is not None
+            host = nets.detect(np.ascontiguousarray(frame[np.ix_(place.rows, place.cols)]))
+            _same(on_device[0], host)
+            nets.detect(frame)  # the frame again the latest upload
+    assert len(nets._strip_index) == kept_before
+    nets.detect_strips(frame, edges.strip_places(*frame.shape[:2]))
+    assert len(nets._strip_index) > kept_before
