@@ -52,5 +52,5 @@ class ServeConfig:
         "that it removes when the session ends; empty = `serve-photos` in the user cache dir.")
     photo_keep_s: float = knob(
         600.0, "How long the server keeps a user's uploaded photo (its identity, in memory) "
-        "after the last session that used it, so a reconnecting client sends its hash instead "
+        "after the session that used it ends, so a reconnecting client sends its hash instead "
         "of the bytes; 0 = not kept, every session uploads again.", range=(0.0, 86400.0))
