@@ -79,7 +79,8 @@ def build_stages(config: Config, state: RuntimeState,
         return build_gpu_stages(config, identities, shared=shared or SharedStages(),
                                 stream=stream)
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous
-    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
+    analysis = build_analysis_stages(config.analysis, fps=config.capture.fps,
+                                     realtime=config.pipeline.realtime)
     return [*analysis, *build_swap_stages(config, identities)]
 
 
