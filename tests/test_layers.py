@@ -252,3 +252,22 @@ def test_no_two_files_import_each_other() -> None:
     down to a module both import (or a ``Protocol`` names what one side uses)."""
     circles = file_circles(_file_graph())
     assert not circles, "file circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+#: Modules that no other module imports and that are still the product's: the entry point,
+#: the subcommands it loads by name (``cli.SUBCOMMANDS``), and Triton's model, which the
+#: model repository's ``model.py`` imports (written by ``triton_repo.py`` as text).
+ENTRY_POINTS = {"livecam.cli", "livecam.engines.triton_model"}
+
+
+def test_every_module_is_used_by_the_product() -> None:
+    """Issue 43 item 2: a module only tests or scripts import (the GPU benchmark's naive
+    baseline, an unused stage timer) is lab code in the wheel; it moves under tests/ or goes."""
+    from livecam.cli import SUBCOMMANDS
+
+    graph = _file_graph()
+    used = set().union(*graph.values())
+    loaded = ENTRY_POINTS | {f"livecam.subcommands.{name}" for name in SUBCOMMANDS}
+    packages = {_module_name(p) for p in ROOT.rglob("__init__.py")}
+    unused = sorted(set(graph) - used - loaded - packages)
+    assert not unused, f"modules nothing in livecam/ imports: {unused}"
