@@ -21,7 +21,7 @@ from livecam.config import Config
 from livecam.control.live import LiveView
 from livecam.core.commands import Command, CommandFanOut, CommandQueue, Commands, Ticket
 from livecam.core.stage import AnyStage
-from livecam.core.types import RuntimeState
+from livecam.core.types import ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, make_sink, parse_output
 from livecam.pipeline import runtime
 from livecam.pipeline.passthrough import PassThrough
@@ -79,7 +79,8 @@ def build_stages(config: Config, state: RuntimeState,
         return build_gpu_stages(config, identities, shared=shared or SharedStages(),
                                 stream=stream)
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous
-    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime)
+    analysis = build_analysis_stages(config.analysis, fps=config.capture.fps,
+                                     realtime=config.pipeline.realtime)
     return [*analysis, *build_swap_stages(config, identities)]
 
 
@@ -88,7 +89,8 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
               stages: Sequence[AnyStage] | None = None, controls: bool = False,
               hotkeys: bool = True, api_required: bool = False, wait_for_source: bool = False,
               config_loader: Callable[[], Config] | None = None,
-              identities: IdentitySource | None = None) -> App:
+              identities: IdentitySource | None = None,
+              on_sent: Callable[[Packet | None, ImageBGR], None] | None = None) -> App:
     """Parse the specs and wire an :class:`App` for one stream (nothing is opened yet).
 
     With ``controls`` the app also gets what :func:`build_streams` gives a set (the identity
@@ -96,6 +98,8 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
     ``hotkeys`` and ``control.hotkeys``, the control API when ``control.api``, reloads through
     ``config_loader``), attached to the app itself. ``stages`` replaces the built stages (no
     reloads then); ``identities`` replaces the library as the source of identities.
+    ``on_sent(packet, image)`` is called on the output thread for each image sent (``packet``
+    None for a repeat); ``livecam demo`` keeps a before/after pair with it.
     """
     if not controls:
         source = make_source(parse_input(input_spec), config.capture)
@@ -107,7 +111,9 @@ def build_app(config: Config, *, input_spec: str, output_spec: str,
         return App(config, source=source, sink=sink, stages=stages, state=state,
                    max_frames=max_frames, commands=CommandQueue(),
                    wait_for_source=wait_for_source, input_label=input_spec,
-                   output_label=output_spec)
+                   output_label=output_spec, on_sent=on_sent)
+    if on_sent is not None:
+        raise ValueError("on_sent is for a run without controls")
     streams = build_streams(config, pairs=[(input_spec, output_spec)], max_frames=max_frames,
                             state=state, stages=stages, hotkeys=hotkeys,
                             api_required=api_required, wait_for_source=wait_for_source,

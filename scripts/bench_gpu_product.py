@@ -247,8 +247,8 @@ def naive_baseline(models_dir: str | None, onnx_path: Path, frame_bgr: np.ndarra
     from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
     from livecam.analysis.mesh import MIN_PRESENCE
     from livecam.engines.torch_engine import TorchEngine
-    from livecam.gpupipe.baseline import NaiveBaseline
     from livecam.gpupipe.build import build_program
+    from tests.helpers.naive_baseline import NaiveBaseline
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     engine = TorchEngine(onnx_path, device=str(device), precision="fp32", cuda_graphs=False,

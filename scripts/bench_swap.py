@@ -166,7 +166,7 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
     offline = replace(offline, analysis=replace(offline.analysis, max_faces=max(
         n_faces, offline.analysis.max_faces)))
     # the swap alone, on frames the real analysis stages have analysed
-    analysis = build_stages(offline)
+    analysis = build_stages(offline.analysis, fps=offline.capture.fps)
     (swap,) = build_swap_stages(offline, identities)
     for stage in (*analysis, swap):
         stage.open()

@@ -82,7 +82,7 @@ def main() -> int:
         print(f"{'mode':22} {'what':6} {'corr':>6} {'lag':>4} {'peak':>6} "
               f"{'input range':>14} {'output range':>14}")
         for mode, make in modes.items():
-            stages = [*build_stages(load_config(None)), *make()]
+            stages = [*build_stages(load_config(None).analysis), *make()]
             for stage in stages:
                 stage.open()
             try:

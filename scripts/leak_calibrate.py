@@ -118,7 +118,7 @@ def main() -> None:
             continue
         frames = list(clip.frames())[:40]  # the turn reaches 70 degrees at frame 25
         picks = np.linspace(0, len(frames) - 1, args.samples).astype(int)
-        analysis = build_stages(config)[0]
+        analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
         with analysis:
             for t, (frame, truth) in enumerate(frames):
                 frame = reencode(frame, 12)  # as livecam decodes the input file

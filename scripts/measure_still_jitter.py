@@ -66,7 +66,7 @@ def _follow(frames: list[np.ndarray], state: RuntimeState,
     """Packets, the follower's raw meshes per track, and mesh ROIs run, per frame."""
     from livecam.analysis.stage import AnalysisStage
 
-    stage = build_stages(load_config(None))[0]
+    stage = build_stages(load_config(None).analysis)[0]
     assert isinstance(stage, AnalysisStage)
     follower: Any = stage.follower
     calls = [0]

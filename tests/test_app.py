@@ -275,3 +275,22 @@ def test_an_identity_command_is_logged_by_the_identity_it_chose(
             app.stop()
     lines = [r.getMessage() for r in caplog.records if r.name == "livecam.pipeline.scheduler"]
     assert "identity now 'bob' (StepIdentity)" in lines, lines
+
+
+def test_build_app_hands_on_sent_each_image_the_output_sends() -> None:
+    """``livecam demo`` goes through ``build_app`` and keeps a before/after pair through
+    ``on_sent``: each sent frame reaches it, in order, with the image that was sent."""
+    seen: list[tuple[int, tuple[int, ...]]] = []
+
+    def on_sent(packet: Packet | None, image: ImageBGR) -> None:
+        if packet is not None:
+            seen.append((packet.frame.index, image.shape))
+
+    cfg = live_config("advanced.pipeline.realtime=false")
+    app = build_app(cfg, input_spec="synthetic:64x48", output_spec="null", max_frames=5,
+                    on_sent=on_sent)
+    app.run()
+    assert seen == [(i, (48, 64, 3)) for i in range(5)]
+    with pytest.raises(ValueError, match="without controls"):
+        build_app(cfg, input_spec="synthetic:64x48", output_spec="null", controls=True,
+                  on_sent=on_sent)

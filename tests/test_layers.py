@@ -125,6 +125,27 @@ def test_the_runtime_imports_only_what_it_runs() -> None:
     assert not picked, "the runtime picks what app.py should hand it:\n" + "\n".join(picked)
 
 
+#: The factories that pick a swap implementation (classic or neural, CPU chain or GPU
+#: pipeline): only the composition root calls them. ``livecam engines build`` prepares the GPU
+#: pipeline whatever the library holds (``app.build_stages`` passes frames through while it is
+#: empty). A subcommand builds its run with ``build_app``/``build_streams``, never the
+#: ``App`` of stages it chose itself (the daemon names ``App`` as a type only).
+PICKING = {"livecam.swap.build_swap_stages", "livecam.gpupipe.factory.build_gpu_stages"}
+PICKERS = {"app.py", "subcommands/engines.py"}
+
+
+def test_only_the_composition_root_picks_the_stages() -> None:
+    """Issue 43: ``livecam demo`` wired its own analysis and swap stages, source and sink;
+    it goes through ``app.build_app`` like ``livecam run``."""
+    picked = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        forbidden = PICKING | ({"livecam.app.App"} if rel.startswith("subcommands/") else set())
+        if rel not in PICKERS:
+            picked += [f"{rel} imports {name}" for name in sorted(_imports(path) & forbidden)]
+    assert not picked, "stages picked outside livecam/app.py:\n" + "\n".join(picked)
+
+
 def test_no_import_cycles_between_packages() -> None:
     graph: dict[str, set[str]] = {}
     for src, dst in _edges():
@@ -231,3 +252,22 @@ def test_no_two_files_import_each_other() -> None:
     down to a module both import (or a ``Protocol`` names what one side uses)."""
     circles = file_circles(_file_graph())
     assert not circles, "file circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+#: Modules that no other module imports and that are still the product's: the entry point,
+#: the subcommands it loads by name (``cli.SUBCOMMANDS``), and Triton's model, which the
+#: model repository's ``model.py`` imports (written by ``triton_repo.py`` as text).
+ENTRY_POINTS = {"livecam.cli", "livecam.engines.triton_model"}
+
+
+def test_every_module_is_used_by_the_product() -> None:
+    """Issue 43 item 2: a module only tests or scripts import (the GPU benchmark's naive
+    baseline, an unused stage timer) is lab code in the wheel; it moves under tests/ or goes."""
+    from livecam.cli import SUBCOMMANDS
+
+    graph = _file_graph()
+    used = set().union(*graph.values())
+    loaded = ENTRY_POINTS | {f"livecam.subcommands.{name}" for name in SUBCOMMANDS}
+    packages = {_module_name(p) for p in ROOT.rglob("__init__.py")}
+    unused = sorted(set(graph) - used - loaded - packages)
+    assert not unused, f"modules nothing in livecam/ imports: {unused}"

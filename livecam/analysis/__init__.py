@@ -7,7 +7,7 @@ networks of ``networks.py``). Importing this package loads no model.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from livecam.analysis.follower import FaceFollower
@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     from livecam.core.stage import Stage
 
 
-def build_stages(config: Any, *, fps: float | None = None, realtime: bool = False,
+def build_stages(analysis: AnalysisConfig, *, fps: float = 30.0, realtime: bool = False,
                  networks: FaceNetworks | None = None,
                  search: TileSearch | None = None) -> list[Stage]:
     """The analysis stages for the pipeline (today one :class:`AnalysisStage`), not yet opened.
 
-    ``config`` is the whole :class:`livecam.config.Config` or its ``analysis`` section; the
-    One Euro filter's time step comes from ``fps`` (default: ``config.capture.fps``, else 30).
+    ``analysis`` is the config's ``analysis`` section (never the whole config); the One Euro
+    filter's time step comes from ``fps`` (pass ``config.capture.fps``).
     ``realtime`` (pass ``config.pipeline.realtime``): the CPU tile search for small faces runs
     on a worker thread, off the frame's path, and is merged a frame or two later (the GPU's,
     one batched call, stays on the follower's thread); False keeps it
@@ -35,11 +35,11 @@ def build_stages(config: Any, *, fps: float | None = None, realtime: bool = Fals
     :class:`livecam.core.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """
     from livecam.analysis.stage import AnalysisStage
+    from livecam.config.analysis import AnalysisConfig
 
-    analysis: AnalysisConfig = getattr(config, "analysis", config)
-    if fps is None:
-        capture = getattr(config, "capture", None)
-        fps = float(capture.fps) if capture is not None else 30.0
+    if not isinstance(analysis, AnalysisConfig):
+        raise TypeError(f"build_stages takes the config's analysis section (config.analysis), "
+                        f"not {type(analysis).__name__}")
     return [AnalysisStage(build_follower(analysis, fps=fps, realtime=realtime,
                                          networks=networks, search=search))]
 

@@ -79,7 +79,8 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
                                                 n_streams=shared.n_streams))
     device = NeuralModels.from_config(config).gpu_device()
     networks, search = follower_networks(config, device, shared=shared, stream=stream)
-    analysis = build_analysis_stages(config, realtime=config.pipeline.realtime,
+    analysis = build_analysis_stages(config.analysis, fps=config.capture.fps,
+                                     realtime=config.pipeline.realtime,
                                      networks=networks, search=search)
     hands = HandsInFront.from_config(config.swap) if config.swap.hands_in_front else None
     return [*analysis, GpuSwapStage(hub, stream=stream, assign=config.swap.assign,

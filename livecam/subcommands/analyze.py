@@ -137,7 +137,7 @@ def _analyse_to_json(args: argparse.Namespace, config: Any, spec: Any) -> int:
         from livecam.output import make_sink, parse_output
 
         sink = make_sink(parse_output(args.output), config.output)
-    stages = build_stages(config)
+    stages = build_stages(config.analysis, fps=config.capture.fps)
     frames_out: list[dict[str, Any]] = []
     complete = True
     source.open()

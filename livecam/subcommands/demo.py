@@ -185,15 +185,11 @@ def _check_photo_packages() -> None:
 def run(args: argparse.Namespace) -> int:
     import cv2
 
-    from livecam.analysis import build_stages
-    from livecam.app import App
-    from livecam.capture import make_source, parse_input
+    from livecam.app import build_app
     from livecam.config import load_config
     from livecam.core.errors import UsageError
     from livecam.core.types import RuntimeState
     from livecam.identity import IdentityCollection
-    from livecam.output import make_sink, parse_output
-    from livecam.swap import build_swap_stages
 
     _check_photo_packages()
     if args.frames < 2 or args.frames > 3000:
@@ -222,7 +218,6 @@ def run(args: argparse.Namespace) -> int:
     log.info("clip of %d frames built and source prepared in %.1f s", len(frames),
              t_prepared - t0)
 
-    stages = [*build_stages(config), *build_swap_stages(config, identities)]
     pick = len(frames) // 2
     grabbed: dict[str, np.ndarray] = {}
     faces_swapped: list[int] = []
@@ -235,11 +230,12 @@ def run(args: argparse.Namespace) -> int:
             grabbed["before"] = packet.frame.image_bgr
             grabbed["after"] = image
 
-    source = make_source(parse_input(f"file:{input_path}"), config.capture)
-    sink = make_sink(parse_output(f"file:{out / 'demo.mp4'}"), config.output)
-    app = App(config, source=source, sink=sink, stages=stages,
-              state=RuntimeState(active_identity=SOURCE_NAME, identities=(SOURCE_NAME,)),
-              on_sent=on_sent)
+    # built as `livecam run --input FILE --output FILE` builds it (the composition root picks
+    # the stages: the CPU chain, or the GPU pipeline for a neural swap on a CUDA GPU)
+    app = build_app(config, input_spec=f"file:{input_path}",
+                    output_spec=f"file:{out / 'demo.mp4'}", identities=identities,
+                    state=RuntimeState(active_identity=SOURCE_NAME, identities=(SOURCE_NAME,)),
+                    on_sent=on_sent)
     t_run = time.perf_counter()
     app.run()
     run_s = time.perf_counter() - t_run

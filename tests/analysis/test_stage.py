@@ -228,3 +228,15 @@ def test_tracking_clips_in_live_mode(name: str, sprites: list[FaceSprite]) -> No
     assert metrics["num_switches"] == 0
     assert metrics["idf1"] >= 0.9
     assert metrics["mota"] >= 0.8
+
+
+def test_build_stages_takes_the_analysis_section_not_the_whole_config() -> None:
+    """Issue 43 item 3: a factory receives its own typed section; the One Euro time step comes
+    from ``fps`` given by the composition root, not from a whole config it reads into."""
+    from livecam.config import load_config
+
+    with pytest.raises(TypeError, match=r"config's analysis section \(config.analysis\), "
+                                        "not Config"):
+        build_stages(load_config(None))  # type: ignore[arg-type]
+    (stage,) = build_stages(load_config(None).analysis, fps=60.0)
+    assert isinstance(stage, AnalysisStage)

@@ -30,7 +30,7 @@ def tracking(fast_config: Config, tmp_path: Path, astronaut_bgr: np.ndarray
     photo = tmp_path / "astronaut.png"
     cv2.imwrite(str(photo), astronaut_bgr)
     r = start_running(fast_config, tmp_path, PhotoCatalog(astronaut_bgr, NAMES),
-                      input_spec=f"image:{photo}", stages=build_stages(fast_config))
+                      input_spec=f"image:{photo}", stages=build_stages(fast_config.analysis))
     try:
         last = r.app.live.wait_newer(-1, 60)
         while last is not None and not last.track_ids:  # the tracker confirms the face

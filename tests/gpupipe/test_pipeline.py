@@ -120,7 +120,7 @@ def test_naive_baseline_swaps_the_face_it_finds(cpu_engine: Any, face_frame: Fac
     import os
 
     from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
-    from livecam.gpupipe.baseline import NaiveBaseline
+    from tests.helpers.naive_baseline import NaiveBaseline
 
     models = os.environ.get("LIVECAM_MEDIAPIPE_MODULES")
     baseline = NaiveBaseline(detector=load_blazeface("full", models_dir=models),

@@ -144,7 +144,7 @@ def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
     inputs: list[ImageBGR] = []
     truths: list[FrameTruth] = []
     outputs: list[ImageBGR] = []
-    analysis = build_stages(config)[0]
+    analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
     analysis.open()
     try:
         with ClassicSwapStage(config.swap, identities) as swap:

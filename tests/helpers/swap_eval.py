@@ -105,7 +105,8 @@ def analysed(frames: Sequence[ImageBGR], state: RuntimeState,
     from livecam.core.types import Frame, Packet
 
     packets = []
-    stages = build_stages(config or load_config(None))
+    config = config or load_config(None)
+    stages = build_stages(config.analysis, fps=config.capture.fps)
     for stage in stages:
         stage.open()
     try:

@@ -43,7 +43,7 @@ def test_the_classic_swap_of_a_three_quarter_face_is_not_a_leak(
     inputs, truths = [f for f, _ in frames], [t for _, t in frames]
     outputs = []
     stray: list[tuple[int, list[int]]] = []  # withheld regions on no face
-    analysis = build_stages(config)[0]
+    analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
     with analysis, ClassicSwapStage(config.swap, identities) as swap:
         for t, image in enumerate(inputs):
             out = swap.process(analysis.process(Packet.from_frame(Frame(t, 0, image), state)))

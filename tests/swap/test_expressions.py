@@ -51,7 +51,7 @@ def clip() -> tuple[list[np.ndarray], ExpressionTrack]:
 
 
 def _run(frames: list[np.ndarray], swap_stages: list, state: RuntimeState) -> FollowReport:
-    stages = [*build_stages(load_config(None)), *swap_stages]
+    stages = [*build_stages(load_config(None).analysis), *swap_stages]
     for stage in stages:
         stage.open()
     try:
@@ -83,7 +83,7 @@ def test_clip_really_blinks_talks_and_glances(clip: tuple[list[np.ndarray], Expr
     from tests.helpers.expressions import measure
 
     analysed = []
-    with build_stages(load_config(None))[0] as analysis:
+    with build_stages(load_config(None).analysis)[0] as analysis:
         for i, image in enumerate(frames):
             packet = analysis.process(Packet.from_frame(Frame(i, 0, image), RuntimeState()))
             analysed.append(packet.faces.landmarks_xy[0])
@@ -125,7 +125,7 @@ def test_neural_swap_keeps_the_streamers_eyes_and_mouth(
     state = RuntimeState(active_identity="anyone")
     # one frame: inside the lids and the lips, 4 px in from the rim (its soft edge has a sigma
     # of 1.5 px here), the pixels are the frame's own, but for the edge's last 0.5 %
-    with build_stages(load_config(None))[0] as analysis, stage(True) as neural:
+    with build_stages(load_config(None).analysis)[0] as analysis, stage(True) as neural:
         packet = Packet.from_frame(Frame(0, 0, frames[0]), state)
         packet = analysis.process(packet)
         out = neural.process(packet).image_bgr

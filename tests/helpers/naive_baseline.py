@@ -1,5 +1,5 @@
-"""The naive GPU baseline the benchmark compares against: eager fp32, synchronous, one face at
-a time.
+"""The naive GPU baseline the benchmark (``scripts/bench_gpu_product.py``) compares against:
+eager fp32, synchronous, one face at a time. Lab code, so it lives here and not in the wheel.
 
 It does the per-frame work of ``livecam run`` on the GPU (find the faces, their face mesh, the
 swap) with the same networks and the same swap maths, the way a simple port would: a blocking
