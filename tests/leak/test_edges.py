@@ -110,7 +110,7 @@ def test_the_glasses_on_the_table_at_the_bottom_edge_are_not_covered(
 
     config = load_config(None, ["advanced.pipeline.realtime=false"])
     state = RuntimeState(active_identity="astro", identities=("astro",))
-    analysis = build_stages(config)[0]
+    analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
     stray: list[tuple[int, list[int]]] = []
     with analysis:
         for t, (image, truth) in enumerate(clips["still_6"].frames()):
