@@ -19,9 +19,14 @@ hard set's worst two kinds (``scripts/judge_classic.py``):
   highlights (Hanks): a and b that only grow with the lightness left them orange where the
   live highlights are pale (16.2 % in the judge, its worst pair).
 
+- A source's highlights on a dark live face (Hanks onto t1-0 made darker): the ceiling's
+  margin above the live skin's brightest was the same 20 levels of L on every face
+  (5.6 % in the judge).
+
 Measured here before the first fix (``colour.lab_transfer`` as it was): 20.1 %, 9.1 % and
 12.8 %; after: 0.01 %, 0.52 % and 0.31 %. Hanks onto t1-2 in warm light: 4.84 % before the
-highlights' band (``colour.HighlightBand``), 0.34 % after.
+highlights' band (``highlights.HighlightBand``), 0.34 % after. Hanks onto the dark t1-0:
+3.3 % before the margin followed the live lightness, 0.19 % after.
 """
 
 from __future__ import annotations
@@ -58,11 +63,13 @@ def test_swapped_skin_has_no_foreign_colour(by_label: dict[str, RealFace],
               "hopper": _person(enlarged(hopper_face(), 260.0)),
               "t1-2": _person(enlarged(by_label["t1-2"], 260.0)),
               "t1-4": _person(enlarged(by_label["t1-4"], 260.0)),
+              "t1-0 dark": _person(enlarged(by_label["t1-0"], 260.0), melanin=1.6),
               "t1-5 dark": _person(enlarged(by_label["t1-5"], 260.0), melanin=1.3)}
     swapper = ClassicFaceSwapper(SwapConfig(), topology)
     shares = {}
     for source, target, light in (("hopper", "hanks", "warm"), ("t1-2", "t1-4", "even"),
-                                  ("hanks", "t1-5 dark", "warm"), ("hanks", "t1-2", "warm")):
+                                  ("hanks", "t1-5 dark", "warm"), ("hanks", "t1-2", "warm"),
+                                  ("hanks", "t1-0 dark", "even")):
         live = _in_light(people[target], light)
         region = cj.skin_region(live)
         out = swap_pair(swapper, source_from(people[source].face, topology), live.face)
