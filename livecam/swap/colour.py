@@ -34,6 +34,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from livecam.swap.highlights import HighlightBand, highlight_band
+
 FloatArray = npt.NDArray[np.float32]
 ImageBGR = npt.NDArray[np.uint8]
 
@@ -60,6 +62,10 @@ _SKIN_AXIS_WEIGHT = np.array([0.5, 1.0, 1.0], np.float32)
 _LOCUS_SLOPE_MAX = 0.5
 _CEILING_PERCENTILE = 99.0
 _CEILING_MARGIN = 20.0
+# the margin shrinks in proportion below this live lightness (8-bit L): a darker face's
+# highlights are as much dimmer (Hanks's contrasty photo on the darkened t1-0: 5.7 % of the
+# skin foreign with 20 everywhere, 0.2 % in tests/swap/test_foreign_colour.py with this)
+_CEILING_MARGIN_FULL_L = 200.0
 _CEILING_KNEE = 12.0
 
 
@@ -158,13 +164,15 @@ class LabMatch:
     grid (or the full box, resized, to apply it); ``l_max`` (8-bit L) is a little above the
     live face's brightest skin, 255 + ``_CEILING_KNEE`` or more: no ceiling;
     ``l_min``: the live skin's darkest (8-bit L), where a and b stop following the lightness;
-    ``chroma_per_l`` (2,) float32: the live skin's change of a and b per unit of L."""
+    ``chroma_per_l`` (2,) float32: the live skin's change of a and b per unit of L;
+    ``top`` (:class:`HighlightBand`) or None: the colours the live skin's highlights have."""
 
     matrix: FloatArray
     bias: FloatArray
     l_max: float = 255.0 + 64.0
     l_min: float = 0.0
     chroma_per_l: FloatArray = field(default_factory=lambda: np.zeros(2, np.float32))
+    top: HighlightBand | None = None
 
     def map_lab(self, lab: FloatArray) -> FloatArray:
         """``lab`` (h, w, 3) float32 on the bias's grid, mapped (float, not clipped)."""
@@ -175,18 +183,20 @@ class LabMatch:
     def roll_off(self, lab: FloatArray) -> None:
         """The ceiling on ``lab`` (h, w, 3) float32, in place; a and b follow the lightness
         only within the live skin's range (below ``l_min`` they keep the colour the live skin
-        has there: a source's crease darker than any live skin does not turn deep red). Only
-        the few pixels above the roll-off's knee or below ``l_min`` are touched."""
+        has there: a source's crease darker than any live skin does not turn deep red), and
+        the highlights keep to the live highlights' colours (``top``). Only the few pixels
+        above the roll-off's knee or below ``l_min`` are moved; the band clamps the rest."""
         lightness = lab[..., 0]
         touched = np.nonzero((lightness > self.l_max - _CEILING_KNEE)
                              | (lightness < self.l_min))
-        if len(touched[0]) == 0:
-            return
-        values = lightness[touched]
-        capped = soft_ceiling(values, self.l_max)
-        shift = (np.maximum(capped, self.l_min) - values)[:, None] * self.chroma_per_l
-        lab[touched[0], touched[1], 1:] += shift
-        lightness[touched] = capped
+        if len(touched[0]) > 0:
+            values = lightness[touched]
+            capped = soft_ceiling(values, self.l_max)
+            shift = (np.maximum(capped, self.l_min) - values)[:, None] * self.chroma_per_l
+            lab[touched[0], touched[1], 1:] += shift
+            lightness[touched] = capped
+        if self.top is not None:
+            self.top.clamp(lab)
 
 
 def soft_ceiling(lightness: npt.NDArray[np.float32], l_max: float) -> npt.NDArray[np.float32]:
@@ -269,7 +279,8 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     matrix[1:, 0] = chroma_per_l * scale[0] - slopes_src * scale[1:]
     l_min, l_max = (float(v) for v in np.percentile(
         target_lab[sel_tgt, 0], (100.0 - _CEILING_PERCENTILE, _CEILING_PERCENTILE)))
-    l_max += _CEILING_MARGIN
+    top = highlight_band(target_lab[sel_tgt], l_max)
+    l_max += _CEILING_MARGIN * min(1.0, l_max / _CEILING_MARGIN_FULL_L)
     if relight_blur_px > 0.0:
         tgt_broad = _relit_means(source_lab, target_lab, w_src, w_tgt, src_broad, tgt_broad,
                                  float(scale[0]), max(3, round(relight_blur_px)))
@@ -277,7 +288,7 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     src_mean = src_broad * (1.0 - w) + src_edge * w
     tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
     bias = tgt_mean - src_mean @ matrix.T
-    return LabMatch(matrix, np.asarray(bias, np.float32), l_max, l_min, chroma_per_l)
+    return LabMatch(matrix, np.asarray(bias, np.float32), l_max, l_min, chroma_per_l, top)
 
 
 def _relit_means(source_lab: FloatArray, target_lab: FloatArray, w_src: FloatArray,
@@ -315,6 +326,7 @@ class ColourMemory:
         self._l_max = 255.0  # the past lightness ceiling and chroma slopes (smooth_match)
         self._l_min = 0.0
         self._chroma_per_l = np.zeros(2, np.float32)
+        self._top: HighlightBand | None = None
 
     def smooth(self, key: str, scale: FloatArray, bias: FloatArray, new_weight: float, *,
                grid: tuple[float, float, float], anchor: tuple[float, float, float],
@@ -363,7 +375,11 @@ class ColourMemory:
         self._l_min = match.l_min * (1.0 - keep) + self._l_min * keep
         self._chroma_per_l = np.asarray(match.chroma_per_l * (1.0 - keep)
                                         + self._chroma_per_l * keep, np.float32)
-        return LabMatch(matrix, bias, self._l_max, self._l_min, self._chroma_per_l)
+        if match.top is None or self._top is None or keep == 0.0:
+            self._top = match.top
+        else:
+            self._top = match.top.mix(self._top, keep)
+        return LabMatch(matrix, bias, self._l_max, self._l_min, self._chroma_per_l, self._top)
 
 
 def apply_lab_transfer(image_bgr: ImageBGR, match: LabMatch) -> ImageBGR:

@@ -14,9 +14,19 @@ hard set's worst two kinds (``scripts/judge_classic.py``):
   skin foreign in the judge).
 - A source's highlights brighter than any skin of the live face (t1-2's lit cheek onto t1-4:
   13.4 % in the judge; Hanks's contrasty photo onto the darkened t1-5 in warm light: 15.1 %).
+- A live face whose highlights lose colour as they brighten (t1-2 in warm light: the red
+  channel saturates, CIE a falls from 33 to 11 between L 56 and 74) under a source's bright
+  highlights (Hanks): a and b that only grow with the lightness left them orange where the
+  live highlights are pale (16.2 % in the judge, its worst pair).
 
-Measured here before the fix (``colour.lab_transfer`` as it was): 20.1 %, 9.1 % and 12.8 %;
-after: 0.01 %, 0.52 % and 0.31 %.
+- A source's highlights on a dark live face (Hanks onto t1-0 made darker): the ceiling's
+  margin above the live skin's brightest was the same 20 levels of L on every face
+  (5.6 % in the judge).
+
+Measured here before the first fix (``colour.lab_transfer`` as it was): 20.1 %, 9.1 % and
+12.8 %; after: 0.01 %, 0.52 % and 0.31 %. Hanks onto t1-2 in warm light: 4.84 % before the
+highlights' band (``highlights.HighlightBand``), 0.34 % after. Hanks onto the dark t1-0:
+3.3 % before the margin followed the live lightness, 0.19 % after.
 """
 
 from __future__ import annotations
@@ -53,11 +63,13 @@ def test_swapped_skin_has_no_foreign_colour(by_label: dict[str, RealFace],
               "hopper": _person(enlarged(hopper_face(), 260.0)),
               "t1-2": _person(enlarged(by_label["t1-2"], 260.0)),
               "t1-4": _person(enlarged(by_label["t1-4"], 260.0)),
+              "t1-0 dark": _person(enlarged(by_label["t1-0"], 260.0), melanin=1.6),
               "t1-5 dark": _person(enlarged(by_label["t1-5"], 260.0), melanin=1.3)}
     swapper = ClassicFaceSwapper(SwapConfig(), topology)
     shares = {}
     for source, target, light in (("hopper", "hanks", "warm"), ("t1-2", "t1-4", "even"),
-                                  ("hanks", "t1-5 dark", "warm")):
+                                  ("hanks", "t1-5 dark", "warm"), ("hanks", "t1-2", "warm"),
+                                  ("hanks", "t1-0 dark", "even")):
         live = _in_light(people[target], light)
         region = cj.skin_region(live)
         out = swap_pair(swapper, source_from(people[source].face, topology), live.face)
