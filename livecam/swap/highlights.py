@@ -1,13 +1,13 @@
-"""The live skin's highlights' colours (issue 42's foreign colour): a band in Lab that the
+"""The live skin's highlights' colours (against foreign colour in them): a band in Lab that the
 swapped face's highlights are kept within (:class:`HighlightBand`, used by
 ``colour.LabMatch``).
 
 Under one light, skin brighter than most of the face may lose colour as it brightens: a warm
 light's red channel saturates, a sheen is whiter than the skin. The lab transfer's a and b
 follow the lightness with one slope fitted over the whole face (growth only: a fall there is
-the face's own colouring), so a source's highlights came out orange where the live face's
-highlights are pale (Hanks onto t1-2 in warm light: 16.2 % of the skin foreign in
-``scripts/judge_classic.py``). Pure functions; any thread.
+the face's own colouring), so without this band a source's highlights come out orange where
+the live face's highlights are pale (Hanks onto t1-2 in warm light: 16.2 % of the skin
+foreign in ``scripts/judge_classic.py``). Pure functions; any thread.
 """
 
 from __future__ import annotations
