@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -72,6 +73,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         from livecam.daemon.service import exit_without_teardown
 
         exit_without_teardown(code)
+    _exit(code)
+
+
+def _exit(code: int) -> None:
+    """``sys.exit(code)``; or, where a capture thread was left blocked in a read, the same
+    exit without the interpreter's teardown (that thread, inside a decoder's C code, can
+    crash the teardown: a Ctrl-C'd listening RTMP run exited by SIGSEGV after its "done"
+    line). Logs and standard streams are flushed first; the run's sink is closed already."""
+    from livecam.capture.thread import threads_left_blocked
+
+    if threads_left_blocked():
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 

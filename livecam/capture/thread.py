@@ -16,6 +16,17 @@ from livecam.core.types import Frame, ImageBGR
 
 log = logging.getLogger(__name__)
 
+_left_blocked: list[threading.Thread] = []  # capture threads stop() left blocked in a read
+
+
+def threads_left_blocked() -> bool:
+    """A capture thread of this process that :meth:`CaptureThread.stop` left blocked in a read
+    (it gave up joining it) is still running. The process should then end without the
+    interpreter's teardown: a thread still inside a decoder's C code (a listening ``av.open``)
+    can crash it (SIGSEGV) while the interpreter is torn down. Any thread."""
+    _left_blocked[:] = [t for t in _left_blocked if t.is_alive()]
+    return bool(_left_blocked)
+
 
 class CaptureThread:
     """Owns ``source`` after ``start``: opens it (again, with backoff, when a live source is
@@ -71,6 +82,7 @@ class CaptureThread:
             return
         self._thread.join(join_timeout_s)
         if self._thread.is_alive():
+            _left_blocked.append(self._thread)
             log.warning("capture thread is blocked in a read; leaving it to finish on its own")
 
     @property

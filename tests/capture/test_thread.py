@@ -200,3 +200,23 @@ def test_a_paced_file_waits_for_the_first_frame_out_before_reading_on() -> None:
         assert frame is not None and frame.index == 1 and int(frame.image_bgr[0, 0, 0]) == 2
     finally:
         t.stop()
+
+
+def test_a_thread_left_blocked_is_known_until_it_ends() -> None:
+    """The command line ends the process without the interpreter's teardown while a capture
+    thread is left blocked in a read (a Ctrl-C'd listening RTMP run exited by SIGSEGV after its
+    "done" line); once the read returns, nothing is left blocked."""
+    from livecam.capture.thread import threads_left_blocked
+
+    cam = BlockedCamera()
+    t = CaptureThread(source=cam, outbox=Mailbox(), metrics=Metrics(), realtime=True,
+                      loop=False, reconnect_initial_s=0.01, reconnect_max_s=0.01)
+    t.start(already_open=True)
+    try:
+        assert cam.reading.wait(60)
+        t.stop(join_timeout_s=0.1)
+        assert threads_left_blocked()
+    finally:
+        cam.release.set()
+    t._thread.join(60)
+    assert not threads_left_blocked()
