@@ -90,7 +90,7 @@ def swapping(fast_config: Config, tmp_path: Path, coded_astronaut: tuple[np.ndar
     recording = register_recording_backend("recording-switch")
     x1, y1, x2, y2 = analyze_photo(base).boxes_xyxy[0].astype(int)
     sent = SentFrames(base, (int(x1), int(y1), int(x2), int(y2)))
-    stages = [*analysis_stages(config),
+    stages = [*analysis_stages(config.analysis, fps=config.capture.fps),
               ClassicSwapStage(config.swap, IdentityLibrary(tmp_path / "lib"))]
     r = start_running(config, tmp_path, LibraryCatalog(config.identity),
                       input_spec=f"file:{clip}", output_spec="virtualcam", stages=stages)
