@@ -73,7 +73,8 @@ DIARY = re.compile("|".join([
 #: docs/performance.md is not here: it names the diary as where the history went.
 REFERENCE_PAGES = ["README.md", "docs/architecture.md", "docs/config.md",
                    "docs/gpu-pipeline.md", "docs/enhance.md", "docs/triton.md",
-                   "docs/control.md", "docs/identity-photos.md"]
+                   "docs/control.md", "docs/identity-photos.md",
+                   "docs/remote.md"]
 
 
 def diary_in(path: Path) -> list[str]:
