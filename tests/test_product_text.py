@@ -74,7 +74,8 @@ DIARY = re.compile("|".join([
 REFERENCE_PAGES = ["README.md", "docs/architecture.md", "docs/config.md",
                    "docs/gpu-pipeline.md", "docs/enhance.md", "docs/triton.md",
                    "docs/control.md", "docs/identity-photos.md",
-                   "docs/remote.md", "docs/fail-closed.md"]
+                   "docs/remote.md", "docs/fail-closed.md",
+                   "docs/classic-swap.md"]
 
 
 def diary_in(path: Path) -> list[str]:
