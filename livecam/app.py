@@ -5,13 +5,17 @@
 mailbox → output thread → sink, plus a status reporter and the control sources.
 ``build_streams`` does the same for several input → output pairs in one process
 (:class:`~livecam.pipeline.streams.StreamSet`, what ``livecam run`` and ``livecam daemon``
-run, one pair or many). ``build_stages`` picks the per-frame stages. Nothing else in the
-package picks implementations.
+run, one pair or many). ``build_stages`` picks the per-frame stages (the classic or neural
+swap on the CPU, with Triton requests in flight, or the GPU pipeline: ``build_swap_stages``,
+``gpu_pipeline_wanted``), ``build_remote_streams`` the thin client's (``run --remote``).
+Nothing else in the package picks implementations: the builders called here receive only their
+config sections (and explicit values such as ``fps``), never the whole config.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +34,13 @@ from livecam.pipeline.running import ControlSource
 from livecam.pipeline.streams import Endpoints, StreamLimitError, StreamSet
 
 if TYPE_CHECKING:
+    from livecam.gpupipe.sections import GpuSections
     from livecam.identity import IdentitySource
 
-__all__ = ["App", "StreamSet", "build_app", "build_stages", "build_streams"]
+__all__ = ["App", "RemoteSwap", "StreamSet", "build_app", "build_remote_streams", "build_stages",
+           "build_streams", "build_swap_stages", "gpu_pipeline_wanted", "gpu_sections"]
+
+log = logging.getLogger(__name__)
 
 
 class App(runtime.App):
@@ -67,21 +75,78 @@ def build_stages(config: Config, state: RuntimeState,
     if not state.identities and state.active_identity is None:
         return [PassThrough()]
     from livecam.analysis import build_stages as build_analysis_stages
-    from livecam.gpupipe.factory import build_gpu_stages, gpu_pipeline_wanted
     from livecam.identity import IdentityLibrary
-    from livecam.swap import build_swap_stages
 
     if identities is None:
         identities = IdentityLibrary.from_config(config.identity)
     if gpu_pipeline_wanted(config):
+        from livecam.gpupipe.factory import build_gpu_stages
+
         # the same analysis, then the swap on the GPU (shared by the streams of the process;
         # pixel boost, the enhancer and hands in front run there too)
-        return build_gpu_stages(config, identities, shared=shared or SharedStages(),
-                                stream=stream)
+        return build_gpu_stages(gpu_sections(config), identities,
+                                shared=shared or SharedStages(), stream=stream)
     # live runs take detection off the frame's path (a worker thread); offline stays synchronous
     analysis = build_analysis_stages(config.analysis, fps=config.capture.fps,
                                      realtime=config.pipeline.realtime)
     return [*analysis, *build_swap_stages(config, identities)]
+
+
+def build_swap_stages(config: Config, identities: IdentitySource) -> list[AnyStage]:
+    """The swap stages of the CPU chain for ``config.swap.mode``, constructed but not opened:
+    the classic swap, or the neural swap (with ``engine.backend: triton``, up to
+    ``advanced.engine.triton_in_flight`` frames in flight:
+    :class:`~livecam.swap.neural_remote.RemoteSwapStage`, an asynchronous last stage), then
+    the hands stage for ``swap.hands_in_front``. ``identities`` loads identities by name."""
+    from livecam.swap import (
+        build_classic_swap_stage,
+        build_neural_swap_stage,
+        hands_stages,
+    )
+
+    swap: AnyStage
+    if config.swap.mode != "neural":
+        swap = build_classic_swap_stage(config.swap, identities)
+    else:
+        swap = build_neural_swap_stage(config.swap, identities, models=config.models,
+                                       engine=config.engine,
+                                       max_faces=config.analysis.max_faces)
+        in_flight = config.engine.triton_in_flight
+        if config.engine.backend == "triton" and in_flight > 1:
+            if config.swap.hands_in_front:
+                # only the last stage can finish frames later, and the hands stage is after
+                log.info("swap.hands_in_front: the Triton swap keeps one request in flight "
+                         "(the hands stage runs after it)")
+            else:
+                from livecam.swap.neural_remote import RemoteSwapStage
+
+                swap = RemoteSwapStage(swap, capacity=in_flight)
+    return [swap, *hands_stages(config.swap)]
+
+
+def gpu_pipeline_wanted(config: Config) -> bool:
+    """Whether the stages are the GPU pipeline's (:func:`gpu_sections`): ``swap.mode: neural``
+    and ``advanced.gpu.pipeline`` always, or auto with a CUDA GPU visible to torch and
+    ``engine.backend`` auto or torch (the pipeline runs the generator with torch; a backend
+    named in the config is not swapped for another). auto imports torch to ask."""
+    if config.swap.mode != "neural" or config.gpu.pipeline == "never":
+        return False
+    if config.gpu.pipeline == "always":
+        return True
+    if config.engine.device == "cpu" or config.engine.backend not in ("auto", "torch"):
+        return False
+    from livecam.gpupipe.factory import torch_sees_cuda
+
+    return torch_sees_cuda()
+
+
+def gpu_sections(config: Config) -> GpuSections:
+    """The sections of ``config`` that the GPU pipeline reads."""
+    from livecam.gpupipe.sections import GpuSections
+
+    return GpuSections(swap=config.swap, engine=config.engine, models=config.models,
+                       gpu=config.gpu, analysis=config.analysis, pipeline=config.pipeline,
+                       fps=config.capture.fps)
 
 
 def build_app(config: Config, *, input_spec: str, output_spec: str,
@@ -192,7 +257,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
         factory: StageFactory | None = None
         app_stages = stages
         if app_stages is None:
-            if added and k >= shared.n_streams and _gpu_wanted(config):
+            if added and k >= shared.n_streams and gpu_pipeline_wanted(config):
                 raise StreamLimitError(
                     f"the GPU pipeline was built for {shared.n_streams} stream(s) at start "
                     "and cannot take more while it runs: start livecam with every stream")
@@ -221,6 +286,42 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     return streams
 
 
+@dataclasses.dataclass(frozen=True)
+class RemoteSwap:
+    """A swap server for the thin client (``livecam run --remote URL``): its WHIP ``url`` and
+    ``token``, the server identity to show first (``identity``) or a ``photo`` (bytes,
+    content type) uploaded to each session as its identity, named ``photo_alias`` here."""
+
+    url: str
+    token: str
+    identity: str | None = None
+    photo: tuple[bytes, str] | None = None
+    photo_alias: str = "source"
+
+
+def build_remote_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
+                         remote: RemoteSwap, max_frames: int | None = None,
+                         config_loader: Callable[[], Config] | None = None) -> StreamSet[App]:
+    """The thin client's one stream: its only stage swaps on ``remote``
+    (:class:`~livecam.remote.thin.RemoteSwapStage`), and the local hotkeys, preview keys and
+    control API act on the server's session through it (this machine's library is not
+    read). Raises :class:`ValueError` for more than one pair."""
+    from livecam.remote.thin import RemoteSwapStage
+
+    if len(pairs) != 1:
+        raise ValueError("a remote swap takes one input/output pair")
+    stage = RemoteSwapStage(remote.url, remote.token, fps=config.capture.fps,
+                            identity=remote.identity, photo=remote.photo,
+                            photo_alias=remote.photo_alias)
+    active = remote.photo_alias if remote.photo is not None else remote.identity
+    state = RuntimeState(active_identity=active, identities=(active,) if active else ())
+    streams = build_streams(config, pairs=pairs, stages=[stage], max_frames=max_frames,
+                            state=state, config_loader=config_loader)
+    stage.bind(streams.commands)
+    streams.identities_elsewhere = True
+    return streams
+
+
 class _SetCommandsLater:
     """Commands for sources built before their :class:`StreamSet` (the preview window's
     keys): ``target`` until the set exists, then the set's commands."""
@@ -230,12 +331,6 @@ class _SetCommandsLater:
 
     def put(self, command: Command, *, timeout_s: float = 1.0) -> Ticket:
         return self.target.put(command, timeout_s=timeout_s)
-
-
-def _gpu_wanted(config: Config) -> bool:
-    from livecam.gpupipe.factory import gpu_pipeline_wanted
-
-    return bool(gpu_pipeline_wanted(config))
 
 
 class SharedStages:

@@ -68,7 +68,9 @@ def models_for(sets: list[str], torch_mode: str) -> Any:
     from livecam.swap.neural_models import NeuralModels
 
     mode = f"advanced.engine.torch_mode={torch_mode}"
-    return NeuralModels.from_config(load_config(None, [*sets, mode]))
+    config = load_config(None, [*sets, mode])
+    return NeuralModels.from_sections(config.models, config.engine, model=config.swap.model,
+                                      max_faces=config.analysis.max_faces)
 
 
 def open_only(sets: list[str]) -> int:

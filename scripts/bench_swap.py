@@ -153,9 +153,9 @@ def bench(name: str, size: tuple[int, int], n_faces: int, n_frames: int, workdir
           overrides: list[str]) -> list[dict[str, Any]]:
     from livecam.analysis import build_stages
     from livecam.app import build_stages as run_stages
+    from livecam.app import build_swap_stages
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
-    from livecam.swap import build_swap_stages
 
     frames = make_frames(size, n_faces, n_frames)
     clip = workdir / f"{name.replace(' ', '_')}.mp4"

@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from livecam.analysis import build_stages
+from livecam.app import build_swap_stages
 from livecam.config import load_config
 from livecam.config.identity import IdentityConfig
 from livecam.core.types import RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
-from livecam.swap import build_swap_stages
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage
 from tests.helpers.expressions import follow_report, run_through, streamer_clip

@@ -34,8 +34,8 @@ LAYERS: list[set[str]] = [
     {"cli"},  # the entry point: parses, dispatches to a subcommand, turns errors into exits
 ]
 # Same-layer imports that are allowed (importer -> imported): the runtime hands work to the GPU
-# pipeline's stage, and the daemon builds its app.
-SIDEWAYS = {("gpupipe", "pipeline"), ("daemon", "app")}
+# pipeline's stage, the daemon builds its app, and the app builds the thin client's stage.
+SIDEWAYS = {("gpupipe", "pipeline"), ("daemon", "app"), ("app", "remote")}
 LEVEL = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
 
@@ -125,12 +125,15 @@ def test_the_runtime_imports_only_what_it_runs() -> None:
     assert not picked, "the runtime picks what app.py should hand it:\n" + "\n".join(picked)
 
 
-#: The factories that pick a swap implementation (classic or neural, CPU chain or GPU
-#: pipeline): only the composition root calls them. ``livecam engines build`` prepares the GPU
+#: The factories that make one swap implementation (classic, neural, neural with Triton
+#: requests in flight, GPU pipeline, remote server): only the composition root calls them, so
+#: the choice between them is made there alone. ``livecam engines build`` prepares the GPU
 #: pipeline whatever the library holds (``app.build_stages`` passes frames through while it is
 #: empty). A subcommand builds its run with ``build_app``/``build_streams``, never the
 #: ``App`` of stages it chose itself (the daemon names ``App`` as a type only).
-PICKING = {"livecam.swap.build_swap_stages", "livecam.gpupipe.factory.build_gpu_stages"}
+PICKING = {"livecam.swap.build_classic_swap_stage", "livecam.swap.build_neural_swap_stage",
+           "livecam.swap.neural_remote.RemoteSwapStage",
+           "livecam.gpupipe.factory.build_gpu_stages", "livecam.remote.thin.RemoteSwapStage"}
 PICKERS = {"app.py", "subcommands/engines.py"}
 
 

@@ -1,4 +1,6 @@
-"""Choosing and building the GPU stages for ``livecam run`` (see :mod:`.stage`, :mod:`.hub`)."""
+"""Building the GPU stages for ``livecam run`` (see :mod:`.stage`, :mod:`.hub`) from the
+config's sections (:class:`~livecam.gpupipe.sections.GpuSections`); :mod:`livecam.app` picks
+this path."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from livecam.engines.lazy import LazyTorchEngine
+from livecam.gpupipe.sections import GpuSections, GpuSettings, require_sections
 
 if TYPE_CHECKING:
-    from livecam.config import Config
     from livecam.core.stage import AnyStage
     from livecam.engines.torch_engine import TorchEngine
     from livecam.gpupipe.hub import GpuSwapHub
@@ -20,17 +22,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def gpu_pipeline_wanted(config: Config) -> bool:
-    """Whether ``livecam run`` should use :func:`build_gpu_stages` for this config:
-    ``swap.mode: neural`` and ``advanced.gpu.pipeline`` always, or auto with a CUDA GPU visible to
-    torch and ``engine.backend`` auto or torch (the pipeline runs the generator with torch; a
-    backend named in the config is not swapped for another). auto imports torch to ask."""
-    if config.swap.mode != "neural" or config.gpu.pipeline == "never":
-        return False
-    if config.gpu.pipeline == "always":
-        return True
-    if config.engine.device == "cpu" or config.engine.backend not in ("auto", "torch"):
-        return False
+def torch_sees_cuda() -> bool:
+    """Whether torch is installed and sees a CUDA GPU (imports torch to ask)."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
@@ -40,9 +33,19 @@ def gpu_pipeline_wanted(config: Config) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any = None,
+def neural_models(sections: GpuSections) -> NeuralModels:
+    """The swapper and recognizer of ``sections`` (``swap.model``)."""
+    from livecam.swap.neural_models import NeuralModels
+
+    return NeuralModels.from_sections(sections.models, sections.engine, model=sections.swap.model,
+                                      max_faces=sections.analysis.max_faces)
+
+
+def build_gpu_stages(sections: GpuSections, identities: IdentitySource, *, shared: Any = None,
                      stream: int = 0) -> list[AnyStage]:
-    """The stages of one stream for ``swap.mode: neural`` on the GPU (cheap; nothing opened):
+    """The stages of one stream for ``swap.mode: neural`` on the GPU (cheap; nothing opened),
+    from the config's ``sections`` (:class:`~livecam.gpupipe.sections.GpuSections`; a whole
+    config raises :class:`TypeError`: :mod:`livecam.app` picks this path and hands it them):
     the analysis stage (the face follower of ``analysis``) and a
     :class:`~livecam.gpupipe.stage.GpuSwapStage` on the GPU swap that ``shared``
     (:class:`livecam.app.SharedStages`) holds for every stream of the process (None: a GPU
@@ -67,9 +70,9 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     from livecam.analysis import build_stages as build_analysis_stages
     from livecam.gpupipe.stage import GpuSwapStage
     from livecam.swap.cover import FaceCover
-    from livecam.swap.neural_models import NeuralModels
     from livecam.swap.occlusion import HandsInFront
 
+    config = require_sections(sections, "build_gpu_stages")
     key = ("gpu-swap", config.swap, config.engine, config.models, config.gpu,
            config.analysis.max_faces, config.pipeline.max_streams, identities)
     if shared is None:
@@ -77,9 +80,9 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
     else:
         hub = shared.get(key, lambda: build_hub(config, identities,
                                                 n_streams=shared.n_streams))
-    device = NeuralModels.from_config(config).gpu_device()
+    device = neural_models(config).gpu_device()
     networks, search = follower_networks(config, device, shared=shared, stream=stream)
-    analysis = build_analysis_stages(config.analysis, fps=config.capture.fps,
+    analysis = build_analysis_stages(config.analysis, fps=config.fps,
                                      realtime=config.pipeline.realtime,
                                      networks=networks, search=search)
     hands = HandsInFront.from_config(config.swap) if config.swap.hands_in_front else None
@@ -91,7 +94,7 @@ def build_gpu_stages(config: Config, identities: IdentitySource, *, shared: Any 
                                     mouth_size=config.swap.mouth_size)]
 
 
-def colour_blur_px(config: Config, template: str) -> float:
+def colour_blur_px(config: GpuSettings, template: str) -> float:
     """The GPU swap's colour blur, px on its aligned crop (``advanced.swap.pixel_boost`` px):
     ``advanced.swap.colour_blur`` face widths with ``advanced.swap.colour: lowfreq`` (the one
     transfer it has), else 0: the generator's colours, as insightface."""
@@ -102,19 +105,19 @@ def colour_blur_px(config: Config, template: str) -> float:
     return config.swap.colour_blur * face_width_on_crop_px(template, config.swap.pixel_boost)
 
 
-def keeps_features(config: Config) -> bool:
+def keeps_features(config: GpuSettings) -> bool:
     """Whether faces carry the streamer's own eyes or mouth to keep (``advanced.swap.keep_eyes:
     always``, ``swap.keep_mouth``)."""
     return config.swap.keep_eyes == "always" or config.swap.keep_mouth
 
 
-def networks_compile_dir(config: Config) -> Path | None:
+def networks_compile_dir(config: GpuSettings) -> Path | None:
     """Where the compiled face networks' code is cached (the engine cache's Inductor folder,
     shared with the compiled generator), or None with ``advanced.gpu.compile_networks`` off."""
     return _inductor_dir(config) if config.gpu.compile_networks else None
 
 
-def swap_compile_dir(config: Config, device: str) -> Path | None:
+def swap_compile_dir(config: GpuSettings, device: str) -> Path | None:
     """Where the swap program's compiled parts are cached (the same folder), or None with
     ``advanced.gpu.compile_paste`` off or off CUDA (the CPU runs of the GPU swap are checks: they
     would spend minutes compiling for no gain)."""
@@ -123,20 +126,20 @@ def swap_compile_dir(config: Config, device: str) -> Path | None:
     return _inductor_dir(config)
 
 
-def compile_cache_dir(config: Config) -> Path:
+def compile_cache_dir(config: GpuSettings) -> Path:
     """The engine cache's Inductor folder: the compiled code of the GPU pipeline and the
     record of what ``livecam engines build`` prepared (:mod:`livecam.gpupipe.prepared`)."""
     return _inductor_dir(config)
 
 
-def _inductor_dir(config: Config) -> Path:
+def _inductor_dir(config: GpuSettings) -> Path:
     from livecam.engines.registry import engine_cache_dir
     from livecam.engines.torch_compiled import INDUCTOR_DIR
 
     return engine_cache_dir(config.engine) / INDUCTOR_DIR
 
 
-def follower_networks(config: Config, device: str, *, shared: Any = None,
+def follower_networks(config: GpuSettings, device: str, *, shared: Any = None,
                       stream: int = 0) -> tuple[Any, Any]:
     """The face follower's networks and tile search for the GPU pipeline on ``device``:
     BlazeFace and the face mesh as torch ports on a CUDA device, keeping the uploaded frames
@@ -153,7 +156,7 @@ def follower_networks(config: Config, device: str, *, shared: Any = None,
     return torch_follower_networks(config, device, shared=shared, stream=stream)
 
 
-def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
+def torch_follower_networks(config: GpuSettings, device: str, *, shared: Any = None,
                             stream: int = 0) -> tuple[Any, Any]:
     """What :func:`follower_networks` gives on CUDA, on any ``device`` (the tests' seam: a
     CPU runs the same torch ports, slowly)."""
@@ -187,7 +190,8 @@ def torch_follower_networks(config: Config, device: str, *, shared: Any = None,
     return networks, search
 
 
-def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> GpuSwapHub:
+def build_hub(sections: GpuSections, identities: IdentitySource, *,
+              n_streams: int) -> GpuSwapHub:
     """The GPU swap for ``n_streams`` streams of ``config`` (not opened): the generator
     (``swap.model``, at ``advanced.swap.pixel_boost``), the face enhancer (``swap.enhancer``, a
     torch engine on the same device, inside the pipeline's CUDA graphs) and hand masks
@@ -196,9 +200,9 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
     from livecam.gpupipe.hub import GpuSwapHub
     from livecam.gpupipe.shapes import call_sizes
     from livecam.swap.inswapper import read_emap
-    from livecam.swap.neural_models import NeuralModels
 
-    models = NeuralModels.from_config(config)
+    config = require_sections(sections, "build_hub")
+    models = neural_models(config)
     # the pipeline's own CUDA graphs hold the generator (graphs do not nest); that is the
     # fastest mode on the H200 (438 against 418 fps)
     generator = LazyTorchEngine("torch", lambda: models.gpu_generator(
@@ -243,7 +247,7 @@ def build_hub(config: Config, identities: IdentitySource, *, n_streams: int) -> 
                               model_path=models.swapper_path))
 
 
-def start_check(config: Config, *, n_streams: int, device: str,
+def start_check(config: GpuSettings, *, n_streams: int, device: str,
                 model_path: Path) -> Callable[[int, int], None]:
     """``check(width, height)``, run before any stage prepares that frame size: the GPU
     memory plan of ``n_streams`` streams of ``config`` (:mod:`livecam.gpupipe.memory`),
@@ -277,7 +281,7 @@ def start_check(config: Config, *, n_streams: int, device: str,
     return check
 
 
-def _enhancer(config: Config, models: NeuralModels) -> tuple[LazyTorchEngine | None, Any]:
+def _enhancer(config: GpuSettings, models: NeuralModels) -> tuple[LazyTorchEngine | None, Any]:
     """The GPU pipeline's face enhancer for ``swap.enhancer`` (None for ``none`` or a blend
     of 0): a torch engine of its manifest on the generator's device, in the generator's
     precision (fp32 on a CPU), without CUDA graphs of its own (the pipeline captures it inside

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from livecam.analysis.gpu.dynamic_rows import DYNAMIC
 
 if TYPE_CHECKING:
-    from livecam.config import Config
+    from livecam.gpupipe.sections import GpuSettings
 
 #: The most face regions one mesh call of the shared networks takes (more run as several).
 MAX_MESH_BATCH = 64
@@ -196,7 +196,7 @@ class CallSizes:
     stack_frames: int
 
 
-def call_sizes(config: Config) -> CallSizes:
+def call_sizes(config: GpuSettings) -> CallSizes:
     """The call sizes of ``config`` (the hub and the face networks are built with them)."""
     gpu = config.gpu
     ceiling = max(1, config.pipeline.max_streams)
@@ -212,7 +212,7 @@ def compiles_on(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def plan_start(config: Config, *, width_px: int, height_px: int,
+def plan_start(config: GpuSettings, *, width_px: int, height_px: int,
                device: str = "cuda") -> ShapePlan:
     """The shape plan of a GPU start of ``config`` at this frame size on ``device``
     (compiling happens on CUDA only): the same for any number of streams (see the module

@@ -180,9 +180,9 @@ def _build_compiled(config: Any, name: str, size: str | None = None) -> int:
     prepare the GPU pipeline where ``livecam run`` takes it (:func:`_prepare_pipeline`)."""
     from dataclasses import replace
 
+    from livecam.app import gpu_pipeline_wanted
     from livecam.core.errors import UsageError
     from livecam.engines.registry import choose_backend, model_store
-    from livecam.gpupipe.factory import gpu_pipeline_wanted
 
     kind = model_store(config.models).manifest(name).kind
     if kind != "swapper":
@@ -220,16 +220,17 @@ def _planned(config: Any, blank: str) -> list[Any]:
     same for any number of streams), with the generator's batches the build compiles."""
     from dataclasses import replace
 
+    from livecam.app import gpu_sections
     from livecam.capture import make_source, parse_input
+    from livecam.gpupipe.factory import neural_models
     from livecam.gpupipe.shapes import plan_start
-    from livecam.swap.neural_models import NeuralModels
 
     width, height = make_source(parse_input(blank), config.capture).size_px
     forced = config
     if config.engine.torch_mode not in ("eager", "cuda_graphs"):
         forced = replace(config, engine=replace(config.engine, torch_mode="compiled",
                                                 compile_if_missing=True))
-    device = NeuralModels.from_config(config).gpu_device()
+    device = neural_models(gpu_sections(config)).gpu_device()
     return list(plan_start(forced, width_px=width, height_px=height,
                            device=device).compiled_shapes())
 
@@ -256,7 +257,8 @@ def _compile_generator(config: Any, name: str, gpu: bool) -> None:
     from livecam.engines.registry import engine_cache_dir
     from livecam.swap.neural_models import NeuralModels
 
-    models = NeuralModels.from_config(config, model=name)
+    models = NeuralModels.from_sections(config.models, config.engine, model=name,
+                                        max_faces=config.analysis.max_faces)
     forced = replace(models, engine=replace(models.engine, torch_mode="compiled",
                                             compile_if_missing=True))
     engine = forced.generator_engine(gpu_pipeline=gpu)
@@ -280,18 +282,17 @@ def _prepare_pipeline(config: Any, blank: str) -> int:
     whole and what a start traces."""
     import time
 
-    from livecam.app import SharedStages, build_app
+    from livecam.app import SharedStages, build_app, gpu_sections
     from livecam.gpupipe import prepared
-    from livecam.gpupipe.factory import build_gpu_stages, networks_compile_dir
+    from livecam.gpupipe.factory import build_gpu_stages, networks_compile_dir, neural_models
     from livecam.gpupipe.shapes import plan_start
     from livecam.identity import IdentityLibrary
-    from livecam.swap.neural_models import NeuralModels
 
     folder = networks_compile_dir(config)
     t0 = time.perf_counter()
     # the stages `livecam run` builds, also with no identity in the library yet (where it
     # would pass frames through until one is added)
-    stages = build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
+    stages = build_gpu_stages(gpu_sections(config), IdentityLibrary.from_config(config.identity),
                               shared=SharedStages(1))
     app = build_app(config, input_spec=blank, output_spec="null", stages=stages)
     width, height = app.source.size_px
@@ -302,7 +303,7 @@ def _prepare_pipeline(config: Any, blank: str) -> int:
         app.open()
     finally:
         app.stop()
-    device = NeuralModels.from_config(config).gpu_device()
+    device = neural_models(gpu_sections(config)).gpu_device()
     shapes = plan_start(config, width_px=width, height_px=height,
                         device=device).compiled_shapes()
     if shapes:

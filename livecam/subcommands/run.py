@@ -12,9 +12,8 @@ from livecam.output import OUTPUT_HELP
 from livecam.subcommands.common import add_config_options, config_from_args
 
 if TYPE_CHECKING:
-    from livecam.app import StreamSet
+    from livecam.app import RemoteSwap, StreamSet
     from livecam.config import Config
-    from livecam.remote.thin import RemoteSwapStage
 
 log = logging.getLogger("livecam")
 
@@ -168,24 +167,18 @@ def _remote_streams(args: argparse.Namespace, config: Config,
     local hotkeys, preview keys and control API act on the server's session through it
     (``--identity`` names one of the server's identities, ``--source PHOTO`` is uploaded to
     each session as its identity; this machine's library is not read)."""
-    from livecam.app import build_streams
+    from livecam.app import build_remote_streams
     from livecam.core.errors import UsageError
-    from livecam.core.types import RuntimeState
 
     photo = None
     if getattr(args, "source", None):
         if args.identity is not None:
             raise UsageError("use either --identity NAME or --source PHOTO, not both")
         photo = _remote_photo(args.source, config.serve.max_photo_bytes)
-    stage = _remote_stage(args, config, len(pairs), photo)
-    active = ONE_OFF_NAME if photo is not None else args.identity
-    state = RuntimeState(active_identity=active, identities=(active,) if active else ())
-    streams = build_streams(config, pairs=pairs, stages=[stage],
-                            max_frames=getattr(args, "frames", None), state=state,
-                            config_loader=_config_reloader(args, list(args.overrides)))
-    stage.bind(streams.commands)
-    streams.identities_elsewhere = True
-    return streams
+    remote = _remote_swap(args, len(pairs), photo)
+    return build_remote_streams(config, pairs=pairs, remote=remote,
+                                max_frames=getattr(args, "frames", None),
+                                config_loader=_config_reloader(args, list(args.overrides)))
 
 
 def _remote_photo(path: str, max_bytes: int) -> tuple[bytes, str]:
@@ -217,12 +210,13 @@ def _remote_photo(path: str, max_bytes: int) -> tuple[bytes, str]:
     return data, kind
 
 
-def _remote_stage(args: argparse.Namespace, config: Config, n_streams: int,
-                  photo: tuple[bytes, str] | None) -> RemoteSwapStage:
-    """The thin client's stage for ``--remote URL`` (``photo``: uploaded to each session)."""
+def _remote_swap(args: argparse.Namespace, n_streams: int,
+                 photo: tuple[bytes, str] | None) -> RemoteSwap:
+    """The swap server of ``--remote URL`` (``photo``: uploaded to each session)."""
     import os
     from pathlib import Path
 
+    from livecam.app import RemoteSwap
     from livecam.core.errors import UsageError
 
     url = str(args.remote)
@@ -237,10 +231,8 @@ def _remote_stage(args: argparse.Namespace, config: Config, n_streams: int,
     if not token:
         raise UsageError("--remote needs the WHIP token: --remote-token-file FILE or "
                          "LIVECAM_REMOTE_TOKEN (`livecam serve token add NAME` on the server)")
-    from livecam.remote.thin import RemoteSwapStage
-
-    return RemoteSwapStage(url, token, fps=config.capture.fps, identity=args.identity,
-                           photo=photo, photo_alias=ONE_OFF_NAME)
+    return RemoteSwap(url, token, identity=args.identity, photo=photo,
+                      photo_alias=ONE_OFF_NAME)
 
 
 def _config_reloader(args: argparse.Namespace, overrides: list[str]) -> Callable[[], Config]:

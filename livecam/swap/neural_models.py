@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from livecam.config.engine import EngineConfig
+from livecam.config.engine import EngineConfig, ModelsConfig
 from livecam.core.errors import ConfigError
 from livecam.engines.lazy import LazyEngine
 from livecam.engines.manifest import ModelManifest
@@ -28,7 +28,6 @@ from livecam.engines.registry import BackendChoice, choose_backend, create_engin
 from livecam.engines.store import ModelStore
 
 if TYPE_CHECKING:
-    from livecam.config import Config
     from livecam.engines.torch_engine import TorchEngine
     from livecam.swap.arcface import IdentityEmbeddings
 
@@ -51,17 +50,25 @@ class NeuralModels:
     max_faces: int = 4
 
     @classmethod
-    def from_config(cls, config: Config, *, model: str | None = None) -> NeuralModels:
-        """The models of ``config`` (``model`` overrides ``swap.model``). Raises
-        :class:`ConfigError` listing the swapper manifests available when the name is not
-        one of them."""
+    def from_sections(cls, models: ModelsConfig, engine: EngineConfig, *, model: str,
+                      max_faces: int = 4) -> NeuralModels:
+        """The swapper ``model`` (pass ``config.swap.model``) of the ``models`` section, run
+        as the ``engine`` section says; ``max_faces`` is ``analysis.max_faces``. Raises
+        :class:`TypeError` for anything but these two sections (never the whole config: the
+        composition root, :mod:`livecam.app`, hands each builder its sections), and
+        :class:`ConfigError` listing the swapper manifests available when the name is not one
+        of them."""
         from livecam.engines.registry import model_store
 
-        store = model_store(config.models)
-        name = model or config.swap.model
+        if not isinstance(models, ModelsConfig) or not isinstance(engine, EngineConfig):
+            raise TypeError("NeuralModels.from_sections takes the config's models and engine "
+                            f"sections (config.models, config.engine), not "
+                            f"{type(models).__name__} and {type(engine).__name__}")
+        store = model_store(models)
+        name = model
         swappers = sorted(n for n, m in store.manifests.items() if m.kind == "swapper")
         if name not in swappers:
-            where = config.models.manifests_dir or "the bundled engines/"
+            where = models.manifests_dir or "the bundled engines/"
             raise ConfigError(f"swap.model: {name!r} is not a swapper manifest in {where} "
                               f"(available: {', '.join(swappers) or 'none'}; see "
                               "`livecam models list`)")
@@ -70,12 +77,11 @@ class NeuralModels:
         if recognizer_name not in store.manifests:
             raise ConfigError(f"model manifest {name}: its recognizer {recognizer_name!r} has "
                               "no manifest beside it")
-        for size in config.engine.compiled_batch_sizes:
+        for size in engine.compiled_batch_sizes:
             if size < 1:
                 raise ConfigError(f"advanced.engine.compiled_batch_sizes: {size} is not a batch "
                                   "size (use whole numbers from 1)")
-        return cls(store, swapper, store.manifest(recognizer_name), config.engine,
-                   max_faces=config.analysis.max_faces)
+        return cls(store, swapper, store.manifest(recognizer_name), engine, max_faces=max_faces)
 
     def require(self) -> None:
         """Both model files present and verified; else :class:`ModelError` naming

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from livecam.analysis.gpu import host
-from livecam.app import App
+from livecam.app import App, gpu_sections
 from livecam.capture.sources import SyntheticSource
 from livecam.config import load_config
 from livecam.core.stage import StageBase, host_frames_of
@@ -111,7 +111,8 @@ def test_the_cpu_pipeline_asks_for_no_pinned_frames(tmp_path: Path) -> None:
     config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
                                 "advanced.engine.device=cpu", "advanced.gpu.pipeline=always"])
     assert config.gpu.pinned_capture
-    stages = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
+    stages = build_gpu_stages(gpu_sections(config), identities=_NoIdentities(),
+                              shared=SharedStages())
     assert stages[0].name == "analysis"
     assert host_frames_of(stages) is None
 
@@ -131,7 +132,7 @@ def test_on_cuda_the_analysis_stage_asks_for_pinned_frames_unless_turned_off(
         config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
                                     "advanced.engine.device=cuda", "advanced.gpu.pipeline=always",
                                     *extra])
-        stages = build_gpu_stages(config, identities=_NoIdentities(),
+        stages = build_gpu_stages(gpu_sections(config), identities=_NoIdentities(),
                                   shared=SharedStages(streams), stream=streams - 1)
         return host_frames_of(stages)
 

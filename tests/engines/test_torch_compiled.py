@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livecam.app import gpu_sections
 from livecam.config import Config, load_config
 from livecam.core.errors import ModelError
 from livecam.engines.engine_cache import EngineCache
@@ -22,8 +23,8 @@ from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.engines.torch_compiled import CompileOptions
 from livecam.engines.torch_engine import TorchEngine
 from livecam.identity.model import IdentityCollection
-from livecam.swap.neural_models import NeuralModels
 from tests.gpupipe.stage_support import install_standin_models
+from tests.helpers.sections import models_of
 
 pytestmark = pytest.mark.slow
 BATCHES = (2,)
@@ -60,7 +61,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
                              "inswapper_128"], capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stderr[-2000:]
     config = _config(root, models_dir, manifests_dir)
-    models = NeuralModels.from_config(config)
+    models = models_of(config)
     return Built(config, EngineCache(root / "cache"), models.swapper_path,
                  models.store.verify("inswapper_128"), result.stdout + result.stderr)
 
@@ -171,7 +172,7 @@ def test_a_modified_entry_is_refused(built: Built, tmp_path: Path) -> None:
 
 def test_the_cpu_neural_path_runs_the_build_when_torch_mode_is_compiled(built: Built) -> None:
     config = replace(built.config, engine=replace(built.config.engine, torch_mode="compiled"))
-    engine = NeuralModels.from_config(config).generator_engine(gpu_pipeline=False)
+    engine = models_of(config).generator_engine(gpu_pipeline=False)
     assert isinstance(engine, TorchEngine)
     with engine:
         assert engine.mode == "compiled"
@@ -184,7 +185,8 @@ def test_the_gpu_pipeline_factory_runs_the_build(built: Built) -> None:
     config = replace(built.config, engine=replace(built.config.engine, torch_mode="compiled"),
                      gpu=replace(built.config.gpu, pipeline="always"),
                      analysis=replace(built.config.analysis, max_faces=2))
-    *_, stage = build_gpu_stages(replace(config, swap=replace(config.swap, mode="neural")),
+    neural = replace(config, swap=replace(config.swap, mode="neural"))
+    *_, stage = build_gpu_stages(gpu_sections(neural),
                                  identities=IdentityCollection({}), shared=SharedStages())
     generator = stage.hub.generator  # type: ignore[attr-defined]
     generator.open()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from livecam.app import gpu_sections
 from livecam.cli import main
 from livecam.config import Config, load_config
 from tests.helpers.standins import install_standin_models
@@ -62,7 +63,8 @@ def test_build_prepares_the_pipeline_that_the_first_run_then_loads_whole(
     monkeypatch.setattr(precompiled, "_LOADED", {})
     monkeypatch.setattr(compiled, "_KEPT", {})
     config = load_config(None, [*sets, "swap.mode=neural"])
-    stages = factory.build_gpu_stages(config, IdentityLibrary.from_config(config.identity),
+    stages = factory.build_gpu_stages(gpu_sections(config),
+                                      IdentityLibrary.from_config(config.identity),
                                       shared=SharedStages())
     app = build_app(config, input_spec="synthetic:320x240", output_spec="null", stages=stages)
     app.open()
@@ -122,7 +124,8 @@ def test_a_start_says_what_it_would_compile_and_after_the_build_nothing(
         logger.setLevel(logging.INFO)
         try:
             stages = factory.build_gpu_stages(
-                config, IdentityLibrary.from_config(config.identity), shared=SharedStages(4))
+                gpu_sections(config), IdentityLibrary.from_config(config.identity),
+                shared=SharedStages(4))
             stages[-1].check_fits(320, 240)  # type: ignore[attr-defined]
         finally:
             logger.removeHandler(handler)

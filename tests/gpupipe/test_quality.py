@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 
+from livecam.app import gpu_sections
 from livecam.config import Config, load_config
 from livecam.core.errors import ConfigError
 from livecam.core.types import Frame, Packet, RuntimeState
@@ -73,7 +74,7 @@ def run_gpu(config: Config, identities: Any, packets: list[Packet]) -> list[np.n
     in flight at a time."""
     from livecam.app import SharedStages
 
-    *_, stage = build_gpu_stages(config, identities, shared=SharedStages())
+    *_, stage = build_gpu_stages(gpu_sections(config), identities, shared=SharedStages())
     outs = []
     with stage:
         for p in packets:
@@ -86,7 +87,7 @@ def run_gpu(config: Config, identities: Any, packets: list[Packet]) -> list[np.n
 
 def run_cpu(config: Config, identities: Any, packets: list[Packet]) -> list[np.ndarray]:
     """The CPU path's swap stages of the same config (``advanced.gpu.pipeline: never``)."""
-    from livecam.swap import build_swap_stages
+    from livecam.app import build_swap_stages
 
     stages = build_swap_stages(config, identities)
     for s in stages:
@@ -286,7 +287,7 @@ def test_an_unknown_enhancer_is_a_config_error(installed: Path, identities: Any)
     from livecam.app import SharedStages
 
     with pytest.raises(ConfigError, match=r"gfpgan_9.*gfpgan_1\.4, gpen_bfr_256"):
-        build_gpu_stages(config_for(installed, "swap.enhancer=gfpgan_9"), identities,
+        build_gpu_stages(gpu_sections(config_for(installed, "swap.enhancer=gfpgan_9")), identities,
                          shared=SharedStages())
 
 

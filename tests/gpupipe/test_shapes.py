@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from livecam.app import gpu_sections
 from livecam.config import Config, load_config
 from livecam.gpupipe.shapes import CompiledShape, ShapePlan, plan_start
 from tests.helpers.standins import install_standin_models
@@ -106,7 +107,7 @@ def test_the_hub_livecam_run_builds_is_sized_by_the_plan_for_any_number_of_strea
     seen = set()
     for n in (1, 4, 16):
         plan = plan_start(config, width_px=width, height_px=height)
-        hub = build_hub(config, _NoIdentities(), n_streams=n)
+        hub = build_hub(gpu_sections(config), _NoIdentities(), n_streams=n)
         hub.acquire()
         try:
             hub.prepare(width, height)

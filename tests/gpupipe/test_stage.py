@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from livecam.app import gpu_pipeline_wanted, gpu_sections
 from livecam.config import load_config
 from livecam.core.errors import IdentityError, ModelError
 from livecam.core.types import Faces, Frame, Packet, RuntimeState
-from livecam.gpupipe.factory import build_gpu_stages, gpu_pipeline_wanted
+from livecam.gpupipe.factory import build_gpu_stages
 from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap.cover import FaceCover
@@ -302,9 +303,30 @@ def test_missing_model_names_the_fetch_command(tmp_path: Path) -> None:
     config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
                                 "advanced.engine.device=cpu", "advanced.gpu.pipeline=always"])
     assert gpu_pipeline_wanted(config)
-    *_, stage = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
+    *_, stage = build_gpu_stages(gpu_sections(config), identities=_NoIdentities(),
+                                 shared=SharedStages())
     with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
         stage.open()
+
+
+def test_the_gpu_builders_take_their_sections_not_the_whole_config(tmp_path: Path) -> None:
+    """Issue 43: a factory receives its own typed sections; app.py picks the GPU pipeline and
+    hands it them (a whole config used to be read into, and so were its choices)."""
+    from livecam.app import SharedStages
+    from livecam.gpupipe.factory import build_hub
+
+    config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
+                                "advanced.engine.device=cpu", "advanced.gpu.pipeline=always"])
+    refused = r"the GPU pipeline's sections \(livecam.app.gpu_sections\(config\)\), not Config"
+    with pytest.raises(TypeError, match=refused):
+        build_gpu_stages(config, identities=_NoIdentities(),  # type: ignore[arg-type]
+                         shared=SharedStages())
+    with pytest.raises(TypeError, match=refused):
+        build_hub(config, _NoIdentities(), n_streams=1)  # type: ignore[arg-type]
+    sections = gpu_sections(config)
+    assert sections.fps == config.capture.fps and sections.swap is config.swap
+    *_, stage = build_gpu_stages(sections, identities=_NoIdentities(), shared=SharedStages())
+    assert isinstance(stage, GpuSwapStage)
 
 
 class _NoIdentities:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from livecam.app import gpu_sections
 from livecam.core.types import RuntimeState
 from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap.align import template_xy
@@ -136,7 +137,8 @@ def test_livecam_runs_factory_gives_the_hub_both_windows(tmp_path: Path) -> None
         config = load_config(None, ["swap.mode=neural", f"advanced.models.dir={tmp_path}",
                                     "advanced.engine.device=cpu", "advanced.gpu.pipeline=always",
                                     *overrides])
-        *_, stage = build_gpu_stages(config, identities=_NoIdentities(), shared=SharedStages())
+        *_, stage = build_gpu_stages(gpu_sections(config), identities=_NoIdentities(),
+                                     shared=SharedStages())
         return stage.hub.windows_px  # type: ignore[attr-defined, no-any-return]
 
     assert hub_windows() == (640, 1088)

@@ -52,9 +52,9 @@ def test_imported_enhancer_runs_in_the_neural_swap(tmp_path: Path,
                                                    astronaut_bgr: np.ndarray) -> None:
     """A stand-in imported under a manifest that accepts it, built from the config exactly
     as `livecam run` builds the swap: the enhanced face differs from the plain swap's."""
+    from livecam.app import build_swap_stages
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
-    from livecam.swap import build_swap_stages
     from tests.helpers.standins import build_arcface, build_inswapper
 
     build, manifests, models = tmp_path / "build", tmp_path / "manifests", tmp_path / "models"

@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 
 from livecam.analysis import build_stages
+from livecam.app import build_swap_stages
 from livecam.config import load_config
 from livecam.config.identity import IdentityConfig
 from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
-from livecam.swap import build_swap_stages, features
+from livecam.swap import features
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage
 from tests.helpers.expressions import (

@@ -15,7 +15,7 @@ from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.cover import FaceCover
 from livecam.swap.inswapper import InswapperModel
 from livecam.swap.neural import NeuralSwapStage, build_neural_stage
-from livecam.swap.neural_models import NeuralModels
+from tests.helpers.sections import models_of
 from tests.helpers.standins import build_inswapper
 from tests.swap.held_identity import HeldIdentity
 
@@ -23,7 +23,7 @@ from tests.swap.held_identity import HeldIdentity
 def test_neural_mode_without_models_fails_at_start_naming_fetch(tmp_path: Path) -> None:
     config = load_config(None, ["engine.backend=onnxruntime", "advanced.engine.device=cpu",
                                 f"advanced.models.dir={tmp_path}"])
-    stage = build_neural_stage(NeuralModels.from_config(config), lambda name: None)
+    stage = build_neural_stage(models_of(config), lambda name: None)
     with pytest.raises(ModelError, match=r"livecam models fetch inswapper_128"):
         stage.open()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livecam.app import build_swap_stages
 from livecam.config import load_config
 from livecam.config.identity import IdentityConfig
 from livecam.config.swap import SwapConfig
@@ -16,7 +17,6 @@ from livecam.core.errors import IdentityError
 from livecam.core.types import Faces, Frame, Packet, RuntimeState, Unswappable, WithheldFaces
 from livecam.identity import Identity, IdentityCollection, IdentityPhoto
 from livecam.identity.photo import prepare_face
-from livecam.swap import build_swap_stages
 from livecam.swap.stage import ClassicSwapStage
 from tests.helpers.swap_eval import RealFace
 
@@ -331,3 +331,21 @@ def test_identity_whose_files_vanish_keeps_streaming(
     assert _covered(packet, out, by_label)  # streams on with the faces covered
     assert any("'astro' is unavailable" in r.getMessage() and "re-add" in r.getMessage()
                for r in caplog.records)
+
+
+def test_the_swap_builders_take_the_swap_section_not_the_whole_config() -> None:
+    """Issue 43: app.py picks classic or neural and hands the builder its sections; a whole
+    config (which it used to read the choice from) is refused."""
+    from livecam.swap import build_classic_swap_stage, build_neural_swap_stage, hands_stages
+
+    config = load_config(None)
+    identities = IdentityCollection({})
+    refused = r"config's swap section \(config.swap\), not Config"
+    with pytest.raises(TypeError, match=refused):
+        build_classic_swap_stage(config, identities)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=refused):
+        build_neural_swap_stage(config, identities, models=config.models,  # type: ignore[arg-type]
+                                engine=config.engine, max_faces=1)
+    with pytest.raises(TypeError, match=refused):
+        hands_stages(config)  # type: ignore[arg-type]
+    assert isinstance(build_classic_swap_stage(config.swap, identities), ClassicSwapStage)
