@@ -30,13 +30,17 @@ class EngineConfig:
                            "ONNX executor, one captured CUDA graph per batch size; eager on "
                            "a CPU), eager (the executor op by op), or auto (compiled when "
                            "built, else cuda_graphs; the choice is logged). Nothing "
-                           "compiles at start unless compile_if_missing is set. Speeds: "
-                           "docs/performance.md.",
+                           "compiles at start unless advanced.engine.build_if_missing is set. "
+                           "Speeds: docs/performance.md.",
                            choices=("auto", "compiled", "cuda_graphs", "eager"))
-    compile_if_missing: bool = knob(False, "Compile the generator at start when torch_mode is "
-                                    "auto or compiled and no build exists (minutes on a GPU, "
-                                    "progress logged; later starts load it) instead of "
-                                    "falling back or failing.")
+    build_if_missing: bool = knob(False, "Build a missing compiled engine at start, the same "
+                                  "for every backend: a TensorRT engine (engine.backend "
+                                  "tensorrt) or the compiled torch generator (torch_mode auto "
+                                  "or compiled); minutes on a GPU, progress logged, later "
+                                  "starts load it. Off: a start never builds; `livecam engines "
+                                  "build NAME` does it ahead, and without it TensorRT and "
+                                  "torch_mode compiled stop naming that command while "
+                                  "torch_mode auto runs CUDA graphs.")
     compile_max_autotune: bool = knob(True, "GPU builds benchmark kernel choices "
                                       "(Inductor max-autotune): faster generator, several "
                                       "times longer build. Ignored on the CPU.")
@@ -50,9 +54,6 @@ class EngineConfig:
                           "~/.cache/livecam/engines).")
     tensorrt_workspace_mb: int = knob(4096, "TensorRT builder workspace, MiB. More lets the "
                                       "builder try more tactics.", range=(64, 65536))
-    tensorrt_build_if_missing: bool = knob(True, "Build a missing TensorRT engine at start "
-                                           "(minutes) instead of failing with a pointer to "
-                                           "`livecam engines build`.")
     max_batch: int = knob(8, "Most faces sent through the swapper in one call.", range=(1, 64))
     triton_urls: tuple[str, ...] = knob(("localhost:8001",), "engine.backend triton: gRPC "
                                         "addresses (host:port) of Triton servers. Each livecam "

@@ -53,6 +53,8 @@ MERGED: dict[str, str] = {
     "engine.triton_reconnect_initial_s": "capture.reconnect_initial_s",
     "engine.triton_reconnect_max_s": "capture.reconnect_max_s",
     "gpu.colour_blur_px": "swap.colour_blur",
+    "engine.compile_if_missing": "engine.build_if_missing",
+    "engine.tensorrt_build_if_missing": "engine.build_if_missing",
 }
 
 #: The cheek-to-cheek width of a face on inswapper's 128 px crop, px: what

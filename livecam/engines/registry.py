@@ -131,7 +131,7 @@ def create_torch_engine(manifest: ModelManifest, model_path: Path, model_sha256:
         compile = CompileOptions(
             engine_cache_dir(config), manifest.name, model_sha256, tuple(sorted(batch_sizes)),
             max_autotune=config.compile_max_autotune, required=mode == "compiled",
-            build_if_missing=config.compile_if_missing)
+            build_if_missing=config.build_if_missing)
     return TorchEngine(model_path, device=device, precision=precision,
                        cuda_graphs=cuda_graphs and mode != "eager", compile=compile)
 
@@ -168,4 +168,4 @@ def create_engine(manifest: ModelManifest, model_path: Path, model_sha256: str,
                           cache_dir=engine_cache_dir(config), precision=precision,
                           profiles=manifest.trt_profiles(), fp32_layers=manifest.trt_fp32_layers,
                           workspace_mb=config.tensorrt_workspace_mb,
-                          build_if_missing=config.tensorrt_build_if_missing)
+                          build_if_missing=config.build_if_missing)

@@ -170,7 +170,7 @@ class TensorRTEngine(EngineBase):
     def __init__(self, model_path: str | Path, *, model_name: str, model_sha256: str,
                  cache_dir: str | Path, precision: str = "fp16",
                  profiles: tuple[Profile, ...] = (), fp32_layers: tuple[str, ...] = (),
-                 workspace_mb: int = 4096, build_if_missing: bool = True,
+                 workspace_mb: int = 4096, build_if_missing: bool = False,
                  progress: ProgressFn | None = None, device_index: int = 0) -> None:
         self.model_path = Path(model_path)
         self.model_name = model_name
@@ -199,7 +199,8 @@ class TensorRTEngine(EngineBase):
             if not self.build_if_missing:
                 raise ModelError(f"no TensorRT engine for {self.model_name} on this GPU, "
                                  f"TensorRT and precision: run `livecam engines build "
-                                 f"{self.model_name}`")
+                                 f"{self.model_name}` first (minutes), or set "
+                                 "advanced.engine.build_if_missing: true to build at start")
             data = build_engine(self.model_path, cache=self.cache, model_name=self.model_name,
                                 key=key, workspace_mb=self.workspace_mb, progress=self.progress)
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))

@@ -311,4 +311,4 @@ def missing_build_error(options: CompileOptions, key: CompiledKey, missing: list
         f"no compiled {options.model_name} for batch {', '.join(map(str, missing))} on "
         f"{key.device} (torch {key.torch_version}, {key.precision}): run `livecam engines "
         f"build {options.model_name}` first (minutes), or set advanced.engine.torch_mode: "
-        "cuda_graphs (or advanced.engine.compile_if_missing: true to compile at start)")
+        "cuda_graphs (or advanced.engine.build_if_missing: true to compile at start)")

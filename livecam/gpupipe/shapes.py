@@ -231,7 +231,7 @@ def plan_start(config: GpuSettings, *, width_px: int, height_px: int,
     # a start compiles the generator only when told to (``auto`` without a build falls back
     # to CUDA graphs, ``compiled`` without one is refused): ``livecam engines build`` does it
     compiled_generator = (config.engine.torch_mode == "compiled"
-                          and config.engine.compile_if_missing)
+                          and config.engine.build_if_missing)
     return ShapePlan(
         height_px=height_px, width_px=width_px,
         mesh_on_gpu=not analysis.refine_landmarks, slots=gpu.slots,

@@ -229,7 +229,7 @@ def _planned(config: Any, blank: str) -> list[Any]:
     forced = config
     if config.engine.torch_mode not in ("eager", "cuda_graphs"):
         forced = replace(config, engine=replace(config.engine, torch_mode="compiled",
-                                                compile_if_missing=True))
+                                                build_if_missing=True))
     device = neural_models(gpu_sections(config)).gpu_device()
     return list(plan_start(forced, width_px=width, height_px=height,
                            device=device).compiled_shapes())
@@ -260,7 +260,7 @@ def _compile_generator(config: Any, name: str, gpu: bool) -> None:
     models = NeuralModels.from_sections(config.models, config.engine, model=name,
                                         max_faces=config.analysis.max_faces)
     forced = replace(models, engine=replace(models.engine, torch_mode="compiled",
-                                            compile_if_missing=True))
+                                            build_if_missing=True))
     engine = forced.generator_engine(gpu_pipeline=gpu)
     batches = forced.generator_batch_sizes(gpu_pipeline=gpu)
     print(f"{name}: compiling for batch {', '.join(map(str, batches))} "

@@ -36,7 +36,7 @@ def _get(config: Config, key: str) -> object:
 #: A value for each kept key that differs from its default (and is in range).
 _VALUES = {"engine.precision": "fp32", "capture.max_image_megapixels": 7.5,
            "capture.reconnect_initial_s": 0.125, "capture.reconnect_max_s": 9.0,
-           "swap.colour_blur": 0.5}
+           "swap.colour_blur": 0.5, "engine.build_if_missing": True}
 #: Merged-away keys read as the kept key with the same value (the colour blur changes unit).
 _RENAMED = sorted(old for old in MERGED if old != "gpu.colour_blur_px")
 

@@ -31,3 +31,34 @@ def test_torch_on_cpu_only_when_asked() -> None:
     assert choose_backend("onnxruntime", device="cpu").name == "onnxruntime"
     with pytest.raises(DependencyError, match="unknown engine backend"):
         choose_backend("openvino")
+
+
+@pytest.mark.parametrize("sets, build", [
+    ((), False),
+    (("advanced.engine.build_if_missing=true",), True),
+    (("advanced.engine.tensorrt_build_if_missing=true",), True),  # old names: the same key
+    (("advanced.engine.compile_if_missing=true",), True),
+])
+def test_tensorrt_and_the_compiled_torch_generator_build_at_start_by_one_rule(
+        sets: tuple[str, ...], build: bool) -> None:
+    """Issue 43: "build a missing compiled engine at start" is one key with one default for
+    both backends (they disagreed: TensorRT built, torch did not). The engines are only
+    constructed: TensorRT and CUDA are not on this machine, and nothing is opened."""
+    from pathlib import Path
+
+    from livecam.config import load_config
+    from livecam.engines.registry import BackendChoice, create_engine, model_store
+    from livecam.engines.tensorrt_engine import TensorRTEngine
+    from livecam.engines.torch_engine import TorchEngine
+
+    config = load_config(None, list(sets))
+    manifest = model_store(config.models).manifest("inswapper_128")
+    model, digest = Path("inswapper_128.onnx"), "0" * 64
+    tensorrt = create_engine(manifest, model, digest, config.engine,
+                             BackendChoice("tensorrt", "asked"))
+    torch = create_engine(manifest, model, digest, config.engine, BackendChoice("torch", "asked"),
+                          batch_sizes=(1,))
+    assert isinstance(tensorrt, TensorRTEngine) and isinstance(torch, TorchEngine)
+    assert torch.compile is not None
+    assert tensorrt.build_if_missing is build
+    assert torch.compile.build_if_missing is build

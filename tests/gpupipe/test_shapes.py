@@ -35,7 +35,7 @@ def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes(
 
     config = load_config(None, ["swap.mode=neural", "analysis.max_faces=4",
                                 "advanced.engine.torch_mode=compiled",
-                                "advanced.engine.compile_if_missing=true"])
+                                "advanced.engine.build_if_missing=true"])
     plan = _plan(config)
     shapes = plan.compiled_shapes()
     # O(buckets): the alignment for one face and for 2+ (any count up to 16: one compile),
