@@ -4,8 +4,9 @@ The lock dir's locks (:mod:`livecam.daemon.lock`) are keyed by a path, in a fold
 depends on the environment (``XDG_RUNTIME_DIR``): a hard link is another path, and a livecam
 started from cron, ``su`` or a plain ``ssh`` session looks in another folder. Neither must let
 a second livecam truncate a recording under way, so a ``file:`` output is also locked on the
-file itself, which every name of it and every environment share: ``flock`` on Linux and
-macOS, ``msvcrt.locking`` (a byte-range lock) on Windows. The system drops the lock when its
+file itself, which every name of it and every environment share
+(:func:`livecam.core.fd_lock.try_lock`: ``flock`` on Linux and macOS, ``msvcrt.locking``, a
+byte-range lock, on Windows). The system drops the lock when its
 holder ends however it ends.
 
 The file is opened without truncating it (created if missing), so a refused livecam has
@@ -19,41 +20,15 @@ import contextlib
 import logging
 import os
 import stat
-import sys
 from pathlib import Path
+
+from livecam.core.fd_lock import try_lock, unlock
 
 log = logging.getLogger(__name__)
 
 #: Where the Windows lock sits: one byte far beyond any recording's end, because a Windows
 #: byte-range lock also stops the sink's own writes to the bytes it covers.
 _WINDOWS_LOCK_OFFSET = 1 << 62
-
-if sys.platform == "win32":
-    import msvcrt
-
-    def _try_lock(fd: int) -> bool:
-        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def file_identity(path: str | Path) -> tuple[int, int] | None:
@@ -94,7 +69,7 @@ class OnFileLock:
         except (OSError, ValueError) as exc:
             log.debug("no lock on %s (%s): the sink reports it when it opens", self._path, exc)
             return True
-        if not _try_lock(fd):
+        if not try_lock(fd, windows_offset=_WINDOWS_LOCK_OFFSET):
             os.close(fd)
             return False
         self._fd = fd
@@ -115,5 +90,5 @@ class OnFileLock:
         except OSError:
             pass
         with contextlib.suppress(OSError):
-            _unlock(fd)
+            unlock(fd, windows_offset=_WINDOWS_LOCK_OFFSET)
         os.close(fd)

@@ -3,7 +3,8 @@ only what it created**, also after a crash.
 
 Each session's folder ``<photo_dir>/<session id>/`` (mode 0700) carries a marker file
 ``.livecam-session`` written when the folder is made (O_EXCL, text naming the folder), and the
-server holds the marker locked (``flock``; ``msvcrt.locking`` on Windows) for the session's life.
+server holds the marker locked (:func:`livecam.core.fd_lock.try_lock`: ``flock``;
+``msvcrt.locking`` on Windows) for the session's life.
 The kernel drops that lock when the process dies, however it dies (``kill -9`` included), so at
 the next start :func:`sweep` can tell a crashed run's folders (marker unlocked) from those of
 another ``livecam serve`` that shares the folder and still runs (marker locked: left alone).
@@ -27,6 +28,8 @@ import stat
 import sys
 from pathlib import Path
 
+from livecam.core.fd_lock import try_lock
+
 log = logging.getLogger(__name__)
 
 MARKER = ".livecam-session"
@@ -43,17 +46,7 @@ def marker_text(name: str) -> bytes:
 
 
 if sys.platform == "win32":
-    import msvcrt
-
     _REPARSE = 0x400  # FILE_ATTRIBUTE_REPARSE_POINT: symlinks and junctions
-
-    def _try_lock(fd: int) -> bool:
-        os.lseek(fd, 0, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
 
     def _is_plain(path: Path, want_dir: bool) -> bool:
         try:
@@ -95,15 +88,6 @@ if sys.platform == "win32":
     def _owned_by_me(fd: int) -> bool:
         return stat.S_ISREG(os.fstat(fd).st_mode)
 else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
-
     class _Dir:
         """A folder held by a descriptor opened without following a link; every name in it is
         used relative to that descriptor."""
@@ -139,6 +123,16 @@ else:
     def _owned_by_me(fd: int) -> bool:
         st = os.fstat(fd)
         return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+
+
+def _try_lock(fd: int) -> bool:
+    """Lock the marker ``fd`` if no running server holds it (:func:`try_lock`); False also
+    where the lock fails otherwise (no locks on that file system): a folder whose marker cannot
+    be locked is never removed."""
+    try:
+        return try_lock(fd)
+    except OSError:
+        return False
 
 
 class SessionFolder:
