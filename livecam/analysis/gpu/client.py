@@ -177,7 +177,7 @@ class StreamFaceNetworks:
         device (no staging, no kept frames)."""
         place = self._pictures.get((height_px, width_px))
         if place is None:
-            stack = self.shared.stack(height_px, width_px)
+            stack = self.shared.picture_stack(height_px, width_px)
             place = self._pictures[(height_px, width_px)] = stack.frames[self.slot]
         return place
 

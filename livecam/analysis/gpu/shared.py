@@ -219,18 +219,38 @@ class SharedFaceNetworks:
                 self._stacks[(height_px, width_px)] = stack
             return stack
 
-    def _capture(self, height_px: int, width_px: int) -> FrameStack:
+    def picture_stack(self, height_px: int, width_px: int) -> FrameStack:
+        """The stacked pictures of this size that a stream builds on the device (the edge
+        search's strips, a second look): the detector only, run eagerly, made at once. Their
+        sizes are known only as frames come, and capturing graphs for each (a stack's graphs
+        took 40 s on an H100 on a stream's first frame, with the mesh's) stalled the live
+        stream; a frame size already stacked is used as it is."""
+        stack = self._stacks.get((height_px, width_px))
+        if stack is not None:
+            return stack
+        with self._lock, self.batcher.exclusive():
+            stack = self._stacks.get((height_px, width_px))
+            if stack is None:
+                if not self._detectors:
+                    raise RuntimeError("SharedFaceNetworks used before acquire()")
+                stack = self._capture(height_px, width_px, graphs=False)
+                self._stacks[(height_px, width_px)] = stack
+            return stack
+
+    def _capture(self, height_px: int, width_px: int, *, graphs: bool = True) -> FrameStack:
         """The stack's graphs. Each takes its inputs up from and its outputs down to pinned
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call outside the graph, on the thread running a batch, gives the GIL up and queues to
-        get it back."""
+        get it back. Without ``graphs``: the detector's calls, eager, and no mesh."""
         stack = FrameStack(self.stack_frames, height_px, width_px, self.device)
+        # eager: the plain modules, not their compiled calls (a new input shape would compile)
+        detectors = self._detectors if graphs else [getattr(d, "module", d)
+                                                    for d in self._detectors]
         with torch.inference_mode():
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
             for b in mesh_buckets(self.frames_per_call):
                 with self.on_stream(self._side):
-                    first = [d(stack.frames, None, self._index_dev[:b])
-                             for d in self._detectors]
+                    first = [d(stack.frames, None, self._index_dev[:b]) for d in detectors]
                 outs_of[b] = tuple(t.clone() for found in first for t in found)
             if not self._det_host:
                 self._det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
@@ -240,12 +260,14 @@ class SharedFaceNetworks:
                 def detect(b: int = b, outs: tuple[torch.Tensor, ...] = outs) -> None:
                     index = self._index_dev[:b]
                     index.copy_(self._index_host[:b], non_blocking=True)
-                    run_detectors(self._detectors, stack.frames, outs, index)
+                    run_detectors(detectors, stack.frames, outs, index)
                     torch._foreach_copy_([d[:b] for d in self._det_host], list(outs),
                                          non_blocking=True)
 
                 stack.detect[b] = CapturedCall(detect, device=self.device, stream=self._side,
-                                               use_graph=self.use_graphs)
+                                               use_graph=self.use_graphs and graphs)
+            if not graphs:
+                return stack
             benign = torch.tensor([width_px / 2, height_px / 2,
                                    min(width_px, height_px) / 2, 0.0, 0.0])
             for b in mesh_buckets(self.max_mesh) if self._mesh is not None else ():

@@ -120,3 +120,34 @@ def test_a_second_look_is_built_on_the_device_and_its_indices_are_not_kept(
     assert len(nets._strip_index) == kept_before
     nets.detect_strips(frame, edges.strip_places(*frame.shape[:2]))
     assert len(nets._strip_index) > kept_before
+
+
+def test_strip_pictures_run_the_plain_detector_eagerly_and_no_mesh(cut_left: np.ndarray) -> None:
+    """The strips' pictures have sizes of their own, known only as frames come. Each got a
+    stack like a frame's: its mesh and detector graphs captured, and the compiled detector
+    called (so compiled) for the size, on the stream's first frames: on an H100 a 1080p
+    stream's frames stopped for over 40 s while that ran, and no frame went out. Pictures run
+    the plain detector (a compiled network's ``module``), eagerly, and make no mesh."""
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5)
+    nets.open()
+    shared = nets.shared
+    sizes_called: list[tuple[int, ...]] = []
+
+    class Compiled:  # stands for CompiledNetwork: called, it would compile for a new shape
+        def __init__(self, module: object) -> None:
+            self.module = module
+
+        def __call__(self, frames: object, *args: object) -> object:
+            sizes_called.append(tuple(frames.shape[1:3]))  # type: ignore[attr-defined]
+            return self.module(frames, *args)  # type: ignore[operator]
+
+    shared._detectors = [Compiled(d) for d in shared._detectors]
+    frame = cut_left.copy()
+    nets.prepare(frame.shape[1], frame.shape[0])
+    nets.detect(frame)
+    places = edges.strip_places(*frame.shape[:2])
+    found = nets.detect_strips(frame, places)
+    assert found is not None and len(found) == len(places)
+    assert set(sizes_called) == {frame.shape[:2]}  # the frame's size only
+    for size in {(len(p.rows), len(p.cols)) for p in places}:
+        assert not shared._stacks[size].mesh
