@@ -70,12 +70,11 @@ DIARY = re.compile("|".join([
 ]), flags=re.IGNORECASE)
 
 #: The pages already written as current-state reference text; a page joins when it is cleaned.
-#: docs/performance.md is not here: it names the diary as where the history went.
 REFERENCE_PAGES = ["README.md", "docs/architecture.md", "docs/config.md",
                    "docs/gpu-pipeline.md", "docs/enhance.md", "docs/triton.md",
                    "docs/control.md", "docs/identity-photos.md",
                    "docs/remote.md", "docs/fail-closed.md",
-                   "docs/classic-swap.md"]
+                   "docs/classic-swap.md", "docs/performance.md"]
 
 
 def diary_in(path: Path) -> list[str]:
