@@ -34,6 +34,7 @@ reaches further into the frame the older it is (:func:`cover_box`): the face goe
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from typing import Protocol, cast
 import cv2
 import numpy as np
 
-from livecam.analysis.second_look import StripPlace, seen_again
+from livecam.analysis.second_look import StripPlace, Verdicts, seen_again
 from livecam.core.types import Faces, ImageBGR
 
 #: A strip's depth from the edge, as a share of the frame's shorter side (720p: 360 px).
@@ -329,13 +330,17 @@ class StripSearch:
     Networks that hold the frame on a device (the GPU's, ``detect_strips``:
     :class:`StripDetector`) build the pictures there from :func:`strip_places` (the same
     pixels, so the same detections); the others get them built on the host (1080p: six
-    1080x1080 pictures, 21 MB written a frame). Only the follower's thread."""
+    1080x1080 pictures, 21 MB written a frame). A second look's verdict on a place is kept
+    while its pixels hold (:class:`~livecam.analysis.second_look.Verdicts`). Only the
+    follower's thread; one :meth:`find` per frame."""
 
     def __init__(self, networks: Detector) -> None:
         self.networks = networks
         self._places: tuple[tuple[int, int], list[StripPlace]] | None = None
+        self.verdicts = Verdicts()
 
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
+        self.verdicts.next_frame()
         on_device = getattr(self.networks, "detect_strips", None)
         found_all: list[tuple[Faces, np.ndarray, int | None]] | None = None
         if on_device is not None:
@@ -370,8 +375,12 @@ class StripSearch:
         def detect(place: StripPlace) -> Faces:
             return self._detect_place(image_bgr, place)
 
-        return np.array([seen_again(detect, [x1 + dx, y1 + dy, x2 + dx, y2 + dy], h, w)
-                         for x1, y1, x2, y2 in faces.boxes_xyxy.tolist()], bool)
+        out = []
+        for x1, y1, x2, y2 in faces.boxes_xyxy.tolist():
+            box = [x1 + dx, y1 + dy, x2 + dx, y2 + dy]
+            out.append(self.verdicts.seen_again(image_bgr, box,
+                                                functools.partial(seen_again, detect, box, h, w)))
+        return np.array(out, bool)
 
     def _detect_place(self, image_bgr: ImageBGR, place: StripPlace) -> Faces:
         """The detector on the picture ``place`` describes: built on the device where the

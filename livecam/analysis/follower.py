@@ -58,6 +58,7 @@ from livecam.analysis.observations import (
     overlaps,
 )
 from livecam.analysis.occlusion import PartlyHidden
+from livecam.analysis.returning import ReturnWatch
 from livecam.analysis.roi import (
     Roi,
     box_from_landmarks,
@@ -90,7 +91,8 @@ class FaceFollower:
     thread calls ``follow``. ``edge_search`` finds faces cut by the frame's edge when
     ``config.edge_search`` is on (default: the detector of ``networks`` on mirrored edge
     strips, :class:`~livecam.analysis.edges.StripSearch`). ``last_timings_ms`` holds the
-    latest frame's split (detect, search, edges, mesh, track, smooth, select, total).
+    latest frame's split (detect, search, edges, mesh, track, smooth, returns, select,
+    total).
     """
 
     def __init__(self, config: AnalysisConfig, networks: FaceNetworks, search: TileSearch, *,
@@ -118,6 +120,7 @@ class FaceFollower:
         self._scores: dict[int, float] = {}
         self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
+        self._returns = ReturnWatch(fps)  # where a face was hidden longer (returning.py)
         self._edges = edges.EdgeMemory()
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self.edge_search = edge_search or edges.StripSearch(networks)
@@ -179,6 +182,11 @@ class FaceFollower:
             faces = faces[keep]
         if at_edge:  # covered, never tracked (livecam.analysis.edges)
             withheld = WithheldFaces.concat([withheld, as_withheld(at_edge)])
+        if self._hidden.expired or self._returns.watching:
+            t = time.perf_counter_ns()
+            back = self._returns.update(image, index, self._hidden.expired, faces.boxes_xyxy)
+            withheld = WithheldFaces.concat([withheld, back])
+            timings["returns"] = (time.perf_counter_ns() - t) / 1e6
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
         selected = self.selector.select(faces, image)

@@ -63,6 +63,10 @@ class HiddenFaces:
     def __init__(self, cover_frames: int) -> None:
         self.cover_frames = cover_frames
         self._faces: dict[int, HiddenFace] = {}
+        #: where the lost faces whose cover ended in the last :meth:`update` were last covered
+        #: (boxes (4,), at least :data:`_LOST_IN_FRAME` in the frame):
+        #: :class:`~livecam.analysis.returning.ReturnWatch` watches those places
+        self.expired: list[np.ndarray] = []
 
     @property
     def ids(self) -> set[int]:
@@ -80,6 +84,7 @@ class HiddenFaces:
         faces followed or found again (``alive`` ids, ``seen`` boxes), refresh those a
         ``weak`` (M, 4) detection shows, expire the rest; the ones to cover, withheld LOST."""
         w, h = size
+        self.expired = []
         for lt in lost:
             entry = self._faces.get(lt.track_id)
             last_seen = index - lt.frames_lost
@@ -97,12 +102,16 @@ class HiddenFaces:
             if inside_any(weak, grown(entry.box_xyxy, _EVIDENCE_MARGIN)):
                 entry.last_index = index
             since = index - entry.last_index
+            in_frame = share_inside(entry.box_xyxy, w, h) >= _LOST_IN_FRAME
+            box = grown(entry.box_xyxy, min(_LOST_GROWTH * min(since, self.cover_frames),
+                                            _LOST_GROWTH_MAX))
             if since > self.cover_frames:
                 del self._faces[tid]
+                if in_frame:
+                    self.expired.append(box)
                 continue
-            if share_inside(entry.box_xyxy, w, h) < _LOST_IN_FRAME:
+            if not in_frame:
                 continue
-            box = grown(entry.box_xyxy, min(_LOST_GROWTH * since, _LOST_GROWTH_MAX))
             moved = (moved_marks(entry.marks, entry.box_xyxy)[None] if entry.marks is not None
                      else np.full((1, 0, 2), np.nan, np.float32))
             # (both float32 already, and new: copy=False spares a copy, which lets numpy go

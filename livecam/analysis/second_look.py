@@ -9,6 +9,9 @@ in from below (0.47-0.78). So such a hit is taken only when the detector finds i
 second look: the frame about the hit at another scale (:func:`second_look_places`,
 :func:`found_again`). A face is found again; what fooled the detector once mostly is not.
 
+A steady false hit (the glasses, on every frame) would cost the second look's pictures on every
+frame: :class:`Verdicts` keeps a place's verdict for a few frames while its pixels hold.
+
 :class:`StripPlace` says where each pixel of such a picture comes from, so a device that holds
 the frame builds it with two index selections (the strips' own pictures too).
 """
@@ -117,3 +120,69 @@ def seen_again(detect: Callable[[StripPlace], Faces], box: Sequence[float], heig
         if total + (len(places) - k - 1) < need:
             return False
     return False
+
+
+#: A second look's verdict on a place is kept for this many frames searched while the place's
+#: pixels hold (:class:`Verdicts`): t1's glasses on the table, a hit on every frame of
+#: ``still_6``, cost the second look's pictures once instead of on every frame.
+VERDICT_FRAMES = 8
+#: ... for a hit whose box overlaps the one judged this much (IoU) ...
+VERDICT_IOU = 0.5
+#: ... and the place watched for a change is the hit's box grown to this many times its size
+#: (the second look's smallest picture): a face moving in changes it.
+VERDICT_SPAN = 2.5
+
+
+@dataclass(slots=True)
+class _Verdict:
+    box: list[float]  # the hit judged, frame px
+    place: np.ndarray  # (4,) float32: the place watched for a change
+    picture: np.ndarray  # its thumbnail when judged
+    seen: bool
+    frame: int
+
+
+class Verdicts:
+    """Second-look verdicts by place, for :data:`VERDICT_FRAMES` frames (see there): a
+    verdict is dropped when the place's pixels change (:func:`livecam.analysis.returning.
+    changed`: a face moving in), so a face is never left out on an older look at an empty
+    place. Only the follower's thread."""
+
+    def __init__(self, frames: int = VERDICT_FRAMES) -> None:
+        self.frames = frames
+        self._frame = 0
+        self._kept: list[_Verdict] = []
+
+    def next_frame(self) -> None:
+        """A new frame is searched: verdicts older than :attr:`frames` go."""
+        self._frame += 1
+        self._kept = [v for v in self._kept if self._frame - v.frame < self.frames]
+
+    def seen_again(self, image_bgr: np.ndarray, box: Sequence[float],
+                   judge: Callable[[], bool]) -> bool:
+        """The verdict on the hit ``box`` (frame px) in ``image_bgr``: a kept one on the same
+        place whose pixels have not changed, else ``judge()`` (kept for later frames)."""
+        from livecam.analysis.returning import changed, thumbnail
+
+        target = [float(v) for v in box]
+        for v in self._kept:
+            if box_iou(v.box, target) >= VERDICT_IOU:
+                # the place as it was judged (a hit's box moves by a pixel or two from frame
+                # to frame, and so would a place of its own across sharp edges)
+                now = thumbnail(image_bgr, v.place)
+                if now is not None and not changed(v.picture, now):
+                    return v.seen
+                self._kept.remove(v)
+                break
+        seen = judge()
+        place = np.array(_grown(target, VERDICT_SPAN), np.float32)
+        picture = thumbnail(image_bgr, place)
+        if picture is not None:
+            self._kept.append(_Verdict(target, place, picture, seen, self._frame))
+        return seen
+
+
+def _grown(box: list[float], times: float) -> list[float]:
+    cx, cy = 0.5 * (box[0] + box[2]), 0.5 * (box[1] + box[3])
+    hw, hh = 0.5 * times * (box[2] - box[0]), 0.5 * times * (box[3] - box[1])
+    return [cx - hw, cy - hh, cx + hw, cy + hh]

@@ -49,7 +49,9 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # `scripts/leak_table.py`, 2026-12-05, load average 4-8, docs/fail-closed.md): a face sliding
 # in from the top 0-9/101, from the left 0-3/95-101 live and 3 offline (7-19 % in view, before
 # the edge search finds it); a face hidden behind a board 4/76 (coming out at 10-20 % in view,
-# its lost cover expired; 15/79 in a rerun) and 0-4 ghost frames at 20-30 % hidden; two faces
+# its lost cover expired; 15/79 in a rerun; since its place is watched, livecam.analysis.
+# returning, 0/85 live and 0 in 13 offline drop patterns, 12 before) and 0-7 ghost frames at
+# 20-30 % hidden (input frames 7-8 and 61, still open); two faces
 # crossing 7-8/252-305 live (2/331 later: input frame 32, the face behind at 9 % in view); a
 # board over half a face 0 leaks, 0 ghost frames in two table runs but 1-3 (input frames
 # 21-22, the board's edge on the face) in two test runs; a face sliding in from the bottom

@@ -1,0 +1,88 @@
+"""The second look's verdict on a place is kept while the place holds still
+(livecam.analysis.second_look.Verdicts): a steady false hit at the bottom edge costs its
+pictures once, and a face moving in is looked at again."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from livecam.analysis.edges import StripSearch
+from livecam.analysis.networks import CpuFaceNetworks
+from livecam.analysis.second_look import SECOND_LOOK_PX, VERDICT_FRAMES, Verdicts
+from livecam.core.types import Faces
+from livecam.track.bytetrack import box_iou
+from tests.helpers.leak_clips import LeakClip
+
+BOX = [560.0, 560.0, 680.0, 700.0]
+#: the glasses' hit in the bottom strip with its last row repeated (frame px)
+GLASSES = [1076.0, 636.0, 1156.0, 716.0]
+
+
+def _frame(seed: int) -> np.ndarray:
+    """A 720p table top with sensor noise (sigma 2): the same place, a new frame."""
+    rng = np.random.default_rng(seed)
+    image = np.full((720, 1280, 3), (70, 100, 140), np.float32)
+    return np.clip(image + rng.normal(0, 2, image.shape), 0, 255).astype(np.uint8)
+
+
+def test_a_verdict_holds_while_the_place_does_and_not_longer() -> None:
+    verdicts = Verdicts()
+    looks: list[int] = []
+
+    def judge() -> bool:
+        looks.append(1)
+        return False
+
+    for t in range(VERDICT_FRAMES):
+        verdicts.next_frame()
+        assert verdicts.seen_again(_frame(t), BOX, judge) is False
+    assert len(looks) == 1  # a still place: looked at once, new noise on every frame
+    verdicts.next_frame()
+    verdicts.seen_again(_frame(99), BOX, judge)
+    assert len(looks) == 2  # the verdict is VERDICT_FRAMES frames old: looked at again
+
+
+def test_a_face_moving_into_the_place_is_looked_at_again() -> None:
+    verdicts = Verdicts()
+    verdicts.next_frame()
+    assert verdicts.seen_again(_frame(0), BOX, lambda: False) is False
+    moved_in = _frame(1)
+    moved_in[600:720, 590:650] = (60, 110, 200)  # a forehead rising from the bottom edge
+    verdicts.next_frame()
+    assert verdicts.seen_again(moved_in, BOX, lambda: True) is True
+    # another place is another verdict
+    verdicts.next_frame()
+    assert verdicts.seen_again(_frame(2), [100.0, 560.0, 220.0, 700.0], lambda: True) is True
+
+
+class _Counting:
+    """The CPU networks, counting the second look's pictures (SECOND_LOOK_PX squares)."""
+
+    def __init__(self) -> None:
+        self.networks = CpuFaceNetworks()
+        self.second_looks = 0
+
+    def detect(self, image_bgr: np.ndarray) -> Faces:
+        if image_bgr.shape[:2] == (SECOND_LOOK_PX, SECOND_LOOK_PX):
+            self.second_looks += 1
+        return self.networks.detect(image_bgr)
+
+
+def test_the_glasses_on_the_table_cost_one_second_look(clips: dict[str, LeakClip]) -> None:
+    """t1's glasses at the bottom of ``still_6`` are a hit in the repeated-rows picture on
+    every frame. Before, the second look ran its pictures on every frame (4 of 5 pictures a
+    frame: 24 over these 6 frames); now once, and the hit is still left out."""
+    counting = _Counting()
+    counting.networks.open()
+    try:
+        search = StripSearch(counting)
+        for t, (image, _) in enumerate(clips["still_6"].frames()):
+            if t >= 6:
+                break
+            found = search.find(image)
+            hits = [[float(v) for v in b + np.r_[off, off]] for f, off in found
+                    for b in f.boxes_xyxy]
+            assert not [b for b in hits if box_iou(b, GLASSES) >= 0.3], t
+        assert 0 < counting.second_looks <= 5
+    finally:
+        counting.networks.close()
