@@ -23,6 +23,7 @@ import numpy as np
 
 from livecam.core.errors import LivecamError
 from livecam.core.types import ImageBGR
+from livecam.remote.encoding import H264PacketEncoder, prefer_h264, sent_codec, to_video_frame
 
 
 class WhipError(LivecamError, ConnectionError):
@@ -53,27 +54,14 @@ class FrameFeed:
             return self._newest
 
 
-def to_video_frame(image_bgr: ImageBGR) -> Any:
-    """``image_bgr`` as the ``av.VideoFrame`` an encoder takes: yuv420p converted by OpenCV
-    (BT.601, limited range, as FFmpeg's default), so aiortc's encoder converts nothing. A
-    camera frame goes through this once; FFmpeg's own BGR conversion (what aiortc did) cost
-    2.5 times OpenCV's here at 720p (3.0 against 1.2 ms) and shifted colours by 1-3 grey
-    levels more after a round trip. An odd width or height (no 4:2:0 layout) goes as BGR."""
-    import cv2
-    from av import VideoFrame
-
-    h, w = image_bgr.shape[:2]
-    if h % 2 or w % 2:
-        return VideoFrame.from_ndarray(image_bgr, format="bgr24")
-    planes_i420 = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2YUV_I420), np.uint8)
-    return VideoFrame.from_ndarray(planes_i420, format="yuv420p")
-
-
 def feed_track(feed: FrameFeed) -> Any:
     """An aiortc video track sending ``feed``'s newest frame every ``1/feed.fps`` s, each as
-    :func:`to_video_frame` makes it, stamped on a 90 kHz clock. Event loop only."""
+    :func:`to_video_frame` makes it, stamped on a 90 kHz clock. Event loop only. Its
+    ``encoder`` (None: aiortc encodes the frames) is set to an
+    :class:`~livecam.remote.encoding.H264PacketEncoder` once the answer says H.264: the
+    track then hands aiortc packets encoded here."""
     from aiortc.mediastreams import MediaStreamTrack
-    from av import VideoFrame
+    from av import Packet, VideoFrame
 
     class FeedTrack(MediaStreamTrack):
         kind = "video"
@@ -82,8 +70,18 @@ def feed_track(feed: FrameFeed) -> Any:
             super().__init__()
             self._t0: float | None = None
             self._n = 0
+            self.encoder: H264PacketEncoder | None = None
 
-        async def recv(self) -> VideoFrame:
+        async def recv(self) -> VideoFrame | Packet:
+            while True:
+                frame = await self._next_frame()
+                if self.encoder is None:
+                    return frame
+                packet = self.encoder.encode(frame)
+                if packet is not None:
+                    return packet
+
+        async def _next_frame(self) -> VideoFrame:
             if self._t0 is None:
                 self._t0 = time.monotonic()
             due = self._t0 + self._n / feed.fps
@@ -116,6 +114,7 @@ class WhipClient:
         self.ssl = ssl
         self.location: str | None = None
         self.answer_sdp = ""
+        self.codec = ""  # the video codec both ways, from the answer ("H264", "VP8")
         self.pc: Any = None
         self._frames: asyncio.Queue[ImageBGR | None] = asyncio.Queue(maxsize=2)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -126,7 +125,8 @@ class WhipClient:
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
         pc = self.pc = RTCPeerConnection()
-        pc.addTransceiver(feed_track(self.feed), direction="sendrecv")
+        track = feed_track(self.feed)
+        prefer_h264(pc.addTransceiver(track, direction="sendrecv"))
         if self.audio:
             pc.addTransceiver("audio", direction="sendrecv")
 
@@ -153,6 +153,9 @@ class WhipClient:
             await pc.close()
             raise WhipError(f"no WHIP server at {self.url} ({type(exc).__name__}: {exc})"
                             ) from None
+        self.codec = sent_codec(body)
+        if self.codec == "H264":
+            track.encoder = H264PacketEncoder(fps=self.feed.fps)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
 
     async def _receive(self, track: Any) -> None:
