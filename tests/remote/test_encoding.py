@@ -100,6 +100,30 @@ def test_h264_packets_decode_to_the_picture_sent() -> None:
     assert max(errors) < 8, errors  # 2 Mbit/s of a noisy 720p camera
 
 
+def test_h264_at_its_bitrate_is_no_worse_than_aiortcs_vp8() -> None:
+    from aiortc.codecs import Vp8Decoder, Vp8Encoder
+    from aiortc.codecs.vpx import vp8_depayload
+    from aiortc.jitterbuffer import JitterFrame
+
+    images = _frames(60)
+    encoder, decoder = Vp8Encoder(), Vp8Decoder()  # at its starting rate, 1 Mbit/s
+    vp8: list[np.ndarray] = []
+    for k, image in enumerate(images):
+        frame = to_video_frame(image)
+        frame.pts, frame.time_base = k * 3000, fractions.Fraction(1, 90_000)
+        payloads, timestamp = encoder.encode(frame)
+        data = b"".join(vp8_depayload(p) for p in payloads)
+        vp8 += [f.to_ndarray(format="bgr24") for f in decoder.decode(JitterFrame(data,
+                                                                                 timestamp))]
+    h264 = _decode(_encode(images))
+
+    def error(decoded: list[np.ndarray]) -> float:  # past the first second's ramp
+        return float(np.mean([np.abs(d.astype(np.int16) - i).mean()
+                              for d, i in zip(decoded[30:], images[30:], strict=True)]))
+
+    assert error(h264) <= error(vp8), (error(h264), error(vp8))
+
+
 def test_a_receiver_that_missed_the_start_has_the_picture_within_the_refresh() -> None:
     refresh = round(REFRESH_EVERY_S * 30)
     images = _frames(4 * refresh)
