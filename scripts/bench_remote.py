@@ -10,6 +10,15 @@ last sent of that index, on one clock. Prints a table and writes JSON.
 
     python -m scripts.bench_remote --sessions 1 2 --seconds 20
     python -m scripts.bench_remote --sessions 1 --no-swap     # transport only (passthrough)
+
+``--thin``: the thin client's CPU instead. Writes the clip to a file and runs `livecam run
+--input file:CLIP --remote URL --output null` (a subprocess, as a user runs it; the file
+looped at its 30 fps, 1280x720) against the server; once swapped frames come back, samples
+the client's and the server's process CPU (``/proc``, Linux) over --seconds: % of one core
+and ms per camera frame, beside the decode of the same file alone (what the client's
+capture thread pays for the file, which a camera replaces with its own conversion).
+
+    python -m scripts.bench_remote --thin --no-swap --seconds 20   # the most frames back
 """
 
 from __future__ import annotations
@@ -27,8 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from tests.helpers.leak_clips import leak_clips, read_index
-from tests.helpers.whip_session import looped_session, start_serve
+from tests.helpers.leak_clips import leak_clips, read_index, write_clip
+from tests.helpers.whip_session import (
+    Server,
+    looped_session,
+    start_serve,
+    start_thin_client,
+    wait_for,
+)
 
 
 async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, seconds: float
@@ -70,6 +85,58 @@ async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, secon
             "frames": len(latencies)}
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _decode_cpu_ms(clip: Path, frames: int = 150) -> float:
+    """CPU ms per frame to decode ``clip`` to BGR in this process (the file input's share)."""
+    import av
+
+    t0 = time.process_time()
+    n = 0
+    with av.open(str(clip)) as container:
+        for frame in container.decode(video=0):
+            frame.to_ndarray(format="bgr24")
+            n += 1
+            if n == frames:
+                break
+    return (time.process_time() - t0) * 1000 / max(1, n)
+
+
+def _thin(server: Server, work: Path, seconds: float, fps: float) -> dict[str, Any]:
+    """One thin client against ``server``: its CPU and the server's over ``seconds``."""
+    clip = work / "clip.mp4"
+    write_clip(leak_clips()["still_2"], clip)
+    client = start_thin_client(work, server.url, "--input", f"file:{clip}", "--output",
+                               "null", "--set", "advanced.capture.loop=true",
+                               "--set", f"capture.fps={fps:g}", "--set", "control.hotkeys=false",
+                               token=server.tokens["bench"])
+    try:
+        wait_for("swapped frames came back", lambda: (client.remote().get("last_frame_age_s")
+                                                     is not None), client.log)
+        time.sleep(2.0)  # past the first frames' set-up
+        before = client.status()
+        c0, s0, t0 = _cpu_s(client.proc.pid), _cpu_s(server.proc.pid), time.monotonic()
+        time.sleep(seconds)
+        c1, s1, t1 = _cpu_s(client.proc.pid), _cpu_s(server.proc.pid), time.monotonic()
+        after = client.status()
+    finally:
+        client.kill()
+    wall = t1 - t0
+    frames = after["frames"]["captured"] - before["frames"]["captured"]
+    remote = after["remote_engines"]["remote"]
+    return {"client_cpu_percent": round((c1 - c0) / wall * 100, 1),
+            "client_ms_per_frame": round((c1 - c0) * 1000 / max(1, frames), 2),
+            "server_cpu_percent": round((s1 - s0) / wall * 100, 1),
+            "camera_fps": round(frames / wall, 1),
+            "file_decode_ms_per_frame": round(_decode_cpu_ms(clip), 2),
+            "covered_frames": remote["covered_frames"], "state": remote["state"],
+            "seconds": round(wall, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1])
@@ -77,8 +144,13 @@ def main() -> None:
     parser.add_argument("--fps", type=float, default=30.0)
     parser.add_argument("--no-swap", action="store_true", help="no identity: passthrough")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
+    parser.add_argument("--thin", action="store_true",
+                        help="the thin client's CPU (`livecam run --remote`), not latency")
     parser.add_argument("--json", type=Path, default=Path("bench_remote.json"))
     args = parser.parse_args()
+    if args.thin:
+        _main_thin(args)
+        return
     frames = [f for f, _ in leak_clips()["still_2"].frames()]
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-remote-"))
     server = start_serve(work, max_sessions=max(args.sessions),
@@ -109,6 +181,28 @@ def main() -> None:
            "size": "1280x720", "fps": args.fps, "host": platform.node(),
            "cpus": os.cpu_count(), "loadavg": load, "rows": rows,
            "server_log_tail": log.read_text()[-3000:]}
+    args.json.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {args.json} (load average {load[0]:.1f} on {os.cpu_count()} cores)")
+
+
+def _main_thin(args: argparse.Namespace) -> None:
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-remote-"))
+    server = start_serve(work / "server", max_sessions=1,
+                         identity=None if args.no_swap else "astro", users=("bench",),
+                         start_timeout_s=180)
+    try:
+        row = _thin(server, work, args.seconds, args.fps)
+    finally:
+        server.stop()
+    load = os.getloadavg()
+    print(f"{'client % core':>13} {'client ms/frame':>15} {'file decode ms':>14} "
+          f"{'camera fps':>10} {'server % core':>13}")
+    print(f"{row['client_cpu_percent']:>13} {row['client_ms_per_frame']:>15} "
+          f"{row['file_decode_ms_per_frame']:>14} {row['camera_fps']:>10} "
+          f"{row['server_cpu_percent']:>13}")
+    doc = {"command": " ".join(sys.argv), "swap": "none" if args.no_swap else "classic",
+           "size": "1280x720", "fps": args.fps, "host": platform.node(),
+           "cpus": os.cpu_count(), "loadavg": load, "thin": row}
     args.json.write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.json} (load average {load[0]:.1f} on {os.cpu_count()} cores)")
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from livecam.core.errors import LivecamError
 from livecam.core.types import ImageBGR
+from livecam.remote.encoding import H264PacketEncoder, prefer_h264, sent_codec, to_video_frame
 
 
 class WhipError(LivecamError, ConnectionError):
@@ -53,9 +54,14 @@ class FrameFeed:
             return self._newest
 
 
-def _feed_track(feed: FrameFeed) -> Any:
+def feed_track(feed: FrameFeed) -> Any:
+    """An aiortc video track sending ``feed``'s newest frame every ``1/feed.fps`` s, each as
+    :func:`to_video_frame` makes it, stamped on a 90 kHz clock. Event loop only. Its
+    ``encoder`` (None: aiortc encodes the frames) is set to an
+    :class:`~livecam.remote.encoding.H264PacketEncoder` once the answer says H.264: the
+    track then hands aiortc packets encoded here."""
     from aiortc.mediastreams import MediaStreamTrack
-    from av import VideoFrame
+    from av import Packet, VideoFrame
 
     class FeedTrack(MediaStreamTrack):
         kind = "video"
@@ -64,8 +70,18 @@ def _feed_track(feed: FrameFeed) -> Any:
             super().__init__()
             self._t0: float | None = None
             self._n = 0
+            self.encoder: H264PacketEncoder | None = None
 
-        async def recv(self) -> VideoFrame:
+        async def recv(self) -> VideoFrame | Packet:
+            while True:
+                frame = await self._next_frame()
+                if self.encoder is None:
+                    return frame
+                packet = self.encoder.encode(frame)
+                if packet is not None:
+                    return packet
+
+        async def _next_frame(self) -> VideoFrame:
             if self._t0 is None:
                 self._t0 = time.monotonic()
             due = self._t0 + self._n / feed.fps
@@ -76,7 +92,7 @@ def _feed_track(feed: FrameFeed) -> Any:
                 image = feed.take()
             if feed.on_sent is not None:
                 feed.on_sent(image)
-            frame = VideoFrame.from_ndarray(image, format="bgr24")
+            frame = to_video_frame(image)
             frame.pts = round(self._n * 90_000 / feed.fps)
             frame.time_base = fractions.Fraction(1, 90_000)
             self._n += 1
@@ -98,6 +114,7 @@ class WhipClient:
         self.ssl = ssl
         self.location: str | None = None
         self.answer_sdp = ""
+        self.codec = ""  # the video codec both ways, from the answer ("H264", "VP8")
         self.pc: Any = None
         self._frames: asyncio.Queue[ImageBGR | None] = asyncio.Queue(maxsize=2)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -108,7 +125,8 @@ class WhipClient:
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
         pc = self.pc = RTCPeerConnection()
-        pc.addTransceiver(_feed_track(self.feed), direction="sendrecv")
+        track = feed_track(self.feed)
+        prefer_h264(pc.addTransceiver(track, direction="sendrecv"))
         if self.audio:
             pc.addTransceiver("audio", direction="sendrecv")
 
@@ -135,6 +153,9 @@ class WhipClient:
             await pc.close()
             raise WhipError(f"no WHIP server at {self.url} ({type(exc).__name__}: {exc})"
                             ) from None
+        self.codec = sent_codec(body)
+        if self.codec == "H264":
+            track.encoder = H264PacketEncoder(fps=self.feed.fps)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
 
     async def _receive(self, track: Any) -> None:

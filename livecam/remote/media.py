@@ -189,9 +189,14 @@ class SessionSink:
 
 def make_swapped_track(sink: SessionSink) -> Any:
     """An aiortc video track sending what ``sink`` receives (timestamps from the wall clock
-    at hand-over, 90 kHz). Ends (``MediaStreamError``) once the stream closed."""
+    at hand-over, 90 kHz), converted by :func:`~livecam.remote.encoding.to_video_frame`.
+    Ends (``MediaStreamError``) once the stream closed. Its ``encoder`` (None: aiortc
+    encodes the frames) is set to an :class:`~livecam.remote.encoding.H264PacketEncoder`
+    when the answer says H.264: the track then hands aiortc packets encoded here."""
     from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
-    from av import VideoFrame
+    from av import Packet, VideoFrame
+
+    from livecam.remote.encoding import H264PacketEncoder, to_video_frame
 
     class SwappedTrack(MediaStreamTrack):
         kind = "video"
@@ -199,18 +204,24 @@ def make_swapped_track(sink: SessionSink) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self._t0_ns: int | None = None
+            self.encoder: H264PacketEncoder | None = None
 
-        async def recv(self) -> VideoFrame:
-            image = await sink.next_frame()
-            if image is None:
-                self.stop()
-                raise MediaStreamError
-            now = time.monotonic_ns()
-            if self._t0_ns is None:
-                self._t0_ns = now
-            frame = VideoFrame.from_ndarray(image, format="bgr24")
-            frame.pts = (now - self._t0_ns) * 90_000 // 1_000_000_000
-            frame.time_base = VIDEO_TIME_BASE
-            return frame
+        async def recv(self) -> VideoFrame | Packet:
+            while True:
+                image = await sink.next_frame()
+                if image is None:
+                    self.stop()
+                    raise MediaStreamError
+                now = time.monotonic_ns()
+                if self._t0_ns is None:
+                    self._t0_ns = now
+                frame = to_video_frame(image)
+                frame.pts = (now - self._t0_ns) * 90_000 // 1_000_000_000
+                frame.time_base = VIDEO_TIME_BASE
+                if self.encoder is None:
+                    return frame
+                packet = self.encoder.encode(frame)
+                if packet is not None:
+                    return packet
 
     return SwappedTrack()

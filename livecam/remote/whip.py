@@ -48,6 +48,7 @@ from livecam.core.commands import SelectIdentity
 from livecam.core.errors import ConfigError
 from livecam.pipeline.streams import StreamSet
 from livecam.remote.cors import cors, preflight
+from livecam.remote.encoding import H264PacketEncoder, sent_codec
 from livecam.remote.ice import allowed_addresses, check_interfaces, limit_gathering
 from livecam.remote.media import SessionSink, SessionSource, make_swapped_track
 from livecam.remote.metrics import SessionStats
@@ -73,6 +74,7 @@ class Session:
     stats: SessionStats
     stream: int | None = None
     ended: str | None = None
+    codec: str = ""  # the video codec both ways, from the answer
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
@@ -301,12 +303,17 @@ class WhipServer:
                                    "advanced.serve.ice_interfaces is up on this server now: "
                                    "try again later")
             limit_gathering(pc, addresses)
-        pc.addTrack(make_swapped_track(session.sink))  # the video transceiver's sender
-        await pc.setLocalDescription(await pc.createAnswer())
+        track = make_swapped_track(session.sink)
+        pc.addTrack(track)  # the video transceiver's sender
+        answer = await pc.createAnswer()
+        session.codec = sent_codec(answer.sdp)
+        if session.codec == "H264":  # x264 ultrafast here, not aiortc's x264 medium
+            track.encoder = H264PacketEncoder(fps=serve.max_fps)
+        await pc.setLocalDescription(answer)
         self._sessions[session.id] = session
         session.tasks.add(asyncio.ensure_future(self._add_stream(session)))
         session.tasks.add(asyncio.ensure_future(session.stats.poll(pc)))
-        log.info("WHIP session %s for %s: answered", session.id[:8], user)
+        log.info("WHIP session %s for %s: answered (%s)", session.id[:8], user, session.codec)
         return session
 
     async def _pump(self, session: Session, track: Any) -> None:

@@ -59,6 +59,7 @@ async def _session(server: Server, frames: list[np.ndarray], *, seconds: float
     async with looped_session(server.url, server.tokens["alice"], frames,
                               on_sent=on_sent) as client:
         assert "m=video" in client.answer_sdp and "a=sendrecv" in client.answer_sdp
+        assert client.codec == "H264"  # offered first by livecam's client, encoded fast
         t_end: float | None = None
         while t_end is None or time.monotonic() < t_end:
             image = await client.received(timeout_s=60)
@@ -103,6 +104,54 @@ def test_a_session_gets_its_frames_swapped_back_and_no_face_leaks(
         time.sleep(0.2)
     status = server.ctl("status")
     assert status.returncode == 0 and status.stdout.strip() == "no stream is running", status
+
+
+async def _vp8_only_session(server: Server, frames: list[np.ndarray]) -> tuple[str, int]:
+    """A plain WHIP client that offers VP8 only (aiortc, as any such client): the answer's
+    SDP and how many swapped frames (readable index) came back before 30 did."""
+    from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+
+    from livecam.remote.client import feed_track
+
+    feed = FrameFeed(fps=30)
+    pc = RTCPeerConnection()
+    transceiver = pc.addTransceiver(feed_track(feed), direction="sendrecv")
+    transceiver.setCodecPreferences([c for c in RTCRtpSender.getCapabilities("video").codecs
+                                     if c.mimeType in ("video/VP8", "video/rtx")])
+    tracks: asyncio.Queue[Any] = asyncio.Queue()
+    pc.on("track", lambda track: tracks.put_nowait(track) if track.kind == "video" else None)
+    await pc.setLocalDescription(await pc.createOffer())
+    assert "H264" not in pc.localDescription.sdp
+    headers = {"Authorization": f"Bearer {server.tokens['alice']}",
+               "Content-Type": "application/sdp"}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(server.url, data=pc.localDescription.sdp, headers=headers) as resp:
+            assert resp.status == 201, await resp.text()
+            answer, location = await resp.text(), resp.headers["Location"]
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        track = await asyncio.wait_for(tracks.get(), 60)
+        readable = 0
+        try:
+            for k in range(300):
+                feed.put(frames[k % len(frames)])
+                frame = await asyncio.wait_for(track.recv(), 60)
+                readable += read_index(frame.to_ndarray(format="bgr24")) is not None
+                if readable >= 30:
+                    break
+        finally:
+            async with http.delete(server.url.removesuffix("/whip") + location,
+                                   headers=headers):
+                await pc.close()
+    return answer, readable
+
+
+def test_a_client_offering_vp8_only_gets_vp8_both_ways(
+        server: Server, clip: tuple[list[np.ndarray], list[Any]]) -> None:
+    from livecam.remote.encoding import sent_codec
+
+    answer, readable = asyncio.run(_vp8_only_session(server, clip[0][:30]))
+    assert sent_codec(answer) == "VP8" and "H264" not in answer
+    assert readable == 30  # swapped frames came back, VP8-encoded by aiortc
 
 
 def _offer_sdp(audio: bool = False) -> str:
