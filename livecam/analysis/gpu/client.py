@@ -53,6 +53,8 @@ class SharedFaceNetworks(Protocol):
 
     def stack(self, height_px: int, width_px: int) -> FrameStack: ...
 
+    def picture_stack(self, height_px: int, width_px: int) -> FrameStack: ...
+
 
 class _Own:
     """One stream's things for one frame size: its place in the stacked frames (as (H, W, 3)
