@@ -49,8 +49,8 @@ def _same(a: object, b: object) -> None:
 ])
 def test_strips_on_the_device_find_what_the_uploaded_pictures_find(
         cut_left: np.ndarray, device: str) -> None:
-    """On CUDA the pictures are built on the stream's CUDA stream and detected by the
-    captured graphs of their size (the lead's GPU run; not run here)."""
+    """On CUDA the pictures are built on the stream's CUDA stream and detected by the plain
+    detector, eagerly (the GPU tests run this case on CUDA)."""
     nets = one_stream(device=device, detector_model="full", min_score=0.5, keep_frames=2)
     nets.open()
     frame = cut_left.copy()
