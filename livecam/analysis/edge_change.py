@@ -15,7 +15,8 @@ the outermost band of the left and right edges (:data:`BAND_SHARE` of the frame'
 cells :data:`CELL_PX` tall) from the last frame followed; where :data:`MIN_CELLS` or more of
 its cells now differ by :data:`~livecam.analysis.returning.CHANGED_LEVELS` grey levels beyond
 the band's median change (an exposure change moves all of them), that stretch of the edge is
-returned as an edge hit, which the follower covers like the detector's (stretched along the
+returned as an edge hit (unless most of the band changed: the whole picture did), which the
+follower covers like the detector's (stretched along the
 edge, remembered and reaching further in as it ages, dropped on a face followed there). A still
 scene changes nothing (sensor noise averaged over a cell moves it by well under one level), so
 it covers nothing there; the price is that anything moving across the side edges (a hand, a
@@ -40,6 +41,10 @@ CELL_PX = 8
 MIN_CELLS = 3
 #: Unchanged cells a stretch may have inside it and still be one stretch.
 GAP_CELLS = 2
+#: A band with more than this share of its cells changed is left out: the whole picture
+#: changed (a cut, the camera moved, a board over all of it), not a face come in at one place;
+#: a face a third of the frame's height changes about a third of them.
+MAX_CHANGED_SHARE = 0.75
 #: The hit's score (an edge hit's sure score: :data:`livecam.analysis.edges.SURE_SCORE`).
 SCORE = 0.6
 
@@ -62,10 +67,18 @@ def band_pictures(image_bgr: ImageBGR) -> tuple[np.ndarray, np.ndarray]:
 def changed_stretches(before: np.ndarray, now: np.ndarray) -> list[tuple[int, int]]:
     """(first cell, last cell + 1) of each stretch along the edge where ``now`` differs from
     ``before`` (both (N, 2) :func:`band_pictures`): cells changed by CHANGED_LEVELS beyond the
-    median change, at least MIN_CELLS of them, at most GAP_CELLS unchanged ones apart."""
+    median change, at least MIN_CELLS of them, at most GAP_CELLS unchanged ones apart; none
+    where more than MAX_CHANGED_SHARE of the cells changed by CHANGED_LEVELS at all (the
+    median taken out or not: a board over a textured backdrop moved them all by 30 levels and
+    a few by 16 more)."""
     diff = now - before
+    if float(np.mean((np.abs(diff) >= CHANGED_LEVELS).any(axis=1))) > MAX_CHANGED_SHARE:
+        return []
     diff -= float(np.median(diff))
-    rows = np.flatnonzero((np.abs(diff) >= CHANGED_LEVELS).any(axis=1)).tolist()
+    moved = (np.abs(diff) >= CHANGED_LEVELS).any(axis=1)
+    if float(np.mean(moved)) > MAX_CHANGED_SHARE:
+        return []
+    rows = np.flatnonzero(moved).tolist()
     out: list[tuple[int, int]] = []
     start = count = 0
     last = -GAP_CELLS - 2

@@ -334,9 +334,9 @@ def test_a_face_sliding_in_from_the_left_is_covered_from_its_first_sliver(
 
 def test_the_edges_change_only_where_something_crosses_them(
         clips: dict[str, LeakClip]) -> None:
-    """A still scene (the ``t1`` photo with sensor noise, a face still at the left edge) and
-    an exposure change give no change hit; a sliver entering at the left edge gives one that
-    crosses the edge at its rows."""
+    """A still scene (the ``t1`` photo with sensor noise, a face still at the left edge), an
+    exposure change and a board over the whole picture give no change hit; a sliver entering
+    at the left edge gives one that crosses the edge at its rows."""
     from livecam.analysis.edge_change import EdgeChange
 
     for name in ("still_6", "cut_left"):
@@ -345,6 +345,9 @@ def test_the_edges_change_only_where_something_crosses_them(
         assert [watch.hits(image) for image in frames] == [[]] * len(frames)
         brighter = cv2.add(frames[-1], np.full_like(frames[-1], 20))
         assert watch.hits(brighter) == []
+        # a board over the whole picture: every cell moved, a few beyond the median (a
+        # follower test's board over its textured backdrop was covered at both edges)
+        assert watch.hits(np.full_like(frames[-1], 30)) == []
     image = np.full((720, 1280, 3), 90, np.uint8)
     watch = EdgeChange()
     assert watch.hits(image) == []
