@@ -318,3 +318,41 @@ def test_a_face_entering_from_the_side_is_covered_from_its_first_sliver(
     assert [v.input_frame for v in entering] == [5, 6, 7]
     assert [(v.input_frame, round(v.residual, 2)) for v in report.leaked] == []
 
+
+
+def test_a_face_sliding_in_from_the_left_is_covered_from_its_first_sliver(
+        clips: dict[str, LeakClip], photo: Path) -> None:
+    """``slide_left``'s face (t1's third person) scores nothing of 0.3 on the mirrored strips
+    until 26 % of it is in view (input frame 12): covered from the frame the left edge
+    changes. Before: input frames 9-11 (7-19 % in view) showed the real sliver (residual
+    0.00)."""
+    _, _, report = run_in_process(clips["slide_left"], photo, frames=14)
+    entering = [v.input_frame for v in report.verdicts if v.visible < 0.3]
+    assert {9, 10, 11} <= set(entering)
+    assert [(v.input_frame, round(v.visible, 2)) for v in report.leaked] == []
+
+
+def test_the_edges_change_only_where_something_crosses_them(
+        clips: dict[str, LeakClip]) -> None:
+    """A still scene (the ``t1`` photo with sensor noise, a face still at the left edge), an
+    exposure change and a board over the whole picture give no change hit; a sliver entering
+    at the left edge gives one that crosses the edge at its rows."""
+    from livecam.analysis.edge_change import EdgeChange
+
+    for name in ("still_6", "cut_left"):
+        watch = EdgeChange()
+        frames = [image for _, (image, _) in zip(range(12), clips[name].frames(), strict=False)]
+        assert [watch.hits(image) for image in frames] == [[]] * len(frames)
+        brighter = cv2.add(frames[-1], np.full_like(frames[-1], 20))
+        assert watch.hits(brighter) == []
+        # a board over the whole picture: every cell moved, a few beyond the median (a
+        # follower test's board over its textured backdrop was covered at both edges)
+        assert watch.hits(np.full_like(frames[-1], 30)) == []
+    image = np.full((720, 1280, 3), 90, np.uint8)
+    watch = EdgeChange()
+    assert watch.hits(image) == []
+    sliver = image.copy()
+    sliver[300:420, :14] = (60, 110, 170)  # a skin-coloured sliver at the left edge
+    [(box, _, _)] = watch.hits(sliver)
+    assert box[0] < 0 < box[2] and box[1] <= 300 and box[3] >= 420
+    assert crosses_edge(box, 1280, 720)
