@@ -100,7 +100,7 @@ class SwapConfig:
                                   "instead, blended in (no dark streaks or smudges from the "
                                   "photo). Off by default: on small faces it shows so much of "
                                   "the live face that the identity judge drops from 0.93 to "
-                                  "0.48 of pairs (docs/classic-swap.md).")
+                                  "0.50 of pairs (docs/classic-swap.md).")
     fade_start_deg: float = knob(30.0, "Head turn away from the source photo's pose (yaw and "
                                  "pitch, degrees) at which the swap starts fading into what "
                                  "`unswappable` shows (the real face only with `real`).",
