@@ -22,14 +22,16 @@ from livecam.analysis.roi import Roi
 
 class Request:
     """One stream's call: detect its frame and/or run the mesh on ``rois`` of it. The batch
-    fills ``found`` (detections, when asked) and ``meshes``, or ``error``."""
+    fills ``found`` (detections, when asked) and ``meshes``, or ``error``. ``picture``: the
+    frame is a picture built on the device (an edge strip), in the pictures' stacks."""
 
-    __slots__ = ("detect", "done", "error", "found", "meshes", "rois", "size", "slot",
+    __slots__ = ("detect", "done", "error", "found", "meshes", "picture", "rois", "size", "slot",
                  "uploaded")
 
     def __init__(self, slot: int, size: tuple[int, int], *, detect: bool,
-                 rois: Sequence[Roi], uploaded: Any) -> None:
+                 rois: Sequence[Roi], uploaded: Any, picture: bool = False) -> None:
         self.slot = slot
+        self.picture = picture
         self.size = size
         self.detect = detect
         self.rois = rois

@@ -272,7 +272,7 @@ class StreamFaceNetworks:
                 if self.cuda:
                     self._strip_built.record(self._stream)
             request = Request(self.slot, shape, detect=True, rois=(),
-                              uploaded=self._strip_built)
+                              uploaded=self._strip_built, picture=True)
             self.shared.batcher.call(request)
             assert request.found is not None
             out.append(merged_detections(request.found))

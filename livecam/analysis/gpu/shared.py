@@ -122,6 +122,9 @@ class SharedFaceNetworks:
         self._stream: Any = None
         self._side: Any = None
         self._stacks: dict[tuple[int, int], FrameStack] = {}
+        #: the stacks of pictures built on the device (:meth:`picture_stack`), apart from the
+        #: frames' even where a size is the same: a frame's stack has the mesh, a picture's not
+        self._picture_stacks: dict[tuple[int, int], FrameStack] = {}
         self._index_host = self._index_dev = torch.zeros(0)
         self._rows_host = self._rows_dev = torch.zeros(0)
         self._det_host: tuple[torch.Tensor, ...] = ()
@@ -194,6 +197,7 @@ class SharedFaceNetworks:
                 self._mesh = None
                 self._tile_detector = None
                 self._stacks.clear()
+                self._picture_stacks.clear()
                 self._det_host = ()
                 for stream in (self._stream, self._side):
                     release_stream(stream)
@@ -224,17 +228,17 @@ class SharedFaceNetworks:
         search's strips, a second look): the detector only, run eagerly, made at once. Their
         sizes are known only as frames come, and capturing graphs for each (a stack's graphs
         took 40 s on an H100 on a stream's first frame, with the mesh's) stalled the live
-        stream; a frame size already stacked is used as it is."""
-        stack = self._stacks.get((height_px, width_px))
+        stream. Their requests say ``picture``."""
+        stack = self._picture_stacks.get((height_px, width_px))
         if stack is not None:
             return stack
         with self._lock, self.batcher.exclusive():
-            stack = self._stacks.get((height_px, width_px))
+            stack = self._picture_stacks.get((height_px, width_px))
             if stack is None:
                 if not self._detectors:
                     raise RuntimeError("SharedFaceNetworks used before acquire()")
                 stack = self._capture(height_px, width_px, graphs=False)
-                self._stacks[(height_px, width_px)] = stack
+                self._picture_stacks[(height_px, width_px)] = stack
             return stack
 
     def _capture(self, height_px: int, width_px: int, *, graphs: bool = True) -> FrameStack:
@@ -293,12 +297,13 @@ class SharedFaceNetworks:
 
     def _run(self, batch: list[Request]) -> None:
         """Run a batch (the calling thread is the only one running one)."""
-        by_size: dict[tuple[int, int], list[Request]] = {}
+        by_size: dict[tuple[bool, tuple[int, int]], list[Request]] = {}
         for request in batch:
-            by_size.setdefault(request.size, []).append(request)
+            by_size.setdefault((request.picture, request.size), []).append(request)
         with torch.inference_mode():
-            for size, requests in by_size.items():
-                self._run_size(self._stacks[size], requests)
+            for (picture, size), requests in by_size.items():
+                stacks = self._picture_stacks if picture else self._stacks
+                self._run_size(stacks[size], requests)
 
     def _run_size(self, stack: FrameStack, requests: list[Request]) -> None:
         with self.on_stream(self._stream):

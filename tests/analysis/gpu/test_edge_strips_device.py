@@ -150,4 +150,6 @@ def test_strip_pictures_run_the_plain_detector_eagerly_and_no_mesh(cut_left: np.
     assert found is not None and len(found) == len(places)
     assert set(sizes_called) == {frame.shape[:2]}  # the frame's size only
     for size in {(len(p.rows), len(p.cols)) for p in places}:
-        assert not shared._stacks[size].mesh
+        assert not shared._picture_stacks[size].mesh
+        # a frame of a picture's size still gets a frame's stack, with the mesh
+        assert shared.stack(*size).mesh
