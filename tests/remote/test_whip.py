@@ -253,6 +253,10 @@ def test_an_offer_flood_is_capped_and_the_server_still_answers(server: Server) -
         time.sleep(0.2)
     assert status == 201 and location is not None
     assert _delete(server, location, server.tokens["alice"]) == 200
+    # the module's server is shared: the offers this test got through stay in the limit's
+    # one-second window, and the next test's offer was refused with 429 on the clean-clone
+    # slow tier; the window is a time by design, so its end is waited for
+    time.sleep(1.1)
 
 
 async def _control_session(server: Server, frames: list[np.ndarray]
