@@ -211,17 +211,7 @@ class SharedFaceNetworks:
         stream's ``prepare`` does it before frames flow; a stream whose frame size changes
         later holds every stream's calls while its graphs are captured, on CUDA a second or
         two)."""
-        stack = self._stacks.get((height_px, width_px))
-        if stack is not None:
-            return stack
-        with self._lock, self.batcher.exclusive():
-            stack = self._stacks.get((height_px, width_px))
-            if stack is None:
-                if not self._detectors:
-                    raise RuntimeError("SharedFaceNetworks used before acquire()")
-                stack = self._capture(height_px, width_px)
-                self._stacks[(height_px, width_px)] = stack
-            return stack
+        return self._made(self._stacks, height_px, width_px, graphs=True)
 
     def picture_stack(self, height_px: int, width_px: int) -> FrameStack:
         """The stacked pictures of this size that a stream builds on the device (the edge
@@ -229,16 +219,21 @@ class SharedFaceNetworks:
         sizes are known only as frames come, and capturing graphs for each (a stack's graphs
         took 40 s on an H100 on a stream's first frame, with the mesh's) stalled the live
         stream. Their requests say ``picture``."""
-        stack = self._picture_stacks.get((height_px, width_px))
+        return self._made(self._picture_stacks, height_px, width_px, graphs=False)
+
+    def _made(self, stacks: dict[tuple[int, int], FrameStack], height_px: int, width_px: int,
+              *, graphs: bool) -> FrameStack:
+        """``stacks``' stack of this size, made on first use with no batch running."""
+        stack = stacks.get((height_px, width_px))
         if stack is not None:
             return stack
         with self._lock, self.batcher.exclusive():
-            stack = self._picture_stacks.get((height_px, width_px))
+            stack = stacks.get((height_px, width_px))
             if stack is None:
                 if not self._detectors:
                     raise RuntimeError("SharedFaceNetworks used before acquire()")
-                stack = self._capture(height_px, width_px, graphs=False)
-                self._picture_stacks[(height_px, width_px)] = stack
+                stack = self._capture(height_px, width_px, graphs=graphs)
+                stacks[(height_px, width_px)] = stack
             return stack
 
     def _capture(self, height_px: int, width_px: int, *, graphs: bool = True) -> FrameStack:
