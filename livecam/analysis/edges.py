@@ -43,7 +43,7 @@ from typing import Protocol, cast
 import cv2
 import numpy as np
 
-from livecam.analysis.second_look import StripPlace, Verdicts, seen_again
+from livecam.analysis.second_look import SECOND_LOOK_PX, StripPlace, Verdicts, seen_again
 from livecam.core.types import Faces, ImageBGR
 
 #: A strip's depth from the edge, as a share of the frame's shorter side (720p: 360 px).
@@ -338,6 +338,17 @@ class StripSearch:
         self.networks = networks
         self._places: tuple[tuple[int, int], list[StripPlace]] | None = None
         self.verdicts = Verdicts()
+
+    def prepare(self, width_px: int, height_px: int) -> None:
+        """Networks that build the pictures on the device (``prepare_pictures``) make their
+        stacks for this frame size's strips and a second look's pictures now."""
+        prepare = getattr(self.networks, "prepare_pictures", None)
+        if prepare is None:
+            return
+        sizes = {(len(p.rows), len(p.cols)) for p in strip_places(height_px, width_px)}
+        sizes.add((SECOND_LOOK_PX, SECOND_LOOK_PX))
+        sizes.discard((height_px, width_px))  # a picture of the frame's size is uploaded
+        prepare(sorted(sizes))
 
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
         self.verdicts.next_frame()

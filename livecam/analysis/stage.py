@@ -65,8 +65,10 @@ class AnalysisStage(StageBase):
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Networks with set-up per frame size (the GPU networks' and tile search's CUDA
-        graphs) do it now."""
-        for part in (self.follower.networks, self.follower.search):
+        graphs, the edge search's pictures on the device) do it now."""
+        follower = self.follower
+        edge_search = follower.edge_search if follower.config.edge_search else None
+        for part in (follower.networks, follower.search, edge_search):
             prepare = getattr(part, "prepare", None)
             if prepare is not None:
                 prepare(width_px, height_px)

@@ -6,9 +6,10 @@ allocates on the device for one frame size: the slots' frames (``advanced.gpu.sl
 call), the captured swap graphs' memory (the slots' graphs share one pool per slot, so a
 slot holds its largest graph's working memory, not the sum: see
 :mod:`livecam.gpupipe.graphs`), the face networks' frames (the shared stack of
-``advanced.pipeline.max_streams`` frames, and each stream's kept frames: the one part that grows
-with the streams) and graphs, the generator's weights, and the CUDA context. :func:`check_fits`
-refuses a start the limit cannot hold with one line that names the limit and what to change.
+``advanced.pipeline.max_streams`` frames, the edge search's pictures, and each stream's kept
+frames: the one part that grows with the streams) and graphs, the generator's weights, and
+the CUDA context. :func:`check_fits` refuses a start the limit cannot hold with one line that
+names the limit and what to change.
 
 The per-face working memory of a graph is a model, not a measurement of this machine:
 ``PASTE_BYTES_PER_WINDOW_PX`` (bytes per pixel of the paste window for each face, as
@@ -25,6 +26,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from livecam.analysis.second_look import SECOND_LOOK_PX
 from livecam.core.errors import ConfigError
 from livecam.gpupipe.shapes import ShapePlan
 
@@ -75,10 +77,14 @@ def estimate(plan: ShapePlan, *, n_streams: int, keep_frames: int, hands: bool =
         + GENERATOR_BYTES_PER_FACE
     graphs = plan.slots * largest * per_face  # one pool per slot: its largest graph
     stack = plan.stack_frames * frame
+    # the edge search's pictures built on the device: a strip (the shorter side square) and
+    # a second look's, a place each in their stacks
+    pictures = plan.stack_frames * 3 * (side * side + SECOND_LOOK_PX * SECOND_LOOK_PX)
     kept = n_streams * keep_frames * frame
     networks = plan.network_graphs * NETWORK_GRAPH_BYTES
     return MemoryNeed((("swap slots' frames", slot_frames), ("swap graphs", graphs),
-                       ("face networks' frames", stack + kept), ("face network graphs", networks),
+                       ("face networks' frames", stack + kept + pictures),
+                       ("face network graphs", networks),
                        ("generator weights", model_bytes // 2), ("CUDA context", CONTEXT_BYTES)))
 
 

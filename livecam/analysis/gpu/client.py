@@ -174,6 +174,12 @@ class StreamFaceNetworks:
                                                           self.cuda, self.keep_frames)
         return own
 
+    def prepare_pictures(self, sizes: Sequence[tuple[int, int]]) -> None:
+        """Make the pictures' stacks of these (H, W) sizes now, their graphs captured on this
+        thread (``prepare``'s, before frames flow), not on the stream's first frames."""
+        for height_px, width_px in sizes:
+            self._picture_place(height_px, width_px)
+
     def _picture_place(self, height_px: int, width_px: int) -> torch.Tensor:
         """This stream's place in the stacked frames of the size, for pictures built on the
         device (no staging, no kept frames)."""

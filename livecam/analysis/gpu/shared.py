@@ -211,18 +211,20 @@ class SharedFaceNetworks:
         stream's ``prepare`` does it before frames flow; a stream whose frame size changes
         later holds every stream's calls while its graphs are captured, on CUDA a second or
         two)."""
-        return self._made(self._stacks, height_px, width_px, graphs=True)
+        return self._made(self._stacks, height_px, width_px, with_mesh=True)
 
     def picture_stack(self, height_px: int, width_px: int) -> FrameStack:
         """The stacked pictures of this size that a stream builds on the device (the edge
-        search's strips, a second look): the detector only, run eagerly, made at once. Their
-        sizes are known only as frames come, and capturing graphs for each (a stack's graphs
-        took 40 s on an H100 on a stream's first frame, with the mesh's) stalled the live
-        stream. Their requests say ``picture``."""
-        return self._made(self._picture_stacks, height_px, width_px, graphs=False)
+        search's strips, a second look): the plain detector (a compiled network's ``module``:
+        a new picture size compiles nothing) in CUDA graphs, and no mesh. Each stream's
+        ``prepare_pictures`` makes them for its frame size's pictures before frames flow: made
+        on a stream's thread, a stack's first eager calls took 12 s on an H100 (cuDNN sets
+        each convolution up again for each thread), and eager, each call costs 13 ms of the
+        host against a graph's replay. Their requests say ``picture``."""
+        return self._made(self._picture_stacks, height_px, width_px, with_mesh=False)
 
     def _made(self, stacks: dict[tuple[int, int], FrameStack], height_px: int, width_px: int,
-              *, graphs: bool) -> FrameStack:
+              *, with_mesh: bool) -> FrameStack:
         """``stacks``' stack of this size, made on first use with no batch running."""
         stack = stacks.get((height_px, width_px))
         if stack is not None:
@@ -232,19 +234,19 @@ class SharedFaceNetworks:
             if stack is None:
                 if not self._detectors:
                     raise RuntimeError("SharedFaceNetworks used before acquire()")
-                stack = self._capture(height_px, width_px, graphs=graphs)
+                stack = self._capture(height_px, width_px, with_mesh=with_mesh)
                 stacks[(height_px, width_px)] = stack
             return stack
 
-    def _capture(self, height_px: int, width_px: int, *, graphs: bool = True) -> FrameStack:
+    def _capture(self, height_px: int, width_px: int, *, with_mesh: bool = True) -> FrameStack:
         """The stack's graphs. Each takes its inputs up from and its outputs down to pinned
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call outside the graph, on the thread running a batch, gives the GIL up and queues to
-        get it back. Without ``graphs``: the detector's calls, eager, and no mesh."""
+        get it back. Without ``with_mesh`` (pictures): the plain detector's graphs only."""
         stack = FrameStack(self.stack_frames, height_px, width_px, self.device)
-        # eager: the plain modules, not their compiled calls (a new input shape would compile)
-        detectors = self._detectors if graphs else [getattr(d, "module", d)
-                                                    for d in self._detectors]
+        # pictures: the plain modules, not their compiled calls (a new size would compile)
+        detectors = self._detectors if with_mesh else [getattr(d, "module", d)
+                                                  for d in self._detectors]
         with torch.inference_mode():
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
             for b in mesh_buckets(self.frames_per_call):
@@ -264,8 +266,8 @@ class SharedFaceNetworks:
                                          non_blocking=True)
 
                 stack.detect[b] = CapturedCall(detect, device=self.device, stream=self._side,
-                                               use_graph=self.use_graphs and graphs)
-            if not graphs:
+                                               use_graph=self.use_graphs)
+            if not with_mesh:
                 return stack
             benign = torch.tensor([width_px / 2, height_px / 2,
                                    min(width_px, height_px) / 2, 0.0, 0.0])

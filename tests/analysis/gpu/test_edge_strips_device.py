@@ -50,7 +50,7 @@ def _same(a: object, b: object) -> None:
 def test_strips_on_the_device_find_what_the_uploaded_pictures_find(
         cut_left: np.ndarray, device: str) -> None:
     """On CUDA the pictures are built on the stream's CUDA stream and detected by the plain
-    detector, eagerly (the GPU tests run this case on CUDA)."""
+    detector's graphs (the GPU tests run this case on CUDA)."""
     nets = one_stream(device=device, detector_model="full", min_score=0.5, keep_frames=2)
     nets.open()
     frame = cut_left.copy()
@@ -122,12 +122,11 @@ def test_a_second_look_is_built_on_the_device_and_its_indices_are_not_kept(
     assert len(nets._strip_index) > kept_before
 
 
-def test_strip_pictures_run_the_plain_detector_eagerly_and_no_mesh(cut_left: np.ndarray) -> None:
-    """The strips' pictures have sizes of their own, known only as frames come. Each got a
-    stack like a frame's: its mesh and detector graphs captured, and the compiled detector
-    called (so compiled) for the size, on the stream's first frames: on an H100 a 1080p
-    stream's frames stopped for over 40 s while that ran, and no frame went out. Pictures run
-    the plain detector (a compiled network's ``module``), eagerly, and make no mesh."""
+def test_strip_pictures_run_the_plain_detector_and_no_mesh(cut_left: np.ndarray) -> None:
+    """The strips' pictures have sizes of their own. Each got a stack like a frame's: its
+    mesh and detector graphs captured, and the compiled detector called (so compiled) for the
+    size. Pictures run the plain detector (a compiled network's ``module``) and make no
+    mesh."""
     nets = one_stream(device="cpu", detector_model="full", min_score=0.5)
     nets.open()
     shared = nets.shared
@@ -153,3 +152,40 @@ def test_strip_pictures_run_the_plain_detector_eagerly_and_no_mesh(cut_left: np.
         assert not shared._picture_stacks[size].mesh
         # a frame of a picture's size still gets a frame's stack, with the mesh
         assert shared.stack(*size).mesh
+
+
+def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
+        cut_left: np.ndarray) -> None:
+    """On an H100 a 1080p stream sent no frame: its first frame made the strips' picture
+    stack on the stream's thread, and that thread's first calls of the detector took 12 s
+    (cuDNN sets each convolution up anew for each thread). The stage's ``prepare`` (before
+    the output starts, on the thread that made the frames' graphs) makes the stacks of the
+    strips' and a second look's pictures, and the frames then make none."""
+    from livecam.analysis import build_follower
+    from livecam.analysis.second_look import SECOND_LOOK_PX
+    from livecam.analysis.stage import AnalysisStage
+    from livecam.config import load_config
+    from livecam.core.types import Frame, Packet, RuntimeState
+
+    analysis = load_config(None).analysis
+    assert analysis.edge_search
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5)
+    shared = nets.shared
+    made: list[tuple[int, int]] = []
+    capture = shared._capture
+
+    def counted(height_px: int, width_px: int, **kw: bool) -> object:
+        made.append((height_px, width_px))
+        return capture(height_px, width_px, **kw)
+
+    shared._capture = counted  # type: ignore[method-assign]
+    frame = cut_left.copy()
+    h, w = frame.shape[:2]
+    with AnalysisStage(build_follower(analysis, networks=nets)) as stage:
+        stage.prepare(w, h)
+        pictures = {(len(p.rows), len(p.cols)) for p in edges.strip_places(h, w)}
+        assert set(shared._picture_stacks) == pictures | {(SECOND_LOOK_PX, SECOND_LOOK_PX)}
+        before = list(made)
+        for i in range(3):
+            stage.process(Packet.from_frame(Frame(i, i * 33_000_000, frame), RuntimeState()))
+        assert made == before  # no stack made on the stream's frames
