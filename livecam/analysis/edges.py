@@ -33,6 +33,7 @@ reaches further into the frame the older it is (:func:`cover_box`): the face goe
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -341,14 +342,17 @@ class StripSearch:
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Networks that build the pictures on the device (``prepare_pictures``) make their
-        stacks for this frame size's strips and a second look's pictures now."""
+        stacks for this frame size's strips (a place for each strip of a size: a frame's are
+        detected in one call) and a second look's pictures now."""
         prepare = getattr(self.networks, "prepare_pictures", None)
         if prepare is None:
             return
-        sizes = {(len(p.rows), len(p.cols)) for p in strip_places(height_px, width_px)}
-        sizes.add((SECOND_LOOK_PX, SECOND_LOOK_PX))
-        sizes.discard((height_px, width_px))  # a picture of the frame's size is uploaded
-        prepare(sorted(sizes))
+        counts = collections.Counter((len(p.rows), len(p.cols))
+                                     for p in strip_places(height_px, width_px))
+        look = (SECOND_LOOK_PX, SECOND_LOOK_PX)
+        counts[look] = max(counts[look], 1)
+        counts.pop((height_px, width_px), None)  # a picture of the frame's size is uploaded
+        prepare(dict(counts))
 
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
         self.verdicts.next_frame()

@@ -59,10 +59,15 @@ class Batcher:
 
     def call(self, request: Request) -> None:
         """Serve ``request`` (in this thread or another's batch); raises its error."""
+        self.call_all((request,))
+
+    def call_all(self, requests: Sequence[Request]) -> None:
+        """Serve ``requests`` in one batch (they are queued at once); raises the first
+        error."""
         with self._cond:
-            self._pending.append(request)
+            self._pending.extend(requests)
             self._arrived.notify_all()
-            while not request.done:
+            while not all(r.done for r in requests):
                 if self._busy:
                     self._cond.wait()
                     continue
@@ -81,8 +86,9 @@ class Batcher:
                     self._cond.acquire()
                     self._busy = False
                     self._cond.notify_all()
-        if request.error is not None:
-            raise request.error
+        for request in requests:
+            if request.error is not None:
+                raise request.error
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

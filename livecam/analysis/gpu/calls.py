@@ -145,12 +145,20 @@ class CapturedCall:
 
 
 class FrameStack:
-    """One frame size: every stream's frame in one (S, H, W, 3) tensor, and the graphs."""
+    """One frame size: every stream's frame (or ``per_stream`` pictures of each stream) in one
+    (S * per_stream, H, W, 3) tensor, the graphs, and the detector graphs' fixed inputs (the
+    frames' indices, up to ``per_call`` a call) and host outputs."""
 
     def __init__(self, n_streams: int, height_px: int, width_px: int,
-                 device: torch.device) -> None:
-        self.frames = torch.zeros((n_streams, height_px, width_px, 3), dtype=torch.uint8,
-                                  device=device)
+                 device: torch.device, *, per_call: int, per_stream: int = 1) -> None:
+        cuda = device.type == "cuda"
+        self.per_stream = per_stream
+        self.frames = torch.zeros((n_streams * per_stream, height_px, width_px, 3),
+                                  dtype=torch.uint8, device=device)
+        self.per_call = per_call
+        self.index_host = torch.zeros((per_call,), dtype=torch.int64, pin_memory=cuda)
+        self.index_dev = torch.zeros((per_call,), dtype=torch.int64, device=device)
+        self.det_host: tuple[torch.Tensor, ...] = ()  # the largest bucket's, set at capture
         # a graph per bucket (its outputs live in its function's defaults)
         self.detect: dict[int, CapturedCall] = {}
         self.mesh: dict[int, CapturedCall] = {}

@@ -12,7 +12,7 @@ path's landmarker): it has no torch port.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,7 +53,8 @@ class SharedFaceNetworks(Protocol):
 
     def stack(self, height_px: int, width_px: int) -> FrameStack: ...
 
-    def picture_stack(self, height_px: int, width_px: int) -> FrameStack: ...
+    def picture_stack(self, height_px: int, width_px: int,
+                      per_stream: int = 1) -> FrameStack: ...
 
 
 class _Own:
@@ -112,7 +113,7 @@ class StreamFaceNetworks:
         #: the edge strips' frame indices on the device, per frame size and strip
         self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
         self._strip_built: Any = None  # CUDA event: the latest strip picture is built
-        self._pictures: dict[tuple[int, int], torch.Tensor] = {}  # their places, per size
+        self._pictures: dict[tuple[int, int], FrameStack] = {}  # the pictures' stacks, by size
 
     def tile_detector(self, max_faces: int) -> Any:
         """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
@@ -174,20 +175,21 @@ class StreamFaceNetworks:
                                                           self.cuda, self.keep_frames)
         return own
 
-    def prepare_pictures(self, sizes: Sequence[tuple[int, int]]) -> None:
-        """Make the pictures' stacks of these (H, W) sizes now, their graphs captured on this
+    def prepare_pictures(self, counts: Mapping[tuple[int, int], int]) -> None:
+        """Make the pictures' stacks now, ``counts``: (H, W) size -> how many pictures of the
+        size a frame has (their places, detected in one call), their graphs captured on this
         thread (``prepare``'s, before frames flow), not on the stream's first frames."""
-        for height_px, width_px in sizes:
-            self._picture_place(height_px, width_px)
+        for (height_px, width_px), count in counts.items():
+            self._picture_places(height_px, width_px, count)
 
-    def _picture_place(self, height_px: int, width_px: int) -> torch.Tensor:
-        """This stream's place in the stacked frames of the size, for pictures built on the
-        device (no staging, no kept frames)."""
-        place = self._pictures.get((height_px, width_px))
-        if place is None:
-            stack = self.shared.picture_stack(height_px, width_px)
-            place = self._pictures[(height_px, width_px)] = stack.frames[self.slot]
-        return place
+    def _picture_places(self, height_px: int, width_px: int, count: int = 1) -> FrameStack:
+        """The pictures' stack of the size (this stream's places: ``per_stream`` of them
+        from ``slot * per_stream``); ``count`` sets their number on first use."""
+        stack = self._pictures.get((height_px, width_px))
+        if stack is None:
+            stack = self.shared.picture_stack(height_px, width_px, count)
+            self._pictures[(height_px, width_px)] = stack
+        return stack
 
     def new_frame(self, image_bgr: ImageBGR) -> None:
         """A new frame: uploaded once into this stream's place of the stacked frames."""
@@ -261,28 +263,50 @@ class StreamFaceNetworks:
             return None
         self._frame(image_bgr)
         source = self._own[size].place
-        out: list[Faces] = []
-        for k, place in enumerate(places):
-            shape = (len(place.rows), len(place.cols))
-            key = (size, k, shape, tuple(place.offset_xy.tolist()))
-            index = self._strip_index.get(key) if place.kept else None
-            if index is None:  # a picture made once (an edge hit's second look): not kept
-                index = (torch.from_numpy(place.rows).to(self.device),
-                         torch.from_numpy(place.cols).to(self.device))
-                if place.kept:
-                    self._strip_index[key] = index
-            picture = self._picture_place(*shape)
-            with torch.inference_mode(), self.shared.on_stream(self._stream):
-                rows = torch.index_select(source, 0, index[0])
-                torch.index_select(rows, 1, index[1], out=picture)
-                if self.cuda:
-                    self._strip_built.record(self._stream)
-            request = Request(self.slot, shape, detect=True, rois=(),
-                              uploaded=self._strip_built, picture=True)
-            self.shared.batcher.call(request)
-            assert request.found is not None
-            out.append(merged_detections(request.found))
-        return out
+        found: list[Faces | None] = [None] * len(places)
+        left = list(range(len(places)))
+        while left:  # one call for all (more rounds only past a stack's places per stream)
+            requests, left = self._build_pictures(source, size, places, left)
+            self.shared.batcher.call_all([r for _, r in requests])
+            for k, request in requests:
+                assert request.found is not None
+                found[k] = merged_detections(request.found)
+        return [f for f in found if f is not None]
+
+    def _build_pictures(self, source: torch.Tensor, size: tuple[int, int],
+                        places: Sequence[StripPlace], which: list[int]
+                        ) -> tuple[list[tuple[int, Request]], list[int]]:
+        """The pictures ``which`` (indices into ``places``) built into this stream's places
+        of their stacks, as far as those places go: (place index, its request) each, and
+        the indices left for another round."""
+        by_shape: dict[tuple[int, int], list[int]] = {}
+        for k in which:
+            by_shape.setdefault((len(places[k].rows), len(places[k].cols)), []).append(k)
+        built: list[tuple[int, Request]] = []
+        left: list[int] = []
+        with torch.inference_mode(), self.shared.on_stream(self._stream):
+            for shape, ks in by_shape.items():
+                stack = self._picture_places(*shape, count=len(ks))
+                first = self.slot * stack.per_stream
+                left += ks[stack.per_stream:]
+                for j, k in enumerate(ks[:stack.per_stream]):
+                    place = places[k]
+                    key = (size, k, shape, tuple(place.offset_xy.tolist()))
+                    index = self._strip_index.get(key) if place.kept else None
+                    if index is None:  # a picture made once (a second look): not kept
+                        index = (torch.from_numpy(place.rows).to(self.device),
+                                 torch.from_numpy(place.cols).to(self.device))
+                        if place.kept:
+                            self._strip_index[key] = index
+                    rows = torch.index_select(source, 0, index[0])
+                    torch.index_select(rows, 1, index[1], out=stack.frames[first + j])
+                    built.append((k, Request(first + j, shape, detect=True, rois=(),
+                                             uploaded=None, picture=True)))
+            if self.cuda:  # one event for every picture built
+                self._strip_built.record(self._stream)
+                for _, request in built:
+                    request.uploaded = self._strip_built
+        return built, left
 
     def _call(self, image_bgr: ImageBGR, *, detect: bool, rois: Sequence[Roi]) -> Request:
         request = Request(self.slot, (int(image_bgr.shape[0]), int(image_bgr.shape[1])),

@@ -125,9 +125,7 @@ class SharedFaceNetworks:
         #: the stacks of pictures built on the device (:meth:`picture_stack`), apart from the
         #: frames' even where a size is the same: a frame's stack has the mesh, a picture's not
         self._picture_stacks: dict[tuple[int, int], FrameStack] = {}
-        self._index_host = self._index_dev = torch.zeros(0)
         self._rows_host = self._rows_dev = torch.zeros(0)
-        self._det_host: tuple[torch.Tensor, ...] = ()
         self._mesh_host: tuple[torch.Tensor, torch.Tensor] = (torch.zeros(0), torch.zeros(0))
 
     def slot_for(self, stream: int, *, detect_ahead: bool = True, keep_frames: int = 0,
@@ -177,9 +175,7 @@ class SharedFaceNetworks:
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
             self._side = new_stream(self.device, urgent=True)
-        pinned, n, m = self.cuda, self.frames_per_call, self.max_mesh
-        self._index_host = torch.zeros((n,), dtype=torch.int64, pin_memory=pinned)
-        self._index_dev = torch.zeros((n,), dtype=torch.int64, device=self.device)
+        pinned, m = self.cuda, self.max_mesh
         self._rows_host = torch.zeros((m, 5), dtype=torch.float32, pin_memory=pinned)
         self._rows_dev = torch.zeros((m, 5), dtype=torch.float32, device=self.device)
         self._mesh_host = (torch.zeros((m, NUM_LANDMARKS, 3), pin_memory=pinned),
@@ -198,7 +194,6 @@ class SharedFaceNetworks:
                 self._tile_detector = None
                 self._stacks.clear()
                 self._picture_stacks.clear()
-                self._det_host = ()
                 for stream in (self._stream, self._side):
                     release_stream(stream)
                 self._stream = self._side = None
@@ -213,18 +208,21 @@ class SharedFaceNetworks:
         two)."""
         return self._made(self._stacks, height_px, width_px, with_mesh=True)
 
-    def picture_stack(self, height_px: int, width_px: int) -> FrameStack:
+    def picture_stack(self, height_px: int, width_px: int, per_stream: int = 1) -> FrameStack:
         """The stacked pictures of this size that a stream builds on the device (the edge
         search's strips, a second look): the plain detector (a compiled network's ``module``:
         a new picture size compiles nothing) in CUDA graphs, and no mesh. Each stream's
         ``prepare_pictures`` makes them for its frame size's pictures before frames flow: made
         on a stream's thread, a stack's first eager calls took 12 s on an H100 (cuDNN sets
         each convolution up again for each thread), and eager, each call costs 13 ms of the
-        host against a graph's replay. Their requests say ``picture``."""
-        return self._made(self._picture_stacks, height_px, width_px, with_mesh=False)
+        host against a graph's replay. ``per_stream`` places for each stream (a frame's
+        pictures of one size, detected in one call; the first call of a size sets it). Their
+        requests say ``picture``."""
+        return self._made(self._picture_stacks, height_px, width_px, with_mesh=False,
+                          per_stream=per_stream)
 
     def _made(self, stacks: dict[tuple[int, int], FrameStack], height_px: int, width_px: int,
-              *, with_mesh: bool) -> FrameStack:
+              *, with_mesh: bool, per_stream: int = 1) -> FrameStack:
         """``stacks``' stack of this size, made on first use with no batch running."""
         stack = stacks.get((height_px, width_px))
         if stack is not None:
@@ -234,35 +232,38 @@ class SharedFaceNetworks:
             if stack is None:
                 if not self._detectors:
                     raise RuntimeError("SharedFaceNetworks used before acquire()")
-                stack = self._capture(height_px, width_px, with_mesh=with_mesh)
+                stack = self._capture(height_px, width_px, with_mesh=with_mesh,
+                                      per_stream=per_stream)
                 stacks[(height_px, width_px)] = stack
             return stack
 
-    def _capture(self, height_px: int, width_px: int, *, with_mesh: bool = True) -> FrameStack:
+    def _capture(self, height_px: int, width_px: int, *, with_mesh: bool = True,
+                 per_stream: int = 1) -> FrameStack:
         """The stack's graphs. Each takes its inputs up from and its outputs down to pinned
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call outside the graph, on the thread running a batch, gives the GIL up and queues to
         get it back. Without ``with_mesh`` (pictures): the plain detector's graphs only."""
-        stack = FrameStack(self.stack_frames, height_px, width_px, self.device)
+        per_call = self.frames_per_call * per_stream
+        stack = FrameStack(self.stack_frames, height_px, width_px, self.device,
+                           per_call=per_call, per_stream=per_stream)
         # pictures: the plain modules, not their compiled calls (a new size would compile)
         detectors = self._detectors if with_mesh else [getattr(d, "module", d)
                                                   for d in self._detectors]
         with torch.inference_mode():
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
-            for b in mesh_buckets(self.frames_per_call):
+            for b in mesh_buckets(per_call):
                 with self.on_stream(self._side):
-                    first = [d(stack.frames, None, self._index_dev[:b]) for d in detectors]
+                    first = [d(stack.frames, None, stack.index_dev[:b]) for d in detectors]
                 outs_of[b] = tuple(t.clone() for found in first for t in found)
-            if not self._det_host:
-                self._det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
-                                       for t in outs_of[max(outs_of)])
+            stack.det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
+                                   for t in outs_of[max(outs_of)])
             for b, outs in outs_of.items():
 
                 def detect(b: int = b, outs: tuple[torch.Tensor, ...] = outs) -> None:
-                    index = self._index_dev[:b]
-                    index.copy_(self._index_host[:b], non_blocking=True)
+                    index = stack.index_dev[:b]
+                    index.copy_(stack.index_host[:b], non_blocking=True)
                     run_detectors(detectors, stack.frames, outs, index)
-                    torch._foreach_copy_([d[:b] for d in self._det_host], list(outs),
+                    torch._foreach_copy_([d[:b] for d in stack.det_host], list(outs),
                                          non_blocking=True)
 
                 stack.detect[b] = CapturedCall(detect, device=self.device, stream=self._side,
@@ -310,13 +311,13 @@ class SharedFaceNetworks:
         if self.cuda:
             self._side.wait_stream(self._stream)
         detect = [r for r in requests if r.detect]
-        per_call = self.frames_per_call
+        per_call = stack.per_call
         while len(detect) > per_call:  # all but the last call's frames: one call at a time
             first, detect = detect[:per_call], detect[per_call:]
             self._launch_detect(stack, [r.slot for r in first])
             if self.cuda:
                 wait_done(self._side)
-            for r, found in zip(first, batch_detections(self._det_host, len(first)),
+            for r, found in zip(first, batch_detections(stack.det_host, len(first)),
                                 strict=True):
                 r.found = found
         if detect:  # the last frames' call runs beside the mesh
@@ -331,13 +332,13 @@ class SharedFaceNetworks:
         if detect:
             if self.cuda:
                 wait_done(self._side)  # mostly done: it ran beside the mesh
-            for r, found in zip(detect, batch_detections(self._det_host, len(detect)),
+            for r, found in zip(detect, batch_detections(stack.det_host, len(detect)),
                                 strict=True):
                 r.found = found
 
     def _launch_detect(self, stack: FrameStack, slots: list[int]) -> None:
         bucket = next(b for b in stack.detect if b >= len(slots))
-        index = self._index_host.numpy()
+        index = stack.index_host.numpy()
         index[:len(slots)] = slots
         index[len(slots):bucket] = slots[0]  # padding: a real frame, results ignored
         with self.on_stream(self._side):

@@ -160,7 +160,8 @@ def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
     stack on the stream's thread, and that thread's first calls of the detector took 12 s
     (cuDNN sets each convolution up anew for each thread). The stage's ``prepare`` (before
     the output starts, on the thread that made the frames' graphs) makes the stacks of the
-    strips' and a second look's pictures, and the frames then make none."""
+    strips' and a second look's pictures, and the frames then make none. Each strip then took
+    a batch of its own, a wait for the GPU each: a frame's strips now go in one."""
     from livecam.analysis import build_follower
     from livecam.analysis.second_look import SECOND_LOOK_PX
     from livecam.analysis.stage import AnalysisStage
@@ -183,9 +184,15 @@ def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
     h, w = frame.shape[:2]
     with AnalysisStage(build_follower(analysis, networks=nets)) as stage:
         stage.prepare(w, h)
-        pictures = {(len(p.rows), len(p.cols)) for p in edges.strip_places(h, w)}
+        strips = edges.strip_places(h, w)
+        pictures = {(len(p.rows), len(p.cols)) for p in strips}
         assert set(shared._picture_stacks) == pictures | {(SECOND_LOOK_PX, SECOND_LOOK_PX)}
+        (size,) = pictures
+        # a place for each strip: a frame's strips are detected in one call
+        assert shared._picture_stacks[size].per_stream == len(strips) == 8
         before = list(made)
+        shared.batcher.sizes.clear()
         for i in range(3):
             stage.process(Packet.from_frame(Frame(i, i * 33_000_000, frame), RuntimeState()))
         assert made == before  # no stack made on the stream's frames
+        assert list(shared.batcher.sizes).count(len(strips)) == 3  # one batch a frame
