@@ -190,6 +190,8 @@ def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
         (size,) = pictures
         # a place for each strip: a frame's strips are detected in one call
         assert shared._picture_stacks[size].per_stream == len(strips) == 8
+        # one batch size: a frame's strips (each new size costs seconds of cuDNN set-up)
+        assert set(shared._picture_stacks[size].detect) == {8}
         before = list(made)
         shared.batcher.sizes.clear()
         for i in range(3):
