@@ -194,7 +194,7 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
                   api_required: bool = False, wait_for_source: bool = False,
                   config_loader: Callable[[], Config] | None = None,
                   identities: IdentitySource | None = None, hold_open: bool = False,
-                  gpu_streams: int | None = None) -> StreamSet[App]:
+                  gpu_streams: int | None = None, sink_i420: bool = False) -> StreamSet[App]:
     """One :class:`App` per ``(input_spec, output_spec)`` pair, with the controls of the set
     (nothing is opened yet). Every spec is parsed before anything is built. With
     ``hold_open`` (``livecam serve``) ``pairs`` may be empty and the set runs until stopped;
@@ -208,6 +208,8 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     only with ``api_required``) serving every stream, reloads that re-read the config through
     ``config_loader``. A command from the keys, or from the API without a stream, goes to
     every stream. ``stages`` (tests) replaces the built stages of a single stream.
+    ``sink_i420``: the stages' pictures arrive as I420 (the thin client), so a virtual camera
+    whose backend takes I420 is opened in it (:class:`~livecam.output.sinks.VirtualCamSink`).
     Streams added while the set runs (:meth:`StreamSet.add_stream`) are built the same way,
     from the start's state and config, with their own command queue (never a preview
     window; on the GPU path only within the streams the GPU pipeline was built for).
@@ -253,7 +255,8 @@ def build_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
 
             sink = WindowSink(on_key=WindowKeys(keymap, commands, presses=presses).on_key)
         else:
-            sink = make_sink(out_parsed, config.output, live=config.pipeline.realtime)
+            sink = make_sink(out_parsed, config.output, live=config.pipeline.realtime,
+                             i420=sink_i420)
         factory: StageFactory | None = None
         app_stages = stages
         if app_stages is None:
@@ -316,7 +319,7 @@ def build_remote_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     active = remote.photo_alias if remote.photo is not None else remote.identity
     state = RuntimeState(active_identity=active, identities=(active,) if active else ())
     streams = build_streams(config, pairs=pairs, stages=[stage], max_frames=max_frames,
-                            state=state, config_loader=config_loader)
+                            state=state, config_loader=config_loader, sink_i420=True)
     stage.bind(streams.commands)
     streams.identities_elsewhere = True
     return streams

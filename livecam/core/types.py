@@ -5,7 +5,7 @@ All are immutable containers. Stages return new objects and never write into the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
@@ -16,6 +16,8 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 ImageBGR = npt.NDArray[np.uint8]
+#: (H * 3 / 2, W) uint8: the Y plane, then U, then V (4:2:0; BT.601, limited range)
+ImageI420 = npt.NDArray[np.uint8]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +238,18 @@ class RuntimeState:
         return chosen if chosen is not None else self.active_identity
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ReceivedI420:
+    """A picture that arrived as I420 (the thin client's decoded frames), beside the
+    ``image_bgr`` converted from it: ``planes()`` gives its :data:`ImageI420` planes as they
+    arrived, made on first ask. A sink that takes I420 sends these instead of converting
+    ``image_bgr`` back (see :meth:`Packet.planes_i420`). ``planes`` may be called from any
+    thread and returns the same array each time."""
+
+    image_bgr: ImageBGR
+    planes: Callable[[], ImageI420]
+
+
 @dataclass(frozen=True, slots=True)
 class Packet:
     """What one stage hands the next for one frame.
@@ -243,7 +257,8 @@ class Packet:
     ``image_bgr`` is the picture as it will be sent (the captured image until a stage changes it);
     ``faces`` is what analysis found and selected for the swap; ``withheld`` the faces that are
     in the frame too but must not be swapped in it (the swap stage covers them, see
-    ``advanced.swap.unswappable``); ``state`` is the runtime state the frame is processed under.
+    ``advanced.swap.unswappable``); ``state`` is the runtime state the frame is processed under;
+    ``received_i420`` the planes ``image_bgr`` arrived as, when it did (:meth:`planes_i420`).
     """
 
     frame: Frame
@@ -251,6 +266,7 @@ class Packet:
     faces: Faces = field(default_factory=Faces)
     state: RuntimeState = field(default_factory=RuntimeState)
     withheld: WithheldFaces = field(default_factory=WithheldFaces)
+    received_i420: ReceivedI420 | None = None
 
     @classmethod
     def from_frame(cls, frame: Frame, state: RuntimeState | None = None) -> Packet:
@@ -258,3 +274,12 @@ class Packet:
 
     def with_fields(self, **changes: Any) -> Packet:
         return replace(self, **changes)
+
+    def planes_i420(self) -> ImageI420 | None:
+        """``image_bgr`` as the I420 planes it arrived as (:class:`ReceivedI420`), or None:
+        it did not arrive so, or a stage has changed the picture since (the planes belong to
+        that very ``image_bgr`` array, so they can never describe another picture)."""
+        received = self.received_i420
+        if received is None or received.image_bgr is not self.image_bgr:
+            return None
+        return received.planes()

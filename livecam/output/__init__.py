@@ -8,7 +8,7 @@ from pathlib import Path
 from livecam.config.schema import OutputConfig
 from livecam.core.errors import UsageError
 from livecam.core.netstreams import url_problem
-from livecam.output.base import FrameSink, GuiSink
+from livecam.output.base import FrameSink, GuiSink, I420Sink
 
 OUTPUT_HELP = ("virtualcam | file:PATH.mp4 | window | null | rtmp://… | srt://… | udp://… "
                "(H.264 to a network server or address)")
@@ -42,13 +42,16 @@ def parse_output(text: str) -> OutputSpec:
     raise UsageError(f"--output {text!r} is not understood; use {OUTPUT_HELP}")
 
 
-def make_sink(spec: OutputSpec, config: OutputConfig, *, live: bool = False) -> FrameSink:
+def make_sink(spec: OutputSpec, config: OutputConfig, *, live: bool = False,
+              i420: bool = False) -> FrameSink:
     """Build (not open) the sink for ``spec``; ``live``: for a real-time run (a file is
-    then encoded without holding frames back, see :class:`~livecam.output.sinks.FileSink`)."""
+    then encoded without holding frames back, see :class:`~livecam.output.sinks.FileSink`);
+    ``i420``: the pictures arrive as I420 (a virtual camera may then be opened in it, see
+    :class:`~livecam.output.sinks.VirtualCamSink`)."""
     from livecam.output import sinks, window
 
     if spec.kind == "virtualcam":
-        return sinks.VirtualCamSink(device=config.device, backend=config.backend)
+        return sinks.VirtualCamSink(device=config.device, backend=config.backend, i420=i420)
     if spec.kind == "file":
         return sinks.FileSink(path=Path(spec.target), codec=config.file_codec,
                               crf=config.file_crf, low_delay=live)
@@ -62,4 +65,5 @@ def make_sink(spec: OutputSpec, config: OutputConfig, *, live: bool = False) -> 
     return sinks.NullSink()
 
 
-__all__ = ["OUTPUT_HELP", "FrameSink", "GuiSink", "OutputSpec", "make_sink", "parse_output"]
+__all__ = ["OUTPUT_HELP", "FrameSink", "GuiSink", "I420Sink", "OutputSpec", "make_sink",
+           "parse_output"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from livecam.core.types import ImageBGR
+from livecam.core.types import ImageBGR, ImageI420
 
 
 @runtime_checkable
@@ -34,4 +34,21 @@ class GuiSink(FrameSink, Protocol):
     def pump(self, timeout_s: float) -> bool:
         """Draw the newest frame, waiting up to ``timeout_s`` for one, and handle the window's
         events; False once the user closed the window (the run should end)."""
+        ...
+
+
+@runtime_checkable
+class I420Sink(FrameSink, Protocol):
+    """A sink that can also take a frame as I420 planes: a picture that arrived as I420
+    (the thin client's) goes out without a round trip through BGR. ``takes_i420`` (after
+    ``open``): whether ``send_i420`` is the sink's cheaper way in; the output thread then
+    sends it every frame that has planes (:meth:`~livecam.core.types.Packet.planes_i420`)
+    and ``send`` the others. Same thread rules as ``send``.
+    """
+
+    @property
+    def takes_i420(self) -> bool: ...
+
+    def send_i420(self, planes_i420: ImageI420) -> None:
+        """Send (height * 3 / 2, width) uint8 I420 planes of exactly the opened size."""
         ...

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from livecam.core.errors import OutputError
-from livecam.core.types import ImageBGR
+from livecam.core.types import ImageBGR, ImageI420
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +29,36 @@ def virtualcam_help() -> str:
             "that livecam writes to (do not start it in OBS while livecam uses it)")
 
 
+def backend_takes_i420(backend: str, platform: str = sys.platform) -> bool:
+    """Whether pyvirtualcam's ``backend`` on ``platform`` is better sent I420 than BGR: its
+    device's own format is a YUV one, so I420 reaches it without colour maths, where BGR
+    costs pyvirtualcam a colour conversion (libyuv) every frame."""
+    if platform.startswith("linux"):
+        return backend == "v4l2loopback"  # native I420: written to the device as it is
+    if platform == "win32":
+        # obs: native NV12, I420 -> NV12 only moves the chroma. unitycapture: native RGBA,
+        # BGR -> RGBA is a shuffle where I420 would be a colour conversion
+        return backend == "obs"
+    if platform == "darwin":
+        return backend == "obs"  # native UYVY (both OBS backends): I420 -> UYVY repacks
+    return False  # another platform: BGR, which every backend takes
+
+
 class VirtualCamSink:
     """A virtual camera through pyvirtualcam: v4l2loopback on Linux, OBS Virtual Camera on
-    Windows and macOS, or any backend registered with ``pyvirtualcam.register_backend``."""
+    Windows and macOS, or any backend registered with ``pyvirtualcam.register_backend``.
 
-    def __init__(self, *, device: str = "", backend: str = "") -> None:
+    ``i420`` (the thin client, whose frames arrive as I420): open the camera in I420 where
+    :func:`backend_takes_i420` says so for the backend asked for (or, when none is, the
+    platform's first, which pyvirtualcam tries first); ``send_i420`` then hands the planes
+    over as they are, and ``send`` converts a BGR image (the cover card, a repeat of one)
+    with OpenCV. A backend registered under another name, and any odd size, gets BGR."""
+
+    def __init__(self, *, device: str = "", backend: str = "", i420: bool = False) -> None:
         self._device = device or None
         self._backend = backend or None
+        self._want_i420 = i420
+        self._i420 = False
         self._cam: Any = None
 
     def open(self, *, width: int, height: int, fps: float) -> None:
@@ -45,22 +68,43 @@ class VirtualCamSink:
             known = ", ".join(pyvirtualcam.camera.BACKENDS)
             raise OutputError(f"advanced.output.backend {self._backend!r} is not a pyvirtualcam "
                               f"backend here (available: {known})")
+        first = self._backend or next(iter(pyvirtualcam.camera.BACKENDS), "")
+        self._i420 = (self._want_i420 and not (width % 2 or height % 2)
+                      and backend_takes_i420(first))
+        fmt = pyvirtualcam.PixelFormat.I420 if self._i420 else pyvirtualcam.PixelFormat.BGR
         try:
-            self._cam = pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.BGR,
-                                            device=self._device, backend=self._backend)
+            self._cam = pyvirtualcam.Camera(width, height, fps, fmt=fmt, device=self._device,
+                                            backend=self._backend)
         except Exception as exc:  # pyvirtualcam raises RuntimeError listing every backend
             said = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
             raise OutputError(f"no virtual camera could be opened ({said}). To fix: "
                               f"{virtualcam_help()}") from None
-        log.info("virtual camera: %s (%s) %dx%d@%g", self._cam.device, self._cam.backend, width,
-                 height, fps)
+        log.info("virtual camera: %s (%s) %dx%d@%g %s", self._cam.device, self._cam.backend,
+                 width, height, fps, fmt.value)
 
     @property
     def device(self) -> str:
         return "" if self._cam is None else str(self._cam.device)
 
+    @property
+    def takes_i420(self) -> bool:
+        return self._i420
+
     def send(self, image_bgr: ImageBGR) -> None:
-        self._cam.send(image_bgr)
+        if self._i420:
+            import cv2
+
+            self._cam.send(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2YUV_I420))
+        else:
+            self._cam.send(image_bgr)
+
+    def send_i420(self, planes_i420: ImageI420) -> None:
+        if not self._i420:  # opened in BGR: a caller that did not ask takes_i420
+            import cv2
+
+            self._cam.send(cv2.cvtColor(planes_i420, cv2.COLOR_YUV2BGR_I420))
+        else:
+            self._cam.send(planes_i420)
 
     def close(self) -> None:
         if self._cam is not None:

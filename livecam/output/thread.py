@@ -13,8 +13,8 @@ import numpy as np
 
 from livecam.core.mailbox import Mailbox, MailboxClosed
 from livecam.core.metrics import Metrics
-from livecam.core.types import ImageBGR, Packet
-from livecam.output.base import FrameSink
+from livecam.core.types import ImageBGR, ImageI420, Packet
+from livecam.output.base import FrameSink, I420Sink
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,10 @@ class OutputThread:
     Offline mode (``realtime=False``): every packet is
     sent once, in order, as fast as the sink takes it (no delay).
 
+    A sink that takes I420 (:class:`~livecam.output.base.I420Sink`) gets a picture that
+    arrived as I420 (:meth:`~livecam.core.types.Packet.planes_i420`; the thin client's) as
+    those planes, repeats included, unless it had to be resized to the output's size.
+
     Stops by itself after ``max_frames`` sends (repeats included) or when the inbox closes (the
     input ended) and the delay line has sent what it held, then calls ``on_done``.
     ``delay_ms`` may be changed from any thread (:meth:`set_delay_ms`).
@@ -100,6 +104,8 @@ class OutputThread:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecam-output", daemon=True)
         self._held: deque[Packet] = deque()
+        # the sink is open by now: whether it takes I420 planes (pictures that arrived so)
+        self._i420 = isinstance(sink, I420Sink) and sink.takes_i420
         self.sent = 0
         self.dropped = 0  # frames that were due together with a newer one (delay line)
         self.error: BaseException | None = None
@@ -143,8 +149,19 @@ class OutputThread:
             return np.asarray(cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA))
         return image
 
-    def _send(self, packet: Packet | None, image: ImageBGR) -> None:
-        self._sink.send(image)
+    def _planes(self, packet: Packet, image: ImageBGR) -> ImageI420 | None:
+        """``packet``'s I420 planes for a sink that takes them, when ``image`` (what goes
+        out) is the packet's own picture, not resized; else None."""
+        if image is not packet.image_bgr or not self._i420:
+            return None
+        return packet.planes_i420()
+
+    def _send(self, packet: Packet | None, image: ImageBGR,
+              planes: ImageI420 | None = None) -> None:
+        if planes is not None:
+            self._sink.send_i420(planes)  # type: ignore[attr-defined]  # _i420: an I420Sink
+        else:
+            self._sink.send(image)
         now_ns = time.perf_counter_ns()
         self.sent += 1
         self._metrics.count("sent")
@@ -181,7 +198,8 @@ class OutputThread:
             except MailboxClosed:
                 return
             if packet is not None:
-                self._send(packet, self._fit(packet.image_bgr))
+                image = self._fit(packet.image_bgr)
+                self._send(packet, image, self._planes(packet, image))
 
     def _take(self, timeout_s: float) -> bool:
         """Move the inbox's packet (waiting up to ``timeout_s``) into the delay line; False
@@ -210,6 +228,7 @@ class OutputThread:
         period = self._period_s
         width, height = self._size_px
         last_image: ImageBGR = np.zeros((height, width, 3), np.uint8)
+        last_planes: ImageI420 | None = None
         t_last_send = time.perf_counter()
         pacer = Pacer(period, t_last_send)
         last_was_new = True
@@ -245,7 +264,8 @@ class OutputThread:
                     packet = newer
             if packet is not None:
                 last_image = self._fit(packet.image_bgr)
-            self._send(packet, last_image)
+                last_planes = self._planes(packet, last_image)
+            self._send(packet, last_image, last_planes)
             t_last_send = time.perf_counter()
             pacer.sent(t_last_send, new=packet is not None)
             last_was_new = packet is not None

@@ -5,7 +5,7 @@ swapped frames on the same (``sendrecv``) video transceiver. Used by the tests, 
     client = WhipClient(url, token, frames=FrameFeed(fps=30))
     await client.connect()          # POST the offer; WhipError with the server's reason
     ... client.feed.put(image_bgr)  # camera frames in (any thread)
-    image = await client.received() # swapped frames out
+    image = await client.received() # swapped frames out (received_with_planes: and their I420)
     await client.close()            # DELETE the session
 """
 
@@ -22,8 +22,28 @@ from typing import Any
 import numpy as np
 
 from livecam.core.errors import LivecamError
-from livecam.core.types import ImageBGR
+from livecam.core.types import ImageBGR, ImageI420
 from livecam.remote.encoding import H264PacketEncoder, prefer_h264, sent_codec, to_video_frame
+
+#: A received picture's I420 planes, made on first call (see :func:`lazy_planes_i420`)
+PlanesI420 = Callable[[], ImageI420]
+
+
+def lazy_planes_i420(frame: Any) -> PlanesI420 | None:
+    """The decoded yuv420p ``frame``'s planes as one :data:`~livecam.core.types.ImageI420`
+    array, copied out of the decoder's frame on the first call (a sink that does not take
+    I420 never pays for it) and the same array after; None for another format or an odd
+    size. Any thread."""
+    if frame.format.name != "yuv420p" or frame.width % 2 or frame.height % 2:
+        return None
+    made: list[ImageI420] = []
+
+    def planes() -> ImageI420:
+        if not made:
+            made.append(np.ascontiguousarray(frame.to_ndarray(), np.uint8))
+        return made[0]
+
+    return planes
 
 
 class WhipError(LivecamError, ConnectionError):
@@ -116,7 +136,8 @@ class WhipClient:
         self.answer_sdp = ""
         self.codec = ""  # the video codec both ways, from the answer ("H264", "VP8")
         self.pc: Any = None
-        self._frames: asyncio.Queue[ImageBGR | None] = asyncio.Queue(maxsize=2)
+        self._frames: asyncio.Queue[tuple[ImageBGR, PlanesI420 | None] | None] = (
+            asyncio.Queue(maxsize=2))
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def connect(self) -> None:
@@ -170,11 +191,18 @@ class WhipClient:
             if self._frames.full():  # newest only: a slow reader drops, it never queues
                 with contextlib.suppress(asyncio.QueueEmpty):
                     self._frames.get_nowait()
-            self._frames.put_nowait(image)
+            self._frames.put_nowait((image, lazy_planes_i420(frame)))
         await self._frames.put(None)
 
     async def received(self, timeout_s: float | None = None) -> ImageBGR | None:
         """The next swapped frame (None: the server ended the video); ``TimeoutError``."""
+        got = await self.received_with_planes(timeout_s)
+        return None if got is None else got[0]
+
+    async def received_with_planes(self, timeout_s: float | None = None
+                                   ) -> tuple[ImageBGR, PlanesI420 | None] | None:
+        """The next swapped frame and its I420 planes as decoded (:func:`lazy_planes_i420`),
+        or None (the server ended the video); ``TimeoutError``."""
         return await asyncio.wait_for(self._frames.get(), timeout_s)
 
     async def session_call(self, path: str = "", body: dict[str, Any] | None = None, *,

@@ -47,8 +47,8 @@ import numpy as np
 from livecam.core.backoff import Backoff
 from livecam.core.commands import Command, Commands, SelectIdentity, SetIdentityList
 from livecam.core.stage import StageBase
-from livecam.core.types import ImageBGR, Packet
-from livecam.remote.client import FrameFeed, WhipClient, WhipError
+from livecam.core.types import ImageBGR, Packet, ReceivedI420
+from livecam.remote.client import FrameFeed, PlanesI420, WhipClient, WhipError
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ class RemoteSwapStage(StageBase):
         self._feed = FrameFeed(fps=fps)
         self._lock = threading.Lock()
         self._newest: ImageBGR | None = None
+        self._newest_planes: PlanesI420 | None = None  # its I420 planes, as decoded
         self._t_newest = 0.0
         self._state = "connecting"
         self._error = ""
@@ -146,6 +147,7 @@ class RemoteSwapStage(StageBase):
         h, w = image.shape[:2]
         with self._lock:
             newest, t_newest, state = self._newest, self._t_newest, self._state
+            planes = self._newest_planes
         if newest is None or time.monotonic() - t_newest > self._stall_s:
             self._covered += 1
             why = {"connected": "stalled"}.get(state, state)
@@ -154,7 +156,9 @@ class RemoteSwapStage(StageBase):
             return packet.with_fields(image_bgr=self._cover)
         if newest.shape[:2] != (h, w):
             newest = np.ascontiguousarray(cv2.resize(newest, (w, h)), dtype=np.uint8)
-        return packet.with_fields(image_bgr=newest)
+            planes = None
+        received = None if planes is None else ReceivedI420(newest, planes)
+        return packet.with_fields(image_bgr=newest, received_i420=received)
 
     def health(self) -> dict[str, Any]:
         with self._lock:
@@ -201,18 +205,20 @@ class RemoteSwapStage(StageBase):
                 got_one = False
                 while not self._stopping.is_set():
                     try:
-                        image = await client.received(timeout_s=max(self._stall_s * 3, 2.0)
-                                                      if got_one else 30.0)
+                        got = await client.received_with_planes(
+                            timeout_s=max(self._stall_s * 3, 2.0) if got_one else 30.0)
                     except TimeoutError:
                         raise WhipError("no swapped frame came back in time (stalled)"
                                         ) from None
-                    if image is None:
+                    if got is None:
                         raise WhipError("the server ended the session")
+                    image, planes = got
                     got_one = True
                     first.set()
                     waits.reset()
                     with self._lock:
                         self._newest, self._t_newest = image, time.monotonic()
+                        self._newest_planes = planes
             except WhipError as exc:
                 if exc.status in (401, 404, 413, 415, 422):
                     self._set("refused", str(exc))  # retrying will not help; still retried slowly

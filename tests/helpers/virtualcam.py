@@ -16,7 +16,8 @@ import numpy as np
 
 @dataclass
 class Recording:
-    """What a recording backend received: frames as (H, W, 3) uint8 in the camera's format."""
+    """What a recording backend received: frames as (H, W, 3) uint8 in the camera's format,
+    or (H * 3 / 2, W) planes for an I420 camera."""
 
     width: int = 0
     height: int = 0
@@ -45,6 +46,7 @@ def register_recording_backend(name: str = "recording", *, keep_frames: bool = T
     import pyvirtualcam
 
     recording = Recording(keep_frames=keep_frames)
+    i420 = pyvirtualcam.camera.encode_fourcc(pyvirtualcam.PixelFormat.I420.value)
 
     class RecordingBackend:
         def __init__(self, *, width: int, height: int, fps: float, fourcc: int,
@@ -56,7 +58,9 @@ def register_recording_backend(name: str = "recording", *, keep_frames: bool = T
             now = time.perf_counter_ns()
             with recording.lock:
                 recording.t_sent_ns.append(now)
-                if recording.keep_frames:
+                if recording.keep_frames and recording.fourcc == i420:
+                    recording.frames.append(frame.reshape(-1, recording.width).copy())
+                elif recording.keep_frames:
                     recording.frames.append(
                         frame.reshape(recording.height, recording.width, -1).copy()
                     )

@@ -137,3 +137,16 @@ def test_a_receiver_that_missed_the_start_has_the_picture_within_the_refresh() -
     shown = images[-refresh:]
     errors = [np.abs(d.astype(np.int16) - i).mean() for d, i in zip(tail, shown, strict=True)]
     assert max(errors) < 8, errors
+
+
+def test_the_encoder_frame_holds_opencvs_planes_at_every_even_size() -> None:
+    import cv2
+
+    rng = np.random.default_rng(7)
+    for height, width in ((720, 1280), (722, 1280), (270, 480)):  # 722, 270: not a 4-multiple
+        image = rng.integers(0, 256, (height, width, 3), np.uint8)
+        frame = to_video_frame(image)
+        assert (frame.format.name, frame.width, frame.height) == ("yuv420p", width, height)
+        assert np.array_equal(frame.to_ndarray(), cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420))
+    odd = to_video_frame(rng.integers(0, 256, (9, 16, 3), np.uint8))
+    assert odd.format.name == "bgr24"  # no 4:2:0 layout: the encoder converts it
