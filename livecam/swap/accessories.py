@@ -49,6 +49,9 @@ _RIM_MAX = 0.06  # a glasses rim is thinner than this (face widths)
 _BRIDGE = 168  # the nose's top between the eyes (MediaPipe), where a frame's bridge crosses
 _BRIDGE_COVER = 0.6  # share of the columns there a dark bridge must cross
 _SOURCE_REACH = 2  # px: a source's rim over a brow joins the rim this near (dark_accessories)
+# a source's beard takes the dark pixels connected to it within this reach (face widths), also
+# above the nose line: a tilted head's or a sideburn's strands, left as a dark streak otherwise
+_BEARD_REACH = 0.04
 
 
 def dark_accessories(image_bgr: ImageBGR, landmarks_xy: FloatArray,
@@ -60,30 +63,15 @@ def dark_accessories(image_bgr: ImageBGR, landmarks_xy: FloatArray,
     by a pixel, which cut the arc off: the source's texture takes 2 (t1-3's arc then goes);
     the live face keeps 0, as the identity judge scores its glasses kept in front against the
     swap (147 -> 139 of the hard set's 216 pairs with 2: docs/classic-swap.md)."""
-    from livecam.swap.skin import feature_mask
-
     xy = landmarks_xy[:468]
     h, w = image_bgr.shape[:2]
     width = geometry.face_width_px(xy)
-    face = np.zeros((h, w), np.uint8)
-    cv2.fillPoly(face, [np.round(xy[topology.face_oval] * 16).astype(np.int32)], (255,),
-                 cv2.LINE_8, 4)
-    # a little past the outline: a beard reaches the jaw's edge, where the swap's mask ends
-    edge = max(3, int(width * _EDGE_GROW)) | 1
-    face = np.asarray(cv2.dilate(face, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
-                                                                 (edge, edge))), np.uint8)
-    features = feature_mask((h, w), xy) > 0
-    inside = (face > 0) & ~features
-    if int(inside.sum()) < 64:
+    found = _darker_than_skin(image_bgr, xy, topology)
+    if found is None:
         return np.zeros((h, w), np.uint8)
-    light = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
-    median = float(np.median(light[inside]))
-    k = max(3, int(width * _LOCAL_SCALE)) | 1
-    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
-    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
-    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
-    local = np.where(reach > _MIN_REACH, local, shaded)
-    dark = (inside & (light < _DARK_RATIO * local)).astype(np.uint8) * 255
+    darker, light, local, face, features = found
+    inside = (face > 0) & ~features
+    dark = (inside & darker).astype(np.uint8) * 255
     # strands of a beard and the two edges of a frame join; specks of sensor noise go
     join = max(3, int(width * _JOIN)) | 1
     dark = np.asarray(cv2.morphologyEx(dark, cv2.MORPH_CLOSE, cv2.getStructuringElement(
@@ -101,6 +89,39 @@ def dark_accessories(image_bgr: ImageBGR, landmarks_xy: FloatArray,
         joined = np.isin(labels, touching[touching > 0]) & (deep > 0)
         dark[joined] = 255
     return np.asarray(dark, np.uint8)
+
+
+def _darker_than_skin(image_bgr: ImageBGR, xy: FloatArray, topology: MeshTopology,
+                      ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray, MaskU8,
+                                 npt.NDArray[np.bool_]] | None:
+    """(darker, lightness, local skin lightness, face, features) over the whole image: which
+    pixels are darker than ``_DARK_RATIO`` of the skin around them (anywhere: only the face's
+    own pixels set the reference), the Lab lightness, the reference, the face outline grown
+    by ``_EDGE_GROW`` (uint8 255) and the eyes, brows, lips and nose (bool); None for a face
+    too small to judge."""
+    from livecam.swap.skin import feature_mask
+
+    h, w = image_bgr.shape[:2]
+    width = geometry.face_width_px(xy)
+    face = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(face, [np.round(xy[topology.face_oval] * 16).astype(np.int32)], (255,),
+                 cv2.LINE_8, 4)
+    # a little past the outline: a beard reaches the jaw's edge, where the swap's mask ends
+    edge = max(3, int(width * _EDGE_GROW)) | 1
+    face = np.asarray(cv2.dilate(face, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
+                                                                 (edge, edge))), np.uint8)
+    features = feature_mask((h, w), xy) > 0
+    inside = (face > 0) & ~features
+    if int(inside.sum()) < 64:
+        return None
+    light = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
+    median = float(np.median(light[inside]))
+    k = max(3, int(width * _LOCAL_SCALE)) | 1
+    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
+    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
+    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
+    local = np.asarray(np.where(reach > _MIN_REACH, local, shaded), np.float32)
+    return light < _DARK_RATIO * local, light, local, face, features
 
 
 def _local_skin(light: FloatArray, skin: npt.NDArray[np.bool_], k: int,
@@ -183,6 +204,7 @@ def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     if not mask.any():
         return texture_bgr.copy()
     width = geometry.face_width_px(landmarks_xy[:468])
+    _grow_beard(mask, dark, landmarks_xy, round(width * _BEARD_REACH))
     grow = max(3, int(width * _FILL_GROW)) | 1
     hole = np.asarray(cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
                                                                  (grow, grow))), np.uint8)
@@ -193,8 +215,28 @@ def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     features = feature_mask((int(hole.shape[0]), int(hole.shape[1])), landmarks_xy[:468]) > 0
     thin = np.asarray(cv2.dilate(mask, np.ones((3, 3), np.uint8)), np.uint8)
     hole[features] = thin[features]
+    # filled from skin only: not from what is darker than the skin around it (strands the
+    # test left, a rim past the outline, a dark collar or background), which made grey or dark
+    # patches
+    keep = hole == 0
+    found = _darker_than_skin(texture_bgr, landmarks_xy[:468], topology)
+    if found is not None:
+        keep &= ~found[0]
     # narrow first: the nearest skin's colour and shading
-    return fill_hole(texture_bgr, hole, (hole == 0).astype(np.float32), width, (0.08, 0.2, 0.5))
+    return fill_hole(texture_bgr, hole, keep.astype(np.float32), width, (0.08, 0.2, 0.5))
+
+
+def _grow_beard(mask: MaskU8, dark_u8: MaskU8, landmarks_xy: FloatArray, reach_px: int) -> None:
+    """Add to ``mask`` (in place) the ``dark_u8`` pixels connected to its beard (its part below
+    the nose) through dark pixels within ``reach_px``: the strands the nose line cut off."""
+    hw = (int(mask.shape[0]), int(mask.shape[1]))
+    grown = np.asarray(mask & _below_nose(hw, landmarks_xy[:468]), np.uint8)
+    if not grown.any():
+        return
+    step = np.ones((3, 3), np.uint8)
+    for _ in range(max(1, reach_px)):
+        grown = np.asarray(cv2.dilate(grown, step), np.uint8) & dark_u8
+    mask |= grown
 
 
 def fill_hole(texture_bgr: ImageBGR, hole: npt.NDArray[np.uint8], keep: npt.NDArray[np.float32],

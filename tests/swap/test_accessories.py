@@ -120,3 +120,21 @@ def test_no_glasses_found_on_a_face_without(people: dict, topology: MeshTopology
         face = people[label][1]  # bare: the image without glasses
         dark = dark_accessories(face.image_bgr, face.landmarks_xy, topology)
         assert glasses_alpha(dark, face.landmarks_xy, (0, 0)) is None, label
+
+
+def test_a_sources_beard_leaves_no_dark_strands(people: dict, topology: MeshTopology) -> None:
+    """The beard's strands the nose line cut off (t1-2's mesh, found on the bearded photo,
+    puts the line below the beard's top at one mouth corner) go with the rest of the beard,
+    and the fill takes only skin around the hole, never the dark strands the test left nor
+    the dark collar below the jaw: of the drawn beard inside the face outline (what the swap
+    pastes), hardly any pixel stays darker than 0.62 of the bare photo's lightness there (the
+    darkness test's own ratio). Measured before: 12.9 %, after: 4.5 %."""
+    from livecam.swap.accessories import remove_accessories
+
+    worn, bare, beard = people["t1-2+beard"]
+    removed = remove_accessories(worn.image_bgr, worn.landmarks_xy, topology)
+    inside = beard & face_polygon(worn.landmarks_xy, beard.shape)
+    light = [np.asarray(cv2.cvtColor(im, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)[inside]
+             for im in (removed, bare.image_bgr)]
+    still_dark = float(np.mean(light[0] < 0.62 * light[1]))
+    assert still_dark < 0.07, f"{still_dark:.1%} of the beard inside the face stays dark"
