@@ -208,13 +208,17 @@ def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     grow = max(3, int(width * _FILL_GROW)) | 1
     hole = np.asarray(cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
                                                                  (grow, grow))), np.uint8)
-    # on the eyes and brows only the frame itself and its soft edge: grown there, the fill
-    # painted a rim's brow away with flat skin (the hard set's glasses "leak" was mostly that)
+    # on the eyes and brows, and everywhere above the nose line (a frame's edge is sharp),
+    # only the frame itself and its soft edge: grown there, the fill painted the brows and the
+    # skin around the rims flat (the hard set's glasses "leak" was mostly that, and the flat
+    # patches cost identity); a beard's strands below it take the wider margin
     from livecam.swap.skin import feature_mask
 
-    features = feature_mask((int(hole.shape[0]), int(hole.shape[1])), landmarks_xy[:468]) > 0
+    hw = (int(hole.shape[0]), int(hole.shape[1]))
+    thin_only = (feature_mask(hw, landmarks_xy[:468]) > 0) | (
+        _below_nose(hw, landmarks_xy[:468]) == 0)
     thin = np.asarray(cv2.dilate(mask, np.ones((3, 3), np.uint8)), np.uint8)
-    hole[features] = thin[features]
+    hole[thin_only] = thin[thin_only]
     # filled from skin only: not from what is darker than the skin around it (strands the
     # test left, a rim past the outline, a dark collar or background), which made grey or dark
     # patches

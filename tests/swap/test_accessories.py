@@ -138,3 +138,26 @@ def test_a_sources_beard_leaves_no_dark_strands(people: dict, topology: MeshTopo
              for im in (removed, bare.image_bgr)]
     still_dark = float(np.mean(light[0] < 0.62 * light[1]))
     assert still_dark < 0.07, f"{still_dark:.1%} of the beard inside the face stays dark"
+
+
+@pytest.mark.parametrize("source", ["astronaut+glasses", "t1-3+glasses"])
+def test_the_skin_beside_a_sources_rims_stays_its_own(source: str, people: dict,
+                                                      topology: MeshTopology) -> None:
+    """Painting out a frame paints the frame and its soft edge, not a margin of the skin
+    around it: the skin between 2 px and 3 % of the face width from the drawn frame keeps
+    the photo's own pixels (grown by 3 %, the fill laid flat patches round the rims and over
+    the brows). Measured before: 22.7 % (astronaut) and 12.8 % (t1-3) of that skin changed
+    by more than 12 grey levels; after: 7.9 % and 4.5 %."""
+    from livecam.swap.accessories import remove_accessories
+
+    worn, bare, frame = people[source]
+    removed = remove_accessories(worn.image_bgr, worn.landmarks_xy, topology)
+    width = float(np.ptp(worn.landmarks_xy[:, 0]))
+    k = int(width * 0.03) | 1
+    drawn = frame.astype(np.uint8)
+    near = cv2.dilate(drawn, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))) > 0
+    beside = near & ~(cv2.dilate(drawn, np.ones((5, 5), np.uint8)) > 0)
+    beside &= face_polygon(worn.landmarks_xy, frame.shape)
+    diff = np.abs(removed.astype(np.int16) - bare.image_bgr.astype(np.int16)).max(axis=2)
+    changed = float(np.mean(diff[beside] > 12))
+    assert changed < 0.1, f"{source}: {changed:.1%} of the skin beside the rims painted over"
