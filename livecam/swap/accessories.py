@@ -49,10 +49,15 @@ _RIM_MAX = 0.06  # a glasses rim is thinner than this (face widths)
 _BRIDGE = 168  # the nose's top between the eyes (MediaPipe), where a frame's bridge crosses
 _BRIDGE_COVER = 0.6  # share of the columns there a dark bridge must cross
 _SOURCE_REACH = 2  # px: a source's rim over a brow joins the rim this near (dark_accessories)
+# a source's beard takes the dark pixels connected to it within this reach (face widths), also
+# above the nose line: a tilted head's or a sideburn's strands, left as a dark streak otherwise
+_BEARD_REACH = 0.04
+_FULL_BEARD = 0.3
 
 
-def dark_accessories(image_bgr: ImageBGR, landmarks_xy: FloatArray,
-                     topology: MeshTopology, *, brow_reach_px: int = 0) -> MaskU8:
+def dark_accessories(
+    image_bgr: ImageBGR, landmarks_xy: FloatArray, topology: MeshTopology, *, brow_reach_px: int = 0
+) -> MaskU8:
     """(h, w) uint8, 255 on pixels of ``image_bgr`` (h, w, 3) uint8 that are accessories of
     the face with ``landmarks_xy`` (468+, 2) px in that image; 0 elsewhere (also outside it).
     ``brow_reach_px``: how far (px) a rim's arc over a brow may lie from the rim found outside
@@ -60,62 +65,92 @@ def dark_accessories(image_bgr: ImageBGR, landmarks_xy: FloatArray,
     by a pixel, which cut the arc off: the source's texture takes 2 (t1-3's arc then goes);
     the live face keeps 0, as the identity judge scores its glasses kept in front against the
     swap (147 -> 139 of the hard set's 216 pairs with 2: docs/classic-swap.md)."""
-    from livecam.swap.skin import feature_mask
-
     xy = landmarks_xy[:468]
     h, w = image_bgr.shape[:2]
     width = geometry.face_width_px(xy)
-    face = np.zeros((h, w), np.uint8)
-    cv2.fillPoly(face, [np.round(xy[topology.face_oval] * 16).astype(np.int32)], (255,),
-                 cv2.LINE_8, 4)
-    # a little past the outline: a beard reaches the jaw's edge, where the swap's mask ends
-    edge = max(3, int(width * _EDGE_GROW)) | 1
-    face = np.asarray(cv2.dilate(face, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
-                                                                 (edge, edge))), np.uint8)
-    features = feature_mask((h, w), xy) > 0
-    inside = (face > 0) & ~features
-    if int(inside.sum()) < 64:
+    found = _darker_than_skin(image_bgr, xy, topology)
+    if found is None:
         return np.zeros((h, w), np.uint8)
-    light = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
-    median = float(np.median(light[inside]))
-    k = max(3, int(width * _LOCAL_SCALE)) | 1
-    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
-    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
-    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
-    local = np.where(reach > _MIN_REACH, local, shaded)
-    dark = (inside & (light < _DARK_RATIO * local)).astype(np.uint8) * 255
+    darker, light, local, face, features = found
+    inside = (face > 0) & ~features
+    dark = (inside & darker).astype(np.uint8) * 255
     # strands of a beard and the two edges of a frame join; specks of sensor noise go
     join = max(3, int(width * _JOIN)) | 1
-    dark = np.asarray(cv2.morphologyEx(dark, cv2.MORPH_CLOSE, cv2.getStructuringElement(
-        cv2.MORPH_ELLIPSE, (join, join))), np.uint8) & inside.astype(np.uint8) * 255
-    dark = np.asarray(cv2.morphologyEx(dark, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8)),
-                      np.uint8)
+    dark = (
+        np.asarray(
+            cv2.morphologyEx(
+                dark, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (join, join))
+            ),
+            np.uint8,
+        )
+        & inside.astype(np.uint8) * 255
+    )
+    dark = np.asarray(cv2.morphologyEx(dark, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8)), np.uint8)
     # a rim crossing a brow: inside the features, only what is darker still and joins an
     # accessory found outside them (a brow of its own joins nothing)
     deep = (features & (face > 0) & (light < _DEEP_RATIO * local)).astype(np.uint8) * 255
     if deep.any() and dark.any():
         _, labels = cv2.connectedComponents(np.asarray(dark | deep, np.uint8), connectivity=8)
-        near = dark if brow_reach_px <= 0 else cv2.dilate(
-            dark, np.ones((2 * brow_reach_px + 1, 2 * brow_reach_px + 1), np.uint8))
+        near = (
+            dark
+            if brow_reach_px <= 0
+            else cv2.dilate(dark, np.ones((2 * brow_reach_px + 1, 2 * brow_reach_px + 1), np.uint8))
+        )
         touching = np.unique(labels[near > 0])
         joined = np.isin(labels, touching[touching > 0]) & (deep > 0)
         dark[joined] = 255
     return np.asarray(dark, np.uint8)
 
 
-def _local_skin(light: FloatArray, skin: npt.NDArray[np.bool_], k: int,
-                median: float) -> tuple[FloatArray, FloatArray]:
+def _darker_than_skin(
+    image_bgr: ImageBGR,
+    xy: FloatArray,
+    topology: MeshTopology,
+) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray, MaskU8, npt.NDArray[np.bool_]] | None:
+    """(darker, lightness, local skin lightness, face, features) over the whole image: which
+    pixels are darker than ``_DARK_RATIO`` of the skin around them (anywhere: only the face's
+    own pixels set the reference), the Lab lightness, the reference, the face outline grown
+    by ``_EDGE_GROW`` (uint8 255) and the eyes, brows, lips and nose (bool); None for a face
+    too small to judge."""
+    from livecam.swap.skin import feature_mask
+
+    h, w = image_bgr.shape[:2]
+    width = geometry.face_width_px(xy)
+    face = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(
+        face, [np.round(xy[topology.face_oval] * 16).astype(np.int32)], (255,), cv2.LINE_8, 4
+    )
+    # a little past the outline: a beard reaches the jaw's edge, where the swap's mask ends
+    edge = max(3, int(width * _EDGE_GROW)) | 1
+    face = np.asarray(
+        cv2.dilate(face, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (edge, edge))), np.uint8
+    )
+    features = feature_mask((h, w), xy) > 0
+    inside = (face > 0) & ~features
+    if int(inside.sum()) < 64:
+        return None
+    light = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
+    median = float(np.median(light[inside]))
+    k = max(3, int(width * _LOCAL_SCALE)) | 1
+    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
+    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
+    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
+    local = np.asarray(np.where(reach > _MIN_REACH, local, shaded), np.float32)
+    return light < _DARK_RATIO * local, light, local, face, features
+
+
+def _local_skin(
+    light: FloatArray, skin: npt.NDArray[np.bool_], k: int, median: float
+) -> tuple[FloatArray, FloatArray]:
     """Blurred lightness of the ``skin`` pixels (``median`` where none reach) and the share
     of skin within reach."""
     weight = skin.astype(np.float32)
-    num = np.asarray(cv2.blur(light * weight, (k, k), borderType=cv2.BORDER_REPLICATE),
-                     np.float32)
+    num = np.asarray(cv2.blur(light * weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
     den = np.asarray(cv2.blur(weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
     return (num + 1e-3 * median) / (den + 1e-3), den
 
 
-def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray,
-                     topology: MeshTopology) -> MaskU8:
+def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray, topology: MeshTopology) -> MaskU8:
     """The part of ``dark_u8`` (:func:`dark_accessories`) that is glasses (a frame with a
     bridge, :func:`glasses_alpha`) or a beard (dark over at least ``_BEARD_SHARE`` of the
     face below the nose); 0 on a clean face, whose creases, lash lines and nostril shadows
@@ -167,13 +202,23 @@ def _below_nose(shape_hw: tuple[int, int], xy: FloatArray) -> MaskU8:
     _, down, across, height = axes
     top = xy[2] - down * height * 0.04
     far = float(max(shape_hw)) * 2
-    return _fill_quad(mask, np.array([top - across * far, top + across * far,
-                                      top + across * far + down * far,
-                                      top - across * far + down * far], np.float32))
+    return _fill_quad(
+        mask,
+        np.array(
+            [
+                top - across * far,
+                top + across * far,
+                top + across * far + down * far,
+                top - across * far + down * far,
+            ],
+            np.float32,
+        ),
+    )
 
 
-def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
-                       topology: MeshTopology) -> ImageBGR:
+def remove_accessories(
+    texture_bgr: ImageBGR, landmarks_xy: FloatArray, topology: MeshTopology
+) -> ImageBGR:
     """``texture_bgr`` with its accessories (glasses, facial hair) replaced by the skin around
     them: the local mean colour of the pixels that are not accessories (a normalised blur,
     widened where the hole is large, so shading carries across it), feathered by a pixel.
@@ -183,22 +228,73 @@ def remove_accessories(texture_bgr: ImageBGR, landmarks_xy: FloatArray,
     if not mask.any():
         return texture_bgr.copy()
     width = geometry.face_width_px(landmarks_xy[:468])
+    _grow_beard(mask, dark, landmarks_xy, round(width * _BEARD_REACH), width, topology)
+    found = _darker_than_skin(texture_bgr, landmarks_xy[:468], topology)
     grow = max(3, int(width * _FILL_GROW)) | 1
-    hole = np.asarray(cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
-                                                                 (grow, grow))), np.uint8)
-    # on the eyes and brows only the frame itself and its soft edge: grown there, the fill
-    # painted a rim's brow away with flat skin (the hard set's glasses "leak" was mostly that)
+    hole = np.asarray(
+        cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow))), np.uint8
+    )
+    # on the eyes and brows, and everywhere above the nose line (a frame's edge is sharp),
+    # only the frame itself and its soft edge: grown there, the fill painted the brows and the
+    # skin around the rims flat (the hard set's glasses "leak" was mostly that, and the flat
+    # patches cost identity); a beard's strands below it take the wider margin
     from livecam.swap.skin import feature_mask
 
-    features = feature_mask((int(hole.shape[0]), int(hole.shape[1])), landmarks_xy[:468]) > 0
+    hw = (int(hole.shape[0]), int(hole.shape[1]))
+    thin_only = (feature_mask(hw, landmarks_xy[:468]) > 0) | (
+        _below_nose(hw, landmarks_xy[:468]) == 0
+    )
     thin = np.asarray(cv2.dilate(mask, np.ones((3, 3), np.uint8)), np.uint8)
-    hole[features] = thin[features]
+    hole[thin_only] = thin[thin_only]
+    # filled from skin only: not from what is darker than the skin around it (strands the
+    # test left, a rim past the outline, a dark collar or background), which made grey or dark
+    # patches
+    keep = hole == 0
+    if found is not None:
+        keep &= ~found[0]
     # narrow first: the nearest skin's colour and shading
-    return fill_hole(texture_bgr, hole, (hole == 0).astype(np.float32), width, (0.08, 0.2, 0.5))
+    return fill_hole(texture_bgr, hole, keep.astype(np.float32), width, (0.08, 0.2, 0.5))
 
 
-def fill_hole(texture_bgr: ImageBGR, hole: npt.NDArray[np.uint8], keep: npt.NDArray[np.float32],
-              width_px: float, scales: tuple[float, ...]) -> ImageBGR:
+def _grow_beard(
+    mask: MaskU8,
+    dark_u8: MaskU8,
+    landmarks_xy: FloatArray,
+    reach_px: int,
+    width_px: float,
+    topology: MeshTopology,
+) -> None:
+    """Add to ``mask`` (in place) the thin ``dark_u8`` lines connected to a full beard (dark
+    over ``_FULL_BEARD`` of the face below the nose) within ``reach_px``: strands the nose
+    line cut off. What is wider than a strand (``_JOIN``) stays, and so does all of a face
+    whose "beard" is thinner (stubble, or its own shadow: growing through it painted the
+    shadow away and cost the 8-person identity judge's Hanks)."""
+    xy = landmarks_xy[:468]
+    hw = (int(mask.shape[0]), int(mask.shape[1]))
+    lower = _below_nose(hw, xy) > 0
+    face = np.zeros(hw, np.uint8)
+    cv2.fillPoly(face, [np.round(xy[topology.face_oval]).astype(np.int32)], (255,))
+    if float(np.mean(dark_u8[lower & (face > 0)] > 0)) < _FULL_BEARD:
+        return
+    grown = np.asarray(mask * lower, np.uint8)
+    step = np.ones((3, 3), np.uint8)
+    for _ in range(reach_px):
+        grown = np.asarray(cv2.dilate(grown, step), np.uint8) & dark_u8
+    added = np.asarray(grown & ~mask, np.uint8)
+    wide = max(3, int(width_px * _JOIN)) | 1
+    broad = cv2.morphologyEx(
+        added, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide))
+    )
+    mask |= added & ~np.asarray(broad, np.uint8)
+
+
+def fill_hole(
+    texture_bgr: ImageBGR,
+    hole: npt.NDArray[np.uint8],
+    keep: npt.NDArray[np.float32],
+    width_px: float,
+    scales: tuple[float, ...],
+) -> ImageBGR:
     """``texture_bgr`` with the ``hole`` (uint8 mask, > 0 inside) painted with the local mean
     colour of the ``keep`` pixels (float weights): a normalised blur at each of ``scales`` (of
     ``width_px``) in turn, the first with enough kept pixels around a hole pixel winning,
@@ -208,8 +304,9 @@ def fill_hole(texture_bgr: ImageBGR, hole: npt.NDArray[np.uint8], keep: npt.NDAr
     todo = hole > 0
     for scale in scales:
         k = max(3, int(width_px * scale)) | 1
-        num = np.asarray(cv2.blur(image * keep[:, :, None], (k, k),
-                                  borderType=cv2.BORDER_REPLICATE), np.float32)
+        num = np.asarray(
+            cv2.blur(image * keep[:, :, None], (k, k), borderType=cv2.BORDER_REPLICATE), np.float32
+        )
         den = np.asarray(cv2.blur(keep, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
         ready = todo & (den > 0.15)
         fill[ready] = num[ready] / den[ready, None]
@@ -219,8 +316,9 @@ def fill_hole(texture_bgr: ImageBGR, hole: npt.NDArray[np.uint8], keep: npt.NDAr
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
 
 
-def eye_band(shape_hw: tuple[int, int], landmarks_xy: FloatArray,
-             origin_xy: tuple[int, int] = (0, 0)) -> MaskU8:
+def eye_band(
+    shape_hw: tuple[int, int], landmarks_xy: FloatArray, origin_xy: tuple[int, int] = (0, 0)
+) -> MaskU8:
     """(h, w) uint8 255 on the band across the eyes where glasses sit (follows head roll);
     ``landmarks_xy`` in frame pixels, the mask's (0, 0) at ``origin_xy``."""
     xy = landmarks_xy[:468] - np.asarray(origin_xy, np.float32)
@@ -232,9 +330,18 @@ def eye_band(shape_hw: tuple[int, int], landmarks_xy: FloatArray,
     half = float(geometry.face_width_px(xy)) * 0.75
     top = brow - down * height * _BAND_ABOVE
     bottom = brow + down * height * _BAND_BELOW
-    return _fill_quad(mask, np.array([top - across * half, top + across * half,
-                                      bottom + across * half, bottom - across * half],
-                                     np.float32))
+    return _fill_quad(
+        mask,
+        np.array(
+            [
+                top - across * half,
+                top + across * half,
+                bottom + across * half,
+                bottom - across * half,
+            ],
+            np.float32,
+        ),
+    )
 
 
 def _has_bridge(dark_u8: MaskU8, xy: FloatArray) -> bool:
@@ -252,8 +359,9 @@ def _has_bridge(dark_u8: MaskU8, xy: FloatArray) -> bool:
     return float(columns.mean()) >= _BRIDGE_COVER
 
 
-def glasses_alpha(dark_u8: MaskU8, landmarks_xy: FloatArray,
-                  origin_xy: tuple[int, int]) -> FloatArray | None:
+def glasses_alpha(
+    dark_u8: MaskU8, landmarks_xy: FloatArray, origin_xy: tuple[int, int]
+) -> FloatArray | None:
     """(h, w) float32 in [0, 1] over the face box: 1 on the live face's own dark glasses,
     softened by a pixel; None where it has none. ``dark_u8`` is :func:`dark_accessories` of
     the box (its (0, 0) at ``origin_xy`` in the frame, ``landmarks_xy`` in frame pixels):
@@ -264,8 +372,9 @@ def glasses_alpha(dark_u8: MaskU8, landmarks_xy: FloatArray,
     xy = landmarks_xy[:468] - np.asarray(origin_xy, np.float32)
     dark = np.asarray(dark_u8 & eye_band((h, w), xy), np.uint8)
     wide = max(3, int(geometry.face_width_px(xy) * _RIM_MAX)) | 1
-    blobs = cv2.morphologyEx(dark, cv2.MORPH_OPEN,
-                             cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide)))
+    blobs = cv2.morphologyEx(
+        dark, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide))
+    )
     dark = np.asarray(dark & ~np.asarray(blobs, np.uint8), np.uint8)
     if int(np.count_nonzero(dark)) < max(16, int(0.002 * h * w)) or not _has_bridge(dark, xy):
         return None
