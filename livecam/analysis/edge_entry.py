@@ -20,8 +20,10 @@ other) with depth is an edge hit on the frame its depth grew, the body advancing
 follower covers it like the detector's edge hits (stretched along the edge, remembered for a
 few frames and reaching further in as it ages, dropped on a face followed there).
 
-What changes in place is left out: a change that does not reach the outermost column (the leak
-clips' frame code, a moving thing inside the frame near the edge), a row whose depth went back
+What changes in place is left out: a change that does not reach the outermost columns (the leak
+clips' frame code, a moving thing inside the frame near the edge), a row that changed inside
+the band before it changed at the edge (someone going out at the edge: a row's depth grows as
+they leave too), a row whose depth went back
 to 0 within :data:`FLICKER_FRAMES` frames (a blinking light, a screen, a hand waved in and out:
 ignored for :data:`FLICKER_HOLD_FRAMES` frames from then), a band that changed nearly
 everywhere (:data:`MAX_CHANGED_SHARE`: a cut, the camera moved, the exposure jumped: the
@@ -86,6 +88,7 @@ class _Side:
         self.depth = [0] * rows  # each row's depth on the last frame
         self.since = [0] * rows  # frames the row has had depth
         self.entered = [-FLICKER_FRAMES - 1] * rows  # the frame it last came in
+        self.inside = [False] * rows  # changed inside the band, not at the edge, last frame
         self.quiet_until = [0] * rows  # left out up to this frame (flicker)
 
 
@@ -200,8 +203,16 @@ class EdgeEntry:
                     side.quiet_until[r] = frame + FLICKER_HOLD_FRAMES
                 side.entered[r] = frame
             side.since[r] = side.since[r] + 1 if spread[r] else 0
+        # a row that changed inside the band first came from inside the frame (someone going
+        # out at the edge, a hand moving by it): its depth growing is no entry
+        skip = [frame <= q or was for q, was in zip(side.quiet_until, side.inside, strict=True)]
+        inside = [any(row) for row in changed]
         before, side.depth = side.depth, spread
-        return _stretches(spread, before, [frame <= q for q in side.quiet_until])
+        side.inside = [
+            (i and not d) or (was and d > 0)
+            for i, d, was in zip(inside, spread, side.inside, strict=True)
+        ]
+        return _stretches(spread, before, skip)
 
 
 def _grid(h: int, w: int) -> tuple[int, int, int] | None:
@@ -228,10 +239,11 @@ def _depth(row: list[bool]) -> int:
     return d
 
 
-def _stretches(depth: list[int], before: list[int], quiet: list[bool]) -> list[tuple[int, int]]:
+def _stretches(depth: list[int], before: list[int], skip: list[bool]) -> list[tuple[int, int]]:
     """(first, end) of each stretch of rows with depth (at most GAP_ROWS apart, MIN_ROWS or
-    more of them) whose depth, summed over its rows not left out as flicker (``quiet``), grew
-    by MIN_GROWTH cells or more since ``before`` (the rows' depths on the last frame)."""
+    more of them) whose depth, summed over its rows not left out (``skip``: flicker, or come
+    from inside), grew by MIN_GROWTH cells or more since ``before`` (the rows' depths on the
+    last frame)."""
     out: list[tuple[int, int]] = []
     start = count = growth = 0
     last = -GAP_ROWS - 2
@@ -243,7 +255,7 @@ def _stretches(depth: list[int], before: list[int], quiet: list[bool]) -> list[t
                 out.append((start, last + 1))
             start, count, growth = r, 0, 0
         count += 1
-        if not quiet[r]:
+        if not skip[r]:
             growth += d - before[r]
         last = r
     if count >= MIN_ROWS and growth >= MIN_GROWTH:

@@ -363,6 +363,10 @@ class FaceFollower:
             # hits on a followed face are that face; on a box-only one, kept (edges.py)
             there = [o.box_xyxy for o in out if o.mesh is not None]
             boxed = [o.box_xyxy for o in out if o.mesh is None]
+            # an entry touching a followed face is that face's hair or shoulder moving by the
+            # edge (edge_entry.py): its cover would lie on the swap
+            rows = [b.tolist() for b in there]
+            changes = [c for c in changes if not edges.on_face(c[0].tolist(), rows, w, h, 0.0)]
             for box, score, _, age in self._edges.update(cut, index, there, (w, h), boxed,
                                                            changes):
                 cover = edges.cover_box(box.tolist(), w, h, age_frames=age)
