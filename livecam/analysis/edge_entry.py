@@ -10,26 +10,30 @@ edge with no face in view.
 
 What does tell it is the way it comes in. :class:`EdgeEntry` samples each side edge's band
 (:data:`BAND_SHARE` of the frame's width deep) on a coarse grid: :data:`COLUMNS` columns
-across it, one cell every :data:`CELL_SHARE` of the frame's height along it, each cell the sum
-of two points per colour. A cell is *changed* where it differs from the band's
-background (the cells as they were before anything came in; a cell that stays within
-:data:`CHANGED_LEVELS` follows the scene slowly, so light drifting is no change). A row's
-*depth* is how many of its cells from the outermost inward changed: something that came in
-over the edge. A stretch of at least :data:`MIN_ROWS` rows (within :data:`GAP_ROWS` of each
-other) with depth is an edge hit on the frame its depth grew, the body advancing inward; the
-follower covers it like the detector's edge hits (stretched along the edge, remembered for a
-few frames and reaching further in as it ages, dropped on a face followed there).
+across it, one row of cells every :data:`CELL_SHARE` of the frame's height along it, each cell
+per colour the sum of two points. A cell is *changed* where it differs from the band's
+background by :data:`CHANGED_LEVELS` (the cells as they were before anything came in; a cell
+that stays within that follows the scene, so light drifting is no change). A row's *depth* is
+how far its changed cells reach in from one of the two outermost columns (over single
+unchanged cells; the deepest of the row and its two neighbours, so a strand of hair does not
+make a row come and go): something that came in over the edge. A stretch of at least
+:data:`MIN_ROWS` rows (within :data:`GAP_ROWS` of each other) with depth, whose depth summed
+over its rows grew by :data:`MIN_GROWTH` cells since the last frame, is an edge hit: the body
+advancing inward. The follower covers it like the detector's edge hits (stretched along the
+edge, remembered for a few frames and reaching further in as it ages, dropped on a face
+followed there), unless it touches a face followed (that face's hair or shoulder).
 
 What changes in place is left out: a change that does not reach the outermost columns (the leak
-clips' frame code, a moving thing inside the frame near the edge), a row that changed inside
+clips' frame code, a moving thing inside the frame near the edge); a row that changed inside
 the band before it changed at the edge (someone going out at the edge: a row's depth grows as
-they leave too), a row whose depth went back
-to 0 within :data:`FLICKER_FRAMES` frames (a blinking light, a screen, a hand waved in and out:
-ignored for :data:`FLICKER_HOLD_FRAMES` frames from then), a band that changed nearly
-everywhere (:data:`MAX_CHANGED_SHARE`: a cut, the camera moved, the exposure jumped: the
-background is taken anew), and a row that has stayed changed for :data:`SETTLE_FRAMES` frames
-(it is the background now). The price: something that does enter at a side edge (a hand, a
-shoulder, a mug) is covered while it advances and for the edge memory's few frames after.
+they leave too); a row that came in again within :data:`FLICKER_FRAMES` frames of its last
+coming in (a blinking light, a screen, a hand waved in and out: ignored for
+:data:`FLICKER_HOLD_FRAMES` frames from then); a band that changed nearly everywhere
+(:data:`MAX_CHANGED_SHARE`: a cut, the camera moved, the exposure jumped: the background is
+taken anew); a row that has stayed changed for :data:`SETTLE_FRAMES` frames (it is the
+background now). The price: something that does enter at a side edge (a hand, a shoulder, a
+mug, the hair before a face) is covered while it advances and for the edge memory's few
+frames after.
 
 The whole step is small numpy on views of the frame (2 x 45 x 8 cells at 720p, sums and
 comparisons of at most :data:`~livecam.analysis.keepgil.MAX_HELD` numbers, no copies) and
