@@ -90,10 +90,10 @@ class _Side:
     def __init__(self, rows: int) -> None:
         self.background = [np.zeros((rows, COLUMNS), np.float32) for _ in range(3)]
         self.depth = [0] * rows  # each row's depth on the last frame
-        self.since = [0] * rows  # frames the row has had depth
-        self.entered = [-FLICKER_FRAMES - 1] * rows  # the frame it last came in
+        self.since: list[int | None] = [None] * rows  # the frame since which it has depth
+        self.entered: list[int | None] = [None] * rows  # the frame it last came in
         self.inside = [False] * rows  # changed inside the band, not at the edge, last frame
-        self.quiet_until = [0] * rows  # left out up to this frame (flicker)
+        self.quiet_until = [-1] * rows  # left out up to this frame (flicker)
 
 
 class EdgeEntry:
@@ -103,24 +103,26 @@ class EdgeEntry:
     def __init__(self) -> None:
         self._size: tuple[int, int] | None = None
         self._sides: list[_Side] = []
-        self._frames = 0
+        self._index = -1  # the last frame's index
         # scratch, (rows, COLUMNS) float32 each: the cells now (one per colour), a change
         self._now: list[np.ndarray] = []
         self._part = np.zeros((0, COLUMNS), np.float32)
         self._diff = np.zeros((0, COLUMNS), np.float32)
 
-    def hits(self, image_bgr: ImageBGR) -> list[Hit]:
+    def hits(self, image_bgr: ImageBGR, index: int) -> list[Hit]:
         """Edge hits (box (4,), score, keypoints (6, 2)) in frame px where a body advanced in
         over a side edge of ``image_bgr`` (H, W, 3) uint8 since the last call: each box spans
-        its stretch along the edge and as much across it, centred on the edge. None on the
-        first frame or a new size, or on a frame too small to watch."""
+        its stretch along the edge and as much across it, centred on the edge. ``index``: the
+        frame's index (input frames: live mode skips some, and the times here are in input
+        frames). None on the first frame, a new size or an index that went back (a new
+        stream), or on a frame too small to watch."""
         h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
         grid = _grid(h, w)
         if grid is None:
             return []
         cell, step, rows = grid
-        self._frames += 1
-        fresh = self._size != (h, w)
+        fresh = self._size != (h, w) or index <= self._index
+        self._index = index
         if fresh:
             self._size = (h, w)
             self._sides = [_Side(rows), _Side(rows)]
@@ -128,16 +130,16 @@ class EdgeEntry:
             self._part = np.zeros((rows, COLUMNS), np.float32)
             self._diff = np.zeros((rows, COLUMNS), np.float32)
         out: list[Hit] = []
-        for index, side in enumerate(self._sides):
-            self._sample(image_bgr, index == 1, cell, step, rows, w)
+        for k, side in enumerate(self._sides):
+            self._sample(image_bgr, k == 1, cell, step, rows, w)
             if fresh:
                 for bg, now in zip(side.background, self._now, strict=True):
                     copy_into(bg, now)
                 continue
-            for first, end in self._advanced(side):
+            for first, end in self._advanced(side, index):
                 y1, y2 = first * cell, end * cell
                 half = 0.5 * (y2 - y1)
-                x = 0.0 if index == 0 else float(w)
+                x = 0.0 if k == 0 else float(w)
                 box = np.array([x - half, y1, x + half, y2], np.float32)
                 marks = np.array([[x, 0.5 * (y1 + y2)]] * 6, np.float32)
                 out.append((box, SCORE, marks))
@@ -165,7 +167,7 @@ class EdgeEntry:
                     np.add(self._now[c], self._part, out=self._now[c])
             first = False
 
-    def _advanced(self, side: _Side) -> list[tuple[int, int]]:
+    def _advanced(self, side: _Side, index: int) -> list[tuple[int, int]]:
         """(first row, last row + 1) of each stretch of ``side`` whose depth grew this frame;
         the side's background and history brought up to date."""
         diff, part = self._diff, self._part
@@ -181,7 +183,7 @@ class EdgeEntry:
             for now, bg in zip(self._now, side.background, strict=True):
                 copy_into(bg, now)
             side.depth = [0] * rows
-            side.since = [0] * rows
+            side.since = [None] * rows
             return []
         # cells that stayed close follow the scene (light drifting); changed ones keep the
         # background they changed from
@@ -193,23 +195,27 @@ class EdgeEntry:
             np.add(bg, part, out=bg)
         depth = [_depth(row) for row in changed]
         for r, d in enumerate(depth):
-            if d and side.since[r] >= SETTLE_FRAMES:  # it stays: the background now
+            since = side.since[r]
+            if d and since is not None and index - since >= SETTLE_FRAMES:  # it stays there
                 for now, bg in zip(self._now, side.background, strict=True):
                     copy_into(bg[r], now[r])
                 depth[r] = 0
         # a row's depth is the deepest of it and its neighbours': a strand of hair, a gap in
         # it, does not make a row come and go
         spread = [max(depth[max(0, r - 1) : r + 2]) for r in range(rows)]
-        frame = self._frames
         for r in range(rows):
             if spread[r] and not side.depth[r]:  # came in (again)
-                if frame - side.entered[r] <= FLICKER_FRAMES:  # in, out and in: in place
-                    side.quiet_until[r] = frame + FLICKER_HOLD_FRAMES
-                side.entered[r] = frame
-            side.since[r] = side.since[r] + 1 if spread[r] else 0
+                last = side.entered[r]
+                if last is not None and index - last <= FLICKER_FRAMES:  # in, out, in: in place
+                    side.quiet_until[r] = index + FLICKER_HOLD_FRAMES
+                side.entered[r] = index
+            if not spread[r]:
+                side.since[r] = None
+            elif side.since[r] is None:
+                side.since[r] = index
         # a row that changed inside the band first came from inside the frame (someone going
         # out at the edge, a hand moving by it): its depth growing is no entry
-        skip = [frame <= q or was for q, was in zip(side.quiet_until, side.inside, strict=True)]
+        skip = [index <= q or was for q, was in zip(side.quiet_until, side.inside, strict=True)]
         inside = [any(row) for row in changed]
         before, side.depth = side.depth, spread
         side.inside = [

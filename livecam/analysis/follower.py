@@ -164,7 +164,7 @@ class FaceFollower:
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
         cut = self._edge_hits(image, whole, timings)
-        changes = self._edge_entries(image, timings)
+        changes = self._edge_entries(image, index, timings)
         obs, at_edge = self._observe(image, carried, strong, searched, index, timings, cut,
                                      changes)
 
@@ -270,14 +270,14 @@ class FaceFollower:
         timings["edges"] = (time.perf_counter_ns() - t) / 1e6
         return hits
 
-    def _edge_entries(self, image: ImageBGR, timings: dict[str, float],
+    def _edge_entries(self, image: ImageBGR, index: int, timings: dict[str, float],
                       ) -> list[tuple[np.ndarray, float, np.ndarray]]:
         """Where a body advanced in over a side edge (:mod:`livecam.analysis.edge_entry`):
         covered as edge hits before the detector scores its sliver."""
         if not self.config.edge_search:
             return []
         t = time.perf_counter_ns()
-        hits = self._edge_entry.hits(image)
+        hits = self._edge_entry.hits(image, index)
         timings["edges"] = timings.get("edges", 0.0) + (time.perf_counter_ns() - t) / 1e6
         return hits
 
