@@ -473,19 +473,23 @@ class EdgeMemory:
 
     def update(self, hits: list[Hit], index: int, faces: list[np.ndarray],
                size: tuple[int, int], covered: Sequence[np.ndarray] = (),
+               changes: Sequence[Hit] = (),
                ) -> list[tuple[np.ndarray, float, np.ndarray, int]]:
-        """This frame's hits plus the remembered ones no hit repeats, less those on one of
-        ``faces`` (boxes (4,) of the faces followed) or of ``covered`` (faces covered this
-        frame without a mesh) in a (W, H) frame: (box, score, keypoints, frames since it was
-        detected: 0 for this frame's). Those on ``faces`` are forgotten; those on ``covered``
-        are kept: such a face's box stays where it was last detected, while the hit's cover
-        reaches further in as it ages (:func:`cover_box`)."""
+        """This frame's hits (and ``changes``: where a body advanced in over a side edge,
+        :mod:`livecam.analysis.edge_entry`, which replace no remembered hit: a detector's
+        hit, aged, reaches further in than the change's box) plus the remembered ones no hit
+        repeats, less those on one of ``faces`` (boxes (4,) of the faces followed) or of
+        ``covered`` (faces covered this frame without a mesh) in a (W, H) frame: (box,
+        score, keypoints, frames since it was detected: 0 for this frame's). Those on
+        ``faces`` are forgotten; those on ``covered`` are kept: such a face's box stays where
+        it was last detected, while the hit's cover reaches further in as it ages
+        (:func:`cover_box`)."""
         from livecam.analysis.observations import overlaps
 
         w, h = size
         self._calls += 1
         rows = [b.tolist() for b in faces]
-        now = [(b, s, k, index, self._calls) for b, s, k in hits]
+        now = [(b, s, k, index, self._calls) for b, s, k in [*hits, *changes]]
         fresh = [b for b, _, _ in hits]
         older = [e for e in self._kept
                  if self._calls - e[4] < self.frames and 0 <= index - e[3] <= self.max_age

@@ -43,6 +43,7 @@ import numpy as np
 from livecam.analysis import edges, mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
+from livecam.analysis.edge_entry import EdgeEntry
 from livecam.analysis.keepgil import copy_into
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
@@ -122,6 +123,7 @@ class FaceFollower:
         self._hidden = HiddenFaces(config.lost_cover_frames)
         self._returns = ReturnWatch(fps)  # where a face was hidden longer (returning.py)
         self._edges = edges.EdgeMemory()
+        self._edge_entry = EdgeEntry()  # bodies entering at a side edge (edge_entry.py)
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
@@ -162,7 +164,9 @@ class FaceFollower:
         self.last_frame_detected = whole is not None or searched is not None
         strong, weak = self._split_weak(whole)
         cut = self._edge_hits(image, whole, timings)
-        obs, at_edge = self._observe(image, carried, strong, searched, index, timings, cut)
+        changes = self._edge_entries(image, index, timings)
+        obs, at_edge = self._observe(image, carried, strong, searched, index, timings, cut,
+                                     changes)
 
         t1 = time.perf_counter_ns()
         # from Python floats: an array of the (4,) arrays would copy each (see keepgil)
@@ -266,6 +270,17 @@ class FaceFollower:
         timings["edges"] = (time.perf_counter_ns() - t) / 1e6
         return hits
 
+    def _edge_entries(self, image: ImageBGR, index: int, timings: dict[str, float],
+                      ) -> list[tuple[np.ndarray, float, np.ndarray]]:
+        """Where a body advanced in over a side edge (:mod:`livecam.analysis.edge_entry`):
+        covered as edge hits before the detector scores its sliver."""
+        if not self.config.edge_search:
+            return []
+        t = time.perf_counter_ns()
+        hits = self._edge_entry.hits(image, index)
+        timings["edges"] = timings.get("edges", 0.0) + (time.perf_counter_ns() - t) / 1e6
+        return hits
+
     def _split_weak(self, whole: Faces | None) -> tuple[Faces | None, np.ndarray]:
         """This frame's detections as candidates (confident) and as evidence (weak: below the
         tracker's high_score_threshold, e.g. a half-hidden face) boxes (M, 4)."""
@@ -282,6 +297,7 @@ class FaceFollower:
                  searched: SearchResult | None, index: int,
                  timings: dict[str, float],
                  cut: list[tuple[np.ndarray, float, np.ndarray]],
+                 changes: list[tuple[np.ndarray, float, np.ndarray]],
                  ) -> tuple[list[Observation], list[tuple[int, Observation, Unswappable]]]:
         """Every face of this frame: followed (mesh) first, then box-only ones; and apart,
         the faces ``cut`` by the frame's edge that no observation is on (withheld NO_MESH
@@ -342,12 +358,17 @@ class FaceFollower:
         kept = self._box_only.update(box_only, seen, searched)
         out = obs + [o for o, _ in box_only] + kept
         at_edge: list[tuple[int, Observation, Unswappable]] = []
-        if cut or self._edges.remembered:
+        if cut or changes or self._edges.remembered:
             h, w = image.shape[:2]
             # hits on a followed face are that face; on a box-only one, kept (edges.py)
             there = [o.box_xyxy for o in out if o.mesh is not None]
             boxed = [o.box_xyxy for o in out if o.mesh is None]
-            for box, score, _, age in self._edges.update(cut, index, there, (w, h), boxed):
+            # an entry touching a followed face is that face's hair or shoulder moving by the
+            # edge (edge_entry.py): its cover would lie on the swap
+            rows = [b.tolist() for b in there]
+            changes = [c for c in changes if not edges.on_face(c[0].tolist(), rows, w, h, 0.0)]
+            for box, score, _, age in self._edges.update(cut, index, there, (w, h), boxed,
+                                                           changes):
                 cover = edges.cover_box(box.tolist(), w, h, age_frames=age)
                 at_edge.append((-1, Observation(cover, score, reason=Unswappable.NO_MESH),
                                 Unswappable.NO_MESH))
