@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from livecam.analysis.edges import strip_places
 from livecam.analysis.second_look import SECOND_LOOK_PX
 from livecam.core.errors import ConfigError
 from livecam.gpupipe.shapes import ShapePlan
@@ -77,9 +78,10 @@ def estimate(plan: ShapePlan, *, n_streams: int, keep_frames: int, hands: bool =
         + GENERATOR_BYTES_PER_FACE
     graphs = plan.slots * largest * per_face  # one pool per slot: its largest graph
     stack = plan.stack_frames * frame
-    # the edge search's pictures built on the device: a strip (the shorter side square) and
-    # a second look's, a place each in their stacks
-    pictures = plan.stack_frames * 3 * (side * side + SECOND_LOOK_PX * SECOND_LOOK_PX)
+    # the edge search's pictures built on the device: each stream's strips (a place each:
+    # a frame's are detected in one call) and a second look's
+    strips = sum(len(p.rows) * len(p.cols) for p in strip_places(plan.height_px, plan.width_px))
+    pictures = plan.stack_frames * 3 * (strips + SECOND_LOOK_PX * SECOND_LOOK_PX)
     kept = n_streams * keep_frames * frame
     networks = plan.network_graphs * NETWORK_GRAPH_BYTES
     return MemoryNeed((("swap slots' frames", slot_frames), ("swap graphs", graphs),

@@ -40,6 +40,16 @@ def test_only_the_streams_kept_frames_grow_with_the_streams() -> None:
     assert _need(32, **{"advanced.gpu.compile_paste": "false"}).total_bytes > many.total_bytes
 
 
+def test_the_plan_counts_each_streams_place_for_every_edge_strip() -> None:
+    """A frame's edge strips are built into a place each, for every stream the stack holds
+    (1080p: eight 1080x1080 pictures, 28 MB a stream); the plan counted one."""
+    config = load_config(None, ["swap.mode=neural"])
+    plan = plan_start(config, width_px=1920, height_px=1080)
+    frames = dict(_need(2).parts)["face networks' frames"]
+    strips = plan.stack_frames * 8 * 1080 * 1080 * 3
+    assert frames >= plan.stack_frames * 1920 * 1080 * 3 + strips
+
+
 def test_the_limit_is_the_setting_or_the_card_less_headroom() -> None:
     assert memory.limit_bytes(2.0, 4.0, "cpu") == 2 * memory.GB
     assert memory.limit_bytes(0.0, 4.0, "cpu") is None  # no card known: no limit
