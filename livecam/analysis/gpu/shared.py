@@ -243,7 +243,13 @@ class SharedFaceNetworks:
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call outside the graph, on the thread running a batch, gives the GIL up and queues to
         get it back. Without ``with_mesh`` (pictures): the plain detector's graphs only."""
-        per_call = self.frames_per_call * per_stream
+        # pictures: batches of the streams started with, not of every place the stack
+        # holds (advanced.pipeline.max_streams): a lone 1080p stream's graphs of up to 512
+        # pictures took 5.6 GB more on an H100 than one picture a call; streams added later
+        # have their pictures run in more calls
+        frames = self.frames_per_call if with_mesh else min(self.frames_per_call,
+                                                              self.n_streams)
+        per_call = frames * per_stream
         stack = FrameStack(self.stack_frames, height_px, width_px, self.device,
                            per_call=per_call, per_stream=per_stream)
         # pictures: the plain modules, not their compiled calls (a new size would compile)
@@ -253,7 +259,7 @@ class SharedFaceNetworks:
             outs_of: dict[int, tuple[torch.Tensor, ...]] = {}
             # pictures: whole frames' worth of them (a lone stream's strips: one bucket, not
             # 1, 2, 4 and 8 pictures; each new batch size costs seconds of cuDNN set-up)
-            for b in (per_stream * f for f in mesh_buckets(self.frames_per_call)):
+            for b in (per_stream * f for f in mesh_buckets(frames)):
                 with self.on_stream(self._side):
                     first = [d(stack.frames, None, stack.index_dev[:b]) for d in detectors]
                 outs_of[b] = tuple(t.clone() for found in first for t in found)

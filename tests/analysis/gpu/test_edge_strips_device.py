@@ -198,3 +198,24 @@ def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
             stage.process(Packet.from_frame(Frame(i, i * 33_000_000, frame), RuntimeState()))
         assert made == before  # no stack made on the stream's frames
         assert list(shared.batcher.sizes).count(len(strips)) == 3  # one batch a frame
+
+
+def test_a_pictures_stack_batches_the_streams_started_not_every_place_it_holds() -> None:
+    """The stacks hold a place for every stream the process may run
+    (``advanced.pipeline.max_streams``); the pictures' detector graphs were captured for
+    batches of all of them (a lone 1080p stream: up to 512 pictures, 5.6 GB more on an
+    H100). They are captured for the streams started with."""
+    from livecam.analysis.gpu.shared import SharedFaceNetworks
+
+    shared = SharedFaceNetworks(n_streams=1, stack_frames=4, device="cpu",
+                                detector_model="full", min_score=0.5)
+    nets = shared.slot_for(0)
+    nets.open()
+    try:
+        nets.prepare_pictures({(96, 96): 8})
+        stack = shared._picture_stacks[(96, 96)]
+        assert len(stack.frames) == 4 * 8  # every place the stack holds
+        assert set(stack.detect) == {8}  # one stream's pictures a call
+        assert set(shared.stack(96, 160).detect) == {1, 2, 4}  # frames: every place
+    finally:
+        nets.close()
