@@ -36,6 +36,28 @@ class _Step:
     params: dict[str, Any]
 
 
+#: Depthwise convolutions of fewer pictures than this run on PyTorch's own CUDA kernel rather
+#: than cuDNN's. cuDNN 9 (torch 2.11, H100) plans each depthwise convolution anew for every
+#: batch size, about 140 ms each: 2.4 s for the detector's first call at a new batch size and
+#: 1.7 s for the mesh's, on every thread, which made a lone stream's start 36 s of capturing
+#: graphs. PyTorch's kernel needs about 0.1 s and runs the detector's graph as fast up to 8
+#: pictures (16: 3.0 against 2.3 ms); from 32 pictures cuDNN is clearly faster (128: 9.5
+#: against 15.9 ms), so large batches keep it.
+CUDNN_DEPTHWISE_MIN_BATCH = 32
+
+
+def _conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+            p: dict[str, Any]) -> torch.Tensor:
+    """A conv step's convolution (see :data:`CUDNN_DEPTHWISE_MIN_BATCH`)."""
+    groups = p["groups"]
+    if (x.is_cuda and groups > 1 and groups == x.shape[1] and weight.shape[1] == 1
+            and x.shape[0] < CUDNN_DEPTHWISE_MIN_BATCH):
+        return torch.ops.aten._conv_depthwise2d(x, weight, list(weight.shape[2:]), bias,
+                                                list(p["stride"]), list(p["padding"]),
+                                                list(p["dilation"]))
+    return F.conv2d(x, weight, bias, p["stride"], p["padding"], p["dilation"], groups)
+
+
 def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
     """TF SAME padding for one axis: (before, after); the odd pixel goes after."""
     out = -(-size // stride)
@@ -240,8 +262,7 @@ class TfliteGraphModule(nn.Module):
                 if p["pre_pad"] is not None:
                     x = F.pad(x, p["pre_pad"])
                 bias = None if p["bias"] is None else getattr(self, p["bias"])
-                y = _activation(F.conv2d(x, getattr(self, p["weight"]), bias, p["stride"],
-                                         p["padding"], p["dilation"], p["groups"]), p["act"])
+                y = _activation(_conv2d(x, getattr(self, p["weight"]), bias, p), p["act"])
             elif step.kind in ("add", "mul"):
                 a, b = self._value(values, p["a"]), self._value(values, p["b"])
                 y = _activation(a + b if step.kind == "add" else a * b, p["act"])

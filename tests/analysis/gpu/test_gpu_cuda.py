@@ -116,3 +116,41 @@ def test_the_face_followers_networks_wait_on_urgent_streams() -> None:
         assert shared._side.priority == greatest  # type: ignore[attr-defined]
     finally:
         nets.close()
+
+
+def test_small_batches_run_depthwise_convolutions_on_torchs_kernel(short_detector,  # type: ignore[no-untyped-def]
+                                                                   t1_tiles_bgr) -> None:
+    """cuDNN plans every depthwise convolution anew per batch size (about 2.4 s for the
+    detector's first call, on each thread: a lone stream's start spent 36 s capturing graphs).
+    Batches below ``CUDNN_DEPTHWISE_MIN_BATCH`` run them on PyTorch's own kernel; larger ones
+    keep cuDNN; both find the same faces."""
+    import collections
+    import copy
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from livecam.analysis.gpu.tflite_torch import CUDNN_DEPTHWISE_MIN_BATCH
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: collections.Counter[str] = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.names[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    det = copy.deepcopy(short_detector).to("cuda").half()
+    small = torch.from_numpy(t1_tiles_bgr[:4]).cuda()
+    large = small.repeat(-(-CUDNN_DEPTHWISE_MIN_BATCH // 4), 1, 1, 1)
+    found = {}
+    for name, frames in (("small", small), ("large", large)):
+        with torch.no_grad(), Ops() as ops:
+            found[name] = det(frames)
+        if name == "small":
+            assert ops.names["_conv_depthwise2d"] > 0, ops.names
+        else:
+            assert ops.names["_conv_depthwise2d"] == 0, ops.names
+    assert torch.equal(found["small"].valid, found["large"].valid[:4])
+    err = (found["small"].boxes_xyxy_px - found["large"].boxes_xyxy_px[:4]).abs().max()
+    assert float(err) < 1.0
