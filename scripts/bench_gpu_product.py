@@ -66,6 +66,7 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                             state=RuntimeState(active_identity="astro", identities=("astro",)),
                             hotkeys=False)
     base_mib = _gpu_reserved_mib(empty=True)
+    _reset_gpu_peak()  # each run's own peak, not a run's before it in this process
     t0 = time.perf_counter()
     streams.start()  # opens the stages and captures their CUDA graphs before any output
     start_s = time.perf_counter() - t0
@@ -115,6 +116,8 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 # the whole process's CPU over the window, % of all the host's cores
                 "host_cpu_percent": 100.0 * process_cpu_s / (t2 - t1) / (os.cpu_count() or 1),
                 "gpu_peak_mib": _gpu_peak_mib(),
+                # what the caching allocator still held from before this run, emptied, MiB
+                "base_gpu_mib": None if math.isnan(base_mib) else base_mib,
                 # nvidia-smi's utilization.gpu over the window, %: min, mean, max, samples
                 "gpu_busy": busy.summary(),
                 # page-locked host memory torch's caching host allocator holds (the capture's
@@ -197,9 +200,17 @@ def _host_pinned_mib() -> dict[str, float] | None:
     return {k: float(v) / 2**20 for k, v in got.items()}
 
 
+def _reset_gpu_peak() -> None:
+    """Start :func:`_gpu_peak_mib`'s count again (nothing off CUDA)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
 def _gpu_peak_mib() -> float | None:
-    """The most memory torch's caching allocator reserved in this process, MiB (None off
-    CUDA)."""
+    """The most memory torch's caching allocator reserved since :func:`_reset_gpu_peak`, MiB
+    (what a run left cached before it counts in, see ``base_gpu_mib``; None off CUDA)."""
     import torch
 
     if not torch.cuda.is_available():
