@@ -59,9 +59,9 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # average 6-9); a face hidden behind a board (coming out at 10-20 % in view, 4-15 leaks, 0
 # since its place is watched, livecam.analysis.returning; 1-7 ghost frames at 20-30 % hidden,
 # input frames 7-8 and 61, 0 in three table runs against 1-6 before since the faces' looks,
-# livecam.analysis.occluders, 2026-12-06, load average 4-7); leaving and coming back (2-3/121, then 0) is back below:
-# docs/fail-closed.md. Issue 39 items 6-7 stay open until these pass;
-# strict=False because a loaded host changes which frames are dropped.
+# livecam.analysis.occluders, 2026-12-06, load average 4-7); leaving and coming back
+# (2-3/121, then 0) is back below: docs/fail-closed.md. Issue 39 items 6-7 stay open until
+# these pass; strict=False because a loaded host changes which frames are dropped.
 #: leave_reenter: 0 in the branch's live runs, but the final CI run judged its three-quarter
 #: face's swap at 0.3993 and 0.3999 (input frame 18), at the 0.40 threshold
 KNOWN_LEAKS = {"slide_top", "slide_bottom", "crossing", "half_hidden", "leave_reenter"}
