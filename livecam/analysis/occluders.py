@@ -36,8 +36,8 @@ is compared with its look from before and the board still over it shows; a face 
 partly hidden has no look to compare with.
 
 The whole step is Python on 3 x :data:`GRID` x :data:`GRID` numbers, the pixels read one by
-one (``ndarray.item``), so it keeps the GIL (``tests/test_keeps_gil.py``); about 0.26 ms a face
-(``python -m scripts.bench_occluders``).
+one (``ndarray.item``), so it keeps the GIL (``tests/test_keeps_gil.py``); 0.28-0.36 ms a face
+at the median on the 2-core development machine (``python -m scripts.bench_occluders``).
 """
 
 from __future__ import annotations

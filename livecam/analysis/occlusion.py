@@ -9,7 +9,10 @@ board. A followed face whose own detection this frame is weak (under the tracker
 ``high_score_threshold``, the score a face needs to be followed at all) and well under its
 best strong one earlier is withheld (``NO_MESH``: the cover at once, never the held swap).
 A frame where the detector misses the face altogether says nothing (the detector misses a
-face now and then): it stays swapped.
+face now and then): it stays swapped. While the first 20-30 % of a face is covered the score
+stays over the threshold (0.72 and 0.64 on ``hidden``): a face whose look shows something
+reaching in over it from a side (:mod:`livecam.analysis.occluders`) is withheld once its score
+is :data:`SIDE_DROP` under its best, however strong it still is.
 """
 
 from __future__ import annotations
