@@ -44,7 +44,7 @@ from livecam.analysis import edges, mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.edge_entry import EdgeEntry
-from livecam.analysis.keepgil import copy_into
+from livecam.analysis.keepgil import box_of, copy_into
 from livecam.analysis.landmarks import six_keypoints
 from livecam.analysis.memory import BoxOnlyMemory, HiddenFaces
 from livecam.analysis.networks import DeferredTileSearch, FaceNetworks, TileSearch
@@ -58,6 +58,7 @@ from livecam.analysis.observations import (
     mesh_observation,
     overlaps,
 )
+from livecam.analysis.occluders import Advancing
 from livecam.analysis.occlusion import PartlyHidden
 from livecam.analysis.returning import ReturnWatch
 from livecam.analysis.roi import (
@@ -125,6 +126,7 @@ class FaceFollower:
         self._edges = edges.EdgeMemory()
         self._edge_entry = EdgeEntry()  # bodies entering at a side edge (edge_entry.py)
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
+        self._advancing = Advancing()  # something sliding over a followed face (occluders.py)
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
@@ -177,7 +179,12 @@ class FaceFollower:
         t2 = time.perf_counter_ns()
         timings["track"] = (t2 - t1) / 1e6
         faces, withheld = self._assemble(obs, result, gap / self.fps, size, index, weak)
-        hid = self._partly_hidden.update(faces, whole, set(self._scores))
+        known = set(self._scores)
+        ids = faces.track_ids.tolist()
+        # something sliding over a face from a side (occluders.py), and the face's own
+        # detection weaker for it (occlusion.py)
+        over = self._advancing.update(image, ids, [box_of(self._marks[t]) for t in ids], known)
+        hid = self._partly_hidden.update(faces, whole, known, set(over))
         if hid:  # covered, so no swap is painted on what hides them (occlusion.py)
             keep = np.ones(len(faces), bool)
             keep[hid] = False

@@ -9,7 +9,10 @@ board. A followed face whose own detection this frame is weak (under the tracker
 ``high_score_threshold``, the score a face needs to be followed at all) and well under its
 best strong one earlier is withheld (``NO_MESH``: the cover at once, never the held swap).
 A frame where the detector misses the face altogether says nothing (the detector misses a
-face now and then): it stays swapped.
+face now and then): it stays swapped. While the first 20-30 % of a face is covered the score
+stays over the threshold (0.72 and 0.64 on ``hidden``): a face whose look shows something
+reaching in over it from a side (:mod:`livecam.analysis.occluders`) is withheld once its score
+is :data:`SIDE_DROP` under its best, however strong it still is.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ def own_scores(faces: Faces, detections: Faces) -> list[float | None]:
 #: one (``hidden``: 0.84 in view, 0.36-0.5 with 40-50 % hidden), not only under the threshold:
 #: a small face in a group hovers around it with sensor noise (t1's, 0.55-0.65).
 SCORE_DROP = 0.2
+#: A face that something advances over from a side (:mod:`livecam.analysis.occluders`) is
+#: withheld when its detection scores this much under its best, however strong it still is
+#: (``hidden``: 0.90 in view, 0.72 and 0.64 with 20 and 30 % of it covered as the board comes,
+#: 0.62-0.71 with 30-20 % still covered as it goes).
+SIDE_DROP = 0.15
 
 
 class PartlyHidden:
@@ -52,9 +60,12 @@ class PartlyHidden:
         self.high_score = high_score
         self._best: dict[int, float] = {}
 
-    def update(self, faces: Faces, detections: Faces | None, known: set[int]) -> list[int]:
+    def update(self, faces: Faces, detections: Faces | None, known: set[int],
+               advancing: set[int] | frozenset[int] = frozenset()) -> list[int]:
         """Indices of ``faces`` to withhold; ``known``: the track ids still remembered
-        (followed, lost or covered), the others are forgotten."""
+        (followed, lost or covered), the others are forgotten; ``advancing``: indices of
+        ``faces`` that something advances over from a side (withheld at a drop of
+        :data:`SIDE_DROP`, whatever their score)."""
         for tid in [t for t in self._best if t not in known]:
             del self._best[tid]
         if detections is None or not len(faces) or not len(detections):
@@ -64,8 +75,12 @@ class PartlyHidden:
                                              own_scores(faces, detections), strict=True)):
             if score is None:
                 continue
+            best = self._best.get(tid, 0.0)
             if score >= self.high_score:
-                self._best[tid] = max(score, self._best.get(tid, 0.0))
-            elif score < self._best.get(tid, 0.0) - SCORE_DROP:
+                self._best[tid] = max(score, best)
+            elif score < best - SCORE_DROP:
+                out.append(i)
+                continue
+            if i in advancing and score < best - SIDE_DROP:
                 out.append(i)
         return out

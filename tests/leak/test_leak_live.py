@@ -47,10 +47,7 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 
 # Still leaking, counted from the first visible pixel (CPU, live, the defaults, edge search on;
 # `scripts/leak_table.py`, 2026-12-05, load average 4-8, docs/fail-closed.md): a face sliding
-# in from the top 0-9/101; a face hidden behind a board 4/76 (coming out at 10-20 % in view,
-# its lost cover expired; 15/79 in a rerun; since its place is watched, livecam.analysis.
-# returning, 0/85 live and 0 in 13 offline drop patterns, 12 before) and 0-7 ghost frames at
-# 20-30 % hidden (input frames 7-8 and 61, still open); two faces
+# in from the top 0-9/101; two faces
 # crossing 7-8/252-305 live (2/331 later: input frame 32, the face behind at 9 % in view); a
 # board over half a face 0 leaks, 0 ghost frames in two table runs but 1-3 (input frames
 # 21-22, the board's edge on the face) in two test runs; a face sliding in from the bottom
@@ -59,13 +56,15 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # 12-17): a face entering from the side (was 0-6/316); a face sliding in from the left (was
 # 0-3/95-101 live and 3 offline, 7-19 % in view, before the edge search finds it; covered as
 # it comes in since livecam.analysis.edge_entry: 0 in four live runs, 2026-12-06, load
-# average 6-9); leaving and coming back (2-3/121, then 0) is back below:
-# docs/fail-closed.md. Issue 39 items 6-7 stay open until these pass;
-# strict=False because a loaded host changes which frames are dropped.
+# average 6-9); a face hidden behind a board (coming out at 10-20 % in view, 4-15 leaks, 0
+# since its place is watched, livecam.analysis.returning; 1-7 ghost frames at 20-30 % hidden,
+# input frames 7-8 and 61, 0 in three table runs against 1-6 before since the faces' looks,
+# livecam.analysis.occluders, 2026-12-06, load average 4-7); leaving and coming back
+# (2-3/121, then 0) is back below: docs/fail-closed.md. Issue 39 items 6-7 stay open until
+# these pass; strict=False because a loaded host changes which frames are dropped.
 #: leave_reenter: 0 in the branch's live runs, but the final CI run judged its three-quarter
 #: face's swap at 0.3993 and 0.3999 (input frame 18), at the 0.40 threshold
-KNOWN_LEAKS = {"slide_top", "slide_bottom", "hidden", "crossing", "half_hidden",
-               "leave_reenter"}
+KNOWN_LEAKS = {"slide_top", "slide_bottom", "crossing", "half_hidden", "leave_reenter"}
 
 
 @pytest.mark.parametrize("name", [
