@@ -128,13 +128,16 @@ def _decode_cpu_ms(clip: Path, frames: int = 150) -> float:
     return (time.process_time() - t0) * 1000 / max(1, n)
 
 
-def _thin(server: Server, work: Path, seconds: float, fps: float) -> dict[str, Any]:
-    """One thin client against ``server``: its CPU and the server's over ``seconds``."""
+def _thin(server: Server, work: Path, seconds: float, fps: float,
+          settings: list[str]) -> dict[str, Any]:
+    """One thin client against ``server`` (``settings``: more ``--set`` of the client): its
+    CPU and the server's over ``seconds``."""
     clip = work / "clip.y4m"
     write_raw_clip(leak_clips()["still_2"], clip)
     client = start_thin_client(work, server.url, "--input", f"file:{clip}", "--output",
                                "null", "--set", "advanced.capture.loop=true",
                                "--set", f"capture.fps={fps:g}", "--set", "control.hotkeys=false",
+                               *(a for kv in settings for a in ("--set", kv)),
                                token=server.tokens["bench"])
     try:
         wait_for("swapped frames came back", lambda: (client.remote().get("last_frame_age_s")
@@ -170,6 +173,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--thin", action="store_true",
                         help="the thin client's CPU (`livecam run --remote`), not latency")
+    parser.add_argument("--client-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="--thin: a setting of the thin client (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench_remote.json"))
     args = parser.parse_args()
     if args.thin:
@@ -215,7 +220,7 @@ def _main_thin(args: argparse.Namespace) -> None:
                          identity=None if args.no_swap else "astro", users=("bench",),
                          start_timeout_s=180)
     try:
-        row = _thin(server, work, args.seconds, args.fps)
+        row = _thin(server, work, args.seconds, args.fps, args.client_set)
     finally:
         server.stop()
     load = os.getloadavg()
