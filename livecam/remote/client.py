@@ -86,10 +86,6 @@ class FrameFeed:
         if waker is not None:
             waker()
 
-    def take(self) -> ImageBGR | None:
-        with self._lock:
-            return self._newest
-
     def newest(self) -> tuple[ImageBGR | None, int, float]:
         """The newest frame, how many frames were put so far, and when the newest was."""
         with self._lock:
