@@ -308,11 +308,17 @@ def build_remote_streams(config: Config, *, pairs: Sequence[tuple[str, str]],
     """The thin client's one stream: its only stage swaps on ``remote``
     (:class:`~livecam.remote.thin.RemoteSwapStage`), and the local hotkeys, preview keys and
     control API act on the server's session through it (this machine's library is not
-    read). Raises :class:`ValueError` for more than one pair."""
+    read). Raises :class:`ValueError` for more than one pair.
+
+    The stage runs on the scheduler's own thread whatever ``advanced.pipeline.threads`` says:
+    it only hands the frame to the session's thread, so a second pipeline thread would do
+    nothing but pass each frame on (one more thread woken a frame, and a hop of latency)."""
     from livecam.remote.thin import RemoteSwapStage
 
     if len(pairs) != 1:
         raise ValueError("a remote swap takes one input/output pair")
+    config = dataclasses.replace(
+        config, pipeline=dataclasses.replace(config.pipeline, threads=1))
     stage = RemoteSwapStage(remote.url, remote.token, fps=config.capture.fps,
                             identity=remote.identity, photo=remote.photo,
                             photo_alias=remote.photo_alias)

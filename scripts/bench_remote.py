@@ -16,11 +16,14 @@ converted from BGR by OpenCV) and runs `livecam run --input file:CLIP.y4m --remo
 --output null` (a subprocess, as a user runs it; the file looped at its 30 fps, 1280x720)
 against the server; once swapped frames come back, samples the client's and the server's
 process CPU (``/proc``, Linux) over --seconds: % of one core and ms per camera frame, beside
-what reading the same file to BGR costs alone. Raw frames, because a camera delivers raw
-frames: a webcam gives YUYV or NV12 (or MJPEG) that its driver's reader converts to BGR,
-about 0.6 ms at 720p for YUYV through OpenCV, against 0.7 ms for this file's read and
-conversion. A coded file (H.264, what this bench fed before) cost the client 7.8 ms of
-decoding per frame that no camera has, a third of what was measured.
+what reading the same file to BGR costs alone, and the median wait of the client's last 100
+camera frames between reaching its WHIP feed and going to the encoder (``send_wait_ms`` of
+its status; ``repeats_sent``: frames it sent again). ``--client-set KEY=VALUE``: a setting
+of the client. Raw frames, because a camera delivers raw frames: a webcam gives YUYV or
+NV12 (or MJPEG) that its driver's reader converts to BGR, about 0.6 ms at 720p for YUYV
+through OpenCV, against 0.7 ms for this file's read and conversion. A coded file (H.264,
+what this bench fed before) cost the client 7.8 ms of decoding per frame that no camera
+has, a third of what was measured.
 
     python -m scripts.bench_remote --thin --no-swap --seconds 20   # the most frames back
 """
@@ -128,13 +131,16 @@ def _decode_cpu_ms(clip: Path, frames: int = 150) -> float:
     return (time.process_time() - t0) * 1000 / max(1, n)
 
 
-def _thin(server: Server, work: Path, seconds: float, fps: float) -> dict[str, Any]:
-    """One thin client against ``server``: its CPU and the server's over ``seconds``."""
+def _thin(server: Server, work: Path, seconds: float, fps: float,
+          settings: list[str]) -> dict[str, Any]:
+    """One thin client against ``server`` (``settings``: more ``--set`` of the client): its
+    CPU and the server's over ``seconds``."""
     clip = work / "clip.y4m"
     write_raw_clip(leak_clips()["still_2"], clip)
     client = start_thin_client(work, server.url, "--input", f"file:{clip}", "--output",
                                "null", "--set", "advanced.capture.loop=true",
                                "--set", f"capture.fps={fps:g}", "--set", "control.hotkeys=false",
+                               *(a for kv in settings for a in ("--set", kv)),
                                token=server.tokens["bench"])
     try:
         wait_for("swapped frames came back", lambda: (client.remote().get("last_frame_age_s")
@@ -148,15 +154,20 @@ def _thin(server: Server, work: Path, seconds: float, fps: float) -> dict[str, A
     finally:
         client.kill()
     wall = t1 - t0
-    frames = after["frames"]["captured"] - before["frames"]["captured"]
+    # the camera's rate over the two status documents' own times: each `livecam ctl` call
+    # takes a while, which the CPU samples between them do not span
+    fps = (after["frames"]["captured"] - before["frames"]["captured"]) / max(
+        1e-9, after["uptime_s"] - before["uptime_s"])
     remote = after["remote_engines"]["remote"]
     read_ms = _decode_cpu_ms(clip)
     clip.unlink()  # 83 MB of raw frames, made again by the next run
     return {"client_cpu_percent": round((c1 - c0) / wall * 100, 1),
-            "client_ms_per_frame": round((c1 - c0) * 1000 / max(1, frames), 2),
+            "client_ms_per_frame": round((c1 - c0) * 1000 / max(1e-9, fps * wall), 2),
             "server_cpu_percent": round((s1 - s0) / wall * 100, 1),
-            "camera_fps": round(frames / wall, 1),
+            "camera_fps": round(fps, 1),
             "input_read_ms_per_frame": round(read_ms, 2),
+            "send_wait_ms": remote.get("send_wait_ms"),
+            "repeats_sent": remote.get("repeats_sent"),
             "covered_frames": remote["covered_frames"], "state": remote["state"],
             "seconds": round(wall, 1)}
 
@@ -170,6 +181,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--thin", action="store_true",
                         help="the thin client's CPU (`livecam run --remote`), not latency")
+    parser.add_argument("--client-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="--thin: a setting of the thin client (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench_remote.json"))
     args = parser.parse_args()
     if args.thin:
@@ -215,15 +228,15 @@ def _main_thin(args: argparse.Namespace) -> None:
                          identity=None if args.no_swap else "astro", users=("bench",),
                          start_timeout_s=180)
     try:
-        row = _thin(server, work, args.seconds, args.fps)
+        row = _thin(server, work, args.seconds, args.fps, args.client_set)
     finally:
         server.stop()
     load = os.getloadavg()
     print(f"{'client % core':>13} {'client ms/frame':>15} {'input read ms':>13} "
-          f"{'camera fps':>10} {'server % core':>13}")
+          f"{'camera fps':>10} {'send wait ms':>12} {'server % core':>13}")
     print(f"{row['client_cpu_percent']:>13} {row['client_ms_per_frame']:>15} "
           f"{row['input_read_ms_per_frame']:>13} {row['camera_fps']:>10} "
-          f"{row['server_cpu_percent']:>13}")
+          f"{row['send_wait_ms']!s:>12} {row['server_cpu_percent']:>13}")
     doc = {"command": " ".join(sys.argv), "swap": "none" if args.no_swap else "classic",
            "size": "1280x720", "fps": args.fps, "host": platform.node(),
            "cpus": os.cpu_count(), "loadavg": load, "thin": row}

@@ -95,7 +95,9 @@ class PipelineConfig:
                         "the previous frame's swap (more frames per second where a core is "
                         "free; each hop still holds one frame, but when the stages cannot keep "
                         "up with the camera a frame may wait one swap at the hop: set 1 for the "
-                        "lowest latency on a busy CPU). More splits the stages one per thread.",
+                        "lowest latency on a busy CPU). More splits the stages one per thread. "
+                        "The thin client (run --remote) always takes 1: its one stage only "
+                        "hands frames on.",
                         range=(1, 4))
     gil_switch_interval_ms: float = knob(
         0.25, "Python's thread switch interval while livecam runs, ms (Python's own is 5): a "

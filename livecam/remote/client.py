@@ -16,6 +16,7 @@ import contextlib
 import fractions
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from livecam.core.errors import LivecamError
 from livecam.core.types import ImageBGR, ImageI420
 from livecam.remote.encoding import H264PacketEncoder, prefer_h264, sent_codec, to_video_frame
 
+#: How many of the last sent frames' waits :meth:`FrameFeed.send_waits_ms` keeps
+_WAITS_KEPT = 100
 #: A received picture's I420 planes, made on first call (see :func:`lazy_planes_i420`)
 PlanesI420 = Callable[[], ImageI420]
 
@@ -55,29 +58,63 @@ class WhipError(LivecamError, ConnectionError):
 
 
 class FrameFeed:
-    """Frames to send, newest only: ``put`` from any thread; the outgoing track takes one per
-    ``1/fps`` (repeating the last one when none came, so the link keeps its pace) and calls
-    ``on_sent(image)`` just before handing each to the encoder."""
+    """Frames to send, newest only: ``put`` from any thread. The outgoing track
+    (:func:`feed_track`) sends each new frame as it arrives (the camera's own pace: no wait
+    for a tick of its own), repeats the last one when no new one came (1.5 intervals of
+    ``1/fps`` after a new frame, then every interval: the link keeps its pace), and calls
+    ``on_sent(image)`` just before handing each to the encoder. ``send_waits_ms()``: how long
+    the last new frames waited between ``put`` and going to the encoder; ``repeats``: how
+    many repeats went."""
 
     def __init__(self, *, fps: float, on_sent: Callable[[ImageBGR], None] | None = None) -> None:
         self.fps = fps
         self.on_sent = on_sent
         self._lock = threading.Lock()
         self._newest: ImageBGR | None = None
+        self._puts = 0  # frames put so far: a new one since the last send when it grew
+        self._t_put = 0.0  # time.monotonic() of the newest put
+        self._waker: Callable[[], None] | None = None
+        self._waits_ms: deque[float] = deque(maxlen=_WAITS_KEPT)
+        self.repeats = 0  # frames sent again because no new one came
 
     def put(self, image_bgr: ImageBGR) -> None:
         with self._lock:
             self._newest = image_bgr
+            self._puts += 1
+            self._t_put = time.monotonic()
+            waker = self._waker
+        if waker is not None:
+            waker()
 
-    def take(self) -> ImageBGR | None:
+    def newest(self) -> tuple[ImageBGR | None, int, float]:
+        """The newest frame, how many frames were put so far, and when the newest was."""
         with self._lock:
-            return self._newest
+            return self._newest, self._puts, self._t_put
+
+    def wake_with(self, waker: Callable[[], None] | None) -> None:
+        """``waker()`` is called (on the putting thread) after each ``put``."""
+        with self._lock:
+            self._waker = waker
+
+    def record_send(self, wait_s: float | None) -> None:
+        """A frame went to the encoder: a new one that waited ``wait_s`` since its ``put``,
+        or (None) a repeat."""
+        with self._lock:
+            if wait_s is None:
+                self.repeats += 1
+            else:
+                self._waits_ms.append(wait_s * 1000.0)
+
+    def send_waits_ms(self) -> list[float]:
+        """The last new frames' waits between ``put`` and the encoder, ms, oldest first."""
+        with self._lock:
+            return list(self._waits_ms)
 
 
 def feed_track(feed: FrameFeed) -> Any:
-    """An aiortc video track sending ``feed``'s newest frame every ``1/feed.fps`` s, each as
-    :func:`to_video_frame` makes it, stamped on a 90 kHz clock. Event loop only. Its
-    ``encoder`` (None: aiortc encodes the frames) is set to an
+    """An aiortc video track sending ``feed``'s frames (see :class:`FrameFeed`), each as
+    :func:`to_video_frame` makes it, stamped on a 90 kHz clock from the time it is sent.
+    Event loop only. Its ``encoder`` (None: aiortc encodes the frames) is set to an
     :class:`~livecam.remote.encoding.H264PacketEncoder` once the answer says H.264: the
     track then hands aiortc packets encoded here."""
     from aiortc.mediastreams import MediaStreamTrack
@@ -88,8 +125,12 @@ def feed_track(feed: FrameFeed) -> Any:
 
         def __init__(self) -> None:
             super().__init__()
-            self._t0: float | None = None
-            self._n = 0
+            self._t0_ns: int | None = None
+            self._t_sent = -1e9  # time.monotonic() of the last send
+            self._sent_puts = 0  # feed's put count at the last send
+            self._last_new = True  # the last send was a new frame, not a repeat
+            self._frame_due: asyncio.Future[None] | None = None
+            self._woken_by: asyncio.AbstractEventLoop | None = None
             self.encoder: H264PacketEncoder | None = None
 
         async def recv(self) -> VideoFrame | Packet:
@@ -101,21 +142,52 @@ def feed_track(feed: FrameFeed) -> Any:
                 if packet is not None:
                     return packet
 
+        def _poke(self) -> None:
+            """Wake the waiting ``_next_frame`` (event loop only)."""
+            if self._frame_due is not None and not self._frame_due.done():
+                self._frame_due.set_result(None)
+
         async def _next_frame(self) -> VideoFrame:
-            if self._t0 is None:
-                self._t0 = time.monotonic()
-            due = self._t0 + self._n / feed.fps
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
-            image = feed.take()
-            while image is None:  # nothing to send yet
-                await asyncio.sleep(1.0 / feed.fps)
-                image = feed.take()
+            loop = asyncio.get_running_loop()
+            if self._woken_by is not loop:
+                poke = self._poke
+
+                def waker() -> None:  # on the putting thread
+                    with contextlib.suppress(RuntimeError):  # the loop closed: no session
+                        loop.call_soon_threadsafe(poke)
+
+                feed.wake_with(waker)
+                self._woken_by = loop
+            while True:
+                image, puts, t_put = feed.newest()
+                now = time.monotonic()
+                new = image is not None and puts != self._sent_puts
+                # a repeat 1.5 intervals after a new frame (a late camera frame is not
+                # sent twice, repeat and frame), then every interval
+                repeat_at = self._t_sent + (1.5 if self._last_new else 1.0) / feed.fps
+                if new or (image is not None and now >= repeat_at):
+                    break
+                # until the next put, or (with a frame to repeat) the repeat's time
+                self._frame_due = loop.create_future()
+                timer = None if image is None else loop.call_at(
+                    loop.time() + repeat_at - now, self._poke)
+                try:
+                    await self._frame_due
+                finally:
+                    self._frame_due = None
+                    if timer is not None:
+                        timer.cancel()
+            assert image is not None  # the loop ends on a frame only
+            feed.record_send(now - t_put if new else None)
+            self._t_sent, self._sent_puts, self._last_new = now, puts, new
             if feed.on_sent is not None:
                 feed.on_sent(image)
             frame = to_video_frame(image)
-            frame.pts = round(self._n * 90_000 / feed.fps)
+            now_ns = time.monotonic_ns()
+            if self._t0_ns is None:
+                self._t0_ns = now_ns
+            frame.pts = (now_ns - self._t0_ns) * 90_000 // 1_000_000_000
             frame.time_base = fractions.Fraction(1, 90_000)
-            self._n += 1
             return frame
 
     return FeedTrack()

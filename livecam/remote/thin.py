@@ -161,13 +161,16 @@ class RemoteSwapStage(StageBase):
         return packet.with_fields(image_bgr=newest, received_i420=received)
 
     def health(self) -> dict[str, Any]:
+        waits = self._feed.send_waits_ms()
         with self._lock:
             age = time.monotonic() - self._t_newest if self._newest is not None else None
             return {"url": self.url, "state": self._state, "sessions_made": self._connects,
                     "covered_frames": self._covered, "last_error": self._error,
                     "last_frame_age_s": None if age is None else round(age, 3),
                     "session": self._location, "identity": self._told[0],
-                    "bypass": self._told[1], "photo_bytes_sent": self._photo_bytes_sent}
+                    "bypass": self._told[1], "photo_bytes_sent": self._photo_bytes_sent,
+                    "send_wait_ms": round(float(np.median(waits)), 2) if waits else None,
+                    "repeats_sent": self._feed.repeats}
 
     def _set(self, state: str, error: str | None = None) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """What the WHIP client hands aiortc's encoder (:func:`livecam.remote.client.feed_track`): the
 camera frame converted to yuv420p once, by OpenCV, so the encoder converts nothing; colours
-judged after the round trip the server makes (FFmpeg's conversion back to BGR)."""
+judged after the round trip the server makes (FFmpeg's conversion back to BGR); each new
+camera frame as it arrives."""
 
 from __future__ import annotations
 
@@ -34,3 +35,24 @@ def test_an_odd_sized_camera_goes_as_bgr() -> None:
     frame = _sent(image)
     assert frame.format.name == "bgr24"
     assert np.array_equal(frame.to_ndarray(format="bgr24"), image)
+
+
+def test_a_new_camera_frame_goes_at_once_not_at_the_next_tick() -> None:
+    # at 0.01 fps the track's own ticks are 100 s apart: a frame that waited for the next
+    # tick would not come within the 30 s below
+    first, second = (np.full((4, 4, 3), v, np.uint8) for v in (40, 200))
+    feed = FrameFeed(fps=0.01)
+
+    async def run() -> tuple[object, object]:
+        track = feed_track(feed)
+        feed.put(first)
+        one = await asyncio.wait_for(track.recv(), 30)
+        feed.put(second)
+        return one, await asyncio.wait_for(track.recv(), 30)
+
+    one, two = asyncio.run(run())
+    for frame, image in ((one, first), (two, second)):  # each the frame put just before
+        back = frame.to_ndarray(format="bgr24").astype(np.int16)  # type: ignore[attr-defined]
+        assert np.abs(back - image).max() < 3
+    assert len(feed.send_waits_ms()) == 2
+    assert one.pts < two.pts  # type: ignore[attr-defined]  # stamped when sent
