@@ -155,6 +155,14 @@ def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray, topology: MeshTo
     bridge, :func:`glasses_alpha`) or a beard (dark over at least ``_BEARD_SHARE`` of the
     face below the nose); 0 on a clean face, whose creases, lash lines and nostril shadows
     are the person's own (painting them out cost identity: docs/classic-swap.md)."""
+    return worn_and_glasses(dark_u8, landmarks_xy, topology)[0]
+
+
+def worn_and_glasses(
+    dark_u8: MaskU8, landmarks_xy: FloatArray, topology: MeshTopology
+) -> tuple[MaskU8, FloatArray | None]:
+    """(:func:`worn_accessories`, :func:`glasses_alpha` of ``dark_u8`` with its (0, 0) at
+    the landmarks' origin): the glasses found once for both (the live face's, each frame)."""
     xy = landmarks_xy[:468]
     hw = (int(dark_u8.shape[0]), int(dark_u8.shape[1]))
     out = np.zeros_like(dark_u8)
@@ -172,7 +180,7 @@ def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray, topology: MeshTo
     lower = _below_nose(hw, xy) > 0  # dark_u8 already stops just past the outline
     if share >= _BEARD_SHARE:
         out[lower & (dark_u8 > 0)] = 255
-    return out
+    return out, glasses
 
 
 def _head_axes(xy: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, float] | None:
