@@ -129,14 +129,25 @@ def _darker_than_skin(
     inside = (face > 0) & ~features
     if int(inside.sum()) < 64:
         return None
-    light = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0], np.float32)
-    median = float(np.median(light[inside]))
+    light_u8 = np.ascontiguousarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0])
+    light = light_u8.astype(np.float32)
+    median = _median_u8(light_u8[inside])
     k = max(3, int(width * _LOCAL_SCALE)) | 1
     local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
     # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
     shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
     local = np.asarray(np.where(reach > _MIN_REACH, local, shaded), np.float32)
     return light < _DARK_RATIO * local, light, local, face, features
+
+
+def _median_u8(values: npt.NDArray[np.uint8]) -> float:
+    """``np.median`` of ``values`` (n > 0,) uint8, from their histogram (a sort of the face's
+    pixels took a tenth of the live face's accessories)."""
+    counts = np.cumsum(np.bincount(values, minlength=256))
+    n = int(counts[-1])
+    low = int(np.searchsorted(counts, (n - 1) // 2, side="right"))
+    high = int(np.searchsorted(counts, n // 2, side="right"))
+    return 0.5 * (low + high)
 
 
 def _local_skin(
