@@ -42,9 +42,6 @@ _GRID_CELLS = 80
 _EDGE_BLUR = 0.15
 _EDGE_BAND = 0.08
 _CUT_BAND = 0.15  # the forehead cut crosses the brightest skin: a wider local match there
-# The lab colour statistics' grid: about this many cells across the face (the warp's coarse
-# cells pooled; with 80 the statistics took a quarter of the swap's time)
-_COLOUR_CELLS = 40
 # inner-lip gap / mouth width below which the live mouth is closed: the source's texture with
 # its mouth painted over with its lips is used (``SourceFace.closed_mesh``)
 _CLOSED_MOUTH = 0.05
@@ -81,23 +78,6 @@ def uncovered_turn_deg(source: geometry.HeadPose, target: geometry.HeadPose) -> 
     uncovered_yaw = max(max(0.0, ys) - max(0.0, yt), max(0.0, -ys) - max(0.0, -yt))
     uncovered_pitch = abs(target.pitch_deg - source.pitch_deg)
     return max(uncovered_yaw, uncovered_pitch, abs(yt) - 20.0)
-
-
-def _pooled(grid: npt.NDArray[Any], factor: int, outside: float | None = None,
-            ) -> npt.NDArray[Any]:
-    """``grid`` (h, w[, c]) averaged over ``factor`` x ``factor`` cells, (ceil(h / factor),
-    ceil(w / factor)[, c]) of its dtype; a partial block at the right or bottom takes the
-    edge's values (``outside`` None) or ``outside`` beyond the grid."""
-    h, w = grid.shape[:2]
-    pad_h, pad_w = -h % factor, -w % factor
-    if pad_h or pad_w:
-        if outside is None:
-            grid = cv2.copyMakeBorder(grid, 0, pad_h, 0, pad_w, cv2.BORDER_REPLICATE)
-        else:
-            grid = cv2.copyMakeBorder(grid, 0, pad_h, 0, pad_w, cv2.BORDER_CONSTANT,
-                                      value=(outside,) * 4)
-    size = ((w + pad_w) // factor, (h + pad_h) // factor)
-    return np.asarray(cv2.resize(grid, size, interpolation=cv2.INTER_AREA), grid.dtype)
 
 
 class ClassicFaceSwapper:
@@ -316,8 +296,8 @@ class ClassicFaceSwapper:
         if cfg.colour == "meanstd":
             scale, offset = colour.meanstd_transfer(small_src, small_tgt, weight)
             return colour.apply_lab_affine(warped, scale, offset)
+        blur = cfg.colour_blur * face_w / warp.step_px
         if cfg.colour == "lowfreq":
-            blur = cfg.colour_blur * face_w / warp.step_px
             gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)
             gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
             # mixed-type multiply saturates to uint8 in one pass
@@ -330,31 +310,19 @@ class ClassicFaceSwapper:
             to_cut = np.asarray(cv2.distanceTransform(255 - cut, cv2.DIST_L2, 3), np.float32)
             np.maximum(edge_weight, 1.0 - np.clip(to_cut / max(_CUT_BAND * cells, 1.0), 0.0, 1.0),
                        out=edge_weight)
-        # the statistics on a grid of about _COLOUR_CELLS across the face (whole coarse cells
-        # pooled): what they follow is a tenth of the face wide or broader
-        pool = max(1, round(cells / _COLOUR_CELLS))
-        step = warp.step_px * pool
-        if pool > 1:
-            small_src, small_tgt = _pooled(small_src, pool), _pooled(small_tgt, pool)
-            weight = _pooled(weight, pool, outside=0.0)
-            edge_weight = _pooled(edge_weight, pool)
         src_lab = np.asarray(cv2.cvtColor(small_src, cv2.COLOR_BGR2LAB), np.float32)
         tgt_lab = np.asarray(cv2.cvtColor(small_tgt, cv2.COLOR_BGR2LAB), np.float32)
-        match = colour.lab_transfer(src_lab, tgt_lab, weight,
-                                    blur_px=cfg.colour_blur * face_w / step,
-                                    edge_blur_px=_EDGE_BLUR * face_w / step,
+        match = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,
+                                    edge_blur_px=_EDGE_BLUR * face_w / warp.step_px,
                                     edge_weight=edge_weight,
-                                    relight_blur_px=cfg.relight * face_w / step)
+                                    relight_blur_px=cfg.relight * face_w / warp.step_px)
         if memory is not None and live_xy is not None:
             x1, y1 = warp.box_xyxy[:2]
             centre = live_xy.mean(axis=0)
             match = memory.smooth_match(
                 source_key, match, 1.0 - cfg.colour_smoothing,
-                grid=(float(x1), float(y1), float(step)),
+                grid=(float(x1), float(y1), float(warp.step_px)),
                 anchor=(float(centre[0]), float(centre[1]), float(geometry.face_width_px(live_xy))))
-        # the grid's cells are whole: upsampled over them, then cut to the box
-        hs, ws = match.bias.shape[:2]
-        bias_full = np.asarray(cv2.resize(match.bias, (ws * step, hs * step),
-                                          interpolation=cv2.INTER_LINEAR), np.float32)
-        bias_full = bias_full[:size[1], :size[0]]
+        bias_full = np.asarray(cv2.resize(match.bias, size, interpolation=cv2.INTER_LINEAR),
+                               np.float32)
         return colour.apply_lab_transfer(warped, replace(match, bias=bias_full))
