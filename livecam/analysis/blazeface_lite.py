@@ -12,6 +12,8 @@ this one with MediaPipe's own graph.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +60,7 @@ class DirectBlazeFace:
         crop = cv2.warpAffine(image_rgb, tensor_to_image, (self.size_px, self.size_px),
                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                               borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
-        return self.detect_input(crop, side, (x0, y0))
+        return self.detect_input(np.asarray(crop, np.uint8), side, (x0, y0))
 
     def input_map(self, rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64],
                   ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -81,7 +83,8 @@ class DirectBlazeFace:
             axes.append(index[i] + (p - i) * (index[nxt] - index[i]))
         fx, fy = np.meshgrid(axes[0], axes[1])
         both = np.dstack([fx, fy]).astype(np.float32)
-        map1, map2 = cv2.convertMaps(both, None, cv2.CV_16SC2)
+        convert: Any = cv2.convertMaps  # the stubs lack the (map, None) form
+        map1, map2 = convert(both, None, cv2.CV_16SC2)
         return np.asarray(map1), np.asarray(map2)
 
     def detect_input(self, crop_rgb: npt.NDArray[np.uint8], side: float,
