@@ -85,3 +85,29 @@ def test_a_face_entering_is_searched_on_the_frame_it_appears(
     fresh = edges.StripSearch(networks).find(entering)
     assert _hits(found, entering) == _hits(fresh, entering)
     assert _hits(fresh, entering), "the test's face is found at the edge"
+
+
+def test_networks_with_prepared_batches_search_every_strip(
+        networks: CountingNetworks, t1_bgr: np.ndarray) -> None:
+    # the GPU's networks run a frame's strips as one captured call (prepare_pictures): every
+    # strip, every frame, still
+    class Prepared:
+        def __init__(self, inner: CountingNetworks) -> None:
+            self.inner = inner
+
+        def prepare_pictures(self, counts: dict[tuple[int, int], int]) -> None:
+            return None
+
+        def detect(self, image_bgr: np.ndarray) -> Faces:
+            return self.inner.detect(image_bgr)
+
+        def detect_strips(self, image_bgr: np.ndarray,
+                          places: Sequence[StripPlace]) -> list[Faces] | None:
+            return self.inner.detect_strips(image_bgr, places)
+
+    frame = _scene(t1_bgr)
+    search = edges.StripSearch(Prepared(networks))
+    search.find(frame)
+    networks.pictures = 0
+    search.find(frame)
+    assert networks.pictures == len(edges.strip_places(720, 1280))
