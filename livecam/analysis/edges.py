@@ -377,10 +377,11 @@ class StripDetector(Protocol):
 class StripSearch:
     """The detector of ``networks`` (anything with ``detect(image_bgr) -> Faces``, frame px)
     on each :func:`edge_strips` picture: (detections, offset) pairs for :func:`edge_hits`.
-    Networks that hold the frame on a device (the GPU's, ``detect_strips``:
-    :class:`StripDetector`) build the pictures there from :func:`strip_places` (the same
-    pixels, so the same detections); the others get them built on the host (1080p: six
-    1080x1080 pictures, 21 MB written a frame). A second look's verdict on a place is kept
+    Networks with ``detect_strips`` (:class:`StripDetector`) take the pictures as
+    :func:`strip_places`: the GPU's build them from the frame it holds, the CPU's sample each
+    picture's detector input straight from the frame (the same pixels, so the same
+    detections); for others, or where those return None, they are built on the host (1080p:
+    six 1080x1080 pictures, 21 MB written a frame). A second look's verdict on a place is kept
     while its pixels hold (:class:`~livecam.analysis.second_look.Verdicts`), and a
     picture whose band along the edge did not change since it was last searched is not
     searched again (:data:`UNCHANGED_BAND`; not with networks that prepare their pictures'
