@@ -12,6 +12,8 @@ this one with MediaPipe's own graph.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +60,39 @@ class DirectBlazeFace:
         crop = cv2.warpAffine(image_rgb, tensor_to_image, (self.size_px, self.size_px),
                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                               borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+        return self.detect_input(np.asarray(crop, np.uint8), side, (x0, y0))
+
+    def input_map(self, rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64],
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``cv2.remap`` maps (fixed point, :func:`cv2.convertMaps`) that sample a frame
+        straight into this network's input as :meth:`detect` samples the picture
+        ``frame[np.ix_(rows, cols)]`` (square, at least the input's size, each index one
+        from the next: a mirror or a repeated row is bilinear in the frame too); None for
+        any other picture. With them a strip's picture is never written."""
+        if len(rows) != len(cols) or len(rows) < self.size_px:
+            return None
+        axes = []
+        for index in (cols, rows):
+            step = np.diff(index)
+            if len(step) and int(np.abs(step).max()) > 1:
+                return None
+            # picture px sampled per input px (corner-to-corner, as detect's warpAffine)
+            p = np.arange(self.size_px, dtype=np.float64) * (len(index) / self.size_px)
+            i = np.minimum(np.floor(p).astype(np.int64), len(index) - 1)
+            nxt = np.minimum(i + 1, len(index) - 1)
+            axes.append(index[i] + (p - i) * (index[nxt] - index[i]))
+        fx, fy = np.meshgrid(axes[0], axes[1])
+        both = np.dstack([fx, fy]).astype(np.float32)
+        convert: Any = cv2.convertMaps  # the stubs lack the (map, None) form
+        map1, map2 = convert(both, None, cv2.CV_16SC2)
+        return np.asarray(map1), np.asarray(map2)
+
+    def detect_input(self, crop_rgb: npt.NDArray[np.uint8], side: float,
+                     offset_xy: tuple[float, float]) -> list[Detection]:
+        """:meth:`detect` from the network's input (``size_px`` square, uint8 RGB) of a
+        picture ``side`` px across whose input (0, 0) lies at ``offset_xy`` in the picture."""
+        x0, y0 = offset_xy
+        crop = crop_rgb
         self._net.set_tensor(self._input,
                              (crop.astype(np.float32) * np.float32(2 / 255) - 1)[None])
         self._net.invoke()

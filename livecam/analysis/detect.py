@@ -12,6 +12,7 @@ The models run on LiteRT directly (``blazeface_lite.py``: the same detections, 6
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from livecam.analysis import litert
 from livecam.analysis.blazeface_lite import Detection, DirectBlazeFace
+from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
 
 # Tile overlap as a fraction of the tile: a face up to this fraction of a tile is whole in one.
@@ -28,6 +30,8 @@ _TILE_OVERLAP = 0.3
 # holds them whole.
 _EDGE_MARGIN_PX = 2.0
 _MERGE_OVERLAP = 0.5
+# detect_places: the places whose maps are kept (a frame size's strips are 8-12)
+_MAPS_KEPT = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,8 @@ class BlazeFaceDetector:
         self._short: Any = None
         self._full: Any = None
         self._next_tile = 0
+        # detect_places: each kept place's remap maps, one pair per network
+        self._maps: dict[tuple[bytes, bytes], list[tuple[np.ndarray, np.ndarray] | None]] = {}
 
     @property
     def runner(self) -> str:
@@ -150,6 +156,49 @@ class BlazeFaceDetector:
                               (w, h))
         return SearchResult(merge_detections(found, self.max_faces),
                             np.array(searched, np.float32).reshape(-1, 4))
+
+
+    def detect_places(self, image_bgr: ImageBGR,
+                      places: Sequence[StripPlace]) -> list[Faces] | None:
+        """:meth:`detect` on each picture ``places`` describes (``image_bgr[np.ix_(rows,
+        cols)]``: the edge strips, :func:`livecam.analysis.edges.strip_places`), in picture
+        px, each network's input sampled from the frame directly (one remap per picture and
+        network, :meth:`DirectBlazeFace.input_map`; the maps are kept for places that are
+        kept): no picture is written (a 720p frame's eight 720x720 strips, 12 MB, and their
+        colour conversion). None where that cannot be done (MediaPipe's graphs, a tiling
+        detector, a picture :meth:`~DirectBlazeFace.input_map` cannot map): build the
+        pictures then."""
+        runners = [r for r in (self._short, self._full if self.model in ("full", "auto")
+                               else None) if r is not None]
+        if (not runners or not self.whole_frame or self.tile_size_px > 0
+                or not all(isinstance(r, DirectBlazeFace) for r in runners)):
+            return None
+        maps = []
+        for place in places:
+            key = (place.rows.tobytes(), place.cols.tobytes())
+            got = self._maps.get(key) if place.kept else None
+            if got is None:
+                got = [r.input_map(place.rows, place.cols) for r in runners]
+                if place.kept:
+                    if len(self._maps) >= _MAPS_KEPT:
+                        self._maps.clear()  # another frame size: the old places are gone
+                    self._maps[key] = got
+            if any(m is None for m in got):
+                return None
+            maps.append(got)
+        out = []
+        for place, place_maps in zip(places, maps, strict=True):
+            side = float(len(place.rows))
+            found: list[tuple[np.ndarray, float, np.ndarray]] = []
+            for runner, pair in zip(runners, place_maps, strict=True):
+                assert pair is not None
+                crop = cv2.remap(image_bgr, pair[0], pair[1], cv2.INTER_LINEAR,
+                                 borderMode=cv2.BORDER_REPLICATE)
+                rgb = np.asarray(cv2.cvtColor(crop, cv2.COLOR_BGR2RGB), np.uint8)
+                found += [(box, score, kps) for box, score, kps
+                          in runner.detect_input(rgb, side, (0.0, 0.0)) if kps.shape == (6, 2)]
+            out.append(merge_detections(found, self.max_faces))
+        return out
 
 
 def tiles(width_px: int, height_px: int, side_px: int) -> list[tuple[int, int, int]]:

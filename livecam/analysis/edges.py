@@ -106,6 +106,20 @@ REPEATED_MIN_INSIDE = 0.72
 #: ... and one ending less than this share of its height above the edge reaches it
 #: (:func:`reaching_the_edge`).
 REPEATED_NEAR = 0.2
+#: A strip's picture is searched again only when its band along the edge, this share of the
+#: strip's depth (720p: 90 px), changed since its last search: by more than
+#: :data:`UNCHANGED_LEVELS` levels in a colour channel's mean over a
+#: :data:`UNCHANGED_CELL_PX` square cell; otherwise the detections found then stand (only
+#: hits that cross the edge are used, and a face entering or cut by the edge has its pixels
+#: at the edge: it changes the band; what moves deeper in, a face in the room, does not make
+#: the strip searched again). Each picture is searched afresh at least every
+#: :data:`UNCHANGED_MAX_FRAMES` searches, the pictures taking turns. A sliver of a face
+#: entering (``slide_left``'s first frame: 9 px wide) moves a cell's mean by tens of levels;
+#: sensor noise moves an 8x8 cell's mean by well under one.
+UNCHANGED_BAND = 0.25
+UNCHANGED_CELL_PX = 8
+UNCHANGED_LEVELS = 4
+UNCHANGED_MAX_FRAMES = 8
 
 
 def cover_box(box: Sequence[float], width_px: int, height_px: int,
@@ -226,6 +240,41 @@ def edge_strips(image_bgr: ImageBGR, depth_share: float = DEPTH_SHARE) -> list[E
     return out
 
 
+def _thumbnail(image_bgr: ImageBGR) -> np.ndarray:
+    """(H / cell, W / cell, 3) uint8 mean colour of ``image_bgr``'s cells
+    (:data:`UNCHANGED_CELL_PX` square)."""
+    h, w = image_bgr.shape[:2]
+    size = (max(1, w // UNCHANGED_CELL_PX), max(1, h // UNCHANGED_CELL_PX))
+    return np.asarray(cv2.resize(image_bgr, size, interpolation=cv2.INTER_AREA), np.uint8)
+
+
+def _band_cells(height_px: int, width_px: int,
+                depth_share: float = DEPTH_SHARE) -> list[tuple[slice, slice]]:
+    """For each picture of :func:`strip_places` (the same order), the :func:`_thumbnail`
+    cells (rows, cols) of its band: :data:`UNCHANGED_BAND` of its depth along its edge."""
+    h, w = height_px, width_px
+    d = strip_depth(h, w, depth_share)
+    band = max(1, math.ceil(UNCHANGED_BAND * d))
+    ch, cw = max(1, h // UNCHANGED_CELL_PX), max(1, w // UNCHANGED_CELL_PX)
+
+    def cut(a: int, b: int, n: int, length: int) -> slice:  # frame px [a, b) -> cells
+        return slice(min(n - 1, a * n // length), max(1, math.ceil(b * n / length)))
+
+    out: list[tuple[slice, slice]] = []
+    for edge, s, piece in strip_pieces(h, w, d):
+        if edge == "left":
+            cells = (cut(s, s + piece, ch, h), cut(0, band, cw, w))
+        elif edge == "right":
+            cells = (cut(s, s + piece, ch, h), cut(w - band, w, cw, w))
+        elif edge == "top":
+            cells = (cut(0, band, ch, h), cut(s, s + piece, cw, w))
+        else:
+            cells = (cut(h - band, h, ch, h), cut(s, s + piece, cw, w))
+            out.append(cells)  # the picture with repeated rows, then the mirrored one
+        out.append(cells)
+    return out
+
+
 def _reflected(first: int, n: int, before: int, after: int) -> np.ndarray:
     """Frame indices ``first .. first + n`` with ``before``/``after`` more mirrored on each
     side, as ``cv2.copyMakeBorder`` (BORDER_REFLECT_101) mirrors them (asked of it, so the
@@ -328,17 +377,28 @@ class StripDetector(Protocol):
 class StripSearch:
     """The detector of ``networks`` (anything with ``detect(image_bgr) -> Faces``, frame px)
     on each :func:`edge_strips` picture: (detections, offset) pairs for :func:`edge_hits`.
-    Networks that hold the frame on a device (the GPU's, ``detect_strips``:
-    :class:`StripDetector`) build the pictures there from :func:`strip_places` (the same
-    pixels, so the same detections); the others get them built on the host (1080p: six
-    1080x1080 pictures, 21 MB written a frame). A second look's verdict on a place is kept
-    while its pixels hold (:class:`~livecam.analysis.second_look.Verdicts`). Only the
-    follower's thread; one :meth:`find` per frame."""
+    Networks with ``detect_strips`` (:class:`StripDetector`) take the pictures as
+    :func:`strip_places`: the GPU's build them from the frame it holds, the CPU's sample each
+    picture's detector input straight from the frame (the same pixels, so the same
+    detections); for others, or where those return None, they are built on the host (1080p:
+    six 1080x1080 pictures, 21 MB written a frame). A second look's verdict on a place is kept
+    while its pixels hold (:class:`~livecam.analysis.second_look.Verdicts`), and a
+    picture whose band along the edge did not change since it was last searched is not
+    searched again (:data:`UNCHANGED_BAND`; not with networks that prepare their pictures'
+    batches, the GPU's, whose frame's strips run as one captured call). Only the follower's
+    thread; one :meth:`find` per frame."""
 
     def __init__(self, networks: Detector) -> None:
         self.networks = networks
         self._places: tuple[tuple[int, int], list[StripPlace]] | None = None
         self.verdicts = Verdicts()
+        self._bands: tuple[tuple[int, int], list[tuple[slice, slice]]] | None = None
+        # each place's detections and its band's thumbnail cells when they were found
+        self._kept: dict[int, tuple[Faces, np.ndarray]] = {}
+        self._searches = 0
+        # networks that prepare their pictures' batches (the GPU's: CUDA graphs captured for
+        # a frame's strips in one call) search every strip every frame
+        self.skips_unchanged = getattr(networks, "prepare_pictures", None) is None
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Networks that build the pictures on the device (``prepare_pictures``) make their
@@ -356,22 +416,36 @@ class StripSearch:
 
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
         self.verdicts.next_frame()
-        on_device = getattr(self.networks, "detect_strips", None)
-        found_all: list[tuple[Faces, np.ndarray, int | None]] | None = None
-        if on_device is not None:
-            size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
-            if self._places is None or self._places[0] != size:
-                self._places = (size, strip_places(*size))
-            places = self._places[1]
-            found = on_device(image_bgr, places)
-            if found is not None:
-                found_all = [(faces, p.offset_xy, p.repeated_below)
-                             for faces, p in zip(found, places, strict=True)]
-        if found_all is None:
-            found_all = [(self.networks.detect(strip.image_bgr), strip.offset_xy,
-                          strip.repeated_below) for strip in edge_strips(image_bgr)]
+        self._searches += 1
+        size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
+        if self._places is None or self._places[0] != size:
+            self._places = (size, strip_places(*size))
+            self._bands = (size, _band_cells(*size))
+            self._kept.clear()
+        places = self._places[1]
+        assert self._bands is not None
+        if self.skips_unchanged:
+            cells = _thumbnail(image_bgr)
+            bands = [cells[rows, cols] for rows, cols in self._bands[1]]
+            todo = [k for k in range(len(places)) if self._due(k, bands[k])]
+        else:
+            bands = [np.zeros((0, 0, 3), np.uint8)] * len(places)
+            todo = list(range(len(places)))
+        found: list[Faces] | None = None
+        if todo:
+            on_device = getattr(self.networks, "detect_strips", None)
+            if on_device is not None:
+                found = on_device(image_bgr, [places[k] for k in todo])
+            if found is None:  # the pictures built here (bit for bit edge_strips')
+                found = [self.networks.detect(np.ascontiguousarray(
+                    image_bgr[np.ix_(places[k].rows, places[k].cols)])) for k in todo]
+            for k, faces in zip(todo, found, strict=True):
+                self._kept[k] = (faces, bands[k])
         out = []
-        for faces, offset_xy, repeated_below in found_all:
+        for k, place in enumerate(places):
+            kept = self._kept[k][0]
+            faces = kept if k in todo else kept[np.arange(len(kept))]  # new arrays
+            offset_xy, repeated_below = place.offset_xy, place.repeated_below
             if repeated_below is not None and len(faces):
                 faces = faces[above_repeated_rows(faces, repeated_below)]
                 if len(faces):
@@ -379,6 +453,17 @@ class StripSearch:
                 faces = reaching_the_edge(faces, repeated_below)
             out.append((faces, offset_xy))
         return out
+
+    def _due(self, k: int, band: np.ndarray) -> bool:
+        """Whether place ``k``'s picture is searched this frame: its band along the edge
+        (:data:`UNCHANGED_BAND`) changed since it was last searched (a thumbnail cell by
+        :data:`UNCHANGED_LEVELS`), or its turn came (every :data:`UNCHANGED_MAX_FRAMES`th
+        search, the places taking turns); otherwise its last detections stand."""
+        kept = self._kept.get(k)
+        if kept is None or (self._searches + k) % UNCHANGED_MAX_FRAMES == 0:
+            return True
+        diff = np.abs(band.astype(np.int16) - kept[1].astype(np.int16))
+        return bool(diff.size == 0 or int(diff.max()) > UNCHANGED_LEVELS)
 
     def _seen_again(self, image_bgr: ImageBGR, faces: Faces, offset_xy: np.ndarray,
                     ) -> np.ndarray:

@@ -26,6 +26,7 @@ from typing import Protocol
 from livecam.analysis.detect import BlazeFaceDetector, SearchResult
 from livecam.analysis.mesh import FaceMeshLandmarker, MeshResult
 from livecam.analysis.roi import Roi
+from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
 
 #: Most detections kept per frame: every face the detector sees is either followed or covered,
@@ -129,6 +130,14 @@ class CpuFaceNetworks:
 
     def landmarks(self, image_bgr: ImageBGR, rois: Sequence[Roi]) -> list[MeshResult | None]:
         return self.landmarker.landmarks(image_bgr, rois)
+
+    def detect_strips(self, image_bgr: ImageBGR,
+                      places: Sequence[StripPlace]) -> list[Faces] | None:
+        """Faces in each edge-strip picture ``places`` describes, in picture px, sampled
+        from the frame without building the pictures
+        (:meth:`~livecam.analysis.detect.BlazeFaceDetector.detect_places`); None: the
+        caller builds them (:class:`~livecam.analysis.edges.StripSearch`)."""
+        return self.detector.detect_places(image_bgr, places)
 
 
 def cpu_tile_search(*, min_score: float, tile_size_px: int, tiles_per_call: int,

@@ -146,12 +146,12 @@ class ClassicFaceSwapper:
             # the streamer's glasses and beard: out of the colour statistics, glasses in front
             box_xy = live_xy - np.array([x1, y1], np.float32)
             dark = accessories.dark_accessories(target_box, box_xy, self.topology)
-            worn = accessories.worn_accessories(dark, box_xy, self.topology)
+            # glasses_alpha(dark, live_xy, (x1, y1)) is the glasses over the box: box_xy's
+            worn, glasses = accessories.worn_and_glasses(dark, box_xy, self.topology)
             if worn.any():  # a clean face's creases and shadows stay in the statistics
                 worn_coarse = cv2.resize(worn, (skin.shape[1], skin.shape[0]),
                                          interpolation=cv2.INTER_AREA)
                 skin[np.asarray(worn_coarse) > 64] = 0
-            glasses = accessories.glasses_alpha(dark, live_xy, (x1, y1))
             # out_bgr may be target_bgr itself: keep the live glasses' pixels before pasting
             live_box = target_box.copy() if glasses is not None else target_box
         face = self._colour(warp, target_box, skin, outer, cut, face_w, size,

@@ -45,3 +45,50 @@ def test_direct_detections_equal_mediapipe_graph(model: str, t1_bgr: np.ndarray,
         assert np.abs(ours.scores - theirs.scores).max() < 1e-4
         found += len(ours)
     assert found >= 5
+
+
+@pytest.mark.parametrize("model", ["full", "auto"])
+def test_edge_strips_sampled_from_the_frame_equal_built_pictures(model: str,
+                                                                 t1_bgr: np.ndarray) -> None:
+    # the CPU networks' detect_strips samples each strip straight from the frame: the same
+    # detections as the detector on the strip pictures edge_strips builds (mirrors, repeated
+    # rows), on frames whose faces sit across the strips' edges and mirror lines
+    from livecam.analysis import edges
+    from livecam.analysis.networks import CpuFaceNetworks
+
+    frames = [cv2.resize(t1_bgr, (1280, 720)), np.ascontiguousarray(t1_bgr[:, :900]),
+              np.ascontiguousarray(t1_bgr[300:, 200:])]
+    nets = CpuFaceNetworks(detector_model=model)
+    nets.open()
+    found = 0
+    try:
+        for frame in frames:
+            places = edges.strip_places(*frame.shape[:2])
+            sampled = nets.detect_strips(frame, places)
+            assert sampled is not None
+            built = [nets.detect(strip.image_bgr) for strip in edges.edge_strips(frame)]
+            assert len(sampled) == len(built) == len(places)
+            for ours, theirs in zip(sampled, built, strict=True):
+                assert len(ours) == len(theirs)
+                found += len(ours)
+                np.testing.assert_allclose(ours.scores, theirs.scores, atol=0.01)
+                np.testing.assert_allclose(ours.boxes_xyxy, theirs.boxes_xyxy, atol=1.0)
+                np.testing.assert_allclose(ours.keypoints_xy, theirs.keypoints_xy, atol=1.0)
+    finally:
+        nets.close()
+    assert found >= 10
+
+
+def test_detect_strips_leaves_pictures_it_cannot_sample_to_the_caller() -> None:
+    from livecam.analysis.networks import CpuFaceNetworks
+    from livecam.analysis.second_look import StripPlace
+
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    every_third = np.arange(0, 720, 3, dtype=np.int64)  # a nearest-neighbour picture
+    nets = CpuFaceNetworks()
+    nets.open()
+    try:
+        assert nets.detect_strips(frame, [StripPlace(every_third, every_third,
+                                                     np.zeros(2, np.float32))]) is None
+    finally:
+        nets.close()

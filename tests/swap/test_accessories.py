@@ -179,3 +179,12 @@ def test_the_skin_beside_a_sources_rims_stays_its_own(
     diff = np.abs(removed.astype(np.int16) - bare.image_bgr.astype(np.int16)).max(axis=2)
     changed = float(np.mean(diff[beside] > 12))
     assert changed < 0.1, f"{source}: {changed:.1%} of the skin beside the rims painted over"
+
+
+def test_the_skin_median_from_a_histogram_is_numpys() -> None:
+    from livecam.swap.accessories import _median_u8
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 10, 11, 4096, 4097, 60_000):
+        values = rng.integers(40, 230, n).astype(np.uint8)
+        assert _median_u8(values) == float(np.median(values.astype(np.float32)))
