@@ -297,16 +297,24 @@ def _cut_front(mask: npt.NDArray[np.float32], x0: int, y0: int,
             continue
         if box[0] >= x0 + mw or box[2] <= x0 or box[1] >= y0 + mh or box[3] <= y0:
             continue
-        hull = cv2.convexHull(marks.astype(np.float32)).reshape(-1, 2)
-        hard = np.zeros((mh, mw), np.uint8)
-        pts = np.round((hull - (x0, y0)) * 16).astype(np.int32)
-        cv2.fillPoly(hard, [pts], (255,), cv2.LINE_8, 4)
-        if not hard.any():
+        hull = cv2.convexHull(marks.astype(np.float32)).reshape(-1, 2) - (x0, y0)
+        # only where the hull (and a pixel of zeros around it) meets the region
+        lo = np.floor(hull.min(axis=0)).astype(int) - 1
+        hi = np.ceil(hull.max(axis=0)).astype(int) + 2
+        sx0, sy0 = max(0, int(lo[0])), max(0, int(lo[1]))
+        sx1, sy1 = min(mw, int(hi[0])), min(mh, int(hi[1]))
+        if sx1 <= sx0 or sy1 <= sy0:
             continue
+        hard = np.zeros((sy1 - sy0, sx1 - sx0), np.uint8)
+        pts = np.round((hull - (sx0, sy0)) * 16).astype(np.int32)
+        cv2.fillPoly(hard, [pts], (255,), cv2.LINE_8, 4)
         size = max(float(box[2] - box[0]), float(box[3] - box[1]), 1.0)
         inside = cv2.distanceTransform(hard, cv2.DIST_L2, 3)
         keep = 1.0 - np.minimum(inside * np.float32(1.0 / max(_FRONT_RAMP * size, 1.0)), 1.0)
-        out = np.multiply(out, keep, dtype=np.float32)
+        if out is mask:
+            out = mask.copy()
+        sub = out[sy0:sy1, sx0:sx1]
+        np.multiply(sub, keep, out=sub, dtype=np.float32)
     return out
 
 
