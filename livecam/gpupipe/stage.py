@@ -29,7 +29,10 @@ Fail closed, as the CPU stages: faces the follower withheld (``packet.withheld``
 identity cannot be had, faces beyond the hub's ``max_faces`` and faces whose footprint did not
 fit the paste-back window are covered by ``cover`` (:class:`~livecam.swap.cover.FaceCover`,
 ``advanced.swap.unswappable``) when the frame is collected, on top of the swapped faces; a frame
-whose GPU work failed is covered by the runtime's fallback (the faces it was given).
+whose GPU work failed is covered by the runtime's fallback (the faces it was given). Where a
+face not seen whole (partly hidden, lost) overlaps a swapped one, it is the face behind: its
+cover leaves out the swapped face's hull (``FaceCover.cover_into``'s ``front``), as the CPU
+stages, which cover first and swap over it, show it.
 
 Threads: ``submit`` on the pipeline thread, ``collect`` on the runtime's collector thread;
 ``open``/``close``/``prepare`` on the thread that starts or reloads the run.
@@ -336,7 +339,9 @@ class GpuSwapStage:
         if len(under) == 0 or self.cover.shows_real_faces:
             return head.packet if out is head.packet.image_bgr \
                 else head.packet.with_fields(image_bgr=out)
-        out = self.cover.cover(out, under, index, identities=under_names)
+        # drawn over the swaps: a face behind a swapped one is covered around it, not on it
+        out = self.cover.cover(out, under, index, identities=under_names,
+                               front=swapped if swapped is not None and len(swapped) else None)
         if self.hands is not None and len(head.hands):
             out = keep_in_front(out, head.packet.frame.image_bgr, head.hands,
                                 shape=self.hands.shape)

@@ -136,22 +136,30 @@ class FaceCover:
     # -- cover ----------------------------------------------------------------------------
 
     def cover(self, image_bgr: ImageBGR, withheld: WithheldFaces, frame_index: int, *,
-              identities: Sequence[str | None] | None = None) -> ImageBGR:
+              identities: Sequence[str | None] | None = None,
+              front: Faces | None = None) -> ImageBGR:
         """A new image: ``image_bgr`` with every withheld face covered (the same array when
-        there is nothing to do); ``identities`` as :meth:`cover_into`."""
+        there is nothing to do); ``identities`` and ``front`` as :meth:`cover_into`."""
         if len(withheld) == 0 or self.shows_real_faces:
             return image_bgr
         out = image_bgr.copy()
-        self.cover_into(out, withheld, frame_index, identities=identities)
+        self.cover_into(out, withheld, frame_index, identities=identities, front=front)
         return out
 
     def cover_into(self, out_bgr: ImageBGR, withheld: WithheldFaces, frame_index: int, *,
-                   identities: Sequence[str | None] | None = None) -> None:
+                   identities: Sequence[str | None] | None = None,
+                   front: Faces | None = None) -> None:
         """Cover every withheld face in ``out_bgr`` (H, W, 3) uint8, in place.
 
         ``identities``: the identity each withheld face has in this frame (None: not said).
         Faces are drawn in order; a face whose hold is still fresh and of the identity it has
         now gets its held swap, the others the cover.
+
+        ``front``: the faces already swapped in ``out_bgr`` (with their mesh), for covers
+        drawn after the swap (the GPU stage's). A withheld face not seen (:data:`NOT_SEEN`:
+        partly hidden, lost) that overlaps one of them is the one behind: its cover leaves
+        out the swapped face's hull (:func:`_cut_front`), so the person in front keeps their
+        swap and only the visible rest of the face behind is covered.
         """
         names = _names(identities, len(withheld))
         if self.shows_real_faces:
@@ -167,6 +175,8 @@ class FaceCover:
             if region is None:
                 continue
             mask, (x0, y0) = region
+            if front is not None and int(withheld.reasons[i]) in NOT_SEEN:
+                mask = _cut_front(mask, x0, y0, front)
             held = self._held.get(int(withheld.track_ids[i])) if self.mode == "hold" else None
             fresh = (held is not None and frame_index - held.frame_index <= self.hold_frames
                      and held.identity == names[i]
@@ -265,6 +275,47 @@ def _region_mask(box: np.ndarray, marks: np.ndarray | None, w: int, h: int,
     # the feather grows outwards: the hard region itself is covered fully
     soft = cv2.max(_feather(hard, max(3, int(_FEATHER * size) | 1)), hard)
     return np.multiply(soft, np.float32(1.0 / 255.0), dtype=np.float32), (x0, y0)
+
+
+#: Inside a swapped face's hull a cover cut by :func:`_cut_front` fades out over this share of
+#: that face's size; at the hull and beyond it stays whole.
+_FRONT_RAMP = 0.03
+
+
+def _cut_front(mask: npt.NDArray[np.float32], x0: int, y0: int,
+               front: Faces) -> npt.NDArray[np.float32]:
+    """``mask`` (a cover's region at ``x0, y0``) less the hulls of the swapped faces ``front``
+    that it overlaps: zero inside each hull, ramping back to the mask's own value at the hull's
+    edge over :data:`_FRONT_RAMP` of that face's size. The cut never reaches beyond a hull, so
+    the face behind stays covered wherever it is seen next to the face in front."""
+    if not len(front) or not front.has_landmarks:
+        return mask
+    mh, mw = mask.shape
+    out = mask
+    for marks, box in zip(front.landmarks_xy, front.boxes_xyxy, strict=True):
+        if not np.isfinite(marks).all() or len(marks) < 3:
+            continue
+        if box[0] >= x0 + mw or box[2] <= x0 or box[1] >= y0 + mh or box[3] <= y0:
+            continue
+        hull = cv2.convexHull(marks.astype(np.float32)).reshape(-1, 2) - (x0, y0)
+        # only where the hull (and a pixel of zeros around it) meets the region
+        lo = np.floor(hull.min(axis=0)).astype(int) - 1
+        hi = np.ceil(hull.max(axis=0)).astype(int) + 2
+        sx0, sy0 = max(0, int(lo[0])), max(0, int(lo[1]))
+        sx1, sy1 = min(mw, int(hi[0])), min(mh, int(hi[1]))
+        if sx1 <= sx0 or sy1 <= sy0:
+            continue
+        hard = np.zeros((sy1 - sy0, sx1 - sx0), np.uint8)
+        pts = np.round((hull - (sx0, sy0)) * 16).astype(np.int32)
+        cv2.fillPoly(hard, [pts], (255,), cv2.LINE_8, 4)
+        size = max(float(box[2] - box[0]), float(box[3] - box[1]), 1.0)
+        inside = cv2.distanceTransform(hard, cv2.DIST_L2, 3)
+        keep = 1.0 - np.minimum(inside * np.float32(1.0 / max(_FRONT_RAMP * size, 1.0)), 1.0)
+        if out is mask:
+            out = mask.copy()
+        sub = out[sy0:sy1, sx0:sx1]
+        np.multiply(sub, keep, out=sub, dtype=np.float32)
+    return out
 
 
 #: the feather is drawn at most this many pixels wide, then stretched to its size

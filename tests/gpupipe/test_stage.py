@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 
@@ -422,3 +423,42 @@ def test_a_frame_already_on_the_device_is_not_uploaded_again(inswapper_dyn_path:
     assert untouched
     assert (a.image_bgr != image).any()
     np.testing.assert_array_equal(a.image_bgr, b.image_bgr)
+
+
+def test_a_face_behind_a_swapped_one_is_covered_around_it_not_on_it(
+        inswapper_dyn_path: Path, face_frame: FaceFrame) -> None:
+    """Two faces crossing: the one behind, partly hidden, is withheld (``LOST``), and the GPU
+    stage draws covers after the swap. Before, its cover was painted over the swapped face in
+    front (the person in full view got a blurred patch: ``crossing``, 4 more of its face-frames
+    covered offline with the covers drawn last). Now the front face shows its swap, and the face
+    behind stays covered where it is seen beside it."""
+    from livecam.core.types import Unswappable, WithheldFaces
+
+    image, faces = face_frame.frame_bgr, faces_of(face_frame)
+    x0, y0, x1, y1 = faces.boxes_xyxy[0]
+    shift = 0.45 * (x1 - x0)  # the face behind: its left half hidden by the one in front
+    behind = WithheldFaces(boxes_xyxy=np.array([[x0 + shift, y0, x1 + shift, y1]], np.float32),
+                           landmarks_xy=np.full((1, 0, 2), np.nan, np.float32),
+                           track_ids=np.array([2], np.int64),
+                           reasons=np.array([Unswappable.LOST], np.uint8))
+    hub = make_hub(inswapper_dyn_path, embedding_table(("alice",), []))
+    state = RuntimeState(active_identity="alice")
+    with GpuSwapStage(hub, cover=FaceCover(mode="cover")) as stage:
+        stage.submit(packet(0, image, faces, state))
+        stage.submit(Packet(frame=Frame(1, 0, image), image_bgr=image, faces=faces, state=state,
+                            withheld=behind))
+        alone, crossing = collect_all(stage, 2)
+    hull = np.zeros(image.shape[:2], np.uint8)
+    cv2.fillPoly(hull, [cv2.convexHull(faces.landmarks_xy[0].astype(np.int32))], (1,))
+    # the cut fades in over the hull's outer 3 % (FaceCover's _FRONT_RAMP): judged inside it
+    inner = 2 * round(0.04 * float(max(x1 - x0, y1 - y0))) + 1
+    front = cv2.erode(hull, np.ones((inner, inner), np.uint8)).astype(bool)
+    overlap = front & (np.arange(image.shape[1]) > x0 + shift)[None, :]
+    assert overlap.sum() > 1000  # the cover's region reaches well into the face in front
+    assert_same_swap(crossing.image_bgr[front], alone.image_bgr[front])
+    # beside the face in front, the face behind is covered (smoothed), not shown
+    beside = ~cv2.dilate(hull, np.ones((5, 5), np.uint8)).astype(bool)
+    beside[:, :int(x1 + 0.1 * (x1 - x0))] = False
+    beside[:int(y0 + 0.3 * (y1 - y0))] = beside[int(y1 - 0.1 * (y1 - y0)):] = False
+    change = np.abs(crossing.image_bgr.astype(np.int16) - image.astype(np.int16))
+    assert beside.sum() > 500 and change[beside].mean() > 3

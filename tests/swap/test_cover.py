@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
 from livecam.core.types import Faces, Unswappable, WithheldFaces
 from livecam.swap.cover import FaceCover, withheld_reason_names
+from tests.helpers.clips import box_region
 from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 from tests.helpers.swap_eval import RealFace
 
@@ -49,6 +51,40 @@ def test_a_covered_face_no_longer_shows_the_person_and_nothing_else_changes(
     far = np.ones(image.shape[:2], bool)
     far[max(0, int(y1 - w)):int(y2 + w), max(0, int(x1 - w)):int(x2 + w)] = False
     assert (out[far] == image[far]).all()
+
+
+def test_a_face_behind_a_swapped_one_is_covered_around_it_not_on_it(
+        by_label: dict[str, RealFace]) -> None:
+    """Covers drawn after the swap (the GPU stage's) with ``front``: a face not seen whole
+    (``LOST``) that a swapped face overlaps is the one behind; its cover leaves the swapped
+    face's hull as it is and covers what is seen of it beside. A withheld face for another
+    reason (turned, pending: it may be the one in front) keeps its whole cover."""
+    face = by_label["t1-2"]
+    image = face.image_bgr
+    xy = face.landmarks_xy
+    w = float(np.ptp(xy[:, 0]))
+    ahead = (xy - (0.45 * w, 0.0)).astype(np.float32)  # the face in front, to the left
+    front = Faces(boxes_xyxy=np.concatenate([ahead.min(axis=0), ahead.max(axis=0)])[None],
+                  scores=np.ones(1, np.float32), landmarks_xy=ahead[None],
+                  track_ids=np.array([1], np.int64))
+    cover = FaceCover(mode="cover")
+    behind = _withheld(face, Unswappable.LOST, mesh=False)
+    out = cover.cover(image, behind, 0, front=front)
+    hull = np.zeros(image.shape[:2], np.uint8)
+    cv2.fillPoly(hull, [cv2.convexHull(ahead.astype(np.int32))], (1,))
+    inner = 2 * round(0.04 * w) + 1
+    inside = cv2.erode(hull, np.ones((inner, inner), np.uint8)).astype(bool)
+    assert (cover.cover(image, behind, 0)[inside] != image[inside]).mean() > 0.5  # no cut
+    assert np.abs(out[inside].astype(int) - image[inside].astype(int)).max() <= 1
+    # what is seen of the face behind (beside the one in front) is covered
+    x1, y1, x2, y2 = box_region(behind.boxes_xyxy[0], (image.shape[1], image.shape[0]))
+    seen = ~cv2.dilate(hull, np.ones((3, 3), np.uint8)).astype(bool)[y1:y2, x1:x2]
+    assert 0.3 < seen.mean() < 0.8
+    r = residual(image, out, behind.boxes_xyxy[0], seen)
+    assert r is not None and r > LEAK_RESIDUAL
+    for reason in (Unswappable.TURNED, Unswappable.PENDING):
+        other = _withheld(face, reason, mesh=False)
+        assert (cover.cover(image, other, 0, front=front) == cover.cover(image, other, 0)).all()
 
 
 def test_real_draws_nothing(by_label: dict[str, RealFace]) -> None:
