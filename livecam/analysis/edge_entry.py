@@ -193,7 +193,7 @@ class EdgeEntry:
             np.subtract(now, bg, out=part)
             np.multiply(part, diff, out=part)
             np.add(bg, part, out=bg)
-        depth = [_depth(row) for row in changed]
+        depth = [reach_in(row) for row in changed]
         for r, d in enumerate(depth):
             since = side.since[r]
             if d and since is not None and index - since >= SETTLE_FRAMES:  # it stays there
@@ -235,9 +235,10 @@ def _grid(h: int, w: int) -> tuple[int, int, int] | None:
     return cell, step, rows
 
 
-def _depth(row: list[bool]) -> int:
-    """How far a row's changed cells reach in from the edge: from a changed cell among the
-    outer two, through gaps of one unchanged cell; 0 when neither of the outer two changed."""
+def reach_in(row: list[bool]) -> int:
+    """How far a row's changed cells reach in from its start (the edge): from a changed cell
+    among the outer two, through gaps of one unchanged cell; 0 when neither of the outer two
+    changed. (The occluders' look uses it too: :mod:`livecam.analysis.occluders`.)"""
     if not (row[0] or row[1]):
         return 0
     d = 0

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from livecam.analysis.edge_entry import reach_in
 from livecam.core.types import ImageBGR
 
 #: Cells across and down the face's inner box.
@@ -165,21 +166,6 @@ def _compare(look: _Look, now: list[list[float]]) -> bool:
     return covered
 
 
-def _reach(cells: list[bool]) -> int:
-    """How far changed cells reach in from the start of ``cells``: from a changed cell among
-    the outer two, through gaps of one unchanged cell; 0 when neither of the outer two
-    changed."""
-    if not (cells[0] or cells[1]):
-        return 0
-    d = 0
-    for c, on in enumerate(cells):
-        if on:
-            d = c + 1
-        elif c + 1 < len(cells) and not cells[c + 1] and c >= 1:
-            break
-    return d
-
-
 def side_cells(changed: list[list[bool]]) -> tuple[bool, list[bool]]:
     """Whether at least :data:`SIDE_SHARE` of the rows of ``changed`` (n rows of n bools)
     reach in from the left or from the right, or of its columns from the top or the bottom
@@ -190,8 +176,8 @@ def side_cells(changed: list[list[bool]]) -> tuple[bool, list[bool]]:
     for lines, cell in ((changed, lambda line, k: line * n + k),
                         ([[row[c] for row in changed] for c in range(n)],
                          lambda line, k: k * n + line)):
-        from_start = [_reach(line) for line in lines]
-        from_end = [_reach(line[::-1]) for line in lines]
+        from_start = [reach_in(line) for line in lines]
+        from_end = [reach_in(line[::-1]) for line in lines]
         for i, (a, b) in enumerate(zip(from_start, from_end, strict=True)):
             for k in range(a):
                 on[cell(i, k)] = True
