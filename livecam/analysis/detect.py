@@ -14,15 +14,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
 from livecam.analysis import litert
 from livecam.analysis.blazeface_lite import Detection, DirectBlazeFace
-from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
+
+if TYPE_CHECKING:  # second_look imports the tracker, and it SciPy: 36 MB that `identity add`
+    # and the other users of the detector do not need
+    from livecam.analysis.second_look import StripPlace
 
 # Tile overlap as a fraction of the tile: a face up to this fraction of a tile is whole in one.
 _TILE_OVERLAP = 0.3

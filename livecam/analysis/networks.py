@@ -21,13 +21,15 @@ protocols.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from livecam.analysis.detect import BlazeFaceDetector, SearchResult
 from livecam.analysis.mesh import FaceMeshLandmarker, MeshResult
 from livecam.analysis.roi import Roi
-from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
+
+if TYPE_CHECKING:  # not imported for a type alone: see livecam.analysis.detect
+    from livecam.analysis.second_look import StripPlace
 
 #: Most detections kept per frame: every face the detector sees is either followed or covered,
 #: so this is far above ``analysis.max_faces``.

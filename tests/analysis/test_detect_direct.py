@@ -92,3 +92,17 @@ def test_detect_strips_leaves_pictures_it_cannot_sample_to_the_caller() -> None:
                                                      np.zeros(2, np.float32))]) is None
     finally:
         nets.close()
+
+
+def test_the_cpu_detector_does_not_bring_the_tracker_and_scipy() -> None:
+    """The edge strips' type in the detector's signature once imported the tracker, and with
+    it SciPy: `livecam identity add` of a 720x720 photo peaked 30 MB higher (164 -> 194 MB),
+    and the 100-megapixel PNG test went over its 300 MB."""
+    import subprocess
+    import sys
+
+    code = ("import sys, livecam.analysis.networks; "
+            "print([m for m in ('scipy', 'livecam.track.bytetrack') if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]", result.stdout
