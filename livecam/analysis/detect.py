@@ -160,7 +160,6 @@ class BlazeFaceDetector:
         return SearchResult(merge_detections(found, self.max_faces),
                             np.array(searched, np.float32).reshape(-1, 4))
 
-
     def detect_places(self, image_bgr: ImageBGR,
                       places: Sequence[StripPlace]) -> list[Faces] | None:
         """:meth:`detect` on each picture ``places`` describes (``image_bgr[np.ix_(rows,
