@@ -29,6 +29,9 @@ from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 
+if TYPE_CHECKING:
+    from livecam.analysis.gpu.tiles import TileBatches
+
 
 class SharedFaceNetworks(Protocol):
     """What a stream's share uses of :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`
@@ -44,6 +47,8 @@ class SharedFaceNetworks(Protocol):
     batcher: Batcher
 
     def tile_detector(self, max_faces: int) -> Any: ...
+
+    def tile_batches(self, max_faces: int) -> TileBatches: ...
 
     def acquire(self) -> None: ...
 
@@ -118,6 +123,11 @@ class StreamFaceNetworks:
     def tile_detector(self, max_faces: int) -> Any:
         """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
         return self.shared.tile_detector(max_faces)
+
+    def tile_batches(self, max_faces: int) -> TileBatches:
+        """The streams' one tile search batch per frame size
+        (:meth:`SharedFaceNetworks.tile_batches`)."""
+        return self.shared.tile_batches(max_faces)
 
     @property
     def num_landmarks(self) -> int:

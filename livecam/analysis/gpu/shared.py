@@ -58,6 +58,7 @@ from livecam.analysis.gpu.calls import (
 )
 from livecam.analysis.gpu.client import StreamFaceNetworks
 from livecam.analysis.gpu.facemesh import NUM_LANDMARKS
+from livecam.analysis.gpu.tiles import TileBatches
 from livecam.analysis.roi import Roi
 from livecam.core.shared_open import SharedOpen
 from livecam.engines.cuda_streams import new_stream, release_stream
@@ -119,6 +120,7 @@ class SharedFaceNetworks:
         self._detectors: list[Any] = []
         self._mesh: Any = None
         self._tile_detector: Any = None
+        self._tile_batches: TileBatches | None = None
         self._stream: Any = None
         self._side: Any = None
         self._stacks: dict[tuple[int, int], FrameStack] = {}
@@ -154,6 +156,16 @@ class SharedFaceNetworks:
                     models_dir=self.models_dir, device=self.device, dtype=self.dtype,
                     max_faces=max_faces, compile_dir=self.compile_dir)
             return self._tile_detector
+
+    def tile_batches(self, max_faces: int) -> TileBatches:
+        """The streams' one tile search batch per frame size (:class:`TileBatches`, on the
+        detector of :meth:`tile_detector`), made on first use."""
+        detector = self.tile_detector(max_faces)
+        with self._lock:
+            if self._tile_batches is None:
+                self._tile_batches = TileBatches(detector, device=self.device,
+                                                 use_graphs=self.use_graphs)
+            return self._tile_batches
 
     def acquire(self) -> None:
         self._users.acquire(lambda: bool(self._detectors), self._open)
@@ -192,6 +204,9 @@ class SharedFaceNetworks:
                 self._detectors = []
                 self._mesh = None
                 self._tile_detector = None
+                if self._tile_batches is not None:
+                    self._tile_batches.close()
+                    self._tile_batches = None
                 self._stacks.clear()
                 self._picture_stacks.clear()
                 for stream in (self._stream, self._side):

@@ -25,6 +25,7 @@ networks' whole-frame detections, as the CPU search runs its whole-frame pass.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,9 +50,10 @@ if TYPE_CHECKING:
 SLOTS_PER_TILE = 16
 
 
-class _Layout:
-    """One frame size's tiles: their pixels on the host, the captured batch call, its outputs
-    on the device and their pinned host copies (boxes, keypoints, scores, valid)."""
+class _Batch:
+    """One frame size's tiles and their batch, shared by every stream's search: the frame
+    buffer each search copies its frame into, the call (captured on CUDA), its outputs on the
+    device (boxes, keypoints, scores, valid)."""
 
     def __init__(self, crops_xyxy: list[tuple[int, int, int, int]]) -> None:
         self.crops_xyxy = crops_xyxy
@@ -59,9 +61,9 @@ class _Layout:
         #: each result shares it)
         self.searched_xyxy = np.array(crops_xyxy, np.float32).reshape(-1, 4)
         self.searched_xyxy.flags.writeable = False
+        self.frame = torch.zeros(0)
         self.call: CapturedCall | None = None
         self.out: tuple[torch.Tensor, ...] = ()
-        self.host: tuple[torch.Tensor, ...] = ()
 
 
 def _squares(crops_xyxy: list[tuple[int, int, int, int]]) -> np.ndarray:
@@ -74,12 +76,91 @@ def _squares(crops_xyxy: list[tuple[int, int, int, int]]) -> np.ndarray:
     return np.array(rows, np.float32).reshape(-1, 3)
 
 
+class TileBatches:
+    """Every stream's tile search, one batch per frame size for them all
+    (:meth:`SharedFaceNetworks.tile_batches`): one CUDA graph and one frame buffer, where each
+    stream's own graph and its memory pool took 528 MB at 1080p on an H100, the most of what a
+    stream added to the GPU's memory. The searches run in turn on one CUDA stream, under one
+    lock: each copies its frame into the buffer, replays the batch and copies the outputs to
+    host buffers of its own, so a search's outputs are its own whatever ran after it."""
+
+    def __init__(self, detector: Any, *, device: torch.device, use_graphs: bool) -> None:
+        self._detector = detector
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._use_graphs = use_graphs and self.cuda
+        self._lock = threading.Lock()
+        # never the default stream: another stream of the process may be capturing a CUDA
+        # graph meanwhile, and work on the legacy default stream would invalidate that capture
+        # (as 8 streams starting together do)
+        self._stream = new_stream(device) if self.cuda else None
+        self._batches: dict[tuple[int, int, int], _Batch | None] = {}  # None: no tiles
+
+    def close(self) -> None:
+        with self._lock:
+            self._batches.clear()
+            release_stream(self._stream)
+            self._stream = None
+
+    def _on_stream(self) -> Any:
+        return torch.cuda.stream(self._stream) if self._stream is not None \
+            else contextlib.nullcontext()
+
+    def batch(self, height_px: int, width_px: int, tile_size_px: int) -> _Batch | None:
+        """This frame size's batch (made, and captured on CUDA, on first use: about a second);
+        None: the frame has no tiles."""
+        key = (height_px, width_px, tile_size_px)
+        with self._lock:
+            if key in self._batches:
+                return self._batches[key]
+            crops = [tile_crop(t, width_px, height_px)
+                     for t in tiles(width_px, height_px, tile_size_px)]
+            made = _Batch(crops) if crops else None
+            if made is not None:
+                self._make(made, height_px, width_px)
+            self._batches[key] = made
+            return made
+
+    def _make(self, made: _Batch, height_px: int, width_px: int) -> None:
+        with torch.inference_mode(), self._on_stream():
+            made.frame = torch.zeros((1, height_px, width_px, 3), dtype=torch.uint8,
+                                     device=self.device)
+            squares = torch.from_numpy(_squares(made.crops_xyxy)).to(self.device)
+            made.out = tuple(t.clone() for t in self._detector(made.frame, squares))
+
+            def run() -> None:
+                for dst, src in zip(made.out, self._detector(made.frame, squares), strict=True):
+                    dst.copy_(src)
+
+            made.call = CapturedCall(run, device=self.device, stream=self._stream,
+                                     use_graph=self._use_graphs)
+
+    def run(self, batch: _Batch, frame: torch.Tensor, upload: Any,
+            host: tuple[torch.Tensor, ...], read: Any, done: Any) -> None:
+        """Queue the search of ``frame`` (after the CUDA stream ``upload``) and the copy of its
+        outputs into ``host``; on CUDA ``read`` is recorded once the frame is copied and
+        ``done`` once ``host`` is filled (on a CPU it is done on return)."""
+        assert batch.call is not None
+        with self._lock, torch.inference_mode(), self._on_stream():
+            if self._stream is not None:
+                self._stream.wait_stream(upload)
+            batch.frame.copy_(frame)
+            if self._stream is not None:
+                read.record(self._stream)
+            batch.call()
+            # one call: each torch call gives the GIL up and waits to get it back
+            torch._foreach_copy_(list(host), list(batch.out), non_blocking=True)
+            if self._stream is not None:
+                done.record(self._stream)
+
+
 class GpuTileSearch:
     """A :class:`~livecam.analysis.networks.TileSearch` on :class:`StreamFaceNetworks`' frames
-    (see the module docstring). ``search`` searches every tile, whatever ``all_tiles`` says;
-    ``launch`` and ``take`` split it so the follower need not wait (``deferred``).
-    One caller (the follower's thread, which also drives ``networks``). Construct cheaply;
-    ``open`` loads the model (the networks' own ``open`` is idempotent)."""
+    (see the module docstring), through the streams' :class:`TileBatches`. ``search``
+    searches every tile, whatever ``all_tiles`` says; ``launch`` and ``take`` split it so the
+    follower need not wait (``deferred``). One caller (the follower's thread, which also
+    drives ``networks``). Construct cheaply; ``open`` loads the model (the networks' own
+    ``open`` is idempotent)."""
 
     on_caller_thread = True
 
@@ -88,77 +169,45 @@ class GpuTileSearch:
         self.networks = networks
         self.tile_size_px = tile_size_px
         self.whole_frame = whole_frame
-        self._detector: Any = None
-        self._stream: Any = None
-        self._layouts: dict[tuple[int, int], _Layout | None] = {}  # None: no tiles
+        self._batches: TileBatches | None = None
+        #: this search's host copies of each frame size's outputs (pinned on CUDA)
+        self._hosts: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
         #: the follower may launch a due search and take its result on the next frame (its
         #: own whole-frame pass runs every frame); with ``whole_frame`` the search stands in
         #: for that pass and runs on the frame it searches
         self.deferred = not whole_frame
-        self._pending: tuple[_Layout | None, int, int, list[Any]] | None = None
+        self._pending: tuple[_Batch | None, int, int, list[Any]] | None = None
         self._read: Any = None  # CUDA event: the launched search has read the frame
         self._done: Any = None  # CUDA event: its results are in host memory
 
     def open(self) -> None:
-        if self._detector is not None:
+        if self._batches is not None:
             return
         nets = self.networks
         nets.open()
-        self._detector = nets.tile_detector(SLOTS_PER_TILE)
-        self._stream = new_stream(nets.device) if nets.cuda else None
+        self._batches = nets.tile_batches(SLOTS_PER_TILE)
         if nets.cuda:
             self._read, self._done = torch.cuda.Event(), torch.cuda.Event()
 
     def close(self) -> None:
-        self._detector = None
+        self._batches = None
         self._pending = None
-        self._layouts.clear()
-        release_stream(self._stream)
-        self._stream = None
+        self._hosts.clear()
 
     def prepare(self, width_px: int, height_px: int) -> None:
-        """Capture this frame size's batch now (CUDA: a second or so), before frames flow."""
-        self._layout(np.zeros((height_px, width_px, 3), np.uint8))
+        """Capture this frame size's batch now (CUDA: a second or so, once for every
+        stream), before frames flow."""
+        self._batch(height_px, width_px)
 
-    def _on_stream(self) -> Any:
-        return torch.cuda.stream(self._stream) if self._stream is not None \
-            else contextlib.nullcontext()
-
-    def _layout(self, image_bgr: ImageBGR) -> _Layout | None:
-        """This frame size's layout (made and captured on first use); None: no tiles."""
-        h, w = int(image_bgr.shape[0]), int(image_bgr.shape[1])
-        layout = self._layouts.get((h, w))
-        if layout is not None or (h, w) in self._layouts:
-            return layout
-        if self._detector is None:
+    def _batch(self, h: int, w: int) -> _Batch | None:
+        if self._batches is None:
             raise RuntimeError("GpuTileSearch used before open()")
-        crops = [tile_crop(t, w, h) for t in tiles(w, h, self.tile_size_px)]
-        if not crops:
-            self._layouts[(h, w)] = None
-            return None
-        layout = _Layout(crops)
-        frame, upload = self.networks.frame_on_device(image_bgr)
-        # Everything on this search's own stream, never the default one: another stream of
-        # the process may be capturing a CUDA graph meanwhile, and work on the legacy default
-        # stream would invalidate that capture (as 8 streams starting together do).
-        with torch.inference_mode(), self._on_stream():
-            if self._stream is not None:
-                self._stream.wait_stream(upload)
-            squares = torch.from_numpy(_squares(crops)).to(frame.device)
-            first = self._detector(frame, squares)
-            layout.out = tuple(t.clone() for t in first)
-            pinned = self._stream is not None
-            layout.host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=pinned)
-                                for t in layout.out)
-
-            def batch() -> None:
-                for dst, src in zip(layout.out, self._detector(frame, squares), strict=True):
-                    dst.copy_(src)
-
-            layout.call = CapturedCall(batch, device=frame.device, stream=self._stream,
-                                       use_graph=self.networks.use_graphs)
-        self._layouts[(h, w)] = layout
-        return layout
+        batch = self._batches.batch(h, w, self.tile_size_px)
+        if batch is not None and (h, w) not in self._hosts:
+            pinned = self.networks.cuda
+            self._hosts[(h, w)] = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=pinned)
+                                        for t in batch.out)
+        return batch
 
     def search(self, image_bgr: ImageBGR, *, all_tiles: bool = False) -> SearchResult:
         """Every tile of ``image_bgr`` searched now (the caller waits for the GPU)."""
@@ -178,43 +227,35 @@ class GpuTileSearch:
             whole = self.networks.detect(image_bgr)
             found += [(whole.boxes_xyxy[i], float(whole.scores[i]), whole.keypoints_xy[i])
                       for i in range(len(whole))]
-        layout = self._layout(image_bgr)
-        self._pending = (layout, h, w, found)
-        if layout is None:
+        batch = self._batch(h, w)
+        self._pending = (batch, h, w, found)
+        if batch is None:
             return
-        _, upload = self.networks.frame_on_device(image_bgr)
-        assert layout.call is not None
-        with torch.inference_mode(), self._on_stream():
-            if self._stream is not None:
-                self._stream.wait_stream(upload)
-            layout.call()
-            if self._stream is not None:
-                self._read.record(self._stream)
-                self.networks.hold_frame_until(self._read)
-            # one call: each torch call gives the GIL up and waits to get it back
-            torch._foreach_copy_(list(layout.host), list(layout.out), non_blocking=True)
-            if self._stream is not None:
-                self._done.record(self._stream)
+        assert self._batches is not None
+        frame, upload = self.networks.frame_on_device(image_bgr)
+        self._batches.run(batch, frame, upload, self._hosts[(h, w)], self._read, self._done)
+        if self._read is not None:
+            self.networks.hold_frame_until(self._read)
 
     def take(self) -> SearchResult | None:
         """The launched search's result (waiting for the GPU if it is not done), or None when
         none was launched since the last take."""
         if self._pending is None:
             return None
-        layout, h, w, found = self._pending
+        batch, h, w, found = self._pending
         self._pending = None
-        if layout is None:
+        if batch is None:
             return SearchResult(merge_detections(found, MAX_DETECTIONS),
                                 np.zeros((0, 4), np.float32))
-        if self._stream is not None:
+        if self._done is not None:
             wait_done(self._done)  # launched a frame ago: mostly done
         boxes, points, scores, valid = (t.float().numpy() if t.dtype == torch.float16
-                                        else t.numpy() for t in layout.host)
-        crops = layout.crops_xyxy
+                                        else t.numpy() for t in self._hosts[(h, w)])
+        crops = batch.crops_xyxy
         # the valid slots of every tile at once, tile by tile and slot by slot (one call, not
         # one a tile: a 1080p frame has 28 tiles, most of them empty)
         for t, j in zip(*(a.tolist() for a in np.nonzero(valid[:len(crops)])), strict=True):
             if not cut_by_inner_edge(boxes[t, j], crops[t], w, h):
                 found.append((boxes[t, j].astype(np.float32), float(scores[t, j]),
                               points[t, j].astype(np.float32)))
-        return SearchResult(merge_detections(found, MAX_DETECTIONS), layout.searched_xyxy)
+        return SearchResult(merge_detections(found, MAX_DETECTIONS), batch.searched_xyxy)

@@ -171,7 +171,8 @@ def test_compiled_face_networks_find_what_the_plain_ones_find(astronaut_bgr: np.
 
 
 def test_every_streams_tile_search_shares_one_detector() -> None:
-    """Compiled, one detector is one compile at start, not one a stream."""
+    """Compiled, one detector is one compile at start, not one a stream; and one batch (on
+    CUDA one graph) a frame size for every stream."""
     shared = SharedFaceNetworks(device="cpu", n_streams=3, detector_model="full",
                                 min_score=0.5, max_rois=1)
     clients = [shared.slot_for(k) for k in range(3)]
@@ -179,9 +180,14 @@ def test_every_streams_tile_search_shares_one_detector() -> None:
     for search in searches:
         search.open()
     try:
-        detectors = {id(s._detector) for s in searches}
-        assert len(detectors) == 1
-        assert searches[0]._detector.max_faces == 16  # SLOTS_PER_TILE
+        batches = {id(s._batches) for s in searches}
+        assert len(batches) == 1
+        detector = searches[0]._batches._detector  # type: ignore[union-attr]
+        assert detector is shared.tile_detector(16)
+        assert detector.max_faces == 16  # SLOTS_PER_TILE
+        for search in searches:
+            search.prepare(1280, 720)
+        assert len({id(s._batches.batch(720, 1280, 640)) for s in searches}) == 1  # type: ignore[union-attr]
     finally:
         for search, client in zip(searches, clients, strict=True):
             search.close()
@@ -190,7 +196,8 @@ def test_every_streams_tile_search_shares_one_detector() -> None:
     search = GpuTileSearch(own, tile_size_px=640)
     search.open()
     try:
-        assert search._detector is own.tile_detector(16)
+        assert search._batches is own.tile_batches(16)
+        assert own.tile_batches(16)._detector is own.tile_detector(16)
     finally:
         search.close()
         own.close()

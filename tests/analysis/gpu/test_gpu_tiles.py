@@ -101,6 +101,38 @@ def test_live_mode_searches_on_the_followers_thread_and_finds_small_faces_at_onc
         follower.close()
 
 
+@pytest.mark.slow  # the torch face networks on the CPU: 25 s on 2 cores
+def test_streams_searches_launched_in_turn_each_get_their_own_frames_faces(
+        small_faces_bgr: np.ndarray) -> None:
+    """Every stream's search runs the one batch of its frame size (one frame buffer, on CUDA
+    one graph): stream 0 launches on a frame with six small faces, stream 1 on an empty one
+    before stream 0 takes, and each takes what its own frame holds."""
+    from livecam.analysis.gpu.shared import SharedFaceNetworks
+
+    shared = SharedFaceNetworks(device="cpu", n_streams=2, detector_model="full",
+                                min_score=FLOOR, max_rois=2)
+    clients = [shared.slot_for(k) for k in range(2)]
+    searches = [GpuTileSearch(c, tile_size_px=384) for c in clients]
+    try:
+        for one in searches:
+            one.open()
+        empty = np.full_like(small_faces_bgr, 40)
+        searches[0].launch(small_faces_bgr.copy())
+        searches[1].launch(empty)
+        first, second = searches[0].take(), searches[1].take()
+        assert first is not None and second is not None
+        assert len(first.faces) == 6 and len(second.faces) == 0
+        searches[1].launch(small_faces_bgr.copy())
+        searches[0].launch(empty)
+        first, second = searches[0].take(), searches[1].take()
+        assert first is not None and second is not None
+        assert len(first.faces) == 0 and len(second.faces) == 6
+    finally:
+        for one, client in zip(searches, clients, strict=True):
+            one.close()
+            client.close()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()",
                     reason="CUDA is not available (the same code runs on the CPU above)")
@@ -227,3 +259,38 @@ def test_a_deferred_search_face_without_a_mesh_is_still_covered(
         follower.close()
     assert len(faces) == 0 and len(withheld) == 6
     assert set(withheld.reasons.tolist()) == {int(Unswappable.NO_MESH)}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                    reason="CUDA is not available (the same code runs on the CPU above)")
+def test_a_second_streams_tile_search_adds_no_graph(small_faces_bgr: np.ndarray) -> None:
+    """Each stream's tile search captured a graph of its own into a pool of its own: 528 MB a
+    stream at 1080p on an H100, the most of what each stream added to the GPU's memory. The
+    streams now share one graph a frame size: a second stream's prepare adds almost nothing
+    (its pinned host buffers are not on the GPU), and both find the faces."""
+    import torch
+
+    from livecam.analysis.gpu.shared import SharedFaceNetworks
+
+    shared = SharedFaceNetworks(device="cuda", n_streams=2, detector_model="full",
+                                min_score=FLOOR, max_rois=2)
+    clients = [shared.slot_for(k) for k in range(2)]
+    searches = [GpuTileSearch(c, tile_size_px=384) for c in clients]
+    added = []
+    try:
+        for one in searches:
+            one.open()
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_reserved()
+            one.prepare(small_faces_bgr.shape[1], small_faces_bgr.shape[0])
+            torch.cuda.synchronize()
+            added.append(torch.cuda.memory_reserved() - before)
+        assert added[0] > 16 << 20 and added[1] == 0, added
+        for one in searches:
+            got = one.search(small_faces_bgr.copy())
+            assert len(got.faces) == 6
+    finally:
+        for one, client in zip(searches, clients, strict=True):
+            one.close()
+            client.close()

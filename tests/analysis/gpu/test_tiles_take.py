@@ -12,14 +12,15 @@ import torch
 
 from livecam.analysis.detect import cut_by_inner_edge, merge_detections, tile_crop, tiles
 from livecam.analysis.gpu.calls import MAX_DETECTIONS
-from livecam.analysis.gpu.tiles import SLOTS_PER_TILE, GpuTileSearch, _Layout
+from livecam.analysis.gpu.tiles import SLOTS_PER_TILE, GpuTileSearch, _Batch
 
 W, H = 1920, 1080
 
 
-def _layout(rng: np.random.Generator, dtype: torch.dtype) -> _Layout:
+def _layout(rng: np.random.Generator,
+            dtype: torch.dtype) -> tuple[_Batch, tuple[torch.Tensor, ...]]:
     crops = [tile_crop(t, W, H) for t in tiles(W, H, 384)]
-    layout = _Layout(crops)
+    layout = _Batch(crops)
     n = len(crops)
     # boxes inside their tile's middle (kept) and across its edges (some cut)
     x0 = np.array([c[0] for c in crops], np.float64)[:, None]
@@ -28,15 +29,15 @@ def _layout(rng: np.random.Generator, dtype: torch.dtype) -> _Layout:
     bx, by = x0 + rng.uniform(-30, 330, side.shape), y0 + rng.uniform(-30, 330, side.shape)
     boxes = np.stack([bx, by, bx + side, by + side], -1)
     points = rng.uniform(0, 1000, (n, SLOTS_PER_TILE, 6, 2))
-    layout.host = (torch.from_numpy(boxes).to(dtype), torch.from_numpy(points).to(dtype),
-                   torch.from_numpy(rng.random((n, SLOTS_PER_TILE))).to(dtype),
-                   torch.from_numpy(rng.random((n, SLOTS_PER_TILE)) < 0.15))
-    return layout
+    host = (torch.from_numpy(boxes).to(dtype), torch.from_numpy(points).to(dtype),
+            torch.from_numpy(rng.random((n, SLOTS_PER_TILE))).to(dtype),
+            torch.from_numpy(rng.random((n, SLOTS_PER_TILE)) < 0.15))
+    return layout, host
 
 
-def _reference(layout: _Layout) -> tuple:
+def _reference(layout: _Batch, host: tuple[torch.Tensor, ...]) -> tuple:
     boxes, points, scores, valid = (t.float().numpy() if t.dtype == torch.float16
-                                    else t.numpy() for t in layout.host)
+                                    else t.numpy() for t in host)
     found = []
     for t, crop in enumerate(layout.crops_xyxy):
         for j in np.flatnonzero(valid[t]):
@@ -48,11 +49,12 @@ def _reference(layout: _Layout) -> tuple:
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_take_reads_every_tile_as_one_tile_at_a_time_did(dtype: torch.dtype) -> None:
-    layout = _layout(np.random.default_rng(8), dtype)
-    want, found = _reference(layout)
+    layout, host = _layout(np.random.default_rng(8), dtype)
+    want, found = _reference(layout, host)
     assert len(found) >= 10 and len(want) >= 3  # detections kept, and some merged away
     search = GpuTileSearch.__new__(GpuTileSearch)  # no model: its outputs are set above
-    search._stream = None
+    search._done = None
+    search._hosts = {(H, W): host}
     search._pending = (layout, H, W, [])
     got = search.take()
     assert got is not None
