@@ -101,8 +101,7 @@ run() {
                 "$res/$step.log" | tail -n 60
         elif [[ $kind == gpu ]]; then
             (timeout "$((left < ${GT:-150} ? left : ${GT:-150}))" "$PYTHON" -m pytest -q \
-                -m gpu -p no:cacheprovider tests/analysis/gpu tests/gpupipe/test_cuda.py \
-                tests/engines/test_cuda_streams.py > "$res/$step.log" 2>&1)
+                -m gpu -p no:cacheprovider tests > "$res/$step.log" 2>&1)
             tail -n 15 "$res/$step.log"
         else
             tree=$(tree_for "$dir" "$variant")
