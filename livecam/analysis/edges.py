@@ -384,9 +384,9 @@ class StripSearch:
     six 1080x1080 pictures, 21 MB written a frame). A second look's verdict on a place is kept
     while its pixels hold (:class:`~livecam.analysis.second_look.Verdicts`), and a
     picture whose band along the edge did not change since it was last searched is not
-    searched again (:data:`UNCHANGED_BAND`; not with networks that prepare their pictures'
-    batches, the GPU's, whose frame's strips run as one captured call). Only the follower's
-    thread; one :meth:`find` per frame."""
+    searched again (:data:`UNCHANGED_BAND`; the GPU's networks too: a frame's strips are one
+    batch call, whose host work, a round trip through the streams' batcher, is what limits
+    many streams). Only the follower's thread; one :meth:`find` per frame."""
 
     def __init__(self, networks: Detector) -> None:
         self.networks = networks
@@ -396,9 +396,6 @@ class StripSearch:
         # each place's detections and its band's thumbnail cells when they were found
         self._kept: dict[int, tuple[Faces, np.ndarray]] = {}
         self._searches = 0
-        # networks that prepare their pictures' batches (the GPU's: CUDA graphs captured for
-        # a frame's strips in one call) search every strip every frame
-        self.skips_unchanged = getattr(networks, "prepare_pictures", None) is None
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Networks that build the pictures on the device (``prepare_pictures``) make their
@@ -424,13 +421,9 @@ class StripSearch:
             self._kept.clear()
         places = self._places[1]
         assert self._bands is not None
-        if self.skips_unchanged:
-            cells = _thumbnail(image_bgr)
-            bands = [cells[rows, cols] for rows, cols in self._bands[1]]
-            todo = [k for k in range(len(places)) if self._due(k, bands[k])]
-        else:
-            bands = [np.zeros((0, 0, 3), np.uint8)] * len(places)
-            todo = list(range(len(places)))
+        cells = _thumbnail(image_bgr)
+        bands = [cells[rows, cols] for rows, cols in self._bands[1]]
+        todo = [k for k in range(len(places)) if self._due(k, bands[k])]
         found: list[Faces] | None = None
         if todo:
             on_device = getattr(self.networks, "detect_strips", None)

@@ -197,7 +197,10 @@ def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
         for i in range(3):
             stage.process(Packet.from_frame(Frame(i, i * 33_000_000, frame), RuntimeState()))
         assert made == before  # no stack made on the stream's frames
-        assert list(shared.batcher.sizes).count(len(strips)) == 3  # one batch a frame
+        # the first frame's strips in one batch; the still frame's strips after it are not
+        # searched again but the one whose turn it is (padded to the captured batch of 8)
+        assert list(shared.batcher.sizes).count(len(strips)) == 1
+        assert set(shared._picture_stacks[size].detect) == {8}
 
 
 def test_a_pictures_stack_batches_the_streams_started_not_every_place_it_holds() -> None:
