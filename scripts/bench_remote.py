@@ -6,7 +6,12 @@ then runs N real aiortc WHIP clients at once. Each sends a clip whose
 frames carry their index in a bar code (the leak clip ``still_2``, 1280x720, two real faces;
 ``--size`` scales it, which drops the code's width below what survives VP8 under 640 px),
 looped at --fps, and reads back which input each received frame shows: latency = received −
-last sent of that index, on one clock. Prints a table and writes JSON.
+last sent of that index, on one clock. The ``srv`` columns are the server's own part, from
+its status lines (every 5 s a stream; medians of those logged during the run): capture→sink
+p50 and p99 of its pipeline (analysis and swap, from the decoded camera frame to the hand-over
+to the encoder) and its CPU ms a frame; the rest of glass-to-glass is the transport (the
+client's encode, aiortc both ways, the server's decode and encode, the client's decode).
+Prints a table and writes JSON.
 
     python -m scripts.bench_remote --sessions 1 2 --seconds 20
     python -m scripts.bench_remote --sessions 1 --no-swap     # transport only (passthrough)
@@ -35,6 +40,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -90,6 +96,21 @@ async def _one(url: str, token: str, frames: list[np.ndarray], fps: float, secon
             "latency_p50_ms": round(float(np.percentile(lat, 50)), 1),
             "latency_p99_ms": round(float(np.percentile(lat, 99)), 1),
             "frames": len(latencies)}
+
+
+#: The server's status line (every 5 s a stream): capture→sink latency and CPU a frame.
+_STATUS = re.compile(r"latency p50\s+([0-9.]+) ms p99\s+([0-9.]+) ms.*?cpu\s+([0-9.]+) ms/frame")
+
+
+def _server_figures(log_text: str) -> dict[str, float | None]:
+    """The medians of the server's status lines in ``log_text`` (its streams' capture→sink
+    p50 and p99 and CPU ms a frame: the pipeline inside the server, without the transport);
+    None without a line."""
+    found = [tuple(map(float, m.groups())) for m in _STATUS.finditer(log_text)]
+    if not found:
+        return {"server_p50_ms": None, "server_p99_ms": None, "server_cpu_ms_per_frame": None}
+    p50, p99, cpu = (float(np.median(column)) for column in zip(*found, strict=True))
+    return {"server_p50_ms": p50, "server_p99_ms": p99, "server_cpu_ms_per_frame": cpu}
 
 
 def _cpu_s(pid: int) -> float:
@@ -202,17 +223,21 @@ def main() -> None:
                 return list(await asyncio.gather(*(_one(url, token, frames, args.fps,
                                                         args.seconds) for _ in range(n))))
 
-            for k, result in enumerate(asyncio.run(run_n())):
-                rows.append({"sessions": n, "session": k, **result})
+            logged = len(log.read_text())
+            results = asyncio.run(run_n())
             time.sleep(2.0)  # the sessions' streams removed before the next count
+            server_side = _server_figures(log.read_text()[logged:])
+            for k, result in enumerate(results):
+                rows.append({"sessions": n, "session": k, **result, **server_side})
     finally:
         server.stop()
     print(f"{'sessions':>8} {'#':>2} {'first s':>8} {'recv fps':>8} {'new fps':>8} "
-          f"{'p50 ms':>8} {'p99 ms':>8}")
+          f"{'p50 ms':>8} {'p99 ms':>8} {'srv p50':>8} {'srv p99':>8} {'srv cpu':>8}")
     for r in rows:
         print(f"{r['sessions']:>8} {r['session']:>2} {r['first_frame_s']:>8} "
               f"{r['received_fps']:>8} {r['new_fps']:>8} {r['latency_p50_ms']:>8} "
-              f"{r['latency_p99_ms']:>8}")
+              f"{r['latency_p99_ms']:>8} {r['server_p50_ms']!s:>8} "
+              f"{r['server_p99_ms']!s:>8} {r['server_cpu_ms_per_frame']!s:>8}")
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     doc = {"command": " ".join(sys.argv), "swap": "none" if args.no_swap else "classic",
            "size": "1280x720", "fps": args.fps, "host": platform.node(),

@@ -217,11 +217,14 @@ class WhipClient:
         import aiohttp
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
+        from livecam.remote.jitter import complete_frames_at_marker
+
         pc = self.pc = RTCPeerConnection()
         track = feed_track(self.feed)
         prefer_h264(pc.addTransceiver(track, direction="sendrecv"))
         if self.audio:
             pc.addTransceiver("audio", direction="sendrecv")
+        complete_frames_at_marker(pc)  # the swapped frames one frame sooner
 
         @pc.on("track")
         def on_track(track: Any) -> None:

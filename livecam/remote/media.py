@@ -138,7 +138,9 @@ class SessionSink:
     last frame repeated, the same array, when no new one came); it never blocks: the track
     takes the newest. A repeat is handed over only when nothing was for ``repeat_every_s``
     (the module docstring says why); ``sent`` counts what was handed over, ``repeats_skipped``
-    the rest. ``clock``: seconds, monotonic (tests give their own).
+    the rest, ``dropped`` the frames handed over that a newer one replaced before the track
+    took them (the event loop, which encodes and sends, was behind: the newest goes, never a
+    queue of older ones). ``clock``: seconds, monotonic (tests give their own).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *,
@@ -155,6 +157,7 @@ class SessionSink:
         self.size_px = (0, 0)
         self.sent = 0
         self.repeats_skipped = 0
+        self.dropped = 0
 
     def open(self, *, width: int, height: int, fps: float) -> None:
         self.size_px = (width, height)
@@ -170,6 +173,8 @@ class SessionSink:
             self._loop.call_soon_threadsafe(self._hand_over, image_bgr)
 
     def _hand_over(self, image_bgr: ImageBGR | None) -> None:
+        if self._newest is not None:
+            self.dropped += 1
         self._newest = image_bgr
         self._event.set()
 

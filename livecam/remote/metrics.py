@@ -88,6 +88,10 @@ class _SessionCollector(Collector):
         yield _labelled(CounterMetricFamily, "livecam_session_frames_out",
                         "Frames sent back to the session's client (repeats of the last one "
                         "included, at most 4 a second).", user, self._session.sink.sent)
+        yield _labelled(CounterMetricFamily, "livecam_session_frames_dropped",
+                        "Frames to send back that a newer one replaced before the encoder "
+                        "took them (the session's sender was behind).", user,
+                        self._session.sink.dropped)
         yield _labelled(CounterMetricFamily, "livecam_session_repeats_skipped",
                         "Repeats of the last frame not sent back (nothing new to encode).",
                         user, self._session.sink.repeats_skipped)

@@ -262,6 +262,8 @@ class WhipServer:
     async def _answer(self, user: str, sdp: str) -> Session:
         from aiortc import RTCPeerConnection, RTCSessionDescription
 
+        from livecam.remote.jitter import complete_frames_at_marker
+
         loop = asyncio.get_running_loop()
         serve = self._serve
         pc = RTCPeerConnection()
@@ -303,6 +305,7 @@ class WhipServer:
                                    "advanced.serve.ice_interfaces is up on this server now: "
                                    "try again later")
             limit_gathering(pc, addresses)
+        complete_frames_at_marker(pc)  # the camera's frames one frame sooner
         track = make_swapped_track(session.sink)
         pc.addTrack(track)  # the video transceiver's sender
         answer = await pc.createAnswer()

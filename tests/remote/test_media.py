@@ -77,3 +77,25 @@ def test_only_the_frames_the_stream_takes_are_converted_and_resized() -> None:
     assert _Decoded.conversions == 2
     source.end()
     assert source.read() is None
+
+
+def test_a_frame_the_encoder_did_not_take_before_a_newer_one_is_dropped_and_counted() -> None:
+    # the track (the encoder's side, on the event loop) fell behind: three frames were
+    # handed over before it took one; it gets the newest, never the older ones after it
+    async def run() -> tuple[SessionSink, list[int | None]]:
+        sink = SessionSink(asyncio.get_running_loop())
+        for k in range(3):
+            sink.send(np.full((4, 4, 3), k, np.uint8))
+        await asyncio.sleep(0)  # the loop runs the three hand-overs
+        image = await sink.next_frame()
+        sink.send(np.full((4, 4, 3), 7, np.uint8))
+        await asyncio.sleep(0)
+        later = await sink.next_frame()
+        sink.close()
+        await asyncio.sleep(0)
+        return sink, [None if i is None else int(i[0, 0, 0])
+                      for i in (image, later, await sink.next_frame())]
+
+    sink, got = asyncio.run(run())
+    assert got == [2, 7, None]  # the newest, the next one, then the end
+    assert sink.sent == 4 and sink.dropped == 2

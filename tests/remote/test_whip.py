@@ -94,7 +94,7 @@ def test_a_session_gets_its_frames_swapped_back_and_no_face_leaks(
           f"{report.faces_judged}, leaked {report.leaks_counted}")
     assert report.faces_judged > 0 and report.unreadable == 0
     assert report.leaks_counted == 0, [(v.input_frame, v.residual) for v in report.leaked]
-    for name in ("frames_in_total", "frames_out_total", "fps_in", "fps_out",
+    for name in ("frames_in_total", "frames_out_total", "frames_dropped_total", "fps_in", "fps_out",
                  "packets_lost_total", "jitter_ms", "rtt_ms"):  # per session, by user
         assert f'livecam_session_{name}{{user="alice"' in metrics, (name, metrics[-2000:])
     # DELETE removed the session's stream from the pipeline
