@@ -448,6 +448,8 @@ class _Lobby:
         self._loop.add_reader(conn.fileno(), self._readable, conn)
 
     def _readable(self, conn: socket.socket) -> None:
+        if conn not in self._waiting:  # closed earlier in the same step of the loop
+            return
         try:
             closed = not conn.recv(1, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
