@@ -1,8 +1,8 @@
 """Idle-socket flood on a real `livecam run` (or `daemon`): does `livecam ctl` still answer,
 and does the output keep its rate? Prints a table and writes JSON.
 
-    python -m scripts.bench_idle_flood [--daemon | --swap] [--sockets 3000] [--rounds 3]
-                                       [--json out/bench_idle_flood.json]
+    python -m scripts.bench_idle_flood [--daemon | --swap | --server-only] [--sockets 3000]
+                                       [--rounds 3] [--json out/bench_idle_flood.json]
 
 Starts livecam as :mod:`scripts.attack_api` does (synthetic 640x360 input at 30 fps, null
 output, an empty identity library: the stages are a pass-through; with ``--swap`` a daemon
@@ -22,7 +22,9 @@ histogram, `bucket` = the upper bound in ms of the longest interval in the phase
 s` = livecam's CPU seconds in the phase minus the quiet phases' mean rate times its length.
 Compare each flood phase with the quiet ones: on a shared host both move.
 
-Linux only (reads /proc); every connection goes to 127.0.0.1.
+``--server-only`` floods the HTTP server alone in this process (no livecam pipeline) and reports
+its thread's CPU seconds per flood, which the host's load moves little: the cost of the flood
+itself. Linux only (reads /proc); every connection goes to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -120,11 +122,86 @@ def phase(cam: Livecam, name: str, sockets: int, tries: int, min_s: float) -> di
             "longest_interval_bucket_ms": highest, "cpu_s": round(cpu, 2)}
 
 
+def server_only(sockets: int, rounds: int, hold_s: float) -> list[dict[str, Any]]:
+    """The control API's HTTP server alone (livecam.control.http, its default limits) in this
+    process, with a trivial handler: the server thread's CPU seconds per flood, from
+    /proc/self/task (CPU time, so the host's load moves it little), connections given to
+    aiohttp, idle ones closed to make room, and 5 GETs made during the flood."""
+    import threading
+    import urllib.request
+
+    from aiohttp import web
+
+    from livecam.control.http import HttpServer, Limits, bind_socket
+
+    def make_app() -> web.Application:
+        async def ok(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app = web.Application()
+        app.router.add_get("/ok", ok)
+        return app
+
+    server = HttpServer(make_app, bind_socket("127.0.0.1", 0, Limits().backlog), Limits())
+    server.start()
+    thread = next(t for t in threading.enumerate() if t.name == "livecam-control-api")
+
+    def thread_cpu_s() -> float:
+        with open(f"/proc/self/task/{thread.native_id}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def get() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/ok", timeout=5) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    results = []
+    try:
+        for r in range(rounds):
+            cpu0, evicted0 = thread_cpu_s(), server.evicted
+            handed0 = getattr(server, "handed_on", 0)
+            idle = []
+            for _ in range(sockets):
+                s = socket.socket()
+                idle.append(s)
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", server.port))
+            t0 = time.perf_counter()
+            answered = [get() for _ in range(5)]
+            get_s = time.perf_counter() - t0
+            time.sleep(hold_s)
+            for s in idle:
+                s.close()
+            time.sleep(1.0)
+            row = {"round": r + 1, "sockets": sockets,
+                   "server_thread_cpu_s": round(thread_cpu_s() - cpu0, 3),
+                   "gets_ok": sum(answered), "gets_s": round(get_s, 2),
+                   "evicted": server.evicted - evicted0,
+                   "handed_to_aiohttp": (getattr(server, "handed_on", 0) - handed0
+                                         if hasattr(server, "handed_on") else None)}
+            results.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        server.stop()
+    print(f"\n{'round':>5} {'sockets':>7} {'server cpu s':>12} {'gets ok':>7} {'gets s':>6} "
+          f"{'evicted':>7} {'to aiohttp':>10}")
+    for row in results:
+        print(f"{row['round']:5d} {row['sockets']:7d} {row['server_thread_cpu_s']:12.3f} "
+              f"{row['gets_ok']:>5}/5 {row['gets_s']:6.2f} {row['evicted']:7d} "
+              f"{'-' if row['handed_to_aiohttp'] is None else row['handed_to_aiohttp']:>10}")
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--daemon", action="store_true", help="flood `livecam daemon`")
     parser.add_argument("--swap", action="store_true",
                         help="flood a daemon that swaps a real face (implies --daemon)")
+    parser.add_argument("--server-only", action="store_true",
+                        help="flood the HTTP server alone, in this process (its CPU per flood)")
     parser.add_argument("--sockets", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ctl-tries", type=int, default=5)
@@ -134,6 +211,13 @@ def main() -> int:
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, args.sockets + 1000), hard))
+    if args.server_only:
+        rows = server_only(args.sockets, args.rounds, args.min_phase_s)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"mode": "server only", "load_avg": os.getloadavg(),
+                                         "rounds": rows}, indent=1))
+        print(f"wrote {args.json}")
+        return 0
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         args.daemon = args.daemon or args.swap

@@ -12,9 +12,11 @@ connection that never sends a request open forever):
   a file descriptor and one callback until it sends its first byte; only then does it
   become an aiohttp connection (a request handler, a task, timers: some 0.3 ms of the
   loop's time each, measured). 3,000 sockets that never send a byte cost the server thread
-  about 0.06 s of CPU in all instead of 0.3 s, hold no aiohttp slot, and the listen queue
-  stays short, so `livecam ctl`'s connection is accepted at once among them. The lobby
-  holds at most ``backlog`` connections (the oldest is closed for a new one) and closes
+  about 0.06 s of CPU in all instead of 0.3 s and hold no aiohttp slot. The listen queue
+  (``backlog``, capped by the kernel: ``net.core.somaxconn``, 4096 on Linux since 5.4) holds
+  such a flood whole while the loop drains it, so the kernel drops no connection, `livecam
+  ctl`'s included (a dropped one is retried by its client only after a second). The lobby
+  holds at most ``lobby`` connections (the oldest is closed for a new one) and closes
   one that sent nothing within ``idle_timeout_s`` of connecting; one closed before sending
   a byte never reaches aiohttp. Accepts are limited to a burst of ``accept_burst`` refilled
   at ``accepts_per_s`` a second, so a client that reconnects as fast as it is closed costs
@@ -24,7 +26,7 @@ connection that never sends a request open forever):
 - at most ``max_connections`` aiohttp connections: at the limit, the oldest one that holds
   no request (an idle keep-alive, a request line or headers unfinished for ``_GRACE_S``)
   is closed to make room for a new one; when every one holds a request, new ones wait
-  (parked, at most ``backlog``) until a slot frees;
+  (parked, at most ``lobby``) until a slot frees;
 - aiohttp closes a connection that has not sent its request line and headers within
   ``idle_timeout_s`` of reaching it (its first byte) or of its previous response;
 - the token is checked before a body is read (a signed request's server nonce is: see
@@ -44,6 +46,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import math
 import re
 import select
 import socket
@@ -66,7 +69,8 @@ class Limits:
     """What one client may hold or send; see the module docstring."""
 
     max_connections: int = 64
-    backlog: int = 256
+    backlog: int = 4096
+    lobby: int = 256
     accepts_per_s: float = 1000.0
     accept_burst: float = 4000.0
     idle_timeout_s: float = 5.0
@@ -251,10 +255,10 @@ class HttpServer:
         """Accept every waiting connection at once (in batches, within a budget of
         ``accept_burst`` refilled at ``accepts_per_s``) into a lobby that only watches for a
         connection's first byte; a connection that sends one goes on to aiohttp (see
-        :meth:`_hand_over`). The lobby holds at most ``backlog`` sockets (the oldest is
+        :meth:`_hand_over`). The lobby holds at most ``lobby`` sockets (the oldest is
         closed for a new one) and closes one that sent nothing within ``idle_timeout_s``."""
         limits = self._limits
-        lobby = _Lobby(loop, lambda conn: self._hand_over(server, conn), limits.backlog)
+        lobby = _Lobby(loop, lambda conn: self._hand_over(server, conn), limits.lobby)
         bucket = _Bucket(limits.accept_burst, limits.accepts_per_s, loop.time())
         fd = self._sock.fileno()
         listening = True
@@ -303,13 +307,13 @@ class HttpServer:
         """Give aiohttp a connection that sent its first byte. At ``max_connections`` the
         oldest connection holding no request (an idle keep-alive, a request unfinished for
         ``_GRACE_S``) is closed to make room; when there is none, the connection waits
-        (parked, at most ``backlog``: the oldest waiting is closed for a new one) until a
+        (parked, at most ``lobby``: the oldest waiting is closed for a new one) until a
         slot frees or a connection becomes one to close."""
         if not self._parked and (_open(server) < self._limits.max_connections
                                  or self._evict(server)):
             self._spawn(self._connect(server, conn))
             return
-        if len(self._parked) >= max(1, self._limits.backlog):
+        if len(self._parked) >= max(1, self._limits.lobby):
             self._parked.popleft().close()
         self._parked.append(conn)
         if len(self._parked) == 1:
@@ -357,7 +361,7 @@ class HttpServer:
         t_next = loop.time()
         while True:
             while _open(server) >= limit:
-                if self._someone_waits() and _evict_oldest_idle(server, {}, loop.time()):
+                if self._someone_waits() and _evict_oldest_idle(server, None, loop.time()):
                     self.evicted += 1
                     break
                 await asyncio.sleep(0.02)
@@ -486,15 +490,18 @@ def _open(server: web.Server) -> int:
     return sum(1 for handler in server.connections if handler.transport is not None)
 
 
-def _evict_oldest_idle(server: web.Server, since: dict[asyncio.BaseProtocol, float],
+def _evict_oldest_idle(server: web.Server, since: dict[asyncio.BaseProtocol, float] | None,
                        before: float) -> bool:
     """Close the oldest open connection that holds no request (none in progress, none
-    parsed and waiting) and reached aiohttp before loop time ``before`` (``since``; one
-    not in it counts as old): one just handed on has its request in the kernel or in
-    aiohttp's next read. False when there is none. ``server.connections`` is in connection
-    order. aiohttp keeps these facts private: read defensively."""
+    parsed and waiting) and, unless ``since`` is None, reached aiohttp before loop time
+    ``before`` (``since``; one not in it yet is being handed on): one just handed on has its
+    request in the kernel or in aiohttp's next read. False when there is none.
+    ``server.connections`` is in connection order. aiohttp keeps these facts private: read
+    defensively."""
     for handler in server.connections:
-        if handler.transport is None or since.get(handler, before) > before:
+        if handler.transport is None:
+            continue
+        if since is not None and since.get(handler, math.inf) > before:
             continue
         if getattr(handler, "_request_in_progress", True) or getattr(handler, "_messages", ()):
             continue

@@ -7,8 +7,8 @@ Numbers for the same attacks against a real `livecam run` are in scripts/attack_
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import logging
 import resource
 import socket
@@ -209,16 +209,19 @@ def test_200_concurrent_requests_are_all_answered(running: Running) -> None:
     # old: listen backlog 5; of 200 concurrent POSTs 81-185 were answered, the rest silent 40 s
     raw = _head(running, "POST /api/next HTTP/1.1", {
         "Authorization": f"Bearer {running.token}", "Content-Length": "0"})
-    gate = threading.Barrier(200)
+    # three bursts: a connection of a burst, handed to aiohttp before its request was read,
+    # was once taken for idle and closed to make room (from the second burst on)
+    for burst in range(1, 4):
+        gate = threading.Barrier(200)
 
-    def one(_: int) -> int | None:
-        gate.wait()
-        return _exchange(running, raw, timeout_s=60)[0]
+        def one(_: int, gate: threading.Barrier = gate) -> int | None:
+            gate.wait()
+            return _exchange(running, raw, timeout_s=60)[0]
 
-    with ThreadPoolExecutor(200) as pool:
-        statuses = list(pool.map(one, range(200)))
-    assert statuses == [200] * 200
-    assert running.app.state.generation >= 200
+        with ThreadPoolExecutor(200) as pool:
+            statuses = list(pool.map(one, range(200)))
+        assert statuses == [200] * 200, f"burst {burst}"
+    assert running.app.state.generation >= 600
 
 
 def test_idle_connections_cost_no_thread_and_are_closed(quick: Running) -> None:
