@@ -261,20 +261,22 @@ class HttpServer:
         lobby = _Lobby(loop, lambda conn: self._hand_over(server, conn), limits.lobby)
         bucket = _Bucket(limits.accept_burst, limits.accepts_per_s, loop.time())
         fd = self._sock.fileno()
-        listening = True
+        paused: asyncio.TimerHandle | None = None  # not listening until it fires
 
         def resume() -> None:
-            nonlocal listening
-            listening = True
+            nonlocal paused
+            paused = None
             loop.add_reader(fd, readable)
 
+        def pause(delay_s: float) -> None:
+            nonlocal paused
+            loop.remove_reader(fd)
+            paused = loop.call_later(delay_s, resume)
+
         def readable() -> None:  # the listening socket has connections waiting
-            nonlocal listening
             for _ in range(_ACCEPT_BATCH):
                 if not bucket.take(loop.time()):
-                    loop.remove_reader(fd)
-                    listening = False
-                    loop.call_later(bucket.wait_s(), resume)
+                    pause(bucket.wait_s())
                     return
                 try:
                     conn, _ = self._sock.accept()
@@ -282,9 +284,7 @@ class HttpServer:
                     return
                 except OSError as exc:  # e.g. out of file descriptors: back off
                     log.warning("control API cannot accept a connection: %s", exc)
-                    loop.remove_reader(fd)
-                    listening = False
-                    loop.call_later(0.1, resume)
+                    pause(0.1)
                     return
                 lobby.add(conn)
 
@@ -296,8 +296,10 @@ class HttpServer:
                 for handler in [h for h in self._since if getattr(h, "transport", None) is None]:
                     del self._since[handler]
         finally:
-            if listening:
+            if paused is None:
                 loop.remove_reader(fd)
+            else:
+                paused.cancel()
             lobby.close_all()
             for conn in self._parked:
                 conn.close()
@@ -323,7 +325,11 @@ class HttpServer:
         limit = self._limits.max_connections
         while self._parked:
             while self._parked and (_open(server) < limit or self._evict(server)):
-                await self._connect(server, self._parked.popleft())
+                conn = self._parked.popleft()
+                if self._ssl is not None:  # a handshake in its own task holds no other
+                    self._spawn(self._connect(server, conn))
+                else:  # counted as open once connected: one at a time
+                    await self._connect(server, conn)
             if self._parked:
                 await asyncio.sleep(0.02)
 
@@ -340,13 +346,15 @@ class HttpServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _connect(self, server: web.Server, conn: socket.socket) -> None:
-        if self._ssl is not None:
-            await self._handshake(server, conn)
-            return
         loop = asyncio.get_running_loop()
         try:
-            _, handler = await loop.connect_accepted_socket(server, conn)
-        except OSError:
+            if self._ssl is None:
+                _, handler = await loop.connect_accepted_socket(server, conn)
+            else:
+                _, handler = await loop.connect_accepted_socket(
+                    server, conn, ssl=self._ssl,
+                    ssl_handshake_timeout=self._limits.idle_timeout_s)
+        except (OSError, ssl.SSLError, TimeoutError):
             conn.close()
             return
         self.handed_on += 1
