@@ -50,7 +50,7 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # crossing failed 4 of 6 runs (the face behind: 1 face-frame at input frame 32, 9 % in view,
 # residual 0.378; 5 at input frames 38-40 as it comes out, 23-52 % in view, shown as it is); a
 # face sliding in from the bottom 2 of 6 (input frames 9-10, its forehead 7-12 % in view, 1-4
-# output frames, shown as it is); a board over half a face 1 of 9. No longer here (0 leaked,
+# output frames, shown as it is); a board over half a face 1 of 13. No longer here (0 leaked,
 # 0 ghost frames in 10 of 10 runs each): a face sliding in from the top; leaving and coming
 # back (its three-quarter face was once judged at the 0.40 threshold in a CI run). Before: a
 # face entering from the side (was 0-6/316); a face sliding in from the left (covered as it
