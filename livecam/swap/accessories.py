@@ -96,8 +96,7 @@ def dark_accessories(
             if brow_reach_px <= 0
             else cv2.dilate(dark, np.ones((2 * brow_reach_px + 1, 2 * brow_reach_px + 1), np.uint8))
         )
-        touching = np.unique(labels[near > 0])
-        joined = np.isin(labels, touching[touching > 0]) & (deep > 0)
+        joined = _labelled(labels, np.unique(labels[near > 0])) & (deep > 0)
         dark[joined] = 255
     return np.asarray(dark, np.uint8)
 
@@ -133,9 +132,11 @@ def _darker_than_skin(
     light = light_u8.astype(np.float32)
     median = _median_u8(light_u8[inside])
     k = max(3, int(width * _LOCAL_SCALE)) | 1
-    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
-    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
-    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
+    # the second: where no bright skin is near (a face half in deep shadow), the shadowed
+    # skin itself
+    (local, reach), (shaded, _) = _local_skins(
+        light, (inside & (light > _SKIN_RATIO * median), inside & (light > _SHADE_RATIO * median)),
+        k, median)
     local = np.asarray(np.where(reach > _MIN_REACH, local, shaded), np.float32)
     return light < _DARK_RATIO * local, light, local, face, features
 
@@ -150,15 +151,35 @@ def _median_u8(values: npt.NDArray[np.uint8]) -> float:
     return 0.5 * (low + high)
 
 
-def _local_skin(
-    light: FloatArray, skin: npt.NDArray[np.bool_], k: int, median: float
-) -> tuple[FloatArray, FloatArray]:
-    """Blurred lightness of the ``skin`` pixels (``median`` where none reach) and the share
-    of skin within reach."""
-    weight = skin.astype(np.float32)
-    num = np.asarray(cv2.blur(light * weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
-    den = np.asarray(cv2.blur(weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
-    return (num + 1e-3 * median) / (den + 1e-3), den
+def _local_skins(
+    light: FloatArray, skins: tuple[npt.NDArray[np.bool_], ...], k: int, median: float
+) -> list[tuple[FloatArray, FloatArray]]:
+    """For each of ``skins``: the blurred lightness of its pixels (``median`` where none
+    reach) and the share of skin within reach. All blurred as one image (OpenCV's box filter
+    treats channels alike: the same values as one blur each, in one pass)."""
+    h, w = light.shape[:2]
+    stack = np.empty((h, w, 2 * len(skins)), np.float32)
+    for i, skin in enumerate(skins):
+        weight = skin.astype(np.float32)
+        np.multiply(light, weight, out=stack[:, :, 2 * i])
+        stack[:, :, 2 * i + 1] = weight
+    sums = np.asarray(cv2.blur(stack, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
+    sums = sums.reshape(h, w, 2 * len(skins))
+    out = []
+    for i in range(len(skins)):
+        num, den = sums[:, :, 2 * i], np.ascontiguousarray(sums[:, :, 2 * i + 1])
+        out.append(((num + 1e-3 * median) / (den + 1e-3), den))
+    return out
+
+
+def _labelled(
+    labels: npt.NDArray[np.int32], wanted: npt.NDArray[np.int32]
+) -> npt.NDArray[np.bool_]:
+    """Where ``labels`` (cv2.connectedComponents' image) is one of ``wanted`` (label 0, the
+    background, never): ``np.isin`` by a table, in one pass."""
+    table = np.zeros(int(labels.max()) + 1, bool)
+    table[wanted[(wanted > 0) & (wanted < len(table))]] = True
+    return table[labels]
 
 
 def worn_accessories(dark_u8: MaskU8, landmarks_xy: FloatArray, topology: MeshTopology) -> MaskU8:
@@ -178,17 +199,16 @@ def worn_and_glasses(
     hw = (int(dark_u8.shape[0]), int(dark_u8.shape[1]))
     out = np.zeros_like(dark_u8)
     glasses = glasses_alpha(dark_u8, xy, (0, 0))
+    lower = _below_nose(hw, xy) > 0  # dark_u8 already stops just past the outline
     if glasses is not None:
         out[glasses > 0.3] = 255
         # the rest of the frame: what joins the rims (over the brows, out to the temples)
         _, labels = cv2.connectedComponents(np.asarray(dark_u8, np.uint8), connectivity=8)
-        rims = np.unique(labels[glasses > 0.3])
-        joined = np.isin(labels, rims[rims > 0]) & ~(_below_nose(hw, xy) > 0)
+        joined = _labelled(labels, np.unique(labels[glasses > 0.3])) & ~lower
         out[joined] = 255
     face = np.zeros(hw, np.uint8)
     cv2.fillPoly(face, [np.round(xy[topology.face_oval]).astype(np.int32)], (255,))
-    share = float(np.mean(dark_u8[(_below_nose(hw, xy) > 0) & (face > 0)] > 0))
-    lower = _below_nose(hw, xy) > 0  # dark_u8 already stops just past the outline
+    share = float(np.mean(dark_u8[lower & (face > 0)] > 0))
     if share >= _BEARD_SHARE:
         out[lower & (dark_u8 > 0)] = 255
     return out, glasses
@@ -390,12 +410,22 @@ def glasses_alpha(
     h, w = dark_u8.shape[:2]
     xy = landmarks_xy[:468] - np.asarray(origin_xy, np.float32)
     dark = np.asarray(dark_u8 & eye_band((h, w), xy), np.uint8)
+    least = max(16, int(0.002 * h * w))
+    if int(np.count_nonzero(dark)) < least:  # the blobs taken out below can only lessen it
+        return None
     wide = max(3, int(geometry.face_width_px(xy) * _RIM_MAX)) | 1
-    blobs = cv2.morphologyEx(
-        dark, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide))
+    # the opening on the dark pixels' bounding box and a kernel's width around it: the same
+    # blobs (nothing outside reaches them, nothing of them reaches past the margin)
+    bx, by, bw, bh = cv2.boundingRect(dark)
+    x1, y1 = max(0, bx - wide), max(0, by - wide)
+    x2, y2 = min(w, bx + bw + wide), min(h, by + bh + wide)
+    blobs = np.zeros_like(dark)
+    blobs[y1:y2, x1:x2] = cv2.morphologyEx(
+        dark[y1:y2, x1:x2], cv2.MORPH_OPEN,
+        cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide)),
     )
-    dark = np.asarray(dark & ~np.asarray(blobs, np.uint8), np.uint8)
-    if int(np.count_nonzero(dark)) < max(16, int(0.002 * h * w)) or not _has_bridge(dark, xy):
+    dark = np.asarray(dark & ~blobs, np.uint8)
+    if int(np.count_nonzero(dark)) < least or not _has_bridge(dark, xy):
         return None
     soft = cv2.GaussianBlur(dark.astype(np.float32) / 255.0, (3, 3), 0)
     return np.asarray(np.clip(soft * 1.5, 0.0, 1.0), np.float32)
