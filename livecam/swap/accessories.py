@@ -96,7 +96,7 @@ def dark_accessories(
             if brow_reach_px <= 0
             else cv2.dilate(dark, np.ones((2 * brow_reach_px + 1, 2 * brow_reach_px + 1), np.uint8))
         )
-        joined = _labelled(labels, np.unique(labels[near > 0])) & (deep > 0)
+        joined = _labelled(labels, labels[near > 0]) & (deep > 0)
         dark[joined] = 255
     return np.asarray(dark, np.uint8)
 
@@ -132,11 +132,9 @@ def _darker_than_skin(
     light = light_u8.astype(np.float32)
     median = _median_u8(light_u8[inside])
     k = max(3, int(width * _LOCAL_SCALE)) | 1
-    # the second: where no bright skin is near (a face half in deep shadow), the shadowed
-    # skin itself
-    (local, reach), (shaded, _) = _local_skins(
-        light, (inside & (light > _SKIN_RATIO * median), inside & (light > _SHADE_RATIO * median)),
-        k, median)
+    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
+    # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
+    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
     local = np.asarray(np.where(reach > _MIN_REACH, local, shaded), np.float32)
     return light < _DARK_RATIO * local, light, local, face, features
 
@@ -151,34 +149,25 @@ def _median_u8(values: npt.NDArray[np.uint8]) -> float:
     return 0.5 * (low + high)
 
 
-def _local_skins(
-    light: FloatArray, skins: tuple[npt.NDArray[np.bool_], ...], k: int, median: float
-) -> list[tuple[FloatArray, FloatArray]]:
-    """For each of ``skins``: the blurred lightness of its pixels (``median`` where none
-    reach) and the share of skin within reach. All blurred as one image (OpenCV's box filter
-    treats channels alike: the same values as one blur each, in one pass)."""
-    h, w = light.shape[:2]
-    stack = np.empty((h, w, 2 * len(skins)), np.float32)
-    for i, skin in enumerate(skins):
-        weight = skin.astype(np.float32)
-        np.multiply(light, weight, out=stack[:, :, 2 * i])
-        stack[:, :, 2 * i + 1] = weight
-    sums = np.asarray(cv2.blur(stack, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
-    sums = sums.reshape(h, w, 2 * len(skins))
-    out = []
-    for i in range(len(skins)):
-        num, den = sums[:, :, 2 * i], np.ascontiguousarray(sums[:, :, 2 * i + 1])
-        out.append(((num + 1e-3 * median) / (den + 1e-3), den))
-    return out
+def _local_skin(
+    light: FloatArray, skin: npt.NDArray[np.bool_], k: int, median: float
+) -> tuple[FloatArray, FloatArray]:
+    """Blurred lightness of the ``skin`` pixels (``median`` where none reach) and the share
+    of skin within reach."""
+    weight = skin.astype(np.float32)
+    num = np.asarray(cv2.blur(light * weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
+    den = np.asarray(cv2.blur(weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
+    return (num + 1e-3 * median) / (den + 1e-3), den
 
 
 def _labelled(
     labels: npt.NDArray[np.int32], wanted: npt.NDArray[np.int32]
 ) -> npt.NDArray[np.bool_]:
-    """Where ``labels`` (cv2.connectedComponents' image) is one of ``wanted`` (label 0, the
-    background, never): ``np.isin`` by a table, in one pass."""
+    """Where ``labels`` (cv2.connectedComponents' image) is one of ``wanted`` (any number of
+    times; label 0, the background, never): ``np.isin`` by a table, with no sort."""
     table = np.zeros(int(labels.max()) + 1, bool)
-    table[wanted[(wanted > 0) & (wanted < len(table))]] = True
+    table[wanted] = True
+    table[0] = False
     return table[labels]
 
 
@@ -204,7 +193,7 @@ def worn_and_glasses(
         out[glasses > 0.3] = 255
         # the rest of the frame: what joins the rims (over the brows, out to the temples)
         _, labels = cv2.connectedComponents(np.asarray(dark_u8, np.uint8), connectivity=8)
-        joined = _labelled(labels, np.unique(labels[glasses > 0.3])) & ~lower
+        joined = _labelled(labels, labels[glasses > 0.3]) & ~lower
         out[joined] = 255
     face = np.zeros(hw, np.uint8)
     cv2.fillPoly(face, [np.round(xy[topology.face_oval]).astype(np.int32)], (255,))

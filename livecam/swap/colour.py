@@ -137,34 +137,6 @@ def _local_mean(image: FloatArray, weight: FloatArray, ksize: int,
     return np.asarray((num + eps * fallback) / (den[:, :, None] + eps), np.float32)
 
 
-def _local_mean_pairs(source: FloatArray, w_src: FloatArray, g_src: FloatArray,
-                      target: FloatArray, w_tgt: FloatArray, g_tgt: FloatArray,
-                      ksizes: tuple[int, ...]) -> list[tuple[FloatArray, FloatArray]]:
-    """``[(_local_mean(source, w_src, k, g_src), _local_mean(target, w_tgt, k, g_tgt))]`` for
-    each k of ``ksizes``, the same values: both sides and their weights blurred as one
-    8-channel image (OpenCV's box filter treats channels alike)."""
-    h, w, c = source.shape
-    stack = np.empty((h, w, 2 * c + 2), np.float32)
-    np.multiply(source, w_src[:, :, None], out=stack[:, :, :c])
-    stack[:, :, c] = w_src
-    np.multiply(target, w_tgt[:, :, None], out=stack[:, :, c + 1:2 * c + 1])
-    stack[:, :, 2 * c + 1] = w_tgt
-    eps = 1e-3
-    pairs = []
-    for ksize in ksizes:
-        size = (ksize | 1, ksize | 1)
-        sums = stack
-        for _ in range(2):  # two box passes: about a Gaussian
-            sums = np.asarray(cv2.blur(sums, size, borderType=cv2.BORDER_REPLICATE),
-                              np.float32)
-        means = []
-        for at, fallback in ((0, g_src), (c + 1, g_tgt)):
-            num, den = sums[:, :, at:at + c], sums[:, :, at + c:at + c + 1]
-            means.append(np.asarray((num + eps * fallback) / (den + eps), np.float32))
-        pairs.append((means[0], means[1]))
-    return pairs
-
-
 def skin_weight(lab: FloatArray, weight: FloatArray) -> FloatArray:
     """``weight`` (h, w) float32 with 0 where ``lab`` (h, w, 3, 8-bit Lab) is far from the
     weighted pixels' own typical colour: hair, a beard, background inside a face mask. Robust
@@ -323,13 +295,17 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     sel_src, sel_tgt = w_src > 0.5, w_tgt > 0.5
     if int(sel_src.sum()) < 4 or int(sel_tgt.sum()) < 4:
         return LabMatch(np.eye(3, dtype=np.float32), np.zeros_like(source_lab))
-    g_src = source_lab[sel_src].mean(axis=0).astype(np.float32)
-    g_tgt = target_lab[sel_tgt].mean(axis=0).astype(np.float32)
-    (src_broad, tgt_broad), (src_edge, tgt_edge) = _local_mean_pairs(
-        source_lab, w_src, g_src, target_lab, w_tgt, g_tgt,
-        (max(3, round(blur_px)), max(3, round(edge_blur_px))))
-    dev_src = (source_lab - src_broad)[sel_src]
-    dev_tgt = (target_lab - tgt_broad)[sel_tgt]
+    skin_src, skin_tgt = source_lab[sel_src], target_lab[sel_tgt]  # (n, 3) each
+    g_src = skin_src.mean(axis=0).astype(np.float32)
+    g_tgt = skin_tgt.mean(axis=0).astype(np.float32)
+    means = []
+    for blur in (blur_px, edge_blur_px):
+        k = max(3, round(blur))
+        means.append((_local_mean(source_lab, w_src, k, g_src),
+                      _local_mean(target_lab, w_tgt, k, g_tgt)))
+    (src_broad, tgt_broad), (src_edge, tgt_edge) = means
+    dev_src = skin_src - src_broad[sel_src]
+    dev_tgt = skin_tgt - tgt_broad[sel_tgt]
     slopes_src, chroma_per_l = _lightness_slopes(dev_src), _lightness_slopes(dev_tgt)
     # the colour detail's spread apart from what follows the lightness (a greyscale face in
     # warm light has none: the source's colour detail must all but vanish on it)
@@ -342,8 +318,8 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     # source's own colour detail with its slope taken out
     matrix[1:, 0] = chroma_per_l * scale[0] - slopes_src * scale[1:]
     l_min, l_max = (float(v) for v in np.percentile(
-        target_lab[sel_tgt, 0], (100.0 - _CEILING_PERCENTILE, _CEILING_PERCENTILE)))
-    top = highlight_band(target_lab[sel_tgt], l_max)
+        skin_tgt[:, 0], (100.0 - _CEILING_PERCENTILE, _CEILING_PERCENTILE)))
+    top = highlight_band(skin_tgt, l_max)
     l_max += _CEILING_MARGIN * min(1.0, l_max / _CEILING_MARGIN_FULL_L)
     if relight_blur_px > 0.0:
         tgt_broad = _relit_means(source_lab, target_lab, w_src, w_tgt, src_broad, tgt_broad,
