@@ -327,8 +327,21 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     w = edge_weight[:, :, None]
     src_mean = src_broad * (1.0 - w) + src_edge * w
     tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
-    bias = tgt_mean - src_mean @ matrix.T
+    bias = tgt_mean - _times_matrix(src_mean, matrix)
     return LabMatch(matrix, np.asarray(bias, np.float32), l_max, l_min, chroma_per_l, top)
+
+
+def _times_matrix(lab: FloatArray, matrix: FloatArray) -> FloatArray:
+    """``lab @ matrix.T`` for (h, w, 3) float32 and :class:`LabMatch`'s (3, 3) matrix, as
+    plain products and sums (the same float32 values): a BLAS matrix product of this shape
+    may start its worker threads for a few thousand pixels."""
+    out = np.empty_like(lab)
+    for i in range(3):
+        row = out[:, :, i]
+        np.multiply(lab[:, :, 0], matrix[i, 0], out=row)
+        row += lab[:, :, 1] * matrix[i, 1]
+        row += lab[:, :, 2] * matrix[i, 2]
+    return out
 
 
 def _relit_means(source_lab: FloatArray, target_lab: FloatArray, w_src: FloatArray,
