@@ -387,6 +387,24 @@ def _has_bridge(dark_u8: MaskU8, xy: FloatArray) -> bool:
     return float(columns.mean()) >= _BRIDGE_COVER
 
 
+def _opened(mask: MaskU8, size: int) -> MaskU8:
+    """``cv2.morphologyEx(mask, MORPH_OPEN, ellipse of size x size)`` (uint8 (h, w)), computed
+    on the bounding box of ``mask``'s non-zero pixels and one pixel around it only: the same
+    image at a fraction of the cost when the mask is a few rims in a face box. The opening
+    stays inside the mask, so inside that box; and each erosion window that leaves the box
+    crosses its zero border first (the ellipse is convex and holds its centre)."""
+    h, w = mask.shape[:2]
+    bx, by, bw, bh = cv2.boundingRect(mask)
+    out = np.zeros_like(mask)
+    if bw == 0 or bh == 0:
+        return out
+    x1, y1 = max(0, bx - 1), max(0, by - 1)
+    x2, y2 = min(w, bx + bw + 1), min(h, by + bh + 1)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size, size))
+    out[y1:y2, x1:x2] = cv2.morphologyEx(mask[y1:y2, x1:x2], cv2.MORPH_OPEN, kernel)
+    return out
+
+
 def glasses_alpha(
     dark_u8: MaskU8, landmarks_xy: FloatArray, origin_xy: tuple[int, int]
 ) -> FloatArray | None:
@@ -403,17 +421,7 @@ def glasses_alpha(
     if int(np.count_nonzero(dark)) < least:  # the blobs taken out below can only lessen it
         return None
     wide = max(3, int(geometry.face_width_px(xy) * _RIM_MAX)) | 1
-    # the opening on the dark pixels' bounding box and a kernel's width around it: the same
-    # blobs (nothing outside reaches them, nothing of them reaches past the margin)
-    bx, by, bw, bh = cv2.boundingRect(dark)
-    x1, y1 = max(0, bx - wide), max(0, by - wide)
-    x2, y2 = min(w, bx + bw + wide), min(h, by + bh + wide)
-    blobs = np.zeros_like(dark)
-    blobs[y1:y2, x1:x2] = cv2.morphologyEx(
-        dark[y1:y2, x1:x2], cv2.MORPH_OPEN,
-        cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (wide, wide)),
-    )
-    dark = np.asarray(dark & ~blobs, np.uint8)
+    dark = np.asarray(dark & ~_opened(dark, wide), np.uint8)
     if int(np.count_nonzero(dark)) < least or not _has_bridge(dark, xy):
         return None
     soft = cv2.GaussianBlur(dark.astype(np.float32) / 255.0, (3, 3), 0)
