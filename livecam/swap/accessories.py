@@ -21,6 +21,8 @@ functions; any thread.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -160,9 +162,7 @@ def _local_skin(
     return (num + 1e-3 * median) / (den + 1e-3), den
 
 
-def _labelled(
-    labels: npt.NDArray[np.int32], wanted: npt.NDArray[np.int32]
-) -> npt.NDArray[np.bool_]:
+def _labelled(labels: npt.NDArray[Any], wanted: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
     """Where ``labels`` (cv2.connectedComponents' image) is one of ``wanted`` (any number of
     times; label 0, the background, never): ``np.isin`` by a table, with no sort."""
     table = np.zeros(int(labels.max()) + 1, bool)

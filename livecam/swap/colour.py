@@ -327,7 +327,7 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     w = edge_weight[:, :, None]
     src_mean = src_broad * (1.0 - w) + src_edge * w
     tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
-    bias = tgt_mean - _times_matrix(src_mean, matrix)
+    bias = tgt_mean - _times_matrix(np.asarray(src_mean, np.float32), matrix)
     return LabMatch(matrix, np.asarray(bias, np.float32), l_max, l_min, chroma_per_l, top)
 
 
