@@ -49,17 +49,25 @@ class HighlightBand:
         """a and b of ``lab`` (h, w, 3) float32 (8-bit Lab) moved into the band at each
         pixel's lightness, in place; the band opens smoothly to any colour over ``TOP_RAMP``
         below ``l_start``. Whole-image arithmetic (gathering the pixels took 7x as long)."""
-        lightness = lab[..., 0]
-        at = np.clip(lightness, self.l_start, self.l_end)
-        below = np.clip((self.l_start - lightness) * (1.0 / TOP_RAMP), 0.0, 1.0)
+        self.clamp_planes(lab[..., 0], lab[..., 1], lab[..., 2])
+
+    def clamp_planes(self, lightness: FloatArray, a: FloatArray, b: FloatArray) -> None:
+        """:meth:`clamp` on the three channels as separate (h, w) float32 arrays (``a`` and
+        ``b`` in place)."""
+        # np.maximum and np.minimum: what np.clip computes, at a quarter of its cost here
+        at = np.maximum(lightness, self.l_start)
+        np.minimum(at, self.l_end, out=at)
+        below = (self.l_start - lightness) * (1.0 / TOP_RAMP)
+        np.maximum(below, 0.0, out=below)
+        np.minimum(below, 1.0, out=below)
         below *= below
         below *= 255.0
-        for ch in (0, 1):
+        for ch, channel in ((0, a), (1, b)):
             slope = float(self.per_l[ch])
             centre = at * slope + (float(self.centre[ch]) - self.l_start * slope)
             half = below + float(self.half_width[ch])
-            channel = lab[..., 1 + ch]
-            np.clip(channel, centre - half, centre + half, out=channel)
+            np.maximum(channel, centre - half, out=channel)
+            np.minimum(channel, centre + half, out=channel)
 
     def mix(self, other: HighlightBand, keep: float) -> HighlightBand:
         """This band with ``keep`` of ``other`` (an exponential moving average's step)."""

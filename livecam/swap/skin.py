@@ -72,12 +72,15 @@ _SEEN_SHARE = 0.3
 
 
 def _polygon(shape_hw: tuple[int, int], points_xy: FloatArray, scale: float = 1.0,
-             hull: bool = False) -> npt.NDArray[np.uint8]:
+             hull: bool = False, into: npt.NDArray[np.uint8] | None = None,
+             ) -> npt.NDArray[np.uint8]:
+    """(h, w) uint8 255 inside the polygon, else 0; drawn onto ``into`` (the union) when
+    given."""
     centre = points_xy.mean(axis=0)
     pts = centre + (points_xy - centre) * np.float32(scale)
     if hull:
         pts = cv2.convexHull(pts.astype(np.float32)).reshape(-1, 2)
-    mask = np.zeros(shape_hw, np.uint8)
+    mask = np.zeros(shape_hw, np.uint8) if into is None else into
     cv2.fillPoly(mask, [np.round(pts * 16).astype(np.int32)], (255,), cv2.LINE_8, 4)
     return mask
 
@@ -86,7 +89,7 @@ def feature_mask(shape_hw: tuple[int, int], landmarks_xy: FloatArray) -> npt.NDA
     """(h, w) uint8 255 on the eyes, brows, lips and nose (grown a little), else 0."""
     mask = np.zeros(shape_hw, np.uint8)
     for points, scale in _FEATURES:
-        mask |= _polygon(shape_hw, landmarks_xy[list(points)], scale, hull=True)
+        _polygon(shape_hw, landmarks_xy[list(points)], scale, hull=True, into=mask)
     return mask
 
 

@@ -188,3 +188,35 @@ def test_the_skin_median_from_a_histogram_is_numpys() -> None:
     for n in (1, 2, 3, 10, 11, 4096, 4097, 60_000):
         values = rng.integers(40, 230, n).astype(np.uint8)
         assert _median_u8(values) == float(np.median(values.astype(np.float32)))
+
+
+def test_labels_by_table_are_isin() -> None:
+    from livecam.swap.accessories import _labelled
+
+    rng = np.random.default_rng(11)
+    blobs = (rng.random((60, 80)) > 0.6).astype(np.uint8)
+    _, labels = cv2.connectedComponents(blobs, connectivity=8)
+    wanted = labels[rng.random((60, 80)) > 0.97]  # repeats and the background among them
+    want = np.isin(labels, np.unique(wanted)[np.unique(wanted) > 0])
+    assert np.array_equal(_labelled(labels, wanted), want)
+
+
+def test_the_opening_on_the_bounding_box_is_the_whole_images() -> None:
+    """The glasses' blob test opens only the dark pixels' bounding box and a pixel around it:
+    the same image as the opening of the whole box (blobs and thin lines, near the box's
+    edges and inside, small and large kernels). Without the pixel around it, it is not."""
+    from livecam.swap.accessories import _opened
+
+    rng = np.random.default_rng(13)
+    for trial in range(40):
+        h, w = (int(v) for v in rng.integers(30, 120, 2))
+        mask = np.zeros((h, w), np.uint8)
+        for _ in range(int(rng.integers(0, 5))):
+            x, y = int(rng.integers(0, w)), int(rng.integers(0, h))
+            rx, ry = (int(v) for v in rng.integers(1, 20, 2))
+            cv2.ellipse(mask, (x, y), (rx, ry), 0, 0, 360, (255,), -1)
+            cv2.line(mask, (x, y), (int(rng.integers(0, w)), int(rng.integers(0, h))), (255,), 1)
+        size = int(rng.integers(1, 12)) * 2 + 1
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size, size))
+        want = cv2.morphologyEx(mask, cv2.MORPH_OPEN, kernel)
+        assert np.array_equal(_opened(mask, size), want), trial
