@@ -106,23 +106,30 @@ def _shared(n: int, detections: int = 2, device: str = "cpu") -> SharedFaceNetwo
     hold ``detections`` valid detections a frame and a present mesh in every row."""
     shared = SharedFaceNetworks(device=device, n_streams=n, max_rois=1)
     shared._detectors = [object()]
-    b, m = shared.frames_per_call, shared.max_mesh
-    shared._index_host = torch.zeros((n,), dtype=torch.int64)
+    m = shared.max_mesh
     shared._rows_host = torch.zeros((m, 5))
     shared._mesh_host = (torch.rand((m, 468, 3)) * 500, torch.ones((m,)))
+    shared._stacks[SIZE_HW] = _stack(shared, n, SIZE_HW, torch.device("cpu"),
+                                     detections=detections)
+    return shared
+
+
+def _stack(shared: SharedFaceNetworks, n: int, size_hw: tuple[int, int], device: torch.device,
+           *, per_stream: int = 1, detections: int = 2) -> FrameStack:
+    """A stack of ``n`` streams' frames (``per_stream`` pictures each) whose graph calls do
+    nothing and whose detector's host outputs hold ``detections`` valid detections a frame."""
+    b = shared.frames_per_call * per_stream
+    stack = FrameStack(n, *size_hw, device, per_call=b, per_stream=per_stream)
     valid = torch.zeros((b, 64), dtype=torch.bool)
     valid[:, :detections] = True
-    shared._det_host = (torch.rand((b, 64, 4)) * 100, torch.rand((b, 64, 6, 2)) * 100,
-                        torch.rand((b, 64)), valid)
-    cpu = torch.device("cpu")
-    stack = FrameStack(n, *SIZE_HW, cpu)
-    call = CapturedCall(_noop, device=cpu, stream=None, use_graph=False)
-    for k in mesh_buckets(b):
-        stack.detect[k] = call
-    for k in mesh_buckets(m):
+    stack.det_host = (torch.rand((b, 64, 4)) * 100, torch.rand((b, 64, 6, 2)) * 100,
+                      torch.rand((b, 64)), valid)
+    call = CapturedCall(_noop, device=device, stream=None, use_graph=False)
+    for k in mesh_buckets(shared.frames_per_call):
+        stack.detect[k * per_stream] = call
+    for k in mesh_buckets(shared.max_mesh):
         stack.mesh[k] = call
-    shared._stacks[SIZE_HW] = stack
-    return shared
+    return stack
 
 
 def _noop() -> None:
@@ -171,18 +178,19 @@ def _edge_networks(n: int, frame_hw: tuple[int, int], device: str) -> list[Any]:
     calls do nothing, with stacks for ``frame_hw`` and its edge strips' pictures on
     ``device``."""
     from livecam.analysis.edges import strip_places
+    from livecam.analysis.second_look import SECOND_LOOK_PX, SECOND_LOOK_SPANS
 
     shared = _shared(n, device=device)
     dev = torch.device(device)
-    call = CapturedCall(_noop, device=dev, stream=None, use_graph=False)
-    sizes = {frame_hw} | {(len(p.rows), len(p.cols)) for p in strip_places(*frame_hw)}
-    for size in sizes:
-        stack = FrameStack(n, *size, dev)
-        for k in mesh_buckets(shared.frames_per_call):
-            stack.detect[k] = call
-        for k in mesh_buckets(shared.max_mesh):
-            stack.mesh[k] = call
-        shared._stacks[size] = stack
+    counts: dict[tuple[int, int], int] = {}
+    for p in strip_places(*frame_hw):
+        counts[(len(p.rows), len(p.cols))] = counts.get((len(p.rows), len(p.cols)), 0) + 1
+    looks = (SECOND_LOOK_PX, SECOND_LOOK_PX)  # an edge hit's second look, host and device
+    counts[looks] = len(SECOND_LOOK_SPANS)
+    shared._stacks[frame_hw] = _stack(shared, n, frame_hw, dev)
+    for size, count in counts.items():  # the pictures' (the host path's are frames too)
+        shared._picture_stacks[size] = _stack(shared, n, size, dev, per_stream=count)
+        shared._stacks[size] = _stack(shared, n, size, dev)
     nets = [shared.slot_for(k, keep_frames=3) for k in range(n)]
     for net in nets:
         net.open()
@@ -203,6 +211,11 @@ class _LaunchOnly:
     def index_select(self, source: Any, dim: int, index: Any, out: Any = None) -> Any:
         return torch.index_select(self._one, dim, self._at)
 
+    @classmethod
+    def index_out(cls, source: Any, indices: Any, *, out: Any) -> None:
+        """:func:`livecam.analysis.gpu.client.index_out`'s stand-in: one launch."""
+        torch.index_select(cls._one, 0, cls._at)
+
 
 def edge_us(n: int, frames: int, device: str = "meta",
             frame_hw: tuple[int, int] = (1080, 1920)) -> dict[str, float]:
@@ -217,6 +230,7 @@ def edge_us(n: int, frames: int, device: str = "meta",
     ``host_writes``: the pictures made and copied into a staging buffer alone (what the host
     path writes on any device)."""
     import livecam.analysis.gpu.client as client
+    index_out = getattr(client, "index_out", None)
     from livecam.analysis.edges import StripSearch, edge_strips
 
     nets = _edge_networks(n, frame_hw, device)
@@ -229,6 +243,8 @@ def edge_us(n: int, frames: int, device: str = "meta",
     out: dict[str, float] = {}
     for name, search in searches.items():
         client.torch = _LaunchOnly() if device == "meta" else torch  # type: ignore[assignment]
+        if hasattr(client, "index_out"):  # the pictures of one size in one gather
+            client.index_out = _LaunchOnly.index_out if device == "meta" else index_out
         best = float("inf")
         for _ in range(3):
             done = 0
@@ -244,6 +260,8 @@ def edge_us(n: int, frames: int, device: str = "meta",
             best = min(best, (time.thread_time_ns() - t0) / done / 1e3)
         out[name] = best
     client.torch = torch
+    if hasattr(client, "index_out"):
+        client.index_out = index_out
     staging = np.empty((frame_hw[0], frame_hw[0], 3), np.uint8)
     t0 = time.thread_time_ns()
     for k in range(frames):
