@@ -161,14 +161,16 @@ class FrameBuffers:
     """One stream's frames on the host: ``count`` pinned (on CUDA) (H, W, 3) uint8 buffers in
     and as many out, handed out in turn. The stream writes its frame into an ``inputs``
     buffer, the tick uploads from it and downloads the swapped frame into the ``outputs``
-    buffer of the same index; the stream copies it out when it collects, and only then is the
-    index used again. Owned by one stream's stage (``take`` on its pipeline thread,
-    ``give_back`` on its collector). ``inputs_numpy`` and ``outputs_numpy`` are the buffers'
+    buffer of the same index; the stream takes that buffer away when it collects
+    (:meth:`hand_out`: a new one takes its place, no copy), and only then is the index used
+    again. Owned by one stream's stage (``take`` on its pipeline thread, ``give_back`` and
+    ``hand_out`` on its collector). ``inputs_numpy`` and ``outputs_numpy`` are the buffers'
     numpy views, made once: a ``Tensor.numpy()`` per frame makes a tensor object whose
     release lets go of the GIL."""
 
     def __init__(self, height_px: int, width_px: int, count: int, *, pinned: bool) -> None:
         shape = (height_px, width_px, 3)
+        self._shape, self._pinned = shape, pinned
         #: (height, width) of every buffer: a request's frame size, read by the hub for each
         #: waiting request at each launch (a tensor's shape read per request added up)
         self.size_hw = (height_px, width_px)
@@ -189,6 +191,21 @@ class FrameBuffers:
     def give_back(self, index: int) -> None:
         with self._lock:
             self._free.append(index)
+
+    def hand_out(self, index: int) -> np.ndarray:
+        """The swapped frame in ``outputs[index]``, (H, W, 3) uint8, given to the caller
+        (it was copied out before: a full frame a frame and stream), and ``index`` given
+        back with a new output buffer in its place. Pinned buffers come from torch's caching
+        host allocator: once the frame's last reference goes (the output has sent it), its
+        memory is a later buffer's, after the copies that wrote it are done (torch records
+        them on the block)."""
+        fresh = torch.empty(self._shape, dtype=torch.uint8, pin_memory=self._pinned)
+        fresh_numpy = fresh.numpy()
+        with self._lock:
+            out = self.outputs_numpy[index]
+            self.outputs[index], self.outputs_numpy[index] = fresh, fresh_numpy
+            self._free.append(index)
+        return out
 
 
 @dataclass

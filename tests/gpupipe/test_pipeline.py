@@ -115,6 +115,21 @@ def test_slot_shapes_and_buckets() -> None:
     assert buffers.take() == taken[0]
 
 
+def test_a_collected_frame_is_the_output_buffer_itself_and_stays_as_it_was() -> None:
+    """The collector takes the swapped frame's buffer (no copy of a full frame a frame and
+    stream); the index goes back with a new buffer, so the next frames downloaded there do
+    not write into a frame already handed on."""
+    buffers = FrameBuffers(4, 6, 2, pinned=False)
+    k = buffers.take()
+    swapped = buffers.outputs_numpy[k]
+    swapped[:] = 7  # the tick's download
+    out = buffers.hand_out(k)
+    assert out is swapped and np.all(out == 7)
+    assert buffers.take() == 1 - k and buffers.take() == k  # given back
+    buffers.outputs[k].fill_(9)  # the next tick's download into the same index
+    assert np.all(buffers.outputs_numpy[k] == 9) and np.all(out == 7)
+
+
 @pytest.mark.slow
 def test_naive_baseline_swaps_the_face_it_finds(cpu_engine: Any, face_frame: FaceFrame) -> None:
     import os
