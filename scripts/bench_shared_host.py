@@ -2,7 +2,8 @@
 
     python -m scripts.bench_shared_host [--streams 1,16,32] [--frames 3000]
                                         [--edge-streams 1,16] [--edge-devices meta,cpu]
-                                        [--edge-frames 64] [--json bench_shared_host.json]
+                                        [--edge-paths none,host,device] [--edge-frames 64]
+                                        [--json bench_shared_host.json]
 
 With many streams the shared parts run serially for all of them: the GPU swap hub picks each
 tick's requests under its lock (:meth:`GpuSwapHub._launch`, the tick's face rows, the ticks
@@ -15,7 +16,8 @@ calls do nothing and their host outputs are set once (2 detections a frame, 1 fa
 search's outputs are set by hand. CPU time of the thread (``time.thread_time_ns``), the best
 of three runs, µs per frame; the hub with 3 frames of each stream waiting, as under load.
 Then the follower's calls of a 1080p frame, stream by stream, with the edge search's strips
-built on the host (the path before) and on the device (:func:`edge_us`), 1 and 16 streams.
+built on the host (the path before) and on the device (:func:`edge_us`), 1 and 16 streams,
+and what the swap stage's collector does with a 1080p output frame (:func:`collect_us`).
 Prints the tables and writes JSON.
 """
 
@@ -99,6 +101,26 @@ def hub_us(n: int, frames: int, depth: int = 3) -> float:
             request.buffers.give_back(request.index)
         done += len(requests)
     return (time.thread_time_ns() - t0) / done / 1e3
+
+
+def collect_us(frames: int, frame_hw: tuple[int, int] = (1080, 1920), held: int = 3) -> float:
+    """What the GPU swap stage's collector does with a 1080p frame's output buffer, thread
+    CPU µs a frame: the frame handed on (:meth:`FrameBuffers.hand_out`; before it, a copy
+    of the buffer) and the index given back, the last ``held`` frames kept alive (the
+    output's mailbox and sink)."""
+    buffers = FrameBuffers(*frame_hw, 4, pinned=False)
+    hand_out = getattr(buffers, "hand_out", None)
+    kept: list[np.ndarray] = []
+    t0 = time.thread_time_ns()
+    for _ in range(frames):
+        k = buffers.take()
+        if hand_out is not None:
+            out = hand_out(k)
+        else:
+            out = buffers.outputs_numpy[k].copy()
+            buffers.give_back(k)
+        kept = [*kept[-held + 1:], out]
+    return (time.thread_time_ns() - t0) / frames / 1e3
 
 
 def _shared(n: int, detections: int = 2, device: str = "cpu") -> SharedFaceNetworks:
@@ -218,7 +240,8 @@ class _LaunchOnly:
 
 
 def edge_us(n: int, frames: int, device: str = "meta",
-            frame_hw: tuple[int, int] = (1080, 1920)) -> dict[str, float]:
+            frame_hw: tuple[int, int] = (1080, 1920),
+            paths: tuple[str, ...] = ("none", "host", "device")) -> dict[str, float]:
     """The follower's calls of one frame, per stream in turn (``n`` streams, each its own
     1080p frame each time): detect, the edge search, a mesh on 1 face. ``none``: without the
     edge search; ``host``: its strip pictures built on the host and each uploaded as a frame
@@ -242,6 +265,8 @@ def edge_us(n: int, frames: int, device: str = "meta",
                 "device": [StripSearch(net) for net in nets]}
     out: dict[str, float] = {}
     for name, search in searches.items():
+        if name not in paths:
+            continue
         client.torch = _LaunchOnly() if device == "meta" else torch  # type: ignore[assignment]
         if hasattr(client, "index_out"):  # the pictures of one size in one gather
             client.index_out = _LaunchOnly.index_out if device == "meta" else index_out
@@ -262,6 +287,8 @@ def edge_us(n: int, frames: int, device: str = "meta",
     client.torch = torch
     if hasattr(client, "index_out"):
         client.index_out = index_out
+    if "host" not in paths:
+        return out
     staging = np.empty((frame_hw[0], frame_hw[0], 3), np.uint8)
     t0 = time.thread_time_ns()
     for k in range(frames):
@@ -278,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("bench_shared_host.json"))
     parser.add_argument("--edge-streams", default="1,16")
     parser.add_argument("--edge-devices", default="meta,cpu")
+    parser.add_argument("--edge-paths", default="none,host,device",
+                        help="which of the follower's paths to time (none: no edge search, "
+                        "host: pictures built on the host, device: on the device)")
     parser.add_argument("--edge-frames", type=int, default=64,
                         help="1080p frames a stream count's edge-search run takes")
     args = parser.parse_args(argv)
@@ -286,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         rows[str(n)] = {"hub_us": min(hub_us(n, args.frames) for _ in range(3)),
                         "batch_us": min(batch_us(n, args.frames) for _ in range(3))}
     take = min(tiles_us(max(1, args.frames // 3)) for _ in range(3))
-    edge = {f"{n} {device}": edge_us(n, args.edge_frames, device)
+    collect = min(collect_us(max(1, args.frames // 10)) for _ in range(3))
+    paths = tuple(args.edge_paths.split(","))
+    edge = {f"{n} {device}": edge_us(n, args.edge_frames, device, paths=paths)
             for device in args.edge_devices.split(",") if device
             for n in (int(x) for x in args.edge_streams.split(",") if x)}
     print("| streams | hub us/frame | face networks' batch us/frame |")
@@ -294,14 +326,16 @@ def main(argv: list[str] | None = None) -> int:
     for streams, row in rows.items():
         print(f"| {streams} | {row['hub_us']:.1f} | {row['batch_us']:.1f} |")
     print(f"\ntile search take(), 1080p (28 tiles): {take:.1f} us a search")
+    print(f"the swap collector's 1080p output frame, handed on: {collect:.1f} us a frame")
     print("\n| streams, torch device | follower calls, no edge search | edge search: host "
           "pictures | edge search: device pictures | host pictures' writes alone |  "
           "(us/frame/stream)")
     print("|---|---|---|---|---|")
     for streams, e in edge.items():
-        print(f"| {streams} | {e['none']:.0f} | {e['host']:.0f} | {e['device']:.0f} | "
-              f"{e['host_writes']:.0f} |")
-    args.json.write_text(json.dumps({"streams": rows, "tile_take_us": take, "edge": edge},
+        print(" | ".join([f"| {streams}", *(f"{e[k]:.0f}" if k in e else "-" for k in (
+            "none", "host", "device", "host_writes"))]) + " |")
+    args.json.write_text(json.dumps({"streams": rows, "tile_take_us": take,
+                                     "collect_us": collect, "edge": edge},
                                     indent=2))
     print(f"wrote {args.json}")
     return 0
