@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from livecam.analysis.detect import tile_crop, tiles
 from livecam.analysis.gpu.batching import Request
@@ -239,6 +240,41 @@ class _LaunchOnly:
         torch.index_select(cls._one, 0, cls._at)
 
 
+class _TorchCalls(TorchFunctionMode):
+    """Counts the torch functions and tensor methods called from Python inside (on CUDA
+    each lets the GIL go and queues to get it back) and the pictures' gathers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+    def __enter__(self) -> _TorchCalls:
+        import livecam.analysis.gpu.client as client
+
+        super().__enter__()
+        self._index_out = getattr(client, "index_out", None)
+        if self._index_out is not None:  # torch.ops calls do not pass through the mode
+
+            def index_out(*args: Any, **kwargs: Any) -> None:
+                self.count += 1
+                self._index_out(*args, **kwargs)
+
+            client.index_out = index_out
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import livecam.analysis.gpu.client as client
+
+        if self._index_out is not None:
+            client.index_out = self._index_out
+        super().__exit__(*exc)
+
+
 def edge_us(n: int, frames: int, device: str = "meta",
             frame_hw: tuple[int, int] = (1080, 1920),
             paths: tuple[str, ...] = ("none", "host", "device")) -> dict[str, float]:
@@ -246,7 +282,10 @@ def edge_us(n: int, frames: int, device: str = "meta",
     1080p frame each time): detect, the edge search, a mesh on 1 face. ``none``: without the
     edge search; ``host``: its strip pictures built on the host and each uploaded as a frame
     (the path before); ``device``: built from the frame already uploaded
-    (:meth:`StreamFaceNetworks.detect_strips`). Thread CPU µs per frame and stream.
+    (:meth:`StreamFaceNetworks.detect_strips`). Thread CPU µs per frame and stream (take
+    ``frames`` at least twice ``n``: a stream's frame seen again is not uploaded again), then
+    the torch calls from Python (:class:`_TorchCalls`) and the batches of the streams' calls
+    (:class:`~livecam.analysis.gpu.batching.Batcher` runs), per frame and stream.
     ``device`` ``meta``: the uploads and the device's copies are torch calls that do no work
     (as on CUDA, where they run on the GPU; the pictures' index selections stand-ins of a
     launch's cost, :class:`_LaunchOnly`); ``cpu``: they run on this thread too.
@@ -270,20 +309,41 @@ def edge_us(n: int, frames: int, device: str = "meta",
         client.torch = _LaunchOnly() if device == "meta" else torch  # type: ignore[assignment]
         if hasattr(client, "index_out"):  # the pictures of one size in one gather
             client.index_out = _LaunchOnly.index_out if device == "meta" else index_out
+        def follow(done: int, search: list[Any] = search) -> None:
+            for k, net in enumerate(nets):
+                image = images[(done + k) % len(images)]
+                net.detect(image)
+                if search[k] is not None:
+                    search[k].find(image)
+                net.landmarks(image, [roi])
+
         best = float("inf")
         for _ in range(3):
             done = 0
             t0 = time.thread_time_ns()
             while done < frames:
-                for k, net in enumerate(nets):
-                    image = images[(done + k) % len(images)]
-                    net.detect(image)
-                    if search[k] is not None:
-                        search[k].find(image)
-                    net.landmarks(image, [roi])
+                follow(done)
                 done += n
             best = min(best, (time.thread_time_ns() - t0) / done / 1e3)
         out[name] = best
+        # the torch calls from Python and the batches (each a round trip through the streams'
+        # batches and, on CUDA, a wait for the GPU) of as many frames again
+        batcher = nets[0].shared.batcher
+        run, batches = batcher._run, [0]
+
+        def counted(batch: list[Any]) -> None:
+            batches[0] += 1
+            run(batch)
+
+        batcher._run = counted
+        with _TorchCalls() as calls:
+            done = 0
+            while done < frames:
+                follow(done)
+                done += n
+        batcher._run = run
+        out[f"{name}_torch_calls"] = calls.count / done
+        out[f"{name}_batches"] = batches[0] / done
     client.torch = torch
     if hasattr(client, "index_out"):
         client.index_out = index_out
@@ -334,6 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     for streams, e in edge.items():
         print(" | ".join([f"| {streams}", *(f"{e[k]:.0f}" if k in e else "-" for k in (
             "none", "host", "device", "host_writes"))]) + " |")
+    print("\n| streams, torch device | torch calls / batches a frame and stream: no edge "
+          "search | host pictures | device pictures |")
+    print("|---|---|---|---|")
+    for streams, e in edge.items():
+        print(" | ".join([f"| {streams}", *(
+            f"{e[f'{k}_torch_calls']:.1f} / {e[f'{k}_batches']:.2f}" if f"{k}_batches" in e
+            else "-" for k in ("none", "host", "device"))]) + " |")
     args.json.write_text(json.dumps({"streams": rows, "tile_take_us": take,
                                      "collect_us": collect, "edge": edge},
                                     indent=2))
