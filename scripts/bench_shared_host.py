@@ -331,7 +331,7 @@ def edge_us(n: int, frames: int, device: str = "meta",
         batcher = nets[0].shared.batcher
         run, batches = batcher._run, [0]
 
-        def counted(batch: list[Any]) -> None:
+        def counted(batch: list[Any], run: Any = run, batches: list[int] = batches) -> None:
             batches[0] += 1
             run(batch)
 

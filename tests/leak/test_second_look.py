@@ -137,8 +137,8 @@ def test_device_networks_take_a_second_look_in_one_call_with_the_same_verdict() 
                                   np.zeros(2, np.float32)).tolist() == [verdict]
         assert nets.calls == [len(SECOND_LOOK_SPANS)]
         one_by_one = _OnDevice(scores)
-        assert seen_again(lambda place: one_by_one.detect_strips(frame, [place])[0], BOX,
-                          *frame.shape[:2]) is verdict
+        assert seen_again(lambda place, nets=one_by_one: nets.detect_strips(frame, [place])[0],
+                          BOX, *frame.shape[:2]) is verdict
         assert set(one_by_one.calls) == {1}
         assert seen_again(lambda place: Faces(), BOX, *frame.shape[:2],
                           detect_all=partial(nets.detect_strips, frame)) is verdict
