@@ -116,8 +116,8 @@ class StreamFaceNetworks:
         #: the frame) do not take the frame's place: the swap then copied every frame into a
         #: pinned buffer on the host and uploaded it again
         self._kept_for: dict[tuple[int, int], tuple[ImageBGR, torch.Tensor, Any]] = {}
-        #: the edge strips' frame indices on the device, per frame size and strip
-        self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
+        #: the edge strips' frame rows and columns on the device, per frame size and strips
+        self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._strip_built: Any = None  # CUDA event: the latest strip picture is built
         self._pictures: dict[tuple[int, int], FrameStack] = {}  # the pictures' stacks, by size
 
