@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +158,16 @@ class FaceRows:
         self.buffer[self.inputs_end:].copy_(other.buffer[other.inputs_end:], non_blocking=True)
 
 
+class _Handed:
+    """The base of a frame :meth:`FrameBuffers.hand_out` hands out over a buffer's array (an
+    object that is no array, so every view of the frame refers to the frame, which is watched;
+    a view of a plain view of the buffer's array would refer to that array)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array  # the memory lives while the frame does
+        self.__array_interface__ = array.__array_interface__
+
+
 class FrameBuffers:
     """One stream's frames on the host: ``count`` pinned (on CUDA) (H, W, 3) uint8 buffers in
     and as many out, handed out in turn. The stream writes its frame into an ``inputs``
@@ -171,6 +182,9 @@ class FrameBuffers:
     def __init__(self, height_px: int, width_px: int, count: int, *, pinned: bool) -> None:
         shape = (height_px, width_px, 3)
         self._shape, self._pinned = shape, pinned
+        #: the buffers handed out (:meth:`hand_out`) and their frames, reused once a frame
+        #: is gone
+        self._handed: list[tuple[torch.Tensor, np.ndarray, weakref.ref[np.ndarray]]] = []
         #: (height, width) of every buffer: a request's frame size, read by the hub for each
         #: waiting request at each launch (a tensor's shape read per request added up)
         self.size_hw = (height_px, width_px)
@@ -195,17 +209,31 @@ class FrameBuffers:
     def hand_out(self, index: int) -> np.ndarray:
         """The swapped frame in ``outputs[index]``, (H, W, 3) uint8, given to the caller
         (it was copied out before: a full frame a frame and stream), and ``index`` given
-        back with a new output buffer in its place. Pinned buffers come from torch's caching
-        host allocator: once the frame's last reference goes (the output has sent it), its
-        memory is a later buffer's, after the copies that wrote it are done (torch records
-        them on the block)."""
-        fresh = torch.empty(self._shape, dtype=torch.uint8, pin_memory=self._pinned)
-        fresh_numpy = fresh.numpy()
+        back with another output buffer in its place: one whose frame was handed out before
+        and is gone (the array handed out collected: nothing, not even a view of it, refers
+        to it any more), else a new one (allocating lets go of the GIL; reusing does not).
+        A frame handed out is written again only once the output has let go of it, and its
+        download is long done then (it was collected)."""
         with self._lock:
-            out = self.outputs_numpy[index]
-            self.outputs[index], self.outputs_numpy[index] = fresh, fresh_numpy
+            out = np.asarray(_Handed(self.outputs_numpy[index]))
+            self._handed.append((self.outputs[index], self.outputs_numpy[index],
+                                 weakref.ref(out)))
+            fresh = self._unused()
+        if fresh is None:
+            tensor = torch.empty(self._shape, dtype=torch.uint8, pin_memory=self._pinned)
+            fresh = (tensor, tensor.numpy())
+        with self._lock:
+            self.outputs[index], self.outputs_numpy[index] = fresh
             self._free.append(index)
         return out
+
+    def _unused(self) -> tuple[torch.Tensor, np.ndarray] | None:
+        """A buffer whose handed-out frame is gone, taken from the list (lock held)."""
+        for k, (_, _, frame) in enumerate(self._handed):
+            if frame() is None:
+                tensor, array, _ = self._handed.pop(k)
+                return tensor, array
+        return None
 
 
 @dataclass
