@@ -131,7 +131,8 @@ def _shared(n: int, detections: int = 2, device: str = "cpu") -> SharedFaceNetwo
     shared._detectors = [object()]
     m = shared.max_mesh
     shared._rows_host = torch.zeros((m, 5))
-    shared._mesh_host = (torch.rand((m, 468, 3)) * 500, torch.ones((m,)))
+    rand = torch.Generator().manual_seed(0)  # the same outputs in every run
+    shared._mesh_host = (torch.rand((m, 468, 3), generator=rand) * 500, torch.ones((m,)))
     shared._stacks[SIZE_HW] = _stack(shared, n, SIZE_HW, torch.device("cpu"),
                                      detections=detections)
     return shared
@@ -145,8 +146,10 @@ def _stack(shared: SharedFaceNetworks, n: int, size_hw: tuple[int, int], device:
     stack = FrameStack(n, *size_hw, device, per_call=b, per_stream=per_stream)
     valid = torch.zeros((b, 64), dtype=torch.bool)
     valid[:, :detections] = True
-    stack.det_host = (torch.rand((b, 64, 4)) * 100, torch.rand((b, 64, 6, 2)) * 100,
-                      torch.rand((b, 64)), valid)
+    rand = torch.Generator().manual_seed(0)  # the same detections in every run
+    stack.det_host = (torch.rand((b, 64, 4), generator=rand) * 100,
+                      torch.rand((b, 64, 6, 2), generator=rand) * 100,
+                      torch.rand((b, 64), generator=rand), valid)
     call = CapturedCall(_noop, device=device, stream=None, use_graph=False)
     for k in mesh_buckets(shared.frames_per_call):
         stack.detect[k * per_stream] = call
