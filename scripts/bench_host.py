@@ -93,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write per-thread cProfile stats here (one N at a time)")
+    parser.add_argument("--torch-networks", action="store_true",
+                        help="the follower's networks as the GPU path runs them (the torch "
+                        "ports shared by the streams, the edge strips built from the uploaded "
+                        "frame: livecam.gpupipe.factory.torch_follower_networks) on torch's "
+                        "CPU device, instead of MediaPipe's CPU networks, which a CPU start "
+                        "takes")
     parser.add_argument("--label", default="", help="a name for this code (before/after)")
     parser.add_argument("--out", type=Path, default=Path("bench_host.json"))
     args = parser.parse_args(argv)
@@ -107,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "advanced.gpu.compile_paste=false",
                                           "advanced.gpu.compile_networks=false", *args.sets])
     setup = prepare(setup_args, work, report)
+    if args.torch_networks:
+        _torch_networks_on_cpu()
     frame = cv2.resize(setup["frames"][1], (width, height), interpolation=cv2.INTER_AREA)
     clip = f"file:{write_clip(frame, work / f'scene_{width}x{height}.nut')}"
     config = setup["config"]("analysis.max_faces=1")
@@ -148,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=2, default=float))
     print(f"\nwrote {args.out}")
     return 0
+
+
+def _torch_networks_on_cpu() -> None:
+    """``build_gpu_stages`` takes the follower's torch networks on the CPU (their seam; a
+    CPU start takes MediaPipe's networks)."""
+    from livecam.gpupipe import factory
+
+    def torch_networks(config: Any, device: str, *, shared: Any = None,
+                       stream: int = 0) -> tuple[Any, Any]:
+        return factory.torch_follower_networks(config, device, shared=shared, stream=stream)
+
+    factory.follower_networks = torch_networks  # type: ignore[assignment]
 
 
 def _f(value: float | None, fmt: str = ".2f") -> str:

@@ -44,10 +44,11 @@ def test_the_follower_never_lets_go_of_the_gil(faces: int) -> None:
 
 @pytest.mark.parametrize("faces", [1, 4])
 def test_the_swap_stage_lets_go_only_to_copy_pictures(faces: int) -> None:
-    """The swapped frame copied out of its buffer and each face's swap kept for ``hold``:
-    copies of 6 MB and of a face's box, long enough that the other streams should run
-    meanwhile. Nothing else: the faces' keypoints, kept eyes and mouth, latents and the
-    tick's face rows are a few hundred numbers each."""
+    """Each face's swap kept for ``hold``: copies of a face's box, long enough that the other
+    streams should run meanwhile (the swapped frame is handed on in its buffer, not copied;
+    the buffer that takes its place is one handed out before, not a new allocation).
+    Nothing else: the faces' keypoints, kept eyes and mouth, latents and the tick's face rows
+    are a few hundred numbers each."""
     counts = count("swap", faces, FRAMES)
     assert set(counts) == {"array_copy"}, dict(counts)
     assert counts["array_copy"] <= FRAMES * (1 + faces)

@@ -44,7 +44,13 @@ from typing import Protocol, cast
 import cv2
 import numpy as np
 
-from livecam.analysis.second_look import SECOND_LOOK_PX, StripPlace, Verdicts, seen_again
+from livecam.analysis.second_look import (
+    SECOND_LOOK_PX,
+    SECOND_LOOK_SPANS,
+    StripPlace,
+    Verdicts,
+    seen_again,
+)
 from livecam.core.types import Faces, ImageBGR
 
 #: A strip's depth from the edge, as a share of the frame's shorter side (720p: 360 px).
@@ -406,8 +412,8 @@ class StripSearch:
             return
         counts = collections.Counter((len(p.rows), len(p.cols))
                                      for p in strip_places(height_px, width_px))
-        look = (SECOND_LOOK_PX, SECOND_LOOK_PX)
-        counts[look] = max(counts[look], 1)
+        look = (SECOND_LOOK_PX, SECOND_LOOK_PX)  # a second look's pictures: one call
+        counts[look] = max(counts[look], len(SECOND_LOOK_SPANS))
         counts.pop((height_px, width_px), None)  # a picture of the frame's size is uploaded
         prepare(dict(counts))
 
@@ -468,11 +474,14 @@ class StripSearch:
         def detect(place: StripPlace) -> Faces:
             return self._detect_place(image_bgr, place)
 
+        # networks that build pictures on the device detect a look's pictures in one call
+        on_device = getattr(self.networks, "detect_strips", None)
+        detect_all = None if on_device is None else functools.partial(on_device, image_bgr)
         out = []
         for x1, y1, x2, y2 in faces.boxes_xyxy.tolist():
             box = [x1 + dx, y1 + dy, x2 + dx, y2 + dy]
-            out.append(self.verdicts.seen_again(image_bgr, box,
-                                                functools.partial(seen_again, detect, box, h, w)))
+            out.append(self.verdicts.seen_again(image_bgr, box, functools.partial(
+                seen_again, detect, box, h, w, detect_all=detect_all)))
         return np.array(out, bool)
 
     def _detect_place(self, image_bgr: ImageBGR, place: StripPlace) -> Faces:

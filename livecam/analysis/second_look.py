@@ -103,18 +103,24 @@ def score_again(faces: Faces, box: Sequence[float], offset_xy: np.ndarray,
 
 
 def seen_again(detect: Callable[[StripPlace], Faces], box: Sequence[float], height_px: int,
-               width_px: int) -> bool:
+               width_px: int, *,
+               detect_all: Callable[[list[StripPlace]], list[Faces] | None] | None = None
+               ) -> bool:
     """Whether the hit ``box`` (frame px) of an (H, W) frame is found again: ``detect``
     (the detector on the picture a :class:`StripPlace` describes, picture px) on each of
     :func:`second_look_places` scores :data:`SECOND_LOOK_SCORE` on average
     (:func:`score_again`). Stops as soon as the average is decided (scores are at most 1):
     a face scoring 0.6 is taken after three pictures, a pattern found in none left out after
-    four."""
+    four. ``detect_all`` (networks that detect several pictures in one call for about the
+    cost of one: the GPU's) detects every picture in one call first (None from it: ``detect``
+    each); the verdict is the same."""
     places = second_look_places(box, height_px, width_px)
+    found = detect_all([place for place, _ in places]) if detect_all is not None else None
     need = SECOND_LOOK_SCORE * len(places)
     total = 0.0
     for k, (place, scale) in enumerate(places):
-        total += score_again(detect(place), box, place.offset_xy, scale)
+        faces = found[k] if found is not None else detect(place)
+        total += score_again(faces, box, place.offset_xy, scale)
         if total >= need:
             return True
         if total + (len(places) - k - 1) < need:

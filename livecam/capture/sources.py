@@ -78,9 +78,16 @@ class CameraSource(SourceBase):
         self._fps = got_fps
 
     def read(self) -> ImageBGR | None:
+        return self.read_into(None)
+
+    def read_into(self, out: np.ndarray | None) -> ImageBGR:
+        """:meth:`read`, the frame decoded into ``out`` ((H, W, 3) uint8, writable; the
+        capture thread's pinned block) where it has the frame's size: then ``out`` itself,
+        read-only, and no copy of the frame is made; else a new array (OpenCV allocates
+        one)."""
         if self._cap is None:
             raise CaptureError("camera is not open")
-        ok, image = self._cap.read()
+        ok, image = self._cap.read() if out is None else self._cap.read(out)
         if not ok or image is None:
             raise CaptureError(f"camera {self._device!r} stopped delivering frames")
         return _readonly(image)

@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from livecam.capture.base import FrameSource, PipeEndedError
 from livecam.core.backoff import Backoff
 from livecam.core.errors import CaptureError, NoSenderYet
@@ -43,7 +45,10 @@ class CaptureThread:
     from), so its time counts in the frame's latency; None: frames go as the source gives them.
     A source that hands the same read-only array again (a still image) gets the same copy, so
     the stages still see one array, as without the copy (the GPU's face networks then upload
-    and search it once).
+    and search it once). Where ``host_frames`` also offers ``empty(shape)`` (a writable
+    array in that memory, or None) and the source ``read_into(out)`` (a camera through
+    OpenCV: the frame decoded into ``out`` where the sizes agree, else a new array), the
+    frame is decoded straight into that memory and not copied.
     """
 
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
@@ -54,6 +59,9 @@ class CaptureThread:
         self._source = source
         self._first_out = first_out
         self._host_frames = host_frames
+        #: a writable array of a shape in the host memory, to decode into (or None)
+        self._host_empty: Callable[[tuple[int, ...]], np.ndarray | None] | None = getattr(
+            host_frames, "empty", None)
         self._last_copy: tuple[ImageBGR, ImageBGR] | None = None  # (source's, copy)
         self._outbox = outbox
         self._metrics = metrics
@@ -143,6 +151,19 @@ class CaptureThread:
         self._last_copy = (image, copy)
         return copy
 
+    def _read(self) -> tuple[ImageBGR | None, bool]:
+        """The source's next frame, and whether it was decoded into the host memory of
+        ``host_frames`` (then it needs no copy)."""
+        read_into = getattr(self._source, "read_into", None)
+        width, height = self._source.size_px
+        if self._host_empty is None or read_into is None or width * height == 0:
+            return self._source.read(), False
+        block = self._host_empty((height, width, 3))
+        if block is None:
+            return self._source.read(), False
+        image = read_into(block)
+        return image, image is block
+
     def _run(self) -> None:
         index = 0
         period_ns = int(1e9 / max(self._source.fps, 1e-3))
@@ -152,7 +173,7 @@ class CaptureThread:
                 if not self._is_open and not self._open_with_backoff():
                     break
                 try:
-                    image = self._source.read()
+                    image, in_host = self._read()
                 except CaptureError as exc:
                     log.warning("%s; reopening", exc)
                     self._metrics.count("capture_lost")
@@ -172,7 +193,7 @@ class CaptureThread:
                     # a late frame restarts the grid rather than bursting to catch up
                     next_ns = max(next_ns, now_ns - period_ns) + period_ns
                 t_capture_ns = time.perf_counter_ns()
-                if self._host_frames is not None:
+                if self._host_frames is not None and not in_host:
                     image = self._copied(image)
                 frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image)
                 index += 1

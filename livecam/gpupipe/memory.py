@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.analysis.edges import strip_places
-from livecam.analysis.second_look import SECOND_LOOK_PX
+from livecam.analysis.second_look import SECOND_LOOK_PX, SECOND_LOOK_SPANS
 from livecam.core.errors import ConfigError
 from livecam.gpupipe.shapes import ShapePlan
 
@@ -79,9 +79,10 @@ def estimate(plan: ShapePlan, *, n_streams: int, keep_frames: int, hands: bool =
     graphs = plan.slots * largest * per_face  # one pool per slot: its largest graph
     stack = plan.stack_frames * frame
     # the edge search's pictures built on the device: each stream's strips (a place each:
-    # a frame's are detected in one call) and a second look's
+    # a frame's are detected in one call) and a second look's (likewise)
     strips = sum(len(p.rows) * len(p.cols) for p in strip_places(plan.height_px, plan.width_px))
-    pictures = plan.stack_frames * 3 * (strips + SECOND_LOOK_PX * SECOND_LOOK_PX)
+    looks = len(SECOND_LOOK_SPANS) * SECOND_LOOK_PX * SECOND_LOOK_PX
+    pictures = plan.stack_frames * 3 * (strips + looks)
     kept = n_streams * keep_frames * frame
     networks = plan.network_graphs * NETWORK_GRAPH_BYTES
     return MemoryNeed((("swap slots' frames", slot_frames), ("swap graphs", graphs),

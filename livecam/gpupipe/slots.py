@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -157,18 +158,33 @@ class FaceRows:
         self.buffer[self.inputs_end:].copy_(other.buffer[other.inputs_end:], non_blocking=True)
 
 
+class _Handed:
+    """The base of a frame :meth:`FrameBuffers.hand_out` hands out over a buffer's array (an
+    object that is no array, so every view of the frame refers to the frame, which is watched;
+    a view of a plain view of the buffer's array would refer to that array)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array  # the memory lives while the frame does
+        self.__array_interface__ = array.__array_interface__
+
+
 class FrameBuffers:
     """One stream's frames on the host: ``count`` pinned (on CUDA) (H, W, 3) uint8 buffers in
     and as many out, handed out in turn. The stream writes its frame into an ``inputs``
     buffer, the tick uploads from it and downloads the swapped frame into the ``outputs``
-    buffer of the same index; the stream copies it out when it collects, and only then is the
-    index used again. Owned by one stream's stage (``take`` on its pipeline thread,
-    ``give_back`` on its collector). ``inputs_numpy`` and ``outputs_numpy`` are the buffers'
+    buffer of the same index; the stream takes that buffer away when it collects
+    (:meth:`hand_out`: a new one takes its place, no copy), and only then is the index used
+    again. Owned by one stream's stage (``take`` on its pipeline thread, ``give_back`` and
+    ``hand_out`` on its collector). ``inputs_numpy`` and ``outputs_numpy`` are the buffers'
     numpy views, made once: a ``Tensor.numpy()`` per frame makes a tensor object whose
     release lets go of the GIL."""
 
     def __init__(self, height_px: int, width_px: int, count: int, *, pinned: bool) -> None:
         shape = (height_px, width_px, 3)
+        self._shape, self._pinned = shape, pinned
+        #: the buffers handed out (:meth:`hand_out`) and their frames, reused once a frame
+        #: is gone
+        self._handed: list[tuple[torch.Tensor, np.ndarray, weakref.ref[np.ndarray]]] = []
         #: (height, width) of every buffer: a request's frame size, read by the hub for each
         #: waiting request at each launch (a tensor's shape read per request added up)
         self.size_hw = (height_px, width_px)
@@ -189,6 +205,35 @@ class FrameBuffers:
     def give_back(self, index: int) -> None:
         with self._lock:
             self._free.append(index)
+
+    def hand_out(self, index: int) -> np.ndarray:
+        """The swapped frame in ``outputs[index]``, (H, W, 3) uint8, given to the caller
+        (it was copied out before: a full frame a frame and stream), and ``index`` given
+        back with another output buffer in its place: one whose frame was handed out before
+        and is gone (the array handed out collected: nothing, not even a view of it, refers
+        to it any more), else a new one (allocating lets go of the GIL; reusing does not).
+        A frame handed out is written again only once the output has let go of it, and its
+        download is long done then (it was collected)."""
+        with self._lock:
+            out = np.asarray(_Handed(self.outputs_numpy[index]))
+            self._handed.append((self.outputs[index], self.outputs_numpy[index],
+                                 weakref.ref(out)))
+            fresh = self._unused()
+        if fresh is None:
+            tensor = torch.empty(self._shape, dtype=torch.uint8, pin_memory=self._pinned)
+            fresh = (tensor, tensor.numpy())
+        with self._lock:
+            self.outputs[index], self.outputs_numpy[index] = fresh
+            self._free.append(index)
+        return out
+
+    def _unused(self) -> tuple[torch.Tensor, np.ndarray] | None:
+        """A buffer whose handed-out frame is gone, taken from the list (lock held)."""
+        for k, (_, _, frame) in enumerate(self._handed):
+            if frame() is None:
+                tensor, array, _ = self._handed.pop(k)
+                return tensor, array
+        return None
 
 
 @dataclass

@@ -307,12 +307,10 @@ class GpuSwapStage:
         if request is None:
             self.last_timings_ms = hands
             return self._covered(head, head.packet.image_bgr)
-        try:
-            if request.error is not None:
-                raise request.error
-            out = request.buffers.outputs_numpy[request.index].copy()
-        finally:
+        if request.error is not None:
             request.buffers.give_back(request.index)
+            raise request.error
+        out = request.buffers.hand_out(request.index)  # the buffer itself: no copy
         self.last_timings_ms = {"gpu": request.gpu_latency_ms, "tick": request.host_latency_ms,
                                 **hands}
         return self._covered(head, out, request.fits)

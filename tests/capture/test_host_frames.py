@@ -167,5 +167,91 @@ def test_where_frames_cannot_be_pinned_they_go_as_they_are_with_one_warning(
     with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.host"):
         assert host.pinned_copy(frame) is frame
         assert host.pinned_copy(frame) is frame
+        assert host.pinned_copy.empty((6, 8, 3)) is None  # a camera decodes as before
     warnings = [r for r in caplog.records if "page-locked" in r.getMessage()]
     assert len(warnings) == 1 and "advanced.gpu.pinned_capture=false" in warnings[0].getMessage()
+
+
+class DecodingInto(Uploading):
+    """An uploading stage whose host memory also gives empty blocks (``empty``) for a source
+    to decode into, remembered by id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: dict[int, np.ndarray] = {}
+
+    class _Frames:
+        def __init__(self, stage: DecodingInto) -> None:
+            self.stage = stage
+
+        def __call__(self, image: ImageBGR) -> ImageBGR:
+            return self.stage._copy(image)
+
+        def empty(self, shape: tuple[int, ...]) -> np.ndarray:
+            block = np.zeros(shape, np.uint8)
+            self.stage.blocks[id(block)] = block
+            return block
+
+    @property
+    def host_frames(self) -> object:
+        return self._Frames(self)
+
+
+class VideoCamera:
+    """A camera as :class:`CameraSource` reads it, through a real ``cv2.VideoCapture`` of an
+    MJPG video (OpenCV's own decoding into the array it is given), opened without V4L2."""
+
+    def __new__(cls, path: Path) -> object:
+        import cv2
+
+        from livecam.capture.sources import CameraSource
+
+        source = CameraSource(device=str(path), width=64, height=48, fps=60.0)
+        source.open = lambda: setattr(  # type: ignore[method-assign]
+            source, "_cap", cv2.VideoCapture(str(path)))
+        source._size_px = (64, 48)
+        source.live = False  # a file: read to its end, not reopened
+        return source
+
+
+def _mjpg(path: Path, frames: int, size_wh: tuple[int, int] = (64, 48)) -> Path:
+    import cv2
+
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 30, size_wh)
+    for k in range(frames):
+        writer.write(np.full((size_wh[1], size_wh[0], 3), 20 * k, np.uint8))
+    writer.release()
+    return path
+
+
+def test_a_camera_decodes_into_the_host_memory_and_nothing_is_copied(tmp_path: Path) -> None:
+    """OpenCV decodes a camera's frame into the array it is given: the capture thread gives it
+    a block of the stage's host memory (``empty``; on CUDA pinned memory), so the frame is
+    not copied there afterwards (a full frame a frame: the copy and a new array)."""
+    stage = DecodingInto()
+    app = App(load_config(None, ["advanced.pipeline.status_interval_s=0",
+                                 "advanced.pipeline.realtime=false"]),
+              source=VideoCamera(_mjpg(tmp_path / "cam.avi", 8)), sink=NullSink(),
+              stages=[stage], max_frames=6)
+    app.run()
+    assert app.metrics.counter("sent") == 6 and len(stage.seen) >= 6
+    assert not stage.copies
+    for k, image in enumerate(stage.seen):
+        assert stage.blocks[id(image)] is image and not image.flags.writeable
+        assert abs(float(image.mean()) - 20 * k) < 3  # the camera's frame k, decoded there
+
+
+def test_a_frame_of_another_size_than_the_block_is_copied_into_the_host_memory(
+        tmp_path: Path) -> None:
+    """The camera gives another size than it said: OpenCV decodes into a new array, which
+    the capture thread copies into the host memory as before."""
+    stage = DecodingInto()
+    camera = VideoCamera(_mjpg(tmp_path / "cam.avi", 8, (80, 48)))
+    app = App(load_config(None, ["advanced.pipeline.status_interval_s=0",
+                                 "advanced.pipeline.realtime=false"]),
+              source=camera, sink=NullSink(), stages=[stage], max_frames=4)
+    app.run()
+    assert len(stage.seen) >= 4
+    for image in stage.seen:
+        source, copy = stage.copies[id(image)]
+        assert copy is image and image.shape == (48, 80, 3) and id(source) not in stage.blocks

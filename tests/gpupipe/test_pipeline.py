@@ -115,6 +115,50 @@ def test_slot_shapes_and_buckets() -> None:
     assert buffers.take() == taken[0]
 
 
+def test_a_collected_frame_is_the_output_buffer_itself_and_stays_as_it_was() -> None:
+    """The collector takes the swapped frame's buffer (no copy of a full frame a frame and
+    stream); the index goes back with a new buffer, so the next frames downloaded there do
+    not write into a frame already handed on."""
+    buffers = FrameBuffers(4, 6, 2, pinned=False)
+    k = buffers.take()
+    swapped = buffers.outputs_numpy[k]
+    swapped[:] = 7  # the tick's download
+    out = buffers.hand_out(k)
+    assert out.ctypes.data == swapped.ctypes.data and np.all(out == 7)  # no copy
+    assert buffers.take() == 1 - k and buffers.take() == k  # given back
+    buffers.outputs[k].fill_(9)  # the next tick's download into the same index
+    assert np.all(buffers.outputs_numpy[k] == 9) and np.all(out == 7)
+
+
+def test_a_handed_out_buffer_is_used_again_only_once_its_frame_is_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame handed on is written again only when nothing refers to it (a view of it
+    counts); its buffer then takes the place of the next frame handed out, with no new
+    allocation (which lets go of the GIL)."""
+    buffers = FrameBuffers(4, 6, 1, pinned=False)
+    first = buffers.hand_out(buffers.take())
+    first[:] = 5
+    memory = first.ctypes.data
+    part = first[1:]
+    del first
+    second = buffers.hand_out(buffers.take())  # the first frame lives on in its view
+    buffers.outputs[0].fill_(9)
+    assert np.all(part == 5)
+    del part
+    allocated: list[object] = []
+    empty = torch.empty
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        allocated.append(args)
+        return empty(*args, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(torch, "empty", counted)
+    third = buffers.hand_out(buffers.take())
+    monkeypatch.undo()
+    assert not allocated and buffers.outputs_numpy[0].ctypes.data == memory
+    assert second is not third
+
+
 @pytest.mark.slow
 def test_naive_baseline_swaps_the_face_it_finds(cpu_engine: Any, face_frame: FaceFrame) -> None:
     import os

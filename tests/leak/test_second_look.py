@@ -86,3 +86,59 @@ def test_the_glasses_on_the_table_cost_one_second_look(clips: dict[str, LeakClip
         assert 0 < counting.second_looks <= 5
     finally:
         counting.networks.close()
+
+
+def _one(box_xyxy: np.ndarray, score: float) -> Faces:
+    return Faces(boxes_xyxy=np.asarray(box_xyxy, np.float32)[None],
+                 scores=np.array([score], np.float32), track_ids=np.full(1, -1, np.int64))
+
+
+class _OnDevice:
+    """Networks that detect pictures built on the device (``detect_strips``, as the GPU's):
+    each picture of a second look finds the hit again with ``scores`` in turn."""
+
+    def __init__(self, scores: list[float]) -> None:
+        self.scores = scores
+        self.calls: list[int] = []
+
+    def detect(self, image_bgr: np.ndarray) -> Faces:
+        raise AssertionError("the pictures are built on the device")
+
+    def detect_strips(self, image_bgr: np.ndarray, places: list) -> list[Faces]:
+        from livecam.analysis.second_look import second_look_places
+
+        self.calls.append(len(places))
+        looks = second_look_places(BOX, *image_bgr.shape[:2])
+        out = []
+        for place in places:
+            k, scale = next((k, s) for k, (p, s) in enumerate(looks)
+                            if np.array_equal(p.rows, place.rows)
+                            and np.array_equal(p.cols, place.cols))
+            off = place.offset_xy
+            box = (np.array(BOX, np.float32) - np.r_[off, off]) / scale  # picture px
+            out.append(_one(box, self.scores[k]))
+        return out
+
+
+def test_device_networks_take_a_second_look_in_one_call_with_the_same_verdict() -> None:
+    """On networks that build the pictures on the device a second look's pictures are
+    detected in one call (each call was a round trip of the streams' batches and a wait for
+    the GPU: 4 or 5 a look); the verdict is the one the picture-by-picture look gives."""
+    from functools import partial
+
+    from livecam.analysis.second_look import SECOND_LOOK_SPANS, seen_again
+
+    frame = _frame(0)
+    for scores, verdict in (([0.6, 0.6, 0.6, 0.0, 0.0], True), ([0.0] * 5, False),
+                            ([0.0, 0.0, 0.5, 0.5, 0.5], True), ([0.9, 0.0, 0.0, 0.0, 0.2], False)):
+        nets = _OnDevice(scores)
+        search = StripSearch(nets)
+        assert search._seen_again(frame, _one(np.array(BOX), 1.0),
+                                  np.zeros(2, np.float32)).tolist() == [verdict]
+        assert nets.calls == [len(SECOND_LOOK_SPANS)]
+        one_by_one = _OnDevice(scores)
+        assert seen_again(lambda place, nets=one_by_one: nets.detect_strips(frame, [place])[0],
+                          BOX, *frame.shape[:2]) is verdict
+        assert set(one_by_one.calls) == {1}
+        assert seen_again(lambda place: Faces(), BOX, *frame.shape[:2],
+                          detect_all=partial(nets.detect_strips, frame)) is verdict

@@ -182,7 +182,7 @@ def merged_detections(found: list[Detection]) -> Faces:
     return merge_detections(found, MAX_DETECTIONS)
 
 
-def batch_detections(outputs_host: Sequence[torch.Tensor], frames: int
+def batch_detections(outputs_host: Sequence[torch.Tensor | np.ndarray], frames: int
                      ) -> list[list[Detection]]:
     """The valid detections of each of the first ``frames`` frames of the detectors' host
     outputs (four a detector: boxes, keypoints, scores, valid), each frame's in the order of
@@ -192,7 +192,8 @@ def batch_detections(outputs_host: Sequence[torch.Tensor], frames: int
     (:mod:`livecam.analysis.keepgil`)."""
     found: list[list[Detection]] = [[] for _ in range(frames)]
     for k in range(0, len(outputs_host), 4):
-        boxes, points, scores, valid = (t.numpy()[:frames] for t in outputs_host[k:k + 4])
+        boxes, points, scores, valid = ((t if isinstance(t, np.ndarray) else t.numpy())[:frames]
+                                        for t in outputs_host[k:k + 4])
         frame_of, slot = np.nonzero(valid)
         if not len(slot):
             continue

@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from livecam.analysis.gpu.tiles import TileBatches
 
 
+def index_out(source: torch.Tensor, indices: list[torch.Tensor], *, out: torch.Tensor) -> None:
+    """``out[...] = source[indices]`` (advanced indexing, broadcast indices) in one kernel,
+    written into ``out`` (a view of a stack) rather than into a new tensor copied there."""
+    torch.ops.aten.index.Tensor_out(source, indices, out=out)
+
+
 class SharedFaceNetworks(Protocol):
     """What a stream's share uses of :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`
     (named here so this module does not import the one that makes its objects)."""
@@ -115,8 +121,8 @@ class StreamFaceNetworks:
         #: the frame) do not take the frame's place: the swap then copied every frame into a
         #: pinned buffer on the host and uploaded it again
         self._kept_for: dict[tuple[int, int], tuple[ImageBGR, torch.Tensor, Any]] = {}
-        #: the edge strips' frame indices on the device, per frame size and strip
-        self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
+        #: the edge strips' frame rows and columns on the device, per frame size and strips
+        self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._strip_built: Any = None  # CUDA event: the latest strip picture is built
         self._pictures: dict[tuple[int, int], FrameStack] = {}  # the pictures' stacks, by size
 
@@ -288,7 +294,10 @@ class StreamFaceNetworks:
                         ) -> tuple[list[tuple[int, Request]], list[int]]:
         """The pictures ``which`` (indices into ``places``) built into this stream's places
         of their stacks, as far as those places go: (place index, its request) each, and
-        the indices left for another round."""
+        the indices left for another round. The pictures of one size are built by one
+        gather (their rows and columns indices broadcast, into their consecutive places):
+        each torch call on the stream's thread gives the GIL up and queues to get it back
+        among every stream's threads."""
         by_shape: dict[tuple[int, int], list[int]] = {}
         for k in which:
             by_shape.setdefault((len(places[k].rows), len(places[k].cols)), []).append(k)
@@ -299,24 +308,36 @@ class StreamFaceNetworks:
                 stack = self._picture_places(*shape, count=len(ks))
                 first = self.slot * stack.per_stream
                 left += ks[stack.per_stream:]
-                for j, k in enumerate(ks[:stack.per_stream]):
-                    place = places[k]
-                    key = (size, k, shape, tuple(place.offset_xy.tolist()))
-                    index = self._strip_index.get(key) if place.kept else None
-                    if index is None:  # a picture made once (a second look): not kept
-                        index = (torch.from_numpy(place.rows).to(self.device),
-                                 torch.from_numpy(place.cols).to(self.device))
-                        if place.kept:
-                            self._strip_index[key] = index
-                    rows = torch.index_select(source, 0, index[0])
-                    torch.index_select(rows, 1, index[1], out=stack.frames[first + j])
-                    built.append((k, Request(first + j, shape, detect=True, rois=(),
-                                             uploaded=None, picture=True)))
+                ks = ks[:stack.per_stream]
+                rows, cols = self._picture_index(size, shape, places, ks)
+                index_out(source, [rows, cols], out=stack.frames[first:first + len(ks)])
+                built += [(k, Request(first + j, shape, detect=True, rois=(), uploaded=None,
+                                      picture=True)) for j, k in enumerate(ks)]
             if self.cuda:  # one event for every picture built
                 self._strip_built.record(self._stream)
                 for _, request in built:
                     request.uploaded = self._strip_built
         return built, left
+
+    def _picture_index(self, size: tuple[int, int], shape: tuple[int, int],
+                       places: Sequence[StripPlace], ks: list[int]
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The frame rows (P, ph, 1) and columns (P, 1, pw) of the pictures ``ks`` of
+        ``places`` (all of ``shape``) on the device: kept for pictures made every frame
+        (the strips), uploaded in one copy for a picture made once (a second look: kept, one
+        pair would pile up for each place a hit was found)."""
+        kept = all(places[k].kept for k in ks)
+        key = (size, shape, tuple((k, *places[k].offset_xy.tolist()) for k in ks))
+        index = self._strip_index.get(key) if kept else None
+        if index is None:
+            both = np.concatenate([np.stack([places[k].rows for k in ks]),
+                                   np.stack([places[k].cols for k in ks])], axis=1)
+            on_device = torch.from_numpy(both).to(self.device)
+            height_px = shape[0]
+            index = (on_device[:, :height_px, None], on_device[:, None, height_px:])
+            if kept:
+                self._strip_index[key] = index
+        return index
 
     def _call(self, image_bgr: ImageBGR, *, detect: bool, rois: Sequence[Roi]) -> Request:
         request = Request(self.slot, (int(image_bgr.shape[0]), int(image_bgr.shape[1])),

@@ -6,7 +6,9 @@ before they upload it: 0.5 ms a 1080p frame on the H200's host, on the thread th
 of the stream waits for. With ``advanced.gpu.pinned_capture`` the
 capture thread copies the frame into pinned memory as it reads it (:func:`pinned_copy`, the
 :class:`~livecam.core.stage.HostFrames` hook of the analysis stage) and the networks upload
-straight from there (:func:`pinned_tensor`).
+straight from there (:func:`pinned_tensor`). A source that can decode into a buffer it is
+given (a camera through OpenCV) decodes straight into a pinned block
+(:meth:`PinnedFrames.empty`): no copy at all.
 
 The memory comes from torch's caching host allocator: after the first frames a new frame takes
 a block that an older frame gave back when its last reference went, and the allocator hands a
@@ -30,26 +32,47 @@ log = logging.getLogger(__name__)
 _failed = threading.Event()  # pinning failed once: frames stay where the source put them
 
 
-def pinned_copy(image_bgr: ImageBGR) -> ImageBGR:
-    """``image_bgr`` copied into pinned memory, read-only (as the capture thread's frames are).
+class PinnedFrames:
+    """The capture thread's way into pinned memory (the analysis stage's ``host_frames``):
+    called with a frame, a copy of it there (:func:`pinned_copy`); :meth:`empty` gives a
+    block a source decodes its next frame into, so that frame needs no copy at all (a camera
+    through OpenCV: :meth:`livecam.capture.sources.CameraSource.read_into`)."""
 
-    Where pinned memory cannot be had (none left, no CUDA), the frame itself, once warned: the
-    networks then copy it into their own staging as before, so nothing is lost but the time.
-    """
-    if _failed.is_set():
-        return image_bgr
-    try:
-        block = torch.empty(tuple(image_bgr.shape), dtype=torch.uint8, pin_memory=True)
-    except RuntimeError as exc:
-        _failed.set()
-        log.warning("frames cannot be put in page-locked memory (%s): the GPU's face networks "
-                    "copy each frame into their own instead (set "
-                    "advanced.gpu.pinned_capture=false to not try)", exc)
-        return image_bgr
-    out = block.numpy()
-    np.copyto(out, image_bgr)
-    out.flags.writeable = False
-    return out
+    def __call__(self, image_bgr: ImageBGR) -> ImageBGR:
+        """``image_bgr`` copied into pinned memory, read-only (as the capture thread's frames
+        are).
+
+        Where pinned memory cannot be had (none left, no CUDA), the frame itself, once warned:
+        the networks then copy it into their own staging as before, so nothing is lost but the
+        time.
+        """
+        out = self.empty(tuple(image_bgr.shape))
+        if out is None:
+            return image_bgr
+        np.copyto(out, image_bgr)
+        out.flags.writeable = False
+        return out
+
+    @staticmethod
+    def empty(shape: tuple[int, ...]) -> np.ndarray | None:
+        """A writable uint8 array of ``shape`` in a pinned block of its own, or None where
+        pinned memory cannot be had (warned once, as for a copy)."""
+        if _failed.is_set():
+            return None
+        try:
+            block = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+        except RuntimeError as exc:
+            _failed.set()
+            log.warning("frames cannot be put in page-locked memory (%s): the GPU's face "
+                        "networks copy each frame into their own instead (set "
+                        "advanced.gpu.pinned_capture=false to not try)", exc)
+            return None
+        return block.numpy()
+
+
+#: ``image_bgr`` copied into pinned memory (see :class:`PinnedFrames`), the analysis stage's
+#: ``host_frames`` on CUDA
+pinned_copy = PinnedFrames()
 
 
 def pinned_tensor(image_bgr: ImageBGR) -> torch.Tensor | None:

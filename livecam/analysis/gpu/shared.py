@@ -44,6 +44,7 @@ import torch
 from livecam.analysis.gpu.batching import Batcher, Request
 from livecam.analysis.gpu.calls import (
     CapturedCall,
+    Detection,
     FrameStack,
     batch_detections,
     load_detectors,
@@ -129,6 +130,8 @@ class SharedFaceNetworks:
         self._picture_stacks: dict[tuple[int, int], FrameStack] = {}
         self._rows_host = self._rows_dev = torch.zeros(0)
         self._mesh_host: tuple[torch.Tensor, torch.Tensor] = (torch.zeros(0), torch.zeros(0))
+        #: the host buffers' numpy views, made once each (:meth:`_numpy`)
+        self._views: dict[int, tuple[torch.Tensor, np.ndarray]] = {}
 
     def slot_for(self, stream: int, *, detect_ahead: bool = True, keep_frames: int = 0,
                  pinned_capture: bool = False) -> StreamFaceNetworks:
@@ -209,6 +212,7 @@ class SharedFaceNetworks:
                     self._tile_batches = None
                 self._stacks.clear()
                 self._picture_stacks.clear()
+                self._views.clear()
                 for stream in (self._stream, self._side):
                     release_stream(stream)
                 self._stream = self._side = None
@@ -340,8 +344,7 @@ class SharedFaceNetworks:
             self._launch_detect(stack, [r.slot for r in first])
             if self.cuda:
                 wait_done(self._side)
-            for r, found in zip(first, batch_detections(stack.det_host, len(first)),
-                                strict=True):
+            for r, found in zip(first, self._detections(stack, len(first)), strict=True):
                 r.found = found
         if detect:  # the last frames' call runs beside the mesh
             self._launch_detect(stack, [r.slot for r in detect])
@@ -355,13 +358,24 @@ class SharedFaceNetworks:
         if detect:
             if self.cuda:
                 wait_done(self._side)  # mostly done: it ran beside the mesh
-            for r, found in zip(detect, batch_detections(stack.det_host, len(detect)),
-                                strict=True):
+            for r, found in zip(detect, self._detections(stack, len(detect)), strict=True):
                 r.found = found
+
+    def _numpy(self, tensor: torch.Tensor) -> np.ndarray:
+        """``tensor.numpy()`` (a host buffer the graphs read or write), made once: each
+        batch read and wrote eight of them, each a tensor call on the thread running every
+        stream's batch."""
+        view = self._views.get(id(tensor))
+        if view is None or view[0] is not tensor:
+            view = self._views[id(tensor)] = (tensor, tensor.numpy())
+        return view[1]
+
+    def _detections(self, stack: FrameStack, frames: int) -> list[list[Detection]]:
+        return batch_detections([self._numpy(t) for t in stack.det_host], frames)
 
     def _launch_detect(self, stack: FrameStack, slots: list[int]) -> None:
         bucket = next(b for b in stack.detect if b >= len(slots))
-        index = stack.index_host.numpy()
+        index = self._numpy(stack.index_host)
         index[:len(slots)] = slots
         index[len(slots):bucket] = slots[0]  # padding: a real frame, results ignored
         with self.on_stream(self._side):
@@ -371,7 +385,7 @@ class SharedFaceNetworks:
                     ) -> tuple[np.ndarray, np.ndarray]:
         n = len(chunk)
         bucket = next(b for b in stack.mesh if b >= n)
-        rows = self._rows_host.numpy()
+        rows = self._numpy(self._rows_host)
         rows[:n] = [(roi.center_x_px, roi.center_y_px, roi.size_px, roi.rotation_rad, r.slot)
                     for r, roi in chunk]
         rows[n:bucket] = rows[0]  # padding: a real region, results ignored
@@ -380,7 +394,7 @@ class SharedFaceNetworks:
             stack.mesh[bucket]()  # uploads the rows, runs the mesh, downloads its outputs
         if self.cuda:
             self._stream.synchronize()
-        return lm_host.numpy(), presence_host.numpy()
+        return self._numpy(lm_host), self._numpy(presence_host)
 
 
 def one_stream(*, detect_ahead: bool = True, keep_frames: int = 0,
