@@ -29,9 +29,6 @@ from livecam.analysis.second_look import StripPlace
 from livecam.core.types import Faces, ImageBGR
 from livecam.engines.cuda_streams import new_stream, release_stream
 
-if TYPE_CHECKING:
-    from livecam.analysis.gpu.tiles import TileBatches
-
 
 def index_out(source: torch.Tensor, indices: list[torch.Tensor], *, out: torch.Tensor) -> None:
     """``out[...] = source[indices]`` (advanced indexing, broadcast indices) in one kernel,
@@ -54,7 +51,7 @@ class SharedFaceNetworks(Protocol):
 
     def tile_detector(self, max_faces: int) -> Any: ...
 
-    def tile_batches(self, max_faces: int) -> TileBatches: ...
+    def tile_batches(self, max_faces: int) -> Any: ...
 
     def acquire(self) -> None: ...
 
@@ -130,9 +127,11 @@ class StreamFaceNetworks:
         """The streams' one tile-search detector (:meth:`SharedFaceNetworks.tile_detector`)."""
         return self.shared.tile_detector(max_faces)
 
-    def tile_batches(self, max_faces: int) -> TileBatches:
+    def tile_batches(self, max_faces: int) -> Any:
         """The streams' one tile search batch per frame size
-        (:meth:`SharedFaceNetworks.tile_batches`)."""
+        (:meth:`SharedFaceNetworks.tile_batches`: a
+        :class:`~livecam.analysis.gpu.tiles.TileBatches`, not named here: tiles.py names this
+        module's class)."""
         return self.shared.tile_batches(max_faces)
 
     @property
