@@ -43,6 +43,9 @@ _EVIDENCE_MARGIN = 0.2
 # too: where the tracker predicts a hidden face lags where it comes out when its speed was
 # still being learnt (crossing, every 8th frame: 100 px short, the face found at 0.43).
 _EMERGING_SHARE = 0.25
+# ... unless this share of it is under that face's own cover already (the face itself, seen
+# weakly where it is covered: one cover is enough).
+_UNDER_COVER = 0.9
 # A lost face is covered while at least this share of its box is in the frame: the leak
 # measure calls a face visible from half of it on screen, and the prediction of a face walking
 # out may run ahead of it (a face that left waits at the edge, half inside: covered for
@@ -125,6 +128,7 @@ class HiddenFaces:
                 continue
             emerging.update(j for j in range(len(weak)) if j not in emerging
                             and inside_any(weak[j:j + 1], near, _EMERGING_SHARE)
+                            and not inside_any(weak[j:j + 1], box, _UNDER_COVER)
                             and not overlaps(weak[j], followed or []))
             moved = (moved_marks(entry.marks, entry.box_xyxy)[None] if entry.marks is not None
                      else np.full((1, 0, 2), np.nan, np.float32))
