@@ -433,7 +433,7 @@ class FaceFollower:
         # of it (people crossing), and the one behind stays covered
         again = [o.box_xyxy for _, o, new in rows if new] + [o.box_xyxy for _, o, _ in held]
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
-                                   again)
+                                   again, [o.box_xyxy for _, o, _ in rows])
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:

@@ -38,6 +38,14 @@ _LOST_GROWTH = 0.04
 _LOST_GROWTH_MAX = 0.5
 # A weak detection inside a lost face's box grown by this fraction keeps that face covered.
 _EVIDENCE_MARGIN = 0.2
+# A weak detection with at least this share of its box in a lost face's box grown by
+# _EVIDENCE_MARGIN is that face coming back out (from behind someone, a board) and is covered
+# too: where the tracker predicts a hidden face lags where it comes out when its speed was
+# still being learnt (crossing, every 8th frame: 100 px short, the face found at 0.43).
+_EMERGING_SHARE = 0.25
+# ... unless this share of it is under that face's own cover already (the face itself, seen
+# weakly where it is covered: one cover is enough).
+_UNDER_COVER = 0.9
 # A lost face is covered while at least this share of its box is in the frame: the leak
 # measure calls a face visible from half of it on screen, and the prediction of a face walking
 # out may run ahead of it (a face that left waits at the edge, half inside: covered for
@@ -79,11 +87,16 @@ class HiddenFaces:
 
     def update(self, lost: Sequence[LostTrack], marks: dict[int, np.ndarray],
                size: tuple[int, int], index: int, alive: set[int], weak: np.ndarray,
-               seen: list[np.ndarray]) -> WithheldFaces:
+               seen: list[np.ndarray],
+               followed: list[np.ndarray] | None = None) -> WithheldFaces:
         """Take this frame's lost tracks (``marks``: each track's last raw landmarks), drop
         faces followed or found again (``alive`` ids, ``seen`` boxes), refresh those a
-        ``weak`` (M, 4) detection shows, expire the rest; the ones to cover, withheld LOST."""
+        ``weak`` (M, 4) detection shows, expire the rest; the ones to cover, withheld LOST,
+        and with them (LOST, no track) the weak detections partly on a lost face's box that
+        are no face ``followed`` (boxes (4,) of the faces swapped this frame): the lost face
+        coming back out where its tracker did not predict it."""
         w, h = size
+        emerging: set[int] = set()  # indices into weak
         self.expired = []
         for lt in lost:
             entry = self._faces.get(lt.track_id)
@@ -99,7 +112,8 @@ class HiddenFaces:
             if tid in alive or overlaps(entry.box_xyxy, seen):
                 del self._faces[tid]  # followed again, or found again under a new id
                 continue
-            if inside_any(weak, grown(entry.box_xyxy, _EVIDENCE_MARGIN)):
+            near = grown(entry.box_xyxy, _EVIDENCE_MARGIN)
+            if inside_any(weak, near):
                 entry.last_index = index
             since = index - entry.last_index
             in_frame = share_inside(entry.box_xyxy, w, h) >= _LOST_IN_FRAME
@@ -112,6 +126,10 @@ class HiddenFaces:
                 continue
             if not in_frame:
                 continue
+            emerging.update(j for j in range(len(weak)) if j not in emerging
+                            and inside_any(weak[j:j + 1], near, _EMERGING_SHARE)
+                            and not inside_any(weak[j:j + 1], box, _UNDER_COVER)
+                            and not overlaps(weak[j], followed or []))
             moved = (moved_marks(entry.marks, entry.box_xyxy)[None] if entry.marks is not None
                      else np.full((1, 0, 2), np.nan, np.float32))
             # (both float32 already, and new: copy=False spares a copy, which lets numpy go
@@ -120,6 +138,12 @@ class HiddenFaces:
                                      moved.astype(np.float32, copy=False),
                                      np.array([tid], np.int64),
                                      np.array([Unswappable.LOST], np.uint8)))
+        if emerging:  # no track: the lost face's held swap is never drawn on them
+            n = len(emerging)
+            out.append(WithheldFaces(weak[sorted(emerging)].astype(np.float32),
+                                     np.full((n, 0, 2), np.nan, np.float32),
+                                     np.full(n, -1, np.int64),
+                                     np.full(n, Unswappable.LOST, np.uint8)))
         return WithheldFaces.concat(out)
 
 

@@ -1,0 +1,75 @@
+"""Two faces crossing, the second in front, with live mode's drops replayed: the face behind,
+coming back out beside the face in front, is covered from its first sliver. Through livecam's
+own analysis and classic swap stages in this process, judged from the output's pixels.
+
+The clip plays twice, as in the live measure (``advanced.capture.loop``: the frame index runs
+on, the faces jump back to where they started), and only every 8th input frame is followed,
+as on a loaded host: after the jump back the face behind is followed again only a few frames
+before it is hidden, its track's speed still under the true one, so where its tracker
+predicts it lags behind where it comes back out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.core.types import ImageBGR
+from tests.helpers.clips import FrameTruth
+from tests.helpers.leak_clips import LeakClip
+from tests.helpers.leak_judge import LeakReport, judge
+from tests.helpers.leak_run import IDENTITY
+
+
+@pytest.fixture(scope="module")
+def photo(tmp_path_factory: pytest.TempPathFactory, astronaut_bgr: np.ndarray) -> Path:
+    path = tmp_path_factory.mktemp("identity") / "astronaut.png"
+    cv2.imwrite(str(path), astronaut_bgr)
+    return path
+
+
+def _looped(clip: LeakClip, photo: Path, passes: int, every: int, offset: int) -> LeakReport:
+    """``clip`` played ``passes`` times (frame indices running on), every ``every``-th frame
+    from ``offset`` through the analysis and classic swap stages, judged."""
+    from livecam.analysis import build_stages
+    from livecam.config import load_config
+    from livecam.core.types import Frame, Packet, RuntimeState
+    from livecam.identity import IdentityCollection, identity_from_photo
+    from livecam.swap.stage import ClassicSwapStage
+
+    config = load_config(None, ["advanced.pipeline.realtime=false", *clip.settings])
+    identities = IdentityCollection({IDENTITY: identity_from_photo(photo, config.identity)})
+    state = RuntimeState(active_identity=IDENTITY, identities=(IDENTITY,))
+    frames = list(clip.frames())
+    inputs: list[ImageBGR] = [image for image, _ in frames]
+    truths: list[FrameTruth] = [truth for _, truth in frames]
+    outputs: list[ImageBGR] = []
+    analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
+    analysis.open()
+    try:
+        with ClassicSwapStage(config.swap, identities) as swap:
+            for t in range(offset, passes * len(frames), every):
+                image = inputs[t % len(frames)]
+                packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
+                outputs.append(swap.process(packet).image_bgr)
+    finally:
+        analysis.close()
+    return judge(inputs, truths, outputs)
+
+
+@pytest.mark.slow
+def test_the_face_behind_is_covered_as_it_comes_out_beside_the_face_in_front(
+        clips: dict[str, LeakClip], photo: Path) -> None:
+    """Second pass, every 8th frame from frame 6 (frames 70-139, the clip's 0-69
+    again).
+    Before: at input frame 40 (the face behind 52 % in view, out on the far side of the face
+    in front) its lost cover sat where its tracker predicted it, 100 px short, and the half
+    of it in view showed as it is, though the detector found it (0.43, a weak detection)."""
+    report = _looped(clips["crossing"], photo, passes=2, every=8, offset=6)
+    behind = [v for v in report.verdicts if v.face_id == 1 and 36 <= v.input_frame < 44]
+    assert behind, "the face behind was not judged as it comes out"
+    assert [(v.input_frame, round(v.visible, 2), round(v.residual, 3))
+            for v in report.leaked] == []
