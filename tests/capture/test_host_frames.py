@@ -236,7 +236,9 @@ def test_a_camera_decodes_into_the_host_memory_and_nothing_is_copied(tmp_path: P
     app.run()
     assert app.metrics.counter("sent") == 6 and len(stage.seen) >= 6
     assert not stage.copies
-    for k, image in enumerate(stage.seen):
+    # the first six: the stage may see more before the run stops, and past the file's 8
+    # frames the camera is opened again from its first (a clean-clone CI run saw a 9th)
+    for k, image in enumerate(stage.seen[:6]):
         assert stage.blocks[id(image)] is image and not image.flags.writeable
         assert abs(float(image.mean()) - 20 * k) < 3  # the camera's frame k, decoded there
 
