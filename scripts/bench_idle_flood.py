@@ -35,7 +35,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scripts.attack_api import FPS, Livecam, _gap_from_histogram, cpu_s
 from scripts.daemon_harness import DaemonEnv
+from tests.helpers.sockets import idle_sockets
 
 
 class SwapDaemon(Livecam):
@@ -94,19 +94,10 @@ def phase(cam: Livecam, name: str, sockets: int, tries: int, min_s: float) -> di
     hist0, sent0 = read_metrics(cam)
     cpu0 = cpu_s(cam.proc.pid)
     t0 = time.perf_counter()  # the frames sent are counted from here to the second read
-    idle: list[socket.socket] = []
-    try:
-        for _ in range(sockets):
-            s = socket.socket()
-            idle.append(s)
-            s.setblocking(False)
-            s.connect_ex(("127.0.0.1", cam.port))  # completes in the kernel
+    with idle_sockets(cam.port, sockets):
         open_s = time.perf_counter() - t0
         results = [ctl_status(cam) for _ in range(tries)]
         time.sleep(max(0.0, min_s - (time.perf_counter() - t0)))
-    finally:
-        for s in idle:
-            s.close()
     elapsed = time.perf_counter() - t0
     cpu = cpu_s(cam.proc.pid) - cpu0
     hist1, sent1 = read_metrics(cam)  # after the phase: the API answers again
@@ -163,18 +154,11 @@ def server_only(sockets: int, rounds: int, hold_s: float) -> list[dict[str, Any]
         for r in range(rounds):
             cpu0, evicted0 = thread_cpu_s(), server.evicted
             handed0 = getattr(server, "handed_on", 0)
-            idle = []
-            for _ in range(sockets):
-                s = socket.socket()
-                idle.append(s)
-                s.setblocking(False)
-                s.connect_ex(("127.0.0.1", server.port))
-            t0 = time.perf_counter()
-            answered = [get() for _ in range(5)]
-            get_s = time.perf_counter() - t0
-            time.sleep(hold_s)
-            for s in idle:
-                s.close()
+            with idle_sockets(server.port, sockets):
+                t0 = time.perf_counter()
+                answered = [get() for _ in range(5)]
+                get_s = time.perf_counter() - t0
+                time.sleep(hold_s)
             time.sleep(1.0)
             row = {"round": r + 1, "sockets": sockets,
                    "server_thread_cpu_s": round(thread_cpu_s() - cpu0, 3),

@@ -7,7 +7,6 @@ Numbers for the same attacks against a real `livecam run` are in scripts/attack_
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import resource
@@ -25,6 +24,7 @@ from livecam.config import Config
 from livecam.control.http import Limits
 from livecam.pipeline.passthrough import PassThrough
 from tests.control.conftest import NAMES, PhotoCatalog, Running, start_running
+from tests.helpers.sockets import idle_sockets
 
 
 @pytest.fixture
@@ -267,22 +267,15 @@ def test_idle_sockets_never_reach_the_http_layer(running: Running) -> None:
     assert http is not None
     sent = running.json("/api/status")["frames"]["sent"]
     handed_on = http.handed_on
-    idle: list[socket.socket] = []
+    host, port = _address(running)
     try:
-        for _ in range(n):
-            s = socket.socket()
-            idle.append(s)
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(_address(running))
-        for _ in range(5):  # a controller's requests through the flood
-            assert running.json("/api/status")["frames"]["sent"] >= sent
-        running.wait_sent(sent + 30)  # and the output goes on
-        assert http.evicted == 0, "idle sockets held the slots the requests needed"
-        assert http.handed_on - handed_on == 5, "idle sockets reached aiohttp"
+        with idle_sockets(port, n, host):
+            for _ in range(5):  # a controller's requests through the flood
+                assert running.json("/api/status")["frames"]["sent"] >= sent
+            running.wait_sent(sent + 30)  # and the output goes on
+            assert http.evicted == 0, "idle sockets held the slots the requests needed"
+            assert http.handed_on - handed_on == 5, "idle sockets reached aiohttp"
     finally:
-        for s in idle:
-            s.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,25 +24,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def idle_sockets(port: int, n: int = 300) -> Iterator[list[socket.socket]]:
-    """``n`` local connections to ``port`` that never send a byte (an idle flood on the
-    control API), closed at the end. Connects are non-blocking: a full listen queue must not
-    stall the test itself."""
-    idle: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            idle.append(s)
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(("127.0.0.1", port))
-        yield idle
-    finally:
-        for s in idle:
-            s.close()
 
 
 @dataclass

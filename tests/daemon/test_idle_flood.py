@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.daemon.conftest import Daemon, idle_sockets
+from tests.daemon.conftest import Daemon
+from tests.helpers.sockets import idle_sockets
 
 pytestmark = pytest.mark.slow
 

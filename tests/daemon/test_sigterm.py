@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.daemon.conftest import Daemon, add_identities, idle_sockets
+from tests.daemon.conftest import Daemon, add_identities
+from tests.helpers.sockets import idle_sockets
 
 pytestmark = pytest.mark.slow
 
