@@ -308,7 +308,8 @@ class StreamFaceNetworks:
                 first = self.slot * stack.per_stream
                 left += ks[stack.per_stream:]
                 ks = ks[:stack.per_stream]
-                rows, cols = self._picture_index(size, shape, places, ks)
+                rows, cols = self._picture_index(size, shape, places, ks,
+                                                 keep=len(ks) in (1, stack.per_stream))
                 index_out(source, [rows, cols], out=stack.frames[first:first + len(ks)])
                 built += [(k, Request(first + j, shape, detect=True, rois=(), uploaded=None,
                                       picture=True)) for j, k in enumerate(ks)]
@@ -319,13 +320,15 @@ class StreamFaceNetworks:
         return built, left
 
     def _picture_index(self, size: tuple[int, int], shape: tuple[int, int],
-                       places: Sequence[StripPlace], ks: list[int]
+                       places: Sequence[StripPlace], ks: list[int], *, keep: bool
                        ) -> tuple[torch.Tensor, torch.Tensor]:
         """The frame rows (P, ph, 1) and columns (P, 1, pw) of the pictures ``ks`` of
         ``places`` (all of ``shape``) on the device: kept for pictures made every frame
-        (the strips), uploaded in one copy for a picture made once (a second look: kept, one
-        pair would pile up for each place a hit was found)."""
-        kept = all(places[k].kept for k in ks)
+        (the strips) where ``keep`` (a frame's strips of the shape, all or one: the strips
+        due in a frame vary, and every subset kept would pile up 2^8 of them), else uploaded
+        in one copy (a second look's, made once: one pair would pile up for each place a hit
+        was found)."""
+        kept = keep and all(places[k].kept for k in ks)
         key = (size, shape, tuple((k, *places[k].offset_xy.tolist()) for k in ks))
         index = self._strip_index.get(key) if kept else None
         if index is None:
