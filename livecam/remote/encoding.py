@@ -32,6 +32,13 @@ from livecam.core.types import ImageBGR
 BITRATE_BPS = 1_000_000
 #: Every part of the picture is coded afresh within this many seconds (intra refresh).
 REFRESH_EVERY_S = 1.0
+#: Rate control counts at least this many frames a second. x264 grows its VBV buffer to one
+#: frame's share of the bitrate at least: at 1 fps a frame could be 125 KB, at 0.01 fps
+#: 330-650 KB, about 100-500 packets sent at once, which overflowed the receiving socket's
+#: buffer (212 KB by default on Linux) and lost the frame's tail, which no retransmission
+#: request repairs while no next frame follows. At 10 a frame is at most the VBV buffer
+#: (half a second of the bitrate: 62.5 KB, about 50 packets), whatever the camera's rate.
+RATE_FPS_FLOOR = 10.0
 #: The H.264 that aiortc offers and both ends agree on: constrained baseline, level 3.1
 #: (up to 1280x720 at 30 fps), packetization mode 1.
 H264_PROFILE_LEVEL_ID = "42e01f"
@@ -105,7 +112,7 @@ class H264PacketEncoder:
         codec = av.CodecContext.create("libx264", "w")
         codec.width, codec.height, codec.pix_fmt = width, height, "yuv420p"
         codec.bit_rate = self._bitrate_bps
-        codec.framerate = fractions.Fraction(round(self._fps * 1000), 1000)
+        codec.framerate = fractions.Fraction(round(max(self._fps, RATE_FPS_FLOOR) * 1000), 1000)
         codec.time_base = fractions.Fraction(1, 90_000)
         kbps = self._bitrate_bps // 1000
         refresh = max(2, round(REFRESH_EVERY_S * self._fps))

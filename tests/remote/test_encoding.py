@@ -15,6 +15,7 @@ from aiohttp import web
 
 from livecam.remote.client import FrameFeed, WhipClient, WhipError
 from livecam.remote.encoding import (
+    BITRATE_BPS,
     REFRESH_EVERY_S,
     H264PacketEncoder,
     sent_codec,
@@ -62,15 +63,15 @@ def _frames(n: int) -> list[np.ndarray]:
     return [frames[k % len(frames)] for k in range(n)]
 
 
-def _encode(images: list[np.ndarray]) -> list[object]:
-    encoder = H264PacketEncoder(fps=30.0)
+def _encode(images: list[np.ndarray], fps: float = 30.0) -> list[object]:
+    encoder = H264PacketEncoder(fps=fps)
     packets = []
     for k, image in enumerate(images):
         frame = to_video_frame(image)
-        frame.pts, frame.time_base = k * 3000, fractions.Fraction(1, 90_000)
+        frame.pts, frame.time_base = round(k * 90_000 / fps), fractions.Fraction(1, 90_000)
         packet = encoder.encode(frame)
         assert packet is not None  # zerolatency: one packet per frame, none held back
-        assert packet.pts == k * 3000
+        assert packet.pts == frame.pts
         packets.append(packet)
     return packets
 
@@ -150,3 +151,13 @@ def test_the_encoder_frame_holds_opencvs_planes_at_every_even_size() -> None:
         assert np.array_equal(frame.to_ndarray(), cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420))
     odd = to_video_frame(rng.integers(0, 256, (9, 16, 3), np.uint8))
     assert odd.format.name == "bgr24"  # no 4:2:0 layout: the encoder converts it
+
+
+def test_a_slow_cameras_frame_is_no_bigger_than_the_rate_controls_buffer() -> None:
+    # x264 grew its buffer to a frame's share of the bitrate: at 0.01 fps the first frame
+    # was 328 KB, about 250 packets sent at once, and the server's socket (212 KB by default)
+    # dropped its tail, so the session never had a camera frame
+    buffer_bytes = BITRATE_BPS // 2 // 8  # vbv-bufsize: half a second of the bitrate
+    for fps in (0.01, 1.0):
+        sizes = [packet.size for packet in _encode(_frames(4), fps=fps)]  # type: ignore[attr-defined]
+        assert max(sizes) <= buffer_bytes, (fps, sizes)
