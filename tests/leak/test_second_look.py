@@ -142,3 +142,31 @@ def test_device_networks_take_a_second_look_in_one_call_with_the_same_verdict() 
         assert set(one_by_one.calls) == {1}
         assert seen_again(lambda place: Faces(), BOX, *frame.shape[:2],
                           detect_all=partial(nets.detect_strips, frame)) is verdict
+
+
+def test_faces_inside_the_frame_get_no_second_look() -> None:
+    """Two of t1's people in the middle of a 720p frame, moving a little each frame, their
+    faces and shoulders in the bottom strip: hits in its repeated-rows picture that do not
+    reach the bottom edge once taken down to it are faces inside the frame, which the edge
+    hits leave out. Before, each was looked at again on every frame it moved (5 pictures a
+    look: 50 pictures over these 10 frames)."""
+    import insightface.data
+
+    from livecam.subcommands.demo import compose_clip
+    from tests.helpers.clips import face_sprites
+
+    w, h, n = 1280, 720, 10
+    s = np.linspace(0.0, 1.0, n)
+    sprites = face_sprites(insightface.data.get_image("t1"))[:2]
+    paths = [(x * w + 0.03 * w * np.sin(2 * np.pi * s + k), 0.5 * h + 0.05 * h * s,
+              np.full(n, 0.11 * w), 4 * np.sin(2 * np.pi * s + k))
+             for k, x in enumerate((0.15, 0.85))]
+    counting = _Counting()
+    counting.networks.open()
+    try:
+        search = StripSearch(counting)
+        for image in compose_clip(sprites, paths, (w, h)):
+            search.find(image)
+    finally:
+        counting.networks.close()
+    assert counting.second_looks == 0
