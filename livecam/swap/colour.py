@@ -256,20 +256,29 @@ class LabMatch:
         has there: a source's crease darker than any live skin does not turn deep red), and
         the highlights keep to the live highlights' colours (``top``). Only the few pixels
         above the roll-off's knee or below ``l_min`` are moved; the band clamps the rest."""
-        self.roll_off_planes(lab[..., 0], lab[..., 1], lab[..., 2])
+        planes = [np.ascontiguousarray(lab[..., ch]) for ch in range(3)]
+        self.roll_off_planes(*planes)
+        for ch, plane in enumerate(planes):
+            lab[..., ch] = plane
 
     def roll_off_planes(self, lightness: FloatArray, a: FloatArray, b: FloatArray) -> None:
-        """:meth:`roll_off` on the three channels as separate (h, w) float32 arrays, in place
-        (contiguous planes: several times quicker than the channels of one image)."""
-        touched = np.nonzero((lightness > self.l_max - _CEILING_KNEE)
-                             | (lightness < self.l_min))
-        if len(touched[0]) > 0:
-            values = lightness[touched]
+        """:meth:`roll_off` on the three channels as separate C-contiguous (h, w) float32
+        arrays, in place (several times quicker than the channels of one image)."""
+        if not (lightness.flags.c_contiguous and a.flags.c_contiguous
+                and b.flags.c_contiguous):
+            raise ValueError("roll_off_planes takes C-contiguous planes")
+        # flat views and indices: numpy's (row, column) index pairs cost three times as much
+        flat_l, flat_a, flat_b = lightness.reshape(-1), a.reshape(-1), b.reshape(-1)
+        touched = np.flatnonzero((flat_l > self.l_max - _CEILING_KNEE) | (flat_l < self.l_min))
+        if len(touched) > 0:
+            values = flat_l[touched]
             capped = soft_ceiling(values, self.l_max)
-            shift = (np.maximum(capped, self.l_min) - values)[:, None] * self.chroma_per_l
-            a[touched] += shift[:, 0]
-            b[touched] += shift[:, 1]
-            lightness[touched] = capped
+            moved = np.maximum(capped, self.l_min) - values
+            # times (1,) arrays, not scalars: the dtype numpy gave the (n, 2) product
+            chroma = self.chroma_per_l
+            flat_a[touched] += moved * chroma[0:1]
+            flat_b[touched] += moved * chroma[1:2]
+            flat_l[touched] = capped
         if self.top is not None:
             self.top.clamp_planes(lightness, a, b)
 
