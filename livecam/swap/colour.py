@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from livecam.swap.columns import column_means, column_stds
+from livecam.swap.columns import column_means, column_stds, percentiles
 from livecam.swap.highlights import HighlightBand, highlight_band
 
 FloatArray = npt.NDArray[np.float32]
@@ -364,7 +364,7 @@ def lab_transfer(source_lab: FloatArray, target_lab: FloatArray, weight: FloatAr
     # a, b of the output: the live skin's slope on the output's lightness change, plus the
     # source's own colour detail with its slope taken out
     matrix[1:, 0] = chroma_per_l * scale[0] - slopes_src * scale[1:]
-    l_min, l_max = (float(v) for v in np.percentile(
+    l_min, l_max = (float(v) for v in percentiles(
         skin_tgt[:, 0], (100.0 - _CEILING_PERCENTILE, _CEILING_PERCENTILE)))
     top = highlight_band(skin_tgt, l_max)
     l_max += _CEILING_MARGIN * min(1.0, l_max / _CEILING_MARGIN_FULL_L)

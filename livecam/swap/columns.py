@@ -38,3 +38,30 @@ def column_stds(values: FloatArray) -> FloatArray:
     dev = values - _column_sums(values) / n
     dev *= dev
     return np.asarray(np.sqrt(_column_sums(dev) / n), np.float32)
+
+
+def percentiles(values: FloatArray, qs: tuple[float, ...]) -> npt.NDArray[np.float64]:
+    """``np.percentile(values, qs)`` (its default, linear method) of (n > 0,) float32
+    ``values``, the same float64 values. Whole 8-bit levels (the live skin's lightness) take
+    their order statistics from a histogram and numpy's interpolation steps written out
+    (np.percentile's partition and dozen small steps cost 70 us a call); others numpy's own."""
+    levels = values.astype(np.uint8)
+    if not np.array_equal(levels, values):
+        return np.asarray(np.percentile(values, qs), np.float64)
+    n = len(values)
+    cumulative = np.cumsum(np.bincount(levels, minlength=256))
+    virtual = (n - 1) * np.true_divide(np.asarray(qs, np.float64), 100)
+    below = np.floor(virtual)
+    above = below + 1
+    last = virtual >= n - 1  # numpy takes the last value (index -1) for both
+    below[last] = -1
+    above[last] = -1
+    below_i, above_i = below.astype(np.intp), above.astype(np.intp)
+    # the k-th smallest value: the first level whose running count passes k
+    low = np.searchsorted(cumulative, below_i % n, side="right").astype(np.float32)
+    high = np.searchsorted(cumulative, above_i % n, side="right").astype(np.float32)
+    gamma = virtual - below_i
+    diff = high - low
+    out = np.asarray(low + diff * gamma, np.float64)
+    np.subtract(high, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out

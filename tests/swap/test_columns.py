@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from livecam.swap.columns import column_means, column_stds
+from livecam.swap.columns import column_means, column_stds, percentiles
 
 
 def test_column_statistics_are_numpys() -> None:
@@ -20,3 +20,18 @@ def test_column_statistics_are_numpys() -> None:
         for part in (values, values[:, 1:], values[:, :1]):
             assert np.array_equal(column_means(part), part.mean(axis=0)), trial
             assert np.array_equal(column_stds(part), part.std(axis=0)), trial
+
+
+def test_percentiles_are_numpys() -> None:
+    """Whole 8-bit levels from the histogram, other values by numpy: np.percentile's float64
+    values bit for bit, for one value and many, at the ends and between."""
+    rng = np.random.default_rng(9)
+    for trial in range(300):
+        n = int(rng.integers(1, 9000)) if trial % 4 else int(rng.integers(1, 6))
+        values = np.round(rng.normal(rng.uniform(20, 230), rng.uniform(0.5, 60), n))
+        values = np.clip(values, 0, 255).astype(np.float32)
+        if trial % 7 == 0:
+            values += np.float32(0.5)  # not whole levels
+        for qs in ((1.0, 99.0), (75.0,), (0.0, 100.0), (50.0, 12.5, 99.9)):
+            want = np.percentile(values, qs)
+            assert np.array_equal(percentiles(values, qs), want), (trial, qs)
