@@ -26,7 +26,7 @@ def detail_energy(image_bgr: ImageBGR, mask: npt.NDArray[np.bool_]) -> float:
     """RMS of the fine detail (grey image minus its 1 px Gaussian blur) under ``mask`` (h, w)."""
     grey = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
     fine = grey - np.asarray(cv2.GaussianBlur(grey, (0, 0), _SIGMA_PX), np.float32)
-    sel = fine[mask]
+    sel = np.compress(mask.ravel(), fine.ravel())  # fine[mask], several times quicker
     return float(np.sqrt(np.mean(sel * sel))) if sel.size else 0.0
 
 

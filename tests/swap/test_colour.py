@@ -182,3 +182,91 @@ def test_applying_the_match_is_the_lab_arithmetic_per_pixel() -> None:
     # the reference rounds its own way (float64 steps, numpy's rounding): a level at most
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
     assert float(np.mean(got != want)) < 0.01
+
+
+def _local_mean_by_numpy(image: np.ndarray, weight: np.ndarray, ksize: int,
+                         fallback: np.ndarray) -> np.ndarray:
+    size = (ksize | 1, ksize | 1)
+    num, den = image * weight[:, :, None], weight
+    for _ in range(2):
+        num = cv2.blur(num, size, borderType=cv2.BORDER_REPLICATE).reshape(image.shape)
+        den = cv2.blur(den, size, borderType=cv2.BORDER_REPLICATE)
+    return (num + 1e-3 * fallback) / (den[:, :, None] + 1e-3)
+
+
+def _lab_transfer_by_numpy(src: np.ndarray, tgt: np.ndarray, weight: np.ndarray,
+                           blur_px: float, edge_blur_px: float,
+                           edge_weight: np.ndarray) -> tuple[np.ndarray, ...]:
+    """lab_transfer's statistics with numpy's own indexing, axis-0 statistics and
+    broadcasting (the reference): its matrix, bias, ceiling and highlight band."""
+    w_src, w_tgt = colour.skin_weight(src, weight), colour.skin_weight(tgt, weight)
+    sel_src, sel_tgt = w_src > 0.5, w_tgt > 0.5
+    skin_src, skin_tgt = src[sel_src], tgt[sel_tgt]
+    g_src, g_tgt = skin_src.mean(axis=0), skin_tgt.mean(axis=0)
+    (src_broad, tgt_broad), (src_edge, tgt_edge) = [
+        (_local_mean_by_numpy(src, w_src, max(3, round(b)), g_src),
+         _local_mean_by_numpy(tgt, w_tgt, max(3, round(b)), g_tgt))
+        for b in (blur_px, edge_blur_px)]
+    dev_src, dev_tgt = skin_src - src_broad[sel_src], skin_tgt - tgt_broad[sel_tgt]
+
+    def slopes_of(dev: np.ndarray) -> np.ndarray:
+        d_l = dev[:, 0] - dev[:, 0].mean()
+        var = float(np.dot(d_l, d_l))
+        if var < 1e-3 * len(d_l) + 1e-6:
+            return np.zeros(2, np.float32)
+        slopes = (d_l @ (dev[:, 1:] - dev[:, 1:].mean(axis=0))) / var
+        return np.clip(slopes, 0.0, colour._LOCUS_SLOPE_MAX).astype(np.float32)
+
+    slopes_src, chroma_per_l = slopes_of(dev_src), slopes_of(dev_tgt)
+    dev_src[:, 1:] -= dev_src[:, :1] * slopes_src
+    dev_tgt[:, 1:] -= dev_tgt[:, :1] * chroma_per_l
+    scale = np.clip((dev_tgt.std(axis=0) + 1.0) / (dev_src.std(axis=0) + 1.0),
+                    colour._SCALE_MIN, colour._SCALE_MAX)
+    matrix = np.diag(scale).astype(np.float32)
+    matrix[1:, 0] = chroma_per_l * scale[0] - slopes_src * scale[1:]
+    l_min, l_max = (float(v) for v in np.percentile(skin_tgt[:, 0], (1.0, 99.0)))
+    l_start = float(np.percentile(skin_tgt[:, 0], 75.0))
+    top = skin_tgt[skin_tgt[:, 0] >= l_start]
+    d_l = top[:, 0] - top[:, 0].mean()
+    var = float(np.dot(d_l, d_l))
+    chroma = top[:, 1:] - top[:, 1:].mean(axis=0)
+    per_l = (np.zeros(2, np.float32) if var < 1e-3 * len(d_l) + 1e-6
+             else np.clip((d_l @ chroma) / var, -2.0, 2.0))
+    half = np.maximum((chroma - d_l[:, None] * per_l).std(axis=0) * 3.0, 3.0)
+    centre = top[:, 1:].mean(axis=0) + (l_start - top[:, 0].mean()) * per_l
+    l_max += colour._CEILING_MARGIN * min(1.0, l_max / colour._CEILING_MARGIN_FULL_L)
+    w = edge_weight[:, :, None]
+    src_mean = src_broad * (1.0 - w) + src_edge * w
+    tgt_mean = tgt_broad * (1.0 - w) + tgt_edge * w
+    bias = tgt_mean - np.stack([src_mean[..., 0] * matrix[i, 0] + src_mean[..., 1] * matrix[i, 1]
+                                + src_mean[..., 2] * matrix[i, 2] for i in range(3)], axis=2)
+    return (matrix, bias.astype(np.float32), np.float64(l_max), np.float64(l_min), chroma_per_l,
+            np.float64(l_start), centre.astype(np.float32), per_l.astype(np.float32),
+            half.astype(np.float32))
+
+
+def test_lab_transfer_is_numpys_arithmetic() -> None:
+    """The colour statistics gathered with np.compress, their axis-0 means and spreads as
+    running sums, the blends channel by channel: numpy's values bit for bit (whole levels and
+    not, spread and narrow skin, the edge scale here and there)."""
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        h, w = (int(v) for v in rng.integers(20, 100, 2))
+        src = rng.normal((150, 140, 135), rng.uniform(2, 30, 3), (h, w, 3)).astype(np.float32)
+        tgt = rng.normal((170, 150, 140), rng.uniform(2, 30, 3), (h, w, 3)).astype(np.float32)
+        if trial % 3:
+            src, tgt = np.clip(np.round(src), 0, 255), np.clip(np.round(tgt), 0, 255)
+        weight = (rng.random((h, w)) < rng.uniform(0.3, 1.0)).astype(np.float32)
+        edge = np.clip(rng.normal(0.3, 0.5, (h, w)), 0, 1).astype(np.float32)
+        blur, edge_blur = float(rng.uniform(3, 80)), float(rng.uniform(3, 12))
+        match = colour.lab_transfer(src, tgt, weight, blur_px=blur, edge_blur_px=edge_blur,
+                                    edge_weight=edge)
+        assert match.top is not None
+        got = (match.matrix, match.bias, np.float64(match.l_max), np.float64(match.l_min),
+               match.chroma_per_l, np.float64(match.top.l_start), match.top.centre,
+               match.top.per_l, match.top.half_width)
+        want = _lab_transfer_by_numpy(src, tgt, weight, blur, edge_blur, edge)
+        names = ("matrix", "bias", "l_max", "l_min", "chroma", "l_start", "centre", "per_l",
+                 "half")
+        for name, a, b in zip(names, got, want, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b), (trial, name)
