@@ -265,4 +265,9 @@ def _quiet_opencv(*, debug: bool) -> None:
     if "cv2" in sys.modules:
         import cv2
 
-        cv2.setLogLevel(3 if debug else 2)  # cv::utils::logging::LOG_LEVEL_WARNING, _ERROR
+        # cv::utils::logging::LOG_LEVEL_WARNING, _ERROR; builds differ in where they put it
+        # (OpenCV 5 keeps it in cv2.utils.logging alone: cv2.setLogLevel crashed every command)
+        set_level = getattr(cv2, "setLogLevel", None) or getattr(
+            getattr(getattr(cv2, "utils", None), "logging", None), "setLogLevel", None)
+        if set_level is not None:
+            set_level(3 if debug else 2)

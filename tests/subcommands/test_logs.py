@@ -208,3 +208,26 @@ def test_native_stderr_stops_at_once_when_a_library_holds_a_copy_of_fd_2() -> No
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"], done.stdout
+
+
+def test_opencv_5s_log_level_is_set_where_opencv_5_keeps_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: every command crashed at start with OpenCV 5 (``AttributeError: module 'cv2'
+    has no attribute 'setLogLevel'``, on the GPU machine's opencv-python-headless 5.0.0): it
+    keeps the call in ``cv2.utils.logging`` alone. This machine has OpenCV 4, so OpenCV 5's
+    layout is laid over the real module here."""
+    import types
+
+    import cv2
+
+    from livecam.subcommands import logs
+
+    levels: list[int] = []
+    monkeypatch.delattr(cv2, "setLogLevel")
+    monkeypatch.setattr(cv2.utils, "logging", types.SimpleNamespace(setLogLevel=levels.append),
+                        raising=False)
+    monkeypatch.setattr(logs, "_USERS_OPENCV_LEVEL", None)
+    monkeypatch.setenv("OPENCV_LOG_LEVEL", "")
+    logs._quiet_opencv(debug=False)
+    logs._quiet_opencv(debug=True)
+    assert levels == [2, 3]
