@@ -11,6 +11,8 @@
 #     s<k>_<variant><n>   k streams live (`--only streams --streams k`)
 #     build_<variant><n>  `livecam engines build` first (`--engines-build`), then one stream
 #     gpu                 the GPU tests (pytest -m gpu), at most GT seconds (default 150)
+#     leak                scripts/leak_table.py --gpu: every leak clip through `livecam run` on
+#                         the GPU path, the shipped settings; LEAK_ARGS adds `--set K=V`, ...
 #     bench_streams       scripts/bench_streams.py: `livecam engines build`, then `livecam run`
 #                         with N pairs and `livecam daemon` with streams: for N in $STREAMS
 #                         (default 1,4,8,16,32), the tree as it is; BUILD=1 runs
@@ -99,9 +101,16 @@ run() {
             echo "   exit $?"
             grep -i "^| \|ERROR\|engines build\] \|this start compiles\|nothing compiles\|GPU memory" \
                 "$res/$step.log" | tail -n 60
+        elif [[ $step == leak ]]; then
+            (timeout "$left" "$PYTHON" -m scripts.leak_table --gpu --settings default \
+                ${LEAK_ARGS:-} --workdir /tmp/leak --json "$res/$step.json" \
+                > "$res/$step.log" 2>&1)
+            echo "   exit $?"
+            grep -v "^ *$" "$res/$step.log" | tail -n 30
         elif [[ $kind == gpu ]]; then
+            # tests/remote: aiortc is not on the GPU machine, and none of them needs a GPU
             (timeout "$((left < ${GT:-150} ? left : ${GT:-150}))" "$PYTHON" -m pytest -q \
-                -m gpu -p no:cacheprovider tests > "$res/$step.log" 2>&1)
+                -m gpu -p no:cacheprovider --ignore=tests/remote tests > "$res/$step.log" 2>&1)
             tail -n 15 "$res/$step.log"
         else
             tree=$(tree_for "$dir" "$variant")

@@ -7,22 +7,12 @@ holds t1.png).
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from pathlib import Path
-
-import cv2
 import numpy as np
 import pytest
+
+from tests.helpers.leak_clips import t1_photo
 
 
 @pytest.fixture(scope="session")
 def t1_bgr() -> np.ndarray:
-    folder = os.environ.get("LIVECAM_TEST_PHOTOS")
-    if importlib.util.find_spec("insightface") is None and folder:
-        image = cv2.imread(str(Path(folder) / "t1.png"), cv2.IMREAD_COLOR)
-        assert image is not None, f"no t1.png in {folder}"
-        return image
-    from insightface.data import get_image
-
-    return np.ascontiguousarray(get_image("t1"))
+    return t1_photo()

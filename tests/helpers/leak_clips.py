@@ -28,11 +28,14 @@ partly in view, entering or half hidden is a face, and the judge counts it.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from livecam.core.types import ImageBGR
@@ -81,7 +84,15 @@ class LeakClip:
 
 
 def t1_photo() -> ImageBGR:
-    """insightface's six-person photo (1280x886 BGR), from the installed wheel."""
+    """insightface's six-person photo (1280x886 BGR), from the installed wheel, or
+    ``$LIVECAM_TEST_PHOTOS/t1.png`` on a GPU machine without insightface (the folder
+    ``scripts/device/export_bench_assets.py`` writes)."""
+    folder = os.environ.get("LIVECAM_TEST_PHOTOS")
+    if folder and importlib.util.find_spec("insightface") is None:
+        image = cv2.imread(str(Path(folder) / "t1.png"), cv2.IMREAD_COLOR)
+        if image is None:
+            raise FileNotFoundError(f"no t1.png in {folder}")
+        return np.ascontiguousarray(image)
     from insightface.data import get_image
 
     return np.ascontiguousarray(get_image("t1"))

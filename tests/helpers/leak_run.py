@@ -17,6 +17,7 @@ hands it to
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -105,7 +106,9 @@ class LeakBench:
     def measure(self, clip: LeakClip, *settings: str) -> Measured:
         """Run ``clip`` through ``livecam run`` (live mode) with ``settings`` and judge it."""
         path, truth, inputs = self.clip_file(clip)
-        tag = "_".join(s.replace("=", "-").replace(".", "-") for s in settings) or "default"
+        # one file name per setting list; settings may hold paths (the stand-ins' folders)
+        tag = hashlib.sha1("\n".join(settings).encode()).hexdigest()[:12] if settings \
+            else "default"
         out = self.root / f"{clip.name}__{tag}.out.mp4"
         sets = [x for s in (*_RUN_SETTINGS, *clip.settings, *settings) for x in ("--set", s)]
         t0 = time.perf_counter()
