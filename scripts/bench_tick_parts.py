@@ -84,6 +84,7 @@ def _parts(sw: GpuInswapper, s: dict[str, torch.Tensor], window_px: int
         "paste": lambda: insightface_paste_(s["frames"], s["index"], faces, matrices,
                                             s["valid"], window_px=window_px),
         "keep_alpha": lambda: keep.kept_alpha(loops, origin, window_px),
+        "oval_alpha": lambda: keep.oval_alpha(loops, origin, window_px),
         "paste_keep": lambda: insightface_paste_(s["frames"], s["index"], faces, matrices,
                                                  s["valid"], window_px=window_px, keep=loops),
     }

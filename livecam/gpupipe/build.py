@@ -38,7 +38,7 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
                   std: float = 255.0, pixel_boost_px: int | None = None,
                   enhancer_engine: Any = None,
                   enhancer: EnhancerOptions | None = None,
-                  hands: bool = False, keep: bool = False,
+                  hands: bool = False,
                   compile_dir: Path | None = None, dynamic_faces: bool = False) -> SwapProgram:
     """The swap program on ``device``.
 
@@ -51,8 +51,8 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
     ``crop_px``. ``enhancer_engine`` (open, on ``device``, no CUDA graphs of its own) with
     ``enhancer``: the face enhancer after the paste-back, its paste window sized from ``window_px``
     (the same largest face), or from the tick's own paste window when that is another one.
-    ``hands``: paste behind the slots' hand masks; ``keep``: keep each face's eyes and mouth
-    loops (the slots' ``keep_xy`` rows) in the paste-backs; ``compile_dir``: compile the
+    ``hands``: paste behind the slots' hand masks (each face's loops, the slots' ``keep_xy``
+    rows, always shape the paste-backs); ``compile_dir``: compile the
     parts around the generator, their code cached there, with ``dynamic_faces`` the
     alignment's face count dynamic from two up (see :class:`SwapProgram`).
     """
@@ -72,5 +72,5 @@ def build_program(engine: Any, *, device: torch.device | str, window_px: int = 6
             blend=options.blend, fidelity=options.fidelity, window_px=window_for(window_px),
             window_for=window_for)
         restorer.open(torch.device(device))
-    return SwapProgram(swapper, restorer, hands=hands, keep=keep, compile_dir=compile_dir,
+    return SwapProgram(swapper, restorer, hands=hands, compile_dir=compile_dir,
                        dynamic_faces=dynamic_faces)

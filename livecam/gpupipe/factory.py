@@ -105,12 +105,6 @@ def colour_blur_px(config: GpuSettings, template: str) -> float:
     return config.swap.colour_blur * face_width_on_crop_px(template, config.swap.pixel_boost)
 
 
-def keeps_features(config: GpuSettings) -> bool:
-    """Whether faces carry the streamer's own eyes or mouth to keep (``advanced.swap.keep_eyes:
-    always``, ``swap.keep_mouth``)."""
-    return config.swap.keep_eyes == "always" or config.swap.keep_mouth
-
-
 def networks_compile_dir(config: GpuSettings) -> Path | None:
     """Where the compiled face networks' code is cached (the engine cache's Inductor folder,
     shared with the compiled generator), or None with ``advanced.gpu.compile_networks`` off."""
@@ -238,7 +232,7 @@ def build_hub(sections: GpuSections, identities: IdentitySource, *,
         require_models=require,
         missing_log_interval_s=config.swap.missing_log_interval_s,
         enhancer=enhancer, enhancer_options=enhancer_options,
-        hands=config.swap.hands_in_front, keep=keeps_features(config),
+        hands=config.swap.hands_in_front,
         compile_dir=swap_compile_dir(config, models.gpu_device()),
         # sized by the config, not by n_streams: the same shapes for any number of streams
         frames_per_call=call_sizes(config).frames_per_call,

@@ -65,7 +65,8 @@ class GpuSwapHub:
     ``enhancer``: an unopened torch-side engine of the face enhancer (``open``/``close``,
     like ``generator``; no CUDA graphs of its own) run with ``enhancer_options``, or None.
     ``hands``: frames carry hand masks (``SwapRequest.hands``) the paste-back keeps in front.
-    ``keep``: faces carry the streamer's eyes and mouth to keep (``SwapRequest.keep_xy``).
+    Faces carry their loops (``SwapRequest.keep_xy``): the streamer's eyes and mouth where
+    kept, and the outline the paste-back stays inside.
     ``collector_thread=False`` (tests) leaves finishing ticks to :meth:`collect_next`.
     ``compile_dir``: compile the swap's parts around the generator, their code cached there
     (see :class:`~livecam.gpupipe.program.SwapProgram`; None: as written). ``fit_check(width,
@@ -83,14 +84,13 @@ class GpuSwapHub:
                  clock: Callable[[], float] = time.monotonic,
                  collector_thread: bool = True, enhancer: Any = None,
                  enhancer_options: Any = None, hands: bool = False,
-                 keep: bool = False, compile_dir: Path | None = None,
+                 compile_dir: Path | None = None,
                  frames_per_call: int | None = None,
                  faces_per_call: int | None = None,
                  fit_check: Callable[[int, int], None] | None = None) -> None:
         self.generator = generator
         self._fit_check = fit_check
         self.compile_dir = compile_dir
-        self.keep = keep
         self.enhancer = enhancer
         self.enhancer_options = enhancer_options
         self.hands = hands
@@ -160,7 +160,7 @@ class GpuSwapHub:
             self._program = build_program(
                 self.generator, device=self.device, window_px=self.window_px,
                 colour_blur_px=self.colour_blur_px, enhancer_engine=self.enhancer,
-                enhancer=self.enhancer_options, hands=self.hands, keep=self.keep,
+                enhancer=self.enhancer_options, hands=self.hands,
                 compile_dir=self.compile_dir, **self.model_options)
         except BaseException:
             self._close_engines()

@@ -112,18 +112,19 @@ class BoundPart(torch.nn.Module):
 class SwapProgram:
     """The swap on device tensors (see the module docstring). ``swapper``: an open
     :class:`GpuInswapper`; ``enhancer``: an open :class:`GpuFaceEnhancer` or None; ``hands``:
-    paste behind the slots' hand masks (the slots must be allocated with ``hands``);
+    paste behind the slots' hand masks (the slots must be allocated with ``hands``); each
+    face's loops (the slots' ``keep_xy`` rows: kept eyes and mouth, the outline) shape every
+    paste-back;
     ``compile_dir``: compile the parts around the generator, their code cached there (None:
     as written); ``dynamic_faces``: the alignment compiled with the face count dynamic from
     two faces up (one compile a window for every bucket above one)."""
 
     def __init__(self, swapper: GpuInswapper, enhancer: GpuFaceEnhancer | None = None, *,
-                 hands: bool = False, keep: bool = False,
+                 hands: bool = False,
                  compile_dir: Path | None = None, dynamic_faces: bool = False) -> None:
         self.swapper = swapper
         self.enhancer = enhancer
         self.hands = hands
-        self.keep = keep
         device = swapper.template.device.type if swapper.template is not None else "cpu"
         self._align = maybe_compiled(BoundPart(align_crops, swapper), compile_dir,
                                      "swap's alignment and crops", device_type=device,
@@ -154,7 +155,7 @@ class SwapProgram:
         fd.fits[:n].copy_(fits)
         kps, valid = fd.kps[:n], fd.valid[:n]
         enhance = valid if self.enhancer is None else valid & self.enhancer.fits(kps, window)
-        keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n]) if self.keep else None
+        keep = KeepLoops(fd.keep_xy[:n], fd.keep_soft[:n])
         return Staged(index, matrices, crops, blob, fd.latents[:n], valid, kps, enhance, window,
                       keep)
 

@@ -23,7 +23,9 @@ The streamer's own eyes and mouth interior (``keep_eyes``/``keep_mouth``, from
 ``advanced.swap.keep_eyes: always`` and ``swap.keep_mouth``, on by default as in the CPU stage):
 each swapped face's eye and inner mouth loops (the CPU stage's loops and soft edge) travel with the
 request, and the paste-back draws them on the device (:mod:`livecam.swap.gpu.keep`), so it
-shows the streamer's gaze, blinks and mouth.
+shows the streamer's gaze, blinks and mouth. The face's outline travels with them: the
+paste-back stays inside it, as the CPU stages' does (never the generator's whole square over
+something in front of the face).
 
 Fail closed, as the CPU stages: faces the follower withheld (``packet.withheld``), faces whose
 identity cannot be had, faces beyond the hub's ``max_faces`` and faces whose footprint did not
@@ -113,9 +115,6 @@ class GpuSwapStage:
                  mouth_size: float = 1.0) -> None:
         if hands is not None and not hub.hands:
             raise ValueError("a GpuSwapStage with hands needs a hub built with hands=True")
-        if (keep_eyes or keep_mouth) and not hub.keep:
-            raise ValueError("a GpuSwapStage keeping eyes or mouth needs a hub built with "
-                             "keep=True")
         self.hub = hub
         self.hands = hands
         self.keep_eyes, self.keep_mouth, self.mouth_size = keep_eyes, keep_mouth, mouth_size
@@ -254,11 +253,10 @@ class GpuSwapStage:
                          swapped, hands, hands_ms, under_names=under_names,
                          swapped_names=[names[i] for i in picked])
 
-    def _kept_loops(self, faces: Faces) -> tuple[np.ndarray, np.ndarray] | None:
-        """The streamer's own eyes and mouth loops of ``faces`` (the CPU stage's loops and
-        soft edge; the paste-back draws them on the device), or None when none are kept."""
-        if not (self.keep_eyes or self.keep_mouth):
-            return None
+    def _kept_loops(self, faces: Faces) -> tuple[np.ndarray, np.ndarray]:
+        """The loops of ``faces``: the streamer's own eyes and mouth where kept (the CPU
+        stage's loops and soft edge) and the outline the swap stays inside (the paste-back
+        draws them on the device)."""
         return loop_rows_batch(faces.landmarks_xy, eyes=self.keep_eyes, mouth=self.keep_mouth,
                                mouth_size=self.mouth_size)
 
@@ -275,9 +273,7 @@ class GpuSwapStage:
         # quantised here, on the stream's own thread, not on the hub's launching thread
         request = SwapRequest(self.stream, buffers, index, kps, latents,
                               hands=quantised(hands) if hands is not None else None)
-        kept = self._kept_loops(faces)
-        if kept is not None:
-            request.keep_xy, request.keep_soft = kept
+        request.keep_xy, request.keep_soft = self._kept_loops(faces)
         if on_device is not None:
             request.frame_dev, request.frame_ready = on_device
         else:

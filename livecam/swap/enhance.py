@@ -28,7 +28,7 @@ restores a face that is shown covered (a restorer would rebuild a blurred real f
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,6 +37,7 @@ import numpy.typing as npt
 from livecam.core.errors import ConfigError
 from livecam.core.types import ImageBGR
 from livecam.engines.protocol import Engine, TensorSpec
+from livecam.swap import features
 from livecam.swap.align import align_matrix
 
 if TYPE_CHECKING:
@@ -77,13 +78,14 @@ def output_to_bgr(pred: np.ndarray) -> npt.NDArray[np.uint8]:
 
 
 def paste_restored(image_bgr: ImageBGR, restored_bgr: np.ndarray, matrix: np.ndarray, *,
-                   blend: float = 1.0) -> ImageBGR:
+                   blend: float = 1.0, oval_xy: np.ndarray | None = None) -> ImageBGR:
     """Lay a restored crop back into ``image_bgr`` (not modified) with facexlib's square mask
     times ``blend``; returns a new image.
 
     ``restored_bgr`` (S, S, 3) uint8, ``matrix`` (2, 3) frame -> crop. At ``blend`` 1 this is
     ``FaceRestoreHelper.paste_faces_to_input_image`` (``upscale_factor`` 1, no parsing model)
-    for one face.
+    for one face. Given the face's outline ``oval_xy`` (36, 2) frame px, only inside it, as
+    the swap's paste-back (:func:`livecam.swap.inswapper.paste_back`).
     """
     import cv2
 
@@ -106,6 +108,10 @@ def paste_restored(image_bgr: ImageBGR, restored_bgr: np.ndarray, matrix: np.nda
     w_edge = int(float(np.sum(eroded)) ** 0.5) // 20
     centre = cv2.erode(eroded, np.ones((w_edge * 2, w_edge * 2), np.uint8))
     soft = np.asarray(cv2.GaussianBlur(centre, (w_edge * 2 + 1, w_edge * 2 + 1), 0), np.float32)
+    if oval_xy is not None and np.isfinite(oval_xy).all():
+        oval = np.asarray(oval_xy, np.float32)
+        soft = soft * features.oval_alpha(oval, (x0, y0), (soft.shape[0], soft.shape[1]),
+                                          features.OVAL_EDGE_FRACTION * float(np.ptp(oval[:, 0])))
     alpha = soft[:, :, None] * np.float32(blend)
     roi = out[y0:y1, x0:x1]
     merged = alpha * pasted + (1 - alpha) * roi
@@ -179,15 +185,18 @@ class FaceEnhancer:
             preds.append(self.engine.run(feeds)[out])
         return output_to_bgr(np.concatenate(preds))
 
-    def enhance(self, image_bgr: ImageBGR, kps_xy: np.ndarray) -> ImageBGR:
-        """Every face of (N, 5, 2) keypoints restored and blended in; a new image (or
-        ``image_bgr`` itself when N is 0 or ``blend`` is 0)."""
+    def enhance(self, image_bgr: ImageBGR, kps_xy: np.ndarray,
+                ovals_xy: Sequence[np.ndarray | None] = ()) -> ImageBGR:
+        """Every face of (N, 5, 2) keypoints restored and blended in, inside its outline
+        ``ovals_xy[i]`` where given; a new image (or ``image_bgr`` itself when N is 0 or
+        ``blend`` is 0)."""
         if len(kps_xy) == 0 or self.blend == 0.0:
             return image_bgr
         crops, matrices = self.align(image_bgr, kps_xy)
         out = image_bgr
-        for face, matrix in zip(self.restore(crops), matrices, strict=True):
-            out = paste_restored(out, face, matrix, blend=self.blend)
+        for i, (face, matrix) in enumerate(zip(self.restore(crops), matrices, strict=True)):
+            oval = ovals_xy[i] if i < len(ovals_xy) else None
+            out = paste_restored(out, face, matrix, blend=self.blend, oval_xy=oval)
         return out
 
 

@@ -71,6 +71,32 @@ def region_alpha(loop_xy: FloatArray, origin_xy: tuple[int, int], shape_hw: tupl
 #: Soft edge of the kept eyes and mouth in the neural swap, as a fraction of the face's width.
 KEPT_EDGE_FRACTION = 0.008
 
+#: The face's outline (MediaPipe 468-point indices, an ordered loop), the same loop as
+#: ``MeshTopology.face_oval`` (tests/swap/test_features.py).
+FACE_OVAL_LOOP = (10, 109, 67, 103, 54, 21, 162, 127, 234, 93, 132, 58, 172, 136, 150, 149,
+                  176, 148, 152, 377, 400, 378, 379, 365, 397, 288, 361, 323, 454, 356, 389,
+                  251, 284, 332, 297, 338)
+#: The neural swap's paste-back stays inside the face's outline: insightface pastes its whole
+#: aligned square, so an occluder inside the square (a board over part of the face, something
+#: in front of the jaw) was repainted by the generator (a *ghost*: 32 frames on the leak clip
+#: ``half_hidden`` on the GPU path). The outline's soft edge, as a fraction of the face's
+#: width; it lies inside the outline (:func:`oval_alpha`).
+OVAL_EDGE_FRACTION = 0.02
+
+
+def oval_alpha(oval_xy: FloatArray, origin_xy: tuple[int, int], shape_hw: tuple[int, int],
+               soft_px: float) -> FloatArray:
+    """(h, w) float32 in [0, 1]: the paste-back's share inside the face's outline ``oval_xy``
+    (36, 2) frame px: the outline filled and blurred by ``soft_px`` (:func:`region_alpha`),
+    then stretched so that it is 0 on the outline and beyond, 1 well inside
+    (``clip(2 a - 1, 0, 1)``): nothing of the swap reaches past the face's outline. Within
+    2^-19 of 1 it is 1: the blur's rounding would otherwise cost the pasted face one grey level
+    (a blend truncated to uint8), as on the device (``separable_blur``)."""
+    alpha = region_alpha(oval_xy, origin_xy, shape_hw, soft_px)
+    alpha = np.clip(alpha * np.float32(2.0) - np.float32(1.0), 0.0, 1.0)
+    alpha[alpha > np.float32(1.0 - 2.0 ** -19)] = 1.0
+    return alpha
+
 
 def kept_loops(landmarks_xy: FloatArray, *, eyes: bool, mouth: bool,
                mouth_size: float = 1.0) -> list[FloatArray]:

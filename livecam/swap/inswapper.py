@@ -72,13 +72,17 @@ def output_to_bgr(pred: np.ndarray) -> npt.NDArray[np.uint8]:
 
 
 def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray, *,
-               keep_loops_xy: Sequence[np.ndarray] = (), keep_soft_px: float = 1.0) -> ImageBGR:
+               keep_loops_xy: Sequence[np.ndarray] = (), keep_soft_px: float = 1.0,
+               oval_xy: np.ndarray | None = None) -> ImageBGR:
     """Lay the swapped crop back into ``image_bgr`` (not modified); returns a new image.
 
     ``face_bgr`` is the (S, S, 3) uint8 model output and ``matrix`` the (2, 3) image->crop
     transform it was aligned with. Same mask as insightface's ``INSwapper.get``, less the
     regions ``keep_loops_xy`` (polygons (K, 2) in frame pixels, e.g. the streamer's eyes and
-    mouth interior), which keep the frame's own pixels behind a soft edge of ``keep_soft_px``.
+    mouth interior), which keep the frame's own pixels behind a soft edge of ``keep_soft_px``,
+    and, given the face's outline ``oval_xy`` (36, 2) frame px, only inside it
+    (:func:`livecam.swap.features.oval_alpha`; an outline with a point that is not finite
+    leaves the square as it is).
     """
     import cv2
 
@@ -108,6 +112,10 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray, *,
     for loop in keep_loops_xy:
         mask *= 1.0 - features.region_alpha(np.asarray(loop, np.float32), (x0, y0),
                                             (mask.shape[0], mask.shape[1]), keep_soft_px)
+    if oval_xy is not None and np.isfinite(oval_xy).all():
+        oval = np.asarray(oval_xy, np.float32)
+        mask *= features.oval_alpha(oval, (x0, y0), (mask.shape[0], mask.shape[1]),
+                                    features.OVAL_EDGE_FRACTION * float(np.ptp(oval[:, 0])))
     alpha = mask[:, :, None]
     roi = out[y0:y1, x0:x1]
     merged = alpha * fake + (1 - alpha) * roi.astype(np.float32)
@@ -201,26 +209,31 @@ class InswapperModel:
 
     def paste(self, onto_bgr: ImageBGR, faces_bgr: np.ndarray, matrices: np.ndarray,
               kps_xy: np.ndarray, *, keep_loops_xy: Sequence[Sequence[np.ndarray]] = (),
-              keep_soft_px: Sequence[float] = ()) -> ImageBGR:
+              keep_soft_px: Sequence[float] = (),
+              ovals_xy: Sequence[np.ndarray | None] = ()) -> ImageBGR:
         """Swapped faces (N, S, S, 3) with their (N, 2, 3) alignment matrices pasted onto
         ``onto_bgr`` (not modified; see :meth:`swap`), then the enhancer; a new image."""
         out = onto_bgr
         for i, (face, matrix) in enumerate(zip(faces_bgr, matrices, strict=True)):
             loops = keep_loops_xy[i] if i < len(keep_loops_xy) else ()
             soft = keep_soft_px[i] if i < len(keep_soft_px) else 1.0
-            out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft)
+            oval = ovals_xy[i] if i < len(ovals_xy) else None
+            out = paste_back(out, face, matrix, keep_loops_xy=loops, keep_soft_px=soft,
+                             oval_xy=oval)
         if self.enhancer is not None:
-            out = self.enhancer.enhance(out, kps_xy)
+            out = self.enhancer.enhance(out, kps_xy, ovals_xy)
         return out
 
     def swap(self, image_bgr: ImageBGR, kps_xy: np.ndarray, latents: np.ndarray, *,
              onto_bgr: ImageBGR | None = None,
              keep_loops_xy: Sequence[Sequence[np.ndarray]] = (),
-             keep_soft_px: Sequence[float] = ()) -> ImageBGR:
+             keep_soft_px: Sequence[float] = (),
+             ovals_xy: Sequence[np.ndarray | None] = ()) -> ImageBGR:
         """Swap every face: keypoints (N, 5, 2) px in ArcFace order, latents (N, 512).
 
         ``keep_loops_xy[i]`` lists polygons of face i whose pixels stay the frame's own
-        (:func:`paste_back`), ``keep_soft_px[i]`` their soft edge. All faces go through the
+        (:func:`paste_back`), ``keep_soft_px[i]`` their soft edge, ``ovals_xy[i]`` its outline
+        (the swap stays inside it; none: insightface's square). All faces go through the
         model in one batched call; the result is a new image. The faces are read from
         ``image_bgr`` and pasted onto ``onto_bgr`` (same shape; default ``image_bgr``), e.g. a
         copy with other faces already covered.
@@ -230,4 +243,5 @@ class InswapperModel:
             return out
         crops, matrices = self.align(image_bgr, kps_xy)
         return self.paste(out, self.swap_crops(crops, latents), matrices, kps_xy,
-                          keep_loops_xy=keep_loops_xy, keep_soft_px=keep_soft_px)
+                          keep_loops_xy=keep_loops_xy, keep_soft_px=keep_soft_px,
+                          ovals_xy=ovals_xy)

@@ -47,6 +47,7 @@ class SwapPlan:
     latents: np.ndarray | None = None
     keep_loops_xy: list[list[np.ndarray]] = field(default_factory=list)
     keep_soft_px: list[float] = field(default_factory=list)
+    ovals_xy: list[np.ndarray] = field(default_factory=list)
     down: bool = False
     names: list[str | None] = field(default_factory=list)
     under_names: list[str | None] = field(default_factory=list)
@@ -181,7 +182,9 @@ class NeuralSwapStage(StageBase):
                         keep_loops_xy=[self._kept_loops(faces.landmarks_xy[i]) for i in picked],
                         keep_soft_px=[features.KEPT_EDGE_FRACTION
                                       * float(np.ptp(faces.landmarks_xy[i][:, 0]))
-                                      for i in picked])
+                                      for i in picked],
+                        ovals_xy=[faces.landmarks_xy[i][list(features.FACE_OVAL_LOOP)]
+                                  for i in picked])
 
     def finish(self, plan: SwapPlan, faces_bgr: np.ndarray | None = None,
                matrices: np.ndarray | None = None) -> Packet:
@@ -198,7 +201,8 @@ class NeuralSwapStage(StageBase):
             assert faces_bgr is not None and matrices is not None and plan.kps_xy is not None
             out = self.model.paste(out, faces_bgr, matrices, plan.kps_xy,
                                    keep_loops_xy=plan.keep_loops_xy,
-                                   keep_soft_px=plan.keep_soft_px)
+                                   keep_soft_px=plan.keep_soft_px,
+                                   ovals_xy=plan.ovals_xy)
             self.cover.remember(out, packet.faces[plan.picked], index,
                                 identities=[plan.names[i] for i in plan.picked])
         return packet.with_fields(image_bgr=out)

@@ -42,7 +42,7 @@ def _hand(face: FaceFrame) -> HandBox:
 
 def _swap(engine: Any, face: FaceFrame, compile_dir: Path | None, *,
           boost_and_hands: bool = False, window_px: int = 320) -> np.ndarray:
-    program = build_program(engine, device="cpu", window_px=window_px, keep=True,
+    program = build_program(engine, device="cpu", window_px=window_px,
                             compile_dir=compile_dir, hands=boost_and_hands,
                             pixel_boost_px=256 if boost_and_hands else None)
     shape = SlotShape(1, HEIGHT, WIDTH, 2, program.latent_dim, hands=boost_and_hands)
@@ -66,7 +66,8 @@ def test_the_compiled_program_pastes_what_the_plain_one_pastes(
     with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
         compiled = _swap(cpu_engine, face_frame, tmp_path, boost_and_hands=boost_and_hands)
     changed = (plain != face_frame.frame_bgr).any(axis=-1)
-    assert changed.mean() > 0.05  # a face was swapped, eyes and mouth kept
+    # a face was swapped inside its outline (2.4 % of this frame), eyes and mouth kept
+    assert changed.mean() > 0.015
     # the compiled alignment sums in another order (matrices within 1e-4), so a sample may
     # land on the next 1/32 px; a face misplaced or not pasted differs on most of its pixels
     diff = np.abs(compiled.astype(np.int16) - plain.astype(np.int16))
@@ -172,7 +173,7 @@ def test_with_the_face_count_dynamic_two_and_four_faces_run_one_compiled_alignme
     paste-back, whose blend loops over the faces, compiles per bucket; both paste what the
     program as written pastes."""
     def run(compile_dir: Path | None) -> list[np.ndarray]:
-        program = build_program(cpu_engine, device="cpu", window_px=320, keep=True,
+        program = build_program(cpu_engine, device="cpu", window_px=320,
                                 compile_dir=compile_dir, dynamic_faces=True)
         shape = SlotShape(1, HEIGHT, WIDTH, 4, program.latent_dim)
         buffers = FrameBuffers(HEIGHT, WIDTH, 1, pinned=False)
@@ -190,7 +191,7 @@ def test_with_the_face_count_dynamic_two_and_four_faces_run_one_compiled_alignme
     with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
         compiled = run(tmp_path)
     for got, want in zip(compiled, plain, strict=True):
-        assert (want != face_frame.frame_bgr).any(axis=-1).mean() > 0.05  # swapped
+        assert (want != face_frame.frame_bgr).any(axis=-1).mean() > 0.015  # swapped
         diff = np.abs(got.astype(np.int16) - want.astype(np.int16))
         assert diff.mean() < 0.05 and (diff > 3).mean() < 1e-3, (diff.mean(), (diff > 3).mean())
     firsts = [r.getMessage() for r in caplog.records

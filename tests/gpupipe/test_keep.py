@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -14,7 +15,7 @@ from livecam.core.types import RuntimeState
 from livecam.gpupipe.stage import GpuSwapStage
 from livecam.swap import features
 from livecam.swap.gpu import keep
-from livecam.swap.gpu.keep import KeepLoops, coverage, kept_alpha, loop_rows_batch
+from livecam.swap.gpu.keep import KeepLoops, coverage, kept_alpha, loop_rows_batch, oval_alpha
 from tests.gpupipe.conftest import FaceFrame
 from tests.gpupipe.test_stage import embedding_table, faces_of, make_hub, packet
 
@@ -97,6 +98,40 @@ def test_kept_alpha_matches_the_cpu_paths_mask_on_a_real_face(
     assert diff.max() < worst and diff[want > 0.01].mean() < mean
 
 
+@pytest.mark.parametrize(("scale", "worst"), [(1.0, 0.4), (4.0, 0.12)])
+def test_oval_alpha_matches_the_cpu_paths_outline_on_a_real_face(
+        face_frame: FaceFrame, scale: float, worst: float) -> None:
+    """The share of the paste-back inside the face's outline, on the device and on the CPU
+    path (``features.oval_alpha``), the astronaut's mesh and the same 4x larger: the same
+    region, 0 on the outline and beyond; a face without an outline keeps the square. They
+    differ on the rim, most on a small face (measured: max 0.30, mean 0.009; at 4x 0.074 and
+    0.002)."""
+    xy = face_frame.landmarks_xy[0] * np.float32(scale)
+    rows, soft = loop_rows(xy, eyes=True, mouth=True)
+    x0, y0 = np.floor(xy.min(axis=0)).astype(int) - 8
+    win = 640
+    origin = torch.tensor([[x0, y0]])
+    got = oval_alpha(KeepLoops(torch.from_numpy(rows)[None], torch.tensor([soft])),
+                     origin, win)[0].numpy()
+    oval = xy[list(features.FACE_OVAL_LOOP)]
+    want = features.oval_alpha(oval, (int(x0), int(y0)), (win, win),
+                               features.OVAL_EDGE_FRACTION * float(np.ptp(oval[:, 0])))
+    assert want.sum() > 1000 and want.max() == 1.0
+    diff = np.abs(got - want)
+    assert got.sum() == pytest.approx(want.sum(), rel=0.02)
+    print(f"scale {scale}: |diff| max {diff.max():.3f} mean {diff[want > 0.01].mean():.4f}")
+    assert diff.max() < worst and diff[want > 0.01].mean() < 0.02
+    # nothing of the swap beyond the outline (its pixels, and one more for the rim)
+    inside = np.zeros((win, win), np.uint8)
+    cv2.fillPoly(inside, [np.round(oval - np.float32([x0, y0])).astype(np.int32)], (1,))
+    inside = cv2.dilate(inside, np.ones((3, 3), np.uint8))
+    assert not (got[inside == 0] > 0).any()
+    rows[3] = 0.0  # no outline sent: the square as it is
+    none = oval_alpha(KeepLoops(torch.from_numpy(rows)[None], torch.tensor([soft])), origin,
+                      win)
+    assert bool((none == 1.0).all())
+
+
 def test_loop_rows_leave_out_what_is_not_kept(face_frame: FaceFrame) -> None:
     xy = face_frame.landmarks_xy[0]
     both, soft = loop_rows(xy, eyes=True, mouth=True, mouth_size=1.0)
@@ -106,6 +141,8 @@ def test_loop_rows_leave_out_what_is_not_kept(face_frame: FaceFrame) -> None:
     assert soft == pytest.approx(features.KEPT_EDGE_FRACTION * np.ptp(xy[:, 0]))
     np.testing.assert_array_equal(eyes[:2], both[:2])
     assert not eyes[2].any() and not mouth[:2].any()
+    for rows in (both, eyes, mouth):  # the outline, always
+        np.testing.assert_array_equal(rows[3], xy[list(features.FACE_OVAL_LOOP)])
     inner = both[2, :len(features.MOUTH_INNER_LOOP)]
     centre = inner.mean(axis=0)
     np.testing.assert_allclose(mouth[2, :len(features.MOUTH_INNER_LOOP)],
@@ -136,7 +173,7 @@ def test_the_stage_sends_loops_not_a_mask(inswapper_dyn_path: Path,
     Python a 1080p frame, which cost 8 streams their 30 fps on the H200)."""
     embed = embedding_table(("alice",), [])
     sent: list = []
-    hub = make_hub(inswapper_dyn_path, embed, keep=True)
+    hub = make_hub(inswapper_dyn_path, embed)
     real_submit = hub.submit
 
     def submit(request):  # type: ignore[no-untyped-def]
@@ -157,10 +194,12 @@ def test_the_stage_sends_loops_not_a_mask(inswapper_dyn_path: Path,
 
 def _loop_rows_one_by_one(xy: np.ndarray, eyes: bool, mouth: bool,
                           mouth_size: float) -> tuple[np.ndarray, float]:
-    """The rows as first written, face by face from features.kept_loops (the reference)."""
+    """The rows as first written, face by face from features.kept_loops and the face's
+    outline (the reference)."""
     rows = np.zeros((keep.LOOPS, keep.POINTS, 2), np.float32)
-    loops = features.kept_loops(xy, eyes=True, mouth=True, mouth_size=mouth_size)
-    for i, (loop, kept) in enumerate(zip(loops, (eyes, eyes, mouth), strict=True)):
+    loops = [*features.kept_loops(xy, eyes=True, mouth=True, mouth_size=mouth_size),
+             xy[list(features.FACE_OVAL_LOOP)]]
+    for i, (loop, kept) in enumerate(zip(loops, (eyes, eyes, mouth, True), strict=True)):
         if kept and np.isfinite(loop).all():
             rows[i, :len(loop)] = loop
             rows[i, len(loop):] = loop[-1]

@@ -114,7 +114,8 @@ def plain_gpu(installed: Path, identities: Any, face_frame: FaceFrame) -> np.nda
     """The astronaut swapped by the GPU pipeline with none of the options."""
     (out,) = run_gpu(config_for(installed), identities,
                      [packet(0, face_frame.frame_bgr, faces_of(face_frame))])
-    assert (out != face_frame.frame_bgr).any(axis=-1).mean() > 0.03
+    # the face's outline is 2.4 % of this frame
+    assert (out != face_frame.frame_bgr).any(axis=-1).mean() > 0.015
     return out
 
 

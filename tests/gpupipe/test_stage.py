@@ -125,7 +125,7 @@ def test_stage_equals_the_cpu_neural_stage_with_frames_in_flight(
     with cpu:
         ref = cpu.process(packet(0, image, faces, state))
     diff = np.abs(outs[0].image_bgr.astype(int) - ref.image_bgr.astype(int))
-    assert (ref.image_bgr != image).any(axis=-1).mean() > 0.03
+    assert (ref.image_bgr != image).any(axis=-1).mean() > 0.015  # the outline: 2.4 %
     assert diff.mean() < 0.1 and (diff > 3).mean() < 2e-3, (diff.mean(), (diff > 3).mean())
 
 
@@ -460,5 +460,12 @@ def test_a_face_behind_a_swapped_one_is_covered_around_it_not_on_it(
     beside = ~cv2.dilate(hull, np.ones((5, 5), np.uint8)).astype(bool)
     beside[:, :int(x1 + 0.1 * (x1 - x0))] = False
     beside[:int(y0 + 0.3 * (y1 - y0))] = beside[int(y1 - 0.1 * (y1 - y0)):] = False
+    # ... within the face behind (its box's inscribed ellipse: the front face's swap stays
+    # inside its own outline, so the change there is the cover's)
+    ellipse = np.zeros(image.shape[:2], np.uint8)
+    centre = (round(float(x0 + shift + x1 + shift) / 2), round(float(y0 + y1) / 2))
+    axes = (round(0.45 * float(x1 - x0)), round(0.48 * float(y1 - y0)))
+    cv2.ellipse(ellipse, centre, axes, 0, 0, 360, (1,), -1)
+    beside &= ellipse.astype(bool)
     change = np.abs(crossing.image_bgr.astype(np.int16) - image.astype(np.int16))
-    assert beside.sum() > 500 and change[beside].mean() > 3
+    assert beside.sum() > 500 and change[beside].mean() > 8  # measured 18.6

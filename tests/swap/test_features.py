@@ -12,6 +12,7 @@ def test_loops_are_the_meshs_hole_rims(topology: MeshTopology) -> None:
     assert tuple(topology.eye_right) == features.EYE_RIGHT_LOOP
     assert tuple(topology.eye_left) == features.EYE_LEFT_LOOP
     assert tuple(topology.mouth_inner) == features.MOUTH_INNER_LOOP
+    assert tuple(topology.face_oval) == features.FACE_OVAL_LOOP
 
 
 def test_kept_region_is_read_where_the_streamer_is_and_shown_where_the_shape_moved_it() -> None:

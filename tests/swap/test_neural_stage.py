@@ -14,6 +14,7 @@ from livecam.core.types import Frame, Packet, RuntimeState
 from livecam.engines.onnxruntime_engine import OnnxRuntimeEngine
 from livecam.swap.cover import FaceCover
 from livecam.swap.inswapper import InswapperModel
+from livecam.swap.mesh import MeshTopology
 from livecam.swap.neural import NeuralSwapStage, build_neural_stage
 from tests.helpers.sections import models_of
 from tests.helpers.standins import build_inswapper
@@ -68,6 +69,29 @@ def test_stage_swaps_only_the_face(tmp_path: Path, astronaut_packet: Packet) -> 
     assert ys.min() >= y1 - pad and ys.max() <= y2 + pad
     assert bypassed.image_bgr is before
     assert nobody.image_bgr is before
+
+
+def test_the_swap_stays_inside_the_faces_outline(tmp_path: Path, astronaut_packet: Packet,
+                                                 topology: MeshTopology) -> None:
+    """Before: insightface's whole aligned square was pasted, so whatever lay inside it (hair,
+    background, a hand or a board in front of the jaw) was repainted by the generator (a
+    *ghost* over an occluder: issue 39). Now nothing changes beyond the face's outline (the
+    mesh's face oval, one pixel of rim), as the classic swap and the GPU path paste."""
+    import cv2
+
+    model_path = build_inswapper(tmp_path / "inswapper_128.onnx")
+    embedding = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    stage = NeuralSwapStage(InswapperModel(OnnxRuntimeEngine(model_path, device="cpu"),
+                                           model_path), lambda name: embedding)
+    with stage:
+        out = stage.process(astronaut_packet)
+    changed = (out.image_bgr != astronaut_packet.image_bgr).any(axis=-1)
+    oval = astronaut_packet.faces.landmarks_xy[0][topology.face_oval]
+    inside = np.zeros(changed.shape, np.uint8)
+    cv2.fillPoly(inside, [np.round(oval).astype(np.int32)], (1,))
+    assert changed[inside == 1].mean() > 0.5  # the face is swapped
+    inside = cv2.dilate(inside, np.ones((3, 3), np.uint8))
+    assert not changed[inside == 0].any(), int(changed[inside == 0].sum())
 
 
 def test_faces_it_cannot_swap_are_covered_not_sent_as_they_are(

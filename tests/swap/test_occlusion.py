@@ -207,4 +207,6 @@ def test_real_hand_stays_in_front_of_the_swapped_face(
     assert np.mean(painted) > 0.99  # the defect: without the stage the hand disappears
     assert detected >= n - 2
     assert np.mean(kept) > 0.85
-    assert np.max(exposed) < 0.1
+    # of the swap's footprint, which is the face's outline (the aligned square before, 2.6x
+    # larger: max 0.052 of it then, 0.11 of the outline now, fewer pixels)
+    assert np.max(exposed) < 0.15

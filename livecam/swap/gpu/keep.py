@@ -1,4 +1,5 @@
-"""The streamer's kept eyes and mouth, drawn on the device inside each face's paste window.
+"""The streamer's kept eyes and mouth, and the face's outline, drawn on the device inside each
+face's paste window.
 
 The CPU path keeps the streamer's own eyes and mouth interior (``advanced.swap.keep_eyes``,
 ``swap.keep_mouth``): the mesh's eye loops and the inner mouth loop are filled with OpenCV's
@@ -8,7 +9,9 @@ that. Here the same regions are drawn on the GPU, on each face's paste window, w
 shapes (so the paste-back stays inside the pipeline's CUDA graph) and from a few hundred bytes
 per face: the host sends the loops (:func:`loop_rows_batch`), not a mask. Drawing the mask on the
 host would cost each 1080p frame about 1 ms of Python on the stream's thread and a plane upload
-on the hub's launching thread, which takes 8 streams below 30 fps on the H200.
+on the hub's launching thread, which takes 8 streams below 30 fps on the H200. The face's
+outline (the mesh's face oval) is filled the same way: the paste-back stays inside it
+(:func:`oval_alpha`, :data:`livecam.swap.features.OVAL_EDGE_FRACTION`).
 
 How a loop is filled: along each of ``SUBROWS`` sample rows per pixel row, every loop edge that
 crosses the row adds its winding sign to the pixels left of the crossing, and the pixel the
@@ -34,14 +37,19 @@ import torch
 from livecam.swap.features import (
     EYE_LEFT_LOOP,
     EYE_RIGHT_LOOP,
+    FACE_OVAL_LOOP,
     KEPT_EDGE_FRACTION,
     MOUTH_INNER_LOOP,
+    OVAL_EDGE_FRACTION,
 )
 
-#: Loops per face (right eye, left eye, inner mouth) and points per loop (the longest; shorter
-#: loops repeat their last point, which adds an edge of length zero).
-LOOPS = 3
-POINTS = max(len(EYE_RIGHT_LOOP), len(EYE_LEFT_LOOP), len(MOUTH_INNER_LOOP))
+#: Loops per face (right eye, left eye, inner mouth: kept; then the face's outline, which the
+#: paste-back stays inside) and points per loop (the longest; shorter loops repeat their last
+#: point, which adds an edge of length zero).
+LOOPS = 4
+KEPT_LOOPS = 3
+POINTS = max(len(EYE_RIGHT_LOOP), len(EYE_LEFT_LOOP), len(MOUTH_INNER_LOOP),
+             len(FACE_OVAL_LOOP))
 #: OpenCV's anti-aliased fill covers about half a pixel beyond the polygon (measured on
 #: the eye and mouth loops: 10 % more than their area); the loops grow by as much.
 GROW_PX = 0.5
@@ -49,9 +57,10 @@ GROW_PX = 0.5
 SUBROWS = 4
 
 class KeepLoops(NamedTuple):
-    """The kept regions of N faces on the device: ``xy`` (N, LOOPS, POINTS, 2) float32 frame px
-    (a loop whose points are all equal keeps nothing), ``soft_px`` (N,) float32: the Gaussian
-    sigma of the soft edge."""
+    """The kept regions and outlines of N faces on the device: ``xy`` (N, LOOPS, POINTS, 2)
+    float32 frame px (a kept loop whose points are all equal keeps nothing; an outline whose
+    points are all equal leaves the paste-back's square as it is), ``soft_px`` (N,) float32:
+    the Gaussian sigma of the kept regions' soft edge."""
 
     xy: torch.Tensor
     soft_px: torch.Tensor
@@ -61,9 +70,10 @@ def _padded(loop: tuple[int, ...]) -> list[int]:
     return list(loop) + [loop[-1]] * (POINTS - len(loop))
 
 
-#: Mesh indices of each row's points: right eye, left eye, inner mouth, the shorter loops
-#: repeating their last point (an edge of length zero).
-_ROW_INDEX = (_padded(EYE_RIGHT_LOOP), _padded(EYE_LEFT_LOOP), _padded(MOUTH_INNER_LOOP))
+#: Mesh indices of each row's points: right eye, left eye, inner mouth, the face's outline, the
+#: shorter loops repeating their last point (an edge of length zero).
+_ROW_INDEX = (_padded(EYE_RIGHT_LOOP), _padded(EYE_LEFT_LOOP), _padded(MOUTH_INNER_LOOP),
+              _padded(FACE_OVAL_LOOP))
 _MOUTH_POINTS = len(MOUTH_INNER_LOOP)
 #: The rows' numbers in a face's flattened (K * 2) mesh, x then y of each point in row order.
 _ROW_NUMBERS = tuple(2 * i + c for row in _ROW_INDEX for i in row for c in (0, 1))
@@ -80,12 +90,13 @@ def _picker(faces: int, face_size: int) -> Callable[[Any], tuple[float, ...]]:
 def loop_rows_batch(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth: bool,
                     mouth_size: float = 1.0
                     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """N faces' kept loops (N, LOOPS, POINTS, 2) float32 and soft edges (N,) float32 from
+    """N faces' loops (N, LOOPS, POINTS, 2) float32 and soft edges (N,) float32 from
     their meshes (N, 468+, 2): the loops of :func:`livecam.swap.features.kept_loops` (the
-    mouth scaled by ``mouth_size`` about its centre), each face's soft edge
-    ``KEPT_EDGE_FRACTION`` x its mesh's width. A loop with a point that is not finite keeps
-    nothing (the swap shows there, never the streamer's face by accident); a loop not kept
-    (``eyes``, ``mouth``) is all zeros.
+    mouth scaled by ``mouth_size`` about its centre) and the face's outline, each face's soft
+    edge ``KEPT_EDGE_FRACTION`` x its mesh's width. A loop with a point that is not finite is
+    all zeros: a kept one keeps nothing (the swap shows there, never the streamer's face by
+    accident), an outline leaves insightface's square; a loop not kept (``eyes``, ``mouth``)
+    is all zeros.
 
     The swap stage runs it for every frame, so it keeps the GIL (see
     :mod:`livecam.analysis.keepgil`): the rows are gathered through a memoryview of the
@@ -106,7 +117,7 @@ def loop_rows_batch(landmarks_xy: npt.NDArray[np.floating], *, eyes: bool, mouth
         np.subtract(inner, centre, out=inner)
         np.multiply(inner, np.float32(mouth_size), out=inner)
         np.add(centre, inner, out=inner)
-    wanted = (eyes, eyes, mouth)
+    wanted = (eyes, eyes, mouth, True)
     flat = rows.reshape(n * LOOPS, POINTS * 2)
     for k, finite in enumerate(np.isfinite(flat).tolist()):
         if not (wanted[k % LOOPS] and all(finite)):
@@ -127,10 +138,10 @@ def _soft_px(face_xy: np.ndarray) -> float:
     return KEPT_EDGE_FRACTION * float(width)
 
 
-def max_ksize(window_px: int) -> int:
+def max_ksize(window_px: int, fraction: float = KEPT_EDGE_FRACTION) -> int:
     """The Gaussian's largest kernel on a ``window_px`` window: a face wider than its window is
-    never pasted, so sigma <= ``KEPT_EDGE_FRACTION`` x ``window_px``."""
-    return _opencv_ksize(KEPT_EDGE_FRACTION * window_px)
+    never pasted, so sigma <= ``fraction`` (of the face's width) x ``window_px``."""
+    return _opencv_ksize(fraction * window_px)
 
 
 def _opencv_ksize(sigma: float) -> int:
@@ -206,10 +217,26 @@ def gaussian_taps(sigma: torch.Tensor, ksize_max: int) -> torch.Tensor:
 def kept_alpha(keep: KeepLoops, origin: torch.Tensor, window_px: int) -> torch.Tensor:
     """(N, win, win) float32: the kept regions' soft alpha on each face's paste window (the
     paste-back's alpha is scaled by one minus it)."""
-    cover = coverage(keep.xy, origin, window_px)
+    cover = coverage(keep.xy[:, :KEPT_LOOPS], origin, window_px)
     taps = gaussian_taps(keep.soft_px.clamp(max=KEPT_EDGE_FRACTION * window_px),
                          max_ksize(window_px))
     return separable_blur(cover, taps)
+
+
+def oval_alpha(keep: KeepLoops, origin: torch.Tensor, window_px: int) -> torch.Tensor:
+    """(N, win, win) float32: the share of the paste-back inside each face's outline on its
+    window (the paste-back's alpha is scaled by it): :func:`livecam.swap.features.oval_alpha`
+    on the device, the outline filled, blurred by ``OVAL_EDGE_FRACTION`` x its width and
+    stretched to 0 on the outline; 1 everywhere for a face without an outline."""
+    oval = keep.xy[:, KEPT_LOOPS:]  # (N, 1, POINTS, 2)
+    xs = oval[:, 0, :, 0]
+    sigma = (OVAL_EDGE_FRACTION * (xs.amax(dim=1) - xs.amin(dim=1))).clamp(
+        max=OVAL_EDGE_FRACTION * window_px)
+    taps = gaussian_taps(sigma, max_ksize(window_px, OVAL_EDGE_FRACTION))
+    inside = separable_blur(coverage(oval, origin, window_px), taps)
+    alpha = (inside * 2.0 - 1.0).clamp(0.0, 1.0)
+    none = (oval == oval[:, :, :1]).flatten(1).all(dim=1)  # (N,): no outline sent
+    return torch.where(none[:, None, None], 1.0, alpha)
 
 
 def separable_blur(images_nhw: torch.Tensor, taps_nk: torch.Tensor, *,

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from livecam.swap.gpu.blend import window_origins
-from livecam.swap.gpu.keep import KeepLoops, kept_alpha, separable_blur
+from livecam.swap.gpu.keep import KeepLoops, kept_alpha, oval_alpha, separable_blur
 
 _THRESHOLD = 20.0 / 255.0  # insightface: mask[mask > 20] = 255 on a 0..255 white crop
 
@@ -175,7 +175,8 @@ def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
 
     ``keep`` (:class:`~livecam.swap.gpu.keep.KeepLoops`, N rows): each face's own eyes and
     mouth drawn on its window (:func:`~livecam.swap.gpu.keep.kept_alpha`) scale alpha by one
-    minus them, as the CPU path keeps the streamer's there."""
+    minus them, as the CPU path keeps the streamer's there, and its outline
+    (:func:`~livecam.swap.gpu.keep.oval_alpha`) by what lies inside it."""
     n, win = int(faces_nwwc.shape[0]), int(faces_nwwc.shape[1])
     steps = torch.arange(win, device=frames_bhwc_u8.device)
     rows = (origin[:, 1, None] + steps)[:, :, None]  # (N, win, 1) frame rows
@@ -183,7 +184,7 @@ def blend_windows_(frames_bhwc_u8: torch.Tensor, frame_index: torch.Tensor,
     frame = frame_index.long()[:, None, None]  # (N, 1, 1)
     alpha = alpha_nww1[..., 0]
     if keep is not None:
-        alpha = alpha * (1.0 - kept_alpha(keep, origin, win))
+        alpha = alpha * (1.0 - kept_alpha(keep, origin, win)) * oval_alpha(keep, origin, win)
     if hands_bhw_u8 is not None:  # hands are read, never written: all faces at once
         hands = hands_bhw_u8[frame, rows, cols].float()  # (N, win, win)
         alpha = alpha * (1.0 - hands * (1.0 / 255.0))
