@@ -108,10 +108,9 @@ def paste_restored(image_bgr: ImageBGR, restored_bgr: np.ndarray, matrix: np.nda
     w_edge = int(float(np.sum(eroded)) ** 0.5) // 20
     centre = cv2.erode(eroded, np.ones((w_edge * 2, w_edge * 2), np.uint8))
     soft = np.asarray(cv2.GaussianBlur(centre, (w_edge * 2 + 1, w_edge * 2 + 1), 0), np.float32)
-    if oval_xy is not None and np.isfinite(oval_xy).all():
-        oval = np.asarray(oval_xy, np.float32)
-        soft = soft * features.oval_alpha(oval, (x0, y0), (soft.shape[0], soft.shape[1]),
-                                          features.OVAL_EDGE_FRACTION * float(np.ptp(oval[:, 0])))
+    inside = features.oval_alpha(oval_xy, (x0, y0), (soft.shape[0], soft.shape[1]))
+    if inside is not None:
+        soft = soft * inside
     alpha = soft[:, :, None] * np.float32(blend)
     roi = out[y0:y1, x0:x1]
     merged = alpha * pasted + (1 - alpha) * roi

@@ -84,15 +84,22 @@ FACE_OVAL_LOOP = (10, 109, 67, 103, 54, 21, 162, 127, 234, 93, 132, 58, 172, 136
 OVAL_EDGE_FRACTION = 0.02
 
 
-def oval_alpha(oval_xy: FloatArray, origin_xy: tuple[int, int], shape_hw: tuple[int, int],
-               soft_px: float) -> FloatArray:
+def oval_alpha(oval_xy: npt.ArrayLike | None, origin_xy: tuple[int, int],
+               shape_hw: tuple[int, int]) -> FloatArray | None:
     """(h, w) float32 in [0, 1]: the paste-back's share inside the face's outline ``oval_xy``
-    (36, 2) frame px: the outline filled and blurred by ``soft_px`` (:func:`region_alpha`),
-    then stretched so that it is 0 on the outline and beyond, 1 well inside
-    (``clip(2 a - 1, 0, 1)``): nothing of the swap reaches past the face's outline. Within
-    2^-19 of 1 it is 1: the blur's rounding would otherwise cost the pasted face one grey level
-    (a blend truncated to uint8), as on the device (``separable_blur``)."""
-    alpha = region_alpha(oval_xy, origin_xy, shape_hw, soft_px)
+    (36, 2) frame px: the outline filled and blurred by ``OVAL_EDGE_FRACTION`` x its width
+    (:func:`region_alpha`), then stretched so that it is 0 on the outline and beyond, 1 well
+    inside (``clip(2 a - 1, 0, 1)``): nothing of the swap reaches past the face's outline.
+    Within 2^-19 of 1 it is 1: the blur's rounding would otherwise cost the pasted face one
+    grey level (a blend truncated to uint8), as on the device (``separable_blur``). None
+    without an outline or with a point that is not finite: the paste-back keeps its square."""
+    if oval_xy is None:
+        return None
+    oval = np.asarray(oval_xy, np.float32)
+    if not np.isfinite(oval).all():
+        return None
+    soft_px = OVAL_EDGE_FRACTION * float(np.ptp(oval[:, 0]))
+    alpha = region_alpha(oval, origin_xy, shape_hw, soft_px)
     alpha = np.clip(alpha * np.float32(2.0) - np.float32(1.0), 0.0, 1.0)
     alpha[alpha > np.float32(1.0 - 2.0 ** -19)] = 1.0
     return alpha

@@ -112,10 +112,9 @@ def paste_back(image_bgr: ImageBGR, face_bgr: np.ndarray, matrix: np.ndarray, *,
     for loop in keep_loops_xy:
         mask *= 1.0 - features.region_alpha(np.asarray(loop, np.float32), (x0, y0),
                                             (mask.shape[0], mask.shape[1]), keep_soft_px)
-    if oval_xy is not None and np.isfinite(oval_xy).all():
-        oval = np.asarray(oval_xy, np.float32)
-        mask *= features.oval_alpha(oval, (x0, y0), (mask.shape[0], mask.shape[1]),
-                                    features.OVAL_EDGE_FRACTION * float(np.ptp(oval[:, 0])))
+    inside = features.oval_alpha(oval_xy, (x0, y0), (mask.shape[0], mask.shape[1]))
+    if inside is not None:
+        mask *= inside
     alpha = mask[:, :, None]
     roi = out[y0:y1, x0:x1]
     merged = alpha * fake + (1 - alpha) * roi.astype(np.float32)
