@@ -17,6 +17,8 @@
 #                         with N pairs and `livecam daemon` with streams: for N in $STREAMS
 #                         (default 1,4,8,16,32), the tree as it is; BUILD=1 runs
 #                         `engines build` first, BENCH_ARGS adds options (`--set K=V`, ...)
+# The one-stream, streams and build steps run CUDA graphs unless ONE_ARGS replaces that
+# (`ONE_ARGS="--set advanced.engine.compile_max_autotune=false"`: the compiled generator).
 # A variant is `cur` (the tree as it is) or a folder DIR/var_<variant>/ whose files are laid
 # over a copy of the tree (the old version of the files an A/B compares). <n> only tells the
 # runs apart. The first step on a fresh machine compiles (about 220-250 s); later steps of the
@@ -121,7 +123,7 @@ run() {
             (cd "$tree" && PYTHONPATH=$tree:$PYTHONPATH timeout "$left" "$PYTHON" \
                 -m scripts.bench_gpu --photos "$assets/photos" \
                 --models-dir "$assets/mediapipe_modules" --warm-s 2 --work-dir /tmp/lcw \
-                --log-level INFO --set advanced.engine.torch_mode=cuda_graphs "${what[@]}" \
+                --log-level INFO ${ONE_ARGS---set advanced.engine.torch_mode=cuda_graphs} "${what[@]}" \
                 --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
             grep -v "compiled code loaded whole\|compiled code reused whole\|compiled the \|compiling it, or" \
