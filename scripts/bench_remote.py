@@ -206,11 +206,17 @@ def main() -> None:
                         help="--thin: a setting of the thin client (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench_remote.json"))
     args = parser.parse_args()
-    if args.thin:
-        _main_thin(args)
-        return
+    # the servers' and clients' folders: the one given, or one removed at the end
+    with tempfile.TemporaryDirectory(prefix="bench-remote-") as scratch:
+        work = args.work or Path(scratch)
+        if args.thin:
+            _main_thin(args, work)
+        else:
+            _main_sessions(args, work)
+
+
+def _main_sessions(args: argparse.Namespace, work: Path) -> None:
     frames = [f for f, _ in leak_clips()["still_2"].frames()]
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-remote-"))
     server = start_serve(work, max_sessions=max(args.sessions),
                          identity=None if args.no_swap else "astro", users=("bench",),
                          settings=("advanced.pipeline.status_interval_s=5",),
@@ -247,8 +253,7 @@ def main() -> None:
     print(f"wrote {args.json} (load average {load[0]:.1f} on {os.cpu_count()} cores)")
 
 
-def _main_thin(args: argparse.Namespace) -> None:
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-remote-"))
+def _main_thin(args: argparse.Namespace, work: Path) -> None:
     server = start_serve(work / "server", max_sessions=1,
                          identity=None if args.no_swap else "astro", users=("bench",),
                          start_timeout_s=180)

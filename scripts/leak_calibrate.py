@@ -90,9 +90,10 @@ def main() -> None:
     from tests.helpers.leak_judge import LEAK_RESIDUAL, residual
 
     config = load_config(None, ["advanced.pipeline.realtime=false", *args.set])
-    photo = Path(tempfile.mkdtemp()) / "astronaut.png"
-    cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
-    identity = identity_from_photo(photo, config.identity, name="astro")
+    with tempfile.TemporaryDirectory() as scratch:
+        photo = Path(scratch) / "astronaut.png"
+        cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
+        identity = identity_from_photo(photo, config.identity, name="astro")
     swap = ClassicSwapStage(config.swap, IdentityCollection({"astro": identity}))
     judge = FaceJudge()
     state = RuntimeState(active_identity="astro", identities=("astro",))
