@@ -7,9 +7,10 @@ judged from pixels only, output against input, never from livecam's own bookkeep
 1. Which input frame does output frame k show? Live mode drops and repeats frames; each clip
    frame carries its index (:func:`tests.helpers.leak_clips.stamp`), read back here.
 2. For each face visible in that input frame, compare the face's *core* (eyes, nose, mouth: the
-   middle of its landmark box, only the pixels where the face itself is seen; the output's
-   other pixels around it, over an occluder or beside the face, are taken as the input's so
-   the filter does not carry them in) in output and input, both scaled so the face is
+   middle of its landmark box, only the pixels where the face itself is seen; the filter
+   weighs those pixels alone, in output and input, so neither what the output shows over an
+   occluder or beside the face nor the input's own edge there, another face's outline or an
+   occluder's, enters the band) in output and input, both scaled so the face is
    :data:`FACE_PX` wide, in a band of spatial frequencies
    (a difference of Gaussians, sigma 1 and 4 px at that scale: features 2-10 % of the face
    width, which is where eyes, brows, nostrils and lips, the parts that identify a person,
@@ -79,11 +80,16 @@ def _ellipse(u: np.ndarray, v: np.ndarray, bw: float, bh: float) -> np.ndarray:
 
 
 def _bands(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
-           keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                             np.ndarray | None] | None:
+           keep: np.ndarray | None, *, own: bool = False,
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
     """Both crops' bands at FACE_PX, the core and ellipse masks, and ``keep`` scaled: the
     output's pixels outside ``keep`` are taken as the input's so the filter does not carry
-    them in (its sigma-4 blur reaches ~12 px at FACE_PX)."""
+    them in (its sigma-4 blur reaches ~12 px at FACE_PX).
+
+    ``own``: the bands of the pixels under ``keep`` alone, in both crops (each Gaussian
+    normalised by the same Gaussian of ``keep``: the pixels beside them weigh nothing), so
+    what lies beside a face partly seen (another face's outline, an occluder's edge) adds
+    nothing to either band. A face seen whole is filtered as without it."""
     h, w = input_bgr.shape[:2]
     x1, y1, x2, y2 = box_region(box_xyxy, (w, h))
     if x2 - x1 < 2 or y2 - y1 < 2:
@@ -91,12 +97,23 @@ def _bands(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
     bw, bh = float(box_xyxy[2] - box_xyxy[0]), float(box_xyxy[3] - box_xyxy[1])
     scale = FACE_PX / max(bw, 1.0)
     size = (max(8, round((x2 - x1) * scale)), max(8, round((y2 - y1) * scale)))
+    partly = keep is not None and keep.size > 0 and not bool(keep.all())
+    weight = (cv2.resize(np.asarray(keep, np.float32), size, interpolation=cv2.INTER_AREA)
+              if own and partly and keep is not None else None)
+
+    def blur(image: np.ndarray, sigma: float) -> np.ndarray:
+        if weight is None:
+            return np.asarray(cv2.GaussianBlur(image, (0, 0), sigma), np.float32)
+        norm = cv2.GaussianBlur(weight, (0, 0), sigma)
+        return np.divide(cv2.GaussianBlur(image, (0, 0), sigma), norm,
+                         out=np.zeros_like(norm), where=norm > 1e-6)
 
     def band(crop: ImageBGR) -> np.ndarray:
         grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY).astype(np.float32)
+        if weight is not None and keep is not None:
+            grey = grey * keep  # only the pixels seen, weighted by their share of a cell
         small = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
-        return np.asarray(cv2.GaussianBlur(small, (0, 0), _SIGMAS[0])
-                          - cv2.GaussianBlur(small, (0, 0), _SIGMAS[1]), np.float32)
+        return np.asarray(blur(small, _SIGMAS[0]) - blur(small, _SIGMAS[1]), np.float32)
 
     yy, xx = np.mgrid[0:size[1], 0:size[0]].astype(np.float32)
     u = (xx + 0.5) * (x2 - x1) / size[0] + x1 - float(box_xyxy[0])
@@ -121,7 +138,7 @@ def compare(input_bgr: ImageBGR, output_bgr: ImageBGR, box_xyxy: np.ndarray,
     box, True where the face itself is on screen; default all), or where fewer than
     :data:`MIN_JUDGED_PX` of them are seen, on the seen pixels of the face's ellipse. None
     when even that is too little."""
-    bands = _bands(input_bgr, output_bgr, box_xyxy, seen)
+    bands = _bands(input_bgr, output_bgr, box_xyxy, seen, own=True)
     if bands is None:
         return None
     b_in, b_out, core, ellipse, seen_small = bands

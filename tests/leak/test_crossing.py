@@ -11,6 +11,7 @@ predicts it lags behind where it comes back out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import cv2
@@ -34,6 +35,12 @@ def photo(tmp_path_factory: pytest.TempPathFactory, astronaut_bgr: np.ndarray) -
 def _looped(clip: LeakClip, photo: Path, passes: int, every: int, offset: int) -> LeakReport:
     """``clip`` played ``passes`` times (frame indices running on), every ``every``-th frame
     from ``offset`` through the analysis and classic swap stages, judged."""
+    return _followed(clip, photo, range(offset, passes * clip.n_frames, every))
+
+
+def _followed(clip: LeakClip, photo: Path, indices: Iterable[int]) -> LeakReport:
+    """The frames ``indices`` of ``clip`` played on in a loop (index ``t`` shows the clip's
+    frame ``t % n_frames``) through the analysis and classic swap stages, judged."""
     from livecam.analysis import build_stages
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
@@ -51,7 +58,7 @@ def _looped(clip: LeakClip, photo: Path, passes: int, every: int, offset: int) -
     analysis.open()
     try:
         with ClassicSwapStage(config.swap, identities) as swap:
-            for t in range(offset, passes * len(frames), every):
+            for t in indices:
                 image = inputs[t % len(frames)]
                 packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
                 outputs.append(swap.process(packet).image_bgr)
@@ -71,5 +78,22 @@ def test_the_face_behind_is_covered_as_it_comes_out_beside_the_face_in_front(
     report = _looped(clips["crossing"], photo, passes=2, every=8, offset=6)
     behind = [v for v in report.verdicts if v.face_id == 1 and 36 <= v.input_frame < 44]
     assert behind, "the face behind was not judged as it comes out"
+    assert [(v.input_frame, round(v.visible, 2), round(v.residual, 3))
+            for v in report.leaked] == []
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known leak: after a long gap no track predicts the "
+                   "face behind, and its undetected part beside the face in front is shown")
+def test_the_face_behind_is_covered_when_no_track_predicts_it(
+        clips: dict[str, LeakClip], photo: Path) -> None:
+    """Live mode on a loaded host follows the clip's frame 60, then frames 4 and 31 of the
+    second pass (a live run followed 349, 354, 364, 374, 381: the same leak). Across the jump
+    back the two tracks swap people and learn each other's speed the wrong way; 27 frames on,
+    both are predicted far from either face (LOST covers at x 1005-1236 and 29-304), the face
+    in front is found again as a new face (covered, PENDING), and the face behind, 24 % in
+    view beside it and not detected, is covered by nothing: shown as it is (residual 0.0).
+    The same with no loop: frames 4 and 31 alone."""
+    report = _followed(clips["crossing"], photo, [60, 74, 101])
     assert [(v.input_frame, round(v.visible, 2), round(v.residual, 3))
             for v in report.leaked] == []
