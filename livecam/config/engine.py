@@ -41,9 +41,11 @@ class EngineConfig:
                                   "build NAME` does it ahead, and without it TensorRT and "
                                   "torch_mode compiled stop naming that command while "
                                   "torch_mode auto runs CUDA graphs.")
-    compile_max_autotune: bool = knob(True, "GPU builds benchmark kernel choices "
-                                      "(Inductor max-autotune): faster generator, several "
-                                      "times longer build. Ignored on the CPU.")
+    compile_max_autotune: bool = knob(False, "GPU builds benchmark kernel choices "
+                                      "(Inductor max-autotune): a somewhat faster generator "
+                                      "for a build about 10 times longer (on an H100, about "
+                                      "100 s per batch size against 6-13 s). Ignored on the "
+                                      "CPU. Measured: docs/performance.md.")
     compiled_batch_sizes: tuple[int, ...] = knob((), "Batch sizes compiled by `livecam engines "
                                                  "build` (one compiled graph each; other "
                                                  "batches run padded to the next). Empty = "

@@ -102,7 +102,7 @@ class CompileOptions:
     model_name: str
     model_sha256: str
     batch_sizes: tuple[int, ...]
-    max_autotune: bool = True
+    max_autotune: bool = False
     required: bool = False
     build_if_missing: bool = False
 
