@@ -58,6 +58,34 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     return F.conv2d(x, weight, bias, p["stride"], p["padding"], p["dilation"], groups)
 
 
+def _depthwise_output(x: torch.Tensor, weight: torch.Tensor, kernel_size: list[int],
+                      bias: torch.Tensor | None, stride: list[int], padding: list[int],
+                      dilation: list[int]) -> torch.Tensor:
+    """``aten._conv_depthwise2d``'s output as a fake tensor (its shape, dtype, device; CUDA's
+    kernel writes a contiguous one), for the compilers' tracing. torch has none: a fake tensor
+    of a fixed shape runs the real kernel on zeros instead, but one whose batch is symbolic
+    cannot ("Operator does not support running with fake tensors"), so a network compiled for
+    any batch (:mod:`livecam.analysis.gpu.dynamic_rows`) could not be saved whole."""
+    out = [(size + 2 * pad - dil * (k - 1) - 1) // step + 1 for size, k, step, pad, dil
+           in zip(x.shape[2:], kernel_size, stride, padding, dilation, strict=True)]
+    return x.new_empty((x.shape[0], weight.shape[0], *out))
+
+
+def _register_depthwise_output() -> None:
+    """Give ``aten._conv_depthwise2d`` :func:`_depthwise_output` where torch has no shape
+    function for it (each torch so far; a later one may)."""
+    name = "aten::_conv_depthwise2d"
+    if torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta"):
+        return
+    from torch._library.simple_registry import singleton
+
+    if singleton.find(name).fake_impl.kernel is None:
+        torch.library.register_fake(name)(_depthwise_output)
+
+
+_register_depthwise_output()
+
+
 def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
     """TF SAME padding for one axis: (before, after); the odd pixel goes after."""
     out = -(-size // stride)

@@ -1,0 +1,46 @@
+"""The TFLite graphs' torch ops (:mod:`livecam.analysis.gpu.tflite_torch`) as the compilers see
+them: traced on fake tensors (shapes only), as dynamo and ``torch._dynamo.aot_compile`` do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from livecam.analysis.gpu import tflite_torch
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation"), [(1, 1, 1), (2, 0, 1), (1, 2, 2)])
+def test_the_cuda_depthwise_convolution_traces_with_any_batch(
+        stride: int, padding: int, dilation: int) -> None:
+    """Seen on the H200: the streams' detector and mesh calls compiled for any batch from two
+    up (``advanced.gpu.compile_dynamic_batches``) could not be saved whole ("Operator does not
+    support running with fake tensors"), so each start traced them again. On CUDA a small
+    batch's depthwise convolution is ``aten._conv_depthwise2d``, which torch gives no shape
+    function: a fake tensor of a fixed shape runs the real kernel on zeros, one of a symbolic
+    batch cannot. Here fake CUDA tensors (no GPU needed) of a symbolic batch go through the
+    port's convolution and come out shaped as ``conv2d``'s output."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    channels, height, width = 8, 9, 11
+    params = {"groups": channels, "stride": (stride, stride), "padding": (padding, padding),
+              "dilation": (dilation, dilation)}
+    want = F.conv2d(torch.rand(3, channels, height, width), torch.rand(channels, 1, 3, 3),
+                    None, stride, padding, dilation, channels).shape
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC])
+    batch = mode.from_tensor(torch.zeros(3), symbolic_context=dynamic).shape[0]
+    with mode:
+        x = torch.empty((batch, channels, height, width), device="cuda", dtype=torch.float16)
+        weight = torch.empty((channels, 1, 3, 3), device="cuda", dtype=torch.float16)
+        bias = torch.empty((channels,), device="cuda", dtype=torch.float16)
+        assert x.is_cuda and not isinstance(batch, int)  # the branch the CUDA port takes
+        out = tflite_torch._conv2d(x, weight, bias, params)
+    assert out.shape[0] is batch or str(out.shape[0]) == str(batch)
+    assert tuple(out.shape[1:]) == tuple(want[1:])
+    assert out.is_cuda and out.dtype == torch.float16 and out.is_contiguous()
