@@ -6,6 +6,7 @@ like the swap's parts: frames gathered by a per-face index, per-face rows, a win
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -67,6 +68,20 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     torch._dynamo.reset()
     monkeypatch.setattr(precompiled, "_LOADED", {})
     monkeypatch.setattr(compiled, "_KEPT", {})
+
+
+def _a_later_start() -> None:
+    """What a new process starts from: the engine cache on disk, nothing in memory."""
+    torch._dynamo.reset()
+    precompiled._LOADED.clear()
+    compiled._KEPT.clear()
+
+
+def _saved_whole(cache_dir: Path) -> list[Path]:
+    """The calls saved whole in ``cache_dir``; fails on any a start could not save."""
+    folder = cache_dir / precompiled.FOLDER
+    assert not [p.read_text() for p in folder.glob("*.cannot")]
+    return sorted(folder.glob("*.bin"))
 
 
 @pytest.mark.slow
@@ -151,14 +166,18 @@ def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
             for dx in (0.0, 1.5, -1.5, 3.0)]
     want = {n: plain.landmarks(frame, rois[:n]) for n in (2, 4)}
     plain.close()
-    nets = one_stream(device="cpu", detector_model="short", max_rois=4, detect_ahead=False,
-                      compile_dir=tmp_path, dynamic_batches=True)
-    nets.open()
-    try:
-        with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
-            got = {n: nets.landmarks(frame, rois[:n]) for n in (2, 4)}
-    finally:
-        nets.close()
+
+    def landmarks(counts: tuple[int, ...]) -> dict[int, list[Any]]:
+        nets = one_stream(device="cpu", detector_model="short", max_rois=4,
+                          detect_ahead=False, compile_dir=tmp_path, dynamic_batches=True)
+        nets.open()
+        try:
+            return {n: nets.landmarks(frame, rois[:n]) for n in counts}
+        finally:
+            nets.close()
+
+    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+        got = landmarks((2, 4))
     for n in (2, 4):
         for g, w in zip(got[n], want[n], strict=True):
             assert g is not None and w is not None
@@ -166,6 +185,19 @@ def test_the_face_mesh_compiled_once_for_two_regions_serves_four(
     compiled_lines = [r.getMessage() for r in caplog.records
                       if r.getMessage().startswith("compiled the face mesh")]
     assert len(compiled_lines) == 1, compiled_lines
+    if not precompiled.available():
+        return
+    # a later start loads the mesh's call for any count whole (on the H200 the streams'
+    # calls of the detector and mesh could not be saved, and each start traced them again)
+    assert len(_saved_whole(tmp_path)) == 2  # the detector's frame, the mesh's regions
+    _a_later_start()
+    later = _Heard()
+    with compile_progress.listening(later):
+        again = landmarks((4,))
+    assert later.hows == ["loaded", "loaded"], later.hows
+    for g, w in zip(again[4], got[4], strict=True):
+        assert g is not None and w is not None
+        np.testing.assert_allclose(g.landmarks_xy, w.landmarks_xy, atol=1e-4)
 
 
 @pytest.mark.slow
@@ -209,3 +241,15 @@ def test_the_face_detector_compiled_once_for_two_frames_serves_four(
     compiled_lines = [r.getMessage() for r in caplog.records
                       if r.getMessage().startswith("compiled the face detector")]
     assert len(compiled_lines) == 1, compiled_lines
+    if not precompiled.available():
+        return
+    # a later start loads the streams' detector call whole
+    assert len(_saved_whole(tmp_path)) == 1
+    _a_later_start()
+    later = _Heard()
+    with compile_progress.listening(later):
+        again = detect(tmp_path)
+    assert later.hows == ["loaded"], later.hows
+    for n in (2, 4):
+        for a, g in zip(again[n], got[n], strict=True):
+            torch.testing.assert_close(a, g, atol=1e-4, rtol=0)
