@@ -73,13 +73,9 @@ def _depthwise_output(x: torch.Tensor, weight: torch.Tensor, kernel_size: list[i
 
 def _register_depthwise_output() -> None:
     """Give ``aten._conv_depthwise2d`` :func:`_depthwise_output` where torch has no shape
-    function for it (each torch so far; a later one may)."""
+    function for it (each torch so far; a later one may; registering adds one)."""
     name = "aten::_conv_depthwise2d"
-    if torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta"):
-        return
-    from torch._library.simple_registry import singleton
-
-    if singleton.find(name).fake_impl.kernel is None:
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta"):
         torch.library.register_fake(name)(_depthwise_output)
 
 

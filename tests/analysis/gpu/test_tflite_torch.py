@@ -44,3 +44,24 @@ def test_the_cuda_depthwise_convolution_traces_with_any_batch(
     assert out.shape[0] is batch or str(out.shape[0]) == str(batch)
     assert tuple(out.shape[1:]) == tuple(want[1:])
     assert out.is_cuda and out.dtype == torch.float16 and out.is_contiguous()
+
+
+def test_dynamo_traces_the_depthwise_convolution_whole_with_a_dynamic_batch() -> None:
+    """The H200's error as dynamo raised it, reproduced on the CPU: ``fullgraph`` (as saving
+    a call whole compiles) over ``aten._conv_depthwise2d`` with the batch marked dynamic.
+    Only the trace is checked: the op itself runs on CUDA alone, so the backend stands in."""
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(graph: torch.fx.GraphModule, example: list[torch.Tensor]) -> object:
+        graphs.append(graph)
+        return lambda *args: (torch.zeros(1),)
+
+    def depthwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._conv_depthwise2d(x, weight, [3, 3], None, [1, 1], [1, 1],
+                                                [1, 1])
+
+    x = torch.rand(2, 8, 10, 10)
+    torch._dynamo.mark_dynamic(x, 0)
+    torch.compile(depthwise, fullgraph=True, backend=backend)(x, torch.rand(8, 1, 3, 3))
+    (graph,) = graphs
+    assert "_conv_depthwise2d" in graph.code
