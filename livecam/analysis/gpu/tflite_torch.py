@@ -11,6 +11,7 @@ CUDA graph and run in fp16 after ``.half()``.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +76,13 @@ def _register_depthwise_output() -> None:
     """Give ``aten._conv_depthwise2d`` :func:`_depthwise_output` where torch has no shape
     function for it (each torch so far; a later one may; registering adds one)."""
     name = "aten::_conv_depthwise2d"
-    if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta"):
-        torch.library.register_fake(name)(_depthwise_output)
+    try:
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta"):
+            torch.library.register_fake(name)(_depthwise_output)
+    except (AttributeError, RuntimeError) as exc:  # a torch that refuses it: traced at starts
+        logging.getLogger(__name__).info("no shape function for %s (%s): the streams' "
+                                         "batched face networks are traced at each start",
+                                         name, exc)
 
 
 _register_depthwise_output()
