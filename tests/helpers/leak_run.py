@@ -21,8 +21,9 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,12 +128,16 @@ class LeakBench:
 
 def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
                    frames: int | None = None, only: Collection[int] | None = None,
+                   encoded: bool = False,
                    ) -> tuple[list[ImageBGR], list[FrameTruth], LeakReport]:
     """``clip`` (its first ``frames``) through livecam's analysis and classic swap stages in
     this process, offline (every frame, in order, nothing encoded), judged: a quick,
     deterministic twin of :meth:`LeakBench.measure` for the fast tests. ``only``: the input
     frames to process (the others are dropped, as live mode drops frames under load: the
-    follower sees the gaps in the frame indices). Returns the outputs (one per frame
+    follower sees the gaps in the frame indices). ``encoded``: the clip's frames as the live
+    measure feeds them (:func:`~tests.helpers.leak_clips.write_clip`'s H.264, decoded), not
+    as rendered: the detector and the face mesh answer a little differently on them, which
+    decides some frames at the edge of a rule. Returns the outputs (one per frame
     processed), the truth (every frame) and the report."""
     from livecam.analysis import build_stages
     from livecam.config import load_config
@@ -147,11 +152,17 @@ def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
     inputs: list[ImageBGR] = []
     truths: list[FrameTruth] = []
     outputs: list[ImageBGR] = []
+    rendered: Iterable[tuple[ImageBGR, FrameTruth]] = clip.frames()
+    if encoded:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{clip.name}.mp4"
+            truth_all = write_clip(clip, path)
+            rendered = list(zip(decode(path), truth_all, strict=True))
     analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
     analysis.open()
     try:
         with ClassicSwapStage(config.swap, identities) as swap:
-            for t, (image, truth) in enumerate(clip.frames()):
+            for t, (image, truth) in enumerate(rendered):
                 if frames is not None and t >= frames:
                     break
                 inputs.append(image)
