@@ -56,7 +56,8 @@ SIDE_DROP = 0.15
 class PartlyHidden:
     """Which followed faces to withhold this frame: those whose own detection is weak now
     (under ``high_score``) and :data:`SCORE_DROP` under the best strong one earlier in their
-    track's life. Only the follower's thread."""
+    track's life; of those something advances over from a side, also those whose detection is
+    :data:`SIDE_DROP` under it or missing. Only the follower's thread."""
 
     def __init__(self, high_score: float) -> None:
         self.high_score = high_score
