@@ -2,8 +2,8 @@
 drop pattern, deterministic (unlike ``scripts.leak_table``, whose live runs show whichever input
 frames the load lets through).
 
-    python -m scripts.leak_replay --clip hidden [--looped] [--irregular N] [--encoded]
-                                  [--json leak_replay.json] [--set KEY=VALUE ...]
+    python -m scripts.leak_replay --clip hidden [--looped] [--irregular N] [--starts]
+                                  [--encoded] [--json leak_replay.json] [--set KEY=VALUE ...]
 
 Each pattern runs the clip through livecam's analysis and classic swap stages in this process
 (``tests.helpers.leak_run.run_in_process``), following only the pattern's input frames, as live
@@ -11,7 +11,10 @@ mode under load does: every frame; every 2nd, 3rd and 4th frame from each offset
 40 % of the frames (seeded). ``--looped``: instead, the clip played twice as the live measure
 plays it (the frame index runs on), every ``k``-th frame from each offset for ``k`` 1-8 (36
 patterns). ``--irregular N``: instead, N patterns over the clip played twice, each from frame 0
-(a live run's first frame) with gaps of 1-4 frames drawn at random (seeds 100 on). ``--encoded``:
+(a live run's first frame) with gaps of 1-4 frames drawn at random (seeds 100 on).
+``--starts``: instead, the clip once, followed from each frame 1-14 (a camera's stream starting
+with the face already partly hidden; a file in live mode always starts at frame 0), every
+``k``-th frame (1-8) on (112 patterns). ``--encoded``:
 the clip's frames H.264-encoded and decoded, as the live measure feeds them. The identity is
 skimage's astronaut, as in the leak measure. To compare with another checkout, run the same
 command there (``PYTHONPATH=DIR``).
@@ -47,6 +50,12 @@ def looped_patterns(n_frames: int) -> dict[str, set[int]]:
     return {f"1in{k}@{s}": set(range(s, 2 * n_frames, k)) for k in range(1, 9) for s in range(k)}
 
 
+def start_patterns(n_frames: int) -> dict[str, set[int]]:
+    """The clip followed from frame ``s`` (1-14: a camera's first frame with the face already
+    partly hidden), every ``k``-th frame (1-8) on, one pass."""
+    return {f"from{s}/{k}": set(range(s, n_frames, k)) for s in range(1, 15) for k in range(1, 9)}
+
+
 def irregular_patterns(n_frames: int, count: int) -> dict[str, set[int]]:
     """``count`` patterns over the clip played twice: from frame 0, gaps of 1-4 frames drawn
     with seeds 100 on."""
@@ -75,6 +84,8 @@ def main() -> None:
                         help="every k-th frame from each offset, k 1-8, the clip played twice")
     parser.add_argument("--irregular", type=int, default=0, metavar="N",
                         help="N seeded patterns from frame 0, gaps 1-4, the clip played twice")
+    parser.add_argument("--starts", action="store_true",
+                        help="from each frame 1-14, every k-th frame (1-8), one pass")
     parser.add_argument("--encoded", action="store_true",
                         help="the clip's frames H.264-encoded and decoded, as live")
     args = parser.parse_args()
@@ -85,6 +96,10 @@ def main() -> None:
     if args.irregular:
         chosen.update(irregular_patterns(clip.n_frames, args.irregular))
     passes = 2 if chosen else 1
+    if args.starts:
+        if chosen:
+            parser.error("--starts plays the clip once: not with --looped or --irregular")
+        chosen.update(start_patterns(clip.n_frames))
     chosen = chosen or patterns(clip.n_frames)
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
