@@ -24,7 +24,8 @@ the face's own.
 A look alone does not tell an occluder from a head turning: turning, the face's far side slides
 out of the box from that side and the look changes as it would under a board (the leak clip
 ``turn``: 36 of its 100 frames). So the follower withholds a face covered from a side only
-where its own detection is also :data:`~livecam.analysis.occlusion.SIDE_DROP` under its best
+where its own detection is also :data:`~livecam.analysis.occlusion.SIDE_DROP` under its best,
+or where the detector finds no box on it at all
 (:class:`~livecam.analysis.occlusion.PartlyHidden`): on ``turn`` that leaves frames turned 42
 degrees or more, where the swap already fades into the cover.
 

@@ -8,11 +8,13 @@ whole-frame detector sees less of such a face and scores it lower: on the leak c
 board. A followed face whose own detection this frame is weak (under the tracker's
 ``high_score_threshold``, the score a face needs to be followed at all) and well under its
 best strong one earlier is withheld (``NO_MESH``: the cover at once, never the held swap).
-A frame where the detector misses the face altogether says nothing (the detector misses a
-face now and then): it stays swapped. While the first 20-30 % of a face is covered the score
-stays over the threshold (0.72 and 0.64 on ``hidden``): a face whose look shows something
+A frame where the detector misses the face altogether says nothing by itself (the detector
+misses a face now and then): it stays swapped. While the first 20-30 % of a face is covered the
+score stays over the threshold (0.72 and 0.64 on ``hidden``): a face whose look shows something
 reaching in over it from a side (:mod:`livecam.analysis.occluders`) is withheld once its score
-is :data:`SIDE_DROP` under its best, however strong it still is.
+is :data:`SIDE_DROP` under its best, however strong it still is, and where the detector finds
+no box on it at all (``hidden`` input frame 11, 60 % under the board, its mesh carried from
+frame 8 still fitting: the detector's only box was a 0.37 one on its uncovered corner).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ SIDE_DROP = 0.15
 class PartlyHidden:
     """Which followed faces to withhold this frame: those whose own detection is weak now
     (under ``high_score``) and :data:`SCORE_DROP` under the best strong one earlier in their
-    track's life. Only the follower's thread."""
+    track's life; of those something advances over from a side, also those whose detection is
+    :data:`SIDE_DROP` under it or missing. Only the follower's thread."""
 
     def __init__(self, high_score: float) -> None:
         self.high_score = high_score
@@ -65,15 +68,21 @@ class PartlyHidden:
         """Indices of ``faces`` to withhold; ``known``: the track ids still remembered
         (followed, lost or covered), the others are forgotten; ``advancing``: indices of
         ``faces`` that something advances over from a side (withheld at a drop of
-        :data:`SIDE_DROP`, whatever their score)."""
+        :data:`SIDE_DROP`, whatever their score, or where ``detections`` has no box on
+        them). ``detections``: this frame's whole-frame detections, None where none were
+        run (then nothing is withheld)."""
         for tid in [t for t in self._best if t not in known]:
             del self._best[tid]
-        if detections is None or not len(faces) or not len(detections):
+        if detections is None or not len(faces):
             return []
         out = []
         for i, (tid, score) in enumerate(zip(faces.track_ids.tolist(),
                                              own_scores(faces, detections), strict=True)):
             if score is None:
+                # no box on the face at all: by itself the detector missing a face now and
+                # then; with something reaching in over it, the face is under it
+                if i in advancing:
+                    out.append(i)
                 continue
             best = self._best.get(tid, 0.0)
             if score >= self.high_score:

@@ -21,9 +21,11 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -127,13 +129,19 @@ class LeakBench:
 
 def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
                    frames: int | None = None, only: Collection[int] | None = None,
+                   encoded: bool = False, passes: int = 1,
                    ) -> tuple[list[ImageBGR], list[FrameTruth], LeakReport]:
     """``clip`` (its first ``frames``) through livecam's analysis and classic swap stages in
     this process, offline (every frame, in order, nothing encoded), judged: a quick,
     deterministic twin of :meth:`LeakBench.measure` for the fast tests. ``only``: the input
     frames to process (the others are dropped, as live mode drops frames under load: the
-    follower sees the gaps in the frame indices). Returns the outputs (one per frame
-    processed), the truth (every frame) and the report."""
+    follower sees the gaps in the frame indices). ``encoded``: the clip's frames as the live
+    measure feeds them (:func:`~tests.helpers.leak_clips.write_clip`'s H.264, decoded), not
+    as rendered: the detector and the face mesh answer a little differently on them, which
+    decides some frames at the edge of a rule. ``passes``: the clip played this many times,
+    as the live measure loops it (:data:`PASSES`; the frame index runs on, so ``only``
+    counts over every pass). Returns the outputs (one per frame processed), the truth (every
+    frame of one pass) and the report."""
     from livecam.analysis import build_stages
     from livecam.config import load_config
     from livecam.core.types import Frame, Packet, RuntimeState
@@ -144,20 +152,23 @@ def run_in_process(clip: LeakClip, identity_photo: Path, *settings: str,
     identities = IdentityCollection({IDENTITY: identity_from_photo(identity_photo,
                                                                    config.identity)})
     state = RuntimeState(active_identity=IDENTITY, identities=(IDENTITY,))
-    inputs: list[ImageBGR] = []
-    truths: list[FrameTruth] = []
+    if encoded:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{clip.name}.mp4"
+            truths = write_clip(clip, path)[:frames]
+            inputs = decode(path)[:frames]
+    else:  # only the frames asked for are rendered
+        rendered = list(islice(clip.frames(), frames))
+        inputs, truths = [image for image, _ in rendered], [truth for _, truth in rendered]
     outputs: list[ImageBGR] = []
     analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
     analysis.open()
     try:
         with ClassicSwapStage(config.swap, identities) as swap:
-            for t, (image, truth) in enumerate(clip.frames()):
-                if frames is not None and t >= frames:
-                    break
-                inputs.append(image)
-                truths.append(truth)
+            for t in range(passes * len(inputs)):
                 if only is not None and t not in only:
                     continue
+                image = inputs[t % len(inputs)]
                 packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
                 outputs.append(swap.process(packet).image_bgr)
     finally:
