@@ -65,3 +65,26 @@ def test_dynamo_traces_the_depthwise_convolution_whole_with_a_dynamic_batch() ->
     torch.compile(depthwise, fullgraph=True, backend=backend)(x, torch.rand(8, 1, 3, 3))
     (graph,) = graphs
     assert "_conv_depthwise2d" in graph.code
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                    reason="the shape function is checked against CUDA's kernel")
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize(("batch", "stride", "padding", "dilation"),
+                         [(1, 1, 1, 1), (3, 2, 0, 1), (8, 1, 2, 2)])
+def test_the_depthwise_shape_function_matches_the_cuda_kernel(
+        batch: int, stride: int, padding: int, dilation: int, channels_last: bool) -> None:
+    """The shape function the compilers trace with must describe what CUDA's kernel writes:
+    the same shape, dtype and strides (a compiled graph reads the output by those strides)."""
+    x = torch.rand(batch, 8, 9, 11, device="cuda", dtype=torch.float16)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    weight = torch.rand(8, 1, 3, 3, device="cuda", dtype=torch.float16)
+    bias = torch.rand(8, device="cuda", dtype=torch.float16)
+    args = ([3, 3], bias, [stride] * 2, [padding] * 2, [dilation] * 2)
+    real = torch.ops.aten._conv_depthwise2d(x, weight, *args)
+    fake = tflite_torch._depthwise_output(x, weight, *args)
+    assert (real.shape, real.stride(), real.dtype) == (fake.shape, fake.stride(), fake.dtype)
+    want = F.conv2d(x.float(), weight.float(), bias.float(), stride, padding, dilation, 8)
+    assert torch.allclose(real.float(), want, atol=2e-2, rtol=2e-2)
