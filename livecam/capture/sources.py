@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
-from livecam.capture.base import PipeEndedError, SourceBase
+from livecam.capture.base import DecodesVideo, PipeEndedError, SourceBase
 from livecam.capture.pipe_wait import PipeWaiter
 from livecam.capture.still import decode_image, input_kind
 from livecam.core.errors import CaptureError, InputError
 from livecam.core.netstreams import ffmpeg_reason
-from livecam.core.types import ImageBGR, ImageI420, lazy_planes_i420
+from livecam.core.types import ImageBGR
 
 if TYPE_CHECKING:
     import av
@@ -98,7 +98,7 @@ class CameraSource(SourceBase):
             self._cap = None
 
 
-class FileSource(SourceBase):
+class FileSource(DecodesVideo):
     """A video file, or a pipe (a FIFO, ``/dev/stdin``), decoded by PyAV (FFmpeg); ``None`` at
     its end.
 
@@ -123,8 +123,6 @@ class FileSource(SourceBase):
         self._container: av.container.InputContainer | None = None
         self._frames: Iterator[av.VideoFrame] | None = None
         self._pending: ImageBGR | None = None  # the first frame, decoded by open
-        # the last decoded image and its I420 planes (see planes_i420_of)
-        self._planes: tuple[ImageBGR, Callable[[], ImageI420]] | None = None
         self._pipe_used = False
         self._waiter: PipeWaiter | None = None  # a pipe not opened yet, opened without waiting
 
@@ -213,10 +211,7 @@ class FileSource(SourceBase):
         if frame.width * frame.height > self._max_pixels:  # the size may change mid-stream
             log.error("%s", self._too_large(frame.width, frame.height))
             return None
-        image = _readonly(frame.to_ndarray(format="bgr24"))
-        planes = lazy_planes_i420(frame)
-        self._planes = None if planes is None else (image, planes)
-        return image
+        return self._decoded(frame)
 
     def read(self) -> ImageBGR | None:
         if self._container is None:
@@ -224,15 +219,9 @@ class FileSource(SourceBase):
         image, self._pending = self._pending, None
         return image if image is not None else self._decode_next()
 
-    def planes_i420_of(self, image: ImageBGR) -> Callable[[], ImageI420] | None:
-        """The I420 planes ``image`` (the last :meth:`read`) was decoded from, copied out of
-        the decoded frame when first asked (:func:`~livecam.core.types.lazy_planes_i420`);
-        None for another image, or a video that is not yuv420p. The capture thread."""
-        kept = self._planes
-        return kept[1] if kept is not None and kept[0] is image else None
-
     def close(self) -> None:
-        self._frames, self._pending, self._planes = None, None, None
+        self._frames, self._pending = None, None
+        self._forget_planes()
         if self._container is not None:
             self._container.close()
             self._container = None
