@@ -128,3 +128,62 @@ def test_missing_camera_is_a_clear_error() -> None:
     src = make_source(parse_input("camera:/dev/video-livecam-none"), CaptureConfig())
     with pytest.raises(CaptureError, match="livecam doctor"):
         src.open()
+
+
+def test_a_yuv420p_files_frames_carry_their_planes_through_capture(tmp_path: Path) -> None:
+    """A raw yuv420p video (what a camera hands its reader) reaches the pipeline with the I420
+    planes its BGR was converted from, so the thin client's encoder (and a sink that takes
+    I420) use the source's own picture instead of converting the BGR back (0.6 ms a 720p
+    frame); ``Packet.from_frame`` keeps them, tied to that very image."""
+    from livecam.capture.thread import CaptureThread
+    from livecam.core.mailbox import Mailbox
+    from livecam.core.metrics import Metrics
+    from livecam.core.types import Frame, Packet
+
+    rng = np.random.default_rng(3)
+    planes = [rng.integers(16, 236, (48 * 3 // 2, 64), np.uint8) for _ in range(3)]
+    path = tmp_path / "raw.y4m"
+    with av.open(str(path), "w", format="yuv4mpegpipe") as container:
+        stream = container.add_stream("wrapped_avframe", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for p in planes:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(p, format="yuv420p")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    box: Mailbox[Frame] = Mailbox(policy="block")
+    thread = CaptureThread(source=make_source(parse_input(f"file:{path}"), CaptureConfig()),
+                           outbox=box, metrics=Metrics(), realtime=False, loop=False,
+                           reconnect_initial_s=0.01, reconnect_max_s=0.04)
+    thread.start()
+    try:
+        frames = [box.get(timeout_s=30) for _ in planes]
+    finally:
+        thread.stop()
+    for frame, sent in zip(frames, planes, strict=True):
+        assert frame is not None and frame.received_i420 is not None
+        assert frame.received_i420.image_bgr is frame.image_bgr
+        packet = Packet.from_frame(frame)
+        got = packet.planes_i420()
+        assert got is not None and np.array_equal(got, sent)  # the file's own planes
+        back = cv2.cvtColor(np.ascontiguousarray(frame.image_bgr), cv2.COLOR_BGR2YUV_I420)
+        assert not np.array_equal(back, sent)  # what converting back would have sent
+        assert packet.with_fields(image_bgr=frame.image_bgr.copy()).planes_i420() is None
+
+
+def test_an_rgb_video_has_no_planes(tmp_path: Path, astronaut_bgr: np.ndarray) -> None:
+    path = tmp_path / "rgb.nut"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("rawvideo", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "bgr24"
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(astronaut_bgr[:48, :64]),
+                                           format="bgr24")
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    src = make_source(parse_input(f"file:{path}"), CaptureConfig())
+    src.open()
+    image = src.read()
+    assert image is not None and np.array_equal(image, astronaut_bgr[:48, :64])
+    assert src.planes_i420_of(image) is None  # type: ignore[attr-defined]
