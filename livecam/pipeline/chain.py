@@ -114,6 +114,7 @@ class GroupRunner:
         self._lock = threading.Lock()
         self._cover = error_cover
         self._cover_lock = threading.Lock()  # several workers may fail at once
+        self.stopping = threading.Event()  # set when the run stops: see ``_log_error``
 
     def run(self, job: Job, group: int) -> Job:
         if job.failed:
@@ -154,6 +155,12 @@ class GroupRunner:
         return out.with_fields(image_bgr=image)
 
     def _log_error(self, name: str, exc: Exception) -> None:
+        if self.stopping.is_set():
+            # a stop closes the stages once its threads had their time (it returns within
+            # about a second): a frame still inside one then fails on it, and goes nowhere
+            log.debug("stage %s failed while the run was stopping (%s: %s)", name,
+                      type(exc).__name__, exc)
+            return
         now = time.perf_counter_ns()
         with self._lock:
             last = self._last_log_ns.get(name)

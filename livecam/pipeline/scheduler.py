@@ -127,6 +127,7 @@ class Scheduler:
     def request_stop(self) -> None:
         """Ask the threads to end without waiting for them (see ``stop``)."""
         self._stop.set()
+        self._runner.stopping.set()
         for hop in self._hops:
             hop.close()
 
