@@ -40,7 +40,7 @@ from typing import cast
 
 import numpy as np
 
-from livecam.analysis import edges, mesh_runs
+from livecam.analysis import behind, edges, mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.edge_entry import EdgeEntry
@@ -434,6 +434,15 @@ class FaceFollower:
         again = [o.box_xyxy for _, o, new in rows if new] + [o.box_xyxy for _, o, _ in held]
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
                                    again, [o.box_xyxy for _, o, _ in rows])
+        # a lost face whose cover is on no face in view may be behind one (behind.py)
+        unseen = self._hidden.unseen(index)
+        astray = [(b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
+                                                 lost.track_ids.tolist(), strict=True)
+                  if t in unseen]
+        if astray:
+            beside = behind.beside_faces(astray, [o.box_xyxy.tolist() for _, o, _ in rows]
+                                         + [o.box_xyxy.tolist() for _, o, _ in held])
+            lost = WithheldFaces.concat([lost, beside])
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:
