@@ -18,7 +18,11 @@ the face's own box (the face in front's outline is wider than its mesh). Covers 
 under swaps (``FaceCover.cover_into``'s ``front`` on the GPU), so the face in view keeps its
 swap and what is seen beside it stays covered. A lost face whose cover lies on a face in view
 is accounted for there (the crossing face behind, predicted behind the face in front; the
-weak detections coming out beside it are covered by ``HiddenFaces`` itself).
+weak detections coming out beside it are covered by ``HiddenFaces`` itself), and so is one a
+face in view tracked only since it was lost could be, within its reach (``enter`` with live
+mode's drops: the face walking in lost at the edge and found again under a new track beside
+its cover; ``crossing`` after a long gap: both faces lost, the face in front found again as a
+new face, which stands for one of them, not for both).
 
 Plain Python on a few boxes (the follower keeps the GIL: :mod:`livecam.analysis.keepgil`).
 """
@@ -48,28 +52,66 @@ def _meet(a: Sequence[float], b: Sequence[float]) -> bool:
     return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
 
-def beside_faces(lost: Sequence[tuple[Sequence[float], int]],
-                 in_view: Sequence[Sequence[float]]) -> WithheldFaces:
-    """The bands to cover (``LOST``, no track): ``lost``: each lost face still covered, as
-    its cover box (4,) px and the input frames since it was last seen; ``in_view``: boxes
-    (4,) px of this frame's faces in view (swapped or withheld). Empty where no lost face is
-    astray or none could be behind a face in view."""
-    near: set[int] = set()
-    for box, since in lost:
-        if any(_meet(box, face) for face in in_view):
-            continue  # covered where a face in view is: behind it, accounted for
-        reach = REACH * (box[2] - box[0]) * since
-        region = (box[0] - reach, box[1] - reach, box[2] + reach, box[3] + reach)
-        near.update(j for j, face in enumerate(in_view) if _meet(region, face))
-    rows: list[list[float]] = []
-    for j in sorted(near):
-        x1, y1, x2, y2 = in_view[j]
-        w, h = x2 - x1, y2 - y1
-        top, bottom = y1 - TALLER * h, y2 + TALLER * h
-        rows.append([x1 - SIDE * w, top, x1 + UNDER * w, bottom])
-        rows.append([x2 - UNDER * w, top, x2 + SIDE * w, bottom])
-    if not rows:
-        return WithheldFaces()
-    n = len(rows)
-    return WithheldFaces(np.array(rows, np.float32), np.full((n, 0, 2), np.nan, np.float32),
-                         np.full(n, -1, np.int64), np.full(n, Unswappable.LOST, np.uint8))
+def _reach(box: Sequence[float], since: int) -> tuple[float, float, float, float]:
+    """Where a lost face covered at ``box`` may be ``since`` input frames after it was seen."""
+    r = REACH * (box[2] - box[0]) * since
+    return box[0] - r, box[1] - r, box[2] + r, box[3] + r
+
+
+def _centre_gap(a: Sequence[float], b: Sequence[float]) -> float:
+    return abs(a[0] + a[2] - b[0] - b[2]) + abs(a[1] + a[3] - b[1] - b[3])
+
+
+class BesideLost:
+    """The bands to cover beside faces in view that a lost face may be behind (see the module
+    docstring). Remembers the frame each track was first in view. Only the follower's
+    thread."""
+
+    def __init__(self) -> None:
+        self._born: dict[int, int] = {}  # track id -> input frame first in view
+
+    def update(self, lost: Sequence[tuple[Sequence[float], int]],
+               in_view: Sequence[tuple[int, Sequence[float]]], index: int,
+               known: set[int]) -> WithheldFaces:
+        """``lost``: each lost face still covered, as its cover box (4,) px and the input
+        frames since it was last seen; ``in_view``: this frame's faces in view (swapped or
+        withheld), as track id (-1: none) and box (4,) px; ``known``: the track ids still
+        remembered (the others are forgotten). The bands, withheld ``LOST`` with no track;
+        empty where every lost face is accounted for."""
+        for tid, _ in in_view:
+            if tid >= 0:
+                self._born.setdefault(tid, index)
+        for tid in [t for t in self._born if t not in known]:
+            del self._born[tid]
+        boxes = [box for _, box in in_view]
+        # a cover on a face in view, or along its side, is where that face hides it
+        sides = [(x1 - UNDER * (x2 - x1), y1, x2 + UNDER * (x2 - x1), y2)
+                 for x1, y1, x2, y2 in boxes]
+        astray = [(box, since) for box, since in lost
+                  if not any(_meet(box, face) for face in sides)]
+        if not astray:
+            return WithheldFaces()
+        # a face tracked only since a lost face was last seen may be that face, found again
+        # under a new track: each such face stands for the nearest one it could be
+        left = list(astray)
+        for tid, face in in_view:
+            could = [(_centre_gap(box, face), k) for k, (box, since) in enumerate(left)
+                     if (tid < 0 or self._born[tid] > index - since)
+                     and _meet(_reach(box, since), face)]
+            if could:
+                del left[min(could)[1]]
+        near = sorted({j for box, since in left for j, face in enumerate(boxes)
+                       if _meet(_reach(box, since), face)})
+        if not near:
+            return WithheldFaces()
+        rows: list[list[float]] = []
+        for j in near:
+            x1, y1, x2, y2 = boxes[j]
+            w, h = x2 - x1, y2 - y1
+            top, bottom = y1 - TALLER * h, y2 + TALLER * h
+            rows.append([x1 - SIDE * w, top, x1 + UNDER * w, bottom])
+            rows.append([x2 - UNDER * w, top, x2 + SIDE * w, bottom])
+        n = len(rows)
+        return WithheldFaces(np.array(rows, np.float32),
+                             np.full((n, 0, 2), np.nan, np.float32),
+                             np.full(n, -1, np.int64), np.full(n, Unswappable.LOST, np.uint8))
