@@ -34,6 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from livecam.core.types import Unswappable, WithheldFaces
+from livecam.track.bytetrack import LostTrack
 
 #: How far a lost face may have gone since it was last seen, in its own widths per input
 #: frame (``crossing``: the face behind came to the face in front from 0.04-0.06 a frame
@@ -67,17 +68,43 @@ class BesideLost:
     docstring). Remembers the frame each track was first in view. Only the follower's
     thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, cover_frames: int) -> None:
+        self.cover_frames = cover_frames
         self._born: dict[int, int] = {}  # track id -> input frame first in view
+        # track id -> (input frame it was first found lost on, frames lost by then)
+        self._noticed: dict[int, tuple[int, int]] = {}
 
-    def update(self, lost: Sequence[tuple[Sequence[float], int]],
+    def update(self, lost: Sequence[tuple[int, Sequence[float], int]],
                in_view: Sequence[tuple[int, Sequence[float]]], index: int,
-               known: set[int]) -> WithheldFaces:
-        """``lost``: each lost face still covered, as its cover box (4,) px and the input
-        frames since it was last seen; ``in_view``: this frame's faces in view (swapped or
-        withheld), as track id (-1: none) and box (4,) px; ``known``: the track ids still
-        remembered (the others are forgotten). The bands, withheld ``LOST`` with no track;
-        empty where every lost face is accounted for."""
+               known: set[int], lost_tracks: Sequence[LostTrack] = (),
+               size: tuple[int, int] = (0, 0)) -> WithheldFaces:
+        """``lost``: each lost face still covered, as its track id, cover box (4,) px and
+        the input frames since it was last seen; ``in_view``: this frame's faces in view
+        (swapped or withheld), as track id (-1: none) and box (4,) px; ``known``: the track
+        ids still remembered (the others are forgotten); ``lost_tracks``: the tracker's lost tracks,
+        of which those not in ``lost`` count too, where the tracker predicts them, for
+        ``cover_frames`` input frames from the frame they were found lost on (not from the
+        frame last seen: lost across a long gap, or astray, their cover has ended), while a
+        quarter of that box is in the frame of ``size`` (w, h) px, or wherever it is when
+        they were found lost over more than ``cover_frames`` input frames (never covered).
+        The bands, withheld ``LOST`` with no track; empty where every lost face is
+        accounted for."""
+        covered = {tid for tid, _, _ in lost}
+        faces: list[tuple[Sequence[float], int]] = [(box, since) for _, box, since in lost]
+        w, h = size
+        for lt in lost_tracks:
+            first, gap = self._noticed.setdefault(lt.track_id, (index, lt.frames_lost))
+            box = lt.box_xyxy.tolist()
+            if lt.track_id in covered or index - first > self.cover_frames:
+                continue
+            inside = (max(0.0, min(box[2], w) - max(box[0], 0.0))
+                      * max(0.0, min(box[3], h) - max(box[1], 0.0)))
+            area = max((box[2] - box[0]) * (box[3] - box[1]), 1e-6)
+            if inside >= 0.25 * area or gap > self.cover_frames:
+                faces.append((box, lt.frames_lost))
+        lost_now = {lt.track_id for lt in lost_tracks}
+        for tid in [t for t in self._noticed if t not in lost_now]:
+            del self._noticed[tid]
         for tid, _ in in_view:
             if tid >= 0:
                 self._born.setdefault(tid, index)
@@ -87,7 +114,7 @@ class BesideLost:
         # a cover on a face in view, or along its side, is where that face hides it
         sides = [(x1 - UNDER * (x2 - x1), y1, x2 + UNDER * (x2 - x1), y2)
                  for x1, y1, x2, y2 in boxes]
-        astray = [(box, since) for box, since in lost
+        astray = [(box, since) for box, since in faces
                   if not any(_meet(box, face) for face in sides)]
         if not astray:
             return WithheldFaces()
@@ -107,10 +134,10 @@ class BesideLost:
         rows: list[list[float]] = []
         for j in near:
             x1, y1, x2, y2 = boxes[j]
-            w, h = x2 - x1, y2 - y1
-            top, bottom = y1 - TALLER * h, y2 + TALLER * h
-            rows.append([x1 - SIDE * w, top, x1 + UNDER * w, bottom])
-            rows.append([x2 - UNDER * w, top, x2 + SIDE * w, bottom])
+            fw, fh = x2 - x1, y2 - y1
+            top, bottom = y1 - TALLER * fh, y2 + TALLER * fh
+            rows.append([x1 - SIDE * fw, top, x1 + UNDER * fw, bottom])
+            rows.append([x2 - UNDER * fw, top, x2 + SIDE * fw, bottom])
         n = len(rows)
         return WithheldFaces(np.array(rows, np.float32),
                              np.full((n, 0, 2), np.nan, np.float32),

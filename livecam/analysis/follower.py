@@ -127,7 +127,8 @@ class FaceFollower:
         self._edge_entry = EdgeEntry()  # bodies entering at a side edge (edge_entry.py)
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self._advancing = Advancing()  # something sliding over a followed face (occluders.py)
-        self._beside = behind.BesideLost()  # faces a lost face may be behind (behind.py)
+        # faces a lost face may be behind (behind.py)
+        self._beside = behind.BesideLost(config.lost_cover_frames)
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
@@ -437,13 +438,13 @@ class FaceFollower:
                                    again, [o.box_xyxy for _, o, _ in rows])
         # a lost face whose cover is on no face in view may be behind one (behind.py)
         unseen = self._hidden.unseen(index)
-        covered = [(b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
+        covered = [(t, b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
                                                   lost.track_ids.tolist(), strict=True)
                    if t in unseen]
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         beside = self._beside.update(covered, [(t, o.box_xyxy.tolist()) for t, o, _ in rows]
                                      + [(t, o.box_xyxy.tolist()) for t, o, _ in held],
-                                     index, keep)
+                                     index, keep, lost_tracks, size)
         if len(beside):
             lost = WithheldFaces.concat([lost, beside])
         for d in (self._scores, self._last_marks):
