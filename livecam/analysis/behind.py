@@ -10,19 +10,24 @@ The face behind, partly in view beside the face in front and not detected (the d
 scores the pair as one face, or the sliver not at all), would then be under no cover.
 
 A person hidden in a frame is hidden by something: a board, the frame's edge, or another
-person. So a lost face still covered whose cover lies on no face in view, but which could
-have reached one since it was last seen (:data:`REACH` of its width per input frame), may be
-behind that face: a band :data:`SIDE` of that face's width out on either side is covered
-(``LOST``, no track: no held swap is drawn there), reaching :data:`UNDER` of its width under
-the face's own box (the face in front's outline is wider than its mesh). Covers are drawn
-under swaps (``FaceCover.cover_into``'s ``front`` on the GPU), so the face in view keeps its
-swap and what is seen beside it stays covered. A lost face whose cover lies on a face in view
-is accounted for there (the crossing face behind, predicted behind the face in front; the
-weak detections coming out beside it are covered by ``HiddenFaces`` itself), and so is one a
-face in view tracked only since it was lost could be, within its reach (``enter`` with live
-mode's drops: the face walking in lost at the edge and found again under a new track beside
-its cover; ``crossing`` after a long gap: both faces lost, the face in front found again as a
-new face, which stands for one of them, not for both).
+person. So a lost face (covered, or, its cover over or never drawn, for ``lost_cover_frames``
+from the frame it was found lost on, where the tracker predicts it while a quarter of that is
+in the frame: a gap of 33 frames ends the cover before it is drawn, and an astray cover ends
+while the face behind is still coming out) whose cover lies on no face in view, but which
+could have reached one since it was last seen (:data:`REACH` of its width per input frame),
+may be behind that face: a band :data:`SIDE` of that face's width out on either side is
+covered (``LOST``, no track: no held swap is drawn there), reaching :data:`UNDER` of its
+width under the face's own box (the face in front's outline is wider than its mesh). Covers
+are drawn under swaps (``FaceCover.cover_into``'s ``front`` on the GPU), so the face in view
+keeps its swap and what is seen beside it stays covered.
+
+Accounted for, with no band: a lost face whose cover lies on a face in view, or along its
+side within :data:`UNDER` of its width (the crossing face behind, predicted behind the face
+in front; the weak detections coming out beside it are covered by ``HiddenFaces`` itself),
+and one that a face in view tracked only since it was last seen could be, within its reach
+(``enter`` with live mode's drops: the face walking in lost at the edge and found again under
+a new track beside its cover; ``crossing`` after a long gap: both faces lost, the face in
+front found again as a new face, which stands for one of them, not for both).
 
 Plain Python on a few boxes (the follower keeps the GIL: :mod:`livecam.analysis.keepgil`).
 """
