@@ -144,6 +144,7 @@ class BesideLost:
             rows.append([x1 - SIDE * fw, top, x1 + UNDER * fw, bottom])
             rows.append([x2 - UNDER * fw, top, x2 + SIDE * fw, bottom])
         n = len(rows)
-        return WithheldFaces(np.array(rows, np.float32),
-                             np.full((n, 0, 2), np.nan, np.float32),
-                             np.full(n, -1, np.int64), np.full(n, Unswappable.LOST, np.uint8))
+        # from Python numbers: a fill or copy lets numpy go of the GIL (keepgil)
+        return WithheldFaces(np.array(rows, np.float32), np.empty((n, 0, 2), np.float32),
+                             np.array([-1] * n, np.int64),
+                             np.array([int(Unswappable.LOST)] * n, np.uint8))
