@@ -122,13 +122,13 @@ class FaceFollower:
         self._scores: dict[int, float] = {}
         self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
+        # the sides of faces a lost face may be behind (behind.py)
+        self._beside = behind.BesideLost(config.lost_cover_frames)
         self._returns = ReturnWatch(fps)  # where a face was hidden longer (returning.py)
         self._edges = edges.EdgeMemory()
         self._edge_entry = EdgeEntry()  # bodies entering at a side edge (edge_entry.py)
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self._advancing = Advancing()  # something sliding over a followed face (occluders.py)
-        # faces a lost face may be behind (behind.py)
-        self._beside = behind.BesideLost(config.lost_cover_frames)
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
