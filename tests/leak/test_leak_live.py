@@ -51,9 +51,9 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 # output frames, shown as it is); a board over half a face 1 of 13. No longer here (0 leaked,
 # 0 ghost frames in 10 of 10 runs each): a face sliding in from the top; leaving and coming
 # back (its three-quarter face was once judged at the 0.40 threshold in a CI run); two faces
-# crossing, 20 of 20 at load average 12-18 (10 under taskset -c 0) since the sides of a face
+# crossing, 28 of 28 at load average 3.7-18 (14 under taskset -c 0) since the sides of a face
 # a lost face may be behind are covered (livecam.analysis.behind; before, 4 of 23 failed at
-# load average 2.5-6.4, the face behind shown as it is at input frames 31 or 38-40, after a
+# load average 2.5-6.4, the face behind shown as it is at input frames 31 or 38-39, after a
 # long gap with no track predicting it: tests/leak/test_crossing.py). Before: a face entering
 # from the side (was 0-6/316); a face sliding in from the left (covered as it comes in since
 # livecam.analysis.edge_entry); a face hidden behind a board (its place is watched,
