@@ -40,7 +40,7 @@ from typing import cast
 
 import numpy as np
 
-from livecam.analysis import edges, mesh_runs
+from livecam.analysis import behind, edges, mesh_runs
 from livecam.analysis.background import BackgroundDetector
 from livecam.analysis.detect import SearchResult
 from livecam.analysis.edge_entry import EdgeEntry
@@ -122,6 +122,8 @@ class FaceFollower:
         self._scores: dict[int, float] = {}
         self._box_only = BoxOnlyMemory()
         self._hidden = HiddenFaces(config.lost_cover_frames)
+        # the sides of faces a lost face may be behind (behind.py)
+        self._beside = behind.BesideLost(config.lost_cover_frames)
         self._returns = ReturnWatch(fps)  # where a face was hidden longer (returning.py)
         self._edges = edges.EdgeMemory()
         self._edge_entry = EdgeEntry()  # bodies entering at a side edge (edge_entry.py)
@@ -434,7 +436,17 @@ class FaceFollower:
         again = [o.box_xyxy for _, o, new in rows if new] + [o.box_xyxy for _, o, _ in held]
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
                                    again, [o.box_xyxy for _, o, _ in rows])
+        # a lost face whose cover is on no face in view may be behind one (behind.py)
+        unseen = self._hidden.unseen(index)
+        covered = [(t, b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
+                                                  lost.track_ids.tolist(), strict=True)
+                   if t in unseen]
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
+        beside = self._beside.update(covered, [(t, o.box_xyxy.tolist()) for t, o, _ in rows]
+                                     + [(t, o.box_xyxy.tolist()) for t, o, _ in held],
+                                     index, keep, lost_tracks, size)
+        if len(beside):
+            lost = WithheldFaces.concat([lost, beside])
         for d in (self._scores, self._last_marks):
             for tid in [t for t in d if t not in keep]:
                 del d[tid]

@@ -80,6 +80,11 @@ class HiddenFaces:
     def ids(self) -> set[int]:
         return set(self._faces)
 
+    def unseen(self, index: int) -> dict[int, int]:
+        """Input frames since each lost face was last seen (or a weak detection inside), by
+        track id, at frame ``index``."""
+        return {tid: index - f.last_index for tid, f in self._faces.items()}
+
     def holders(self, *, exclude: set[int]) -> list[np.ndarray]:
         """Boxes of lost faces that were followed (they keep their place), but ``exclude``."""
         return [f.box_xyxy for tid, f in self._faces.items()

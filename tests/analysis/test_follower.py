@@ -127,8 +127,11 @@ def test_a_freed_place_goes_to_a_waiting_face_and_the_others_keep_theirs(
     for t in range(leave_at, leave_at + 6):
         faces, withheld = out[t]
         assert len(faces) == 1  # the leaver's place is held for it
-        assert sorted(withheld.reasons.tolist()) == sorted([Unswappable.OVER_MAX,
-                                                            Unswappable.LOST])
+        # (untracked LOST covers besides: the sides of a face the leaver, lost, may have
+        # gone behind, livecam/analysis/behind.py)
+        held = withheld.reasons[(withheld.track_ids >= 0)
+                                | (withheld.reasons != Unswappable.LOST)]
+        assert sorted(held.tolist()) == sorted([Unswappable.OVER_MAX, Unswappable.LOST])
     faces, withheld = out[-1]
     assert len(faces) == 2 and len(withheld) == 0
     assert iou_matrix(waiting_box[None], faces.boxes_xyxy).max() > 0.5  # now swapped
