@@ -84,12 +84,15 @@ class PartlyHidden:
                 if i in advancing:
                     out.append(i)
                 continue
-            best = self._best.get(tid, 0.0)
+            best = self._best.get(tid)
             if score >= self.high_score:
-                self._best[tid] = max(score, best)
-            elif score < best - SCORE_DROP:
+                self._best[tid] = score if best is None else max(score, best)
+            elif best is None or score < best - SCORE_DROP:
+                # weak now and never strong: a face first seen partly hidden, found by a tile
+                # (which scores it higher than the whole frame does)
                 out.append(i)
                 continue
+            best = best or 0.0
             if i in advancing and score < best - SIDE_DROP:
                 out.append(i)
         return out
