@@ -7,7 +7,11 @@ whole-frame detector sees less of such a face and scores it lower: on the leak c
 0.81-0.84 in full view, 0.4-0.5 with 40-50 % of it hidden, 0.36 coming out from behind the
 board. A followed face whose own detection this frame is weak (under the tracker's
 ``high_score_threshold``, the score a face needs to be followed at all) and well under its
-best strong one earlier is withheld (``NO_MESH``: the cover at once, never the held swap).
+best strong one earlier is withheld (``NO_MESH``: the cover at once, never the held swap), and
+so is one whose own detection is weak and has never been strong: a face first seen partly
+hidden, followed from a tile search (a tile scores a face higher than the whole frame does: a
+stream starting at ``hidden``'s input frame 9, the face 40 % under the board, 0.74 in its tile
+and 0.40 in the whole frame).
 A frame where the detector misses the face altogether says nothing by itself (the detector
 misses a face now and then): it stays swapped. While the first 20-30 % of a face is covered the
 score stays over the threshold (0.72 and 0.64 on ``hidden``): a face whose look shows something
@@ -56,8 +60,9 @@ SIDE_DROP = 0.15
 class PartlyHidden:
     """Which followed faces to withhold this frame: those whose own detection is weak now
     (under ``high_score``) and :data:`SCORE_DROP` under the best strong one earlier in their
-    track's life; of those something advances over from a side, also those whose detection is
-    :data:`SIDE_DROP` under it or missing. Only the follower's thread."""
+    track's life, or with no strong one yet; of those something advances over from a side,
+    also those whose detection is :data:`SIDE_DROP` under it or missing. Only the follower's
+    thread."""
 
     def __init__(self, high_score: float) -> None:
         self.high_score = high_score
