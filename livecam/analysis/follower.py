@@ -186,7 +186,8 @@ class FaceFollower:
         # something sliding over a face from a side (occluders.py), and the face's own
         # detection weaker for it (occlusion.py)
         over = self._advancing.update(image, ids, [box_of(self._marks[t]) for t in ids], known)
-        hid = self._partly_hidden.update(faces, whole, known, set(over))
+        hid = self._partly_hidden.update(faces, whole, known, set(over),
+                                         frame_width_px=size[0])
         if hid:  # covered, so no swap is painted on what hides them (occlusion.py)
             keep = np.ones(len(faces), bool)
             keep[hid] = False
