@@ -69,6 +69,7 @@ from livecam.analysis.roi import (
 )
 from livecam.analysis.select import FaceSelector
 from livecam.analysis.smooth import LandmarkSmoother
+from livecam.analysis.weak_faces import WeakFaces
 from livecam.config.analysis import AnalysisConfig
 from livecam.core.types import Faces, ImageBGR, Unswappable, WithheldFaces
 from livecam.track.bytetrack import ByteTracker, TrackResult
@@ -129,6 +130,7 @@ class FaceFollower:
         self._edge_entry = EdgeEntry()  # bodies entering at a side edge (edge_entry.py)
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self._advancing = Advancing()  # something sliding over a followed face (occluders.py)
+        self._weak = WeakFaces()  # weak detections no face accounts for (weak_faces.py)
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
@@ -186,7 +188,8 @@ class FaceFollower:
         # something sliding over a face from a side (occluders.py), and the face's own
         # detection weaker for it (occlusion.py)
         over = self._advancing.update(image, ids, [box_of(self._marks[t]) for t in ids], known)
-        hid = self._partly_hidden.update(faces, whole, known, set(over))
+        hid = self._partly_hidden.update(faces, whole, known, set(over),
+                                         frame_width_px=size[0])
         if hid:  # covered, so no swap is painted on what hides them (occlusion.py)
             keep = np.ones(len(faces), bool)
             keep[hid] = False
@@ -195,11 +198,19 @@ class FaceFollower:
             faces = faces[keep]
         if at_edge:  # covered, never tracked (livecam.analysis.edges)
             withheld = WithheldFaces.concat([withheld, as_withheld(at_edge)])
-        if self._hidden.expired or self._returns.watching:
+        # (the weak places' covers that ended last frame are watched from this one)
+        expired = (self._hidden.expired + self._weak.expired if self._weak.expired
+                   else self._hidden.expired)
+        if expired or self._returns.watching:
             t = time.perf_counter_ns()
-            back = self._returns.update(image, index, self._hidden.expired, faces.boxes_xyxy)
+            back = self._returns.update(image, index, expired, faces.boxes_xyxy)
             withheld = WithheldFaces.concat([withheld, back])
             timings["returns"] = (time.perf_counter_ns() - t) / 1e6
+        if len(weak) or self._weak.remembered or self._weak.expired:
+            # a face partly hidden from its first frame: no track, no lost face (weak_faces.py)
+            withheld = WithheldFaces.concat([withheld, self._weak.update(
+                whole, self.tracker_settings.high_score_threshold, faces, withheld, index,
+                size)])
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
         selected = self.selector.select(faces, image)

@@ -50,3 +50,21 @@ def test_a_face_the_detector_misses_now_and_then_stays_swapped() -> None:
     assert hidden.update(face, _faces([CORNER], [0.37]), {1}) == []
     assert hidden.update(face, _faces([], []), {1}) == []
     assert hidden.update(face, None, {1}, {0}) == []  # no detection run this frame
+
+
+def test_a_face_first_seen_with_only_a_weak_detection_of_its_own_is_withheld() -> None:
+    """A stream starting with the face 40 % under the board (``hidden`` input frame 9, a
+    1280 px wide frame): the first frame's tile search finds it at 0.74 and it is followed,
+    but the whole-frame detector scores it 0.40. Before: with no strong score to drop from, it
+    was swapped and its swap painted on the board (a ghost of 6.0 grey levels). Once strong, a
+    weak frame counts only as a drop from its best (a small face hovering about the
+    threshold); a face too small for the whole-frame detector to find reliably (``still_6``'s
+    113 px one, 0.42-0.47 all along) stays swapped."""
+    hidden = PartlyHidden(0.6)
+    face = _faces([FACE], [0.74], [1])
+    assert hidden.update(face, _faces([FACE], [0.40]), {1}, frame_width_px=1280) == [0]
+    assert hidden.update(face, _faces([FACE], [0.62]), {1}, frame_width_px=1280) == []
+    assert hidden.update(face, _faces([FACE], [0.55]), {1}, frame_width_px=1280) == []
+    small = [54.0, 238.0, 167.0, 356.0]
+    assert hidden.update(_faces([small], [0.8], [2]), _faces([small], [0.45]), {1, 2},
+                         frame_width_px=1280) == []

@@ -90,3 +90,23 @@ def test_a_face_the_detector_misses_under_the_board_is_not_swapped_onto_it(
     assert 11 in judged
     assert [(g.input_frame, round(g.levels, 1)) for g in report.ghosts] == []
     assert [(v.input_frame, round(v.residual, 2)) for v in report.leaked] == []
+
+
+@pytest.mark.parametrize("first", [8, 12])
+def test_a_stream_starting_with_the_face_partly_hidden_never_shows_it(
+        first: int, clips: dict[str, LeakClip], photo: Path) -> None:
+    """A camera's stream whose first frame has the face already 30 % (input frame 8) or 70 %
+    (input frame 12) under the board: the detector scores it 0.64, then 0.38-0.50 (input
+    frame 8) or only 0.39 on its uncovered corner (input frame 12), never enough to start a
+    track, and nothing at 10-20 % in view (input frames 13-14, and 55-56 as it comes out).
+    Before: no track, no lost face, so it was shown as it is (residual 0.00) on every frame
+    until hidden, and again as it came out (input frames 55-60). Now the weak detections no
+    face accounts for are covered, their place kept a few frames and then watched
+    (weak_faces.py); the frames the board hides the face whole are skipped (as live mode
+    skips frames under load)."""
+    only = set(range(first, 15)) | set(range(44, 62))
+    _, _, report = run_in_process(clips["hidden"], photo, frames=62, only=only)
+    judged = {v.input_frame for v in report.verdicts}
+    assert judged >= set(range(first, 15)) | set(range(55, 62))
+    assert [(v.input_frame, round(v.residual, 2)) for v in report.leaked] == []
+    assert [(g.input_frame, round(g.levels, 1)) for g in report.ghosts] == []
