@@ -28,13 +28,9 @@ of the client. Raw frames, because a camera delivers raw frames: a webcam gives 
 NV12 (or MJPEG) that its driver's reader converts to BGR, about 0.6 ms at 720p for YUYV
 through OpenCV, against 0.7 ms for this file's read and conversion. A coded file (H.264,
 what this bench fed before) cost the client 7.8 ms of decoding per frame that no camera
-has, a third of what was measured. The reader keeps each yuv420p frame's planes and the client's
-encoder takes them as they are; ``--camera-format bgr24`` writes the clip as raw BGR
-instead (a NUT file), what OpenCV's camera reader (``camera:N``) hands on: the client then
-converts each frame to I420 for the encoder, as for such a camera.
+has, a third of what was measured.
 
     python -m scripts.bench_remote --thin --no-swap --seconds 20   # the most frames back
-    python -m scripts.bench_remote --thin --no-swap --seconds 20 --camera-format bgr24
 """
 
 from __future__ import annotations
@@ -123,24 +119,19 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def write_raw_clip(clip: LeakClip, path: Path, pix_fmt: str = "yuv420p") -> None:
-    """``clip``'s frames uncoded, as a camera hands its reader: raw yuv420p in a Y4M file
-    (BT.601 limited range, converted by OpenCV as the client's encoder input is), or with
-    ``pix_fmt="bgr24"`` raw BGR in a NUT file (what OpenCV's camera reader hands on)."""
+def write_raw_clip(clip: LeakClip, path: Path) -> None:
+    """``clip``'s frames as raw yuv420p in a Y4M file (BT.601 limited range, converted by
+    OpenCV as the client's encoder input is): what a camera hands its reader, uncoded."""
     import av
     import cv2
 
-    with av.open(str(path), "w", format="yuv4mpegpipe" if pix_fmt == "yuv420p" else "nut"
-                 ) as container:
-        stream = container.add_stream("wrapped_avframe" if pix_fmt == "yuv420p" else
-                                      "rawvideo", rate=30)
+    with av.open(str(path), "w", format="yuv4mpegpipe") as container:
+        stream = container.add_stream("wrapped_avframe", rate=30)
         stream.width, stream.height = SIZE
-        stream.pix_fmt = pix_fmt
+        stream.pix_fmt = "yuv420p"
         for image, _ in clip.frames():
-            frame = (av.VideoFrame.from_ndarray(cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420),
-                                                format="yuv420p") if pix_fmt == "yuv420p"
-                     else av.VideoFrame.from_ndarray(image, format="bgr24"))
-            for packet in stream.encode(frame):
+            planes = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(planes, format="yuv420p")):
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
@@ -162,12 +153,11 @@ def _decode_cpu_ms(clip: Path, frames: int = 150) -> float:
 
 
 def _thin(server: Server, work: Path, seconds: float, fps: float,
-          settings: list[str], camera_format: str = "yuv420p") -> dict[str, Any]:
-    """One thin client against ``server`` (``settings``: more ``--set`` of the client;
-    ``camera_format``: the clip's raw frames, yuv420p or bgr24): its CPU and the server's
-    over ``seconds``."""
-    clip = work / ("clip.y4m" if camera_format == "yuv420p" else "clip.nut")
-    write_raw_clip(leak_clips()["still_2"], clip, camera_format)
+          settings: list[str]) -> dict[str, Any]:
+    """One thin client against ``server`` (``settings``: more ``--set`` of the client): its
+    CPU and the server's over ``seconds``."""
+    clip = work / "clip.y4m"
+    write_raw_clip(leak_clips()["still_2"], clip)
     client = start_thin_client(work, server.url, "--input", f"file:{clip}", "--output",
                                "null", "--set", "advanced.capture.loop=true",
                                "--set", f"capture.fps={fps:g}", "--set", "control.hotkeys=false",
@@ -191,7 +181,7 @@ def _thin(server: Server, work: Path, seconds: float, fps: float,
         1e-9, after["uptime_s"] - before["uptime_s"])
     remote = after["remote_engines"]["remote"]
     read_ms = _decode_cpu_ms(clip)
-    clip.unlink()  # 83 MB of raw frames (166 MB as BGR), made again by the next run
+    clip.unlink()  # 83 MB of raw frames, made again by the next run
     return {"client_cpu_percent": round((c1 - c0) / wall * 100, 1),
             "client_ms_per_frame": round((c1 - c0) * 1000 / max(1e-9, fps * wall), 2),
             "server_cpu_percent": round((s1 - s0) / wall * 100, 1),
@@ -212,10 +202,6 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--thin", action="store_true",
                         help="the thin client's CPU (`livecam run --remote`), not latency")
-    parser.add_argument("--camera-format", choices=("yuv420p", "bgr24"), default="yuv420p",
-                        help="--thin: the clip's raw frames: yuv420p (a reader that keeps "
-                             "the planes it decoded) or bgr24 (OpenCV's camera reader: BGR "
-                             "only, converted to I420 for the encoder)")
     parser.add_argument("--client-set", action="append", default=[], metavar="KEY=VALUE",
                         help="--thin: a setting of the thin client (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench_remote.json"))
@@ -272,8 +258,7 @@ def _main_thin(args: argparse.Namespace, work: Path) -> None:
                          identity=None if args.no_swap else "astro", users=("bench",),
                          start_timeout_s=180)
     try:
-        row = _thin(server, work, args.seconds, args.fps, args.client_set,
-                    args.camera_format)
+        row = _thin(server, work, args.seconds, args.fps, args.client_set)
     finally:
         server.stop()
     load = os.getloadavg()
@@ -284,7 +269,6 @@ def _main_thin(args: argparse.Namespace, work: Path) -> None:
           f"{row['send_wait_ms']!s:>12} {row['server_cpu_percent']:>13}")
     doc = {"command": " ".join(sys.argv), "swap": "none" if args.no_swap else "classic",
            "size": "1280x720", "fps": args.fps, "host": platform.node(),
-           "camera_format": args.camera_format,
            "cpus": os.cpu_count(), "loadavg": load, "thin": row}
     args.json.write_text(json.dumps(doc, indent=1))
     print(f"wrote {args.json} (load average {load[0]:.1f} on {os.cpu_count()} cores)")

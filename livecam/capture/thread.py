@@ -14,7 +14,7 @@ from livecam.core.backoff import Backoff
 from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
-from livecam.core.types import Frame, ImageBGR, ImageI420, ReceivedI420
+from livecam.core.types import Frame, ImageBGR
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +151,6 @@ class CaptureThread:
         self._last_copy = (image, copy)
         return copy
 
-    def _planes_of(self, image: ImageBGR) -> Callable[[], ImageI420] | None:
-        """The I420 planes the source decoded ``image`` from (a yuv420p video:
-        ``planes_i420_of``), or None: the encoder of a thin client, and a sink that takes
-        I420, then use them rather than convert ``image`` back."""
-        planes_of = getattr(self._source, "planes_i420_of", None)
-        return None if planes_of is None else planes_of(image)
-
     def _read(self) -> tuple[ImageBGR | None, bool]:
         """The source's next frame, and whether it was decoded into the host memory of
         ``host_frames`` (then it needs no copy)."""
@@ -200,12 +193,9 @@ class CaptureThread:
                     # a late frame restarts the grid rather than bursting to catch up
                     next_ns = max(next_ns, now_ns - period_ns) + period_ns
                 t_capture_ns = time.perf_counter_ns()
-                planes = self._planes_of(image)
                 if self._host_frames is not None and not in_host:
                     image = self._copied(image)
-                frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image,
-                              received_i420=None if planes is None
-                              else ReceivedI420(image, planes))
+                frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image)
                 index += 1
                 self._metrics.count("captured")
                 while not self._outbox.put(frame, timeout_s=0.1):

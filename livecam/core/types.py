@@ -27,15 +27,11 @@ class Frame:
     ``image_bgr`` is (H, W, 3) uint8 in BGR order and is never copied by the pipeline.
     ``t_capture_ns`` is ``time.perf_counter_ns()`` when the frame left the source.
     ``index`` counts frames read from the source, starting at 0; it only grows.
-    ``received_i420``: the I420 planes ``image_bgr`` was decoded from, where the source
-    decoded it from I420 (a raw yuv420p file, most video files): a sink or an encoder that
-    takes I420 uses them instead of converting ``image_bgr`` back (:meth:`Packet.planes_i420`).
     """
 
     index: int
     t_capture_ns: int
     image_bgr: ImageBGR
-    received_i420: ReceivedI420 | None = None
 
     @property
     def height_px(self) -> int:
@@ -244,32 +240,14 @@ class RuntimeState:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ReceivedI420:
-    """A picture that arrived as I420 (the thin client's decoded frames, a source's decoded
-    yuv420p frames), beside the ``image_bgr`` converted from it: ``planes()`` gives its
-    :data:`ImageI420` planes as they arrived, made on first ask. A sink that takes I420 sends
-    these instead of converting ``image_bgr`` back (see :meth:`Packet.planes_i420`), as the
-    thin client's encoder does. ``planes`` may be called from any thread and returns the
-    same array each time."""
+    """A picture that arrived as I420 (the thin client's decoded frames), beside the
+    ``image_bgr`` converted from it: ``planes()`` gives its :data:`ImageI420` planes as they
+    arrived, made on first ask. A sink that takes I420 sends these instead of converting
+    ``image_bgr`` back (see :meth:`Packet.planes_i420`). ``planes`` may be called from any
+    thread and returns the same array each time."""
 
     image_bgr: ImageBGR
     planes: Callable[[], ImageI420]
-
-
-def lazy_planes_i420(frame: Any) -> Callable[[], ImageI420] | None:
-    """The decoded yuv420p video ``frame``'s (an ``av.VideoFrame``) planes as one
-    :data:`ImageI420` array, copied out of the decoder's frame on the first call (a consumer
-    that does not take I420 never pays for it) and the same array after; None for another
-    format or an odd size. Any thread."""
-    if frame.format.name != "yuv420p" or frame.width % 2 or frame.height % 2:
-        return None
-    made: list[ImageI420] = []
-
-    def planes() -> ImageI420:
-        if not made:
-            made.append(np.ascontiguousarray(frame.to_ndarray(), np.uint8))
-        return made[0]
-
-    return planes
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,8 +270,7 @@ class Packet:
 
     @classmethod
     def from_frame(cls, frame: Frame, state: RuntimeState | None = None) -> Packet:
-        return cls(frame=frame, image_bgr=frame.image_bgr, state=state or RuntimeState(),
-                   received_i420=frame.received_i420)
+        return cls(frame=frame, image_bgr=frame.image_bgr, state=state or RuntimeState())
 
     def with_fields(self, **changes: Any) -> Packet:
         return replace(self, **changes)

@@ -23,14 +23,30 @@ from typing import Any
 import numpy as np
 
 from livecam.core.errors import LivecamError
-from livecam.core.types import ImageBGR, ImageI420, lazy_planes_i420
+from livecam.core.types import ImageBGR, ImageI420
 from livecam.remote.encoding import H264PacketEncoder, prefer_h264, sent_codec, to_video_frame
 
 #: How many of the last sent frames' waits :meth:`FrameFeed.send_waits_ms` keeps
 _WAITS_KEPT = 100
-#: A picture's I420 planes, made on first call (see
-#: :func:`~livecam.core.types.lazy_planes_i420`)
+#: A received picture's I420 planes, made on first call (see :func:`lazy_planes_i420`)
 PlanesI420 = Callable[[], ImageI420]
+
+
+def lazy_planes_i420(frame: Any) -> PlanesI420 | None:
+    """The decoded yuv420p ``frame``'s planes as one :data:`~livecam.core.types.ImageI420`
+    array, copied out of the decoder's frame on the first call (a sink that does not take
+    I420 never pays for it) and the same array after; None for another format or an odd
+    size. Any thread."""
+    if frame.format.name != "yuv420p" or frame.width % 2 or frame.height % 2:
+        return None
+    made: list[ImageI420] = []
+
+    def planes() -> ImageI420:
+        if not made:
+            made.append(np.ascontiguousarray(frame.to_ndarray(), np.uint8))
+        return made[0]
+
+    return planes
 
 
 class WhipError(LivecamError, ConnectionError):
@@ -46,9 +62,7 @@ class FrameFeed:
     (:func:`feed_track`) sends each new frame as it arrives (the camera's own pace: no wait
     for a tick of its own), repeats the last one when no new one came (1.5 intervals of
     ``1/fps`` after a new frame, then every interval: the link keeps its pace), and calls
-    ``on_sent(image)`` just before handing each to the encoder. A frame put with its I420
-    planes (``planes_i420``: the camera's own, as the source decoded them) goes to the
-    encoder as those planes, with no conversion from BGR. ``send_waits_ms()``: how long
+    ``on_sent(image)`` just before handing each to the encoder. ``send_waits_ms()``: how long
     the last new frames waited between ``put`` and going to the encoder; ``repeats``: how
     many repeats went."""
 
@@ -57,18 +71,15 @@ class FrameFeed:
         self.on_sent = on_sent
         self._lock = threading.Lock()
         self._newest: ImageBGR | None = None
-        self._newest_planes: PlanesI420 | None = None
         self._puts = 0  # frames put so far: a new one since the last send when it grew
         self._t_put = 0.0  # time.monotonic() of the newest put
         self._waker: Callable[[], None] | None = None
         self._waits_ms: deque[float] = deque(maxlen=_WAITS_KEPT)
         self.repeats = 0  # frames sent again because no new one came
 
-    def put(self, image_bgr: ImageBGR, planes_i420: PlanesI420 | None = None) -> None:
-        """``image_bgr`` to send next; ``planes_i420``: its I420 planes (what
-        :data:`PlanesI420` gives), when it was decoded from them."""
+    def put(self, image_bgr: ImageBGR) -> None:
         with self._lock:
-            self._newest, self._newest_planes = image_bgr, planes_i420
+            self._newest = image_bgr
             self._puts += 1
             self._t_put = time.monotonic()
             waker = self._waker
@@ -79,11 +90,6 @@ class FrameFeed:
         """The newest frame, how many frames were put so far, and when the newest was."""
         with self._lock:
             return self._newest, self._puts, self._t_put
-
-    def planes_of(self, image_bgr: ImageBGR) -> PlanesI420 | None:
-        """The I420 planes put with ``image_bgr``, when it is the newest frame."""
-        with self._lock:
-            return self._newest_planes if image_bgr is self._newest else None
 
     def wake_with(self, waker: Callable[[], None] | None) -> None:
         """``waker()`` is called (on the putting thread) after each ``put``."""
@@ -176,7 +182,7 @@ def feed_track(feed: FrameFeed) -> Any:
             self._t_sent, self._sent_puts, self._last_new = now, puts, new
             if feed.on_sent is not None:
                 feed.on_sent(image)
-            frame = to_video_frame(image, feed.planes_of(image))
+            frame = to_video_frame(image)
             now_ns = time.monotonic_ns()
             if self._t0_ns is None:
                 self._t0_ns = now_ns

@@ -124,9 +124,7 @@ class RemoteSwapStage(StageBase):
 
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr
-        camera_i420 = packet.received_i420  # the camera's own planes, where it had them
-        self._feed.put(image, None if camera_i420 is None or camera_i420.image_bgr is not image
-                       else camera_i420.planes)
+        self._feed.put(image)
         wanted = (packet.state.active_identity, packet.state.bypass)
         now = time.monotonic()
         with self._lock:
