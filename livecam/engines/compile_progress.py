@@ -9,7 +9,9 @@ loads its code) and :func:`finished` after it. Each names the shape as the start
 count them against the plan. With no listener, nothing happens.
 
 One listener at a time (the build's); compiles run on whichever thread opens a stage, so the
-listener may be called from any thread (one compile at a time: they take turns).
+listener may be called from any thread (one compile at a time: they take turns). Beside it, a
+start keeps one recorder for the whole process (:func:`keep_recording`): what it compiled goes
+into the engine cache's record, so the next start does not announce it again.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ class CompileListener(Protocol):
 
 
 class _Listening:
-    """The one listener of the process (see the module docstring), behind a lock."""
+    """The one listener of the process and its recorders (see the module docstring), behind
+    a lock."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.listener: CompileListener | None = None
+        self.recorders: dict[object, CompileListener] = {}
 
 
 _LISTENING = _Listening()
@@ -56,19 +60,31 @@ def listening(listener: CompileListener) -> Iterator[CompileListener]:
             _LISTENING.listener = before
 
 
+def keep_recording(key: object, recorder: CompileListener) -> None:
+    """``recorder`` hears every later compile of the process, beside the listener; one per
+    ``key`` (the first stays: each start of a process with the same cache asks again)."""
+    with _LISTENING.lock:
+        _LISTENING.recorders.setdefault(key, recorder)
+
+
+def _hearers() -> list[CompileListener]:
+    with _LISTENING.lock:
+        listener = _LISTENING.listener
+        return [*_LISTENING.recorders.values(), *([listener] if listener is not None else [])]
+
+
 def started(part: str, inputs: tuple[object, ...]) -> None:
-    """Tell the listener, if any, that ``part`` starts compiling for ``inputs``."""
-    listener = _LISTENING.listener
-    if listener is not None:
-        listener.started(part, inputs)
+    """Tell the listener and the recorders, if any, that ``part`` starts compiling for
+    ``inputs``."""
+    for hearer in _hearers():
+        hearer.started(part, inputs)
 
 
 def finished(part: str, inputs: tuple[object, ...], how: str, took_s: float) -> None:
-    """Tell the listener, if any, that ``part`` for ``inputs`` is done (see
+    """Tell the listener and the recorders, if any, that ``part`` for ``inputs`` is done (see
     :meth:`CompileListener.finished`)."""
-    listener = _LISTENING.listener
-    if listener is not None:
-        listener.finished(part, inputs, how, took_s)
+    for hearer in _hearers():
+        hearer.finished(part, inputs, how, took_s)
 
 
 def call_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[object, ...]:

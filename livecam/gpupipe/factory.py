@@ -248,6 +248,7 @@ def start_check(config: GpuSettings, *, n_streams: int, device: str,
     refused with one line when it exceeds ``advanced.gpu.memory_limit_gb`` (or the card's memory
     less ``advanced.gpu.memory_headroom_gb``); then what this start will compile that ``livecam
     engines build`` did not prepare, and for about how long (:mod:`livecam.gpupipe.prepared`)."""
+    from livecam.engines import compile_progress
     from livecam.gpupipe import memory, prepared
     from livecam.gpupipe.shapes import plan_start
 
@@ -267,8 +268,9 @@ def start_check(config: GpuSettings, *, n_streams: int, device: str,
                           n_streams=n_streams, plan=plan, limit_source=source)
         shapes = plan.compiled_shapes()
         if shapes:
-            todo = prepared.missing(_inductor_dir(config), prepared.environment_key(device),
-                                    shapes)
+            folder, key = _inductor_dir(config), prepared.environment_key(device)
+            todo = prepared.missing(folder, key, shapes)
+            compile_progress.keep_recording((folder, key), prepared.StartRecorder(folder, key))
             prepared.say_what_compiles(todo, n_streams=n_streams,
                                        size=f"{width_px}x{height_px}", model=config.swap.model)
 

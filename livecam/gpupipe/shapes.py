@@ -102,7 +102,7 @@ class CompiledShape:
 
 #: what the count of each compiled part's call is (:meth:`CompiledShape.describe`)
 _UNITS = {"face detector": "frames", "face mesh": "regions", "swap alignment": "faces",
-          "swap paste-back": "faces", "generator": "faces"}
+          "swap paste-back": "faces", "generator": "faces", "tile detector": "tiles"}
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,8 @@ class ShapePlan:
     swap_compiled: bool
     networks_compiled: bool
     faces_dynamic: bool = False
+    #: tiles of the GPU tile search at this frame size (one batch of them a call; 0: none)
+    tiles: int = 0
 
     @property
     def face_buckets(self) -> tuple[int, ...]:
@@ -167,6 +169,8 @@ class ShapePlan:
                     for b in self.compiled_face_counts("face detector")]
             out += [CompiledShape("face mesh", (frames, b))
                     for b in self.compiled_face_counts("face mesh")]
+            if self.tiles:
+                out.append(CompiledShape("tile detector", ((1, h, w, 3), self.tiles)))
         if self.swap_compiled:
             frames = (self.frames_per_call, h, w, 3)
             for part in ("swap alignment", "swap paste-back"):
@@ -217,6 +221,7 @@ def plan_start(config: GpuSettings, *, width_px: int, height_px: int,
     """The shape plan of a GPU start of ``config`` at this frame size on ``device``
     (compiling happens on CUDA only): the same for any number of streams (see the module
     docstring)."""
+    from livecam.analysis.detect import tiles
     from livecam.engines.torch_compiled import power_of_two_batches
 
     gpu, analysis = config.gpu, config.analysis
@@ -242,4 +247,5 @@ def plan_start(config: GpuSettings, *, width_px: int, height_px: int,
         generator_batches=batches if compiled_generator else (),
         swap_compiled=cuda and gpu.compile_paste,
         faces_dynamic=gpu.compile_dynamic_batches,
-        networks_compiled=cuda and gpu.compile_networks)
+        networks_compiled=cuda and gpu.compile_networks,
+        tiles=len(tiles(width_px, height_px, analysis.tile_size_px)))

@@ -145,6 +145,36 @@ def test_a_start_says_what_it_would_compile_and_after_the_build_nothing(
     assert len(after) == 1 and "nothing compiles" in after[0], after
 
 
+def test_a_start_that_compiled_a_shape_does_not_announce_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an H100, 16 streams started in 5.6 s from a cache an earlier start had filled, yet
+    said "this start compiles 4 shape(s) ... about 65 s": only ``livecam engines build``
+    recorded what the cache holds. Now a start records each shape it compiled or loaded;
+    one that failed (it runs uncompiled) is announced again. No CUDA here: the plan is the
+    CUDA start's, and the compiles are told through the seam every compiled call tells
+    (:mod:`livecam.engines.compile_progress`), as they would be on a GPU."""
+    from livecam.engines import compile_progress
+    from livecam.gpupipe import factory, prepared, shapes
+
+    monkeypatch.setattr(compile_progress._LISTENING, "recorders", {})
+    monkeypatch.setattr(shapes, "compiles_on", lambda device: True)
+    config = load_config(None, [*_sets(tmp_path), "swap.mode=neural"])
+    check = factory.start_check(gpu_sections(config), n_streams=16, device="cpu",
+                                model_path=tmp_path / "none.onnx")
+    plan = shapes.plan_start(config, width_px=320, height_px=240).compiled_shapes()
+    folder, key = factory.compile_cache_dir(config), prepared.environment_key("cpu")
+    check(320, 240)
+    assert prepared.missing(folder, key, plan) == list(plan)
+    *compiled, failed = plan
+    for shape in compiled:
+        compile_progress.started(shape.part, shape.inputs)
+        compile_progress.finished(shape.part, shape.inputs, "compiled", 1.0)
+    compile_progress.finished(failed.part, failed.inputs, "failed", 1.0)
+    assert prepared.missing(folder, key, plan) == [failed]
+    check(320, 240)  # a second stream's check keeps the one recorder
+    assert len(compile_progress._LISTENING.recorders) == 1
+
+
 def test_the_build_reports_each_compiled_shape_as_it_goes_and_the_total(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

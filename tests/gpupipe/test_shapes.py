@@ -43,7 +43,10 @@ def test_a_start_of_1_4_or_16_streams_asks_for_the_same_compiled_shapes(
     # detector for one frame and 2+ (1..16), the mesh for one region and 2+ (1..64); before, 16
     # streams of 4 faces asked for faces up to 64 and frames (16, H, W, 3), 4 streams for
     # (4, H, W, 3), and one stream for a detector and mesh of its own: sets that grew with N
-    assert len(shapes) == (2 + 5) * 2 + 3 + 2 + 2
+    # and the tile search's detector: one batch of a 1080p frame's 28 tiles
+    assert len(shapes) == (2 + 5) * 2 + 3 + 2 + 2 + 1
+    assert _parts(shapes, "tile detector") == {
+        CompiledShape("tile detector", ((1, 1080, 1920, 3), 28))}
     frames = {s.inputs[0] for s in shapes if s.part.startswith("swap")}
     assert frames == {(16, 1080, 1920, 3)}
     assert {s.inputs[1] for s in _parts(shapes, "swap alignment")} == {1, "2+"}
