@@ -38,7 +38,7 @@ from livecam.analysis.detect import tile_crop, tiles
 from livecam.analysis.gpu.batching import Request
 from livecam.analysis.gpu.calls import CapturedCall, FrameStack, mesh_buckets
 from livecam.analysis.gpu.shared import SharedFaceNetworks
-from livecam.analysis.gpu.tiles import SLOTS_PER_TILE, GpuTileSearch, _Layout
+from livecam.analysis.gpu.tiles import SLOTS_PER_TILE, GpuTileSearch, _Batch
 from livecam.analysis.roi import Roi
 from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.request import SwapRequest
@@ -181,20 +181,20 @@ def tiles_us(calls: int) -> float:
     """One 1080p tile search's ``take`` (28 tiles, none found), µs per call."""
     w, h = 1920, 1080
     crops = [tile_crop(t, w, h) for t in tiles(w, h, 384)]
-    layout = _Layout(crops)
+    batch = _Batch(crops)
     rng = np.random.default_rng(0)
     n = len(crops)
     valid = np.zeros((n, SLOTS_PER_TILE), bool)
     valid[3, 0] = valid[4, 1] = True
-    layout.host = tuple(torch.from_numpy(a) for a in (
+    search = GpuTileSearch.__new__(GpuTileSearch)  # no model: its outputs are set here
+    search._hosts = {(h, w): tuple(torch.from_numpy(a) for a in (
         rng.uniform(0, 1000, (n, SLOTS_PER_TILE, 4)).astype(np.float16),
         rng.uniform(0, 1000, (n, SLOTS_PER_TILE, 6, 2)).astype(np.float16),
-        rng.random((n, SLOTS_PER_TILE)).astype(np.float16), valid))
-    search = GpuTileSearch.__new__(GpuTileSearch)  # no model: its outputs are set above
-    search._stream = None
+        rng.random((n, SLOTS_PER_TILE)).astype(np.float16), valid))}
+    search._done = None
     t0 = time.thread_time_ns()
     for _ in range(calls):
-        search._pending = (layout, h, w, [])
+        search._pending = (batch, h, w, [])
         search.take()
     return (time.thread_time_ns() - t0) / calls / 1e3
 
@@ -315,6 +315,8 @@ def edge_us(n: int, frames: int, device: str = "meta",
         def follow(done: int, search: list[Any] = search) -> None:
             for k, net in enumerate(nets):
                 image = images[(done + k) % len(images)]
+                if search[k] is not None:  # as the follower: asked before the frame's call
+                    search[k].ahead(image)
                 net.detect(image)
                 if search[k] is not None:
                     search[k].find(image)
