@@ -169,7 +169,11 @@ class Detector(Protocol):
 
 class EdgeSearch(Protocol):
     """Finds faces at the frame's edges. ``find`` returns (detections, offset (2,)) pairs:
-    frame px = detection px + offset. Only the follower's thread."""
+    frame px = detection px + offset; ``ahead``, called before the frame's first call to the
+    face networks, may ask for the frame's pictures with that call. Only the follower's
+    thread."""
+
+    def ahead(self, image_bgr: ImageBGR) -> None: ...
 
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]: ...
 
@@ -380,6 +384,19 @@ class StripDetector(Protocol):
                       places: Sequence[StripPlace]) -> list[Faces] | None: ...
 
 
+@dataclass(frozen=True)
+class _Due:
+    """A frame's strip pictures (:meth:`StripSearch._plan`): its places, their bands' cells,
+    which are due (``todo``) and those places (``pictures``, the list the networks are asked
+    with)."""
+
+    image: ImageBGR
+    places: list[StripPlace]
+    bands: list[np.ndarray]
+    todo: list[int]
+    pictures: list[StripPlace]
+
+
 class StripSearch:
     """The detector of ``networks`` (anything with ``detect(image_bgr) -> Faces``, frame px)
     on each :func:`edge_strips` picture: (detections, offset) pairs for :func:`edge_hits`.
@@ -392,7 +409,9 @@ class StripSearch:
     picture whose band along the edge did not change since it was last searched is not
     searched again (:data:`UNCHANGED_BAND`; the GPU's networks too: a frame's strips are one
     batch call, whose host work, a round trip through the streams' batcher, is what limits
-    many streams). Only the follower's thread; one :meth:`find` per frame."""
+    many streams; networks with ``ask_strips`` take the frame's due pictures with its first
+    call, :meth:`ahead`, so they cost no round trip of their own). Only the follower's
+    thread; at most one :meth:`ahead` and one :meth:`find` per frame, in that order."""
 
     def __init__(self, networks: Detector) -> None:
         self.networks = networks
@@ -402,6 +421,7 @@ class StripSearch:
         # each place's detections and its band's thumbnail cells when they were found
         self._kept: dict[int, tuple[Faces, np.ndarray]] = {}
         self._searches = 0
+        self._planned: _Due | None = None  # :meth:`ahead`'s, for this frame's :meth:`find`
 
     def prepare(self, width_px: int, height_px: int) -> None:
         """Networks that build the pictures on the device (``prepare_pictures``) make their
@@ -417,7 +437,15 @@ class StripSearch:
         counts.pop((height_px, width_px), None)  # a picture of the frame's size is uploaded
         prepare(dict(counts))
 
-    def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
+    def ahead(self, image_bgr: ImageBGR) -> None:
+        """Before the frame's first call to the networks: which pictures are due this frame,
+        asked with that call from networks that take them so (``ask_strips``: the GPU's)."""
+        self._planned = self._plan(image_bgr)
+        ask = getattr(self.networks, "ask_strips", None)
+        if ask is not None and self._planned.todo:
+            ask(image_bgr, self._planned.pictures)
+
+    def _plan(self, image_bgr: ImageBGR) -> _Due:
         self.verdicts.next_frame()
         self._searches += 1
         size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
@@ -430,11 +458,19 @@ class StripSearch:
         cells = _thumbnail(image_bgr)
         bands = [cells[rows, cols] for rows, cols in self._bands[1]]
         todo = [k for k in range(len(places)) if self._due(k, bands[k])]
+        return _Due(image_bgr, places, bands, todo, [places[k] for k in todo])
+
+    def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
+        due, self._planned = self._planned, None
+        if due is None or due.image is not image_bgr:
+            due = self._plan(image_bgr)
+        places, bands, todo = due.places, due.bands, due.todo
+        size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
         found: list[Faces] | None = None
         if todo:
             on_device = getattr(self.networks, "detect_strips", None)
             if on_device is not None:
-                found = on_device(image_bgr, [places[k] for k in todo])
+                found = on_device(image_bgr, due.pictures)
             if found is None:  # the pictures built here (bit for bit edge_strips')
                 found = [self.networks.detect(np.ascontiguousarray(
                     image_bgr[np.ix_(places[k].rows, places[k].cols)])) for k in todo]

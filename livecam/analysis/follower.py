@@ -163,6 +163,10 @@ class FaceFollower:
         # is predicted that far
         gap = 1 if self._last_index is None else max(1, index - self._last_index)
         self._last_index = index
+        if self.config.edge_search:  # its pictures go with the frame's first network call
+            t = time.perf_counter_ns()
+            self.edge_search.ahead(image)
+            timings["edges"] = (time.perf_counter_ns() - t) / 1e6
         carried = mesh_runs.carry(self.networks, image, self._marks,
                                   self.tracker.velocities_px(), self._scores, gap, timings,
                                   self._rois)
@@ -287,7 +291,7 @@ class FaceFollower:
         if whole is not None:
             found.append((whole, np.zeros(2, np.float32)))
         hits = edges.edge_hits(found, image, self.tracker_settings.low_score_threshold)
-        timings["edges"] = (time.perf_counter_ns() - t) / 1e6
+        timings["edges"] = timings.get("edges", 0.0) + (time.perf_counter_ns() - t) / 1e6
         return hits
 
     def _edge_entries(self, image: ImageBGR, index: int, timings: dict[str, float],

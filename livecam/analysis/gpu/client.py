@@ -118,6 +118,11 @@ class StreamFaceNetworks:
         #: the frame) do not take the frame's place: the swap then copied every frame into a
         #: pinned buffer on the host and uploaded it again
         self._kept_for: dict[tuple[int, int], tuple[ImageBGR, torch.Tensor, Any]] = {}
+        #: edge strips asked to go with the frame's next call (:meth:`ask_strips`), and once
+        #: served, their requests by place index: (the frame, the places, the requests)
+        self._strips_asked: tuple[ImageBGR, Sequence[StripPlace]] | None = None
+        self._strips_served: tuple[ImageBGR, Sequence[StripPlace],
+                                   list[tuple[int, Request]]] | None = None
         #: the edge strips' frame rows and columns on the device, per frame size and strips
         self._strip_index: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
         self._strip_built: Any = None  # CUDA event: the latest strip picture is built
@@ -262,6 +267,37 @@ class StreamFaceNetworks:
         assert self._frame_dev is not None
         return self._frame_dev, self._stream
 
+    def ask_strips(self, image_bgr: ImageBGR, places: Sequence[StripPlace]) -> None:
+        """The edge-strip pictures ``places`` of ``image_bgr`` (as :meth:`detect_strips`
+        takes them) go with the frame's next call (its detection or its mesh): one round
+        trip through the streams' batcher for both, where with 16 streams each round trip is
+        what a frame's analysis waits on. :meth:`detect_strips` with the same places then
+        takes their detections. Nothing is asked where a picture has the frame's own size."""
+        size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
+        if places and not any((len(p.rows), len(p.cols)) == size for p in places):
+            self._strips_asked = (image_bgr, places)
+
+    def _asked_pictures(self, image_bgr: ImageBGR) -> list[tuple[int, Request]]:
+        """The pictures asked for ``image_bgr`` (:meth:`ask_strips`), built for its call;
+        none when none were asked for this frame."""
+        asked, self._strips_asked = self._strips_asked, None
+        if asked is None or asked[0] is not image_bgr:
+            return []
+        size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
+        built, _ = self._build_pictures(self._own[size].place, size, asked[1],
+                                        list(range(len(asked[1]))))
+        self._strips_served = (image_bgr, asked[1], built)
+        return built
+
+    def _served(self, image_bgr: ImageBGR,
+                places: Sequence[StripPlace]) -> list[tuple[int, Request]]:
+        """The requests of ``places`` served with the frame's call, if they were asked."""
+        served, self._strips_served = self._strips_served, None
+        if served is None or served[0] is not image_bgr or len(served[1]) != len(places) \
+                or any(a is not b for a, b in zip(served[1], places, strict=True)):
+            return []
+        return served[2]
+
     def detect_strips(self, image_bgr: ImageBGR,
                       places: Sequence[StripPlace]) -> list[Faces] | None:
         """Faces in each edge-strip picture ``places`` describes
@@ -279,7 +315,10 @@ class StreamFaceNetworks:
         self._frame(image_bgr)
         source = self._own[size].place
         found: list[Faces | None] = [None] * len(places)
-        left = list(range(len(places)))
+        for k, request in self._served(image_bgr, places):  # with the frame's call
+            assert request.found is not None
+            found[k] = merged_detections(request.found)
+        left = [k for k, f in enumerate(found) if f is None]
         while left:  # one call for all (more rounds only past a stack's places per stream)
             requests, left = self._build_pictures(source, size, places, left)
             self.shared.batcher.call_all([r for _, r in requests])
@@ -344,7 +383,8 @@ class StreamFaceNetworks:
     def _call(self, image_bgr: ImageBGR, *, detect: bool, rois: Sequence[Roi]) -> Request:
         request = Request(self.slot, (int(image_bgr.shape[0]), int(image_bgr.shape[1])),
                           detect=detect, rois=rois, uploaded=self._uploaded)
-        self.shared.batcher.call(request)
+        pictures = self._asked_pictures(image_bgr)
+        self.shared.batcher.call_all([request, *(r for _, r in pictures)])
         if request.found is not None:
             self._found = request.found
         return request

@@ -197,9 +197,11 @@ def test_the_analysis_stage_prepares_the_edge_pictures_before_the_first_frame(
         for i in range(3):
             stage.process(Packet.from_frame(Frame(i, i * 33_000_000, frame), RuntimeState()))
         assert made == before  # no stack made on the stream's frames
-        # the first frame's strips in one batch; the still frame's strips after it are not
-        # searched again but the one whose turn it is (padded to the captured batch of 8)
-        assert list(shared.batcher.sizes).count(len(strips)) == 1
+        # the first frame's strips in one batch, with the frame's own detection; the still
+        # frame's strips after it are not searched again but the one whose turn it is
+        # (padded to the captured batch of 8), with its frame's call
+        sizes = list(shared.batcher.sizes)
+        assert sizes[0] == 1 + len(strips) and max(sizes[1:]) <= 2, sizes
         assert set(shared._picture_stacks[size].detect) == {8}
 
 
@@ -222,3 +224,37 @@ def test_a_pictures_stack_batches_the_streams_started_not_every_place_it_holds()
         assert set(shared.stack(96, 160).detect) == {1, 2, 4}  # frames: every place
     finally:
         nets.close()
+
+
+def test_the_strips_go_with_the_frames_own_call_in_one_round_trip(
+        cut_left: np.ndarray) -> None:
+    """With 16 streams a frame's analysis waited on each round trip through the streams'
+    batcher (the edge search's own was one a frame, 20 fps a stream without it against 7
+    with it on an H200). The strips due are now asked before the frame's first call
+    (:meth:`StripSearch.ahead`) and go with it: one batch for the frame's detection and its
+    strips, finding what the strips' own batch found."""
+    nets = one_stream(device="cpu", detector_model="full", min_score=0.5)
+    nets.open()
+    batches = nets.shared.batcher.sizes
+    frame = cut_left.copy()
+    nets.detect(frame)
+    apart = edges.StripSearch(nets).find(frame)  # the strips in a batch of their own
+
+    frame2 = cut_left.copy()
+    search = edges.StripSearch(nets)
+    before = len(batches)
+    search.ahead(frame2)
+    whole = nets.detect(frame2)
+    together = search.find(frame2)
+    assert len(batches) - before == 1
+    assert batches[-1] == 1 + len(edges.strip_places(*frame2.shape[:2]))
+    assert len(whole) and len(together) == len(apart)
+    for (a, by_a), (b, by_b) in zip(apart, together, strict=True):
+        _same(a, b)
+        assert np.array_equal(by_a, by_b)
+    # a frame whose first call came before nothing was asked: the strips' own batch
+    frame3 = cut_left.copy()
+    nets.detect(frame3)
+    before = len(batches)
+    edges.StripSearch(nets).find(frame3)
+    assert len(batches) - before == 1
