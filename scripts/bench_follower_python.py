@@ -139,6 +139,9 @@ class FakeEdgeSearch:
     the detector's input pictures (copied and mirrored in C, as the detector resizes its own),
     networks' work that these fakes stand in for, not the follower's Python."""
 
+    def ahead(self, image_bgr: ImageBGR) -> None:
+        pass
+
     def find(self, image_bgr: ImageBGR) -> list[tuple[Faces, np.ndarray]]:
         return []
 
