@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -12,8 +14,12 @@ import numpy as np
 import pytest
 
 from livecam.capture import make_source, parse_input
+from livecam.capture.thread import CaptureThread
 from livecam.config.schema import CaptureConfig
 from livecam.core.errors import CaptureError, UsageError
+from livecam.core.mailbox import Mailbox
+from livecam.core.metrics import Metrics
+from livecam.core.types import Frame, Packet
 
 
 def write_h264(path: Path, frames: list[np.ndarray], fps: int = 30) -> None:
@@ -130,13 +136,9 @@ def test_missing_camera_is_a_clear_error() -> None:
         src.open()
 
 
-def _capture(path: Path, *, source_i420: bool, loop: bool = False) -> tuple[object, object]:
+def _capture(path: Path, *, source_i420: bool,
+             loop: bool = False) -> tuple[CaptureThread, Mailbox[Frame]]:
     """A capture thread reading ``path`` as fast as it is taken, and its outbox."""
-    from livecam.capture.thread import CaptureThread
-    from livecam.core.mailbox import Mailbox
-    from livecam.core.metrics import Metrics
-    from livecam.core.types import Frame
-
     box: Mailbox[Frame] = Mailbox(policy="block")
     thread = CaptureThread(source=make_source(parse_input(f"file:{path}"), CaptureConfig()),
                            outbox=box, metrics=Metrics(), realtime=False, loop=loop,
@@ -151,8 +153,6 @@ def test_a_yuv420p_files_frames_carry_their_planes_when_a_stage_takes_them(
     planes its BGR was converted from where a stage takes them (the thin client's encoder:
     no conversion of the BGR back, 0.6 ms a 720p frame); ``Packet.from_frame`` keeps them,
     tied to that very image. Where no stage takes them, no frame pays for the copy."""
-    from livecam.core.types import Packet
-
     rng = np.random.default_rng(3)
     planes = [rng.integers(16, 236, (48 * 3 // 2, 64), np.uint8) for _ in range(3)]
     path = tmp_path / "raw.y4m"
@@ -166,11 +166,11 @@ def test_a_yuv420p_files_frames_carry_their_planes_when_a_stage_takes_them(
             container.mux(packet)
     for wanted in (True, False):
         thread, box = _capture(path, source_i420=wanted)
-        thread.start()  # type: ignore[attr-defined]
+        thread.start()
         try:
-            frames = [box.get(timeout_s=30) for _ in planes]  # type: ignore[attr-defined]
+            frames = [box.get(timeout_s=30) for _ in planes]
         finally:
-            thread.stop()  # type: ignore[attr-defined]
+            thread.stop()
         if not wanted:
             assert all(f is not None and f.received_i420 is None for f in frames)
             continue
@@ -178,12 +178,12 @@ def test_a_yuv420p_files_frames_carry_their_planes_when_a_stage_takes_them(
         for frame, sent in zip(frames[1:], planes[1:], strict=True):
             assert frame is not None and frame.received_i420 is not None
             assert frame.received_i420.image_bgr is frame.image_bgr
-            packet = Packet.from_frame(frame)
-            got = packet.planes_i420()
+            sent_packet = Packet.from_frame(frame)
+            got = sent_packet.planes_i420()
             assert got is not None and np.array_equal(got, sent)  # the file's own planes
             back = cv2.cvtColor(np.ascontiguousarray(frame.image_bgr), cv2.COLOR_BGR2YUV_I420)
             assert not np.array_equal(back, sent)  # what converting back would have sent
-            assert packet.with_fields(image_bgr=frame.image_bgr.copy()).planes_i420() is None
+            assert sent_packet.with_fields(image_bgr=frame.image_bgr.copy()).planes_i420() is None
 
 
 def test_an_rgb_video_has_no_planes(tmp_path: Path, astronaut_bgr: np.ndarray) -> None:
@@ -208,10 +208,9 @@ def test_an_rgb_video_has_no_planes(tmp_path: Path, astronaut_bgr: np.ndarray) -
     assert src.planes_i420_of(image) is None  # type: ignore[attr-defined]
 
 
-def _av_objects_reachable(roots: list[object]) -> list[str]:
+def _av_objects_reachable(roots: Sequence[object]) -> list[str]:
     """The PyAV objects (frames, codec contexts, containers) reachable from ``roots`` through
     references (closures, containers, arrays' bases), modules and classes left out."""
-    import gc
     import types
 
     module_dicts = {id(vars(m)) for m in list(sys.modules.values()) if m is not None}
@@ -250,19 +249,21 @@ def test_frames_kept_over_a_looping_files_reopens_hold_no_decoder(
     write_h264(path, images[:n])  # H.264: a decoder with threads of its own
     before = _native_threads()
     thread, box = _capture(path, source_i420=True, loop=True)
-    thread.start()  # type: ignore[attr-defined]
+    thread.start()
     kept = []
     try:
         for k in range(5 * n):  # five opens of the file
-            frame = box.get(timeout_s=30)  # type: ignore[attr-defined]
+            frame = box.get(timeout_s=30)
             assert frame is not None and frame.index == k
             if k % n == 1:  # one frame of each open, with its planes, kept
                 assert frame.received_i420 is not None
                 kept.append(frame)
     finally:
-        thread.stop()  # type: ignore[attr-defined]
-    assert not thread.alive  # type: ignore[attr-defined]
+        thread.stop()
+    assert not thread.alive
     assert len(kept) == 5
     assert _av_objects_reachable(kept) == []
-    # the reader's own threads and its decoders' are gone with it; the kept frames hold none
+    # the reader's own threads and its decoders' are gone with it (a closed file's decoder,
+    # held in PyAV's own reference cycles, once collected); the kept frames hold none
+    gc.collect()
     assert _native_threads() == before, (before, _native_threads())
