@@ -7,9 +7,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from livecam.capture.base import SourceBase
+from livecam.capture.base import DecodesVideo
 from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.netstreams import ffmpeg_reason, missing_protocol, split_url
 from livecam.core.types import ImageBGR
@@ -28,7 +26,7 @@ _LOW_LATENCY = {"fflags": "nobuffer", "flags": "low_delay", "probesize": "500000
                 "analyzeduration": "1000000"}
 
 
-class NetworkSource(SourceBase):
+class NetworkSource(DecodesVideo):
     """Frames decoded from a network stream; ``live``: a lost stream raises
     :class:`CaptureError` from ``read`` and the capture thread reopens it with backoff.
 
@@ -123,14 +121,13 @@ class NetworkSource(SourceBase):
         if frame.width * frame.height > self._max_pixels:
             raise CaptureError(f"input {self._url.shown} sends {frame.width}x{frame.height} "
                                "frames, above advanced.capture.max_image_megapixels")
-        decoded: ImageBGR = np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)
-        decoded.flags.writeable = False  # shared by reference across stages (see sources.py)
-        return decoded
+        return self._decoded(frame)
 
     def close(self) -> None:
         import av
 
         self._frames, self._pending = None, None
+        self._forget_planes()
         if self._container is not None:
             container, self._container = self._container, None
             try:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from livecam.capture.base import PipeEndedError, SourceBase
+from livecam.capture.base import DecodesVideo, PipeEndedError, SourceBase
 from livecam.capture.pipe_wait import PipeWaiter
 from livecam.capture.still import decode_image, input_kind
 from livecam.core.errors import CaptureError, InputError
@@ -98,7 +98,7 @@ class CameraSource(SourceBase):
             self._cap = None
 
 
-class FileSource(SourceBase):
+class FileSource(DecodesVideo):
     """A video file, or a pipe (a FIFO, ``/dev/stdin``), decoded by PyAV (FFmpeg); ``None`` at
     its end.
 
@@ -211,7 +211,7 @@ class FileSource(SourceBase):
         if frame.width * frame.height > self._max_pixels:  # the size may change mid-stream
             log.error("%s", self._too_large(frame.width, frame.height))
             return None
-        return _readonly(frame.to_ndarray(format="bgr24"))
+        return self._decoded(frame)
 
     def read(self) -> ImageBGR | None:
         if self._container is None:
@@ -221,6 +221,7 @@ class FileSource(SourceBase):
 
     def close(self) -> None:
         self._frames, self._pending = None, None
+        self._forget_planes()
         if self._container is not None:
             self._container.close()
             self._container = None

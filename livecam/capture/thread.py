@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from livecam.capture.base import FrameSource, PipeEndedError
+from livecam.capture.base import DecodesVideo, FrameSource, PipeEndedError
 from livecam.core.backoff import Backoff
 from livecam.core.errors import CaptureError, NoSenderYet
 from livecam.core.mailbox import Mailbox
 from livecam.core.metrics import Metrics
-from livecam.core.types import Frame, ImageBGR
+from livecam.core.types import Frame, ImageBGR, ImageI420, ReceivedI420
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +49,24 @@ class CaptureThread:
     array in that memory, or None) and the source ``read_into(out)`` (a camera through
     OpenCV: the frame decoded into ``out`` where the sizes agree, else a new array), the
     frame is decoded straight into that memory and not copied.
+
+    ``source_i420``: a stage takes the I420 planes a frame was decoded from
+    (:func:`~livecam.core.stage.source_i420_wanted`); a source that decodes video
+    (:class:`~livecam.capture.base.DecodesVideo`) then copies them out as it reads, and each
+    frame carries them (:attr:`~livecam.core.types.Frame.received_i420`).
     """
 
     def __init__(self, *, source: FrameSource, outbox: Mailbox[Frame], metrics: Metrics,
                  realtime: bool, loop: bool, reconnect_initial_s: float,
                  reconnect_max_s: float,
                  host_frames: Callable[[ImageBGR], ImageBGR] | None = None,
-                 first_out: threading.Event | None = None) -> None:
+                 first_out: threading.Event | None = None, source_i420: bool = False) -> None:
         self._source = source
+        #: the planes the source decoded an image from, where a stage wants them
+        self._planes_of: Callable[[ImageBGR], ImageI420 | None] | None = None
+        if source_i420 and isinstance(source, DecodesVideo):
+            source.keeps_planes_i420 = True
+            self._planes_of = source.planes_i420_of
         self._first_out = first_out
         self._host_frames = host_frames
         #: a writable array of a shape in the host memory, to decode into (or None)
@@ -193,9 +203,12 @@ class CaptureThread:
                     # a late frame restarts the grid rather than bursting to catch up
                     next_ns = max(next_ns, now_ns - period_ns) + period_ns
                 t_capture_ns = time.perf_counter_ns()
+                planes = None if self._planes_of is None else self._planes_of(image)
                 if self._host_frames is not None and not in_host:
                     image = self._copied(image)
-                frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image)
+                frame = Frame(index=index, t_capture_ns=t_capture_ns, image_bgr=image,
+                              received_i420=None if planes is None
+                              else ReceivedI420.holding(image, planes))
                 index += 1
                 self._metrics.count("captured")
                 while not self._outbox.put(frame, timeout_s=0.1):

@@ -104,6 +104,15 @@ def host_frames_of(stages: Sequence[object]) -> Callable[[ImageBGR], ImageBGR] |
     return None
 
 
+def source_i420_wanted(stages: Sequence[object]) -> bool:
+    """Whether one of ``stages`` takes the I420 planes a source decoded a frame from
+    (``takes_source_i420 = True`` on the stage: the thin client's encoder sends them as they
+    are). The runtime asks once, at start; only then does a source that decodes yuv420p
+    copy each frame's planes out at read time (:attr:`~livecam.core.types.Frame.
+    received_i420`), so a run that would not use them never pays for the copy."""
+    return any(getattr(stage, "takes_source_i420", False) is True for stage in stages)
+
+
 #: What a pipeline's stage list holds: synchronous stages, the last one maybe asynchronous.
 AnyStage = Stage | AsyncStage
 

@@ -27,11 +27,16 @@ class Frame:
     ``image_bgr`` is (H, W, 3) uint8 in BGR order and is never copied by the pipeline.
     ``t_capture_ns`` is ``time.perf_counter_ns()`` when the frame left the source.
     ``index`` counts frames read from the source, starting at 0; it only grows.
+    ``received_i420``: the I420 planes ``image_bgr`` was decoded from, where the source
+    decoded it from yuv420p and a stage asked for them (:func:`~livecam.core.stage.
+    source_i420_wanted`): plain arrays copied out of the decoder at read time, so a frame
+    never holds a decoder's frame (nor, through it, the decoder and its threads).
     """
 
     index: int
     t_capture_ns: int
     image_bgr: ImageBGR
+    received_i420: ReceivedI420 | None = None
 
     @property
     def height_px(self) -> int:
@@ -240,14 +245,20 @@ class RuntimeState:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ReceivedI420:
-    """A picture that arrived as I420 (the thin client's decoded frames), beside the
-    ``image_bgr`` converted from it: ``planes()`` gives its :data:`ImageI420` planes as they
-    arrived, made on first ask. A sink that takes I420 sends these instead of converting
-    ``image_bgr`` back (see :meth:`Packet.planes_i420`). ``planes`` may be called from any
-    thread and returns the same array each time."""
+    """A picture that arrived as I420 (the thin client's decoded frames, a source's decoded
+    yuv420p frames), beside the ``image_bgr`` converted from it: ``planes()`` gives its
+    :data:`ImageI420` planes as they arrived, made on first ask. A sink that takes I420 sends
+    these instead of converting ``image_bgr`` back (see :meth:`Packet.planes_i420`), as the
+    thin client's encoder does. ``planes`` may be called from any thread and returns the
+    same array each time."""
 
     image_bgr: ImageBGR
     planes: Callable[[], ImageI420]
+
+    @classmethod
+    def holding(cls, image_bgr: ImageBGR, planes_i420: ImageI420) -> ReceivedI420:
+        """``image_bgr`` with planes already made (a plain array, nothing else held)."""
+        return cls(image_bgr, lambda: planes_i420)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +281,8 @@ class Packet:
 
     @classmethod
     def from_frame(cls, frame: Frame, state: RuntimeState | None = None) -> Packet:
-        return cls(frame=frame, image_bgr=frame.image_bgr, state=state or RuntimeState())
+        return cls(frame=frame, image_bgr=frame.image_bgr, state=state or RuntimeState(),
+                   received_i420=frame.received_i420)
 
     def with_fields(self, **changes: Any) -> Packet:
         return replace(self, **changes)

@@ -23,7 +23,13 @@ from livecam.core.mailbox import Mailbox, Policy
 from livecam.core.metrics import Metrics
 from livecam.core.overload import OverloadMonitor
 from livecam.core.reload_result import ReloadResult
-from livecam.core.stage import AnyStage, ChecksFit, Prepares, host_frames_of
+from livecam.core.stage import (
+    AnyStage,
+    ChecksFit,
+    Prepares,
+    host_frames_of,
+    source_i420_wanted,
+)
 from livecam.core.switching import switch_interval
 from livecam.core.types import Frame, ImageBGR, Packet, RuntimeState
 from livecam.output import FrameSink, GuiSink
@@ -227,6 +233,7 @@ class App:
                                       reconnect_initial_s=cfg.capture.reconnect_initial_s,
                                       reconnect_max_s=cfg.capture.reconnect_max_s,
                                       host_frames=host_frames_of(self.stages),
+                                      source_i420=source_i420_wanted(self.stages),
                                       # a file's start is content not to skip; a
                                       # synthetic pattern stands in for a camera
                                       first_out=(self._first_out if self._labels[0]

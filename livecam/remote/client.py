@@ -62,7 +62,9 @@ class FrameFeed:
     (:func:`feed_track`) sends each new frame as it arrives (the camera's own pace: no wait
     for a tick of its own), repeats the last one when no new one came (1.5 intervals of
     ``1/fps`` after a new frame, then every interval: the link keeps its pace), and calls
-    ``on_sent(image)`` just before handing each to the encoder. ``send_waits_ms()``: how long
+    ``on_sent(image)`` just before handing each to the encoder. A frame put with its I420
+    planes (``planes_i420``: the camera's own, as the source decoded them) goes to the
+    encoder as those planes, with no conversion from BGR. ``send_waits_ms()``: how long
     the last new frames waited between ``put`` and going to the encoder; ``repeats``: how
     many repeats went."""
 
@@ -71,15 +73,18 @@ class FrameFeed:
         self.on_sent = on_sent
         self._lock = threading.Lock()
         self._newest: ImageBGR | None = None
+        self._newest_planes: ImageI420 | None = None
         self._puts = 0  # frames put so far: a new one since the last send when it grew
         self._t_put = 0.0  # time.monotonic() of the newest put
         self._waker: Callable[[], None] | None = None
         self._waits_ms: deque[float] = deque(maxlen=_WAITS_KEPT)
         self.repeats = 0  # frames sent again because no new one came
 
-    def put(self, image_bgr: ImageBGR) -> None:
+    def put(self, image_bgr: ImageBGR, planes_i420: ImageI420 | None = None) -> None:
+        """``image_bgr`` to send next; ``planes_i420``: the (H * 3 / 2, W) uint8 I420
+        planes it was decoded from, where it was (never written to after)."""
         with self._lock:
-            self._newest = image_bgr
+            self._newest, self._newest_planes = image_bgr, planes_i420
             self._puts += 1
             self._t_put = time.monotonic()
             waker = self._waker
@@ -90,6 +95,11 @@ class FrameFeed:
         """The newest frame, how many frames were put so far, and when the newest was."""
         with self._lock:
             return self._newest, self._puts, self._t_put
+
+    def planes_of(self, image_bgr: ImageBGR) -> ImageI420 | None:
+        """The I420 planes put with ``image_bgr``, when it is the newest frame."""
+        with self._lock:
+            return self._newest_planes if image_bgr is self._newest else None
 
     def wake_with(self, waker: Callable[[], None] | None) -> None:
         """``waker()`` is called (on the putting thread) after each ``put``."""
@@ -182,7 +192,7 @@ def feed_track(feed: FrameFeed) -> Any:
             self._t_sent, self._sent_puts, self._last_new = now, puts, new
             if feed.on_sent is not None:
                 feed.on_sent(image)
-            frame = to_video_frame(image)
+            frame = to_video_frame(image, feed.planes_of(image))
             now_ns = time.monotonic_ns()
             if self._t0_ns is None:
                 self._t0_ns = now_ns

@@ -23,7 +23,7 @@ from __future__ import annotations
 import fractions
 from typing import Any
 
-from livecam.core.types import ImageBGR
+from livecam.core.types import ImageBGR, ImageI420
 
 #: The video bitrate (bits/s) of an H.264 session, each way: aiortc's VP8 starting rate. On
 #: the noisy 720p test clip x264 ``ultrafast`` at 1 Mbit/s decoded nearer the picture sent
@@ -44,8 +44,10 @@ RATE_FPS_FLOOR = 10.0
 H264_PROFILE_LEVEL_ID = "42e01f"
 
 
-def to_video_frame(image_bgr: ImageBGR) -> Any:
-    """``image_bgr`` as the ``av.VideoFrame`` an encoder takes: yuv420p converted by OpenCV
+def to_video_frame(image_bgr: ImageBGR, planes_i420: ImageI420 | None = None) -> Any:
+    """``image_bgr`` as the ``av.VideoFrame`` an encoder takes: the I420 planes it was
+    decoded from where ``planes_i420`` gives them (of its size: the source's own picture,
+    with no conversion), else yuv420p converted by OpenCV
     (BT.601, limited range, as FFmpeg's default), so aiortc's encoder converts nothing. A
     camera frame goes through this once; FFmpeg's own BGR conversion (what aiortc did) cost
     2.5 times OpenCV's here at 720p (3.0 against 1.2 ms) and shifted colours by 1-3 grey
@@ -61,10 +63,12 @@ def to_video_frame(image_bgr: ImageBGR) -> Any:
     h, w = image_bgr.shape[:2]
     if h % 2 or w % 2:
         return VideoFrame.from_ndarray(image_bgr, format="bgr24")
-    planes_i420 = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2YUV_I420), np.uint8)
+    planes = planes_i420
+    if planes is None or planes.shape != (h * 3 // 2, w):
+        planes = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2YUV_I420), np.uint8)
     if h % 4:  # PyAV reads the height of a planes array as a multiple of 4
-        return VideoFrame.from_ndarray(planes_i420, format="yuv420p")
-    return VideoFrame.from_numpy_buffer(planes_i420, format="yuv420p")
+        return VideoFrame.from_ndarray(planes, format="yuv420p")
+    return VideoFrame.from_numpy_buffer(planes, format="yuv420p")
 
 
 def prefer_h264(transceiver: Any) -> None:

@@ -71,6 +71,9 @@ class RemoteSwapStage(StageBase):
 
     name = "remote"
     backend = "whip"
+    #: the encoder sends a camera frame's own I420 planes (:func:`~livecam.core.stage.
+    #: source_i420_wanted`), with no conversion from BGR
+    takes_source_i420 = True
 
     def __init__(self, url: str, token: str, *, fps: float, stall_s: float = 1.0,
                  identity: str | None = None, photo: tuple[bytes, str] | None = None,
@@ -124,7 +127,8 @@ class RemoteSwapStage(StageBase):
 
     def process(self, packet: Packet) -> Packet:
         image = packet.image_bgr
-        self._feed.put(image)
+        # the camera's own planes, where the source decoded them (takes_source_i420)
+        self._feed.put(image, packet.planes_i420())
         wanted = (packet.state.active_identity, packet.state.bypass)
         now = time.monotonic()
         with self._lock:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -166,14 +167,21 @@ def test_udp_mpegts_round_trip_keeps_the_frames_in_order() -> None:
     port = free_port(socket.SOCK_DGRAM)
     source = NetworkSource(url=f"udp://127.0.0.1:{port}", timeout_s=5, fps_fallback=30,
                            size_px=SIZE, max_pixels=10**8)
+    source.keeps_planes_i420 = True  # as for the thin client's encoder
     got: list[int | None] = []
+    plane_errors: list[float] = []  # each frame's planes against its BGR
     enough = threading.Event()
 
     def receive() -> None:
         source.open()
         try:
             while len(got) < 30:
-                got.append(read_code(source.read(), bits=12, box_xyxy=CODE_BOX))
+                image = source.read()
+                got.append(read_code(image, bits=12, box_xyxy=CODE_BOX))
+                planes = source.planes_i420_of(image)  # H.264's own yuv420p, copied out
+                assert planes is not None and source.planes_i420_of(image.copy()) is None
+                back = cv2.cvtColor(planes, cv2.COLOR_YUV2BGR_I420).astype(np.int16)
+                plane_errors.append(float(np.abs(back - image).mean()))
         finally:
             source.close()
             enough.set()
@@ -194,6 +202,7 @@ def test_udp_mpegts_round_trip_keeps_the_frames_in_order() -> None:
     indices = [i for i in got if i is not None]
     assert len(indices) >= 25, got  # a frame's code may blur, most must read back
     assert indices == sorted(indices) and len(set(indices)) == len(indices)
+    assert len(plane_errors) == len(got) and max(plane_errors) < 1.5, plane_errors
 
 
 @pytest.mark.parametrize("side", ["input", "output"])

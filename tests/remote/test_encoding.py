@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import fractions
+from pathlib import Path
 
 import av
 import numpy as np
@@ -63,11 +64,12 @@ def _frames(n: int) -> list[np.ndarray]:
     return [frames[k % len(frames)] for k in range(n)]
 
 
-def _encode(images: list[np.ndarray], fps: float = 30.0) -> list[object]:
+def _encode(images: list[np.ndarray], fps: float = 30.0,
+            planes: list[np.ndarray] | None = None) -> list[object]:
     encoder = H264PacketEncoder(fps=fps)
     packets = []
     for k, image in enumerate(images):
-        frame = to_video_frame(image)
+        frame = to_video_frame(image, None if planes is None else planes[k])
         frame.pts, frame.time_base = round(k * 90_000 / fps), fractions.Fraction(1, 90_000)
         packet = encoder.encode(frame)
         assert packet is not None  # zerolatency: one packet per frame, none held back
@@ -99,6 +101,54 @@ def test_h264_packets_decode_to_the_picture_sent() -> None:
     errors = [np.abs(d.astype(np.int16) - i).mean() for d, i in zip(decoded, images,
                                                                         strict=True)]
     assert max(errors) < 8, errors  # 2 Mbit/s of a noisy 720p camera
+
+
+def test_a_cameras_own_planes_encode_to_the_picture_its_bgr_does(tmp_path: Path) -> None:
+    """A frame read from a yuv420p camera stand-in (a Y4M file, as the thin client's bench
+    reads it) goes to x264 as the planes the reader copied out; the session's picture is the
+    one converting its BGR back gives, within x264's own error."""
+    import cv2
+
+    from livecam.capture import make_source, parse_input
+    from livecam.config.schema import CaptureConfig
+
+    clip = tmp_path / "camera.y4m"
+    with av.open(str(clip), "w", format="yuv4mpegpipe") as container:
+        stream = container.add_stream("wrapped_avframe", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 1280, 720, "yuv420p"
+        for image in _frames(30):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(
+                    cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420), format="yuv420p")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    source = make_source(parse_input(f"file:{clip}"), CaptureConfig())
+    source.keeps_planes_i420 = True  # type: ignore[attr-defined]  # as the capture thread sets
+    source.open()
+    try:
+        images, planes = [], []
+        while (image := source.read()) is not None:
+            kept = source.planes_i420_of(image)  # type: ignore[attr-defined]
+            assert kept is not None
+            images.append(image)
+            planes.append(kept)
+    finally:
+        source.close()
+    assert len(images) == 30
+    from_planes = _decode(_encode(images, planes=planes))
+    from_bgr = _decode(_encode(images))
+    assert len(from_planes) == len(from_bgr) == len(images)
+
+    def errors(decoded: list[np.ndarray]) -> list[float]:
+        return [float(np.abs(d.astype(np.int16) - i).mean())
+                for d, i in zip(decoded, images, strict=True)]
+
+    assert max(errors(from_planes)) < 8, errors(from_planes)  # as from the BGR (above)
+    assert np.mean(errors(from_planes)) <= np.mean(errors(from_bgr)) + 0.25, (
+        errors(from_planes), errors(from_bgr))
+    between = [float(np.abs(a.astype(np.int16) - b).mean())
+               for a, b in zip(from_planes, from_bgr, strict=True)]
+    assert max(between) < 3, between  # the same picture, two encodes of it
 
 
 def test_h264_at_its_bitrate_is_no_worse_than_aiortcs_vp8() -> None:
