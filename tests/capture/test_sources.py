@@ -266,4 +266,5 @@ def test_frames_kept_over_a_looping_files_reopens_hold_no_decoder(
     # the reader's own threads and its decoders' are gone with it (a closed file's decoder,
     # held in PyAV's own reference cycles, once collected); the kept frames hold none
     gc.collect()
-    assert _native_threads() == before, (before, _native_threads())
+    # at most as many: a thread of an earlier test in this process may end meanwhile
+    assert _native_threads() <= before, (before, _native_threads())
