@@ -94,6 +94,14 @@ class BesideLost:
         they were found lost over more than ``cover_frames`` input frames (never covered).
         The bands, withheld ``LOST`` with no track; empty where every lost face is
         accounted for."""
+        for tid, _ in in_view:
+            if tid >= 0:
+                self._born.setdefault(tid, index)
+        for tid in [t for t in self._born if t not in known]:
+            del self._born[tid]
+        if not lost and not lost_tracks:  # the usual frame: no one lost, nothing to band
+            self._noticed.clear()
+            return WithheldFaces()
         covered = {tid for tid, _, _ in lost}
         faces: list[tuple[Sequence[float], int]] = [(box, since) for _, box, since in lost]
         w, h = size
@@ -110,11 +118,6 @@ class BesideLost:
         lost_now = {lt.track_id for lt in lost_tracks}
         for tid in [t for t in self._noticed if t not in lost_now]:
             del self._noticed[tid]
-        for tid, _ in in_view:
-            if tid >= 0:
-                self._born.setdefault(tid, index)
-        for tid in [t for t in self._born if t not in known]:
-            del self._born[tid]
         boxes = [box for _, box in in_view]
         # a cover on a face in view, or along its side, is where that face hides it
         sides = [(x1 - UNDER * (x2 - x1), y1, x2 + UNDER * (x2 - x1), y2)

@@ -448,10 +448,12 @@ class FaceFollower:
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
                                    again, [o.box_xyxy for _, o, _ in rows])
         # a lost face whose cover is on no face in view may be behind one (behind.py)
-        unseen = self._hidden.unseen(index)
-        covered = [(t, b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
-                                                  lost.track_ids.tolist(), strict=True)
-                   if t in unseen]
+        covered: list[tuple[int, list[float], int]] = []
+        if len(lost):
+            unseen = self._hidden.unseen(index)
+            covered = [(t, b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
+                                                      lost.track_ids.tolist(), strict=True)
+                       if t in unseen]
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         beside = self._beside.update(covered, [(t, o.box_xyxy.tolist()) for t, o, _ in rows]
                                      + [(t, o.box_xyxy.tolist()) for t, o, _ in held],
