@@ -24,8 +24,8 @@ frame 8 still fitting: the detector's only box was a 0.37 one on its uncovered c
 from __future__ import annotations
 
 from livecam.analysis.observations import SAME_FACE_IOU
+from livecam.core.boxes import box_iou
 from livecam.core.types import Faces
-from livecam.track.bytetrack import box_iou
 
 
 def own_scores(faces: Faces, detections: Faces) -> list[float | None]:

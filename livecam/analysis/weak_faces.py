@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livecam.core.boxes import box_iou, share_in
 from livecam.core.types import Faces, Unswappable, WithheldFaces
-from livecam.track.bytetrack import box_iou
 
 #: A weak detection scoring under this is left alone (``hidden``: the face behind the board
 #: 0.36-0.51; the board itself, and a board's corner on ``half_hidden``, 0.30-0.32).
@@ -58,14 +58,6 @@ ON_PLACE_SHARE = 0.5
 class _Place:
     box: list[float]  # x1, y1, x2, y2 px: the cover
     last_index: int  # the input frame of its last weak detection
-
-
-def _share_in(box: list[float], region: list[float]) -> float:
-    iw = min(box[2], region[2]) - max(box[0], region[0])
-    ih = min(box[3], region[3]) - max(box[1], region[1])
-    if iw <= 0 or ih <= 0:
-        return 0.0
-    return iw * ih / max((box[2] - box[0]) * (box[3] - box[1]), 1e-6)
 
 
 class WeakFaces:
@@ -102,7 +94,7 @@ class WeakFaces:
                     continue  # cut by the frame's edge: the edge search's (edges.py)
                 if others is None:
                     others = swapped.boxes_xyxy.tolist() + withheld.boxes_xyxy.tolist()
-                if any(_share_in(box, o) >= EXPLAINED_SHARE for o in others):
+                if any(share_in(box, o) >= EXPLAINED_SHARE for o in others):
                     continue
                 cx, cy = 0.5 * (box[0] + box[2]), 0.5 * (box[1] + box[3])
                 hw = 0.5 * (box[2] - box[0]) * (1 + GROWTH)
@@ -118,7 +110,7 @@ class WeakFaces:
         faces = swapped.boxes_xyxy.tolist() if len(swapped) else []
         kept: list[_Place] = []
         for p in self._places:
-            if any(_share_in(f, p.box) >= ON_PLACE_SHARE for f in faces):
+            if any(share_in(f, p.box) >= ON_PLACE_SHARE for f in faces):
                 continue  # the face is followed now
             if index - p.last_index > MEMORY_FRAMES:
                 self.expired.append(np.array(p.box, np.float32))
