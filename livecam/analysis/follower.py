@@ -206,11 +206,12 @@ class FaceFollower:
             back = self._returns.update(image, index, expired, faces.boxes_xyxy)
             withheld = WithheldFaces.concat([withheld, back])
             timings["returns"] = (time.perf_counter_ns() - t) / 1e6
-        if len(weak) or self._weak.remembered or self._weak.expired:
+        track_score = self.tracker_settings.new_track_score_threshold
+        if (self._weak.remembered or self._weak.expired or len(weak)
+                or (whole is not None and any(s < track_score for s in whole.scores.tolist()))):
             # a face partly hidden from its first frame: no track, no lost face (weak_faces.py)
             withheld = WithheldFaces.concat([withheld, self._weak.update(
-                whole, self.tracker_settings.high_score_threshold, faces, withheld, index,
-                size)])
+                whole, track_score, faces, withheld, index, size)])
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
         selected = self.selector.select(faces, image)

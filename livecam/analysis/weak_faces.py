@@ -74,13 +74,16 @@ class WeakFaces:
     def remembered(self) -> bool:
         return bool(self._places)
 
-    def update(self, detections: Faces | None, high_score: float, swapped: Faces,
+    def update(self, detections: Faces | None, track_score: float, swapped: Faces,
                withheld: WithheldFaces, index: int, size: tuple[int, int]) -> WithheldFaces:
         """The places to cover in frame ``index`` (withheld ``NO_MESH``, track id -1):
-        ``detections``' boxes scoring from :data:`MIN_SCORE` to under ``high_score`` (the
-        whole-frame detections, None where none were run) that lie inside the frame of
-        ``size`` (W, H) and mostly on none of ``swapped`` and ``withheld`` (this frame's
-        faces), and the places such detections showed in the last :data:`MEMORY_FRAMES`."""
+        ``detections``' boxes scoring from :data:`MIN_SCORE` to under ``track_score`` (the
+        score that starts a track; the whole-frame detections, None where none were run)
+        that lie inside the frame of ``size`` (W, H) and mostly on none of ``swapped`` and
+        ``withheld`` (this frame's faces) that is remembered: with a track, or ``LOST`` (a
+        lost face's cover, band or watched place; a face withheld with no track is only
+        this frame's), and the places such detections showed in the last
+        :data:`MEMORY_FRAMES`."""
         self.expired = []
         fresh: list[list[float]] = []
         if detections is not None and len(detections):
@@ -88,12 +91,16 @@ class WeakFaces:
             others: list[list[float]] | None = None
             for box, score in zip(detections.boxes_xyxy.tolist(), detections.scores.tolist(),
                                   strict=True):
-                if not MIN_SCORE <= score < high_score:
+                if not MIN_SCORE <= score < track_score:
                     continue
                 if box[0] < 0 or box[1] < 0 or box[2] > w or box[3] > h:
                     continue  # cut by the frame's edge: the edge search's (edges.py)
                 if others is None:
-                    others = swapped.boxes_xyxy.tolist() + withheld.boxes_xyxy.tolist()
+                    others = swapped.boxes_xyxy.tolist() + [
+                        b for b, t, r in zip(withheld.boxes_xyxy.tolist(),
+                                             withheld.track_ids.tolist(),
+                                             withheld.reasons.tolist(), strict=True)
+                        if t >= 0 or r == Unswappable.LOST]
                 if any(share_in(box, o) >= EXPLAINED_SHARE for o in others):
                     continue
                 cx, cy = 0.5 * (box[0] + box[2]), 0.5 * (box[1] + box[3])
