@@ -11,10 +11,20 @@ start a track), the detector scores it 0.38-0.50 from then on and it was shown a
 the board hid it, and again as it came out (input frames 55-60), where no lost face's place
 was watched.
 
-:class:`WeakFaces` covers each weak detection of at least :data:`MIN_SCORE` that lies in the
-frame and mostly (:data:`EXPLAINED_SHARE`) on no face swapped or withheld in the same frame,
-grown by :data:`GROWTH` (the detector's box on a partly seen face is often a fraction of it: on
-``hidden``, 69 px on the uncovered corner of a 180 px face). The place stays covered for
+A detection strong enough to be followed but under the tracker's ``new_track_score_threshold``
+(0.7), that no track takes, is as alone: it is withheld that frame and remembered by nothing
+(no track, so no lost face). On ``hidden`` followed from input frame 8 every 5th-8th frame
+(live mode under load from a camera's first frame), the face 30 % under the board scored
+0.64, and the next frame followed had 10-20 % of it in view and no detection (input frames
+13-14): it was shown as it is, and so was input frame 56 as the board slid away (no place
+was watched).
+
+:class:`WeakFaces` covers each detection from :data:`MIN_SCORE` to under the score that
+starts a track that lies in the frame and mostly (:data:`EXPLAINED_SHARE`) on no face swapped
+or withheld in the same frame that something remembers (a track, or a lost face's cover,
+band or watched place: ``LOST``), grown by :data:`GROWTH` (the detector's box on a partly
+seen face is often a fraction of it: on ``hidden``, 69 px on the uncovered corner of a 180 px
+face). The place stays covered for
 :data:`MEMORY_FRAMES` input frames after its last such detection (the last 10-20 % of the face,
 which the detector does not find, goes behind the board meanwhile), unless a face swapped in
 the frame stands on it (the face is followed now); then, where its cover ended, it is handed to
