@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from livecam.core.boxes import meet, share_in_frame
 from livecam.core.types import Unswappable, WithheldFaces
 from livecam.track.bytetrack import LostTrack
 
@@ -52,10 +53,6 @@ SIDE = 1.0
 UNDER = 0.25
 #: The band's height beyond the face in view's box, top and bottom, in its heights.
 TALLER = 0.1
-
-
-def _meet(a: Sequence[float], b: Sequence[float]) -> bool:
-    return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
 
 def _reach(box: Sequence[float], since: int) -> tuple[float, float, float, float]:
@@ -94,6 +91,14 @@ class BesideLost:
         they were found lost over more than ``cover_frames`` input frames (never covered).
         The bands, withheld ``LOST`` with no track; empty where every lost face is
         accounted for."""
+        for tid, _ in in_view:
+            if tid >= 0:
+                self._born.setdefault(tid, index)
+        for tid in [t for t in self._born if t not in known]:
+            del self._born[tid]
+        if not lost and not lost_tracks:  # the usual frame: no one lost, nothing to band
+            self._noticed.clear()
+            return WithheldFaces()
         covered = {tid for tid, _, _ in lost}
         faces: list[tuple[Sequence[float], int]] = [(box, since) for _, box, since in lost]
         w, h = size
@@ -102,25 +107,17 @@ class BesideLost:
             box = lt.box_xyxy.tolist()
             if lt.track_id in covered or index - first > self.cover_frames:
                 continue
-            inside = (max(0.0, min(box[2], w) - max(box[0], 0.0))
-                      * max(0.0, min(box[3], h) - max(box[1], 0.0)))
-            area = max((box[2] - box[0]) * (box[3] - box[1]), 1e-6)
-            if inside >= 0.25 * area or gap > self.cover_frames:
+            if share_in_frame(box, w, h) >= 0.25 or gap > self.cover_frames:
                 faces.append((box, lt.frames_lost))
         lost_now = {lt.track_id for lt in lost_tracks}
         for tid in [t for t in self._noticed if t not in lost_now]:
             del self._noticed[tid]
-        for tid, _ in in_view:
-            if tid >= 0:
-                self._born.setdefault(tid, index)
-        for tid in [t for t in self._born if t not in known]:
-            del self._born[tid]
         boxes = [box for _, box in in_view]
         # a cover on a face in view, or along its side, is where that face hides it
         sides = [(x1 - UNDER * (x2 - x1), y1, x2 + UNDER * (x2 - x1), y2)
                  for x1, y1, x2, y2 in boxes]
         astray = [(box, since) for box, since in faces
-                  if not any(_meet(box, face) for face in sides)]
+                  if not any(meet(box, face) for face in sides)]
         if not astray:
             return WithheldFaces()
         # a face tracked only since a lost face was last seen may be that face, found again
@@ -129,11 +126,11 @@ class BesideLost:
         for tid, face in in_view:
             could = [(_centre_gap(box, face), k) for k, (box, since) in enumerate(left)
                      if (tid < 0 or self._born[tid] > index - since)
-                     and _meet(_reach(box, since), face)]
+                     and meet(_reach(box, since), face)]
             if could:
                 del left[min(could)[1]]
         near = sorted({j for box, since in left for j, face in enumerate(boxes)
-                       if _meet(_reach(box, since), face)})
+                       if meet(_reach(box, since), face)})
         if not near:
             return WithheldFaces()
         rows: list[list[float]] = []

@@ -210,11 +210,12 @@ class FaceFollower:
             back = self._returns.update(image, index, expired, faces.boxes_xyxy)
             withheld = WithheldFaces.concat([withheld, back])
             timings["returns"] = (time.perf_counter_ns() - t) / 1e6
-        if len(weak) or self._weak.remembered or self._weak.expired:
+        track_score = self.tracker_settings.new_track_score_threshold
+        if (self._weak.remembered or self._weak.expired or len(weak)
+                or (whole is not None and any(s < track_score for s in whole.scores.tolist()))):
             # a face partly hidden from its first frame: no track, no lost face (weak_faces.py)
             withheld = WithheldFaces.concat([withheld, self._weak.update(
-                whole, self.tracker_settings.high_score_threshold, faces, withheld, index,
-                size)])
+                whole, track_score, faces, withheld, index, size)])
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
         selected = self.selector.select(faces, image)
@@ -452,10 +453,12 @@ class FaceFollower:
         lost = self._hidden.update(lost_tracks, self._last_marks, size, index, alive, weak,
                                    again, [o.box_xyxy for _, o, _ in rows])
         # a lost face whose cover is on no face in view may be behind one (behind.py)
-        unseen = self._hidden.unseen(index)
-        covered = [(t, b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
-                                                  lost.track_ids.tolist(), strict=True)
-                   if t in unseen]
+        covered: list[tuple[int, list[float], int]] = []
+        if len(lost):
+            unseen = self._hidden.unseen(index)
+            covered = [(t, b, unseen[t]) for b, t in zip(lost.boxes_xyxy.tolist(),
+                                                      lost.track_ids.tolist(), strict=True)
+                       if t in unseen]
         keep = alive | {lt.track_id for lt in lost_tracks} | self._hidden.ids
         beside = self._beside.update(covered, [(t, o.box_xyxy.tolist()) for t, o, _ in rows]
                                      + [(t, o.box_xyxy.tolist()) for t, o, _ in held],

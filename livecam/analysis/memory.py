@@ -27,8 +27,8 @@ from livecam.analysis.observations import (
     moved_marks,
     overlaps,
     refuted,
-    share_inside,
 )
+from livecam.core.boxes import share_in_frame
 from livecam.core.types import Unswappable, WithheldFaces
 from livecam.track.bytetrack import LostTrack
 
@@ -121,7 +121,7 @@ class HiddenFaces:
             if inside_any(weak, near):
                 entry.last_index = index
             since = index - entry.last_index
-            in_frame = share_inside(entry.box_xyxy, w, h) >= _LOST_IN_FRAME
+            in_frame = share_in_frame(entry.box_xyxy.tolist(), w, h) >= _LOST_IN_FRAME
             box = grown(entry.box_xyxy, min(_LOST_GROWTH * min(since, self.cover_frames),
                                             _LOST_GROWTH_MAX))
             if since > self.cover_frames:

@@ -21,7 +21,6 @@ from livecam.analysis.observations import (
     at_edge,
     floats,
     mesh_observation,
-    share_inside,
 )
 from livecam.analysis.roi import (
     Roi,
@@ -29,6 +28,7 @@ from livecam.analysis.roi import (
     roi_from_detection,
     roi_from_landmarks,
 )
+from livecam.core.boxes import share_in_frame
 from livecam.core.types import Faces, ImageBGR
 from livecam.track.bytetrack import iou_matrix
 
@@ -134,8 +134,8 @@ def verified(networks: FaceNetworks, image: ImageBGR, carried: list[Observation]
         # overlaps the one in front) is that face's, not a sign this one slid; at the
         # frame's edge a detection sees only the part inside, the carried mesh the face
         if (not _SLID_IOU[0] < row[j] < _SLID_IOU[1] or owner[j] != i
-                or share_inside(o.box_xyxy, w, h) < 1.0
-                or share_inside(whole.boxes_xyxy[j], w, h) < 1.0
+                or share_in_frame(o.box_xyxy.tolist(), w, h) < 1.0
+                or share_in_frame(whole.boxes_xyxy[j].tolist(), w, h) < 1.0
                 or at_edge(whole.boxes_xyxy[j], w, h)):
             out.append(o)
             continue

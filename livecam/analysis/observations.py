@@ -17,8 +17,9 @@ from livecam.analysis.detect import SearchResult
 from livecam.analysis.keepgil import copy_into
 from livecam.analysis.mesh import MeshResult
 from livecam.analysis.roi import Roi, box_from_landmarks
+from livecam.core.boxes import box_iou
 from livecam.core.types import Unswappable, WithheldFaces
-from livecam.track.bytetrack import PAIRS_IN_PYTHON, box_iou, iou_matrix
+from livecam.track.bytetrack import PAIRS_IN_PYTHON, iou_matrix
 
 # Observations of two faces overlapping this much are one face seen twice (or about to be).
 SAME_FACE_IOU = 0.3
@@ -125,13 +126,6 @@ def grown(box: np.ndarray, fraction: float) -> np.ndarray:
     cx, cy = 0.5 * (box[0] + box[2]), 0.5 * (box[1] + box[3])
     hw, hh = 0.5 * (box[2] - box[0]) * (1 + fraction), 0.5 * (box[3] - box[1]) * (1 + fraction)
     return np.array([cx - hw, cy - hh, cx + hw, cy + hh], np.float32)
-
-
-def share_inside(box: np.ndarray, w: int, h: int) -> float:
-    area = max(float(box[2] - box[0]) * float(box[3] - box[1]), 1e-6)
-    iw = max(0.0, min(float(box[2]), w) - max(float(box[0]), 0.0))
-    ih = max(0.0, min(float(box[3]), h) - max(float(box[1]), 0.0))
-    return iw * ih / area
 
 
 def moved_marks(marks: np.ndarray, box: np.ndarray) -> np.ndarray:

@@ -24,8 +24,8 @@ frame 8 still fitting: the detector's only box was a 0.37 one on its uncovered c
 from __future__ import annotations
 
 from livecam.analysis.observations import SAME_FACE_IOU
+from livecam.core.boxes import box_iou
 from livecam.core.types import Faces
-from livecam.track.bytetrack import box_iou
 
 
 def own_scores(faces: Faces, detections: Faces) -> list[float | None]:
@@ -75,21 +75,24 @@ class PartlyHidden:
 
     def update(self, faces: Faces, detections: Faces | None, known: set[int],
                advancing: set[int] | frozenset[int] = frozenset(), *,
-               frame_width_px: int = 0) -> list[int]:
+               frame_width_px: int) -> list[int]:
         """Indices of ``faces`` to withhold; ``known``: the track ids still remembered
         (followed, lost or covered), the others are forgotten; ``advancing``: indices of
         ``faces`` that something advances over from a side (withheld at a drop of
         :data:`SIDE_DROP`, whatever their score, or where ``detections`` has no box on
         them). ``detections``: this frame's whole-frame detections, None where none were
         run (then nothing is withheld). ``frame_width_px``: the frame's width, for
-        :data:`RELIABLE_WIDTH` (0: faces never strong are not withheld for it)."""
+        :data:`RELIABLE_WIDTH` (required: without it no face never strong could be withheld).
+        """
+        if frame_width_px <= 0:
+            raise ValueError(f"frame_width_px must be positive, got {frame_width_px}")
         for tid in [t for t in self._best if t not in known]:
             del self._best[tid]
         if detections is None or not len(faces):
             return []
         out = []
         boxes = faces.boxes_xyxy.tolist()
-        min_width = RELIABLE_WIDTH * frame_width_px if frame_width_px else float("inf")
+        min_width = RELIABLE_WIDTH * frame_width_px
         for i, (tid, score) in enumerate(zip(faces.track_ids.tolist(),
                                              own_scores(faces, detections), strict=True)):
             if score is None:

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from livecam.core.boxes import box_iou
 from livecam.core.types import ImageBGR, Unswappable, WithheldFaces
-from livecam.track.bytetrack import box_iou
 
 #: Seconds a place is watched after its lost face's cover expired.
 WATCH_S = 4.0

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livecam.core.boxes import box_iou
 from livecam.core.types import Faces
-from livecam.track.bytetrack import box_iou
 
 #: A hit in the repeated rows is taken only when the detector finds it again on a second look
 #: (:func:`seen_again`): square pictures :data:`SECOND_LOOK_PX` wide of the frame about the

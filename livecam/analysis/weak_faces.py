@@ -11,10 +11,20 @@ start a track), the detector scores it 0.38-0.50 from then on and it was shown a
 the board hid it, and again as it came out (input frames 55-60), where no lost face's place
 was watched.
 
-:class:`WeakFaces` covers each weak detection of at least :data:`MIN_SCORE` that lies in the
-frame and mostly (:data:`EXPLAINED_SHARE`) on no face swapped or withheld in the same frame,
-grown by :data:`GROWTH` (the detector's box on a partly seen face is often a fraction of it: on
-``hidden``, 69 px on the uncovered corner of a 180 px face). The place stays covered for
+A detection strong enough to be followed but under the tracker's ``new_track_score_threshold``
+(0.7), that no track takes, is as alone: it is withheld that frame and remembered by nothing
+(no track, so no lost face). On ``hidden`` followed from input frame 8 every 5th-8th frame
+(live mode under load from a camera's first frame), the face 30 % under the board scored
+0.64, and the next frame followed had 10-20 % of it in view and no detection (input frames
+13-14): it was shown as it is, and so was input frame 56 as the board slid away (no place
+was watched).
+
+:class:`WeakFaces` covers each detection from :data:`MIN_SCORE` to under the score that
+starts a track that lies in the frame and mostly (:data:`EXPLAINED_SHARE`) on no face swapped
+or withheld in the same frame that something remembers (a track, or a lost face's cover,
+band or watched place: ``LOST``), grown by :data:`GROWTH` (the detector's box on a partly
+seen face is often a fraction of it: on ``hidden``, 69 px on the uncovered corner of a 180 px
+face). The place stays covered for
 :data:`MEMORY_FRAMES` input frames after its last such detection (the last 10-20 % of the face,
 which the detector does not find, goes behind the board meanwhile), unless a face swapped in
 the frame stands on it (the face is followed now); then, where its cover ended, it is handed to
@@ -34,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from livecam.core.boxes import box_iou, share_in
 from livecam.core.types import Faces, Unswappable, WithheldFaces
-from livecam.track.bytetrack import box_iou
 
 #: A weak detection scoring under this is left alone (``hidden``: the face behind the board
 #: 0.36-0.51; the board itself, and a board's corner on ``half_hidden``, 0.30-0.32).
@@ -60,14 +70,6 @@ class _Place:
     last_index: int  # the input frame of its last weak detection
 
 
-def _share_in(box: list[float], region: list[float]) -> float:
-    iw = min(box[2], region[2]) - max(box[0], region[0])
-    ih = min(box[3], region[3]) - max(box[1], region[1])
-    if iw <= 0 or ih <= 0:
-        return 0.0
-    return iw * ih / max((box[2] - box[0]) * (box[3] - box[1]), 1e-6)
-
-
 class WeakFaces:
     """Places of weak detections no face accounts for (see the module docstring). Only the
     follower's thread; one :meth:`update` per frame followed."""
@@ -82,13 +84,16 @@ class WeakFaces:
     def remembered(self) -> bool:
         return bool(self._places)
 
-    def update(self, detections: Faces | None, high_score: float, swapped: Faces,
+    def update(self, detections: Faces | None, track_score: float, swapped: Faces,
                withheld: WithheldFaces, index: int, size: tuple[int, int]) -> WithheldFaces:
         """The places to cover in frame ``index`` (withheld ``NO_MESH``, track id -1):
-        ``detections``' boxes scoring from :data:`MIN_SCORE` to under ``high_score`` (the
-        whole-frame detections, None where none were run) that lie inside the frame of
-        ``size`` (W, H) and mostly on none of ``swapped`` and ``withheld`` (this frame's
-        faces), and the places such detections showed in the last :data:`MEMORY_FRAMES`."""
+        ``detections``' boxes scoring from :data:`MIN_SCORE` to under ``track_score`` (the
+        score that starts a track; the whole-frame detections, None where none were run)
+        that lie inside the frame of ``size`` (W, H) and mostly on none of ``swapped`` and
+        ``withheld`` (this frame's faces) that is remembered: with a track, or ``LOST`` (a
+        lost face's cover, band or watched place; a face withheld with no track is only
+        this frame's), and the places such detections showed in the last
+        :data:`MEMORY_FRAMES`."""
         self.expired = []
         fresh: list[list[float]] = []
         if detections is not None and len(detections):
@@ -96,13 +101,17 @@ class WeakFaces:
             others: list[list[float]] | None = None
             for box, score in zip(detections.boxes_xyxy.tolist(), detections.scores.tolist(),
                                   strict=True):
-                if not MIN_SCORE <= score < high_score:
+                if not MIN_SCORE <= score < track_score:
                     continue
                 if box[0] < 0 or box[1] < 0 or box[2] > w or box[3] > h:
                     continue  # cut by the frame's edge: the edge search's (edges.py)
                 if others is None:
-                    others = swapped.boxes_xyxy.tolist() + withheld.boxes_xyxy.tolist()
-                if any(_share_in(box, o) >= EXPLAINED_SHARE for o in others):
+                    others = swapped.boxes_xyxy.tolist() + [
+                        b for b, t, r in zip(withheld.boxes_xyxy.tolist(),
+                                             withheld.track_ids.tolist(),
+                                             withheld.reasons.tolist(), strict=True)
+                        if t >= 0 or r == Unswappable.LOST]
+                if any(share_in(box, o) >= EXPLAINED_SHARE for o in others):
                     continue
                 cx, cy = 0.5 * (box[0] + box[2]), 0.5 * (box[1] + box[3])
                 hw = 0.5 * (box[2] - box[0]) * (1 + GROWTH)
@@ -118,7 +127,7 @@ class WeakFaces:
         faces = swapped.boxes_xyxy.tolist() if len(swapped) else []
         kept: list[_Place] = []
         for p in self._places:
-            if any(_share_in(f, p.box) >= ON_PLACE_SHARE for f in faces):
+            if any(share_in(f, p.box) >= ON_PLACE_SHARE for f in faces):
                 continue  # the face is followed now
             if index - p.last_index > MEMORY_FRAMES:
                 self.expired.append(np.array(p.box, np.float32))

@@ -18,6 +18,7 @@ from enum import Enum
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from livecam.core.boxes import box_iou
 from livecam.core.types import FloatArray, IntArray
 from livecam.track.kalman import KalmanBoxFilter, xyxy_to_xyah
 from livecam.track.settings import ByteTrackSettings
@@ -100,20 +101,6 @@ class LostTrack:
 # Up to this many box pairs, IoUs on plain floats (box_iou) cost less than numpy's ~20 ufunc
 # calls on (N, M) arrays; beyond, numpy's fixed cost is spread over enough pairs to win.
 PAIRS_IN_PYTHON = 10
-
-
-def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
-    """IoU of two boxes x1 y1 x2 y2 given as Python floats: :func:`iou_matrix_numpy`'s float64
-    operations in its order, so the same bits (a box with a NaN has a NaN area, so the union
-    is NaN and both give 0). A face or a few, the usual case, need no numpy arithmetic."""
-    ax1, ay1, ax2, ay2 = a
-    bx1, by1, bx2, by2 = b
-    inter = (max(min(ax2, bx2) - max(ax1, bx1), 0.0)
-             * max(min(ay2, by2) - max(ay1, by1), 0.0))
-    area_a = max(ax2 - ax1, 0.0) * max(ay2 - ay1, 0.0)
-    area_b = max(bx2 - bx1, 0.0) * max(by2 - by1, 0.0)
-    union = area_a + area_b - inter
-    return inter / max(union, 1e-12) if union > 0 else 0.0
 
 
 def iou_matrix(a_xyxy: np.ndarray, b_xyxy: np.ndarray) -> np.ndarray:

@@ -5,6 +5,7 @@ the detector finds no box on them at all."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from livecam.analysis.occlusion import PartlyHidden
 from livecam.core.types import Faces
@@ -13,6 +14,7 @@ from livecam.core.types import Faces
 # detector's only box that frame, on the face's uncovered corner (IoU 0.15 with it)
 FACE = [550.0, 205.0, 730.0, 395.0]
 CORNER = [652.0, 200.0, 730.0, 279.0]
+W = 1280  # the clip's frame width, px
 
 
 def _faces(boxes: list[list[float]], scores: list[float], ids: list[int] | None = None) -> Faces:
@@ -23,13 +25,15 @@ def _faces(boxes: list[list[float]], scores: list[float], ids: list[int] | None 
 
 def _seen_whole(hidden: PartlyHidden) -> None:
     """A frame with the face in full view: its best score, 0.90."""
-    assert hidden.update(_faces([FACE], [0.9], [1]), _faces([FACE], [0.9]), {1}) == []
+    assert hidden.update(_faces([FACE], [0.9], [1]), _faces([FACE], [0.9]), {1},
+                         frame_width_px=W) == []
 
 
 def test_a_face_whose_own_detection_drops_is_withheld() -> None:
     hidden = PartlyHidden(0.6)
     _seen_whole(hidden)
-    assert hidden.update(_faces([FACE], [0.9], [1]), _faces([FACE], [0.5]), {1}) == [0]
+    assert hidden.update(_faces([FACE], [0.9], [1]), _faces([FACE], [0.5]), {1},
+                         frame_width_px=W) == [0]
 
 
 def test_a_face_covered_from_a_side_with_no_detection_of_its_own_is_withheld() -> None:
@@ -38,8 +42,9 @@ def test_a_face_covered_from_a_side_with_no_detection_of_its_own_is_withheld() -
     hidden = PartlyHidden(0.6)
     _seen_whole(hidden)
     face = _faces([FACE], [0.9], [1])
-    assert hidden.update(face, _faces([CORNER], [0.37]), {1}, {0}) == [0]
-    assert hidden.update(face, _faces([], []), {1}, {0}) == [0]  # nothing detected at all
+    assert hidden.update(face, _faces([CORNER], [0.37]), {1}, {0}, frame_width_px=W) == [0]
+    # nothing detected at all
+    assert hidden.update(face, _faces([], []), {1}, {0}, frame_width_px=W) == [0]
 
 
 def test_a_face_the_detector_misses_now_and_then_stays_swapped() -> None:
@@ -47,9 +52,10 @@ def test_a_face_the_detector_misses_now_and_then_stays_swapped() -> None:
     hidden = PartlyHidden(0.6)
     _seen_whole(hidden)
     face = _faces([FACE], [0.9], [1])
-    assert hidden.update(face, _faces([CORNER], [0.37]), {1}) == []
-    assert hidden.update(face, _faces([], []), {1}) == []
-    assert hidden.update(face, None, {1}, {0}) == []  # no detection run this frame
+    assert hidden.update(face, _faces([CORNER], [0.37]), {1}, frame_width_px=W) == []
+    assert hidden.update(face, _faces([], []), {1}, frame_width_px=W) == []
+    # no detection run this frame
+    assert hidden.update(face, None, {1}, {0}, frame_width_px=W) == []
 
 
 def test_a_face_first_seen_with_only_a_weak_detection_of_its_own_is_withheld() -> None:
@@ -62,9 +68,18 @@ def test_a_face_first_seen_with_only_a_weak_detection_of_its_own_is_withheld() -
     113 px one, 0.42-0.47 all along) stays swapped."""
     hidden = PartlyHidden(0.6)
     face = _faces([FACE], [0.74], [1])
-    assert hidden.update(face, _faces([FACE], [0.40]), {1}, frame_width_px=1280) == [0]
-    assert hidden.update(face, _faces([FACE], [0.62]), {1}, frame_width_px=1280) == []
-    assert hidden.update(face, _faces([FACE], [0.55]), {1}, frame_width_px=1280) == []
+    assert hidden.update(face, _faces([FACE], [0.40]), {1}, frame_width_px=W) == [0]
+    assert hidden.update(face, _faces([FACE], [0.62]), {1}, frame_width_px=W) == []
+    assert hidden.update(face, _faces([FACE], [0.55]), {1}, frame_width_px=W) == []
     small = [54.0, 238.0, 167.0, 356.0]
     assert hidden.update(_faces([small], [0.8], [2]), _faces([small], [0.45]), {1, 2},
-                         frame_width_px=1280) == []
+                         frame_width_px=W) == []
+
+
+def test_the_frame_width_is_required() -> None:
+    """Without it the never-strong rule cannot be applied: an exact error, not a silent 0
+    that switched the rule off."""
+    hidden = PartlyHidden(0.6)
+    with pytest.raises(ValueError, match="frame_width_px"):
+        hidden.update(_faces([FACE], [0.74], [1]), _faces([FACE], [0.40]), {1},
+                      frame_width_px=0)

@@ -9,8 +9,8 @@ import numpy as np
 from livecam.analysis.edges import StripSearch
 from livecam.analysis.networks import CpuFaceNetworks
 from livecam.analysis.second_look import SECOND_LOOK_PX, VERDICT_FRAMES, Verdicts
+from livecam.core.boxes import box_iou
 from livecam.core.types import Faces
-from livecam.track.bytetrack import box_iou
 from tests.helpers.leak_clips import LeakClip
 
 BOX = [560.0, 560.0, 680.0, 700.0]

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
+from livecam.core.boxes import box_iou
 from livecam.core.errors import ConfigError
 from livecam.track import ByteTracker, ByteTrackSettings, iou_matrix, load_bytetrack_settings
-from livecam.track.bytetrack import box_iou, iou_matrix_numpy
+from livecam.track.bytetrack import iou_matrix_numpy
 
 REPO = Path(__file__).resolve().parents[2]
 
