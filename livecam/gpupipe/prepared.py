@@ -77,8 +77,12 @@ def record(folder: Path, key: str, shapes: Iterable[CompiledShape]) -> int:
     held = sorted(_read(folder, key) | {str(s) for s in shapes})
     data[key] = held
     tmp = folder / f".{FILE}.{os.getpid()}.{threading.get_ident()}"
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, folder / FILE)
+    try:
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, folder / FILE)
+    except OSError:  # a full disk: no half-written file left behind, the record as it was
+        tmp.unlink(missing_ok=True)
+        raise
     return len(held)
 
 

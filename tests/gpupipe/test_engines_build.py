@@ -221,3 +221,32 @@ def test_the_build_reports_each_compiled_shape_as_it_goes_and_the_total(
     # first frame: a build on a CPU does not meet them, and the total says so)
     summary = [line for line in err if "planned shapes compiled or loaded" in line]
     assert summary == [err[-1]] and summary[0].startswith(f"{len(lines)} of {total} "), err
+
+
+def test_a_full_disk_leaves_the_record_as_it_was_and_the_start_going(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start records each compiled shape as it finishes (:class:`StartRecorder`); with the
+    disk full half-way through the record's write, the record stays as it was, no temporary
+    file is left in the engine cache, and the start goes on (the next start announces the
+    shape again)."""
+    import errno
+
+    from livecam.gpupipe import prepared
+    from livecam.gpupipe.shapes import CompiledShape
+
+    first = CompiledShape("face mesh", ((1, 240, 320, 3), 1))
+    prepared.record(tmp_path, "key", [first])
+    before = (tmp_path / prepared.FILE).read_bytes()
+    write_text = Path.write_text
+
+    def full(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        write_text(self, text[:10], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    recorder = prepared.StartRecorder(tmp_path, "key")
+    recorder.finished("face detector", ((1, 240, 320, 3), 1), "compiled", 1.0)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [prepared.FILE]
+    assert (tmp_path / prepared.FILE).read_bytes() == before
+    assert prepared.missing(tmp_path, "key", [first]) == []
