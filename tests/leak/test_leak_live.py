@@ -45,28 +45,13 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
     assert set(CLIPS) == set(clips)
 
 
-# Still leaking, counted from the first visible pixel (CPU, live, the defaults; these cases
-# alone with --runxfail at load average 7-14, 2026-12-06, docs/fail-closed.md): a face
-# sliding in from the bottom 2 of 6 (input frames 9-10, its forehead 7-12 % in view, 1-4
-# output frames, shown as it is); a board over half a face 1 of 13. No longer here (0 leaked,
-# 0 ghost frames in 10 of 10 runs each): a face sliding in from the top; leaving and coming
-# back (its three-quarter face was once judged at the 0.40 threshold in a CI run); two faces
-# crossing, 28 of 28 at load average 3.7-18 (14 under taskset -c 0) since the sides of a face
-# a lost face may be behind are covered (livecam.analysis.behind; before, 4 of 23 failed at
-# load average 2.5-6.4, the face behind shown as it is at input frames 31 or 38-39, after a
-# long gap with no track predicting it: tests/leak/test_crossing.py). Before: a face entering
-# from the side (was 0-6/316); a face sliding in from the left (covered as it comes in since
-# livecam.analysis.edge_entry); a face hidden behind a board (its place is watched,
-# livecam.analysis.returning; no ghost frames since the faces' looks,
-# livecam.analysis.occluders). Issue 39 items 6-7 stay open until these pass; strict=False
-# because a loaded host changes which frames are dropped.
-KNOWN_LEAKS = {"slide_bottom", "half_hidden"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(c, marks=pytest.mark.xfail(reason="known partial-view leak or ghost (issue 39 "
-                                                   "items 6-7)", strict=False))
-    if c in KNOWN_LEAKS else c for c in CLIPS])
+# Every clip, counted from the first visible pixel (CPU, live, the defaults). The last two
+# that were marked as known leaks pass now: a face sliding in from the bottom (failed 2 of 6
+# at load average 7-14 on 2026-12-06, its forehead 7-12 % in view) and a board over half a
+# face (1 of 13) each passed 19 of 19 runs alone with --runxfail on 2026-12-07 (7 at load
+# average 6.7-9.5, 6 under taskset -c 0) and in four CI runs; two faces crossing 28 of 28
+# (docs/fail-closed.md).
+@pytest.mark.parametrize("name", CLIPS)
 def test_no_face_is_shown_as_it_is(name: str, bench: LeakBench,
                                    clips: dict[str, LeakClip]) -> None:
     m = bench.measure(clips[name])
