@@ -47,8 +47,8 @@ def test_every_clip_is_measured(clips: dict[str, LeakClip]) -> None:
 
 # Every clip, counted from the first visible pixel (CPU, live, the defaults). The last two
 # that were marked as known leaks pass now: a face sliding in from the bottom (failed 2 of 6
-# at load average 7-14 on 2026-12-06, its forehead 7-12 % in view) and a board over half a
-# face (1 of 13) each passed 19 of 19 runs alone with --runxfail on 2026-12-07 (7 at load
+# at load average 7-14 on earlier code, its forehead 7-12 % in view) and a board over half a
+# face (1 of 13) each passed 19 of 19 runs alone with --runxfail (7 at load
 # average 6.7-9.5, 6 under taskset -c 0) and in four CI runs; two faces crossing 28 of 28
 # (docs/fail-closed.md).
 @pytest.mark.parametrize("name", CLIPS)
