@@ -64,6 +64,19 @@ class SourceBase:
         return self._size_px
 
 
+def has_i420_planes(frame: Any) -> bool:
+    """Whether a decoded ``frame`` (``av.VideoFrame``) is yuv420p of an even size: its planes
+    are then one :data:`~livecam.core.types.ImageI420` array (:func:`copy_i420_planes`)."""
+    return bool(frame.format.name == "yuv420p" and frame.width % 2 == 0
+                and frame.height % 2 == 0)
+
+
+def copy_i420_planes(frame: Any) -> ImageI420:
+    """The planes of a ``frame`` that :func:`has_i420_planes`, copied into one new (H * 3 / 2,
+    W) uint8 array (no view of the frame: nothing of the decoder outlives the copy)."""
+    return np.ascontiguousarray(frame.to_ndarray(), np.uint8)
+
+
 class DecodesVideo(SourceBase):
     """A source that decodes video frames with PyAV (a file, a pipe, a network stream): each
     image it reads is the decoded frame converted to BGR. Where ``keeps_planes_i420`` is set
@@ -85,11 +98,8 @@ class DecodesVideo(SourceBase):
         # stage is an immediate error instead of a corrupt frame
         image.flags.writeable = False
         self._planes = None
-        if (self.keeps_planes_i420 and frame.format.name == "yuv420p"
-                and frame.width % 2 == 0 and frame.height % 2 == 0):
-            # to_ndarray copies the three planes into one new array (no view of the frame)
-            planes: ImageI420 = np.ascontiguousarray(frame.to_ndarray(), np.uint8)
-            self._planes = (image, planes)
+        if self.keeps_planes_i420 and has_i420_planes(frame):
+            self._planes = (image, copy_i420_planes(frame))
         return image
 
     def planes_i420_of(self, image: ImageBGR) -> ImageI420 | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from livecam.capture.base import copy_i420_planes, has_i420_planes
 from livecam.core.errors import LivecamError
 from livecam.core.types import ImageBGR, ImageI420
 from livecam.remote.encoding import H264PacketEncoder, prefer_h264, sent_codec, to_video_frame
@@ -37,13 +38,13 @@ def lazy_planes_i420(frame: Any) -> PlanesI420 | None:
     array, copied out of the decoder's frame on the first call (a sink that does not take
     I420 never pays for it) and the same array after; None for another format or an odd
     size. Any thread."""
-    if frame.format.name != "yuv420p" or frame.width % 2 or frame.height % 2:
+    if not has_i420_planes(frame):
         return None
     made: list[ImageI420] = []
 
     def planes() -> ImageI420:
         if not made:
-            made.append(np.ascontiguousarray(frame.to_ndarray(), np.uint8))
+            made.append(copy_i420_planes(frame))
         return made[0]
 
     return planes
