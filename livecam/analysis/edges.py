@@ -415,6 +415,10 @@ class StripSearch:
 
     def __init__(self, networks: Detector) -> None:
         self.networks = networks
+        # what the networks can do beyond ``detect``, looked up once
+        self._prepare_pictures = getattr(networks, "prepare_pictures", None)
+        self._ask_strips = getattr(networks, "ask_strips", None)
+        self._detect_strips = getattr(networks, "detect_strips", None)
         self._places: tuple[tuple[int, int], list[StripPlace]] | None = None
         self.verdicts = Verdicts()
         self._bands: tuple[tuple[int, int], list[tuple[slice, slice]]] | None = None
@@ -427,7 +431,7 @@ class StripSearch:
         """Networks that build the pictures on the device (``prepare_pictures``) make their
         stacks for this frame size's strips (a place for each strip of a size: a frame's are
         detected in one call) and a second look's pictures now."""
-        prepare = getattr(self.networks, "prepare_pictures", None)
+        prepare = self._prepare_pictures
         if prepare is None:
             return
         counts = collections.Counter((len(p.rows), len(p.cols))
@@ -441,9 +445,8 @@ class StripSearch:
         """Before the frame's first call to the networks: which pictures are due this frame,
         asked with that call from networks that take them so (``ask_strips``: the GPU's)."""
         self._planned = self._plan(image_bgr)
-        ask = getattr(self.networks, "ask_strips", None)
-        if ask is not None and self._planned.todo:
-            ask(image_bgr, self._planned.pictures)
+        if self._ask_strips is not None and self._planned.todo:
+            self._ask_strips(image_bgr, self._planned.pictures)
 
     def _plan(self, image_bgr: ImageBGR) -> _Due:
         self.verdicts.next_frame()
@@ -468,7 +471,7 @@ class StripSearch:
         size = (int(image_bgr.shape[0]), int(image_bgr.shape[1]))
         found: list[Faces] | None = None
         if todo:
-            on_device = getattr(self.networks, "detect_strips", None)
+            on_device = self._detect_strips
             if on_device is not None:
                 found = on_device(image_bgr, due.pictures)
             if found is None:  # the pictures built here (bit for bit edge_strips')
@@ -516,7 +519,7 @@ class StripSearch:
             return self._detect_place(image_bgr, place)
 
         # networks that build pictures on the device detect a look's pictures in one call
-        on_device = getattr(self.networks, "detect_strips", None)
+        on_device = self._detect_strips
         detect_all = None if on_device is None else functools.partial(on_device, image_bgr)
         out = []
         for x1, y1, x2, y2 in faces.boxes_xyxy.tolist():
@@ -528,7 +531,7 @@ class StripSearch:
     def _detect_place(self, image_bgr: ImageBGR, place: StripPlace) -> Faces:
         """The detector on the picture ``place`` describes: built on the device where the
         networks hold the frame there (the frame stays their latest upload), else here."""
-        on_device = getattr(self.networks, "detect_strips", None)
+        on_device = self._detect_strips
         if on_device is not None:
             found = on_device(image_bgr, [place])
             if found is not None:
