@@ -203,8 +203,8 @@ def cost_cuda(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     import torch
 
     from livecam.engines.torch_engine import TorchEngine
-    from livecam.swap.gpu.enhance import GpuFaceEnhancer
-    from livecam.swap.gpu.neural import GpuInswapper
+    from livecam.gpupipe.swap.enhance import GpuFaceEnhancer
+    from livecam.gpupipe.swap.neural import GpuInswapper
     from tests.helpers.standins import build_enhancer, build_inswapper
 
     on_cuda = args.device == "cuda"

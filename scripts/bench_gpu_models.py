@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Speed of the torch ports of MediaPipe's BlazeFace and face mesh (livecam.analysis.gpu).
+"""Speed of the torch ports of MediaPipe's BlazeFace and face mesh (livecam.gpupipe.networks).
 
 For each batch size (frames per call; the mesh gets one face per frame), dtype and mode it
 times: the detector alone ("detect-short", "detect-full"), the mesh alone on fixed ROIs
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from livecam.analysis.gpu.facemesh import FaceRois, rois_from_detections
-from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+from livecam.gpupipe.networks.facemesh import FaceRois, rois_from_detections
+from livecam.gpupipe.networks.models import load_blazeface, load_face_mesh
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 

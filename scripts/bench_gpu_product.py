@@ -35,8 +35,8 @@ def make_identity(photo_bgr: np.ndarray, models_dir: str | None) -> Any:
     BlazeFace's region (the GPU machine has no mediapipe; the library stores the same)."""
     import torch
 
-    from livecam.analysis.gpu.facemesh import rois_from_detections
-    from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+    from livecam.gpupipe.networks.facemesh import rois_from_detections
+    from livecam.gpupipe.networks.models import load_blazeface, load_face_mesh
     from livecam.identity.model import Identity, IdentityPhoto
 
     with torch.inference_mode():
@@ -255,10 +255,10 @@ def naive_baseline(models_dir: str | None, onnx_path: Path, frame_bgr: np.ndarra
     """The naive baseline (eager fp32, blocking, one face at a time) on the same scene."""
     import torch
 
-    from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
     from livecam.analysis.mesh import MIN_PRESENCE
     from livecam.engines.torch_engine import TorchEngine
     from livecam.gpupipe.build import build_program
+    from livecam.gpupipe.networks.models import load_blazeface, load_face_mesh
     from tests.helpers.naive_baseline import NaiveBaseline
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

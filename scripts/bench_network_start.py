@@ -1,7 +1,7 @@
 r"""What a start pays for the streams' batched face network calls, with the engine cache filled:
-loaded whole (:mod:`livecam.analysis.gpu.precompiled`) or traced again through dynamo.
+loaded whole (:mod:`livecam.gpupipe.networks.precompiled`) or traced again through dynamo.
 
-The calls are the ones :class:`~livecam.analysis.gpu.shared.SharedFaceNetworks` compiles for
+The calls are the ones :class:`~livecam.gpupipe.networks.shared.SharedFaceNetworks` compiles for
 many streams (``advanced.gpu.compile_dynamic_batches``: the full-range detector on two frames
 of the stacked frames, the mesh on two regions; each compiled for any count from two up).
 Each start is a fresh process. Four starts: the first fills the cache (compiles and saves),
@@ -36,8 +36,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     """One start: open both networks and make their two-row calls; how each came and took."""
     import torch
 
-    from livecam.analysis.gpu.calls import load_detectors, load_mesh, run_mesh
     from livecam.engines import compile_progress
+    from livecam.gpupipe.networks.calls import load_detectors, load_mesh, run_mesh
 
     heard: list[tuple[str, str, float]] = []
 

@@ -35,12 +35,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from livecam.analysis.detect import tile_crop, tiles
-from livecam.analysis.gpu.batching import Request
-from livecam.analysis.gpu.calls import CapturedCall, FrameStack, mesh_buckets
-from livecam.analysis.gpu.shared import SharedFaceNetworks
-from livecam.analysis.gpu.tiles import SLOTS_PER_TILE, GpuTileSearch, _Batch
 from livecam.analysis.roi import Roi
 from livecam.gpupipe.hub import GpuSwapHub
+from livecam.gpupipe.networks.batching import Request
+from livecam.gpupipe.networks.calls import CapturedCall, FrameStack, mesh_buckets
+from livecam.gpupipe.networks.shared import SharedFaceNetworks
+from livecam.gpupipe.networks.tiles import SLOTS_PER_TILE, GpuTileSearch, _Batch
 from livecam.gpupipe.request import SwapRequest
 from livecam.gpupipe.slots import FrameBuffers, SlotShape
 
@@ -224,7 +224,7 @@ def _edge_networks(n: int, frame_hw: tuple[int, int], device: str) -> list[Any]:
 
 
 class _LaunchOnly:
-    """torch for :mod:`livecam.analysis.gpu.client` on the ``meta`` device, whose
+    """torch for :mod:`livecam.gpupipe.networks.client` on the ``meta`` device, whose
     ``index_select`` runs a shape function in Python (0.6 ms a call here): a call on a
     one-pixel CPU tensor instead, about a CUDA launch's host cost."""
 
@@ -239,7 +239,7 @@ class _LaunchOnly:
 
     @classmethod
     def index_out(cls, source: Any, indices: Any, *, out: Any) -> None:
-        """:func:`livecam.analysis.gpu.client.index_out`'s stand-in: one launch."""
+        """:func:`livecam.gpupipe.networks.client.index_out`'s stand-in: one launch."""
         torch.index_select(cls._one, 0, cls._at)
 
 
@@ -257,7 +257,7 @@ class _TorchCalls(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
     def __enter__(self) -> _TorchCalls:
-        import livecam.analysis.gpu.client as client
+        import livecam.gpupipe.networks.client as client
 
         super().__enter__()
         self._index_out = getattr(client, "index_out", None)
@@ -271,7 +271,7 @@ class _TorchCalls(TorchFunctionMode):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        import livecam.analysis.gpu.client as client
+        import livecam.gpupipe.networks.client as client
 
         if self._index_out is not None:
             client.index_out = self._index_out
@@ -288,13 +288,13 @@ def edge_us(n: int, frames: int, device: str = "meta",
     (:meth:`StreamFaceNetworks.detect_strips`). Thread CPU µs per frame and stream (take
     ``frames`` at least twice ``n``: a stream's frame seen again is not uploaded again), then
     the torch calls from Python (:class:`_TorchCalls`) and the batches of the streams' calls
-    (:class:`~livecam.analysis.gpu.batching.Batcher` runs), per frame and stream.
+    (:class:`~livecam.gpupipe.networks.batching.Batcher` runs), per frame and stream.
     ``device`` ``meta``: the uploads and the device's copies are torch calls that do no work
     (as on CUDA, where they run on the GPU; the pictures' index selections stand-ins of a
     launch's cost, :class:`_LaunchOnly`); ``cpu``: they run on this thread too.
     ``host_writes``: the pictures made and copied into a staging buffer alone (what the host
     path writes on any device)."""
-    import livecam.analysis.gpu.client as client
+    import livecam.gpupipe.networks.client as client
     index_out = getattr(client, "index_out", None)
     from livecam.analysis.edges import StripSearch, edge_strips
 

@@ -30,8 +30,8 @@ from livecam.core.types import Faces, Frame, Packet, RuntimeState, Unswappable
 from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FaceRows, FrameBuffers
 from livecam.gpupipe.stage import GpuSwapStage
+from livecam.gpupipe.swap.keep import loop_rows_batch
 from livecam.swap.cover import FaceCover
-from livecam.swap.gpu.keep import loop_rows_batch
 from scripts.bench_follower_python import FRAME_WH, FakeScene, _cycle, cli, median_us
 
 LATENT_DIM = 512

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from livecam.swap.gpu import keep
-from livecam.swap.gpu.align import template_tensor
-from livecam.swap.gpu.blend import window_origins
-from livecam.swap.gpu.neural import GpuInswapper
-from livecam.swap.gpu.paste import insightface_paste_
+from livecam.gpupipe.swap import keep
+from livecam.gpupipe.swap.align import template_tensor
+from livecam.gpupipe.swap.blend import window_origins
+from livecam.gpupipe.swap.neural import GpuInswapper
+from livecam.gpupipe.swap.paste import insightface_paste_
 
 FACE_PX = 280.0  # a streamer's face at 1080p, eye to eye x 2.8
 

@@ -86,8 +86,8 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
     import cv2
     import torch
 
-    from livecam.analysis.gpu.models import load_blazeface
     from livecam.config import load_config
+    from livecam.gpupipe.networks.models import load_blazeface
     from livecam.identity.model import IdentityCollection
     from tests.helpers.standins import count_parameters, install_standin_models
 

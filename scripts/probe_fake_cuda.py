@@ -23,7 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from livecam.engines.torch_engine import TorchEngine
 from livecam.gpupipe.build import build_program
 from livecam.gpupipe.program import align_crops, paste_faces
-from livecam.swap.gpu.keep import LOOPS, POINTS, KeepLoops
+from livecam.gpupipe.swap.keep import LOOPS, POINTS, KeepLoops
 from tests.helpers.standins import build_inswapper
 
 

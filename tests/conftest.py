@@ -56,3 +56,13 @@ def astronaut_bgr() -> np.ndarray:
     from skimage import data
 
     return np.ascontiguousarray(data.astronaut()[:, :, ::-1])
+
+
+@pytest.fixture(scope="session")
+def t1_bgr() -> np.ndarray:
+    """insightface's six-person photo (``t1``), loaded from the installed wheel (never
+    committed); on a GPU machine without insightface, ``LIVECAM_TEST_PHOTOS`` names the folder
+    ``scripts/device/export_bench_assets.py`` wrote (it holds t1.png)."""
+    from tests.helpers.leak_clips import t1_photo
+
+    return t1_photo()

@@ -1,6 +1,6 @@
 """The package's layers: imports only point down, and no two subpackages import each other;
-sub-packages (``analysis.gpu``, ``swap.gpu``) are layers of their own, and no two files import
-each other, however indirectly (a file circle).
+sub-packages (``gpupipe.networks``, ``gpupipe.swap``) are layers of their own, and no two files
+import each other, however indirectly (a file circle).
 
 Walks every module's ``import``/``from`` statements (including those inside functions and under
 ``TYPE_CHECKING``, which are lazy but still a dependency) with :mod:`ast`, so nothing is
@@ -23,10 +23,11 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"track", "engines", "capture", "output"},
     {"analysis"},
-    {"analysis.gpu"},
     {"identity"},
     {"swap"},
-    {"swap.gpu"},
+    # the GPU pipeline's torch twins of the face networks and of the swap's maths: below the
+    # pipeline that drives them, above the CPU code they mirror
+    {"gpupipe.networks", "gpupipe.swap"},
     {"control"},
     {"pipeline", "gpupipe"},
     {"daemon", "app", "remote"},
@@ -39,7 +40,7 @@ SIDEWAYS = {("gpupipe", "pipeline"), ("daemon", "app"), ("app", "remote")}
 LEVEL = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
 
-#: Sub-packages (``analysis.gpu``): each is a unit of its own in the layers above.
+#: Sub-packages (``gpupipe.networks``): each is a unit of its own in the layers above.
 SUBPACKAGES = {f"{p.parent.parent.name}.{p.parent.name}" for p in ROOT.glob("*/*/__init__.py")}
 
 

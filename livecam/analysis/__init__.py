@@ -30,7 +30,7 @@ def build_stages(analysis: AnalysisConfig, *, fps: float = 30.0, realtime: bool 
     in ``process`` (files, tests: results do not depend on timing). Either way every frame
     gets its own whole-frame detection (``advanced.analysis.detect_each_frame``).
     ``networks`` / ``search`` replace the CPU networks and tile search (the GPU pipeline's
-    :class:`~livecam.analysis.gpu.client.StreamFaceNetworks`); the follower is the same.
+    :class:`~livecam.gpupipe.networks.client.StreamFaceNetworks`); the follower is the same.
     Reference photos for ``select: reference`` are read here; a missing dlib raises
     :class:`livecam.core.errors.DependencyError` naming the ``livecam[identity]`` extra.
     """

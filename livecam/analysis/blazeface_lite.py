@@ -6,7 +6,7 @@ the steps of MediaPipe's ``FaceDetection`` graph are done in numpy and OpenCV ar
 interpreter: letterbox the picture into the network input (ImageToTensor: corner-to-corner map,
 bilinear, BORDER_ZERO, range [-1, 1]), run it, decode the anchors (TensorsToDetections), merge
 with weighted non-max suppression (IoU > 0.3) and map back to the picture's pixels. The torch
-port in ``livecam.analysis.gpu.blazeface`` documents each step; ``tests/analysis`` compares
+port in ``livecam.gpupipe.networks.blazeface`` documents each step; ``tests/analysis`` compares
 this one with MediaPipe's own graph.
 """
 
@@ -25,7 +25,7 @@ from livecam.analysis.litert import open_mediapipe_model
 Detection = tuple[npt.NDArray[np.float32], float, npt.NDArray[np.float32]]
 
 _MODELS = {
-    # file, anchors, the graph's own score threshold (see livecam.analysis.gpu.blazeface)
+    # file, anchors, the graph's own score threshold (see livecam.gpupipe.networks.blazeface)
     "short": ("face_detection_short_range.tflite", SHORT_RANGE_ANCHORS, 0.5),
     "full": ("face_detection_full_range_sparse.tflite", FULL_RANGE_ANCHORS, 0.6),
 }

@@ -14,7 +14,7 @@ time* as the other two (live mode), so an implementation must not share a single
 network between them.
 
 :class:`CpuFaceNetworks` is MediaPipe's BlazeFace and face mesh on LiteRT (or MediaPipe's
-graphs); the GPU pipeline's torch ports (``livecam.analysis.gpu``) implement the same two
+graphs); the GPU pipeline's torch ports (``livecam.gpupipe.networks``) implement the same two
 protocols.
 """
 

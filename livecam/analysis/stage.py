@@ -46,7 +46,7 @@ class AnalysisStage(StageBase):
     @property
     def host_frames(self) -> Callable[[ImageBGR], ImageBGR] | None:
         """Where the capture thread puts each frame for the networks (their ``host_frames``:
-        page-locked memory on a GPU, :mod:`livecam.analysis.gpu.host`), or None."""
+        page-locked memory on a GPU, :mod:`livecam.gpupipe.networks.host`), or None."""
         return getattr(self.follower.networks, "host_frames", None)
 
     @property

@@ -2,7 +2,7 @@
 release closes it.
 
 Used by the GPU swap hub (:class:`~livecam.gpupipe.hub.GpuSwapHub`) and the shared face
-networks (:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`), whose streams each
+networks (:class:`~livecam.gpupipe.networks.shared.SharedFaceNetworks`), whose streams each
 acquire on open and release on close.
 """
 

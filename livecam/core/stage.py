@@ -90,7 +90,7 @@ class HostFrames(Protocol):
     thread may call), or None while the stage has none. The runtime asks its stages once, at
     start, and the capture thread copies every frame it reads with it, so the stage's own
     thread uploads the frame as it is, without a copy of its own (see
-    :mod:`livecam.analysis.gpu.host`)."""
+    :mod:`livecam.gpupipe.networks.host`)."""
 
     @property
     def host_frames(self) -> Callable[[ImageBGR], ImageBGR] | None: ...

@@ -2,7 +2,7 @@
 build`` reports its progress through.
 
 Every compiled call of the GPU pipeline (the face networks and the swap's parts, through
-:class:`~livecam.analysis.gpu.compiled.CompiledNetwork`; the generator's batches, through the
+:class:`~livecam.gpupipe.networks.compiled.CompiledNetwork`; the generator's batches, through the
 torch engine) calls :func:`started` before its first call with a new input shape compiles (or
 loads its code) and :func:`finished` after it. Each names the shape as the start's plan does
 (:class:`livecam.gpupipe.shapes.CompiledShape`: ``part`` and ``inputs``), so a listener can

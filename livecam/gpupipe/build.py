@@ -1,8 +1,8 @@
 """Build the GPU swap program around open engines.
 
 :func:`build_program` wraps an already-open torch-side generator engine in a
-:class:`~livecam.swap.gpu.neural.GpuInswapper` on the engine's device (and an open enhancer
-engine, when there is one, in a :class:`~livecam.swap.gpu.enhance.GpuFaceEnhancer`) and returns
+:class:`~livecam.gpupipe.swap.neural.GpuInswapper` on the engine's device (and an open enhancer
+engine, when there is one, in a :class:`~livecam.gpupipe.swap.enhance.GpuFaceEnhancer`) and returns
 the :class:`~livecam.gpupipe.program.SwapProgram`. Call from the thread that will launch ticks.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from livecam.gpupipe.program import SwapProgram
-from livecam.swap.gpu.enhance import GpuFaceEnhancer, enhancer_window_px
-from livecam.swap.gpu.neural import GpuInswapper
+from livecam.gpupipe.swap.enhance import GpuFaceEnhancer, enhancer_window_px
+from livecam.gpupipe.swap.neural import GpuInswapper
 
 
 @dataclass(frozen=True)

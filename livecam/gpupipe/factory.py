@@ -154,8 +154,8 @@ def torch_follower_networks(config: GpuSettings, device: str, *, shared: Any = N
                             stream: int = 0) -> tuple[Any, Any]:
     """What :func:`follower_networks` gives on CUDA, on any ``device`` (the tests' seam: a
     CPU runs the same torch ports, slowly)."""
-    from livecam.analysis.gpu.shared import SharedFaceNetworks
-    from livecam.analysis.gpu.tiles import GpuTileSearch
+    from livecam.gpupipe.networks.shared import SharedFaceNetworks
+    from livecam.gpupipe.networks.tiles import GpuTileSearch
     from livecam.gpupipe.shapes import call_sizes
     from livecam.track.settings import load_bytetrack_settings
 

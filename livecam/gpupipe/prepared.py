@@ -44,7 +44,7 @@ def environment_key(device: str) -> str:
     device."""
     import torch
 
-    from livecam.analysis.gpu.precompiled import source_digest
+    from livecam.gpupipe.networks.precompiled import source_digest
 
     name = device
     if device.startswith("cuda") and torch.cuda.is_available():

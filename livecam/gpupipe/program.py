@@ -14,7 +14,7 @@ graphs of its own, inside the pipeline's (graphs do not nest).
 
 Options that change what a tick does (each a static part of the captured program): pixel
 boost (the swapper's ``pixel_boost_px``: larger crops, k * k tiles per face through the
-generator), the enhancer (:class:`~livecam.swap.gpu.enhance.GpuFaceEnhancer`), and hands in
+generator), the enhancer (:class:`~livecam.gpupipe.swap.enhance.GpuFaceEnhancer`), and hands in
 front (``hands``: the slot's hand masks scale both paste-backs' alpha, so a hand the host
 found stays in front of the swapped and the enhanced face).
 
@@ -22,10 +22,10 @@ Compiled (``compile_dir``): the alignment with the crops, and the output's conve
 colour match and the paste-back, each go through ``torch.compile`` (Inductor fuses the
 paste-back's few hundred small kernels, one face's tick spent most of its non-generator GPU
 time launching them: ``scripts/bench_tick_parts.py --compile``), cached like the face
-networks' code (:mod:`livecam.analysis.gpu.compiled`); the pipeline captures the compiled
+networks' code (:mod:`livecam.gpupipe.networks.compiled`); the pipeline captures the compiled
 calls in its CUDA graphs. Each paste window compiles the paste-back once per face-count
 bucket and the alignment once for one face and, with ``dynamic_faces``, once for any count
-from two up (:mod:`livecam.analysis.gpu.dynamic_rows`; without it, once per bucket), at
+from two up (:mod:`livecam.gpupipe.networks.dynamic_rows`; without it, once per bucket), at
 start.
 
 Only the per-face ``fits`` flags go back besides the frames. The caller makes the slot's
@@ -39,12 +39,12 @@ from typing import Any, NamedTuple
 
 import torch
 
-from livecam.analysis.gpu.compiled import maybe_compiled
+from livecam.gpupipe.networks.compiled import maybe_compiled
 from livecam.gpupipe.slots import Slot
-from livecam.swap.gpu.enhance import GpuFaceEnhancer
-from livecam.swap.gpu.keep import KeepLoops
-from livecam.swap.gpu.neural import GpuInswapper
-from livecam.swap.gpu.paste import mask_fits_window
+from livecam.gpupipe.swap.enhance import GpuFaceEnhancer
+from livecam.gpupipe.swap.keep import KeepLoops
+from livecam.gpupipe.swap.neural import GpuInswapper
+from livecam.gpupipe.swap.paste import mask_fits_window
 
 #: the arguments of :func:`align_crops` (after the swapper) whose first dimension counts the
 #: faces; the frames and the window are not per face. The paste-back has none: it blends one
@@ -98,7 +98,7 @@ def paste_faces(swapper: GpuInswapper, frames: torch.Tensor, frame_index: torch.
 class BoundPart(torch.nn.Module):
     """``fn(swapper, *args)`` as a module: compiled, torch saves a module's calls whole, so a
     later start loads them instead of tracing them again
-    (:mod:`livecam.analysis.gpu.precompiled`)."""
+    (:mod:`livecam.gpupipe.networks.precompiled`)."""
 
     def __init__(self, fn: Any, swapper: GpuInswapper) -> None:
         super().__init__()

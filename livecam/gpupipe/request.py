@@ -21,7 +21,7 @@ class SwapRequest:
     valid after the CUDA event ``frame_ready``); the swapped frame lands in
     ``buffers.outputs[index]``; ``kps`` (n, 5, 2) float32 px and ``latents`` (n, D) float32
     per face; ``keep_xy``/``keep_soft`` each face's kept eyes and mouth
-    (:func:`livecam.swap.gpu.keep.loop_rows_batch`) or None; ``hands`` the frame's hand
+    (:func:`livecam.gpupipe.swap.keep.loop_rows_batch`) or None; ``hands`` the frame's hand
     mask or None. The hub fills ``fits`` (n,) bool, ``error`` (when the tick failed) and the
     latencies, then sets ``done``."""
 
@@ -60,7 +60,7 @@ def tick_rows(requests: list[SwapRequest]) -> TickRows:
     index = np.array([k for k, r in enumerate(requests) for _ in range(len(r.kps))], np.int64)
     keep: dict[str, np.ndarray] = {}
     if any(r.keep_xy is not None for r in requests):
-        from livecam.swap.gpu.keep import LOOPS, POINTS
+        from livecam.gpupipe.swap.keep import LOOPS, POINTS
 
         keep["keep_xy"] = joined([
             r.keep_xy if r.keep_xy is not None

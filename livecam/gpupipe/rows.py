@@ -18,7 +18,7 @@ class TickRows:
     0 .. frames in the tick - 1), ``kps`` (n, 5, 2) float32 px in ArcFace order,
     ``latents`` (n, D) float32, ``valid`` (n,) bool; ``keep_xy`` (n, LOOPS, POINTS, 2) and
     ``keep_soft`` (n,) float32: the streamer's kept eyes and mouth
-    (:func:`livecam.swap.gpu.keep.loop_rows_batch`), None: nothing kept."""
+    (:func:`livecam.gpupipe.swap.keep.loop_rows_batch`), None: nothing kept."""
 
     frame_index: np.ndarray
     kps: np.ndarray

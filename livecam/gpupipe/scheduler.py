@@ -39,7 +39,7 @@ from livecam.gpupipe.program import SwapProgram
 from livecam.gpupipe.rows import TickRows
 from livecam.gpupipe.shapes import distinct_windows
 from livecam.gpupipe.slots import HandBox, Slot, SlotRing, SlotShape
-from livecam.swap.gpu.paste import window_for
+from livecam.gpupipe.swap.paste import window_for
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,8 @@ class GpuScheduler:
 
     def window_for(self, kps_n52: np.ndarray) -> int:
         """The paste window for faces with keypoints (n, 5, 2): the smallest of
-        :attr:`windows_px` that holds them all (see :func:`~livecam.swap.gpu.paste.window_for`)."""
+        :attr:`windows_px` that holds them all (see
+        :func:`~livecam.gpupipe.swap.paste.window_for`)."""
         if len(self.windows_px) == 1 or not len(kps_n52):
             return self.windows_px[0]
         return window_for(self.program.swapper.footprints_px(kps_n52), self.windows_px,

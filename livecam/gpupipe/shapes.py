@@ -23,7 +23,7 @@ buckets, never by the number of streams:
 :func:`~livecam.gpupipe.factory.follower_networks`, the memory check
 (:mod:`livecam.gpupipe.memory`) and ``livecam engines build`` read, so the shapes listed by
 :meth:`ShapePlan.compiled_shapes` are the ones a start asks for. One stream and many run the
-same face networks (:class:`~livecam.analysis.gpu.shared.SharedFaceNetworks`, one stream's
+same face networks (:class:`~livecam.gpupipe.networks.shared.SharedFaceNetworks`, one stream's
 calls batches of one) and the same swap, so the plan is one set whatever the number of
 streams, and ``engines build`` prepares that set."""
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from livecam.analysis.gpu.dynamic_rows import DYNAMIC
+from livecam.gpupipe.networks.dynamic_rows import DYNAMIC
 
 if TYPE_CHECKING:
     from livecam.gpupipe.sections import GpuSettings
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 MAX_MESH_BATCH = 64
 
 #: the parts compiled with the face count dynamic (``advanced.gpu.compile_dynamic_batches``;
-#: livecam.gpupipe.program.ALIGN_ROWS, livecam.analysis.gpu.calls.load_mesh): not the
+#: livecam.gpupipe.program.ALIGN_ROWS, livecam.gpupipe.networks.calls.load_mesh): not the
 #: paste-back, whose blend loops over the faces
 DYNAMIC_PARTS = ("swap alignment", "face mesh", "face detector")
 
@@ -136,7 +136,7 @@ class ShapePlan:
         """The face (region) counts ``part`` compiles for (the swap's parts per paste
         window): each bucket, or for the alignment and the mesh with :attr:`faces_dynamic`
         one and ``2+`` (any count from two up, one compiled call:
-        :mod:`livecam.analysis.gpu.dynamic_rows`)."""
+        :mod:`livecam.gpupipe.networks.dynamic_rows`)."""
         counts = {"face mesh": self.mesh_buckets, "face detector": self.frame_buckets}.get(
             part, self.face_buckets[1:])
         if part not in DYNAMIC_PARTS or not self.faces_dynamic or len(counts) < 2:

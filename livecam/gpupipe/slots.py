@@ -27,7 +27,7 @@ import torch
 
 from livecam.analysis.keepgil import copy_into
 from livecam.engines.cuda_streams import new_stream
-from livecam.swap.gpu import keep
+from livecam.gpupipe.swap import keep
 
 if TYPE_CHECKING:
     from livecam.gpupipe.rows import TickRows
@@ -84,7 +84,7 @@ class FaceRows:
     float32 px (ArcFace order), ``latents`` (F, D) float32, ``valid`` (F,) bool (False:
     padding, nothing is pasted), ``keep_xy`` (F, LOOPS, POINTS, 2) float32 px and
     ``keep_soft`` (F,) float32: the streamer's eyes and mouth kept
-    (:class:`~livecam.swap.gpu.keep.KeepLoops`; zeros keep nothing). Output: ``fits`` (F,)
+    (:class:`~livecam.gpupipe.swap.keep.KeepLoops`; zeros keep nothing). Output: ``fits`` (F,)
     bool (the paste-back window held the face's footprint).
 
     Every field is a typed view of one byte buffer, the inputs first and the output after

@@ -22,7 +22,7 @@ covers alike. A hand search that raises fails the frame like any stage error (co
 The streamer's own eyes and mouth interior (``keep_eyes``/``keep_mouth``, from
 ``advanced.swap.keep_eyes: always`` and ``swap.keep_mouth``, on by default as in the CPU stage):
 each swapped face's eye and inner mouth loops (the CPU stage's loops and soft edge) travel with the
-request, and the paste-back draws them on the device (:mod:`livecam.swap.gpu.keep`), so it
+request, and the paste-back draws them on the device (:mod:`livecam.gpupipe.swap.keep`), so it
 shows the streamer's gaze, blinks and mouth. The face's outline travels with them: the
 paste-back stays inside it, as the CPU stages' does (never the generator's whole square over
 something in front of the face).
@@ -58,9 +58,9 @@ from livecam.core.types import Faces, Packet, Unswappable, WithheldFaces
 from livecam.gpupipe.hub import GpuSwapHub
 from livecam.gpupipe.request import SwapRequest
 from livecam.gpupipe.slots import FrameBuffers, HandBox, quantised
+from livecam.gpupipe.swap.keep import loop_rows_batch
 from livecam.swap.assign import IdentityAssigner
 from livecam.swap.cover import FaceCover
-from livecam.swap.gpu.keep import loop_rows_batch
 from livecam.swap.occlusion import HandsInFront, hand_alpha_box, keep_in_front
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class GpuSwapStage:
 
     ``five_point`` maps (N, K, 2) mesh landmarks to (N, 5, 2) ArcFace keypoints (default:
     :func:`livecam.analysis.landmarks.five_point`, as the CPU stage). ``device_frame(image)``
-    (the follower's GPU networks' :meth:`~livecam.analysis.gpu.client.StreamFaceNetworks.
+    (the follower's GPU networks' :meth:`~livecam.gpupipe.networks.client.StreamFaceNetworks.
     device_frame`) gives the frame already on the device, so it is not uploaded twice; without
     it (or when it says None) the frame is copied into a pinned buffer. ``last_timings_ms``
     holds the latest collected frame's GPU split (``gpu``: upload to download on the device;

@@ -134,7 +134,7 @@ def check_gpu() -> list[Check]:
 def check_gpu_compiler(cuda: bool) -> Check:
     """Triton, which torch.compile needs to compile the face networks on a GPU
     (``advanced.gpu.compile_networks``): Linux wheels of torch bring it, Windows ones do not."""
-    from livecam.analysis.gpu.compiled import triton_install_hint
+    from livecam.gpupipe.networks.compiled import triton_install_hint
 
     triton = _module_version("triton")
     if triton is not None:

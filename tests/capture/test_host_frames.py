@@ -5,7 +5,7 @@ of :class:`~livecam.core.stage.HostFrames`; on CUDA, page-locked memory:
 The real copy needs CUDA's page-locked memory, which this machine cannot have: the run test
 gives its stage a copy of its own through the same seam (``host_frames``) and checks that every
 frame the pipeline sees went through it. The page-locked path itself is tested on the H200
-(``tests/analysis/gpu/test_pinned_frames.py``); here, what it does where there is no CUDA."""
+(``tests/gpupipe/networks/test_pinned_frames.py``); here, what it does where there is no CUDA."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import torch
 
-from livecam.analysis.gpu import host
 from livecam.app import App, gpu_sections
 from livecam.capture.sources import SyntheticSource
 from livecam.config import load_config
 from livecam.core.stage import StageBase, host_frames_of
 from livecam.core.types import ImageBGR, Packet
+from livecam.gpupipe.networks import host
 from livecam.output.sinks import NullSink
 
 
@@ -164,7 +164,7 @@ def test_where_frames_cannot_be_pinned_they_go_as_they_are_with_one_warning(
 
         monkeypatch.setattr(torch, "empty", no_pinned_memory_left)
     frame = np.zeros((6, 8, 3), np.uint8)
-    with caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.host"):
+    with caplog.at_level(logging.WARNING, logger="livecam.gpupipe.networks.host"):
         assert host.pinned_copy(frame) is frame
         assert host.pinned_copy(frame) is frame
         assert host.pinned_copy.empty((6, 8, 3)) is None  # a camera decodes as before

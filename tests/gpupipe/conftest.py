@@ -93,8 +93,8 @@ def mesh_of(frame_bgr: np.ndarray) -> np.ndarray:
         from livecam.analysis.photo import analyze_photo
 
         return analyze_photo(frame_bgr).landmarks_xy[:, :468]
-    from livecam.analysis.gpu.facemesh import rois_from_detections
-    from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+    from livecam.gpupipe.networks.facemesh import rois_from_detections
+    from livecam.gpupipe.networks.models import load_blazeface, load_face_mesh
 
     models = os.environ.get("LIVECAM_MEDIAPIPE_MODULES")
     detector = load_blazeface("full", models_dir=models)

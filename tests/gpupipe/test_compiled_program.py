@@ -19,7 +19,7 @@ from livecam.gpupipe.build import build_program
 from livecam.gpupipe.factory import swap_compile_dir
 from livecam.gpupipe.scheduler import GpuScheduler, TickRows
 from livecam.gpupipe.slots import FrameBuffers, HandBox, SlotShape
-from livecam.swap.gpu.keep import loop_rows_batch
+from livecam.gpupipe.swap.keep import loop_rows_batch
 from tests.gpupipe.conftest import HEIGHT, WIDTH, FaceFrame
 
 
@@ -63,7 +63,7 @@ def test_the_compiled_program_pastes_what_the_plain_one_pastes(
         cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
         caplog: pytest.LogCaptureFixture, boost_and_hands: bool) -> None:
     plain = _swap(cpu_engine, face_frame, None, boost_and_hands=boost_and_hands)
-    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+    with caplog.at_level(logging.INFO, logger="livecam.gpupipe.networks.compiled"):
         compiled = _swap(cpu_engine, face_frame, tmp_path, boost_and_hands=boost_and_hands)
     changed = (plain != face_frame.frame_bgr).any(axis=-1)
     # a face was swapped inside its outline (2.4 % of this frame), eyes and mouth kept
@@ -105,7 +105,7 @@ def test_a_paste_that_cannot_compile_runs_as_written_and_names_its_setting(
     # without the compiler
     plain = _swap(cpu_engine, face_frame, None, window_px=288)
     with inductor_config.patch({"cpp.cxx": ("/nonexistent/g++",)}), \
-            caplog.at_level(logging.WARNING, logger="livecam.analysis.gpu.compiled"):
+            caplog.at_level(logging.WARNING, logger="livecam.gpupipe.networks.compiled"):
         fallback = _swap(cpu_engine, face_frame, tmp_path, window_px=288)
     assert np.array_equal(fallback, plain)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -134,19 +134,19 @@ def test_a_rebuilt_program_calls_the_code_compiled_for_the_first(
 def test_a_later_start_loads_the_parts_whole_and_pastes_the_same_frame(
         cpu_engine: Any, face_frame: FaceFrame, tmp_path: Path,
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parts' compiled calls are saved whole (livecam.analysis.gpu.precompiled): a new
+    """The parts' compiled calls are saved whole (livecam.gpupipe.networks.precompiled): a new
     program on the same cache loads them, traces nothing, and pastes the same frame. (With
     the process's loaded calls emptied, a new program takes the path a new process takes:
     it finds the files.)"""
     from torch._dynamo.utils import counters
 
-    from livecam.analysis.gpu import precompiled
+    from livecam.gpupipe.networks import precompiled
 
     first = _swap(cpu_engine, face_frame, tmp_path, window_px=304)
     assert len(list((tmp_path / "precompiled").glob("*.bin"))) == 2
     monkeypatch.setattr(precompiled, "_LOADED", {})
     traced = counters["stats"]["unique_graphs"]
-    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+    with caplog.at_level(logging.INFO, logger="livecam.gpupipe.networks.compiled"):
         again = _swap(cpu_engine, face_frame, tmp_path, window_px=304)
     assert np.array_equal(again, first)
     loaded = [r.getMessage() for r in caplog.records if "loaded whole" in r.getMessage()]
@@ -188,7 +188,7 @@ def test_with_the_face_count_dynamic_two_and_four_faces_run_one_compiled_alignme
         return out
 
     plain = run(None)
-    with caplog.at_level(logging.INFO, logger="livecam.analysis.gpu.compiled"):
+    with caplog.at_level(logging.INFO, logger="livecam.gpupipe.networks.compiled"):
         compiled = run(tmp_path)
     for got, want in zip(compiled, plain, strict=True):
         assert (want != face_frame.frame_bgr).any(axis=-1).mean() > 0.015  # swapped

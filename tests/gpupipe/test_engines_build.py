@@ -46,9 +46,9 @@ def _build(sets: list[str], *extra: str) -> int:
 def test_build_prepares_the_pipeline_that_the_first_run_then_loads_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from livecam.analysis.gpu import compiled, precompiled
     from livecam.app import SharedStages, build_app
     from livecam.gpupipe import factory
+    from livecam.gpupipe.networks import compiled, precompiled
     from livecam.identity import IdentityLibrary
 
     sets = _sets(tmp_path)
@@ -71,7 +71,7 @@ def test_build_prepares_the_pipeline_that_the_first_run_then_loads_whole(
     app.stop()
     # the CLI above set livecam's log up as a user's run does: its lines go to stderr
     lines = [line for line in capsys.readouterr().err.splitlines()
-             if "livecam.analysis.gpu.compiled" in line]
+             if "livecam.gpupipe.networks.compiled" in line]
     assert sum("compiled code loaded whole" in line for line in lines) == len(saved), lines
     assert not any("compiled the" in line for line in lines), lines
 
@@ -186,8 +186,8 @@ def test_the_build_reports_each_compiled_shape_as_it_goes_and_the_total(
     which :class:`CompiledNetwork` makes whatever the compiler does)."""
     import torch
 
-    from livecam.analysis.gpu import compiled
     from livecam.gpupipe import factory, shapes
+    from livecam.gpupipe.networks import compiled
 
     calls: list[object] = []
 

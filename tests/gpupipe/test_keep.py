@@ -1,4 +1,4 @@
-"""The streamer's kept eyes and mouth drawn on the device (``livecam.swap.gpu.keep``): exact
+"""The streamer's kept eyes and mouth drawn on the device (``livecam.gpupipe.swap.keep``): exact
 coverage of known polygons, parity with the CPU path's mask on a real face mesh, and the GPU
 stage sending loops (a few hundred bytes a face) instead of drawing a mask on the host."""
 
@@ -13,9 +13,9 @@ import torch
 
 from livecam.core.types import RuntimeState
 from livecam.gpupipe.stage import GpuSwapStage
+from livecam.gpupipe.swap import keep
+from livecam.gpupipe.swap.keep import KeepLoops, coverage, kept_alpha, loop_rows_batch, oval_alpha
 from livecam.swap import features
-from livecam.swap.gpu import keep
-from livecam.swap.gpu.keep import KeepLoops, coverage, kept_alpha, loop_rows_batch, oval_alpha
 from tests.gpupipe.conftest import FaceFrame
 from tests.gpupipe.test_stage import embedding_table, faces_of, make_hub, packet
 

@@ -64,10 +64,10 @@ def test_the_limit_is_the_setting_or_the_card_less_headroom() -> None:
 @pytest.mark.slow
 def test_a_start_the_limit_cannot_hold_is_refused_in_one_line_before_anything_compiles(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, astronaut_bgr: np.ndarray) -> None:
-    from livecam.analysis.gpu import compiled
     from livecam.app import build_streams
     from livecam.core.types import RuntimeState
     from livecam.gpupipe import factory
+    from livecam.gpupipe.networks import compiled
     from livecam.identity.model import IdentityCollection
     from tests.gpupipe.stage_support import identity_from_photo
 

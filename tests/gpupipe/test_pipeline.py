@@ -163,7 +163,7 @@ def test_a_handed_out_buffer_is_used_again_only_once_its_frame_is_gone(
 def test_naive_baseline_swaps_the_face_it_finds(cpu_engine: Any, face_frame: FaceFrame) -> None:
     import os
 
-    from livecam.analysis.gpu.models import load_blazeface, load_face_mesh
+    from livecam.gpupipe.networks.models import load_blazeface, load_face_mesh
     from tests.helpers.naive_baseline import NaiveBaseline
 
     models = os.environ.get("LIVECAM_MEDIAPIPE_MODULES")

@@ -28,8 +28,8 @@ from livecam.gpupipe.factory import build_gpu_stages
 from livecam.gpupipe.slots import Slot, SlotShape
 from tests.gpupipe.conftest import FaceFrame
 from tests.gpupipe.stage_support import identity_from_photo, install_standin_models
+from tests.gpupipe.swap.conftest import t1_faces  # noqa: F401 (a fixture)
 from tests.gpupipe.test_stage import faces_of
-from tests.swap.gpu.conftest import t1_faces  # noqa: F401 (a fixture)
 from tests.swap.test_occlusion import _clip, hand_sprite  # noqa: F401 (a fixture)
 
 STATE = RuntimeState(active_identity="src")

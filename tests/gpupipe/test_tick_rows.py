@@ -8,7 +8,7 @@ import numpy as np
 
 from livecam.gpupipe.request import SwapRequest, tick_rows
 from livecam.gpupipe.slots import FrameBuffers
-from livecam.swap.gpu.keep import LOOPS, POINTS
+from livecam.gpupipe.swap.keep import LOOPS, POINTS
 
 
 def _request(stream: int, faces: int, rng: np.random.Generator, *, keep: bool) -> SwapRequest:

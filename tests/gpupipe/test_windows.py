@@ -20,9 +20,9 @@ import torch
 from livecam.app import gpu_sections
 from livecam.core.types import RuntimeState
 from livecam.gpupipe.stage import GpuSwapStage
+from livecam.gpupipe.swap.align import align_matrices
+from livecam.gpupipe.swap.paste import footprint_px, mask_fits_window, window_for
 from livecam.swap.align import template_xy
-from livecam.swap.gpu.align import align_matrices
-from livecam.swap.gpu.paste import footprint_px, mask_fits_window, window_for
 from tests.gpupipe.conftest import FaceFrame, make_program
 from tests.gpupipe.test_stage import collect_all, embedding_table, faces_of, make_hub, packet
 

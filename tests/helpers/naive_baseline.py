@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from livecam.analysis.gpu.facemesh import rois_from_detections
-from livecam.swap.gpu.align import FivePointFromMesh
-from livecam.swap.gpu.neural import GpuInswapper
+from livecam.gpupipe.networks.facemesh import rois_from_detections
+from livecam.gpupipe.swap.align import FivePointFromMesh
+from livecam.gpupipe.swap.neural import GpuInswapper
 
 
 def _sync(device: torch.device) -> None:
