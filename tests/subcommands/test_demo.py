@@ -55,3 +55,31 @@ def test_the_demo_says_why_its_source_photo_does_not_pass_the_checks() -> None:
     # --force
     assert notice is not None
     assert "--force" in notice and "only 93 px wide" in notice and "uses it anyway" in notice
+
+
+def _demo(out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "livecam.cli", "demo", "--out", str(out),
+                           "--frames", "4", "--size", "320x180"], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_the_demo_writes_over_no_file_of_the_users(tmp_path: Path) -> None:
+    """Before: `livecam demo --out ~/Videos` replaced the user's input.mp4 (and any demo.mp4,
+    before_after.png, demo.json) with its own, silently. A folder holding one of those names
+    that the demo did not write is refused in one line, the file kept; the demo's own folder
+    is written again on the next run."""
+    out = tmp_path / "Videos"
+    out.mkdir()
+    mine = out / "input.mp4"
+    mine.write_bytes(b"the user's own video")
+    refused = _demo(out)
+    lines = [ln for ln in refused.stderr.splitlines() if ln.startswith("livecam")]
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "input.mp4" in lines[0] and "--out" in lines[0], lines
+    assert mine.read_bytes() == b"the user's own video"
+    assert sorted(p.name for p in out.iterdir()) == ["input.mp4"]
+    again = tmp_path / "demo"
+    for _ in range(2):  # its own results: written again
+        ran = _demo(again)
+        assert ran.returncode == 0, ran.stderr
+        assert json.loads((again / "demo.json").read_text())["frames_sent"] == 4
