@@ -214,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.app import build_app
     from livecam.config import load_config
     from livecam.core.errors import UsageError
+    from livecam.core.files import atomic_write
     from livecam.core.types import RuntimeState
     from livecam.identity import IdentityCollection
 
@@ -272,7 +273,9 @@ def run(args: argparse.Namespace) -> int:
     stage_ms = {k: float(np.median(v)) for k, v in app.metrics.stage_times_ms().items() if v}
     if "before" in grabbed:
         side = np.hstack([grabbed["before"], grabbed["after"]])
-        cv2.imwrite(str(out / "before_after.png"), side)
+        # encoded here and written whole: imwrite's failure on a full disk was a libpng line
+        # and a False nobody read
+        atomic_write(out / "before_after.png", cv2.imencode(".png", side)[1].tobytes())
     report = {
         "frames": len(frames),
         "size": list(size),
@@ -290,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         "note": "offline run (advanced.pipeline.realtime=false): every frame processed in order; "
                 "fps is throughput of decode + analysis + swap + encode on this machine",
     }
-    (out / "demo.json").write_text(json.dumps(report, indent=2))
+    atomic_write(out / "demo.json", json.dumps(report, indent=2).encode())
     print(f"demo: {sent} frames at {report['pipeline_fps']:.1f} fps (latency p50 "
           f"{snap.latency_p50_ms:.1f} ms, p99 {snap.latency_p99_ms:.1f} ms), "
           f"{report['faces_per_frame_mean']:.1f} faces per frame, "

@@ -83,3 +83,29 @@ def test_the_demo_writes_over_no_file_of_the_users(tmp_path: Path) -> None:
         ran = _demo(again)
         assert ran.returncode == 0, ran.stderr
         assert json.loads((again / "demo.json").read_text())["frames_sent"] == 4
+
+
+@pytest.mark.parametrize(("room_kib", "fails"), [(40, "before_after.png"), (16, "demo.mp4")])
+def test_a_disk_that_fills_is_one_line_naming_the_file_and_leaves_no_broken_file(
+        tmp_path: Path, room_kib: int, fails: str) -> None:
+    """Item 5 of issue 39 for the demo: with room for its two clips (about 12 KB each) but not
+    its before/after PNG (about 145 KB), OpenCV's imwrite failed with no more than a libpng
+    line on stderr and the demo went on (exit 0, no PNG); with a little less room demo.json
+    was left empty and the error line named no file; with room for the input clip only, the
+    swapped clip was cut at 4 KB and the error named the PNG. Now: exit 1, one line naming
+    the file that did not fit, no empty or temp file."""
+    from tests.disk_faults import full_folder
+
+    def keep_room(folder: Path) -> None:
+        (folder / "room").write_bytes(b"\0" * room_kib * 1024)
+
+    with full_folder(tmp_path / "disk", size_kib=256, prepare=keep_room) as disk:
+        (disk / "room").unlink()
+        ran = _demo(disk / "demo")
+        ours = [ln for ln in ran.stderr.splitlines() if ln.startswith("livecam")]
+        assert ran.returncode == 1 and len(ours) == 1, ran.stderr
+        assert fails in ours[0] and ("the disk is full" in ours[0]
+                                     or "No space left on device" in ours[0]), ours
+        left = {p.name: p.stat().st_size for p in (disk / "demo").iterdir()}
+        assert not [n for n in left if n.endswith(".tmp")], left
+        assert "demo.json" not in left and "before_after.png" not in left, left
