@@ -69,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         print(f"livecam: error: {line}", file=sys.stderr)
         sys.exit(1)
-    if getattr(args, "exit_without_teardown", False):  # `livecam daemon`: SIGTERM in < 1 s
+    # `livecam daemon` and `run`: a stop in < 1 s; only as the process's own command (argv
+    # None), never for a caller that runs a command in its process (tests)
+    if argv is None and getattr(args, "exit_without_teardown", False):
         from livecam.daemon.service import exit_without_teardown
 
         exit_without_teardown(code)

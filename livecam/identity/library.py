@@ -216,7 +216,7 @@ class IdentityLibrary:
         """
         validate_name(name)
         prepared = self.prepare(photos)
-        check_same_person(prepared)
+        check_same_person(prepared, self._kept_photos(name))
         warnings = tuple(f"{path}: {w}" for path, p in prepared for w in p.warnings)
         if warnings and not force:
             raise IdentityError("photo problems (nothing was added; pass --force to add "
@@ -257,6 +257,14 @@ class IdentityLibrary:
         log.info("identity %s: %d photo(s) added, %d already there", name, len(added),
                  len(skipped))
         return result
+
+    def _kept_photos(self, name: str) -> tuple[IdentityPhoto, ...]:
+        """Identity ``name``'s photos already in the library; none when it is new or
+        damaged (a damaged one refuses the add under the lock)."""
+        try:
+            return self.load(name).photos
+        except IdentityError:
+            return ()
 
     def _store_photo(self, prep: PreparedPhoto) -> None:
         folder = self._photo_dir(prep.sha256)

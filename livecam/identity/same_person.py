@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from livecam.core.errors import DependencyError, IdentityError
+from livecam.identity.model import IdentityPhoto
 from livecam.identity.photo import PreparedPhoto
 
 log = logging.getLogger(__name__)
@@ -23,11 +24,13 @@ log = logging.getLogger(__name__)
 _SAME_PERSON_MAX = 0.6
 
 
-def check_same_person(prepared: Sequence[tuple[Path, PreparedPhoto]]) -> None:
-    """Raise :class:`IdentityError` naming the photo whose face is not the same person as the
-    others (with two photos: the second). ``--force`` does not override this: a mixed identity
-    switches person as the head turns."""
-    if len(prepared) < 2:
+def check_same_person(prepared: Sequence[tuple[Path, PreparedPhoto]],
+                      kept: Sequence[IdentityPhoto] = ()) -> None:
+    """Raise :class:`IdentityError` naming the photo being added whose face is not the same
+    person as the others, ``kept`` (the identity's photos already in the library) included
+    (with two new photos and none kept: the second). ``--force`` does not override this: a
+    mixed identity switches person as the head turns."""
+    if len(prepared) + len(kept) < 2 or not prepared:
         return
     try:
         from livecam.identity.face_judge import FaceJudge, dlib_box_from_mesh
@@ -36,16 +39,19 @@ def check_same_person(prepared: Sequence[tuple[Path, PreparedPhoto]]) -> None:
     except (ImportError, DependencyError) as exc:
         log.warning("cannot check that the photos show one person (%s)", exc)
         return
-    embeddings = np.stack([judge.embed(p.texture_bgr, dlib_box_from_mesh(p.landmarks_xy))
-                           for _, p in prepared])
+    faces = [(p.texture_bgr, p.landmarks_xy) for _, p in prepared]
+    faces += [(k.texture_bgr, k.landmarks_xy) for k in kept]
+    embeddings = np.stack([judge.embed(texture, dlib_box_from_mesh(xy))
+                           for texture, xy in faces])
     dist = np.linalg.norm(embeddings[:, None, :] - embeddings[None, :, :], axis=2)
-    if float(dist.max()) <= _SAME_PERSON_MAX:
-        return
     n = len(prepared)
-    # the odd one: farthest from the others (median), the later photo on a tie
+    if float(dist[:n].max()) <= _SAME_PERSON_MAX:  # new with new and new with kept
+        return
+    # the odd one of the new photos: farthest from the others (median), the later on a tie
     median = [float(np.median(np.delete(dist[i], i))) for i in range(n)]
     odd = max(range(n), key=lambda i: (median[i], i))
+    others = "the other photos" + (" and the identity's photos" if kept else "")
     raise IdentityError(
-        f"{prepared[odd][0]}: not the same person as the other photos (face distance "
+        f"{prepared[odd][0]}: not the same person as {others} (face distance "
         f"{median[odd]:.2f}, over {_SAME_PERSON_MAX}); nothing was added: give one person's "
         "photos per identity (--force does not override this)")

@@ -4,7 +4,10 @@ in :mod:`livecam.output.window`."""
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
+import os
+import stat
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -142,6 +145,7 @@ class FileSink:
         self._crf = crf
         self._low_delay = low_delay
         self._container: Any = None
+        self._file: Any = None
         self._stream: Any = None
         self._failed = False  # a write failed (and said so)
 
@@ -156,17 +160,35 @@ class FileSink:
         if self._path.is_dir():
             raise OutputError(f"output {self._path} is a folder: name a file in it, such as "
                               f"{self._path / 'livecam.mp4'}")
+        created = False
         try:
             fragmented = self._path.suffix.lower() in (".mp4", ".m4v", ".mov")
-            self._container = av.open(str(self._path), mode="w",
+            created = not os.path.lexists(self._path)
+            # written through a Python file, not FFmpeg's own: FFmpeg's MP4 muxer drops a
+            # fragment's write error (a disk that fills part-way: every mux and the close
+            # returned, and the file was cut short after exit 0); Python's write raises it.
+            # Not truncated before the container and codec are accepted.
+            fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_BINARY", 0),
+                         0o666)
+            self._file = io.FileIO(fd, "wb")  # an fd given: nothing is truncated here
+            self._file.name = str(self._path)  # PyAV picks the container by the name
+            self._container = av.open(self._file, mode="w",
                                       container_options=_FRAGMENTED if fragmented else None)
             stream = self._container.add_stream(self._codec,
                                                 rate=Fraction(fps).limit_denominator(1001))
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)
         except (av.error.FFmpegError, ValueError, OSError) as exc:
             if self._container is not None:  # opened, then the stream was refused
                 with contextlib.suppress(av.error.FFmpegError, ValueError, OSError):
                     self._container.close()
                 self._container = None
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                if created:
+                    with contextlib.suppress(OSError):
+                        self._path.unlink()
             # PyAV's ValueError: a container that cannot hold the codec, or an unknown suffix
             hint = (f"; {self._codec} video: use a .mp4, .mkv or .mov file"
                     if isinstance(exc, ValueError) else "")
@@ -198,17 +220,26 @@ class FileSink:
 
         if self._container is None:
             return
+        container, self._container = self._container, None
+        file, self._file = self._file, None
         try:
             if self._failed:  # PyAV crashes (SIGSEGV) flushing a file whose header failed
+                with contextlib.suppress(av.error.FFmpegError, OSError):
+                    container.close()
                 return
             for packet in self._stream.encode(None):
-                self._container.mux(packet)
+                container.mux(packet)
+            # the muxer writes what it still buffers (the last fragment, the index) here: a
+            # disk that fills now is said too, not left as a file cut short after exit 0
+            container.close()
+            file.close()
         except (av.error.FFmpegError, OSError) as exc:
+            with contextlib.suppress(av.error.FFmpegError, OSError):
+                container.close()
             raise OutputError(f"cannot finish {self._path}: {exc}") from None
         finally:
-            with contextlib.suppress(av.error.FFmpegError, OSError):
-                self._container.close()
-            self._container = None
+            with contextlib.suppress(OSError):
+                file.close()
 
 
 class NullSink:

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.capture import parse_input
     from livecam.core.errors import UsageError
     from livecam.core.files import remove_temp_files
-    from livecam.daemon.lock import lock_for_run, output_files
+    from livecam.daemon.lock import device_keys, lock_for_run, output_files
 
     config = config_from_args(args)
     spec = parse_input(args.input)
@@ -96,10 +96,15 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--input {args.input}: no such file")
     # the input given as --json or --output would be overwritten: refused, as run does
     output_files([(args.input, f"file:{args.json}"), (args.input, args.output or "null")])
-    # the lock `run` takes for a file: output, from start to end: a second analyze of the file
-    # is refused (its JSON would replace this one's), and a temp file beside it that no live
-    # analyze can be writing is a killed one's
-    with _holding(lock_for_run(config, [("", f"file:{args.json}")]), args.json):
+    # the locks `run` takes for its outputs, from start to end, on the JSON and on --output: a
+    # second analyze of the file is refused (its JSON would replace this one's), a temp file
+    # beside it that no live analyze can be writing is a killed one's, and a recording that a
+    # run or daemon is writing is not replaced by the drawn video
+    outputs = [("", f"file:{args.json}"), ("", args.output or "null")]
+    if args.output and device_keys(*outputs[1])[:1] == device_keys(*outputs[0]):
+        raise UsageError(f"--output {args.output} is the --json file: give the drawn video "
+                         "another name")
+    with _holding(lock_for_run(config, outputs), args.json):
         remove_temp_files(args.json.parent, args.json.name)
         _check_writable(args.json)  # before the work, not after it
         return _analyse_to_json(args, config, spec)
@@ -107,13 +112,18 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _holding(lock: DeviceLock, json_path: Path) -> Iterator[None]:
-    """Hold the lock of the file ``json_path``; refused, say what to do with analyze's options
-    (the lock's own words are run's: --input, --output, output.device)."""
+    """Hold ``lock`` (the JSON file ``json_path`` and the --output); refused for the JSON, say
+    what to do with analyze's options (the lock's own words are run's: --input, --output,
+    output.device)."""
     from livecam.daemon.lock import DeviceBusyError
 
     try:
         lock.acquire()
     except DeviceBusyError as exc:
+        from livecam.daemon.lock import device_keys
+
+        if exc.device not in [label for _, label in device_keys("", f"file:{json_path}")]:
+            raise  # --output's: the lock's own words name --output
         raise DeviceBusyError(
             f"another livecam (pid {exc.holder_pid}) is writing {json_path}: wait for it to "
             f"finish, or choose another --json path (its lock: {exc.lock_path})",

@@ -126,6 +126,8 @@ def _print_status(s: dict[str, Any]) -> None:
     tracks = ", ".join(f"{t['track_id']}->{t['identity'] or '-'}" for t in s["tracks"])
     print(f"identity: {s['active_identity'] or 'none'}  bypass: "
           f"{'on' if s['bypass'] else 'off'}")
+    if s.get("passthrough_reason"):  # the real face is sent: said, not only in the start log
+        print(f"PASSTHROUGH: {s['passthrough_reason']}")
     print(f"fps: in {s['fps_in']:.1f} out {s['fps_out']:.1f}  latency p50 {ms(lat['p50'])} ms "
           f"p99 {ms(lat['p99'])} ms")
     print(f"tracks: {tracks or 'none'}")

@@ -6,6 +6,8 @@ from scikit-image is swapped onto both. The clip is written as an H.264 file, th
 the real runtime (``livecam.app``: file capture thread → analysis + swap stages → file output),
 exactly as ``livecam run --input file:... --output file:...`` would. Writes to ``--out``:
 ``input.mp4``, ``demo.mp4``, ``before_after.png`` and ``demo.json`` (fps, latency, stage times).
+A folder holding one of those names that the demo did not write there (no ``.livecam-demo``
+record) is refused, so the user's own files are never replaced.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from livecam.subcommands.common import command_parser, config_from_args
 log = logging.getLogger("livecam")
 
 SOURCE_NAME = "astronaut"
+#: What the demo writes in ``--out``, and the record that says it wrote them there.
+RESULTS = ("input.mp4", "demo.mp4", "before_after.png", "demo.json")
+RECORD = ".livecam-demo"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,11 +40,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "before/after PNG and demo.json (fps, latency). Needs no camera and no download.",
     )
     p.add_argument("--out", type=Path, default=Path("livecam-demo"), metavar="DIR",
-                   help="folder for the results (created; default: ./livecam-demo)")
+                   help="folder for the results (created; default: ./livecam-demo); one "
+                   "holding files of those names that the demo did not write is refused")
     p.add_argument("--frames", type=int, default=90, metavar="N",
                    help="clip length in frames at 30 fps (default: 90)")
     p.add_argument("--size", default="1280x720", metavar="WxH",
                    help="clip size (default: 1280x720)")
+
+
+def _claim(out: Path) -> None:
+    """Refuse an ``--out`` folder holding a file named as one of the demo's results that the
+    demo did not write there (no :data:`RECORD`; or a link, never written through), then
+    record the folder as the demo's: `livecam demo --out ~/Videos` must not replace the
+    user's input.mp4, and the demo's own folder is written again on the next run."""
+    import os
+
+    from livecam.core.errors import UsageError
+
+    ours = os.path.isfile(out / RECORD) and not os.path.islink(out / RECORD)
+    for name in RESULTS:
+        path = out / name
+        if os.path.islink(path) or (os.path.lexists(path) and not ours):
+            raise UsageError(f"--out {out} holds {name}, which livecam demo did not write "
+                             f"there (it writes {', '.join(RESULTS)}): move it away or give "
+                             "another --out folder")
+    if not ours:
+        (out / RECORD).write_bytes(b"")
 
 
 def _parse_size(text: str) -> tuple[int, int]:
@@ -188,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from livecam.app import build_app
     from livecam.config import load_config
     from livecam.core.errors import UsageError
+    from livecam.core.files import atomic_write
     from livecam.core.types import RuntimeState
     from livecam.identity import IdentityCollection
 
@@ -205,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create it ({exc.strerror})") from None
+    _claim(out)
     t0 = time.perf_counter()
     frames = build_clip(args.frames, size)
     input_path = out / "input.mp4"
@@ -245,7 +273,9 @@ def run(args: argparse.Namespace) -> int:
     stage_ms = {k: float(np.median(v)) for k, v in app.metrics.stage_times_ms().items() if v}
     if "before" in grabbed:
         side = np.hstack([grabbed["before"], grabbed["after"]])
-        cv2.imwrite(str(out / "before_after.png"), side)
+        # encoded here and written whole: imwrite's failure on a full disk was a libpng line
+        # and a False nobody read
+        atomic_write(out / "before_after.png", cv2.imencode(".png", side)[1].tobytes())
     report = {
         "frames": len(frames),
         "size": list(size),
@@ -263,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         "note": "offline run (advanced.pipeline.realtime=false): every frame processed in order; "
                 "fps is throughput of decode + analysis + swap + encode on this machine",
     }
-    (out / "demo.json").write_text(json.dumps(report, indent=2))
+    atomic_write(out / "demo.json", json.dumps(report, indent=2).encode())
     print(f"demo: {sent} frames at {report['pipeline_fps']:.1f} fps (latency p50 "
           f"{snap.latency_p50_ms:.1f} ms, p99 {snap.latency_p99_ms:.1f} ms), "
           f"{report['faces_per_frame_mean']:.1f} faces per frame, "

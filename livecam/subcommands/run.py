@@ -64,7 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remote-token-file", metavar="FILE",
                    help="file holding the WHIP token (`livecam serve token add NAME` on the "
                    "server printed it)")
-    p.set_defaults(func=run)
+    # like the daemon: a stop's exit leaves out the interpreter's teardown and the kernel's
+    # unmapping of the memory, which took 1-3 s after the "done" line on busy cores
+    p.set_defaults(func=run, exit_without_teardown=True)
 
 
 def stream_pairs(args: argparse.Namespace, config: Config) -> list[tuple[str, str]]:

@@ -58,6 +58,9 @@ def test_ctl_drives_the_daemon_status_metrics_and_bypass(new_daemon: Callable[[]
     assert (s["width"], s["height"]) == (160, 120) and s["bypass"] is False
     human = d.ctl("status").stdout
     assert "fps: in" in human and "latency p50" in human
+    # an empty library sends the real face: `ctl status` says so, not only the start's log
+    # (issue 39 item 8)
+    assert "frames pass through unswapped" in human, human
     metrics = d.ctl("metrics").stdout
     assert 'livecam_frames_total{kind="sent"}' in metrics
     assert "livecam_latency_seconds_bucket" in metrics  # a histogram, no derived fps gauge

@@ -122,11 +122,13 @@ def decoded_frames(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["hard link", "XDG_RUNTIME_DIR unset"])
+@pytest.mark.parametrize("how", ["hard link", "XDG_RUNTIME_DIR unset", "analyze --output"])
 def test_a_second_writer_of_a_recording_is_refused_whatever_its_lock_dir(
         new_daemon: Callable[[], Daemon], how: str) -> None:
     # before: the lock was keyed by the path in $XDG_RUNTIME_DIR/livecam: a hard link, or a
-    # livecam started without XDG_RUNTIME_DIR (cron, ssh, su), truncated the recording
+    # livecam started without XDG_RUNTIME_DIR (cron, ssh, su), truncated the recording; and
+    # `analyze --output file:` took no lock on its drawn video at all: it replaced the
+    # recording with its own 5 frames
     first = new_daemon()
     out = first.root / "rec.mp4"
     first.start("--input", "synthetic:160x120", "--output", f"file:{out}", record=False)
@@ -136,12 +138,15 @@ def test_a_second_writer_of_a_recording_is_refused_whatever_its_lock_dir(
     if how == "hard link":
         name = first.root / "hard.mp4"
         os.link(out, name)
-    else:
+    elif how == "XDG_RUNTIME_DIR unset":
         env.pop("XDG_RUNTIME_DIR")
         env["HOME"] = str(first.root / "home")  # its own fallback lock dir, as under cron
+    command = ["run", *QUIET]
+    if how == "analyze --output":
+        command = ["analyze", "--json", str(first.root / "faces.json")]
     second = subprocess.run(
-        [sys.executable, "-m", "livecam.cli", "run", "--input", "synthetic:160x120",
-         "--output", f"file:{name}", "--frames", "5", *QUIET], env=env, capture_output=True,
+        [sys.executable, "-m", "livecam.cli", *command, "--input", "synthetic:160x120",
+         "--output", f"file:{name}", "--frames", "5"], env=env, capture_output=True,
         text=True, timeout=180)
     assert second.returncode == 1, second.stderr
     assert "already" in second.stderr and "Traceback" not in second.stderr, second.stderr

@@ -64,3 +64,28 @@ def test_photos_of_different_people_are_refused_even_with_force(
     assert json.loads(livecam(lib, "list", "--json").stdout) == []
     same = livecam(lib, "add", "astro", str(photos["good"]), str(photos["good_jpg"]))
     assert same.returncode == 0, same.stderr
+
+
+def test_a_photo_of_another_person_added_later_is_refused(tmp_path: Path,
+                                                          photos: dict[str, Path]) -> None:
+    """Issue 39 item 10, one add after another: the identity's photos already in the library
+    count, so `identity add astro tom.png` after `identity add astro astronaut.png` is refused
+    like both photos in one add (before: the second add went in and the identity held two
+    people), --force or not; another photo of the same person still joins."""
+    import cv2
+    import insightface.data
+
+    tom = tmp_path / "tom.png"
+    cv2.imwrite(str(tom), cv2.resize(insightface.data.get_image("Tom_Hanks_54745"), None,
+                                     fx=4, fy=4, interpolation=cv2.INTER_CUBIC))
+    lib = tmp_path / "lib"
+    assert livecam(lib, "add", "astro", str(photos["good"])).returncode == 0
+    mixed = livecam(lib, "add", "astro", str(tom), "--force")
+    assert mixed.returncode == 2, mixed.stdout
+    lines = [x for x in mixed.stderr.splitlines() if x.startswith("livecam")]
+    assert len(lines) == 1 and str(tom) in lines[0] and "same person" in lines[0], lines
+    [astro] = json.loads(livecam(lib, "list", "--json").stdout)
+    assert astro["photos"] == 1, astro
+    same = livecam(lib, "add", "astro", str(photos["good_jpg"]))
+    assert same.returncode == 0, same.stderr
+    assert json.loads(livecam(lib, "list", "--json").stdout)[0]["photos"] == 2

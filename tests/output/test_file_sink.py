@@ -106,3 +106,27 @@ def test_a_live_recording_holds_no_frames_for_the_stop_to_encode(tmp_path: Path)
     finally:
         sink._container.close()  # flushed above: close() would flush a second time
     assert held == 0
+
+
+def test_a_disk_that_fills_part_way_is_said_not_left_as_a_file_cut_short(
+        tmp_path: Path) -> None:
+    """A disk with room for the file's start only (a real tmpfs, 8 KB left). Before: FFmpeg's
+    MP4 muxer, writing fragments straight to the file, dropped the ENOSPC: every mux and the
+    close returned, `livecam run` file to file exited 0 and its output held 2 of 4 frames
+    (`livecam demo` the same). Now the write is refused with the file named."""
+    from tests.disk_faults import full_folder
+
+    def keep_room(folder: Path) -> None:
+        (folder / "room").write_bytes(b"\0" * 8 * 1024)
+
+    rng = np.random.default_rng(0)
+    with full_folder(tmp_path / "disk", size_kib=128, prepare=keep_room) as disk:
+        (disk / "room").unlink()
+        out = disk / "rec.mp4"
+        sink = FileSink(path=out)
+        sink.open(width=320, height=180, fps=30.0)
+        with pytest.raises(OutputError, match=f"{out}.*No space left on device"):
+            for _ in range(4):  # noise: about 26 KB a frame
+                sink.send(rng.integers(0, 256, (180, 320, 3), dtype=np.uint8))
+            sink.close()
+        sink.close()  # after the failure: nothing more, no crash

@@ -84,6 +84,11 @@ def test_analyze_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "no such file" in missing.stderr and "Traceback" not in missing.stderr
     zero = livecam("analyze", "--input", "synthetic", "--json", str(out_json), "--frames", "0")
     assert zero.returncode == 2 and "--frames must be at least 1" in zero.stderr
+    # the JSON named as the drawn video too: said in analyze's words (not "two streams")
+    same = livecam("analyze", "--input", "synthetic", "--json", str(out_json), "--output",
+                   f"file:{out_json}")
+    assert same.returncode == 2 and "--output" in same.stderr and "--json" in same.stderr
+    assert "streams" not in same.stderr, same.stderr
     assert not out_json.exists()
 
 
