@@ -145,7 +145,8 @@ class ClassicFaceSwapper:
         if cfg.keep_live_glasses:
             # the streamer's glasses and beard: out of the colour statistics, glasses in front
             box_xy = live_xy - np.array([x1, y1], np.float32)
-            dark = accessories.dark_accessories(target_box, box_xy, self.topology)
+            dark = accessories.dark_accessories(target_box, box_xy, self.topology,
+                                                coarse_reference=True)
             # glasses_alpha(dark, live_xy, (x1, y1)) is the glasses over the box: box_xy's
             worn, glasses = accessories.worn_and_glasses(dark, box_xy, self.topology)
             if worn.any():  # a clean face's creases and shadows stay in the statistics

@@ -137,6 +137,30 @@ def test_no_glasses_found_on_a_face_without(people: dict, topology: MeshTopology
         assert glasses_alpha(dark, face.landmarks_xy, (0, 0)) is None, label
 
 
+@pytest.mark.parametrize("label", ["astronaut+glasses", "t1-2+beard", "t1-3+glasses", "t1-5"])
+def test_the_live_faces_coarse_reference_finds_what_the_full_one_does(
+    people: dict, topology: MeshTopology, label: str
+) -> None:
+    """The live face's skin reference on a coarse grid (each frame) finds the same glasses
+    and beard as the full-resolution one the source's texture takes: measured 0.00-0.03 % of
+    the face box's pixels differ, the glasses' alpha within 0.01 on average."""
+    from livecam.swap.accessories import dark_accessories, glasses_alpha
+
+    face = people[label][0]
+    xy = face.landmarks_xy
+    x1, y1 = (int(v) for v in np.maximum(xy.min(axis=0) - 20, 0))
+    x2, y2 = (int(v) + 20 for v in xy.max(axis=0))
+    box = np.ascontiguousarray(face.image_bgr[y1:y2, x1:x2])
+    box_xy = xy - np.array([x1, y1], np.float32)
+    full = dark_accessories(box, box_xy, topology)
+    coarse = dark_accessories(box, box_xy, topology, coarse_reference=True)
+    assert float(np.mean(full != coarse)) < 0.003, label
+    alphas = [glasses_alpha(dark, box_xy, (0, 0)) for dark in (full, coarse)]
+    assert (alphas[0] is None) == (alphas[1] is None), label
+    if alphas[0] is not None and alphas[1] is not None:
+        assert float(np.mean(np.abs(alphas[0] - alphas[1]))) < 0.01, label
+
+
 def test_a_sources_beard_leaves_no_dark_strands(people: dict, topology: MeshTopology) -> None:
     """The beard's strands the nose line cut off (t1-2's mesh, found on the bearded photo,
     puts the line below the beard's top at one mouth corner) go with the rest of the beard,
