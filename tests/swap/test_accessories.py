@@ -125,6 +125,47 @@ def test_live_glasses_stay_in_front(
     assert after > 0.6, f"only {after:.0%} of the streamer's glasses frame stays in front"
 
 
+def test_a_tracked_face_put_on_glasses_shows_them_in_front_within_the_skipped_frames(
+    people: dict, by_label: dict[str, RealFace], topology: MeshTopology,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tracked face clean for a while is tested for glasses only every few frames
+    (``AccessoryMemory``): its swap is the same picture as when every frame is tested, and
+    glasses put on are kept in front within ``_CLEAN_EVERY - 1`` frames, then every frame."""
+    from livecam.swap import classic
+
+    worn, bare, frame = people["t1-3+glasses"]
+    frame = cv2.erode(frame.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    frame &= face_polygon(worn.landmarks_xy, frame.shape)
+    source = source_from(by_label["astronaut"], topology)
+    swapper = ClassicFaceSwapper(SwapConfig(), topology)
+    memory = classic.AccessoryMemory()
+
+    def swapped(face: RealFace, tracked: classic.AccessoryMemory | None) -> np.ndarray:
+        out = face.image_bgr.copy()
+        swapper.swap_into(out, face.image_bgr, source, face.landmarks_xy, face.landmarks_z,
+                          accessory_memory=tracked)
+        return out
+
+    tests = []
+    test = classic.accessories.dark_accessories
+    monkeypatch.setattr(classic.accessories, "dark_accessories",
+                        lambda *a, **k: tests.append(1) or test(*a, **k))
+    untracked = swapped(bare, None)
+    for _ in range(classic._CLEAN_FRAMES + 2 * classic._CLEAN_EVERY):
+        assert np.array_equal(swapped(bare, memory), untracked)
+    # the untracked call, the clean run, then one frame in _CLEAN_EVERY
+    assert len(tests) == 1 + classic._CLEAN_FRAMES + 2
+    kept = []
+    for _ in range(classic._CLEAN_EVERY + 3):
+        diff = np.abs(swapped(worn, memory).astype(np.int16)
+                      - worn.image_bgr.astype(np.int16)).max(axis=2)
+        kept.append(float(np.mean(diff[frame] <= 20)))
+    first = next(i for i, share in enumerate(kept) if share > 0.6)
+    assert first <= classic._CLEAN_EVERY - 1, kept
+    assert min(kept[first:]) > 0.6, kept
+
+
 def test_no_glasses_found_on_a_face_without(people: dict, topology: MeshTopology) -> None:
     """A face without glasses (creases, lashes, hair in the eye band) keeps nothing of its own
     in front of the swapped face: the swap from a source is the same with the live-glasses
