@@ -318,13 +318,10 @@ class ClassicFaceSwapper:
         ``memory`` smooths the lab match over frames (``source_key``: the source photo;
         ``live_xy``: the live face's mesh, which the past match is moved with)."""
         cfg = self.config
-        if cfg.colour == "none":
-            return warp.warped_bgr
-        wc, hc = warp.coarse_shape[1], warp.coarse_shape[0]
-        if cfg.colour == "lab":
-            return self._lab_colour(warp, target_box, skin, outer, cut, face_w, size, memory,
-                                    source_key, live_xy)
         warped = warp.warped_bgr
+        if cfg.colour == "none":
+            return warped
+        wc, hc = warp.coarse_shape[1], warp.coarse_shape[0]
         small_src = np.asarray(cv2.resize(warped, (wc, hc), interpolation=cv2.INTER_AREA),
                                np.uint8)
         small_tgt = np.asarray(cv2.resize(target_box, (wc, hc), interpolation=cv2.INTER_AREA),
@@ -334,27 +331,12 @@ class ClassicFaceSwapper:
             scale, offset = colour.meanstd_transfer(small_src, small_tgt, weight)
             return colour.apply_lab_affine(warped, scale, offset)
         blur = cfg.colour_blur * face_w / warp.step_px
-        gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)  # lowfreq
-        gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
-        # mixed-type multiply saturates to uint8 in one pass
-        return np.asarray(cv2.multiply(warped, gain_full, dtype=cv2.CV_8U), np.uint8)
-
-    def _lab_colour(self, warp: WarpResult, target_box: ImageBGR, skin: npt.NDArray[np.uint8],
-                    outer: npt.NDArray[np.uint8], cut: npt.NDArray[np.uint8] | None,
-                    face_w: float, size: tuple[int, int], memory: colour.ColourMemory | None,
-                    source_key: str, live_xy: FloatArray | None) -> ImageBGR:
-        """:meth:`_colour` by the lab transfer: local near the outer edge (the seam), broad
-        inside (the source's own look). The source's side is warped in Lab
-        (``WarpResult.warped_lab``): no conversion of the box."""
-        cfg = self.config
-        wc, hc = warp.coarse_shape[1], warp.coarse_shape[0]
-        warped_lab = warp.warped_lab
-        src_lab = np.asarray(cv2.resize(warped_lab, (wc, hc), interpolation=cv2.INTER_AREA),
-                             np.float32)
-        small_tgt = np.asarray(cv2.resize(target_box, (wc, hc), interpolation=cv2.INTER_AREA),
-                               np.uint8)
-        weight = (skin > 0).astype(np.float32)
-        blur = cfg.colour_blur * face_w / warp.step_px
+        if cfg.colour == "lowfreq":
+            gain = colour.lowfreq_gain(small_src, small_tgt, weight, blur)
+            gain_full = cv2.resize(gain, size, interpolation=cv2.INTER_LINEAR)
+            # mixed-type multiply saturates to uint8 in one pass
+            return np.asarray(cv2.multiply(warped, gain_full, dtype=cv2.CV_8U), np.uint8)
+        # lab: local near the outer edge (the seam), broad inside (the source's own look)
         cells = face_w / warp.step_px
         dist = np.asarray(cv2.distanceTransform(outer, cv2.DIST_L2, 3), np.float32)
         edge_weight = 1.0 - np.clip(dist / max(_EDGE_BAND * cells, 1.0), 0.0, 1.0)
@@ -362,6 +344,7 @@ class ClassicFaceSwapper:
             to_cut = np.asarray(cv2.distanceTransform(255 - cut, cv2.DIST_L2, 3), np.float32)
             np.maximum(edge_weight, 1.0 - np.clip(to_cut / max(_CUT_BAND * cells, 1.0), 0.0, 1.0),
                        out=edge_weight)
+        src_lab = np.asarray(cv2.cvtColor(small_src, cv2.COLOR_BGR2LAB), np.float32)
         tgt_lab = np.asarray(cv2.cvtColor(small_tgt, cv2.COLOR_BGR2LAB), np.float32)
         match = colour.lab_transfer(src_lab, tgt_lab, weight, blur_px=blur,
                                     edge_blur_px=_EDGE_BLUR * face_w / warp.step_px,
@@ -376,4 +359,4 @@ class ClassicFaceSwapper:
                 anchor=(float(centre[0]), float(centre[1]), float(geometry.face_width_px(live_xy))))
         bias_full = np.asarray(cv2.resize(match.bias, size, interpolation=cv2.INTER_LINEAR),
                                np.float32)
-        return colour.apply_lab_transfer_to_lab(warped_lab, replace(match, bias=bias_full))
+        return colour.apply_lab_transfer(warped, replace(match, bias=bias_full))

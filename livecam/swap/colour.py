@@ -498,14 +498,7 @@ class ColourMemory:
 def apply_lab_transfer(image_bgr: ImageBGR, match: LabMatch) -> ImageBGR:
     """``image_bgr`` (h, w, 3) uint8 mapped in Lab by ``match`` (:class:`LabMatch`, its bias
     (h, w, 3) at this image's size); rounds and saturates at the Lab range."""
-    return apply_lab_transfer_to_lab(
-        np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB), np.uint8), match)
-
-
-def apply_lab_transfer_to_lab(image_lab: ImageBGR, match: LabMatch) -> ImageBGR:
-    """:func:`apply_lab_transfer` of an image already in OpenCV's 8-bit Lab (``image_lab``
-    (h, w, 3) uint8); BGR out."""
-    lab = np.asarray(image_lab, np.float32)
+    lab = np.asarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB), np.float32)
     mapped = np.asarray(cv2.transform(lab, np.asarray(match.matrix, np.float32)), np.float32)
     mapped += match.bias
     # numpy's copies of the channels: cv2.split of a face box's float32 image took 1.1-1.4 ms

@@ -13,7 +13,6 @@ Only the pipeline thread calls :meth:`DenseWarper.warp`; the warper keeps no per
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import cv2
@@ -37,7 +36,6 @@ class SourceMesh:
     - ``landmarks_xy``: (468, 2) float32, pixels in ``texture_bgr``.
     - ``tri_xy``: (T, 3, 2) float32 triangle corners in ``texture_bgr`` (gathered once).
     - ``tri_area2``: (T,) float32 twice the signed area of each source triangle.
-    - ``texture_lab``: ``texture_bgr`` in OpenCV's 8-bit Lab (computed on first use).
     """
 
     texture_bgr: ImageBGR
@@ -52,10 +50,6 @@ class SourceMesh:
         return cls(texture_bgr=texture_bgr, landmarks_xy=landmarks_xy.astype(np.float32),
                    tri_xy=tri, tri_area2=_area2(tri))
 
-    @cached_property
-    def texture_lab(self) -> ImageBGR:
-        return np.asarray(cv2.cvtColor(self.texture_bgr, cv2.COLOR_BGR2LAB), np.uint8)
-
 
 def _area2(tri_xy: FloatArray) -> FloatArray:
     e1 = tri_xy[:, 1] - tri_xy[:, 0]
@@ -68,26 +62,20 @@ class WarpResult:
     """The source texture warped onto the target face box.
 
     - ``box_xyxy``: (x1, y1, x2, y2) ints, the warped region in frame pixels (inside the frame).
-    - ``warped_bgr``: (y2-y1, x2-x1, 3) uint8, the source's texture remapped (on first use).
-    - ``warped_lab``: the same of the source's ``texture_lab`` (on first use): the lab colour
-      transfer takes it and skips converting the box (interpolated in Lab, it differs from
-      ``warped_bgr`` converted by a quarter of a level on average).
+    - ``warped_bgr``: (y2-y1, x2-x1, 3) uint8.
     - ``tri_id_coarse``: (hc, wc) int32 triangle index + 1 per coarse grid point (0 = outside).
     - ``step_px``: coarse grid spacing; coarse point (i, j) sits at frame pixel
       ``(x1 + (j + 0.5) * step - 0.5, y1 + (i + 0.5) * step - 0.5)``, so ``cv2.resize`` with
       ``INTER_LINEAR`` upsamples coarse images onto the box exactly.
     - ``map_coarse``: (hc, wc, 2) float32, the source pixel each coarse point reads (so other
       images laid on the source texture can be warped on the coarse grid cheaply).
-    - ``map_full``: (y2-y1, x2-x1, 2) float32, the same for every pixel of the box.
-    - ``source``: the mesh whose texture is warped.
     """
 
     box_xyxy: tuple[int, int, int, int]
+    warped_bgr: ImageBGR
     tri_id_coarse: npt.NDArray[np.int32]
     step_px: int
     map_coarse: FloatArray
-    map_full: FloatArray
-    source: SourceMesh
 
     @property
     def coarse_shape(self) -> tuple[int, int]:
@@ -95,20 +83,7 @@ class WarpResult:
 
     @property
     def full_shape(self) -> tuple[int, int]:
-        return self.map_full.shape[0], self.map_full.shape[1]
-
-    @cached_property
-    def warped_bgr(self) -> ImageBGR:
-        return self._remapped(self.source.texture_bgr)
-
-    @cached_property
-    def warped_lab(self) -> ImageBGR:
-        return self._remapped(self.source.texture_lab)
-
-    def _remapped(self, texture: ImageBGR) -> ImageBGR:
-        remap: Any = cv2.remap  # the stubs lack the (map1=CV_32FC2, map2=None) form
-        return np.asarray(remap(texture, self.map_full, None, cv2.INTER_LINEAR,
-                                borderMode=cv2.BORDER_REPLICATE), np.uint8)
+        return self.warped_bgr.shape[0], self.warped_bgr.shape[1]
 
 
 def face_box(landmarks_xy: FloatArray, frame_hw: tuple[int, int], step_px: int,
@@ -256,12 +231,14 @@ class DenseWarper:
             planes.append(plane)
         # (hc, wc, 2): source x and y interleaved, the CV_32FC2 layout remap takes directly
         coarse_map = np.asarray(cv2.merge(planes), np.float32)
-        grid_map = coarse_map
+        grid_map: Any = coarse_map
         if step > 1:
-            grid_map = np.asarray(cv2.resize(coarse_map, (x2 - x1, y2 - y1),
-                                             interpolation=cv2.INTER_LINEAR), np.float32)
-        return WarpResult(box_xyxy=box, tri_id_coarse=tri_id, step_px=step,
-                          map_coarse=coarse_map, map_full=grid_map, source=source)
+            grid_map = cv2.resize(coarse_map, (x2 - x1, y2 - y1), interpolation=cv2.INTER_LINEAR)
+        remap: Any = cv2.remap  # the stubs lack the (map1=CV_32FC2, map2=None) form
+        warped = np.asarray(remap(source.texture_bgr, grid_map, None, cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_REPLICATE), np.uint8)
+        return WarpResult(box_xyxy=box, warped_bgr=warped, tri_id_coarse=tri_id, step_px=step,
+                          map_coarse=coarse_map)
 
 
 def _similarity(target_xy: FloatArray, source_xy: FloatArray) -> FloatArray:
