@@ -39,6 +39,7 @@ _SKIN_RATIO = 0.75  # lightness above this share of the face's median counts as 
 _SHADE_RATIO = 0.4  # ... and, where none of that is near, above this share (deep shadow)
 _MIN_REACH = 0.1  # share of bright skin within the blur below which the shadow reference counts
 _LOCAL_SCALE = 0.25  # the local skin reference's blur, in face widths
+_REFERENCE_CELLS = 16  # the reference's blur in cells of the grid it is computed on
 # The eye band where a live face's dark pixels are glasses kept in front: from just above the
 # brows to the nose's middle (in face heights from the brow line), and the face's full width.
 _BAND_ABOVE, _BAND_BELOW = 0.12, 0.45
@@ -58,7 +59,12 @@ _FULL_BEARD = 0.3
 
 
 def dark_accessories(
-    image_bgr: ImageBGR, landmarks_xy: FloatArray, topology: MeshTopology, *, brow_reach_px: int = 0
+    image_bgr: ImageBGR,
+    landmarks_xy: FloatArray,
+    topology: MeshTopology,
+    *,
+    brow_reach_px: int = 0,
+    coarse_reference: bool = False,
 ) -> MaskU8:
     """(h, w) uint8, 255 on pixels of ``image_bgr`` (h, w, 3) uint8 that are accessories of
     the face with ``landmarks_xy`` (468+, 2) px in that image; 0 elsewhere (also outside it).
@@ -66,11 +72,16 @@ def dark_accessories(
     the brow and still join it (0: touching). The 2x2 opening below moves the found rim's edge
     by a pixel, which cut the arc off: the source's texture takes 2 (t1-3's arc then goes);
     the live face keeps 0, as the identity judge scores its glasses kept in front against the
-    swap (147 -> 139 of the hard set's 216 pairs with 2: docs/classic-swap.md)."""
+    swap (147 -> 139 of the hard set's 216 pairs with 2: docs/classic-swap.md).
+    ``coarse_reference``: the local skin reference computed on a grid of cells
+    1/``_REFERENCE_CELLS`` of its blur and resized back (the live face, each frame: the
+    full-resolution blurs took half of the test; 0.07 % of the hard set's face boxes change).
+    The source's texture, prepared once, keeps the full resolution: there the same change
+    moved 2 of the hard set's 216 pairs to the identity judge's other side."""
     xy = landmarks_xy[:468]
     h, w = image_bgr.shape[:2]
     width = geometry.face_width_px(xy)
-    found = _darker_than_skin(image_bgr, xy, topology)
+    found = _darker_than_skin(image_bgr, xy, topology, coarse_reference=coarse_reference)
     if found is None:
         return np.zeros((h, w), np.uint8)
     darker, light, local, face, features = found
@@ -107,12 +118,14 @@ def _darker_than_skin(
     image_bgr: ImageBGR,
     xy: FloatArray,
     topology: MeshTopology,
+    *,
+    coarse_reference: bool = False,
 ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray, MaskU8, npt.NDArray[np.bool_]] | None:
     """(darker, lightness, local skin lightness, face, features) over the whole image: which
     pixels are darker than ``_DARK_RATIO`` of the skin around them (anywhere: only the face's
     own pixels set the reference), the Lab lightness, the reference, the face outline grown
     by ``_EDGE_GROW`` (uint8 255) and the eyes, brows, lips and nose (bool); None for a face
-    too small to judge."""
+    too small to judge. ``coarse_reference``: see :func:`dark_accessories`."""
     from livecam.swap.skin import feature_mask
 
     h, w = image_bgr.shape[:2]
@@ -133,11 +146,20 @@ def _darker_than_skin(
     light_u8 = np.ascontiguousarray(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2LAB)[:, :, 0])
     light = light_u8.astype(np.float32)
     median = _median_u8(_masked(light_u8, inside))
-    k = max(3, int(width * _LOCAL_SCALE)) | 1
-    local, reach = _local_skin(light, inside & (light > _SKIN_RATIO * median), k, median)
+    k = max(3, int(width * _LOCAL_SCALE))
+    # the reference is a blur a quarter of the face wide: on a grid of cells
+    # 1/_REFERENCE_CELLS of it, resized back, it is nearly the same smooth surface
+    step = max(1, k // _REFERENCE_CELLS) if coarse_reference else 1
+    coarse_hw = (max(1, round(h / step)), max(1, round(w / step)))
+    k_coarse = max(3, round((k | 1) / step)) | 1
     # where no bright skin is near (a face half in deep shadow), the shadowed skin itself
-    shaded, _ = _local_skin(light, inside & (light > _SHADE_RATIO * median), k, median)
+    (local, reach), (shaded, _) = (
+        _local_skin(light, inside & (light > ratio * median), coarse_hw, k_coarse, median)
+        for ratio in (_SKIN_RATIO, _SHADE_RATIO)
+    )
     local = np.asarray(np.where(reach > _MIN_REACH, local, shaded), np.float32)
+    if step > 1:
+        local = np.asarray(cv2.resize(local, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
     return light < _DARK_RATIO * local, light, local, face, features
 
 
@@ -152,14 +174,23 @@ def _median_u8(values: npt.NDArray[np.uint8]) -> float:
 
 
 def _local_skin(
-    light: FloatArray, skin: npt.NDArray[np.bool_], k: int, median: float
+    light: FloatArray, skin: npt.NDArray[np.bool_], hw: tuple[int, int], k: int, median: float
 ) -> tuple[FloatArray, FloatArray]:
     """Blurred lightness of the ``skin`` pixels (``median`` where none reach) and the share
-    of skin within reach."""
-    weight = skin.astype(np.float32)
-    num = np.asarray(cv2.blur(light * weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
+    of skin within reach, on a grid of ``hw`` (averaged down from ``light``'s; ``k`` in its
+    cells)."""
+    weight = _shrunk(skin.astype(np.float32), hw)
+    weighted = _shrunk(light * skin, hw)  # each cell's mean of light * skin
+    num = np.asarray(cv2.blur(weighted, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
     den = np.asarray(cv2.blur(weight, (k, k), borderType=cv2.BORDER_REPLICATE), np.float32)
     return (num + 1e-3 * median) / (den + 1e-3), den
+
+
+def _shrunk(plane: FloatArray, hw: tuple[int, int]) -> FloatArray:
+    """``plane`` (h, w) float32 averaged down to ``hw`` (itself when that is its size)."""
+    if plane.shape == hw:
+        return plane
+    return np.asarray(cv2.resize(plane, (hw[1], hw[0]), interpolation=cv2.INTER_AREA), np.float32)
 
 
 def _labelled(labels: npt.NDArray[Any], wanted: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:

@@ -45,6 +45,34 @@ _CUT_BAND = 0.15  # the forehead cut crosses the brightest skin: a wider local m
 # inner-lip gap / mouth width below which the live mouth is closed: the source's texture with
 # its mouth painted over with its lips is used (``SourceFace.closed_mesh``)
 _CLOSED_MOUTH = 0.05
+# the live glasses test (``advanced.swap.keep_live_glasses``) on a tracked face: after this
+# many frames in a row with neither glasses nor a beard found, only every _CLEAN_EVERY-th frame
+# is tested until something is found again (a fifth of the swap's time a face; glasses put on
+# show in front at most _CLEAN_EVERY - 1 frames late)
+_CLEAN_FRAMES = 8
+_CLEAN_EVERY = 3
+
+
+class AccessoryMemory:
+    """One tracked face's live glasses and beard test over time (see ``_CLEAN_FRAMES``):
+    a face where the test found nothing for a while is tested on fewer frames. One per
+    track; only the pipeline thread uses it."""
+
+    def __init__(self) -> None:
+        self._clean_run = 0  # frames tested in a row that found nothing
+        self._skipped = 0  # frames skipped since the last test
+
+    def due(self) -> bool:
+        """Whether this frame must be tested (counts a skipped frame when not)."""
+        if self._clean_run < _CLEAN_FRAMES or self._skipped >= _CLEAN_EVERY - 1:
+            return True
+        self._skipped += 1
+        return False
+
+    def tested(self, found: bool) -> None:
+        """Record a test's outcome: ``found`` glasses or a beard."""
+        self._clean_run = 0 if found else self._clean_run + 1
+        self._skipped = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +126,8 @@ class ClassicFaceSwapper:
     def swap_into(self, out_bgr: ImageBGR, target_bgr: ImageBGR, source: SourceFace,
                   landmarks_xy: FloatArray, landmarks_z: FloatArray,
                   neutral_xyz: npt.NDArray[np.float64] | None = None,
-                  colour_memory: colour.ColourMemory | None = None) -> FaceSwapInfo:
+                  colour_memory: colour.ColourMemory | None = None,
+                  accessory_memory: AccessoryMemory | None = None) -> FaceSwapInfo:
         """Swap ``source`` onto the face with ``landmarks_xy`` (468+, 2) / ``landmarks_z``.
 
         Reads the live picture from ``target_bgr`` and writes only ``out_bgr`` (same shape; it
@@ -109,7 +138,8 @@ class ClassicFaceSwapper:
         (:class:`~livecam.swap.shape.NeutralShape`); without it (a photo) the face itself is.
         ``colour_memory`` is the tracked face's colour match over time
         (``advanced.swap.colour_smoothing``); without it (a photo, an untracked face) each call
-        matches on its own.
+        matches on its own. ``accessory_memory`` is the tracked face's live glasses test over
+        time (:class:`AccessoryMemory`); without it every call tests.
         """
         cfg = self.config
         live_xy = landmarks_xy[:468]
@@ -142,13 +172,17 @@ class ClassicFaceSwapper:
         size = (x2 - x1, y2 - y1)
         target_box = target_bgr[y1:y2, x1:x2]
         glasses = None
-        if cfg.keep_live_glasses:
+        if cfg.keep_live_glasses and (accessory_memory is None or accessory_memory.due()):
             # the streamer's glasses and beard: out of the colour statistics, glasses in front
             box_xy = live_xy - np.array([x1, y1], np.float32)
-            dark = accessories.dark_accessories(target_box, box_xy, self.topology)
+            dark = accessories.dark_accessories(target_box, box_xy, self.topology,
+                                                coarse_reference=True)
             # glasses_alpha(dark, live_xy, (x1, y1)) is the glasses over the box: box_xy's
             worn, glasses = accessories.worn_and_glasses(dark, box_xy, self.topology)
-            if worn.any():  # a clean face's creases and shadows stay in the statistics
+            found = bool(worn.any())
+            if accessory_memory is not None:
+                accessory_memory.tested(found or glasses is not None)
+            if found:  # a clean face's creases and shadows stay in the statistics
                 worn_coarse = cv2.resize(worn, (skin.shape[1], skin.shape[0]),
                                          interpolation=cv2.INTER_AREA)
                 skin[np.asarray(worn_coarse) > 64] = 0

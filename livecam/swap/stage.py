@@ -31,7 +31,7 @@ from livecam.core.stage import StageBase
 from livecam.core.types import Packet, Unswappable, WithheldFaces
 from livecam.identity.model import Identity, IdentitySource
 from livecam.swap.assign import IdentityAssigner
-from livecam.swap.classic import ClassicFaceSwapper, FaceSwapInfo
+from livecam.swap.classic import AccessoryMemory, ClassicFaceSwapper, FaceSwapInfo
 from livecam.swap.colour import ColourMemory
 from livecam.swap.cover import FaceCover
 from livecam.swap.mesh import MeshTopology
@@ -80,6 +80,7 @@ class ClassicSwapStage(StageBase):
         # track id -> its neutral shape, for the shape transfer (faces seen in the last frame)
         self._neutral: dict[int, NeutralShape] = {}
         self._colour_memory: dict[int, ColourMemory] = {}
+        self._accessory_memory: dict[int, AccessoryMemory] = {}
         self.cover = FaceCover.from_config(config)
         self.last_infos: tuple[FaceSwapInfo, ...] = ()
         #: the faces covered in the latest frame (withheld by analysis or by this stage)
@@ -135,12 +136,20 @@ class ClassicSwapStage(StageBase):
             return None
         return self._colour_memory.setdefault(int(track_id), ColourMemory())
 
+    def _accessory_memory_of(self, track_id: int) -> AccessoryMemory | None:
+        """The tracked face's live glasses test over time (None: untracked face)."""
+        if track_id < 0:
+            return None
+        return self._accessory_memory.setdefault(int(track_id), AccessoryMemory())
+
     def _forget_neutral(self, *track_ids: np.ndarray) -> None:
         present = {int(t) for ids in track_ids for t in ids}
         for gone in [t for t in self._neutral if t not in present]:
             del self._neutral[gone]
         for gone in [t for t in self._colour_memory if t not in present]:
             del self._colour_memory[gone]
+        for gone in [t for t in self._accessory_memory if t not in present]:
+            del self._accessory_memory[gone]
 
     def process(self, packet: Packet) -> Packet:
         if self._swapper is None:
@@ -199,7 +208,8 @@ class ClassicSwapStage(StageBase):
             track = int(faces.track_ids[i])
             info = self._swapper.swap_into(out, target, source, xy, z,
                                            self._neutral_of(track, xy, z),
-                                           self._colour_memory_of(track))
+                                           self._colour_memory_of(track),
+                                           self._accessory_memory_of(track))
             infos.append(info)
             if not info.swapped and fade > 0.0:
                 failed.append(i)
