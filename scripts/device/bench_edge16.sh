@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Many streams through `livecam run` (scripts/bench_streams.py) on the GPU machine, one row per
+# variant in one call, for an A/B of the face follower's edge search:
+#     cur_on    this tree, the edge search on
+#     cur_off   this tree, the edge search off
+#     prev_on   a copy of this tree with DIR/var_prev/ laid over it (the old files), edge on
+#     spy_on    as cur_on, under `py-spy record --threads` (DIR/pyspy/ holds py-spy's wheel:
+#               `pip download --no-deps --only-binary=:all: --platform manylinux1_x86_64 py-spy`)
+# Here: `scripts/device/device_steps.sh prep .device` (wheels, LiteRT, assets), then on the GPU
+# machine, carrying .device:
+#     export LIVECAM_TEST_PHOTOS=$PWD/.device/assets/photos \
+#            LIVECAM_MEDIAPIPE_MODULES=$PWD/.device/assets/mediapipe_modules
+#     VARIANTS="cur_on prev_on cur_off spy_on" NS=16 WIN=6 TOTAL=540 \
+#       EXTRA="--set advanced.gpu.compile_networks=false" bash scripts/device/bench_edge16.sh
+# The first start on a fresh machine compiles (or traces) what the later ones load. Each row's
+# JSON, log (and py-spy's collapsed stacks) go into $OUT/edge16.tgz, rewritten after each row.
+set -uo pipefail
+PYTHON=${PYTHON:-python3}
+SITE=${SITE:-/tmp/site}
+dir=$(cd "${DIR:-.device}" && pwd)
+out=${OUT:-$PWD/out}
+res=/tmp/res_edge
+mkdir -p "$out" "$res"
+"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
+    "$dir"/wheels/*.whl || exit 1
+tar xJf "$dir/litert.tar.xz" -C "$SITE" || exit 1
+if [[ ${VARIANTS:-} == *spy_* ]]; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --target /tmp/spy "$dir"/pyspy/*.whl || exit 1
+fi
+start=$SECONDS
+for v in ${VARIANTS:-cur_on prev_on cur_off}; do
+    left=$((${TOTAL:-540} - (SECONDS - start)))
+    if ((left < 40)); then
+        echo "== $v skipped ($left s left)"
+        continue
+    fi
+    tree=$PWD
+    if [[ $v == prev_* ]]; then
+        tree=/tmp/tree_prev
+        if [[ ! -d $tree ]]; then
+            mkdir -p "$tree"
+            tar --exclude=./.device --exclude=./.git -cf - . | tar -xf - -C "$tree"
+            cp -r "$dir/var_prev/." "$tree/"
+        fi
+    fi
+    edge=true
+    [[ $v == *_off ]] && edge=false
+    spy=()
+    [[ $v == spy_* ]] && spy=(/tmp/spy/bin/py-spy record --nonblocking --threads --rate 40
+                              --format raw -o "$res/$v.folded" --)
+    echo "== $v ($left s left)"
+    # shellcheck disable=SC2086  # EXTRA: options, split on purpose
+    (cd "$tree" && PYTHONPATH=$tree:$SITE timeout "$left" "${spy[@]}" "$PYTHON" \
+        -m scripts.bench_streams --photos "$dir/assets/photos" \
+        --models-dir "$dir/assets/mediapipe_modules" --work-dir /tmp/lcw \
+        --set advanced.gpu.compile_paste=false --set advanced.engine.torch_mode=cuda_graphs \
+        --set advanced.analysis.edge_search=$edge ${EXTRA:-} --window-s "${WIN:-6}" \
+        --commands run --streams "${NS:-16}" --budget-s "$((left - 30))" --log-level INFO \
+        --out "$res/$v.json" > "$res/$v.log" 2>&1)
+    echo "   exit $?"
+    grep -i "^| \|ERROR\|this start compiles\|nothing compiles\|Traceback" "$res/$v.log" | tail -n 12
+    tar czf "$out/edge16.tgz" -C "$res" .
+done
