@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.subreaper import REPORT_HELPERS
+
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="clone(CLONE_VM) is Linux's")
 
 EXITING = """
@@ -41,19 +43,7 @@ assert child.stdout.readline() == "ready\\n"
 code = child.wait()
 with open(sys.argv[2], "w") as lock:  # free at once: a restarted daemon gets its locks
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-helpers = []
-for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-    try:
-        status = open(f"/proc/{pid}/status").read()
-        fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-    except OSError:
-        continue
-    if f"\\nPPid:\\t{os.getpid()}\\n" in status:
-        rss_kb = int(status.split("VmRSS:")[1].split()[0])
-        helpers.append({"rss_mb": rss_kb / 1024, "files": sorted(set(fds))})
-        os.waitpid(pid, 0)  # it ends by itself
-print(json.dumps({"code": code, "helpers": helpers}))
-"""
+""" + REPORT_HELPERS
 
 
 def test_the_exit_hands_its_memory_to_a_helper_that_holds_no_file(tmp_path: Path) -> None:

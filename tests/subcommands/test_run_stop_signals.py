@@ -25,6 +25,7 @@ import av
 import pytest
 
 from tests.capture.test_network import free_port
+from tests.helpers.subreaper import REPORT_HELPERS
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -115,19 +116,7 @@ while "fps in" not in open(log_path).read():  # a status line: frames are going 
     time.sleep(0.1)
 run.send_signal(signal.SIGTERM)
 code = run.wait(60)
-helpers = []
-for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-    try:
-        status = open(f"/proc/{pid}/status").read()
-        fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-    except OSError:
-        continue
-    if f"\\nPPid:\\t{os.getpid()}\\n" in status:
-        helpers.append({"rss_mb": int(status.split("VmRSS:")[1].split()[0]) / 1024,
-                        "files": sorted(set(fds))})
-        os.waitpid(pid, 0)  # it ends by itself
-print(json.dumps({"code": code, "helpers": helpers}))
-"""
+""" + REPORT_HELPERS
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="clone(CLONE_VM) is Linux's")
