@@ -37,8 +37,13 @@ def cut_left(t1_bgr: np.ndarray) -> np.ndarray:
 
 
 def _same(a: object, b: object) -> None:
-    for name in ("boxes_xyxy", "scores", "keypoints_xy"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    """The same detections, to float32's last bits: a picture detected in a batch of its own
+    and in a batch with others sums its convolutions in another order on the CPU (oneDNN
+    blocks by batch and thread count: a clean-clone CI run differed by 4e-6 px)."""
+    for name, atol in (("boxes_xyxy", 1e-3), ("scores", 1e-5), ("keypoints_xy", 1e-3)):
+        got, expected = getattr(a, name), getattr(b, name)
+        assert got.shape == expected.shape, name
+        np.testing.assert_allclose(got, expected, rtol=0, atol=atol, err_msg=name)
 
 
 @pytest.mark.slow  # the detector compiled for two picture sizes on this CPU
