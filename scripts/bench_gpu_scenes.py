@@ -3,8 +3,9 @@
 :func:`load_photos` reads a folder of photos (or, where the packages are installed, the
 photos that ship inside scikit-image and insightface). :func:`find_faces` runs the torch
 BlazeFace on tiles of each photo. :func:`build_scene` cuts square regions around faces and
-scales them into cells of a smooth synthetic background. :func:`write_clip` makes a short
-uncompressed video of the scene swaying a few pixels, which ``livecam run`` reads as a
+scales them into cells of a smooth synthetic background (:data:`BACKGROUNDS`).
+:func:`write_clip` makes a short uncompressed video of the scene swaying a few pixels, which
+``livecam run`` reads as a
 ``file:`` input (looped): a new frame every time, as from a camera, and decoding it is a
 copy. (An ``image:`` input hands the same array again and again, and the GPU follower uploads
 and searches an array it has already seen only once: runs 10-66 measured that, not a camera.)
@@ -113,14 +114,31 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(inter / union) if union > 0 else 0.0
 
 
-def _background(height: int, width: int, seed: int) -> np.ndarray:
+#: The scene's background: ``wall``, a shaded wall (the blobs below at 15 % of their colour);
+#: ``blobs``, large soft patches of strong colour (the benchmarks' default, the scene of the
+#: figures measured before ``wall``).
+#: On ``blobs`` the face follower's edge search takes weak detector hits at the frame's edges
+#: for cut faces and covers them where no face is (``python -m scripts.scene_covers``: 57 of
+#: 60 frames of the 1-face scene; ``wall`` none): a many-streams figure on it measures those
+#: covers as much as the streams. Seeds 0-5, every 3rd of 30 frames: ``wall`` no stray cover
+#: on any; ``blobs`` at 40 % of their colour on 13 of 60 frames.
+BACKGROUNDS = ("wall", "blobs")
+WALL_COLOUR = 0.15
+
+
+def _background(height: int, width: int, seed: int, kind: str = "blobs") -> np.ndarray:
     import cv2
 
+    if kind not in BACKGROUNDS:
+        raise ValueError(f"background {kind!r}: one of {', '.join(BACKGROUNDS)}")
     rng = np.random.default_rng(seed)
     small = rng.integers(40, 200, (9, 16, 3)).astype(np.uint8)
-    image = cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC)
+    image = cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC).astype(np.float32)
+    if kind == "wall":
+        grey = image.mean(axis=2, keepdims=True)
+        image = grey + np.float32(WALL_COLOUR) * (image - grey)
     noise = rng.integers(-6, 7, image.shape)
-    return np.clip(image.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+    return np.clip(np.round(image) + noise, 0, 255).astype(np.uint8)
 
 
 def _cells(n_faces: int, height: int, width: int) -> list[tuple[int, int, int]]:
@@ -138,13 +156,14 @@ def _cells(n_faces: int, height: int, width: int) -> list[tuple[int, int, int]]:
 
 
 def build_scene(faces: list[FaceInPhoto], n_faces: int, height: int, width: int, *,
-                seed: int = 0) -> Scene:
-    """A frame with ``n_faces`` faces (photos reused round-robin) in a grid of cells."""
+                seed: int = 0, background: str = "blobs") -> Scene:
+    """A frame with ``n_faces`` faces (photos reused round-robin) in a grid of cells, on
+    ``background`` (:data:`BACKGROUNDS`)."""
     import cv2
 
     if not faces:
         raise SystemExit("no face found in the photos: give photos with a visible face")
-    base = _background(height, width, seed)
+    base = _background(height, width, seed, background)
     boxes = []
     for i, (x, y, side) in enumerate(_cells(n_faces, height, width)):
         face = faces[i % len(faces)]

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from scripts.bench_gpu_product import make_identity
-from scripts.bench_gpu_scenes import build_scene, find_faces, load_photos, write_clip
+from scripts.bench_gpu_scenes import (
+    BACKGROUNDS,
+    build_scene,
+    find_faces,
+    load_photos,
+    write_clip,
+)
 
 #: A stream is held when every stream's capture->sink p99 is within one 30 fps frame interval
 #: + 5 ms (goal 1's bound: capture->sink includes up to one interval of waiting for the
@@ -43,6 +49,10 @@ def add_options(parser: argparse.ArgumentParser, *, streams: str, budget_s: floa
                         help="what livecam run reads: the scene swaying in a raw video (a new "
                              "frame each time, as a camera gives) or the still scene as an "
                              "image: input (the same array each time)")
+    parser.add_argument("--background", choices=BACKGROUNDS, default="blobs",
+                        help="the scene's background (scripts/bench_gpu_scenes.py; blobs of "
+                             "strong colour, the figures' scene before wall, give stray edge "
+                             "covers)")
     parser.add_argument("--window-s", type=float, default=6.0)
     parser.add_argument("--warm-s", type=float, default=2.0)
     parser.add_argument("--engines-build", action="store_true",
@@ -97,7 +107,8 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
                        torch.device("cpu"))
     scenes, frames = {}, {}
     for n in (1, 4):
-        scene = build_scene(faces, n, height, width)
+        scene = build_scene(faces, n, height, width,
+                            background=getattr(args, "background", "blobs"))
         scenes[n] = work / f"scene_{n}.png"
         frames[n] = scene.frame_bgr
         cv2.imwrite(str(scenes[n]), scene.frame_bgr)
@@ -133,6 +144,7 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
         "model": {"parameters": count_parameters(onnx), "size": size},
         "config": base, "faces_in_photos": len(faces)})
     report["input"] = inputs[1].split(":")[0]
+    report["background"] = getattr(args, "background", "blobs")
     return {"scenes": scenes, "inputs": inputs, "frames": frames, "identities": identities,
             "config": config, "onnx": onnx, "base": base}
 

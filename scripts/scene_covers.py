@@ -4,8 +4,9 @@ livecam's analysis stage as ``livecam run`` builds it on the CPU, every ``--step
 (6: a stream at 5 of 30 fps), counting the frames with a withheld box (a cover) that touches no
 face of the scene.
 
-    python -m scripts.scene_covers --photos DIR --models-dir DIR [--step 6] [--frames 60]
-                                   [--set KEY=VALUE ...] [--json scene_covers.json]
+    python -m scripts.scene_covers --photos DIR --models-dir DIR [--background blobs|wall]
+                                   [--step 6] [--frames 60] [--set KEY=VALUE ...]
+                                   [--json scene_covers.json]
 
 ``DIR``: ``scripts/device/export_bench_assets.py``'s photos and MediaPipe modules (the GPU
 benchmark's). Prints a line a frame and a total; writes JSON.
@@ -29,6 +30,7 @@ def main() -> None:
     from livecam.core.types import Frame, Packet, RuntimeState
     from livecam.gpupipe.networks.models import load_blazeface
     from scripts.bench_gpu_scenes import (
+        BACKGROUNDS,
         CLIP_FRAMES,
         CLIP_SWAY_PX,
         build_scene,
@@ -40,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--photos", type=Path, required=True)
     parser.add_argument("--models-dir", required=True)
+    parser.add_argument("--background", choices=BACKGROUNDS, default="blobs")
     parser.add_argument("--step", type=int, default=6)
     parser.add_argument("--frames", type=int, default=60)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -48,7 +51,7 @@ def main() -> None:
 
     faces = find_faces(load_blazeface("full", models_dir=args.models_dir),
                        load_photos(args.photos), torch.device("cpu"))
-    scene = build_scene(faces, 1, 1080, 1920)
+    scene = build_scene(faces, 1, 1080, 1920, background=args.background)
     config = load_config(None, ["advanced.pipeline.realtime=false", *args.set])
     analysis = build_stages(config.analysis, fps=config.capture.fps)[0]
     state = RuntimeState(active_identity="astro", identities=("astro",))
@@ -67,7 +70,8 @@ def main() -> None:
             print(f"frame {t:3d}: {len(packet.faces)} face(s), covers on no face: {stray}")
     with_stray = sum(1 for r in rows if r["stray"])
     print(f"{with_stray} of {len(rows)} frames with a cover on no face")
-    args.json.write_text(json.dumps({"set": args.set, "step": args.step, "frames": rows},
+    args.json.write_text(json.dumps({"set": args.set, "background": args.background,
+                                     "step": args.step, "frames": rows},
                                     indent=1))
     print(f"wrote {args.json}")
 

@@ -4,7 +4,8 @@
 #     cur_on    this tree, the edge search on
 #     cur_off   this tree, the edge search off
 #     prev_on   a copy of this tree with DIR/var_prev/ laid over it (the old files), edge on
-#     spy_on    as cur_on, under `py-spy record --threads` (DIR/pyspy/ holds py-spy's wheel:
+#     spy_on    as cur_on, under `py-spy record --threads $SPY_ARGS` (SPY_ARGS=--gil: only the
+#               thread holding the GIL; DIR/pyspy/ holds py-spy's wheel:
 #               `pip download --no-deps --only-binary=:all: --platform manylinux1_x86_64 py-spy`)
 # Here: `scripts/device/device_steps.sh prep .device` (wheels, LiteRT, assets), then on the GPU
 # machine, carrying .device:
@@ -47,8 +48,9 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
     edge=true
     [[ $v == *_off ]] && edge=false
     spy=()
+    # shellcheck disable=SC2206  # SPY_ARGS: options, split on purpose
     [[ $v == spy_* ]] && spy=(/tmp/spy/bin/py-spy record --nonblocking --threads --rate 40
-                              --format raw -o "$res/$v.folded" --)
+                              ${SPY_ARGS:-} --format raw -o "$res/$v.folded" --)
     echo "== $v ($left s left)"
     # shellcheck disable=SC2086  # EXTRA: options, split on purpose
     (cd "$tree" && PYTHONPATH=$tree:$SITE timeout "$left" "${spy[@]}" "$PYTHON" \
