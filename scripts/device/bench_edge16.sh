@@ -15,15 +15,14 @@
 # The first start on a fresh machine compiles (or traces) what the later ones load. Each row's
 # JSON, log (and py-spy's collapsed stacks) go into $OUT/edge16.tgz, rewritten after each row.
 set -uo pipefail
-PYTHON=${PYTHON:-python3}
-SITE=${SITE:-/tmp/site}
+# PYTHON, SITE (defaults python3, /tmp/site) and install_site, as device_steps.sh's run has them
+# shellcheck source=scripts/device/device_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_steps.sh"
 dir=$(cd "${DIR:-.device}" && pwd)
 out=${OUT:-$PWD/out}
 res=/tmp/res_edge
 mkdir -p "$out" "$res"
-"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
-    "$dir"/wheels/*.whl || exit 1
-tar xJf "$dir/litert.tar.xz" -C "$SITE" || exit 1
+install_site "$dir"
 if [[ ${VARIANTS:-} == *spy_* ]]; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
         --target /tmp/spy "$dir"/pyspy/*.whl || exit 1
