@@ -15,7 +15,8 @@
 # The first start on a fresh machine compiles (or traces) what the later ones load. Each row's
 # JSON, log (and py-spy's collapsed stacks) go into $OUT/edge16.tgz, rewritten after each row.
 set -uo pipefail
-# PYTHON, SITE (defaults python3, /tmp/site) and install_site, as device_steps.sh's run has them
+# PYTHON, SITE (defaults python3, /tmp/site), install_site and tree_for, as device_steps.sh's run
+# has them
 # shellcheck source=scripts/device/device_steps.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device_steps.sh"
 dir=$(cd "${DIR:-.device}" && pwd)
@@ -35,14 +36,7 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
         continue
     fi
     tree=$PWD
-    if [[ $v == prev_* ]]; then
-        tree=/tmp/tree_prev
-        if [[ ! -d $tree ]]; then
-            mkdir -p "$tree"
-            tar --exclude=./.device --exclude=./.git -cf - . | tar -xf - -C "$tree"
-            cp -r "$dir/var_prev/." "$tree/"
-        fi
-    fi
+    [[ $v == prev_* ]] && tree=$(tree_for "$dir" prev)
     edge=true
     [[ $v == *_off ]] && edge=false
     spy=()

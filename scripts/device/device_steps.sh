@@ -70,10 +70,26 @@ tree_for() {  # the folder to run a variant in: the tree itself, or a copy with 
     local copy=/tmp/tree_$variant
     if [[ ! -d $copy ]]; then
         mkdir -p "$copy"
-        git ls-files -z | xargs -0 cp --parents -t "$copy"
+        copy_tree "$dir" "$copy"
         cp -r "$dir/var_$variant/." "$copy/"
     fi
     echo "$copy"
+}
+
+# The working tree's files into TO, less .git, the carry folder DIR and what .gitignore ignores:
+# its source files, also on the GPU machine, where the tree arrives without .git (no git ls-files).
+copy_tree() {
+    local dir=$1 to=$2 pattern
+    local skip=(--exclude=./.git)
+    [[ $dir == "$PWD"/* ]] && skip+=(--exclude="./${dir#"$PWD"/}")
+    # .gitignore's lines as tar's patterns: "/x/" at the top only, "x/" and "*.x" anywhere
+    while read -r pattern || [[ -n $pattern ]]; do
+        [[ -z $pattern || $pattern == \#* ]] && continue
+        pattern=${pattern%/}
+        [[ $pattern == /* ]] && pattern=.$pattern
+        skip+=(--exclude="$pattern")
+    done < .gitignore
+    tar -cf - "${skip[@]}" . | tar -xf - -C "$to"
 }
 
 run() {
