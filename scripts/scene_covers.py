@@ -27,6 +27,7 @@ def main() -> None:
 
     from livecam.analysis import build_stages
     from livecam.config import load_config
+    from livecam.core.boxes import meets_any
     from livecam.core.types import Frame, Packet, RuntimeState
     from livecam.gpupipe.networks.models import load_blazeface
     from scripts.bench_gpu_scenes import (
@@ -37,7 +38,6 @@ def main() -> None:
         find_faces,
         load_photos,
     )
-    from scripts.stray_covers import _touches
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--photos", type=Path, required=True)
@@ -65,7 +65,7 @@ def main() -> None:
                                    borderMode=cv2.BORDER_REFLECT)
             packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
             stray = [[round(float(v)) for v in box] for box in packet.withheld.boxes_xyxy
-                     if not _touches(box, scene.boxes_xyxy)]
+                     if not meets_any(box.tolist(), scene.boxes_xyxy.tolist())]
             rows.append({"frame": t, "faces": len(packet.faces), "stray": stray})
             print(f"frame {t:3d}: {len(packet.faces)} face(s), covers on no face: {stray}")
     with_stray = sum(1 for r in rows if r["stray"])

@@ -20,18 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-
-def _touches(box: np.ndarray, boxes: np.ndarray) -> bool:
-    w = np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0])
-    h = np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1])
-    return bool(np.any((w > 0) & (h > 0)))
-
 
 def main() -> None:
     from livecam.analysis import build_stages
     from livecam.config import load_config
+    from livecam.core.boxes import meets_any
     from livecam.core.types import Frame, Packet, RuntimeState
     from tests.helpers.leak_clips import leak_clips
 
@@ -53,10 +46,10 @@ def main() -> None:
         with analysis:
             for t, (image, truth) in enumerate(clip.frames()):
                 packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
-                faces = truth.boxes_xyxy.reshape(-1, 4)
+                faces = truth.boxes_xyxy.reshape(-1, 4).tolist()
                 stray += [(t, [round(float(v)) for v in box])
                           for box in packet.withheld.boxes_xyxy
-                          if not _touches(box, faces)]
+                          if not meets_any(box.tolist(), faces)]
         rows[name] = {"frames": clip.n_frames,
                       "frames_with_stray_cover": len({t for t, _ in stray}),
                       "stray": stray}

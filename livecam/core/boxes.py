@@ -8,7 +8,7 @@ passed as ``box.tolist()`` (float32 to float64 exactly, as a cast would).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 
 def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
@@ -44,3 +44,9 @@ def share_in_frame(box: Sequence[float], w: float, h: float) -> float:
 def meet(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether two boxes overlap by more than an edge."""
     return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
+
+
+def meets_any(box: Sequence[float], boxes: Iterable[Sequence[float]]) -> bool:
+    """Whether ``box`` overlaps one of ``boxes`` by more than an edge (:func:`meet`; no
+    boxes: False)."""
+    return any(meet(box, other) for other in boxes)

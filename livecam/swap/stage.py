@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,6 +57,16 @@ def source_faces(identity: Identity, topology: MeshTopology,
     )
 
 
+@dataclass(slots=True)
+class _TrackState:
+    """What the stage keeps of one tracked face between frames: made on the face's first
+    swap, dropped in the first frame the track is gone from (pipeline thread only)."""
+
+    neutral: NeutralShape = field(default_factory=NeutralShape)  # for the shape transfer
+    colour: ColourMemory = field(default_factory=ColourMemory)
+    accessory: AccessoryMemory = field(default_factory=AccessoryMemory)
+
+
 class ClassicSwapStage(StageBase):
     """Swaps the faces of each packet (needs ``faces.landmarks_xy`` from the analysis stages).
 
@@ -77,10 +88,8 @@ class ClassicSwapStage(StageBase):
             self._prepare, retry_s=config.missing_log_interval_s, clock=clock)
         self._last_log: dict[str, float] = {}
         self._assigner = IdentityAssigner(config.assign)
-        # track id -> its neutral shape, for the shape transfer (faces seen in the last frame)
-        self._neutral: dict[int, NeutralShape] = {}
-        self._colour_memory: dict[int, ColourMemory] = {}
-        self._accessory_memory: dict[int, AccessoryMemory] = {}
+        # track id -> its state, for the tracked faces seen in the last frame
+        self._tracks: dict[int, _TrackState] = {}
         self.cover = FaceCover.from_config(config)
         self.last_infos: tuple[FaceSwapInfo, ...] = ()
         #: the faces covered in the latest frame (withheld by analysis or by this stage)
@@ -123,33 +132,20 @@ class ClassicSwapStage(StageBase):
                        f"{shown}: {self._prepared.why(name)}")
         return got
 
-    def _neutral_of(self, track_id: int, xy: np.ndarray,
-                    z: np.ndarray) -> np.ndarray | None:
-        """The tracked face's neutral shape in this frame's pose (None: untracked face)."""
-        if self.config.shape_transfer <= 0.0 or track_id < 0:
-            return None
-        return self._neutral.setdefault(int(track_id), NeutralShape()).update(as_xyz(xy, z))
-
-    def _colour_memory_of(self, track_id: int) -> ColourMemory | None:
-        """The tracked face's colour match over time (None: untracked face)."""
-        if track_id < 0 or self.config.colour_smoothing <= 0.0:
-            return None
-        return self._colour_memory.setdefault(int(track_id), ColourMemory())
-
-    def _accessory_memory_of(self, track_id: int) -> AccessoryMemory | None:
-        """The tracked face's live glasses test over time (None: untracked face)."""
+    def _track_state(self, track_id: int) -> _TrackState | None:
+        """The tracked face's state, made on its first use (None: untracked face)."""
         if track_id < 0:
             return None
-        return self._accessory_memory.setdefault(int(track_id), AccessoryMemory())
+        state = self._tracks.get(track_id)
+        if state is None:
+            state = self._tracks[track_id] = _TrackState()
+        return state
 
-    def _forget_neutral(self, *track_ids: np.ndarray) -> None:
+    def _forget_gone(self, *track_ids: np.ndarray) -> None:
+        """Drop the state of every track not among ``track_ids`` (ended tracks)."""
         present = {int(t) for ids in track_ids for t in ids}
-        for gone in [t for t in self._neutral if t not in present]:
-            del self._neutral[gone]
-        for gone in [t for t in self._colour_memory if t not in present]:
-            del self._colour_memory[gone]
-        for gone in [t for t in self._accessory_memory if t not in present]:
-            del self._accessory_memory[gone]
+        for gone in [t for t in self._tracks if t not in present]:
+            del self._tracks[gone]
 
     def process(self, packet: Packet) -> Packet:
         if self._swapper is None:
@@ -193,7 +189,7 @@ class ClassicSwapStage(StageBase):
             WithheldFaces.from_faces(faces[[i]], reason) for i, reason in withheld)])
         covering = len(under) > 0 and not self.cover.shows_real_faces
         if not plan and not covering:
-            self._forget_neutral(faces.track_ids, under.track_ids)
+            self._forget_gone(faces.track_ids, under.track_ids)
             self.last_withheld = under
             return packet
         out = target.copy()  # stages never write into their input
@@ -205,11 +201,14 @@ class ClassicSwapStage(StageBase):
         for i, source, fade in plan:
             xy = faces.landmarks_xy[i]
             z = faces.landmarks_z[i] if has_z else np.zeros(len(xy), np.float32)
-            track = int(faces.track_ids[i])
-            info = self._swapper.swap_into(out, target, source, xy, z,
-                                           self._neutral_of(track, xy, z),
-                                           self._colour_memory_of(track),
-                                           self._accessory_memory_of(track))
+            state = self._track_state(int(faces.track_ids[i]))
+            neutral = (state.neutral.update(as_xyz(xy, z))
+                       if state is not None and self.config.shape_transfer > 0.0 else None)
+            colour = (state.colour
+                      if state is not None and self.config.colour_smoothing > 0.0 else None)
+            accessory = state.accessory if state is not None else None
+            info = self._swapper.swap_into(out, target, source, xy, z, neutral_xyz=neutral,
+                                           colour_memory=colour, accessory_memory=accessory)
             infos.append(info)
             if not info.swapped and fade > 0.0:
                 failed.append(i)
@@ -222,7 +221,7 @@ class ClassicSwapStage(StageBase):
                 if info.swapped and fade >= 1.0]
         self.cover.remember(out, faces[full], index,
                             identities=self._names(packet, faces.track_ids[full]))
-        self._forget_neutral(faces.track_ids, under.track_ids)
+        self._forget_gone(faces.track_ids, under.track_ids)
         self.last_infos = tuple(infos)
         self.last_withheld = under
         return packet.with_fields(image_bgr=out)

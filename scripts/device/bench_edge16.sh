@@ -16,15 +16,15 @@
 # The first start on a fresh machine compiles (or traces) what the later ones load. Each row's
 # JSON, log (and py-spy's collapsed stacks) go into $OUT/edge16.tgz, rewritten after each row.
 set -uo pipefail
-PYTHON=${PYTHON:-python3}
-SITE=${SITE:-/tmp/site}
+# PYTHON, SITE (defaults python3, /tmp/site), install_site and tree_for, as device_steps.sh's run
+# has them
+# shellcheck source=scripts/device/device_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_steps.sh"
 dir=$(cd "${DIR:-.device}" && pwd)
 out=${OUT:-$PWD/out}
 res=/tmp/res_edge
 mkdir -p "$out" "$res"
-"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
-    "$dir"/wheels/*.whl || exit 1
-tar xJf "$dir/litert.tar.xz" -C "$SITE" || exit 1
+install_site "$dir"
 if [[ ${VARIANTS:-} == *spy_* ]]; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
         --target /tmp/spy "$dir"/pyspy/*.whl || exit 1
@@ -37,14 +37,7 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
         continue
     fi
     tree=$PWD
-    if [[ $v == prev_* ]]; then
-        tree=/tmp/tree_prev
-        if [[ ! -d $tree ]]; then
-            mkdir -p "$tree"
-            tar --exclude=./.device --exclude=./.git -cf - . | tar -xf - -C "$tree"
-            cp -r "$dir/var_prev/." "$tree/"
-        fi
-    fi
+    [[ $v == prev_* ]] && tree=$(tree_for "$dir" prev)
     edge=true
     [[ $v == *_off ]] && edge=false
     spy=()

@@ -24,12 +24,13 @@
 # runs apart. The first step on a fresh machine compiles (about 220-250 s); later steps of the
 # same call find the engine cache filled. Each step's JSON and log go into
 # $OUT/run$RUN.tgz (rewritten after every step); the log lines that matter are printed.
+# Sourced (scripts/device/bench_edge16.sh), it only defines PYTHON, SITE and the functions.
 set -uo pipefail
 
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
 # shellcheck source=scripts/device/device_carry.sh
-source "$(dirname "$0")/device_carry.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/device_carry.sh"
 
 prep() {
     local dir=$1
@@ -53,6 +54,13 @@ prep() {
     check_carry "$dir"
 }
 
+install_site() {  # on the GPU machine: DIR's wheels and LiteRT (prep's) into $SITE, no network
+    local dir=$1
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --target "$SITE" "$dir"/wheels/*.whl || exit 1
+    mkdir -p "$SITE" && tar xJf "$dir/litert.tar.xz" -C "$SITE" || exit 1
+}
+
 tree_for() {  # the folder to run a variant in: the tree itself, or a copy with its files laid over
     local dir=$1 variant=$2
     if [[ $variant == cur ]]; then
@@ -62,10 +70,26 @@ tree_for() {  # the folder to run a variant in: the tree itself, or a copy with 
     local copy=/tmp/tree_$variant
     if [[ ! -d $copy ]]; then
         mkdir -p "$copy"
-        git ls-files -z | xargs -0 cp --parents -t "$copy"
+        copy_tree "$dir" "$copy"
         cp -r "$dir/var_$variant/." "$copy/"
     fi
     echo "$copy"
+}
+
+# The working tree's files into TO, less .git, the carry folder DIR and what .gitignore ignores:
+# its source files, also on the GPU machine, where the tree arrives without .git (no git ls-files).
+copy_tree() {
+    local dir=$1 to=$2 pattern
+    local skip=(--exclude=./.git)
+    [[ $dir == "$PWD"/* ]] && skip+=(--exclude="./${dir#"$PWD"/}")
+    # .gitignore's lines as tar's patterns: "/x/" at the top only, "x/" and "*.x" anywhere
+    while read -r pattern || [[ -n $pattern ]]; do
+        [[ -z $pattern || $pattern == \#* ]] && continue
+        pattern=${pattern%/}
+        [[ $pattern == /* ]] && pattern=.$pattern
+        skip+=(--exclude="$pattern")
+    done < .gitignore
+    tar -cf - "${skip[@]}" . | tar -xf - -C "$to"
 }
 
 run() {
@@ -74,9 +98,7 @@ run() {
     shift
     local out=${OUT:-$PWD/out} res=/tmp/results_${RUN:-0} start=$SECONDS
     mkdir -p "$out" "$res"
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-        --target "$SITE" "$dir"/wheels/*.whl || exit 1
-    mkdir -p "$SITE" && tar xJf "$dir/litert.tar.xz" -C "$SITE" || exit 1
+    install_site "$dir"
     export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
     local assets=$dir/assets step left
     for step in "$@"; do
@@ -132,6 +154,8 @@ run() {
         tar czf "$out/run${RUN:-0}.tgz" -C "$res" .
     done
 }
+
+[[ ${BASH_SOURCE[0]} != "$0" ]] && return  # sourced: the functions only
 
 case ${1:-} in
     prep) prep "${2:?usage: device_steps.sh prep DIR}" ;;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from livecam.core.boxes import box_iou, meet, share_in, share_in_frame
+from livecam.core.boxes import box_iou, meet, meets_any, share_in, share_in_frame
 
 
 def test_a_float32_box_wholly_inside_the_frame_is_exactly_inside() -> None:
@@ -29,3 +29,12 @@ def test_boxes_touching_at_an_edge_do_not_meet() -> None:
     assert meet([0.0, 0.0, 10.0, 10.0], [9.0, 9.0, 20.0, 20.0])
     assert not meet([0.0, 0.0, 10.0, 10.0], [10.0, 0.0, 20.0, 10.0])
     assert box_iou([0.0, 0.0, 10.0, 10.0], [10.0, 0.0, 20.0, 10.0]) == 0.0
+
+
+def test_a_box_meets_any_of_several_when_one_shares_area_with_it() -> None:
+    box = [0.0, 0.0, 10.0, 10.0]
+    beside = [10.0, 0.0, 20.0, 10.0]  # an edge in common only
+    apart = [30.0, 30.0, 40.0, 40.0]
+    assert meets_any(box, [apart, beside, [9.0, 9.0, 20.0, 20.0]])
+    assert not meets_any(box, [apart, beside])
+    assert not meets_any(box, np.zeros((0, 4), np.float32).tolist())

@@ -26,6 +26,7 @@ from livecam.analysis.second_look import (
     second_look_places,
     seen_again,
 )
+from livecam.core.boxes import meets_any
 from livecam.core.types import Faces
 from tests.helpers.leak_clips import LeakClip
 from tests.helpers.leak_run import run_in_process
@@ -119,15 +120,8 @@ def test_the_glasses_on_the_table_at_the_bottom_edge_are_not_covered(
             packet = analysis.process(Packet.from_frame(Frame(t, 0, image), state))
             stray += [(t, [round(float(v)) for v in box])
                       for box in packet.withheld.boxes_xyxy
-                      if not _touches(box, truth.boxes_xyxy)]
+                      if not meets_any(box.tolist(), truth.boxes_xyxy.tolist())]
     assert stray == []  # before: (t, [972, 631, 1260, 720]) on every frame, 288x89 px
-
-
-def _touches(box: np.ndarray, boxes: np.ndarray) -> bool:
-    """Whether ``box`` (4,) shares any area with one of ``boxes`` (n, 4)."""
-    w = np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0])
-    h = np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1])
-    return bool(np.any((w > 0) & (h > 0)))
 
 
 def test_a_second_look_finds_a_face_again_and_maps_its_box_back() -> None:
