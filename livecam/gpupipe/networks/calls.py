@@ -118,14 +118,10 @@ def run_mesh(mesh: Any, frames: torch.Tensor, index: torch.Tensor, rows: torch.T
 
 class CapturedCall:
     """``fn`` captured once in a CUDA graph on ``stream`` (after ``warmup_runs`` eager runs)
-    and replayed by each call; on a CPU, or without graphs, ``fn`` itself. ``pool``
-    (``torch.cuda.graph_pool_handle()``): the graph's working memory is taken from that pool,
-    shared with the other graphs captured into it on the same stream (they must never replay
-    at once, and none may keep an output in it: ``fn`` writes its results into tensors made
-    outside the capture); None: a pool of its own."""
+    and replayed by each call; on a CPU, or without graphs, ``fn`` itself."""
 
     def __init__(self, fn: Callable[[], None], *, device: torch.device, stream: Any,
-                 use_graph: bool, warmup_runs: int = 2, pool: Any = None) -> None:
+                 use_graph: bool, warmup_runs: int = 2) -> None:
         self._fn = fn
         self._graph: Any = None
         if not use_graph:
@@ -136,8 +132,7 @@ class CapturedCall:
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
         # thread_local: other streams of the process keep running their GPU work meanwhile
-        with torch.cuda.graph(graph, pool=pool, stream=stream,
-                              capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
             fn()
         torch.cuda.synchronize(device)
         self._graph = graph

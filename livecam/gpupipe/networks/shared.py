@@ -124,13 +124,6 @@ class SharedFaceNetworks:
         self._tile_batches: TileBatches | None = None
         self._stream: Any = None
         self._side: Any = None
-        #: the memory pools of the stacks' graphs (CUDA graphs on): every detector graph
-        #: (frames' and pictures', every batch size) is captured on ``_side`` and replayed
-        #: there one at a time, every mesh graph on ``_stream``: each kind shares one pool,
-        #: which holds its largest graph's working memory, not the sum of all of them (a
-        #: detector and a mesh graph run at once: two pools)
-        self._detect_pool: Any = None
-        self._mesh_pool: Any = None
         self._stacks: dict[tuple[int, int], FrameStack] = {}
         #: the stacks of pictures built on the device (:meth:`picture_stack`), apart from the
         #: frames' even where a size is the same: a frame's stack has the mesh, a picture's not
@@ -197,9 +190,6 @@ class SharedFaceNetworks:
         if self.cuda:
             self._stream = new_stream(self.device, urgent=True)
             self._side = new_stream(self.device, urgent=True)
-        if self.use_graphs:
-            self._detect_pool = torch.cuda.graph_pool_handle()
-            self._mesh_pool = torch.cuda.graph_pool_handle()
         pinned, m = self.cuda, self.max_mesh
         self._rows_host = torch.zeros((m, 5), dtype=torch.float32, pin_memory=pinned)
         self._rows_dev = torch.zeros((m, 5), dtype=torch.float32, device=self.device)
@@ -226,7 +216,6 @@ class SharedFaceNetworks:
                 for stream in (self._stream, self._side):
                     release_stream(stream)
                 self._stream = self._side = None
-                self._detect_pool = self._mesh_pool = None
 
     def on_stream(self, stream: Any) -> Any:
         return on_stream(stream, self.cuda)
@@ -305,8 +294,7 @@ class SharedFaceNetworks:
                                          non_blocking=True)
 
                 stack.detect[b] = CapturedCall(detect, device=self.device, stream=self._side,
-                                               use_graph=self.use_graphs,
-                                               pool=self._detect_pool)
+                                               use_graph=self.use_graphs)
             if not with_mesh:
                 return stack
             benign = torch.tensor([width_px / 2, height_px / 2,
@@ -327,8 +315,7 @@ class SharedFaceNetworks:
                 # a benign region for the warm-up runs (no batch runs while graphs are made)
                 self._rows_host[:b] = benign.expand(b, 5)
                 stack.mesh[b] = CapturedCall(mesh, device=self.device, stream=self._stream,
-                                             use_graph=self.use_graphs,
-                                             pool=self._mesh_pool)
+                                             use_graph=self.use_graphs)
         return stack
 
     # -- batches -----------------------------------------------------------------------------

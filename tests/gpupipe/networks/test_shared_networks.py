@@ -309,34 +309,6 @@ def test_cuda_graphs_serve_streams_calling_at_once(frames: list[np.ndarray],
                     assert min(np.linalg.norm(mesh - m, axis=1).mean() for m in refs) < 1.0
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif("not __import__('torch').cuda.is_available()",
-                    reason="CUDA graphs only exist on CUDA")
-def test_the_stacks_detector_graphs_share_one_memory_pool_and_the_mesh_graphs_another() -> None:
-    """Each graph was captured into a pool of its own, so the memory of a stack's graphs was
-    the sum of every batch size's: at 16 streams with the edge search (its pictures' detector
-    graphs for 8 to 128 pictures of 1080x1080) the peak on an H100 was 29.0 GB against 15.8 GB
-    without it. Graphs that never replay at once share one pool (its largest graph's memory):
-    every detector graph (frames' and pictures') runs on one CUDA stream, every mesh graph on
-    another, and a detector and a mesh graph run at once, so two pools."""
-    shared = SharedFaceNetworks(device="cuda", n_streams=4, detector_model="full",
-                                min_score=0.5, max_rois=2)
-    nets = shared.slot_for(0)
-    nets.open()
-    try:
-        nets.prepare(160, 96)
-        nets.prepare_pictures({(96, 96): 8})
-        frames, pictures = shared.stack(96, 160), shared._picture_stacks[(96, 96)]
-        detect = [c._graph for s in (frames, pictures) for c in s.detect.values()]
-        mesh = [c._graph for c in frames.mesh.values()]
-        assert len(detect) >= 4 and len(mesh) >= 2 and None not in detect + mesh
-        assert len({g.pool() for g in detect}) == 1
-        assert len({g.pool() for g in mesh}) == 1
-        assert detect[0].pool() != mesh[0].pool()
-    finally:
-        nets.close()
-
-
 def test_a_rebuilt_stream_takes_its_place_and_the_last_stream_closing_closes_the_models(
         frames: list[np.ndarray], own: Callable[[int], Followed]) -> None:
     """A config reload rebuilds a stream's stages: the new chain's networks take the same place
