@@ -42,6 +42,20 @@ class Request:
         self.done = False
 
 
+def upload_events(requests: Sequence[Request]) -> list[Any]:
+    """The distinct ``uploaded`` events of ``requests`` (by identity, in order; None left
+    out): what a batch waits on before it reads their frames. A frame's edge-strip pictures
+    all carry one event (the pictures built, :meth:`~livecam.gpupipe.networks.client.
+    StreamFaceNetworks.detect_strips`): waiting on it once per picture made a batch of 16
+    streams' frames and strips about a hundred waits, each a torch call that lets go of the
+    GIL and queues to take it back on the one thread every stream's batch runs on."""
+    seen: dict[int, Any] = {}
+    for r in requests:
+        if r.uploaded is not None:
+            seen.setdefault(id(r.uploaded), r.uploaded)
+    return list(seen.values())
+
+
 class Batcher:
     """Requests served in batches by their own callers: one that finds nothing running runs
     every request pending then (its own among them); the others wait, and when a batch ends

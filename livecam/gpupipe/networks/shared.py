@@ -44,7 +44,7 @@ import torch
 from livecam.analysis.roi import Roi
 from livecam.core.shared_open import SharedOpen
 from livecam.engines.cuda_streams import new_stream, release_stream
-from livecam.gpupipe.networks.batching import Batcher, Request
+from livecam.gpupipe.networks.batching import Batcher, Request, upload_events
 from livecam.gpupipe.networks.calls import (
     CapturedCall,
     Detection,
@@ -332,9 +332,8 @@ class SharedFaceNetworks:
 
     def _run_size(self, stack: FrameStack, requests: list[Request]) -> None:
         with self.on_stream(self._stream):
-            for r in requests:
-                if r.uploaded is not None:
-                    self._stream.wait_event(r.uploaded)
+            for event in upload_events(requests):
+                self._stream.wait_event(event)
         if self.cuda:
             self._side.wait_stream(self._stream)
         detect = [r for r in requests if r.detect]

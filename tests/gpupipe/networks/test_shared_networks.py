@@ -195,6 +195,42 @@ def test_calls_that_come_while_a_batch_runs_are_served_together_by_one_of_them()
     assert list(batcher.sizes) == [1, 2]
 
 
+def test_a_batch_waits_once_for_each_upload_its_requests_carry() -> None:
+    """A frame's edge-strip pictures all carry the one event of their building; the batch
+    waited on it once per picture (a batch of 16 streams' frames and strips: about a hundred
+    waits, each a torch call that gives the GIL up on the thread running every stream's
+    batch). The CUDA stream is a recorder here: this machine has no CUDA, and the waits are
+    what is counted."""
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.waited: list[object] = []
+
+        def wait_event(self, event: object) -> None:
+            self.waited.append(event)
+
+    shared = SharedFaceNetworks(n_streams=2, device="cpu", detector_model="full",
+                                min_score=0.5, max_rois=2)
+    nets = shared.slot_for(0)
+    nets.open()
+    try:
+        nets.prepare(160, 96)
+        nets.prepare_pictures({(96, 96): 8})
+        recorder = Recorder()
+        shared._stream = recorder
+        frame, pictures = object(), object()
+        batch = [Request(0, (96, 160), detect=True, rois=(), uploaded=frame),
+                 *(Request(k, (96, 96), detect=True, rois=(), uploaded=pictures, picture=True)
+                   for k in range(8)),
+                 Request(1, (96, 160), detect=True, rois=(), uploaded=None)]
+        shared._run(batch)
+        assert recorder.waited == [frame, pictures]
+        assert all(r.found is not None for r in batch)
+    finally:
+        shared._stream = None
+        nets.close()
+
+
 def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs() -> None:
     calls = 0
 
