@@ -120,8 +120,8 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
 #: On ``blobs`` the face follower's edge search takes weak detector hits at the frame's edges
 #: for cut faces and covers them where no face is (``python -m scripts.scene_covers``: 57 of
 #: 60 frames of the 1-face scene; ``wall`` none): a many-streams figure on it measures those
-#: covers as much as the streams. Seeds 0-5, every 3rd of 30 frames: ``wall`` no stray cover
-#: on any; ``blobs`` at 40 % of their colour on 13 of 60 frames.
+#: covers as much as the streams. Every 3rd of 30 frames: ``wall`` no stray cover on seeds 0-5;
+#: ``blobs`` at 40 % of their colour on 13 of 40 frames of seeds 0-3.
 BACKGROUNDS = ("wall", "blobs")
 WALL_COLOUR = 0.15
 
