@@ -7,7 +7,8 @@ image file (issue 39, item 14): print a table, write JSON.
 Each command runs as a user runs it (the CLI in a subprocess; its peak RSS is its own
 VmHWM, see :mod:`tests.helpers.peak_rss`): ``run --input image:BIG --output null --frames
 3`` with an empty identity library (frames pass through), the same with ``--identity astro``
-(a face swapped in each frame), and ``identity add``, each library in a temp folder. The
+(a face swapped in each frame), that to an MP4 file (``--output file:out.mp4``), and
+``identity add``, each library in a temp folder. The
 images: a PNG and a JPEG of ``--side`` x ``--side`` px, a flat colour canvas with a real face
 (skimage's astronaut, 2048 px) in the middle, so the files stay small (a few MB) while their
 pixels are 100 MP; and a 720x720 PNG of the face, for the baseline of each command.
@@ -78,6 +79,10 @@ def commands(folder: Path, path: Path) -> dict[str, list[str]]:
                 "--set", f"identity.library_dir={folder / 'empty'}"],
         "run --identity": ["run", "--input", f"image:{path}", *quiet, "--identity", "astro",
                            "--set", f"identity.library_dir={folder / 'astro'}"],
+        # the issue's own command: the H.264 encoder's buffers grow with the frame too
+        "run --identity mp4": ["run", "--input", f"image:{path}", *quiet[2:], "--output",
+                               f"file:{folder / ('out-' + path.stem)}.mp4", "--identity",
+                               "astro", "--set", f"identity.library_dir={folder / 'astro'}"],
         "identity add": ["identity", "--set",
                          f"identity.library_dir={folder / ('lib-' + path.stem)}",
                          "add", "astro", str(path), "--force"],
@@ -136,13 +141,13 @@ def main() -> None:
                                    round(wall, 1), said))
     rows = [summary(label, sizes_kb[label], command, checkout, runs)
             for (label, command, checkout), runs in samples.items()]
-    print(f"{'image':24} {'file':>9} {'command':15} {'checkout':18} {'median':>9} "
+    print(f"{'image':24} {'file':>9} {'command':18} {'checkout':18} {'median':>9} "
           f"{'range':>9} {'n':>2} {'exit':>4} {'wall':>6}")
     for r in rows:
         median = r["peak_rss_mb_median"]
         span = "-" if median is None else f"{r['peak_rss_mb_min']:.0f}-{r['peak_rss_mb_max']:.0f}"
         exits = ",".join(map(str, r["exits"]))  # type: ignore[call-overload]
-        print(f"{r['image']:24} {r['file_kb']:>6} KB {r['command']:15} "
+        print(f"{r['image']:24} {r['file_kb']:>6} KB {r['command']:18} "
               f"{str(r['checkout'])[-18:]:18} {median or float('nan'):>6.0f} MB {span:>9} "
               f"{len(r['runs']):>2} {exits:>4} "  # type: ignore[arg-type]
               f"{r['wall_s_median']:>5.1f}s" + (f"  {r['error']}" if r["error"] else ""))
