@@ -141,12 +141,17 @@ class BlazeFaceDetector:
         if image_bgr.ndim != 3 or image_bgr.shape[2] != 3 or min(image_bgr.shape[:2]) < 8:
             return SearchResult(Faces.empty(), np.zeros((0, 4), np.float32))
         h, w = image_bgr.shape[:2]
-        rgb = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)  # 0.1 ms at 720p; [..., ::-1] took 12
+        # LiteRT's runners turn only their inputs (and the tiles) to RGB, not the frame: a
+        # second frame-sized array per search (33 MB at 3333 x 3333, in two threads at once)
+        direct = all(isinstance(r, DirectBlazeFace) for r in (self._short, self._full)
+                     if r is not None)
+        rgb = None if direct else cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
         found: list[tuple[np.ndarray, float, np.ndarray]] = []
-        if self._short is not None:
-            found += _run(self._short, rgb, 0, 0, None)
-        if self.model in ("full", "auto") and self.whole_frame:
-            found += _run(self._full, rgb, 0, 0, None)
+        whole_runners = [r for r in (self._short, self._full if self.model in ("full", "auto")
+                                     and self.whole_frame else None) if r is not None]
+        for runner in whole_runners:
+            found += _placed(runner.detect_bgr(image_bgr) if rgb is None else runner.detect(rgb),
+                             (0, 0, w, h), None)
         tiles = self.tiles(w, h)
         if tiles:
             count = len(tiles) if all_tiles or self.tiles_per_call <= 0 else min(
@@ -155,8 +160,9 @@ class BlazeFaceDetector:
                 x0, y0, x1, y1 = tile_crop(tiles[self._next_tile % len(tiles)], w, h)
                 self._next_tile = (self._next_tile + 1) % len(tiles)
                 searched.append((x0, y0, x1, y1))
-                found += _run(self._full, np.ascontiguousarray(rgb[y0:y1, x0:x1]), x0, y0,
-                              (w, h))
+                tile = (cv2.cvtColor(image_bgr[y0:y1, x0:x1], cv2.COLOR_BGR2RGB) if rgb is None
+                        else np.ascontiguousarray(rgb[y0:y1, x0:x1]))
+                found += _placed(self._full.detect(tile), (x0, y0, x1, y1), (w, h))
         return SearchResult(merge_detections(found, self.max_faces),
                             np.array(searched, np.float32).reshape(-1, 4))
 
@@ -258,14 +264,15 @@ class _GraphBlazeFace:
         return out
 
 
-def _run(runner: Any, rgb: np.ndarray, x0: int, y0: int, frame_wh: tuple[int, int] | None,
-         ) -> list[tuple[np.ndarray, float, np.ndarray]]:
-    """The runner's detections in ``rgb``, a crop at (x0, y0) of a frame of ``frame_wh`` px (a
-    tile: faces cut by its inner edges left out) or the whole frame (None)."""
+def _placed(detections: list[Detection], crop: tuple[int, int, int, int],
+            frame_wh: tuple[int, int] | None) -> list[tuple[np.ndarray, float, np.ndarray]]:
+    """A runner's ``detections`` in a crop ``crop`` (x0, y0, x1, y1) of a frame of
+    ``frame_wh`` px (a tile: faces cut by its inner edges left out) or the whole frame (None),
+    in frame px."""
     out: list[tuple[np.ndarray, float, np.ndarray]] = []
+    x0, y0 = crop[:2]
     shift = np.array([x0, y0], np.float32)
-    crop = (x0, y0, x0 + rgb.shape[1], y0 + rgb.shape[0])
-    for box, score, kps in runner.detect(rgb):
+    for box, score, kps in detections:
         box = box + np.tile(shift, 2)
         kps = kps + shift
         if kps.shape != (6, 2):

@@ -66,11 +66,12 @@ def make_source(spec: InputSpec, config: CaptureConfig) -> FrameSource:
         return sources.FileSource(path=Path(spec.target), fps_fallback=config.fps,
                                   max_pixels=max_pixels)
     if spec.kind == "image":
-        from livecam.capture.still import DECODE_PIXELS
+        from livecam.capture.still import STILL_INPUT_PIXELS
 
         # shrunk, but never below the size a camera is asked for
-        return sources.ImageSource(path=Path(spec.target), fps=config.fps, max_pixels=max_pixels,
-                                   decode_pixels=max(DECODE_PIXELS, config.width * config.height))
+        return sources.ImageSource(
+            path=Path(spec.target), fps=config.fps, max_pixels=max_pixels,
+            decode_pixels=max(STILL_INPUT_PIXELS, config.width * config.height))
     width, height = config.width, config.height
     if spec.target:
         try:

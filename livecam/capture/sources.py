@@ -14,7 +14,7 @@ import numpy as np
 
 from livecam.capture.base import DecodesVideo, PipeEndedError, SourceBase
 from livecam.capture.pipe_wait import PipeWaiter
-from livecam.capture.still import decode_image, input_kind
+from livecam.capture.still import decode_image, header_size_px, input_kind
 from livecam.core.errors import CaptureError, InputError
 from livecam.core.netstreams import ffmpeg_reason
 from livecam.core.types import ImageBGR
@@ -240,7 +240,7 @@ class ImageSource(SourceBase):
 
     Images larger than ``max_pixels`` are refused from their header, before decoding; a
     JPEG or PNG larger than ``decode_pixels`` is decoded shrunk by a whole factor (see
-    :func:`~livecam.capture.still.decode_image`).
+    :func:`~livecam.capture.still.decode_image`), and the log says to what size.
     """
 
     live = False
@@ -263,6 +263,15 @@ class ImageSource(SourceBase):
                              decode_pixels=self._decode_pixels)
         self._image = _readonly(image)
         self._size_px = (image.shape[1], image.shape[0])
+        stored = header_size_px(self._path)
+        if (stored is not None and self._decode_pixels is not None
+                and stored[0] * stored[1] > image.shape[0] * image.shape[1]):
+            w, h = stored
+            # said: the frames (and an output of the input's size) are smaller than the file
+            log.info("input image %s is %dx%d (%.0f MP): decoded at %dx%d, the size of this "
+                     "run's frames (an image input is decoded to at most %.1f MP; set "
+                     "capture.width and capture.height higher for more)", self._path, w, h,
+                     w * h / 1e6, image.shape[1], image.shape[0], self._decode_pixels / 1e6)
 
     def read(self) -> ImageBGR | None:
         if self._image is None:

@@ -46,9 +46,15 @@ _EXIF_ORIENTATION = 0x0112
 #: The formats (as Pillow names them) that Pillow decodes here; OpenCV decodes the rest (TIFF,
 #: whose many kinds OpenCV and Pillow read differently, PFM, PAM, Radiance HDR, ...).
 _PILLOW_DECODES = frozenset({"JPEG", "PNG", "WEBP", "BMP"})
-#: Pixels above which a JPEG or PNG is decoded shrunk (``decode_pixels``): 4096 x 4096, more
-#: than face analysis of a photo or a still input frame uses; a 100 MP image whole is 1 GB.
+#: Pixels above which a JPEG or PNG photo is decoded shrunk (``decode_pixels``): 4096 x 4096,
+#: more than face analysis of a photo uses; a 100 MP image whole is 1 GB.
 DECODE_PIXELS = 4096 * 4096
+#: The same for an ``image:`` input, a still frame standing in for a camera (the capture size
+#: asked of a camera where that is more): 2048 x 2048, 12.6 MB as BGR. A run holds the frame
+#: and two swapped copies of it (the one going out, the next being made): 38 MB, against
+#: 100 MB for a 10000 x 10000 image at 3333 x 3333 under :data:`DECODE_PIXELS`, which took
+#: the run past 300 MB (docs/performance.md, ``python -m scripts.bench_big_image``).
+STILL_INPUT_PIXELS = 2048 * 2048
 
 
 def input_kind(path: Path, what: str) -> Literal["file", "pipe"]:

@@ -47,6 +47,27 @@ def test_direct_detections_equal_mediapipe_graph(model: str, t1_bgr: np.ndarray,
     assert found >= 5
 
 
+@pytest.mark.parametrize("model", ["short", "full"])
+def test_detect_bgr_equals_detect_on_the_rgb_picture(model: str, t1_bgr: np.ndarray,
+                                                     astronaut_bgr: np.ndarray) -> None:
+    # the detector turns only the network's input to RGB, not the frame: the warp treats
+    # each channel alike, so the detections are the same to the last bit
+    from livecam.analysis.blazeface_lite import DirectBlazeFace
+
+    runner = DirectBlazeFace(model, min_score=0.3)
+    found = 0
+    for image in (t1_bgr, astronaut_bgr, np.ascontiguousarray(t1_bgr[100:, :700])):
+        ours = runner.detect_bgr(image)
+        theirs = runner.detect(cv2.cvtColor(image, cv2.COLOR_BGR2RGB))
+        assert len(ours) == len(theirs)
+        for (box, score, kps), (box2, score2, kps2) in zip(ours, theirs, strict=True):
+            np.testing.assert_array_equal(box, box2)
+            np.testing.assert_array_equal(kps, kps2)
+            assert score == score2
+        found += len(ours)
+    assert found >= 3
+
+
 @pytest.mark.parametrize("model", ["full", "auto"])
 def test_edge_strips_sampled_from_the_frame_equal_built_pictures(model: str,
                                                                  t1_bgr: np.ndarray) -> None:

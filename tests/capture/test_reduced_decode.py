@@ -70,6 +70,37 @@ def test_a_big_jpeg_is_decoded_shrunk(tmp_path: Path) -> None:
     assert np.abs(got.astype(int) - expected).mean() < 2.0
 
 
+def test_an_image_input_keeps_a_photo_whole_and_says_when_it_shrinks_one(
+        tmp_path: Path, t1_bgr: np.ndarray, caplog: pytest.LogCaptureFixture) -> None:
+    """``image:`` frames are at most 2048 x 2048 px (or the camera size asked, when larger):
+    insightface's t1 (1280 x 886) stays whole; a 3000 x 2000 photo becomes 1500 x 1000, and
+    the log says so."""
+    import logging
+
+    from livecam.capture import make_source, parse_input
+    from livecam.config.schema import CaptureConfig
+
+    def frame_of(path: Path, config: CaptureConfig) -> np.ndarray:
+        source = make_source(parse_input(f"image:{path}"), config)
+        source.open()
+        try:
+            frame = source.read()
+            assert frame is not None
+            return frame
+        finally:
+            source.close()
+
+    cv2.imwrite(str(tmp_path / "t1.png"), t1_bgr)
+    cv2.imwrite(str(tmp_path / "photo.png"), cv2.resize(t1_bgr, (3000, 2000)))
+    with caplog.at_level(logging.INFO, logger="livecam.capture.sources"):
+        np.testing.assert_array_equal(frame_of(tmp_path / "t1.png", CaptureConfig()), t1_bgr)
+        assert "decoded at" not in caplog.text
+        assert frame_of(tmp_path / "photo.png", CaptureConfig()).shape == (1000, 1500, 3)
+        assert "is 3000x2000 (6 MP): decoded at 1500x1000" in caplog.text
+    asked = CaptureConfig(width=3000, height=2000)
+    assert frame_of(tmp_path / "photo.png", asked).shape == (2000, 3000, 3)
+
+
 def peak_rss_mb(*args: str) -> float:
     from tests.helpers.peak_rss import peak_rss_mb as measure
 
@@ -104,3 +135,33 @@ def test_a_100_megapixel_png_costs_no_more_than_a_small_one(tmp_path: Path) -> N
     # costing less than that over a small one was never decoded whole (before: about 950 more)
     for peaks in (run, add):
         assert peaks["big"] < 300 and peaks["big"] - peaks["small"] < 250, (run, add)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="peak RSS is read from /proc")
+def test_a_100_megapixel_png_swapped_stays_under_300_mb(tmp_path: Path) -> None:
+    """`run --input image:BIG --identity astro`, a face swapped in each frame: 428-476 MB
+    before (the decode's strips and its three copies of the result, the detector's RGB copy
+    of each frame, and 3333 x 3333 frames); the run says the size it decoded the image at."""
+    from skimage import data
+
+    from tests.helpers.peak_rss import peak_rss_mb as measure
+
+    face = np.ascontiguousarray(data.astronaut()[:, :, ::-1])
+    big = np.empty((10000, 10000, 3), np.uint8)
+    big[:] = (60, 110, 170)
+    big[4000:6048, 4000:6048] = cv2.resize(face, (2048, 2048))
+    cv2.imwrite(str(tmp_path / "big.png"), big)
+    del big
+    cv2.imwrite(str(tmp_path / "astronaut.png"), face)
+    library = f"identity.library_dir={tmp_path / 'library'}"
+    _, code, err = measure(["identity", "--set", library, "add", "astro",
+                            str(tmp_path / "astronaut.png"), "--force"])
+    assert code == 0, err[-2000:]
+    peak, code, err = measure(["run", "--input", f"image:{tmp_path / 'big.png'}", "--output",
+                               "null", "--frames", "3", "--identity", "astro", "--set", library,
+                               "--set", "control.api=false", "--set", "control.hotkeys=false"])
+    assert code == 0 and peak is not None, err[-2000:]
+    assert "identity astro loaded" in err
+    assert peak < 300, f"{peak:.0f} MB"
+    assert "is 10000x10000 (100 MP): decoded at 2000x2000" in err, err[-2000:]

@@ -178,3 +178,26 @@ def test_a_typed_delay_is_kept_through_status_pushes_until_it_is_set(panel_app: 
                 time.sleep(0.05)
         finally:
             browser.close()
+
+
+def test_panel_says_why_frames_pass_through(panel_app: Running) -> None:
+    """With no identity chosen the real face is sent: the panel says so, in the words `livecam
+    ctl status` prints after PASSTHROUGH (the status's `passthrough_reason`), until one is
+    picked (issue 39 item 8: the panel showed nothing)."""
+    from playwright.sync_api import sync_playwright
+
+    reason = panel_app.json("/api/status")["passthrough_reason"]
+    assert reason and "pass through" in reason
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 360, "height": 640})
+            page.goto(f"{panel_app.url}/panel?token={panel_app.token}")
+            page.wait_for_selector("#passthrough.on", timeout=60_000)
+            assert page.inner_text("#passthrough") == f"Passthrough: {reason}"
+            page.click(".identity[data-name='carol']")
+            page.wait_for_selector("#passthrough", state="hidden", timeout=60_000)
+            assert panel_app.json("/api/status")["passthrough_reason"] is None
+            assert page.inner_text("#passthrough") == ""
+        finally:
+            browser.close()

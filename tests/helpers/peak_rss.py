@@ -25,14 +25,19 @@ runpy.run_module("livecam.cli", run_name="__main__")
 """
 
 
-def peak_rss_mb(args: list[str], *, timeout_s: float = 600
+def peak_rss_mb(args: list[str], *, timeout_s: float = 600, env: dict[str, str] | None = None
                 ) -> tuple[float | None, int, str]:
-    """(peak RSS in MB or None, exit status, stderr) of ``livecam ARGS`` in a subprocess."""
+    """(peak RSS in MB or None, exit status, stderr) of ``livecam ARGS`` in a subprocess.
+
+    ``env``: its environment, e.g. a ``PYTHONPATH`` naming another checkout; the command then
+    runs in a temp folder, as ``python -c`` puts the working directory (a checkout, here)
+    before ``PYTHONPATH`` on ``sys.path``. Give absolute paths in ``args``.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         status_path = Path(tmp) / "status"
         done = subprocess.run([sys.executable, "-c", _WRAPPER, str(status_path), *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              timeout=timeout_s)
+                              timeout=timeout_s, env=env, cwd=None if env is None else tmp)
         peak = None
         if status_path.is_file():
             for line in status_path.read_text().splitlines():
