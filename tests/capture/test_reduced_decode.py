@@ -109,6 +109,14 @@ def peak_rss_mb(*args: str) -> float:
     return peak
 
 
+def _write_big_png(path: Path, face: np.ndarray) -> None:
+    """A 10000x10000 PNG (100 MP, under 8 MB: a flat colour) with ``face`` 2048 px across."""
+    big = np.empty((10000, 10000, 3), np.uint8)
+    big[:] = (60, 110, 170)
+    big[4000:6048, 4000:6048] = cv2.resize(face, (2048, 2048))
+    cv2.imwrite(str(path), big)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is KiB on Linux")
 def test_a_100_megapixel_png_costs_no_more_than_a_small_one(tmp_path: Path) -> None:
@@ -116,11 +124,7 @@ def test_a_100_megapixel_png_costs_no_more_than_a_small_one(tmp_path: Path) -> N
     from skimage import data
 
     face = np.ascontiguousarray(data.astronaut()[:, :, ::-1])
-    big = np.empty((10000, 10000, 3), np.uint8)
-    big[:] = (60, 110, 170)
-    big[4000:6048, 4000:6048] = cv2.resize(face, (2048, 2048))
-    cv2.imwrite(str(tmp_path / "big.png"), big)
-    del big
+    _write_big_png(tmp_path / "big.png", face)
     cv2.imwrite(str(tmp_path / "small.png"), cv2.resize(face, (720, 720)))
     quiet = ["--output", "null", "--frames", "3", "--set", "control.api=false", "--set",
              "control.hotkeys=false"]
@@ -148,11 +152,7 @@ def test_a_100_megapixel_png_swapped_stays_under_300_mb(tmp_path: Path) -> None:
     from tests.helpers.peak_rss import peak_rss_mb as measure
 
     face = np.ascontiguousarray(data.astronaut()[:, :, ::-1])
-    big = np.empty((10000, 10000, 3), np.uint8)
-    big[:] = (60, 110, 170)
-    big[4000:6048, 4000:6048] = cv2.resize(face, (2048, 2048))
-    cv2.imwrite(str(tmp_path / "big.png"), big)
-    del big
+    _write_big_png(tmp_path / "big.png", face)
     cv2.imwrite(str(tmp_path / "astronaut.png"), face)
     library = f"identity.library_dir={tmp_path / 'library'}"
     _, code, err = measure(["identity", "--set", library, "add", "astro",
