@@ -143,25 +143,36 @@ def test_a_100_megapixel_png_costs_no_more_than_a_small_one(tmp_path: Path) -> N
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS is read from /proc")
-def test_a_100_megapixel_png_swapped_stays_under_300_mb(tmp_path: Path) -> None:
+def test_a_100_megapixel_png_swapped_costs_little_more_than_a_small_one(tmp_path: Path) -> None:
     """`run --input image:BIG --identity astro`, a face swapped in each frame: 428-476 MB
-    before (the decode's strips and its three copies of the result, the detector's RGB copy
-    of each frame, and 3333 x 3333 frames); the run says the size it decoded the image at."""
+    before, about 200 MB over the same run on a 720x720 image (the decode's strips and its
+    three copies of the result, the detector's RGB copy of each frame, and 3333 x 3333
+    frames; 95 MB over it with the decode and detector mended, the frames still 3333 x 3333);
+    the run says the size it decoded the image at. Against the small image's run in the same
+    place, not against the issue's 300 MB (``scripts/bench_big_image.py`` measures that): the
+    same run read 242 MB in one virtualenv and 274 in a freshly installed copy of it (the
+    shared libraries' resident pages), which put a bound of 300 at the mercy of the install."""
     from skimage import data
 
     from tests.helpers.peak_rss import peak_rss_mb as measure
 
     face = np.ascontiguousarray(data.astronaut()[:, :, ::-1])
     _write_big_png(tmp_path / "big.png", face)
+    cv2.imwrite(str(tmp_path / "small.png"), cv2.resize(face, (720, 720)))
     cv2.imwrite(str(tmp_path / "astronaut.png"), face)
     library = f"identity.library_dir={tmp_path / 'library'}"
     _, code, err = measure(["identity", "--set", library, "add", "astro",
                             str(tmp_path / "astronaut.png"), "--force"])
     assert code == 0, err[-2000:]
-    peak, code, err = measure(["run", "--input", f"image:{tmp_path / 'big.png'}", "--output",
-                               "null", "--frames", "3", "--identity", "astro", "--set", library,
-                               "--set", "control.api=false", "--set", "control.hotkeys=false"])
-    assert code == 0 and peak is not None, err[-2000:]
-    assert "identity astro loaded" in err
-    assert peak < 300, f"{peak:.0f} MB"
-    assert "is 10000x10000 (100 MP): decoded at 2000x2000" in err, err[-2000:]
+    peaks, logs = {}, {}
+    for name in ("small", "big"):
+        peak, code, err = measure(["run", "--input", f"image:{tmp_path / name}.png", "--output",
+                                   "null", "--frames", "3", "--identity", "astro", "--set",
+                                   library, "--set", "control.api=false", "--set",
+                                   "control.hotkeys=false"])
+        assert code == 0 and peak is not None, err[-2000:]
+        assert "identity astro loaded" in err
+        peaks[name], logs[name] = peak, err
+    # measured: 25-37 MB more (2000 x 2000 frames)
+    assert peaks["big"] - peaks["small"] < 60, peaks
+    assert "is 10000x10000 (100 MP): decoded at 2000x2000" in logs["big"], logs["big"][-2000:]
