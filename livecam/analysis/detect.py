@@ -143,9 +143,7 @@ class BlazeFaceDetector:
         h, w = image_bgr.shape[:2]
         # LiteRT's runners turn only their inputs (and the tiles) to RGB, not the frame: a
         # second frame-sized array per search (33 MB at 3333 x 3333, in two threads at once)
-        direct = all(isinstance(r, DirectBlazeFace) for r in (self._short, self._full)
-                     if r is not None)
-        rgb = None if direct else cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
+        rgb = None if self.runner == "direct" else cv2.cvtColor(image_bgr, cv2.COLOR_BGR2RGB)
         found: list[tuple[np.ndarray, float, np.ndarray]] = []
         whole_runners = [r for r in (self._short, self._full if self.model in ("full", "auto")
                                      and self.whole_frame else None) if r is not None]
