@@ -48,7 +48,8 @@ def upload_events(requests: Sequence[Request]) -> list[Any]:
     all carry one event (the pictures built, :meth:`~livecam.gpupipe.networks.client.
     StreamFaceNetworks.detect_strips`): waiting on it once per picture made a batch of 16
     streams' frames and strips about a hundred waits, each a torch call that lets go of the
-    GIL and queues to take it back on the one thread every stream's batch runs on."""
+    GIL and queues to take it back on the one thread every stream's batch runs on. (16
+    streams on an H100 ran no faster for it, within the runs' spread: docs/performance.md.)"""
     seen: dict[int, Any] = {}
     for r in requests:
         if r.uploaded is not None:
