@@ -69,6 +69,20 @@ log = logging.getLogger(__name__)
 #: The most face regions one mesh graph takes (more run as several batches).
 MAX_MESH_BATCH = 64  # livecam.gpupipe.shapes.MAX_MESH_BATCH (a layer above) says the same
 
+#: The most pictures one call of the pictures' detector takes (whole frames' worth of them),
+#: whatever the number of streams. cuDNN sets a depthwise convolution up anew for each batch
+#: size of 32 and more (:data:`~livecam.gpupipe.networks.tflite_torch.CUDNN_DEPTHWISE_MIN_BATCH`),
+#: 2.3-2.5 s a detector on an H100: buckets up to all 16 frames' strips (64 and 128 pictures)
+#: took about 10 s of a 16-stream start. Graphs of up to 512 pictures also took 5.6 GB more
+#: than one picture a call.
+MAX_PICTURES_PER_CALL = 32
+
+
+def picture_frames_per_call(frames_per_call: int, per_stream: int) -> int:
+    """The frames whose ``per_stream`` pictures each go in one pictures' call: at most
+    ``frames_per_call`` and :data:`MAX_PICTURES_PER_CALL` pictures, at least one frame."""
+    return max(1, min(frames_per_call, MAX_PICTURES_PER_CALL // max(1, per_stream)))
+
 
 class SharedFaceNetworks:
     """BlazeFace and the face mesh for ``n_streams`` streams (see the module docstring).
@@ -262,12 +276,12 @@ class SharedFaceNetworks:
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call outside the graph, on the thread running a batch, gives the GIL up and queues to
         get it back. Without ``with_mesh`` (pictures): the plain detector's graphs only."""
-        # pictures: batches of the streams started with, not of every place the stack
-        # holds (advanced.pipeline.max_streams): a lone 1080p stream's graphs of up to 512
-        # pictures took 5.6 GB more on an H100 than one picture a call; streams added later
-        # have their pictures run in more calls
-        frames = self.frames_per_call if with_mesh else min(self.frames_per_call,
-                                                              self.n_streams)
+        # pictures: at most the streams started with (a lone stream's strips: one bucket;
+        # streams added later have their pictures run in more calls), and at most
+        # MAX_PICTURES_PER_CALL, so from 4 streams up a start captures the same graphs
+        frames = (self.frames_per_call if with_mesh
+                  else picture_frames_per_call(min(self.frames_per_call, self.n_streams),
+                                               per_stream))
         per_call = frames * per_stream
         stack = FrameStack(self.stack_frames, height_px, width_px, self.device,
                            per_call=per_call, per_stream=per_stream)

@@ -231,6 +231,28 @@ def test_a_batch_waits_once_for_each_upload_its_requests_carry() -> None:
         nets.close()
 
 
+def test_the_pictures_graphs_are_the_same_from_four_streams_to_sixty_four() -> None:
+    """A 16-stream start on an H100 captured the strips' detector at 8, 16, 32, 64 and 128
+    pictures a call (all 16 frames' strips): cuDNN sets each batch size of 32 and more up anew,
+    2.3-2.5 s, and the two largest took about 10 s of the start. The pictures' calls now take
+    at most 32 pictures, so 4, 16 and 64 streams capture the same graphs (a lone stream: its
+    own frame's strips only)."""
+    buckets: dict[int, tuple[int, ...]] = {}
+    for n in (1, 4, 16, 64):
+        shared = SharedFaceNetworks(n_streams=n, device="cpu", detector_model="full",
+                                    min_score=0.5, max_rois=2, frames_per_call=16)
+        nets = shared.slot_for(0)
+        nets.open()
+        try:
+            nets.prepare_pictures({(64, 64): 8})
+            stack = shared._picture_stacks[(64, 64)]
+            buckets[n] = tuple(stack.detect)
+            assert stack.per_call == max(buckets[n])
+        finally:
+            nets.close()
+    assert buckets == {1: (8,), 4: (8, 16, 32), 16: (8, 16, 32), 64: (8, 16, 32)}
+
+
 def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs() -> None:
     calls = 0
 
