@@ -54,11 +54,14 @@ def make_identity(photo_bgr: np.ndarray, models_dir: str | None) -> Any:
 
 
 def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
-                warm_s: float, window_s: float) -> dict[str, Any]:
+                warm_s: float, window_s: float,
+                kernel_window_s: float = 0.0) -> dict[str, Any]:
     """Start ``livecam run``'s streams, warm up, measure a window, stop. Per stream: frames
     per second sent (new frames), capture→sink and capture→output-thread latency, each
     stage's time (``swap.gpu``: the swap's device time, upload to download), frames late
-    (repeated by the output or dropped) in the window."""
+    (repeated by the output or dropped) in the window. ``kernel_window_s`` > 0: after the
+    window, the GPU's kernels over that many seconds more (``kernels``: :func:`kernel_time`),
+    outside the measured window (the profiler slows the streams)."""
     from livecam.app import build_streams
     from livecam.core.types import RuntimeState
 
@@ -109,9 +112,10 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "host_cpu_ms_per_frame": ((app.metrics.cpu_ns() - cpu0) / 1e6
                                           / d["processed"] if d.get("processed") else None),
                 "stages_ms": stages})
+        kernels = kernel_time(kernel_window_s) if kernel_window_s > 0 else None
         hub = _hub(streams)
         windows = list(hub.window_per_tick) if hub is not None else []
-        return {"start_s": start_s, "open_ms": open_ms, "window_s": t2 - t1,
+        return {"start_s": start_s, "kernels": kernels, "open_ms": open_ms, "window_s": t2 - t1,
                 "streams": per_stream,
                 # the whole process's CPU over the window, % of all the host's cores
                 "host_cpu_percent": 100.0 * process_cpu_s / (t2 - t1) / (os.cpu_count() or 1),
@@ -138,6 +142,30 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "generator_mode": _generator_mode(hub)}
     finally:
         streams.stop()
+
+
+def kernel_time(window_s: float, top: int = 40) -> dict[str, Any]:
+    """The GPU kernels that ran in the next ``window_s`` seconds of this process (all its
+    threads' launches and graph replays, through torch.profiler's CUPTI trace): the busy
+    time, and per kernel name (cut to 90 characters) its count and total ms, the ``top``
+    largest first."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()  # without CUDA (a check of this code): the CPU's ops
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        time.sleep(window_s)
+    by_name: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type.name != ("CUDA" if cuda else "CPU"):
+            continue
+        entry = by_name.setdefault(event.name[:90], [0, 0.0])
+        entry[0] += 1
+        entry[1] += (event.device_time if cuda else event.self_cpu_time_total) / 1e3
+    total_ms = sum(ms for _, ms in by_name.values())
+    rows = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
+    return {"window_s": window_s, "kernel_ms": total_ms,
+            "kernels": [{"name": n, "count": int(c), "ms": ms} for n, (c, ms) in rows]}
 
 
 class GpuBusy:

@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     add_options(parser, streams="1,4,8,16", budget_s=480.0, out="bench_streams.json")
     parser.add_argument("--commands", default="run,daemon",
                         help="run (N --input/--output pairs), daemon (streams:), or both")
+    parser.add_argument("--kernel-window-s", type=float, default=0.0,
+                        help="after each window, trace the GPU's kernels this long and print "
+                             "where the GPU time went (torch.profiler)")
     args = parser.parse_args(argv)
     if args.small:
         args.window_s, args.warm_s = min(args.window_s, 3.0), min(args.warm_s, 1.0)
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             compiles.lines.clear()
             try:
                 got = measure_run(config, pairs, setup["identities"], warm_s=args.warm_s,
-                                  window_s=args.window_s)
+                                  window_s=args.window_s, kernel_window_s=args.kernel_window_s)
                 got["compile_notice"] = list(compiles.lines)
                 report["runs"][name] = got
             except Exception as exc:  # a refused start (memory plan) or a failure: say it
@@ -133,6 +136,16 @@ def print_table(report: dict[str, Any]) -> None:
     for name, run in report["runs"].items():
         for line in run.get("compile_notice", []):
             print(f"{name}: {line}")
+        print(f"{name}: start {run['start_s']:.1f} s, its parts (slowest stream, ms): "
+              + ", ".join(f"{k} {v:.0f}" for k, v in run.get("open_ms", {}).items()))
+        kernels = run.get("kernels")
+        if kernels:
+            print(f"{name}: GPU kernels over {kernels['window_s']:.1f} s: "
+                  f"{kernels['kernel_ms']:.0f} ms")
+            print("| kernel | count | ms | % |\n|---|---|---|---|")
+            for k in kernels["kernels"]:
+                print(f"| {k['name']} | {k['count']} | {k['ms']:.1f} | "
+                      f"{100 * k['ms'] / max(kernels['kernel_ms'], 1e-9):.1f} |")
 
 
 if __name__ == "__main__":
