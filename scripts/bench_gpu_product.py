@@ -144,10 +144,30 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
         streams.stop()
 
 
+def short_kernel_name(name: str) -> str:
+    """A CUDA kernel's name without its namespaces and arguments, its template's functors
+    and lambdas' functions kept (they tell PyTorch's elementwise kernels apart):
+    ``elementwise_kernel<128, 4> [MulFunctor, launch_clamp_scalar]``."""
+    import re
+
+    if name.startswith(("Memcpy", "Memset")):
+        return name
+    for noise in ("void ", "at::native::", "(anonymous namespace)::", "c10::", "std::",
+                  "at::cuda::detail::"):
+        name = name.replace(noise, "")
+    head = re.match(r"[\w:]+(?:<\d+(?:, ?\d+)*)?", name)
+    parts = dict.fromkeys(re.findall(r"\w+Functor\w*|launch_\w+|\w+_kernel_cuda\w*|\w+_impl\w*",
+                                     name[len(head.group(0)) if head else 0:]))
+    parts.pop("gpu_kernel_impl", None)
+    parts.pop("gpu_kernel_impl_nocast", None)
+    base = (head.group(0) + (">" if "<" in head.group(0) else "")) if head else name[:60]
+    return (base + (f" [{', '.join(list(parts)[:3])}]" if parts else ""))[:120]
+
+
 def kernel_time(window_s: float, top: int = 40) -> dict[str, Any]:
     """The GPU kernels that ran in the next ``window_s`` seconds of this process (all its
     threads' launches and graph replays, through torch.profiler's CUPTI trace): the busy
-    time, and per kernel name (cut to 90 characters) its count and total ms, the ``top``
+    time, and per kernel (:func:`short_kernel_name`) its count and total ms, the ``top``
     largest first."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -159,7 +179,7 @@ def kernel_time(window_s: float, top: int = 40) -> dict[str, Any]:
     for event in prof.events():
         if event.device_type.name != ("CUDA" if cuda else "CPU"):
             continue
-        entry = by_name.setdefault(event.name[:90], [0, 0.0])
+        entry = by_name.setdefault(short_kernel_name(event.name), [0, 0.0])
         entry[0] += 1
         entry[1] += (event.device_time if cuda else event.self_cpu_time_total) / 1e3
     total_ms = sum(ms for _, ms in by_name.values())

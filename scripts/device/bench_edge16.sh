@@ -30,7 +30,10 @@ if [[ ${VARIANTS:-} == *spy_* ]]; then
         --target /tmp/spy "$dir"/pyspy/*.whl || exit 1
 fi
 start=$SECONDS
+i=0
 for v in ${VARIANTS:-cur_on prev_on cur_off}; do
+    i=$((i + 1))
+    r=$i-$v  # a variant run twice keeps both runs' files
     left=$((${TOTAL:-540} - (SECONDS - start)))
     if ((left < 40)); then
         echo "== $v skipped ($left s left)"
@@ -43,7 +46,7 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
     spy=()
     # shellcheck disable=SC2206  # SPY_ARGS: options, split on purpose
     [[ $v == spy_* ]] && spy=(/tmp/spy/bin/py-spy record --nonblocking --threads --rate 40
-                              ${SPY_ARGS:-} --format raw -o "$res/$v.folded" --)
+                              ${SPY_ARGS:-} --format raw -o "$res/$r.folded" --)
     echo "== $v ($left s left)"
     # shellcheck disable=SC2086  # EXTRA: options, split on purpose
     (cd "$tree" && PYTHONPATH=$tree:$SITE timeout "$left" "${spy[@]}" "$PYTHON" \
@@ -52,8 +55,9 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
         --set advanced.gpu.compile_paste=false --set advanced.engine.torch_mode=cuda_graphs \
         --set advanced.analysis.edge_search=$edge ${EXTRA:-} --window-s "${WIN:-6}" \
         --commands run --streams "${NS:-16}" --budget-s "$((left - 30))" --log-level INFO \
-        --out "$res/$v.json" > "$res/$v.log" 2>&1)
+        --out "$res/$r.json" > "$res/$r.log" 2>&1)
     echo "   exit $?"
-    grep -i "^| \|ERROR\|this start compiles\|nothing compiles\|Traceback" "$res/$v.log" | tail -n 12
+    grep -i "^| livecam\|ERROR\|this start compiles\|nothing compiles\|Traceback\|its parts" \
+        "$res/$r.log" | tail -n 12
     tar czf "$out/edge16.tgz" -C "$res" .
 done

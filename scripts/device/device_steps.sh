@@ -123,8 +123,8 @@ run() {
                 --streams "${STREAMS:-1,4,8,16,32}" --budget-s "$((left - 60))" \
                 --log-level INFO --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
-            grep -i "^| \|ERROR\|engines build\] \|this start compiles\|nothing compiles\|GPU memory" \
-                "$res/$step.log" | tail -n 60
+            grep -i "^| \|ERROR\|engines build\] \|this start compiles\|nothing compiles\|GPU memory\|its parts\|GPU kernels over" \
+                "$res/$step.log" | tail -n 90
         elif [[ $step == leak ]]; then
             (timeout "$left" "$PYTHON" -m scripts.leak_table --gpu --settings default \
                 ${LEAK_ARGS:-} --workdir /tmp/leak --json "$res/$step.json" \

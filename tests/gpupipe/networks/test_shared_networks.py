@@ -12,6 +12,7 @@ from collections.abc import Callable
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from livecam.analysis.roi import roi_from_detection
 from livecam.gpupipe.networks.batching import Batcher, Request
@@ -253,6 +254,44 @@ def test_the_pictures_graphs_are_the_same_from_four_streams_to_sixty_four() -> N
     assert buckets == {1: (8,), 4: (8, 16, 32), 16: (8, 16, 32), 64: (8, 16, 32)}
 
 
+def test_more_pictures_than_a_call_takes_each_get_their_own_detections(
+        astronaut_bgr: np.ndarray, t1_bgr: np.ndarray) -> None:
+    """With calls of at most 32 pictures, a 16-stream batch's 72 strips run as three calls
+    launched together (8, then 32 and 32 at their own rows of the outputs): each picture
+    still gets its own detections, the same as in a batch of its own."""
+    pictures = [cv2.resize(astronaut_bgr, (128, 128), interpolation=cv2.INTER_AREA),
+                cv2.resize(np.ascontiguousarray(t1_bgr[100:400, 80:380]), (128, 128),
+                           interpolation=cv2.INTER_AREA),
+                np.full((128, 128, 3), 90, np.uint8)]
+    shared = SharedFaceNetworks(n_streams=16, device="cpu", detector_model="full",
+                                min_score=0.5, max_rois=2, frames_per_call=16)
+    nets = shared.slot_for(0)
+    nets.open()
+    try:
+        nets.prepare_pictures({(128, 128): 8})
+        stack = shared._picture_stacks[(128, 128)]
+        assert (stack.per_call, stack.calls, len(stack.detect_more)) == (32, 4, 3)
+        for slot in range(72):
+            stack.frames[slot] = torch.from_numpy(pictures[slot * 7 % 3])
+
+        def batch(slots: range | list[int]) -> list[Request]:
+            requests = [Request(k, (128, 128), detect=True, rois=(), uploaded=None,
+                                picture=True) for k in slots]
+            shared._run(requests)
+            return requests
+
+        together = batch(range(72))
+        alone = [batch([k])[0] for k in (0, 7, 8, 39, 40, 71)]
+        for r in alone:
+            want = [(box.tolist(), score) for box, score, _ in r.found or []]
+            got = [(box.tolist(), score) for box, score, _ in together[r.slot].found or []]
+            assert got == want, r.slot
+        assert sum(bool(r.found) for r in together) == sum(
+            slot * 7 % 3 < 2 for slot in range(72))  # the two faces found, the grey none
+    finally:
+        nets.close()
+
+
 def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs() -> None:
     calls = 0
 
@@ -273,7 +312,6 @@ def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs() ->
 
 
 def test_the_detector_reads_the_frames_its_index_names(frames: list[np.ndarray]) -> None:
-    import torch
 
     from livecam.gpupipe.networks.models import load_blazeface
 
