@@ -254,16 +254,24 @@ def test_the_pictures_graphs_are_the_same_from_four_streams_to_sixty_four() -> N
     assert buckets == {1: (8,), 4: (8, 16, 32), 16: (8, 16, 32), 64: (8, 16, 32)}
 
 
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=[
+        pytest.mark.gpu,
+        pytest.mark.skipif("not __import__('torch').cuda.is_available()",
+                           reason="CUDA is not available (the same code runs on the CPU)")])])
 def test_more_pictures_than_a_call_takes_each_get_their_own_detections(
-        astronaut_bgr: np.ndarray, t1_bgr: np.ndarray) -> None:
+        astronaut_bgr: np.ndarray, t1_bgr: np.ndarray, device: str) -> None:
     """With calls of at most 32 pictures, a 16-stream batch's 72 strips run as three calls
-    launched together (8, then 32 and 32 at their own rows of the outputs): each picture
-    still gets its own detections, the same as in a batch of its own."""
+    launched together (8, then 32 and 32 at their own rows of the outputs; on CUDA three
+    graphs replayed before one wait): each picture still gets its own detections, those of
+    a batch of its own (fp16 on CUDA: cuDNN's kernels from 32 pictures a call, PyTorch's
+    below, so to a tolerance)."""
     pictures = [cv2.resize(astronaut_bgr, (128, 128), interpolation=cv2.INTER_AREA),
                 cv2.resize(np.ascontiguousarray(t1_bgr[100:400, 80:380]), (128, 128),
                            interpolation=cv2.INTER_AREA),
                 np.full((128, 128, 3), 90, np.uint8)]
-    shared = SharedFaceNetworks(n_streams=16, device="cpu", detector_model="full",
+    shared = SharedFaceNetworks(n_streams=16, device=device, detector_model="full",
                                 min_score=0.5, max_rois=2, frames_per_call=16)
     nets = shared.slot_for(0)
     nets.open()
@@ -272,7 +280,9 @@ def test_more_pictures_than_a_call_takes_each_get_their_own_detections(
         stack = shared._picture_stacks[(128, 128)]
         assert (stack.per_call, stack.calls, len(stack.detect_more)) == (32, 4, 3)
         for slot in range(72):
-            stack.frames[slot] = torch.from_numpy(pictures[slot * 7 % 3])
+            stack.frames[slot] = torch.from_numpy(pictures[slot * 7 % 3]).to(device)
+        if device == "cuda":  # written on the default stream; the batch runs on its own
+            torch.cuda.synchronize()
 
         def batch(slots: range | list[int]) -> list[Request]:
             requests = [Request(k, (128, 128), detect=True, rois=(), uploaded=None,
@@ -283,9 +293,10 @@ def test_more_pictures_than_a_call_takes_each_get_their_own_detections(
         together = batch(range(72))
         alone = [batch([k])[0] for k in (0, 7, 8, 39, 40, 71)]
         for r in alone:
-            want = [(box.tolist(), score) for box, score, _ in r.found or []]
-            got = [(box.tolist(), score) for box, score, _ in together[r.slot].found or []]
-            assert got == want, r.slot
+            want, got = r.found or [], together[r.slot].found or []
+            assert len(got) == len(want), r.slot
+            for (box, score, _), (box_w, score_w, _) in zip(got, want, strict=True):
+                assert np.allclose(box, box_w, atol=0.5) and abs(score - score_w) < 2e-3
         assert sum(bool(r.found) for r in together) == sum(
             slot * 7 % 3 < 2 for slot in range(72))  # the two faces found, the grey none
     finally:
