@@ -13,8 +13,9 @@
 #            LIVECAM_MEDIAPIPE_MODULES=$PWD/.device/assets/mediapipe_modules
 #     VARIANTS="cur_on prev_on cur_off spy_on" NS=16 WIN=6 TOTAL=540 \
 #       EXTRA="--set advanced.gpu.compile_networks=false" bash scripts/device/bench_edge16.sh
-# The first start on a fresh machine compiles (or traces) what the later ones load. Each row's
-# JSON, log (and py-spy's collapsed stacks) go into $OUT/edge16.tgz, rewritten after each row.
+# The first start on a fresh machine compiles (or traces) what the later ones load. Each run's
+# JSON, log (and py-spy's collapsed stacks), named N-VARIANT, go into $OUT/edge16.tgz, rewritten
+# after each run.
 set -uo pipefail
 # PYTHON, SITE (defaults python3, /tmp/site), install_site and tree_for, as device_steps.sh's run
 # has them

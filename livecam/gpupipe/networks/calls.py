@@ -147,27 +147,20 @@ class CapturedCall:
 class FrameStack:
     """One frame size: every stream's frame (or ``per_stream`` pictures of each stream) in one
     (S * per_stream, H, W, 3) tensor, the graphs, and the detector graphs' fixed inputs (the
-    frames' indices, up to ``per_call`` a call) and host outputs. ``calls``: how many detector
-    calls a batch launches before it waits for their results (pictures: a batch's strips in
-    calls of at most ``per_call``); the first call's rows of the inputs and outputs are
-    ``[0, per_call)``, the ``o``-th's ``[o * per_call, (o + 1) * per_call)``."""
+    frames' indices, up to ``per_call`` a call) and host outputs."""
 
     def __init__(self, n_streams: int, height_px: int, width_px: int,
-                 device: torch.device, *, per_call: int, per_stream: int = 1,
-                 calls: int = 1) -> None:
+                 device: torch.device, *, per_call: int, per_stream: int = 1) -> None:
         cuda = device.type == "cuda"
         self.per_stream = per_stream
         self.frames = torch.zeros((n_streams * per_stream, height_px, width_px, 3),
                                   dtype=torch.uint8, device=device)
         self.per_call = per_call
-        self.calls = calls
-        self.index_host = torch.zeros((per_call * calls,), dtype=torch.int64, pin_memory=cuda)
-        self.index_dev = torch.zeros((per_call * calls,), dtype=torch.int64, device=device)
-        self.det_host: tuple[torch.Tensor, ...] = ()  # rows for every call, set at capture
-        # a graph per bucket (its outputs live in its function's defaults), for the first call
+        self.index_host = torch.zeros((per_call,), dtype=torch.int64, pin_memory=cuda)
+        self.index_dev = torch.zeros((per_call,), dtype=torch.int64, device=device)
+        self.det_host: tuple[torch.Tensor, ...] = ()  # the largest bucket's, set at capture
+        # a graph per bucket (its outputs live in its function's defaults)
         self.detect: dict[int, CapturedCall] = {}
-        # the later calls' graphs, each of ``per_call`` at its own rows
-        self.detect_more: list[CapturedCall] = []
         self.mesh: dict[int, CapturedCall] = {}
 
 
@@ -189,25 +182,24 @@ def merged_detections(found: list[Detection]) -> Faces:
     return merge_detections(found, MAX_DETECTIONS)
 
 
-def batch_detections(outputs_host: Sequence[torch.Tensor | np.ndarray], frames: int,
-                     rows: np.ndarray | None = None) -> list[list[Detection]]:
+def batch_detections(outputs_host: Sequence[torch.Tensor | np.ndarray], frames: int
+                     ) -> list[list[Detection]]:
     """The valid detections of each of the first ``frames`` frames of the detectors' host
-    outputs (four a detector: boxes, keypoints, scores, valid), or of the frames at ``rows``
-    (``frames`` of them), each frame's in the order of the detectors and then of their
-    slots. The valid rows of all frames are taken in one indexed copy per output (float32,
-    each detection's arrays rows of it), not a copy per detection: each copy lets the GIL go
-    on the thread running every stream's batch (:mod:`livecam.analysis.keepgil`)."""
+    outputs (four a detector: boxes, keypoints, scores, valid), each frame's in the order of
+    the detectors and then of their slots. The valid rows of all frames are taken in one
+    indexed copy per output (float32, each detection's arrays rows of it), not a copy per
+    detection: each copy lets the GIL go on the thread running every stream's batch
+    (:mod:`livecam.analysis.keepgil`)."""
     found: list[list[Detection]] = [[] for _ in range(frames)]
     for k in range(0, len(outputs_host), 4):
-        boxes, points, scores, valid = ((t if isinstance(t, np.ndarray) else t.numpy())
+        boxes, points, scores, valid = ((t if isinstance(t, np.ndarray) else t.numpy())[:frames]
                                         for t in outputs_host[k:k + 4])
-        frame_of, slot = np.nonzero(valid[:frames] if rows is None else valid[rows])
+        frame_of, slot = np.nonzero(valid)
         if not len(slot):
             continue
-        at = frame_of if rows is None else rows[frame_of]
-        boxes_f = boxes[at, slot].astype(np.float32, copy=False)
-        points_f = points[at, slot].astype(np.float32, copy=False)
-        for row, (j, score) in enumerate(zip(frame_of.tolist(), scores[at, slot].tolist(),
+        boxes_f = boxes[frame_of, slot].astype(np.float32, copy=False)
+        points_f = points[frame_of, slot].astype(np.float32, copy=False)
+        for row, (j, score) in enumerate(zip(frame_of.tolist(), scores[frame_of, slot].tolist(),
                                              strict=True)):
             found[j].append((boxes_f[row], score, points_f[row]))
     return found

@@ -69,20 +69,6 @@ log = logging.getLogger(__name__)
 #: The most face regions one mesh graph takes (more run as several batches).
 MAX_MESH_BATCH = 64  # livecam.gpupipe.shapes.MAX_MESH_BATCH (a layer above) says the same
 
-#: The most pictures one call of the pictures' detector takes (whole frames' worth of them),
-#: whatever the number of streams. cuDNN sets a depthwise convolution up anew for each batch
-#: size of 32 and more (:data:`~livecam.gpupipe.networks.tflite_torch.CUDNN_DEPTHWISE_MIN_BATCH`),
-#: 2.3-2.5 s a detector on an H100: buckets up to all 16 frames' strips (64 and 128 pictures)
-#: took about 10 s of a 16-stream start. Graphs of up to 512 pictures also took 5.6 GB more
-#: than one picture a call.
-MAX_PICTURES_PER_CALL = 32
-
-
-def picture_frames_per_call(frames_per_call: int, per_stream: int) -> int:
-    """The frames whose ``per_stream`` pictures each go in one pictures' call: at most
-    ``frames_per_call`` and :data:`MAX_PICTURES_PER_CALL` pictures, at least one frame."""
-    return max(1, min(frames_per_call, MAX_PICTURES_PER_CALL // max(1, per_stream)))
-
 
 class SharedFaceNetworks:
     """BlazeFace and the face mesh for ``n_streams`` streams (see the module docstring).
@@ -276,18 +262,15 @@ class SharedFaceNetworks:
         memory at fixed places inside the graph, so a batch is a replay and a wait: each torch
         call outside the graph, on the thread running a batch, gives the GIL up and queues to
         get it back. Without ``with_mesh`` (pictures): the plain detector's graphs only."""
-        # pictures: the frames of the streams started with (a lone stream's strips: one
-        # bucket; streams added later have their pictures run in more batches), in calls of
-        # at most MAX_PICTURES_PER_CALL launched together, so from 4 streams up a start
-        # captures the same batch sizes
-        frames, calls = self.frames_per_call, 1
-        if not with_mesh:
-            started = min(self.frames_per_call, self.n_streams)
-            frames = picture_frames_per_call(started, per_stream)
-            calls = -(-started // frames)
+        # pictures: batches of the streams started with, not of every place the stack
+        # holds (advanced.pipeline.max_streams): a lone 1080p stream's graphs of up to 512
+        # pictures took 5.6 GB more on an H100 than one picture a call; streams added later
+        # have their pictures run in more calls
+        frames = self.frames_per_call if with_mesh else min(self.frames_per_call,
+                                                              self.n_streams)
         per_call = frames * per_stream
         stack = FrameStack(self.stack_frames, height_px, width_px, self.device,
-                           per_call=per_call, per_stream=per_stream, calls=calls)
+                           per_call=per_call, per_stream=per_stream)
         # pictures: the plain modules, not their compiled calls (a new size would compile)
         detectors = self._detectors if with_mesh else [getattr(d, "module", d)
                                                   for d in self._detectors]
@@ -299,30 +282,19 @@ class SharedFaceNetworks:
                 with self.on_stream(self._side):
                     first = [d(stack.frames, None, stack.index_dev[:b]) for d in detectors]
                 outs_of[b] = tuple(t.clone() for found in first for t in found)
-            stack.det_host = tuple(torch.zeros((per_call * calls, *t.shape[1:]),
-                                               dtype=t.dtype, pin_memory=self.cuda)
-                                   for t in outs_of[per_call])
-            # the first call at each bucket, then the later calls (full) at their own rows,
-            # each graph with outputs of its own
-            graphs = [(0, b, outs) for b, outs in outs_of.items()]
-            graphs += [(o * per_call, per_call, tuple(t.clone() for t in outs_of[per_call]))
-                       for o in range(1, calls)]
-            for at, b, outs in graphs:
+            stack.det_host = tuple(torch.zeros(t.shape, dtype=t.dtype, pin_memory=self.cuda)
+                                   for t in outs_of[max(outs_of)])
+            for b, outs in outs_of.items():
 
-                def detect(at: int = at, b: int = b, outs: tuple[torch.Tensor, ...] = outs
-                           ) -> None:
-                    index = stack.index_dev[at:at + b]
-                    index.copy_(stack.index_host[at:at + b], non_blocking=True)
+                def detect(b: int = b, outs: tuple[torch.Tensor, ...] = outs) -> None:
+                    index = stack.index_dev[:b]
+                    index.copy_(stack.index_host[:b], non_blocking=True)
                     run_detectors(detectors, stack.frames, outs, index)
-                    torch._foreach_copy_([d[at:at + b] for d in stack.det_host], list(outs),
+                    torch._foreach_copy_([d[:b] for d in stack.det_host], list(outs),
                                          non_blocking=True)
 
-                call = CapturedCall(detect, device=self.device, stream=self._side,
-                                    use_graph=self.use_graphs)
-                if at:
-                    stack.detect_more.append(call)
-                else:
-                    stack.detect[b] = call
+                stack.detect[b] = CapturedCall(detect, device=self.device, stream=self._side,
+                                               use_graph=self.use_graphs)
             if not with_mesh:
                 return stack
             benign = torch.tensor([width_px / 2, height_px / 2,
@@ -365,17 +337,16 @@ class SharedFaceNetworks:
         if self.cuda:
             self._side.wait_stream(self._stream)
         detect = [r for r in requests if r.detect]
-        span = stack.per_call * stack.calls
-        while len(detect) > span:  # all but the last round of calls: a round at a time
-            first, detect = detect[:span], detect[span:]
-            at = self._launch_detect(stack, [r.slot for r in first])
+        per_call = stack.per_call
+        while len(detect) > per_call:  # all but the last call's frames: one call at a time
+            first, detect = detect[:per_call], detect[per_call:]
+            self._launch_detect(stack, [r.slot for r in first])
             if self.cuda:
                 wait_done(self._side)
-            for r, found in zip(first, self._detections(stack, at), strict=True):
+            for r, found in zip(first, self._detections(stack, len(first)), strict=True):
                 r.found = found
-        rows: int | np.ndarray | None = None
-        if detect:  # the last round runs beside the mesh
-            rows = self._launch_detect(stack, [r.slot for r in detect])
+        if detect:  # the last frames' call runs beside the mesh
+            self._launch_detect(stack, [r.slot for r in detect])
         regions = [(r, roi) for r in requests for roi in r.rois]
         for start in range(0, len(regions), self.max_mesh):
             chunk = regions[start:start + self.max_mesh]
@@ -383,10 +354,10 @@ class SharedFaceNetworks:
             results = mesh_results(lm, presence, len(chunk))
             for (r, _), result in zip(chunk, results, strict=True):
                 r.meshes.append(result)
-        if rows is not None:
+        if detect:
             if self.cuda:
                 wait_done(self._side)  # mostly done: it ran beside the mesh
-            for r, found in zip(detect, self._detections(stack, rows), strict=True):
+            for r, found in zip(detect, self._detections(stack, len(detect)), strict=True):
                 r.found = found
 
     def _numpy(self, tensor: torch.Tensor) -> np.ndarray:
@@ -398,33 +369,16 @@ class SharedFaceNetworks:
             view = self._views[id(tensor)] = (tensor, tensor.numpy())
         return view[1]
 
-    def _detections(self, stack: FrameStack, rows: int | np.ndarray
-                    ) -> list[list[Detection]]:
-        """The detections of the first ``rows`` rows of the outputs, or of the rows named."""
-        outputs = [self._numpy(t) for t in stack.det_host]
-        if isinstance(rows, int):
-            return batch_detections(outputs, rows)
-        return batch_detections(outputs, len(rows), rows)
+    def _detections(self, stack: FrameStack, frames: int) -> list[list[Detection]]:
+        return batch_detections([self._numpy(t) for t in stack.det_host], frames)
 
-    def _launch_detect(self, stack: FrameStack, slots: list[int]) -> int | np.ndarray:
-        """Launch the detector on the frames at ``slots`` (at most ``per_call * calls``): the
-        first call takes what is left over a whole number of calls (at a bucket), each later
-        one ``per_call``, all launched before any is waited for. The output rows of the
-        frames, in order: their count where they are the first rows (one call)."""
-        per_call, n = stack.per_call, len(slots)
-        first = n - (-(-n // per_call) - 1) * per_call
-        bucket = next(b for b in stack.detect if b >= first)
+    def _launch_detect(self, stack: FrameStack, slots: list[int]) -> None:
+        bucket = next(b for b in stack.detect if b >= len(slots))
         index = self._numpy(stack.index_host)
-        index[:first] = slots[:first]
-        index[first:bucket] = slots[0]  # padding: a real frame, results ignored
-        index[per_call:per_call + n - first] = slots[first:]
+        index[:len(slots)] = slots
+        index[len(slots):bucket] = slots[0]  # padding: a real frame, results ignored
         with self.on_stream(self._side):
             stack.detect[bucket]()  # uploads the frames' indices, detects, downloads the detections
-            for call in stack.detect_more[:(n - first) // per_call]:
-                call()
-        if n == first:
-            return n
-        return np.concatenate([np.arange(first), np.arange(per_call, per_call + n - first)])
 
     def _mesh_chunk(self, stack: FrameStack, chunk: list[tuple[Request, Roi]]
                     ) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 import cv2
 import numpy as np
 import pytest
-import torch
 
 from livecam.analysis.roi import roi_from_detection
 from livecam.gpupipe.networks.batching import Batcher, Request
@@ -232,77 +231,6 @@ def test_a_batch_waits_once_for_each_upload_its_requests_carry() -> None:
         nets.close()
 
 
-def test_the_pictures_graphs_are_the_same_from_four_streams_to_sixty_four() -> None:
-    """A 16-stream start on an H100 captured the strips' detector at 8, 16, 32, 64 and 128
-    pictures a call (all 16 frames' strips): cuDNN sets each batch size of 32 and more up anew,
-    2.3-2.5 s, and the two largest took about 10 s of the start. The pictures' calls now take
-    at most 32 pictures, so 4, 16 and 64 streams capture the same graphs (a lone stream: its
-    own frame's strips only)."""
-    buckets: dict[int, tuple[int, ...]] = {}
-    for n in (1, 4, 16, 64):
-        shared = SharedFaceNetworks(n_streams=n, device="cpu", detector_model="full",
-                                    min_score=0.5, max_rois=2, frames_per_call=16)
-        nets = shared.slot_for(0)
-        nets.open()
-        try:
-            nets.prepare_pictures({(64, 64): 8})
-            stack = shared._picture_stacks[(64, 64)]
-            buckets[n] = tuple(stack.detect)
-            assert stack.per_call == max(buckets[n])
-        finally:
-            nets.close()
-    assert buckets == {1: (8,), 4: (8, 16, 32), 16: (8, 16, 32), 64: (8, 16, 32)}
-
-
-@pytest.mark.parametrize("device", [
-    "cpu",
-    pytest.param("cuda", marks=[
-        pytest.mark.gpu,
-        pytest.mark.skipif("not __import__('torch').cuda.is_available()",
-                           reason="CUDA is not available (the same code runs on the CPU)")])])
-def test_more_pictures_than_a_call_takes_each_get_their_own_detections(
-        astronaut_bgr: np.ndarray, t1_bgr: np.ndarray, device: str) -> None:
-    """With calls of at most 32 pictures, a 16-stream batch's 72 strips run as three calls
-    launched together (8, then 32 and 32 at their own rows of the outputs; on CUDA three
-    graphs replayed before one wait): each picture still gets its own detections, those of
-    a batch of its own (fp16 on CUDA: cuDNN's kernels from 32 pictures a call, PyTorch's
-    below, so to a tolerance)."""
-    pictures = [cv2.resize(astronaut_bgr, (128, 128), interpolation=cv2.INTER_AREA),
-                cv2.resize(np.ascontiguousarray(t1_bgr[100:400, 80:380]), (128, 128),
-                           interpolation=cv2.INTER_AREA),
-                np.full((128, 128, 3), 90, np.uint8)]
-    shared = SharedFaceNetworks(n_streams=16, device=device, detector_model="full",
-                                min_score=0.5, max_rois=2, frames_per_call=16)
-    nets = shared.slot_for(0)
-    nets.open()
-    try:
-        nets.prepare_pictures({(128, 128): 8})
-        stack = shared._picture_stacks[(128, 128)]
-        assert (stack.per_call, stack.calls, len(stack.detect_more)) == (32, 4, 3)
-        for slot in range(72):
-            stack.frames[slot] = torch.from_numpy(pictures[slot * 7 % 3]).to(device)
-        if device == "cuda":  # written on the default stream; the batch runs on its own
-            torch.cuda.synchronize()
-
-        def batch(slots: range | list[int]) -> list[Request]:
-            requests = [Request(k, (128, 128), detect=True, rois=(), uploaded=None,
-                                picture=True) for k in slots]
-            shared._run(requests)
-            return requests
-
-        together = batch(range(72))
-        alone = [batch([k])[0] for k in (0, 7, 8, 39, 40, 71)]
-        for r in alone:
-            want, got = r.found or [], together[r.slot].found or []
-            assert len(got) == len(want), r.slot
-            for (box, score, _), (box_w, score_w, _) in zip(got, want, strict=True):
-                assert np.allclose(box, box_w, atol=0.5) and abs(score - score_w) < 2e-3
-        assert sum(bool(r.found) for r in together) == sum(
-            slot * 7 % 3 < 2 for slot in range(72))  # the two faces found, the grey none
-    finally:
-        nets.close()
-
-
 def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs() -> None:
     calls = 0
 
@@ -323,6 +251,7 @@ def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs() ->
 
 
 def test_the_detector_reads_the_frames_its_index_names(frames: list[np.ndarray]) -> None:
+    import torch
 
     from livecam.gpupipe.networks.models import load_blazeface
 
