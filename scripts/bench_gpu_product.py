@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,13 @@ def make_identity(photo_bgr: np.ndarray, models_dir: str | None) -> Any:
 
 def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 warm_s: float, window_s: float,
-                kernel_window_s: float = 0.0) -> dict[str, Any]:
+                then: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Start ``livecam run``'s streams, warm up, measure a window, stop. Per stream: frames
     per second sent (new frames), capture→sink and capture→output-thread latency, each
     stage's time (``swap.gpu``: the swap's device time, upload to download), frames late
-    (repeated by the output or dropped) in the window. ``kernel_window_s`` > 0: after the
-    window, the GPU's kernels over that many seconds more (``kernels``: :func:`kernel_time`),
-    outside the measured window (the profiler slows the streams)."""
+    (repeated by the output or dropped) in the window. ``then``: called with the running
+    streams once the window is measured (a profiler's own window, which would slow the
+    measured one: :func:`kernel_time`), its result kept as ``then``."""
     from livecam.app import build_streams
     from livecam.core.types import RuntimeState
 
@@ -112,10 +113,10 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "host_cpu_ms_per_frame": ((app.metrics.cpu_ns() - cpu0) / 1e6
                                           / d["processed"] if d.get("processed") else None),
                 "stages_ms": stages})
-        kernels = kernel_time(kernel_window_s) if kernel_window_s > 0 else None
+        then_result = then(streams) if then is not None else None
         hub = _hub(streams)
         windows = list(hub.window_per_tick) if hub is not None else []
-        return {"start_s": start_s, "kernels": kernels, "open_ms": open_ms, "window_s": t2 - t1,
+        return {"start_s": start_s, "then": then_result, "open_ms": open_ms, "window_s": t2 - t1,
                 "streams": per_stream,
                 # the whole process's CPU over the window, % of all the host's cores
                 "host_cpu_percent": 100.0 * process_cpu_s / (t2 - t1) / (os.cpu_count() or 1),

@@ -81,6 +81,78 @@ class ThreadProfiles:
         return texts
 
 
+class ThreadOps:
+    """The torch ops every thread started while installed runs (a ``TorchDispatchMode``
+    entered in each, through ``threading.setprofile``), counted while :meth:`window` runs, by
+    the nearest livecam function that called them and the next livecam function of another
+    file above it. On a GPU each op is about one kernel launch, in a CUDA graph or not (the
+    same ops on torch's CPU device): what launches the GPU path's kernels, which a CUDA trace
+    names only by kernel. Views, aliases and empty tensors are left out (no kernel)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.active = False
+        self._lock = threading.Lock()
+        self._root = str(Path(__file__).resolve().parent.parent / "livecam")
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        import sys
+
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        ops = self
+
+        class Counting(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                                   kwargs: Any = None) -> Any:
+                if ops.active and not func.is_view and "empty" not in func.__name__:
+                    key = ops.caller(sys._getframe(1)) + " | " + func.__name__.split(".")[0]
+                    with ops._lock:
+                        ops.counts[key] = ops.counts.get(key, 0) + 1
+                return func(*args, **(kwargs or {}))
+
+        Counting().__enter__()  # for the rest of this thread's life
+        sys.setprofile(None)
+
+    def caller(self, frame: Any) -> str:
+        """``file:function`` of the nearest livecam frame, ``< file:function`` of the next
+        one in another file."""
+        names: list[str] = []
+        while frame is not None and len(names) < 2:
+            path = frame.f_code.co_filename
+            if path.startswith(self._root):
+                where = f"{path[len(self._root) - 7:]}:{frame.f_code.co_name}"
+                if not names or where.split(":")[0] != names[-1].split(":")[0]:
+                    names.append(where)
+            frame = frame.f_back
+        return " < ".join(names) or "(not livecam)"
+
+    def install(self) -> None:
+        threading.setprofile(self._hook)
+
+    def uninstall(self) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+    def window(self, streams: Any, seconds: float, top: int = 40) -> dict[str, Any]:
+        """Count for ``seconds``: the ops a frame (every stream's new frames), by caller."""
+        import time
+
+        before = sum(a.metrics.counters().get("processed", 0) for a in streams.apps)
+        self.counts.clear()
+        self.active = True
+        time.sleep(seconds)
+        self.active = False
+        frames = sum(a.metrics.counters().get("processed", 0) for a in streams.apps) - before
+        per_frame = {k: v / max(frames, 1) for k, v in self.counts.items()}
+        by_caller: dict[str, float] = {}
+        for key, n in per_frame.items():
+            caller = key.split(" | ")[0]
+            by_caller[caller] = by_caller.get(caller, 0.0) + n
+        return {"frames": frames, "ops_per_frame": sum(per_frame.values()),
+                "by_caller": dict(sorted(by_caller.items(), key=lambda kv: -kv[1])[:top]),
+                "by_op": dict(sorted(per_frame.items(), key=lambda kv: -kv[1])[:top])}
+
+
 def main(argv: list[str] | None = None) -> int:
     import cv2
 
@@ -99,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
                         "frame: livecam.gpupipe.factory.torch_follower_networks) on torch's "
                         "CPU device, instead of MediaPipe's CPU networks, which a CPU start "
                         "takes")
+    parser.add_argument("--ops", type=float, default=0.0, metavar="SECONDS",
+                        help="after each window, count the torch ops a frame (about a kernel "
+                        "launch each on a GPU) by the livecam function calling them, this "
+                        "long (ThreadOps)")
     parser.add_argument("--label", default="", help="a name for this code (before/after)")
     parser.add_argument("--out", type=Path, default=Path("bench_host.json"))
     args = parser.parse_args(argv)
@@ -122,9 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         profiles = ThreadProfiles() if args.profile else None
         if profiles is not None:
             profiles.install()
+        ops = ThreadOps() if args.ops > 0 else None
+        if ops is not None:
+            ops.install()
         try:
             got = measure_run(config, [(clip, "null")] * n, setup["identities"],
-                              warm_s=args.warm_s, window_s=args.window_s)
+                              warm_s=args.warm_s, window_s=args.window_s,
+                              then=(lambda streams, o=ops: o.window(streams, args.ops))
+                              if ops is not None else None)
         except Exception as exc:  # say it and go on with the next N
             log.exception("%d streams failed", n)
             report["errors"][str(n)] = f"{type(exc).__name__}: {exc}"[:600]
@@ -132,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if profiles is not None:
                 profiles.uninstall()
+            if ops is not None:
+                ops.uninstall()
         st = got["streams"]
         new = sum(s["new"] for s in st)
         process_cpu_ms = got["host_cpu_percent"] / 100 * (os.cpu_count() or 1) \
@@ -148,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             "swap_stage_ms": (sum(x for x in swap if x) / len([x for x in swap if x])
                               if any(swap) else None),
             "stages_ms": {k: v.get("p50") for k, v in st[0]["stages_ms"].items()},
-            "stage_errors": sum(s["stage_errors"] for s in st)}
+            "stage_errors": sum(s["stage_errors"] for s in st), "ops": got["then"]}
         if profiles is not None:
             profiles.write(args.profile / f"n{n}")
         args.out.write_text(json.dumps(report, indent=2, default=float))
@@ -187,6 +270,15 @@ def print_table(report: dict[str, Any]) -> None:
               f"{_f(r['stream_cpu_ms_per_frame'])} | {_f(r['process_cpu_ms_per_frame'])} | "
               f"{r['process_cpu_percent']:.0f} | {_f(r['frames_per_tick'], '.1f')} | "
               f"{_f(r['swap_stage_ms'])} |")
+    for n, r in report["runs"].items():
+        ops = r.get("ops")
+        if not ops:
+            continue
+        print(f"\n{n} streams: {ops['ops_per_frame']:.0f} torch ops a frame "
+              f"({ops['frames']} frames), by the livecam code calling them:")
+        print("| caller | ops a frame |\n|---|---|")
+        for caller, count in ops["by_caller"].items():
+            print(f"| {caller} | {count:.1f} |")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import logging
 import time
 from typing import Any
 
-from scripts.bench_gpu_product import measure_run
+from scripts.bench_gpu_product import kernel_time, measure_run
 from scripts.gpu_harness import STREAM_P99_MS, add_options, engines_build, prepare, start
 
 log = logging.getLogger("bench_streams")
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep going: the runs then say what they compile
             report["errors"]["engines build"] = f"{type(exc).__name__}: {exc}"[:600]
         save()
+    kernel_s = args.kernel_window_s
+    then = (lambda _streams: kernel_time(kernel_s)) if kernel_s > 0 else None
     for n in [int(x) for x in args.streams.split(",") if x]:
         for command in [c for c in args.commands.split(",") if c]:
             name = f"livecam {command}, {n} stream(s)"
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             compiles.lines.clear()
             try:
                 got = measure_run(config, pairs, setup["identities"], warm_s=args.warm_s,
-                                  window_s=args.window_s, kernel_window_s=args.kernel_window_s)
+                                  window_s=args.window_s, then=then)
                 got["compile_notice"] = list(compiles.lines)
                 report["runs"][name] = got
             except Exception as exc:  # a refused start (memory plan) or a failure: say it
@@ -138,7 +140,7 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{name}: {line}")
         print(f"{name}: start {run['start_s']:.1f} s, its parts (slowest stream, ms): "
               + ", ".join(f"{k} {v:.0f}" for k, v in run.get("open_ms", {}).items()))
-        kernels = run.get("kernels")
+        kernels = run.get("then")
         if kernels:
             print(f"{name}: GPU kernels over {kernels['window_s']:.1f} s: "
                   f"{kernels['kernel_ms']:.0f} ms")
