@@ -12,6 +12,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -62,7 +63,7 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
     stage's time (``swap.gpu``: the swap's device time, upload to download), frames late
     (repeated by the output or dropped) in the window. ``then``: called with the running
     streams once the window is measured (a profiler's own window, which would slow the
-    measured one: :func:`kernel_time`), its result kept as ``then``."""
+    measured one: :func:`kernel_time`), its result kept as ``profile``."""
     from livecam.app import build_streams
     from livecam.core.types import RuntimeState
 
@@ -113,10 +114,11 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "host_cpu_ms_per_frame": ((app.metrics.cpu_ns() - cpu0) / 1e6
                                           / d["processed"] if d.get("processed") else None),
                 "stages_ms": stages})
-        then_result = then(streams) if then is not None else None
+        profile = then(streams) if then is not None else None
         hub = _hub(streams)
         windows = list(hub.window_per_tick) if hub is not None else []
-        return {"start_s": start_s, "then": then_result, "open_ms": open_ms, "window_s": t2 - t1,
+        return {"start_s": start_s, "profile": profile, "open_ms": open_ms,
+                "window_s": t2 - t1,
                 "streams": per_stream,
                 # the whole process's CPU over the window, % of all the host's cores
                 "host_cpu_percent": 100.0 * process_cpu_s / (t2 - t1) / (os.cpu_count() or 1),
@@ -149,8 +151,6 @@ def short_kernel_name(name: str) -> str:
     """A CUDA kernel's name without its namespaces and arguments, its template's functors
     and lambdas' functions kept (they tell PyTorch's elementwise kernels apart):
     ``elementwise_kernel<128, 4> [MulFunctor, launch_clamp_scalar]``."""
-    import re
-
     if name.startswith(("Memcpy", "Memset")):
         return name
     for noise in ("void ", "at::native::", "(anonymous namespace)::", "c10::", "std::",
@@ -173,16 +173,18 @@ def kernel_time(window_s: float, top: int = 40) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    cuda = torch.cuda.is_available()  # without CUDA (a check of this code): the CPU's ops
-    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+    if not torch.cuda.is_available():
+        return {"window_s": window_s, "kernel_ms": 0.0, "kernels": [],
+                "error": "no CUDA device: no kernels to trace"}
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
         time.sleep(window_s)
     by_name: dict[str, list[float]] = {}
     for event in prof.events():
-        if event.device_type.name != ("CUDA" if cuda else "CPU"):
+        if event.device_type.name != "CUDA":
             continue
         entry = by_name.setdefault(short_kernel_name(event.name), [0, 0.0])
         entry[0] += 1
-        entry[1] += (event.device_time if cuda else event.self_cpu_time_total) / 1e3
+        entry[1] += event.device_time / 1e3
     total_ms = sum(ms for _, ms in by_name.values())
     rows = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
     return {"window_s": window_s, "kernel_ms": total_ms,

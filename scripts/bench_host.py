@@ -28,8 +28,10 @@ import logging
 import os
 import pstats
 import re
+import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +98,6 @@ class ThreadOps:
         self._root = str(Path(__file__).resolve().parent.parent / "livecam")
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
-        import sys
-
         from torch.utils._python_dispatch import TorchDispatchMode
 
         ops = self
@@ -135,8 +135,6 @@ class ThreadOps:
 
     def window(self, streams: Any, seconds: float, top: int = 40) -> dict[str, Any]:
         """Count for ``seconds``: the ops a frame (every stream's new frames), by caller."""
-        import time
-
         before = sum(a.metrics.counters().get("processed", 0) for a in streams.apps)
         self.counts.clear()
         self.active = True
@@ -231,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             "swap_stage_ms": (sum(x for x in swap if x) / len([x for x in swap if x])
                               if any(swap) else None),
             "stages_ms": {k: v.get("p50") for k, v in st[0]["stages_ms"].items()},
-            "stage_errors": sum(s["stage_errors"] for s in st), "ops": got["then"]}
+            "stage_errors": sum(s["stage_errors"] for s in st), "ops": got["profile"]}
         if profiles is not None:
             profiles.write(args.profile / f"n{n}")
         args.out.write_text(json.dumps(report, indent=2, default=float))

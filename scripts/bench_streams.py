@@ -140,8 +140,10 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{name}: {line}")
         print(f"{name}: start {run['start_s']:.1f} s, its parts (slowest stream, ms): "
               + ", ".join(f"{k} {v:.0f}" for k, v in run.get("open_ms", {}).items()))
-        kernels = run.get("then")
-        if kernels:
+        kernels = run.get("profile")
+        if kernels and kernels.get("error"):
+            print(f"{name}: GPU kernels: {kernels['error']}")
+        elif kernels:
             print(f"{name}: GPU kernels over {kernels['window_s']:.1f} s: "
                   f"{kernels['kernel_ms']:.0f} ms")
             print("| kernel | count | ms | % |\n|---|---|---|---|")
