@@ -1,6 +1,6 @@
 """The GPU benchmark's two profilers of where a frame's kernels come from
 (``scripts/bench_gpu_product.py``'s :func:`short_kernel_name` for a CUDA trace, and
-``scripts/bench_host.py``'s :class:`ThreadOps` for the ops behind them). The first H100 trace
+``scripts/thread_ops.py``'s :class:`ThreadOps` for the ops behind them). The first H100 trace
 cut kernel names at 90 characters, which left every PyTorch elementwise kernel nameless
 (the functor sits past the cut); the op count must see ops in threads it did not start."""
 
@@ -47,7 +47,7 @@ def test_ops_are_counted_in_threads_started_after_install_by_their_livecam_calle
     Events order the steps, so the count is exact whatever the host's load."""
     from livecam.gpupipe.networks.nms import box_iou_xyxy
 
-    ops = _script("bench_host").ThreadOps()
+    ops = _script("thread_ops").ThreadOps()
     ready, go, done = threading.Event(), threading.Event(), threading.Event()
     boxes = torch.rand(1, 8, 4)
 
