@@ -157,10 +157,8 @@ def short_kernel_name(name: str) -> str:
                   "at::cuda::detail::"):
         name = name.replace(noise, "")
     head = re.match(r"[\w:]+(?:<\d+(?:, ?\d+)*)?", name)
-    parts = dict.fromkeys(re.findall(r"\w+Functor\w*|launch_\w+|\w+_kernel_cuda\w*|\w+_impl\w*",
+    parts = dict.fromkeys(re.findall(r"\w+Functor\w*|launch_\w+|\w+_kernel_cuda\w*",
                                      name[len(head.group(0)) if head else 0:]))
-    parts.pop("gpu_kernel_impl", None)
-    parts.pop("gpu_kernel_impl_nocast", None)
     base = (head.group(0) + (">" if "<" in head.group(0) else "")) if head else name[:60]
     return (base + (f" [{', '.join(list(parts)[:3])}]" if parts else ""))[:120]
 

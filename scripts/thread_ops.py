@@ -24,39 +24,46 @@ class ThreadOps:
         self.counts: dict[str, int] = {}
         self.active = False
         self._lock = threading.Lock()
-        self._root = str(Path(__file__).resolve().parent.parent / "livecam")
+        checkout = Path(__file__).resolve().parent.parent
+        self._root = str(checkout / "livecam")  # the files whose functions are named
+        self._cut = len(str(checkout)) + 1  # "livecam/..." of such a file's path
+        self._mode: Any = None  # the dispatch mode's class, made by install
+
+    def _count(self, func: Any) -> None:
+        if self.active and not func.is_view and "empty" not in func.__name__:
+            key = self.caller(sys._getframe(2)) + " | " + func.__name__.split(".")[0]
+            with self._lock:
+                self.counts[key] = self.counts.get(key, 0) + 1
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        ops = self
-
-        class Counting(TorchDispatchMode):
-            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                                   kwargs: Any = None) -> Any:
-                if ops.active and not func.is_view and "empty" not in func.__name__:
-                    key = ops.caller(sys._getframe(1)) + " | " + func.__name__.split(".")[0]
-                    with ops._lock:
-                        ops.counts[key] = ops.counts.get(key, 0) + 1
-                return func(*args, **(kwargs or {}))
-
-        Counting().__enter__()  # for the rest of this thread's life
+        self._mode().__enter__()  # for the rest of this thread's life
         sys.setprofile(None)
 
     def caller(self, frame: Any) -> str:
         """``file:function`` of the nearest livecam frame, ``< file:function`` of the next
         one in another file."""
         names: list[str] = []
+        last_path = ""
         while frame is not None and len(names) < 2:
             path = frame.f_code.co_filename
-            if path.startswith(self._root):
-                where = f"{path[len(self._root) - 7:]}:{frame.f_code.co_name}"
-                if not names or where.split(":")[0] != names[-1].split(":")[0]:
-                    names.append(where)
+            if path.startswith(self._root) and path != last_path:
+                names.append(f"{path[self._cut:]}:{frame.f_code.co_name}")
+                last_path = path
             frame = frame.f_back
         return " < ".join(names) or "(not livecam)"
 
     def install(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        count = self._count
+
+        class Counting(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                                   kwargs: Any = None) -> Any:
+                count(func)
+                return func(*args, **(kwargs or {}))
+
+        self._mode = Counting
         threading.setprofile(self._hook)
 
     def uninstall(self) -> None:
