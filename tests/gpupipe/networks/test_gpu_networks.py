@@ -97,3 +97,17 @@ def test_modules_from_one_parsed_model_own_their_weights() -> None:
     before = dict(b.named_buffers())[name].clone()
     weight.add_(1.0)  # as a later in-place conversion of one stream's module would
     assert torch.equal(dict(b.named_buffers())[name], before)
+
+
+def test_zero_pads_before_a_convolution_are_the_convolution_s_own() -> None:
+    # the full-range detector's 43 PAD ops each wrote a zero-filled copy of the activation (two
+    # kernels a PAD, at every call); the convolution reading it pads by itself now. The
+    # outputs stay TFLite's (test_network_outputs_match_tflite).
+    net = TfliteGraphModule(read_tflite(model_path(MODELS[1][0])))
+    assert [s.kind for s in net.steps].count("pad") == 0
+    folded = [s for s in net.steps if s.kind == "conv" and s.params["padding"] == (1, 1)]
+    assert len(folded) == 43
+    # a PAD that is not symmetric, or on channels, stays a step (the mesh's channel pads)
+    mesh = TfliteGraphModule(read_tflite(model_path(MODELS[2][0])))
+    assert [s.params["pad"][4:] for s in mesh.steps if s.kind == "pad"] == [
+        (0, 16), (0, 32), (0, 64)]

@@ -88,3 +88,20 @@ def test_the_depthwise_shape_function_matches_the_cuda_kernel(
     assert (real.shape, real.stride(), real.dtype) == (fake.shape, fake.stride(), fake.dtype)
     want = F.conv2d(x.float(), weight.float(), bias.float(), stride, padding, dilation, 8)
     assert torch.allclose(real.float(), want, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 6, 6), (3, 4, 12, 7), (1, 2, 1, 3)])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_doubling_resize_is_torch_s_bilinear_resize(shape: tuple[int, ...],
+                                                      channels_last: bool) -> None:
+    # the full-range detector's three resizes double both sides: lerps of shifted copies
+    # instead of PyTorch's NCHW kernel (one thread per output pixel looping over every
+    # picture and channel), the same values; any other size is F.interpolate's
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    for size in ((2 * shape[2], 2 * shape[3]), (2 * shape[2] + 1, 2 * shape[3])):
+        want = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+        got = tflite_torch._resize_bilinear(x, size)
+        assert got.shape == want.shape
+        assert torch.allclose(got, want, rtol=0, atol=1e-6)
