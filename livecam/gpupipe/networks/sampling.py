@@ -46,30 +46,35 @@ def sample_bilinear_u8(images_bhwc: torch.Tensor, image_index: torch.Tensor, gri
     integers like OpenCV's uint8 warp.
     """
     _, height, width, _ = images_bhwc.shape
+    device = images_bhwc.device
     pos = torch.round(grid_xy * _SUBPIXEL_STEPS) / _SUBPIXEL_STEPS
-    x0f = torch.floor(pos[..., 0])
-    y0f = torch.floor(pos[..., 1])
-    fx = (pos[..., 0] - x0f)[:, None]
-    fy = (pos[..., 1] - y0f)[:, None]
-    x0 = x0f.long()
-    y0 = y0f.long()
-    flat = images_bhwc.reshape(-1)
-    # filled on the device (no host->device copy), so a CUDA graph can capture this
-    channels = torch.empty(len(channel_order), device=images_bhwc.device, dtype=torch.long)
+    corner = torch.floor(pos)
+    frac = pos - corner  # (N, T, T, 2): fx, fy
+    # The four neighbours (x0, y0), (x0 + 1, y0), (x0, y0 + 1), (x0 + 1, y0 + 1) in one
+    # (N, 4, T, T, 2) tensor: one gather and one weighting for the four, not a dozen small
+    # ops each. Constants are made on the device (no host->device copy), so a CUDA graph can
+    # capture this.
+    k = torch.arange(4, device=device)
+    neighbours = torch.stack((k % 2, k // 2), dim=-1)[:, None, None, :]  # (4, 1, 1, 2)
+    taps = corner.long()[:, None] + neighbours
+    last = torch.empty(2, device=device, dtype=torch.long)
+    last[0:1].fill_(width - 1)
+    last[1:2].fill_(height - 1)
+    clamped = torch.minimum(taps.clamp(min=0), last)
+    # each tap's channel 0 in the flat frames: (frame * H * W + y * W + x) * 3
+    strides = torch.empty(2, device=device, dtype=torch.long)
+    strides[0:1].fill_(3)
+    strides[1:2].fill_(3 * width)
+    pixel = ((clamped * strides).sum(-1)
+             + (image_index.long() * (3 * height * width))[:, None, None, None])
+    channels = torch.empty(len(channel_order), device=device, dtype=torch.long)
     for i, c in enumerate(channel_order):
         channels[i:i + 1].fill_(c)
-    base = image_index.long()[:, None, None] * (height * width)
-
-    def tap(xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
-        inside = (xi >= 0) & (xi < width) & (yi >= 0) & (yi < height)
-        xc = xi.clamp(0, width - 1)
-        yc = yi.clamp(0, height - 1)
-        pixel = (base + yc * width + xc) * 3
-        value = flat[pixel[:, None] + channels[None, :, None, None]].float()
-        if border_zero:
-            value = value * inside[:, None].float()
-        return value
-
-    top = tap(x0, y0) * (1 - fx) + tap(x0 + 1, y0) * fx
-    bottom = tap(x0, y0 + 1) * (1 - fx) + tap(x0 + 1, y0 + 1) * fx
+    value = images_bhwc.reshape(-1)[pixel[:, :, None] + channels[:, None, None]].float()
+    if border_zero:  # a tap outside the frame reads 0
+        value = value * (clamped == taps).all(-1)[:, :, None].float()
+    fx, fy = frac[..., 0][:, None], frac[..., 1][:, None]  # (N, 1, T, T)
+    gx = 1 - fx
+    top = value[:, 0] * gx + value[:, 1] * fx
+    bottom = value[:, 2] * gx + value[:, 3] * fx
     return torch.round(top * (1 - fy) + bottom * fy)
