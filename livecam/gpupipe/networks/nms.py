@@ -87,15 +87,18 @@ def nms_leaders(boxes_xyxy: torch.Tensor, extras: torch.Tensor, scores: torch.Te
         :, None, :]
     earlier = torch.ones(k, k, dtype=torch.bool, device=scores.device).triu(1)  # [j, i]: j < i
     suppressors = (overlap & earlier).float()
+    valid_row = cand_valid.float()[:, None, :]  # (B, 1, K)
 
-    def step(lead: torch.Tensor) -> torch.Tensor:
-        hit = torch.bmm(lead.float()[:, None, :], suppressors)[:, 0, :] > 0
-        return cand_valid & ~hit
+    def step(lead_row: torch.Tensor) -> torch.Tensor:
+        # valid and hit by no leader: valid - (leaders overlapping it), at least 1 exactly
+        # then (the counts are small whole numbers, exact in float32); two kernels a step
+        return torch.baddbmm(valid_row, lead_row, suppressors, alpha=-1.0).clamp_(min=0.0)
 
-    lead = cand_valid
+    lead_row = valid_row
     for _ in range(iterations):
-        lead = step(lead)
-    converged = (step(lead) == lead).all(dim=1)
+        lead_row = step(lead_row)
+    converged = (step(lead_row) == lead_row).all(dim=2)[:, 0]
+    lead = lead_row[:, 0, :] > 0.5
     owner_overlap = lead[:, :, None] & overlap  # [leader j, detection i]
     first = torch.cumsum(owner_overlap.int(), dim=1) == 1
     member = owner_overlap & first
