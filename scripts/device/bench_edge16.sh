@@ -3,7 +3,8 @@
 # variant in one call, for an A/B of the face follower's edge search:
 #     cur_on    this tree, the edge search on
 #     cur_off   this tree, the edge search off
-#     prev_on   a copy of this tree with DIR/var_prev/ laid over it (the old files), edge on
+#     prev_on   a copy of this tree with DIR/var_prev/ laid over it (the old files), edge on;
+#               any NAME_on or NAME_off likewise with DIR/var_NAME/
 #     spy_on    as cur_on, under `py-spy record --threads $SPY_ARGS` (SPY_ARGS=--gil: only the
 #               thread holding the GIL; DIR/pyspy/ holds py-spy's wheel:
 #               `pip download --no-deps --only-binary=:all: --platform manylinux1_x86_64 py-spy`)
@@ -41,7 +42,7 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
         continue
     fi
     tree=$PWD
-    [[ $v == prev_* ]] && tree=$(tree_for "$dir" prev)
+    [[ $v != cur_* && $v != spy_* ]] && tree=$(tree_for "$dir" "${v%_*}")
     edge=true
     [[ $v == *_off ]] && edge=false
     spy=()
