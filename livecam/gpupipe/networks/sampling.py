@@ -61,20 +61,19 @@ def sample_bilinear_u8(images_bhwc: torch.Tensor, image_index: torch.Tensor, gri
     last[0:1].fill_(width - 1)
     last[1:2].fill_(height - 1)
     clamped = torch.minimum(taps.clamp(min=0), last)
-    # each tap's channel 0 in the flat frames: (frame * H * W + y * W + x) * 3
+    # each tap's pixel in the frames seen as rows of 3 bytes: frame * H * W + y * W + x
     strides = torch.empty(2, device=device, dtype=torch.long)
-    strides[0:1].fill_(3)
-    strides[1:2].fill_(3 * width)
+    strides[0:1].fill_(1)
+    strides[1:2].fill_(width)
     pixel = ((clamped * strides).sum(-1)
-             + (image_index.long() * (3 * height * width))[:, None, None, None])
-    channels = torch.empty(len(channel_order), device=device, dtype=torch.long)
-    for i, c in enumerate(channel_order):
-        channels[i:i + 1].fill_(c)
-    value = images_bhwc.reshape(-1)[pixel[:, :, None] + channels[:, None, None]].float()
+             + (image_index.long() * (height * width))[:, None, None, None])
+    # a gather of whole pixels (N, 4, T, T, 3): a third of the indices a gather of bytes needs
+    value = images_bhwc.reshape(-1, 3)[pixel].float()
     if border_zero:  # a tap outside the frame reads 0
-        value = value * (clamped == taps).all(-1)[:, :, None].float()
-    fx, fy = frac[..., 0][:, None], frac[..., 1][:, None]  # (N, 1, T, T)
+        value = value * (clamped == taps).all(-1, keepdim=True).float()
+    fx, fy = frac[..., 0:1], frac[..., 1:2]  # (N, T, T, 1)
     gx = 1 - fx
     top = value[:, 0] * gx + value[:, 1] * fx
     bottom = value[:, 2] * gx + value[:, 3] * fx
-    return torch.round(top * (1 - fy) + bottom * fy)
+    pixels = torch.round(top * (1 - fy) + bottom * fy)  # (N, T, T, 3), the frames' channels
+    return torch.stack([pixels[..., c] for c in channel_order], dim=1)
