@@ -165,9 +165,8 @@ def short_kernel_name(name: str) -> str:
 
 def kernel_time(window_s: float, top: int = 40) -> dict[str, Any]:
     """The GPU kernels that ran in the next ``window_s`` seconds of this process (all its
-    threads' launches and graph replays, through torch.profiler's CUPTI trace): the busy
-    time, and per kernel (:func:`short_kernel_name`) its count and total ms, the ``top``
-    largest first."""
+    threads' launches and graph replays, through torch.profiler's CUPTI trace), as
+    :func:`kernel_summary` gives them."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -178,22 +177,61 @@ def kernel_time(window_s: float, top: int = 40) -> dict[str, Any]:
         time.sleep(window_s)
     # the raw events, not prof.events(): that builds torch's event tree in Python, which
     # with 16 streams' threads holding the GIL took about 290 s for a 2 s trace
+    spans = [(e.name(), e.device_resource_id(), e.start_ns(), e.end_ns())
+             for e in prof.profiler.kineto_results.events()
+             if e.device_type().name == "CUDA"]
+    return kernel_summary(spans, window_s, top)
+
+
+def kernel_summary(spans: list[tuple[str, int, int, int]], window_s: float,
+                   top: int = 40) -> dict[str, Any]:
+    """Kernels and copies (name, CUDA stream, start ns, end ns) summed: ``kernel_ms`` their
+    summed time, ``busy_ms`` the time any of them ran (kernels of several CUDA streams
+    overlap, so the sum can exceed the window while the GPU still idles between them), per
+    kernel (:func:`short_kernel_name`) its count and ms, the ``top`` largest first, and per
+    CUDA stream its ms, busy ms and largest three kernels (a stream is one part of the
+    pipeline: a swap slot, the networks' batches, the tile search, a stream's uploads)."""
     by_raw: dict[str, list[float]] = {}
-    for event in prof.profiler.kineto_results.events():
-        if event.device_type().name != "CUDA":
-            continue
-        entry = by_raw.setdefault(event.name(), [0, 0.0])
+    per_stream: dict[int, list[tuple[int, int]]] = {}
+    stream_raw: dict[int, dict[str, float]] = {}
+    for raw, stream, start, end in spans:
+        entry = by_raw.setdefault(raw, [0, 0.0])
         entry[0] += 1
-        entry[1] += event.duration_ns() / 1e6
+        entry[1] += (end - start) / 1e6
+        per_stream.setdefault(stream, []).append((start, end))
+        names = stream_raw.setdefault(stream, {})
+        names[raw] = names.get(raw, 0.0) + (end - start) / 1e6
     by_name: dict[str, list[float]] = {}
     for raw, (count, ms) in by_raw.items():
         entry = by_name.setdefault(short_kernel_name(raw), [0, 0.0])
         entry[0] += count
         entry[1] += ms
-    total_ms = sum(ms for _, ms in by_name.values())
     rows = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
-    return {"window_s": window_s, "kernel_ms": total_ms,
-            "kernels": [{"name": n, "count": int(c), "ms": ms} for n, (c, ms) in rows]}
+    streams = []
+    for stream, intervals in per_stream.items():
+        largest = sorted(stream_raw[stream].items(), key=lambda kv: -kv[1])[:3]
+        streams.append({"stream": stream, "count": len(intervals),
+                        "ms": sum(e - s for s, e in intervals) / 1e6,
+                        "busy_ms": _union_ns(intervals) / 1e6,
+                        "largest": [short_kernel_name(n) for n, _ in largest]})
+    streams.sort(key=lambda row: -row["ms"])
+    return {"window_s": window_s, "kernel_ms": sum(ms for _, ms in by_name.values()),
+            "busy_ms": _union_ns([(s, e) for _, _, s, e in spans]) / 1e6,
+            "kernels": [{"name": n, "count": int(c), "ms": ms} for n, (c, ms) in rows],
+            "streams": streams}
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    """The length of the union of (start, end) intervals."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
 
 
 class GpuBusy:

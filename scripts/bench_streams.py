@@ -145,11 +145,16 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{name}: GPU kernels: {kernels['error']}")
         elif kernels:
             print(f"{name}: GPU kernels over {kernels['window_s']:.1f} s: "
-                  f"{kernels['kernel_ms']:.0f} ms")
+                  f"{kernels['kernel_ms']:.0f} ms, some kernel running "
+                  f"{kernels.get('busy_ms', 0.0):.0f} ms")
             print("| kernel | count | ms | % |\n|---|---|---|---|")
             for k in kernels["kernels"]:
                 print(f"| {k['name']} | {k['count']} | {k['ms']:.1f} | "
                       f"{100 * k['ms'] / max(kernels['kernel_ms'], 1e-9):.1f} |")
+            print("| CUDA stream | kernels | ms | busy ms | largest |\n|---|---|---|---|---|")
+            for row in kernels.get("streams", []):
+                print(f"| {row['stream']} | {row['count']} | {row['ms']:.1f} | "
+                      f"{row['busy_ms']:.1f} | {'; '.join(row['largest'])} |")
 
 
 if __name__ == "__main__":

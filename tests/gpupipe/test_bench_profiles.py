@@ -41,6 +41,24 @@ def test_kernel_names_keep_the_functor_that_tells_elementwise_kernels_apart() ->
     assert short("Memcpy DtoH (Device -> Pinned)") == "Memcpy DtoH (Device -> Pinned)"
 
 
+def test_kernel_summary_splits_the_time_by_cuda_stream_and_counts_overlap_once() -> None:
+    # a 16-stream trace summed 916 ms of kernels in 1 s: whether the GPU was full needs the
+    # time any kernel ran (kernels of several CUDA streams overlap), and which part of the
+    # pipeline spent it needs the CUDA stream each ran on
+    summary = _script("bench_gpu_product").kernel_summary
+    ms = 1_000_000
+    spans = [("conv_a", 7, 0, 4 * ms), ("conv_a", 7, 10 * ms, 12 * ms),
+             ("Memcpy HtoD (Pinned -> Device)", 9, 2 * ms, 6 * ms),
+             ("paste_b", 9, 11 * ms, 20 * ms)]
+    out = summary(spans, 0.02)
+    assert out["kernel_ms"] == 19.0
+    assert out["busy_ms"] == 6.0 + 10.0  # [0, 6) and [10, 20)
+    assert [(r["stream"], r["count"], r["ms"], r["busy_ms"]) for r in out["streams"]] == [
+        (9, 2, 13.0, 13.0), (7, 2, 6.0, 6.0)]
+    assert out["streams"][0]["largest"] == ["paste_b", "Memcpy HtoD (Pinned -> Device)"]
+    assert out["kernels"][0] == {"name": "paste_b", "count": 1, "ms": 9.0}
+
+
 def test_ops_are_counted_in_threads_started_after_install_by_their_livecam_caller() -> None:
     """A thread started after ``install`` (as the streams' are) runs five IoU calls while
     counting is on: every op is put on the livecam function that ran it, views left out.
