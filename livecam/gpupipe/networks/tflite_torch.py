@@ -102,6 +102,14 @@ def _symmetric_spatial(pad: tuple[int, ...]) -> bool:
             and not any(pad[4:]))
 
 
+def _reads(step: _Step) -> list[int]:
+    """The values a step reads: its inputs, and an add's or mul's operands that are values
+    (not constants)."""
+    operands = (step.params.get(key) for key in ("a", "b"))
+    return [*step.inputs, *(ref[1] for ref in operands
+                            if isinstance(ref, tuple) and ref[0] == "act")]
+
+
 def _resize_bilinear(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """TFLite's RESIZE_BILINEAR with half-pixel centres on NCHW ``x``: ``F.interpolate``, or
     :func:`_doubled` for a doubling of both sides (the full-range detector's three). PyTorch's
@@ -267,8 +275,13 @@ class TfliteGraphModule(nn.Module):
             self._add("relu", (x,), out, {}, rank4=rank4)
         elif name == "PRELU":
             alpha = self._consts[inputs[1]].astype(np.float32)
-            alpha = alpha.reshape(1, -1, 1, 1) if rank4 else alpha
-            self._add("prelu", (x,), out, {"alpha": self._buffer(alpha)}, rank4=rank4)
+            # a slope per channel of an NCHW value: torch's prelu kernel, one kernel where
+            # the plain expression is three, one of them broadcast (PyTorch's slowest kind)
+            per_channel = rank4 and alpha.size == in_shape[3]
+            alpha = (alpha.reshape(-1) if per_channel
+                     else alpha.reshape(1, -1, 1, 1) if rank4 else alpha)
+            self._add("prelu", (x,), out, {"alpha": self._buffer(alpha),
+                                           "per_channel": per_channel}, rank4=rank4)
         elif name == "RESHAPE":
             new_shape = list(self._tensor(out).shape)
             to4 = len(new_shape) == 4
@@ -298,13 +311,7 @@ class TfliteGraphModule(nn.Module):
         a copy of the whole activation each, is then no kernel of its own: the convolution's
         zero padding gives the same sums."""
         uses: dict[int, int] = {}
-        for step in self.steps:
-            refs = [*step.inputs, *(ref[1] for key in ("a", "b")
-                                    if isinstance(ref := step.params.get(key), tuple)
-                                    and ref[0] == "act")]
-            for index in refs:
-                uses[index] = uses.get(index, 0) + 1
-        for index in self.output_indices:
+        for index in [*(i for step in self.steps for i in _reads(step)), *self.output_indices]:
             uses[index] = uses.get(index, 0) + 1
         pads = {step.output: step for step in self.steps
                 if step.kind == "pad" and step.output in self._rank4
@@ -366,9 +373,7 @@ class TfliteGraphModule(nn.Module):
             elif step.kind == "prelu":
                 assert x is not None
                 alpha = getattr(self, p["alpha"])
-                # one kernel (x >= 0 ? x : alpha * x) for a per-channel alpha, where the
-                # plain expression is three, one of them broadcast (PyTorch's slowest kind)
-                y = (F.prelu(x, alpha.reshape(-1)) if x.dim() == 4 and alpha.numel() == x.shape[1]
+                y = (F.prelu(x, alpha) if p["per_channel"]
                      else torch.where(x >= 0, x, x * alpha))
             elif step.kind == "pad":
                 assert x is not None
