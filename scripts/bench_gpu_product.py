@@ -141,6 +141,9 @@ def measure_run(config: Any, pairs: list[tuple[str, str]], identities: Any, *,
                 "graph_modes": sorted({m.split(" ")[0] for m in hub.graph_modes.values()})
                 if hub is not None else [],
                 "follower_batch": _follower_batch(streams),
+                # the networks' batches that ended in the window: how many a second, their
+                # mean ms, and the share of the window one ran (one runs at a time)
+                "follower_batches": _batches_in(streams, t1, t2),
                 "backend": streams.apps[0].describe()["backend"],
                 "generator_mode": _generator_mode(hub)}
     finally:
@@ -329,6 +332,20 @@ def _generator_mode(hub: Any) -> str | None:
     """How the swap generator runs: compiled, CUDA graphs or eager (TorchEngine.mode)."""
     engine = getattr(getattr(hub, "generator", None), "engine", None)
     return getattr(engine, "mode", None)
+
+
+def _batches_in(streams: Any, t1: float, t2: float) -> dict[str, float] | None:
+    """The shared networks' batches that ended in [t1, t2] (``time.perf_counter``): per
+    second, their mean ms, and the share of the window they ran (None: not shared)."""
+    networks = getattr(getattr(streams.apps[0].stages[0], "follower", None), "networks", None)
+    batcher = getattr(getattr(networks, "shared", None), "batcher", None)
+    if batcher is None:
+        return None
+    spans = [(max(a, t1), b) for a, b in list(batcher.spans) if t1 <= b <= t2]
+    ran = sum(b - a for a, b in spans)
+    return {"per_s": len(spans) / (t2 - t1),
+            "mean_ms": 1e3 * ran / len(spans) if spans else 0.0,
+            "busy_share": ran / (t2 - t1)}
 
 
 def _follower_batch(streams: Any) -> float | None:

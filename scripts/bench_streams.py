@@ -140,6 +140,11 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{name}: {line}")
         print(f"{name}: start {run['start_s']:.1f} s, its parts (slowest stream, ms): "
               + ", ".join(f"{k} {v:.0f}" for k, v in run.get("open_ms", {}).items()))
+        batches = run.get("follower_batches")
+        if batches:
+            print(f"{name}: the networks' batches: {batches['per_s']:.1f} a second, "
+                  f"{batches['mean_ms']:.1f} ms each, running {100 * batches['busy_share']:.0f} "
+                  f"% of the window, {run.get('follower_batch') or 0:.1f} calls each")
         kernels = run.get("profile")
         if kernels and kernels.get("error"):
             print(f"{name}: GPU kernels: {kernels['error']}")

@@ -59,7 +59,7 @@ for v in ${VARIANTS:-cur_on prev_on cur_off}; do
         --commands run --streams "${NS:-16}" --budget-s "$((left - 30))" --log-level INFO \
         --out "$res/$r.json" > "$res/$r.log" 2>&1)
     echo "   exit $?"
-    grep -i "^| livecam\|ERROR\|this start compiles\|nothing compiles\|Traceback\|its parts" \
+    grep -i "^| livecam\|ERROR\|this start compiles\|nothing compiles\|Traceback\|its parts\|batches:" \
         "$res/$r.log" | tail -n 12
     tar czf "$out/edge16.tgz" -C "$res" .
 done

@@ -123,7 +123,7 @@ run() {
                 --streams "${STREAMS:-1,4,8,16,32}" --budget-s "$((left - 60))" \
                 --log-level INFO --out "$res/$step.json" > "$res/$step.log" 2>&1)
             echo "   exit $?"
-            grep -i "^| \|ERROR\|engines build\] \|this start compiles\|nothing compiles\|GPU memory\|its parts\|GPU kernels over" \
+            grep -i "^| \|ERROR\|engines build\] \|this start compiles\|nothing compiles\|GPU memory\|its parts\|batches:\|GPU kernels over" \
                 "$res/$step.log" | tail -n 90
         elif [[ $step == leak ]]; then
             (timeout "$left" "$PYTHON" -m scripts.leak_table --gpu --settings default \

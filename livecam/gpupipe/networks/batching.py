@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -61,7 +62,8 @@ class Batcher:
     """Requests served in batches by their own callers: one that finds nothing running runs
     every request pending then (its own among them); the others wait, and when a batch ends
     the first of them to wake with its request not done runs the next batch. ``sizes`` keeps
-    the requests in each of the last batches."""
+    the requests in each of the last batches, ``spans`` when each ran (``time.perf_counter``
+    start and end: how much of the time the streams' one batch at a time takes)."""
 
     def __init__(self, run: Callable[[list[Request]], None]) -> None:
         self._run = run
@@ -71,6 +73,7 @@ class Batcher:
         self._pending: list[Request] = []
         self._busy = False
         self.sizes: collections.deque[int] = collections.deque(maxlen=1000)
+        self.spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=1000)
 
     def call(self, request: Request) -> None:
         """Serve ``request`` (in this thread or another's batch); raises its error."""
@@ -89,6 +92,7 @@ class Batcher:
                 batch, self._pending = self._pending, []
                 self._busy = True
                 self._cond.release()
+                started = time.perf_counter()
                 try:
                     self.sizes.append(len(batch))
                     self._run(batch)
@@ -96,6 +100,7 @@ class Batcher:
                     for r in batch:
                         r.error = r.error or exc
                 finally:
+                    self.spans.append((started, time.perf_counter()))
                     for r in batch:
                         r.done = True
                     self._cond.acquire()

@@ -193,6 +193,10 @@ def test_calls_that_come_while_a_batch_runs_are_served_together_by_one_of_them()
     assert [size for _, size in batches] == [1, 2]
     assert batches[0][0] == "t0" and batches[1][0] in ("t1", "t2")
     assert list(batcher.sizes) == [1, 2]
+    # one batch at a time: the second began after the first ended (the benchmark reads from
+    # these how much of the time the streams' batches take)
+    (start0, end0), (start1, end1) = batcher.spans
+    assert start0 <= end0 <= start1 <= end1
 
 
 def test_a_batch_waits_once_for_each_upload_its_requests_carry() -> None:
