@@ -337,8 +337,7 @@ def _generator_mode(hub: Any) -> str | None:
 def _batches_in(streams: Any, t1: float, t2: float) -> dict[str, float] | None:
     """The shared networks' batches that ended in [t1, t2] (``time.perf_counter``): per
     second, their mean ms, and the share of the window they ran (None: not shared)."""
-    networks = getattr(getattr(streams.apps[0].stages[0], "follower", None), "networks", None)
-    batcher = getattr(getattr(networks, "shared", None), "batcher", None)
+    batcher = _batcher(streams)
     if batcher is None:
         return None
     spans = [(max(a, t1), b) for a, b in list(batcher.spans) if t1 <= b <= t2]
@@ -350,10 +349,15 @@ def _batches_in(streams: Any, t1: float, t2: float) -> dict[str, float] | None:
 
 def _follower_batch(streams: Any) -> float | None:
     """Calls in each batch of the streams' shared follower networks (None: not shared)."""
-    networks = getattr(getattr(streams.apps[0].stages[0], "follower", None), "networks", None)
-    batcher = getattr(getattr(networks, "shared", None), "batcher", None)
+    batcher = _batcher(streams)
     sizes = list(batcher.sizes) if batcher is not None else []
     return float(np.mean(sizes)) if sizes else None
+
+
+def _batcher(streams: Any) -> Any:
+    """The streams' shared follower networks' Batcher, or None (not shared)."""
+    networks = getattr(getattr(streams.apps[0].stages[0], "follower", None), "networks", None)
+    return getattr(getattr(networks, "shared", None), "batcher", None)
 
 
 def _hub(streams: Any) -> Any:
