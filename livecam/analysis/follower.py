@@ -60,6 +60,7 @@ from livecam.analysis.observations import (
 )
 from livecam.analysis.occluders import Advancing
 from livecam.analysis.occlusion import PartlyHidden
+from livecam.analysis.people import FacelessPeople
 from livecam.analysis.returning import ReturnWatch
 from livecam.analysis.roi import (
     Roi,
@@ -131,6 +132,8 @@ class FaceFollower:
         self._partly_hidden = PartlyHidden(self.tracker_settings.high_score_threshold)
         self._advancing = Advancing()  # something sliding over a followed face (occluders.py)
         self._weak = WeakFaces()  # weak detections no face accounts for (weak_faces.py)
+        # people no face is known of, on frames with none (people.py)
+        self._people = FacelessPeople() if config.cover_people else None
         self.edge_search = edge_search or edges.StripSearch(networks)
         self._late: SearchResult | None = None  # the worker's latest result (an older frame)
         self._frames = 0
@@ -141,6 +144,8 @@ class FaceFollower:
 
     def open(self) -> None:
         self.networks.open()
+        if self._people is not None:
+            self._people.open()
         (self.background or self.search).open()
         self.selector.open()
 
@@ -218,6 +223,11 @@ class FaceFollower:
                 whole, track_score, faces, withheld, index, size)])
         t3 = time.perf_counter_ns()
         timings["smooth"] = (t3 - t2) / 1e6
+        if self._people is not None and not len(faces) and not len(withheld):
+            # nothing swapped or covered: a person whose face nothing found (people.py)
+            withheld = self._people.covers(image)
+            t3, t = time.perf_counter_ns(), t3
+            timings["people"] = (t3 - t) / 1e6
         selected = self.selector.select(faces, image)
         timings["select"] = (time.perf_counter_ns() - t3) / 1e6
         timings["total"] = (time.perf_counter_ns() - t0) / 1e6

@@ -42,6 +42,13 @@ class AnalysisConfig:
         "covered from its first frame. Costs eight more detector runs per 720p frame (small "
         "pictures); false = faces cut by the edge show until the detector finds them whole "
         "(not fail-closed).")
+    cover_people: bool = knob(
+        True, "On a frame where no face is swapped or covered, look for people (MediaPipe's "
+        "selfie segmentation, about 3 ms on a 2-core CPU; nothing while a face is in view) "
+        "and cover each one: a face only ever seen as a sliver (a stream that starts with the "
+        "face mostly behind something) is covered, not shown. The price: with no face found, "
+        "a person turned away is covered whole. false = such a sliver shows (not "
+        "fail-closed).")
     detect_every_n_frames: int = knob(
         5, "Search the frame's tiles (faces too small for the whole-frame detector) every N "
         "frames, tiles_per_detection tiles at a time (live: on a worker thread); with "

@@ -3,8 +3,9 @@
     python scripts/device/export_bench_assets.py .device/bench_assets
 
 writes ``photos/`` (real face photos from the installed scikit-image and insightface packages,
-as PNG) and ``mediapipe_modules/`` (the face detection and face landmark ``.tflite`` files of
-the installed mediapipe 0.10.21, in their ``mediapipe/modules`` layout). Then, on the device:
+as PNG) and ``mediapipe_modules/`` (the face detection, face landmark and selfie segmentation
+``.tflite`` files of the installed mediapipe 0.10.21, in their ``mediapipe/modules`` layout).
+Then, on the device:
 
     python -m scripts.bench_gpu --photos .device/bench_assets/photos \\
         --models-dir .device/bench_assets/mediapipe_modules
@@ -26,7 +27,8 @@ import numpy as np
 
 TFLITE = ("face_detection/face_detection_short_range.tflite",
           "face_detection/face_detection_full_range_sparse.tflite",
-          "face_landmark/face_landmark.tflite")
+          "face_landmark/face_landmark.tflite",
+          "selfie_segmentation/selfie_segmentation_landscape.tflite")
 
 
 def main() -> int:
