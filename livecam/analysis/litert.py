@@ -6,6 +6,7 @@ LiteRT can be imported, and MediaPipe's own graphs otherwise.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -19,15 +20,22 @@ def litert_interpreter() -> Any:
     return Interpreter
 
 
+def mediapipe_dir() -> str:
+    """The installed mediapipe package's folder, found without importing it: the package
+    imports its whole framework (about 60 MB resident and half a second), while livecam reads
+    only its model files and one module of plain data (``livecam.swap.mesh``)."""
+    spec = importlib.util.find_spec("mediapipe")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("mediapipe is not installed: pip install mediapipe==0.10.21")
+    return str(next(iter(spec.submodule_search_locations)))
+
+
 def open_mediapipe_model(module: str, filename: str, num_threads: int) -> Any:
     """An allocated interpreter for ``mediapipe/modules/<module>/<filename>``, or for
     ``$LIVECAM_MEDIAPIPE_MODULES/<module>/<filename>`` where that is set (a machine without
     mediapipe, e.g. a GPU server running triton client streams in a benchmark)."""
-    modules = os.environ.get("LIVECAM_MEDIAPIPE_MODULES")
-    if not modules:
-        import mediapipe as mp
-
-        modules = os.path.join(os.path.dirname(mp.__file__), "modules")
+    modules = os.environ.get("LIVECAM_MEDIAPIPE_MODULES") or os.path.join(mediapipe_dir(),
+                                                                         "modules")
     path = os.path.join(modules, module, filename)
     net = litert_interpreter()(model_path=path, num_threads=max(1, num_threads))
     net.allocate_tensors()

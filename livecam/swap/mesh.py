@@ -13,10 +13,13 @@ and pass the :class:`MeshTopology` around; it is immutable and safe to share bet
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -120,9 +123,25 @@ def _fill_hole(loop: list[int], corners: tuple[int, int]) -> list[tuple[int, int
     return [t for t in tris if len(set(t)) == 3]
 
 
+def _face_mesh_connections() -> Any:
+    """mediapipe's ``python/solutions/face_mesh_connections.py`` (frozensets of landmark
+    pairs, no imports) as a module of its own: importing it as ``mediapipe.python.solutions``
+    would first import mediapipe's whole framework
+    (:func:`livecam.analysis.litert.mediapipe_dir`)."""
+    from livecam.analysis.litert import mediapipe_dir
+
+    path = os.path.join(mediapipe_dir(), "python", "solutions", "face_mesh_connections.py")
+    spec = importlib.util.spec_from_file_location("_livecam_face_mesh_connections", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build_topology() -> MeshTopology:
-    """Derive the triangle list and contours from mediapipe's edge sets (imports mediapipe)."""
-    from mediapipe.python.solutions import face_mesh_connections as fmc
+    """Derive the triangle list and contours from mediapipe's edge sets (its
+    ``face_mesh_connections``, plain data, read without importing mediapipe itself)."""
+    fmc = _face_mesh_connections()
 
     edges = [tuple(sorted(e)) for e in fmc.FACEMESH_TESSELATION]
     adj: dict[int, set[int]] = defaultdict(set)
