@@ -15,6 +15,11 @@ Prints a table and writes JSON.
 
     python -m scripts.bench_remote --sessions 1 2 --seconds 20
     python -m scripts.bench_remote --sessions 1 --no-swap     # transport only (passthrough)
+    python -m scripts.bench_remote --gpu --photos DIR --sessions 1 4 8 16   # a GPU machine
+
+``--gpu``: the server runs the neural swap on the GPU pipeline with the stand-in models (the
+inswapper-sized generator of ``scripts/gpu_harness.py``, installed under the work folder), the
+identity from ``--photos``' ``astronaut.png``; the clients run in this process as before.
 
 ``--thin``: the thin client's CPU instead. Writes the clip as raw yuv420p frames (a Y4M file,
 converted from BGR by OpenCV) and runs `livecam run --input file:CLIP.y4m --remote URL
@@ -205,6 +210,14 @@ def main() -> None:
                         help="the thin client's CPU (`livecam run --remote`), not latency")
     parser.add_argument("--client-set", action="append", default=[], metavar="KEY=VALUE",
                         help="--thin: a setting of the thin client (repeatable)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the server runs the neural swap on the GPU pipeline with the "
+                             "stand-in models (scripts/gpu_harness.py), not the classic swap")
+    parser.add_argument("--photos", type=Path, default=None,
+                        help="--gpu: a folder with astronaut.png, the identity's photo (a GPU "
+                             "machine without skimage: scripts/device/export_bench_assets.py)")
+    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
+                        help="a setting of the server (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench_remote.json"))
     args = parser.parse_args()
     # the servers' and clients' folders: the one given, or one removed at the end
@@ -218,10 +231,16 @@ def main() -> None:
 
 def _main_sessions(args: argparse.Namespace, work: Path) -> None:
     frames = [f for f, _ in leak_clips()["still_2"].frames()]
-    server = start_serve(work, max_sessions=max(args.sessions),
+    settings = ["advanced.pipeline.status_interval_s=5", *args.sets]
+    photo = None
+    if args.gpu:
+        from scripts.gpu_harness import neural_settings
+
+        settings = [*neural_settings(work / "gpu"), *settings]
+        photo = args.photos / "astronaut.png" if args.photos else None
+    server = start_serve(work / "server", max_sessions=max(args.sessions),
                          identity=None if args.no_swap else "astro", users=("bench",),
-                         settings=("advanced.pipeline.status_interval_s=5",),
-                         start_timeout_s=180)
+                         settings=settings, start_timeout_s=300, photo=photo)
     url, token, log = server.url, server.tokens["bench"], server.log
     rows: list[dict[str, Any]] = []
     try:
@@ -246,7 +265,8 @@ def _main_sessions(args: argparse.Namespace, work: Path) -> None:
               f"{r['latency_p99_ms']:>8} {r['server_p50_ms']!s:>8} "
               f"{r['server_p99_ms']!s:>8} {r['server_cpu_ms_per_frame']!s:>8}")
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    doc = {"command": " ".join(sys.argv), "swap": "none" if args.no_swap else "classic",
+    swap = "none" if args.no_swap else "neural (stand-in), GPU" if args.gpu else "classic"
+    doc = {"command": " ".join(sys.argv), "swap": swap, "settings": settings,
            "size": "1280x720", "fps": args.fps, "host": platform.node(),
            "cpus": os.cpu_count(), "loadavg": load, "rows": rows,
            "server_log_tail": log.read_text()[-3000:]}

@@ -99,7 +99,7 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
     from livecam.config import load_config
     from livecam.gpupipe.networks.models import load_blazeface
     from livecam.identity.model import IdentityCollection
-    from tests.helpers.standins import count_parameters, install_standin_models
+    from tests.helpers.standins import count_parameters
 
     height, width = (360, 640) if args.small else (1080, 1920)
     photos = load_photos(args.photos)
@@ -117,23 +117,13 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
     else:
         inputs = {n: f"image:{scenes[n]}" for n in scenes}
     size = "small" if args.small else "full"
-    marker = work / f"models_{size}" / f"done{'_'.join(('', *enhancers))}"
-    if not marker.exists():
-        install_standin_models(work / f"models_{size}", size=size, enhancers=enhancers)
-        marker.write_text("ok")
-    models_dir, manifests_dir = work / f"models_{size}" / "models", \
-        work / f"models_{size}" / "manifests"
     onnx = work / f"models_{size}" / "build" / "inswapper_128.onnx"
     astronaut = next((p for p in photos if p.shape[:2] == (512, 512)), photos[0])
     identities = IdentityCollection({"astro": make_identity(astronaut, args.models_dir)})
-    base = ["swap.mode=neural", "advanced.gpu.pipeline=always", f"advanced.models.dir={models_dir}",
-            f"advanced.models.manifests_dir={manifests_dir}",
-            f"advanced.engine.cache_dir={work / 'cache' / 'engines'}", "control.api=false",
+    base = [*neural_settings(work, size, enhancers), "control.api=false",
             "control.hotkeys=false", "advanced.pipeline.status_interval_s=0",
             f"identity.library_dir={work / 'lib'}", "capture.fps=30",
             *getattr(args, "sets", [])]
-    if not torch.cuda.is_available():
-        base.append("advanced.engine.device=cpu")
 
     def config(*overrides: str) -> Any:
         return load_config(None, [*base, *overrides])
@@ -147,6 +137,28 @@ def prepare(args: Any, work: Path, report: dict[str, Any],
     report["background"] = getattr(args, "background", "blobs")
     return {"scenes": scenes, "inputs": inputs, "frames": frames, "identities": identities,
             "config": config, "onnx": onnx, "base": base}
+
+
+def neural_settings(work: Path, size: str = "full", enhancers: tuple[str, ...] = ()
+                    ) -> list[str]:
+    """The neural swap on the GPU pipeline with the stand-in models (``size`` as
+    ``install_standin_models``; installed under ``work`` once) and an engine cache under
+    ``work``, as ``--set`` overrides; on a machine without CUDA, on torch's CPU device."""
+    import torch
+
+    from tests.helpers.standins import install_standin_models
+
+    marker = work / f"models_{size}" / f"done{'_'.join(('', *enhancers))}"
+    if not marker.exists():
+        install_standin_models(work / f"models_{size}", size=size, enhancers=enhancers)
+        marker.write_text("ok")
+    sets = ["swap.mode=neural", "advanced.gpu.pipeline=always",
+            f"advanced.models.dir={work / f'models_{size}' / 'models'}",
+            f"advanced.models.manifests_dir={work / f'models_{size}' / 'manifests'}",
+            f"advanced.engine.cache_dir={work / 'cache' / 'engines'}"]
+    if not torch.cuda.is_available():
+        sets.append("advanced.engine.device=cpu")
+    return sets
 
 
 def engines_build(sets: list[str], *args: str) -> dict[str, Any]:

@@ -129,17 +129,16 @@ def start_serve(root: Path, *, max_sessions: int, port: int | None = None,
                 prepared: bool = False, tls: tuple[Path, Path] | None = None,
                 identity: str | None = "astro", hopper: bool = False,
                 users: Sequence[str] = ("alice", "bob"), settings: Sequence[str] = (),
-                start_timeout_s: float = 120.0) -> Server:
+                start_timeout_s: float = 120.0, photo: Path | None = None) -> Server:
     """``livecam serve --identity astro`` on ``port`` (default: the port the kernel gives it,
     read back from its log; ``restartable``: one below the ephemeral range, to start a server
     on again after this one stops; a given port is tried 5 times). ``prepared``:
     the library and tokens under ``root`` are there already (a restart); ``tls``: (certificate,
     key) PEM files, served over HTTPS; ``identity`` None: no library and no identity (frames
     pass through); ``hopper``: the library holds "hopper" too (after "astro"); ``settings``:
-    more ``--set`` overrides. Raises AssertionError with the log when it does not start."""
-    import cv2
-    from skimage import data
-
+    more ``--set`` overrides, of ``identity add`` too; ``photo``: the identity's photo
+    (default: skimage's astronaut). Raises AssertionError with the log when it does not
+    start."""
     env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
                XDG_DATA_HOME=str(root / "data"), XDG_CACHE_HOME=str(root / "cache"))
 
@@ -153,9 +152,14 @@ def start_serve(root: Path, *, max_sessions: int, port: int | None = None,
     tokens_file = root / "tokens.txt"
     if not prepared:
         if identity is not None:
-            photo = root / "astronaut.png"
-            cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
-            livecam("identity", "add", "astro", str(photo), "--force")
+            if photo is None:
+                import cv2
+                from skimage import data
+
+                photo = root / "astronaut.png"
+                cv2.imwrite(str(photo), np.ascontiguousarray(data.astronaut()[:, :, ::-1]))
+            livecam("identity", "add", "astro", str(photo), "--force",
+                    *(arg for setting in settings for arg in ("--set", setting)))
             if hopper:
                 livecam("identity", "add", "hopper", str(hopper_photo()), "--force")
         tokens_file.write_text("\n".join(f"{name} {livecam('serve', 'token', 'add', name)}"
