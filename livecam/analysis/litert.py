@@ -30,13 +30,18 @@ def mediapipe_dir() -> str:
     return str(next(iter(spec.submodule_search_locations)))
 
 
-def open_mediapipe_model(module: str, filename: str, num_threads: int) -> Any:
-    """An allocated interpreter for ``mediapipe/modules/<module>/<filename>``, or for
-    ``$LIVECAM_MEDIAPIPE_MODULES/<module>/<filename>`` where that is set (a machine without
-    mediapipe, e.g. a GPU server running triton client streams in a benchmark)."""
+def mediapipe_model_path(module: str, filename: str) -> str:
+    """``mediapipe/modules/<module>/<filename>``, or ``$LIVECAM_MEDIAPIPE_MODULES/<module>/
+    <filename>`` where that is set (a machine without mediapipe, e.g. a GPU server running
+    triton client streams in a benchmark)."""
     modules = os.environ.get("LIVECAM_MEDIAPIPE_MODULES") or os.path.join(mediapipe_dir(),
                                                                          "modules")
-    path = os.path.join(modules, module, filename)
+    return os.path.join(modules, module, filename)
+
+
+def open_mediapipe_model(module: str, filename: str, num_threads: int) -> Any:
+    """An allocated interpreter for :func:`mediapipe_model_path`."""
+    path = mediapipe_model_path(module, filename)
     net = litert_interpreter()(model_path=path, num_threads=max(1, num_threads))
     net.allocate_tensors()
     return net

@@ -26,15 +26,22 @@ model takes for a person.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import cv2
 import numpy as np
 
-from livecam.analysis.litert import litert_interpreter, open_mediapipe_model
+from livecam.analysis.litert import (
+    litert_interpreter,
+    mediapipe_model_path,
+    open_mediapipe_model,
+)
+from livecam.core.errors import DependencyError, ModelError
 from livecam.core.types import ImageBGR, Unswappable, WithheldFaces
 
-#: The model's picture (W, H): mediapipe's ``selfie_segmentation_landscape.tflite``.
+#: mediapipe's model (module, file), and its picture (W, H).
+MODEL = ("selfie_segmentation", "selfie_segmentation_landscape.tflite")
 SIZE = (256, 144)
 #: A cell is a person's at this probability.
 THRESHOLD = 0.5
@@ -50,7 +57,9 @@ GROWTH = 0.1
 
 class FacelessPeople:
     """Covers for the people in a frame where no face is known (see the module docstring).
-    ``open`` loads the model (once); only the follower's thread calls :meth:`covers`."""
+    ``open`` checks that the model can run; it is loaded on the first frame that needs it
+    (about 5 ms and 5 MB a stream, so a stream that always shows a face never pays them).
+    Only the follower's thread calls :meth:`covers`."""
 
     def __init__(self, num_threads: int = 1) -> None:
         self._threads = num_threads
@@ -58,24 +67,30 @@ class FacelessPeople:
         self._input = self._output = 0
 
     def open(self) -> None:
-        if self._net is not None:
-            return
         if litert_interpreter() is None:
-            raise RuntimeError("advanced.analysis.cover_people needs ai-edge-litert "
+            raise DependencyError("advanced.analysis.cover_people needs ai-edge-litert "
                                "(pip install ai-edge-litert), or set it to false")
-        self._net = open_mediapipe_model("selfie_segmentation",
-                                         "selfie_segmentation_landscape.tflite", self._threads)
-        self._input = self._net.get_input_details()[0]["index"]
-        self._output = self._net.get_output_details()[0]["index"]
+        if not os.path.isfile(mediapipe_model_path(*MODEL)):
+            raise ModelError(f"advanced.analysis.cover_people: no {mediapipe_model_path(*MODEL)}"
+                             " (mediapipe 0.10.21 ships it); reinstall mediapipe, or set it to "
+                             "false")
+
+    def _load(self) -> Any:
+        if self._net is None:
+            self._net = open_mediapipe_model(*MODEL, self._threads)
+            self._input = self._net.get_input_details()[0]["index"]
+            self._output = self._net.get_output_details()[0]["index"]
+        return self._net
 
     def mask(self, image_bgr: ImageBGR) -> np.ndarray:
         """(144, 256) float32 person probability of ``image_bgr``."""
+        net = self._load()
         small = cv2.resize(image_bgr, SIZE, interpolation=cv2.INTER_AREA)
         rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
         picture = np.multiply(rgb, np.float32(1 / 255), dtype=np.float32)
-        self._net.set_tensor(self._input, picture[None])
-        self._net.invoke()
-        return np.asarray(self._net.get_tensor(self._output)[0, :, :, 0], np.float32)
+        net.set_tensor(self._input, picture[None])
+        net.invoke()
+        return np.asarray(net.get_tensor(self._output)[0, :, :, 0], np.float32)
 
     def covers(self, image_bgr: ImageBGR) -> WithheldFaces:
         """The people of ``image_bgr`` to cover (withheld ``NO_MESH``, track -1): each region

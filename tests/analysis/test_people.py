@@ -4,6 +4,8 @@ astronaut."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,15 @@ def test_the_follower_searches_people_only_on_frames_with_no_face_known(
         assert "people" not in follower.last_timings_ms  # the astronaut's body: not searched
     finally:
         follower.close()
+
+
+def test_a_missing_model_is_said_at_start_in_one_line(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A models folder without the segmentation model (``LIVECAM_MEDIAPIPE_MODULES``, as on a
+    machine without mediapipe) is refused when the follower opens, naming the setting, not
+    on the first empty frame in the middle of a run."""
+    from livecam.core.errors import ModelError
+
+    monkeypatch.setenv("LIVECAM_MEDIAPIPE_MODULES", str(tmp_path))
+    with pytest.raises(ModelError, match=r"advanced\.analysis\.cover_people"):
+        FacelessPeople().open()
