@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -130,7 +129,7 @@ def _face_mesh_connections() -> Any:
     (:func:`livecam.analysis.litert.mediapipe_dir`)."""
     from livecam.analysis.litert import mediapipe_dir
 
-    path = os.path.join(mediapipe_dir(), "python", "solutions", "face_mesh_connections.py")
+    path = mediapipe_dir() / "python" / "solutions" / "face_mesh_connections.py"
     spec = importlib.util.spec_from_file_location("_livecam_face_mesh_connections", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,43 +1,21 @@
 """Locate MediaPipe's bundled ``.tflite`` files and build the torch modules from them.
 
-The files ship inside ``mediapipe==0.10.21``; we find them with ``importlib.util.find_spec``
-so that mediapipe (and its graph runtime) is never imported. On machines without mediapipe
+The files ship inside ``mediapipe==0.10.21``; :func:`~livecam.analysis.litert.mediapipe_modules_dir`
+finds them without importing mediapipe (and its graph runtime). On machines without mediapipe
 (the GPU box) pass ``models_dir``: a copy of ``mediapipe/modules`` (only the ``.tflite`` files
 are read).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
-from livecam.core.errors import DependencyError, ModelError
+from livecam.analysis.litert import mediapipe_modules_dir
+from livecam.core.errors import ModelError
 from livecam.gpupipe.networks.blazeface import FULL_RANGE, SHORT_RANGE, BlazeFaceDetector
 from livecam.gpupipe.networks.facemesh import FACE_LANDMARK_RELPATH, FaceMeshLandmarker
 from livecam.gpupipe.networks.tflite_reader import read_tflite
 from livecam.gpupipe.networks.tflite_torch import TfliteGraphModule
-
-#: Environment variable naming a copy of mediapipe's ``modules`` folder.
-MODULES_ENV = "LIVECAM_MEDIAPIPE_MODULES"
-
-
-def mediapipe_modules_dir() -> Path:
-    """``.../site-packages/mediapipe/modules`` of the installed mediapipe, without importing it,
-    or ``$LIVECAM_MEDIAPIPE_MODULES`` where set (GPU servers without mediapipe: a copy of that
-    folder, e.g. from ``scripts/device/export_bench_assets.py``).
-
-    Raises :class:`DependencyError` when neither is there.
-    """
-    override = os.environ.get(MODULES_ENV)
-    if override:
-        return Path(override)
-    spec = importlib.util.find_spec("mediapipe")
-    if spec is None or spec.origin is None:
-        raise DependencyError("mediapipe is not installed: `pip install mediapipe==0.10.21` "
-                              "(it ships the face models), or set LIVECAM_MEDIAPIPE_MODULES to a "
-                              "copy of its mediapipe/modules folder")
-    return Path(spec.origin).parent / "modules"
 
 
 def model_path(relpath: str, models_dir: str | Path | None = None) -> Path:
