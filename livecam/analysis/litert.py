@@ -30,7 +30,7 @@ MODULES_ENV = "LIVECAM_MEDIAPIPE_MODULES"
 
 def mediapipe_dir() -> Path:
     """The installed mediapipe package's folder, found without importing it: the package
-    imports its whole framework (about 60 MB resident and half a second), while livecam reads
+    imports its whole framework (40-50 MB resident and half a second), while livecam reads
     only its model files and one module of plain data (``livecam.swap.mesh``). Raises
     :class:`DependencyError` where mediapipe is not installed."""
     spec = importlib.util.find_spec("mediapipe")

@@ -61,15 +61,14 @@ class FacelessPeople:
     (about 5 ms and 5 MB a stream, so a stream that always shows a face never pays them).
     Only the follower's thread calls :meth:`covers`."""
 
-    def __init__(self, num_threads: int = 1) -> None:
-        self._threads = num_threads
+    def __init__(self) -> None:
         self._net: Any = None
         self._input = self._output = 0
 
     def open(self) -> None:
         if litert_interpreter() is None:
             raise DependencyError("advanced.analysis.cover_people needs ai-edge-litert "
-                               "(pip install ai-edge-litert), or set it to false")
+                                  "(pip install ai-edge-litert), or set it to false")
         if not os.path.isfile(mediapipe_model_path(*MODEL)):
             raise ModelError(f"advanced.analysis.cover_people: no {mediapipe_model_path(*MODEL)}"
                              " (mediapipe 0.10.21 ships it); reinstall mediapipe, or set it to "
@@ -77,7 +76,7 @@ class FacelessPeople:
 
     def _load(self) -> Any:
         if self._net is None:
-            self._net = open_mediapipe_model(*MODEL, self._threads)
+            self._net = open_mediapipe_model(*MODEL, num_threads=1)  # the follower's thread
             self._input = self._net.get_input_details()[0]["index"]
             self._output = self._net.get_output_details()[0]["index"]
         return self._net
